@@ -1,0 +1,77 @@
+"""The `gputopo` command group and its error handling: every failure ends as one line + exit code.
+
+Click commands live in the sibling modules, one per command; they only parse options and call
+the layers below. Heavy libraries (torch, pandas, matplotlib) are imported inside the commands
+that need them, never here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+
+import click
+
+from gputopo import __version__
+from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gputopo")
+def cli():
+    """gputopo: which GPU pairs of this machine can you trust, and how fast are they?
+
+    \b
+    scan      NVLink/PCIe matrix, P2P status, host IOMMU/ACS, problems (NVML)
+    sims      built-in simulated machines (use with --sim NAME anywhere)
+    """
+
+
+def _register():
+    from gputopo.cli import scan, sims  # noqa: F401  (each module adds its command to `cli`)
+
+    for mod in ("bench", "numerics", "report", "check", "importer"):
+        try:
+            __import__(f"gputopo.cli.{mod}")
+        except ModuleNotFoundError as e:  # a command whose layer is not built yet
+            if e.name != f"gputopo.cli.{mod}":
+                raise
+
+
+def save_traceback(folder: str | None = None) -> str:
+    """Write the current exception's traceback to a file and return its path."""
+    if folder and os.path.isdir(folder):
+        path = os.path.join(folder, "error.txt")
+    else:
+        fd, path = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
+        os.close(fd)
+    with open(path, "w") as f:
+        traceback.print_exc(file=f)
+    return path
+
+
+def main(argv=None):
+    """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
+    _register()
+    try:
+        rv = cli.main(args=argv, prog_name="gputopo", standalone_mode=False)
+    except GputopoError as e:
+        click.echo(f"gputopo: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("gputopo: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # internal error: one line here, the traceback in a file
+        path = save_traceback(getattr(e, "run_dir", None))
+        click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,16 @@
+"""Click options shared by several commands."""
+
+from __future__ import annotations
+
+import click
+
+sim_option = click.option(
+    "--sim", "sim", metavar="NAME|FILE",
+    help="Use a simulated machine: a built-in name (see `gputopo sims`) or a description .toml file.")
+
+
+def console(no_color: bool = False):
+    """A rich console on stdout; plain text when not a TTY (rich decides) or when asked."""
+    from rich.console import Console
+
+    return Console(no_color=no_color, highlight=False, soft_wrap=False)

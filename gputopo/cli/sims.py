@@ -1,0 +1,22 @@
+"""`gputopo sims`: the built-in simulated machines, one line each."""
+
+from __future__ import annotations
+
+import click
+
+from gputopo.cli.main import cli
+
+
+@cli.command()
+def sims():
+    """List the built-in simulated machines (use them with --sim NAME).
+
+    A simulated machine is a description file: GPUs, pair matrix, host facts, link model and
+    faults. Point --sim at your own .toml file to simulate your machine (format: README).
+    """
+    from gputopo.sim.catalog import builtin_summaries
+
+    rows = builtin_summaries()
+    width = max(len(n) for n, _ in rows)
+    for name, summary in rows:
+        click.echo(f"{name.ljust(width)}  {summary}")

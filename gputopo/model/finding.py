@@ -1,0 +1,58 @@
+"""Findings: what gputopo concludes, in a stable vocabulary users script against.
+
+A finding is ``{kind, severity, gpus, link_class, message, evidence}`` plus the likely cause and
+remedies. Kinds may be added when a new check needs one; never renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+KINDS = (
+    "corrupt", "nan", "diverged", "slow", "outlier", "p2p-slower-than-staged", "hang", "crash",
+    "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
+    "topology-mismatch", "slow-node", "gpu-lost", "noisy",
+)
+#: Severities, worst first.
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: str
+    message: str
+    gpus: Optional[List[int]] = None
+    link_class: Optional[str] = None
+    evidence: Dict[str, Any] = field(default_factory=dict)
+    cause: Optional[str] = None
+    remedies: List[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+        if self.gpus is not None:
+            self.gpus = list(self.gpus)
+
+    @property
+    def sort_key(self):
+        """Worst first, then by GPUs."""
+        return (SEVERITIES.index(self.severity), KINDS.index(self.kind), self.gpus or [])
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "kind": self.kind, "severity": self.severity, "gpus": self.gpus,
+            "link_class": self.link_class, "message": self.message, "evidence": self.evidence,
+            "cause": self.cause, "remedies": list(self.remedies),
+        }
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Finding":
+        return cls(**d)
+
+
+def worst_first(findings: List[Finding]) -> List[Finding]:
+    return sorted(findings, key=lambda f: f.sort_key)

@@ -1,0 +1,128 @@
+"""One benchmark measurement: raw timing samples kept, statistics derived lazily.
+
+Like torch.utils.benchmark's Measurement, the record holds every raw sample; median, IQR and
+bandwidths are computed from them on demand, so nothing derived can drift from what was timed.
+Every record says where its time came from: "cuda-events", "wall" or "modeled" (a simulated
+link model). Bandwidths use GB = 1e9 bytes, as nccl-tests does.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from .values import Failed, field_from_json, field_to_json
+
+TIMING_SOURCES = ("cuda-events", "wall", "modeled")
+#: IQR/median above this marks a measurement as noisy.
+NOISE_THRESHOLD = 0.1
+
+
+def _quantile(sorted_xs: List[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted data (numpy's default method)."""
+    if not sorted_xs:
+        return math.nan
+    pos = (len(sorted_xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+@dataclass
+class Measurement:
+    """A timed, verified operation on one GPU pair (or one GPU, for --self tests).
+
+    ``samples_s`` are per-iteration times in seconds. ``bytes_per_iter`` is what algbw divides
+    by (nccl-tests: the buffer size); ``busbw_factor`` turns algbw into busbw. ``wrong`` counts
+    elements that failed bit-exact verification, ``first_bad_index`` the first of them.
+    """
+
+    test: str  # e.g. "p2p.copy", "dp.scatter", "collective.all_reduce", "self.h2d"
+    gpus: Tuple[int, ...]
+    size_bytes: int
+    samples_s: List[float]
+    timing: str
+    fabric: str  # "cuda" | "cpu" | "sim"
+    link_class: Optional[str] = None
+    direction: Optional[str] = None  # "0->1", "1->0", "both"
+    bytes_per_iter: Optional[int] = None
+    busbw_factor: float = 1.0
+    wrong: int = 0
+    first_bad_index: Optional[int] = None
+    error: Optional[Failed] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.timing not in TIMING_SOURCES:
+            raise ValueError(f"timing must be one of {TIMING_SOURCES}, got {self.timing!r}")
+        self.gpus = tuple(self.gpus)
+        if self.bytes_per_iter is None:
+            self.bytes_per_iter = self.size_bytes
+
+    # --- statistics, derived from the raw samples every time they are asked for
+    @property
+    def n(self) -> int:
+        return len(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples_s) if self.samples_s else math.nan
+
+    @property
+    def iqr_s(self) -> float:
+        xs = sorted(self.samples_s)
+        return _quantile(xs, 0.75) - _quantile(xs, 0.25) if xs else math.nan
+
+    @property
+    def noisy(self) -> bool:
+        m = self.median_s
+        return bool(self.samples_s) and m > 0 and self.iqr_s / m > NOISE_THRESHOLD
+
+    @property
+    def median_us(self) -> float:
+        return self.median_s * 1e6
+
+    @property
+    def algbw_gbps(self) -> float:
+        """Bytes per second over the median time, in GB/s (1e9)."""
+        m = self.median_s
+        return self.bytes_per_iter / m / 1e9 if m and m > 0 else math.nan
+
+    @property
+    def busbw_gbps(self) -> float:
+        return self.algbw_gbps * self.busbw_factor
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.wrong == 0
+
+    # --- JSON
+    def to_json(self) -> Dict[str, Any]:
+        d = {
+            "test": self.test, "gpus": list(self.gpus), "link_class": self.link_class,
+            "direction": self.direction, "size_bytes": self.size_bytes,
+            "bytes_per_iter": self.bytes_per_iter, "busbw_factor": self.busbw_factor,
+            "timing": self.timing, "fabric": self.fabric, "samples_s": list(self.samples_s),
+            "wrong": self.wrong, "first_bad_index": self.first_bad_index,
+            "error": field_to_json(self.error), "extra": self.extra,
+        }
+        # Derived values are written for readers of the file, never read back.
+        d["derived"] = {
+            "median_s": _finite_or_none(self.median_s), "iqr_s": _finite_or_none(self.iqr_s),
+            "algbw_gbps": _finite_or_none(self.algbw_gbps),
+            "busbw_gbps": _finite_or_none(self.busbw_gbps), "noisy": self.noisy,
+        }
+        return d
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Measurement":
+        d = dict(d)
+        d.pop("derived", None)
+        d["error"] = field_from_json(d.get("error"))
+        d["gpus"] = tuple(d["gpus"])
+        return cls(**d)
+
+
+def _finite_or_none(x: float):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

@@ -1,0 +1,249 @@
+"""Plain records for what a machine is: GPUs, their NVLinks and PCIe links, GPU pairs, host facts.
+
+Devices are keyed by PCI bus id (and UUID). Both the NVML index and the CUDA index are kept,
+since CUDA_VISIBLE_DEVICES renumbers CUDA devices but not NVML ones. Any field may hold a
+NotAvailable or Failed value (see values.py) instead of data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from .linkclass import LinkClass
+from .values import Failed, NotAvailable, field_from_json, field_to_json, is_value
+
+#: P2P capabilities in NVML's index order (nvmlGpuP2PCapsIndex_t).
+P2P_CAPS = ("read", "write", "nvlink", "atomics", "pci")
+#: nvmlGpuP2PStatus_t value -> nvidia-smi's abbreviation.
+P2P_STATUS_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
+P2P_STATUS_MEANING = {
+    "OK": "Status Ok",
+    "CNS": "Chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "Topology not supported",
+    "DR": "Disabled by regkey",
+    "NS": "Not supported",
+    "U": "Unknown",
+}
+#: NVLink error counters read per link (nvmlNvLinkErrorCounter_t order).
+NVLINK_ERROR_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
+
+
+@dataclass
+class NvLink:
+    """One NVLink of a GPU as NVML reports it."""
+
+    link: int
+    active: Any  # bool | NotAvailable | Failed
+    version: Any = NotAvailable("not read")
+    remote_bus_id: Any = NotAvailable("not read")
+    remote_type: Any = NotAvailable("not read")  # "GPU" | "SWITCH" | "IBMNPU"
+    errors: Dict[str, Any] = field(default_factory=dict)  # counter -> int | NotAvailable | Failed
+
+
+@dataclass
+class PcieLink:
+    """The PCIe link of a GPU to its upstream port."""
+
+    gen_current: Any = NotAvailable("not read")
+    gen_max: Any = NotAvailable("not read")
+    width_current: Any = NotAvailable("not read")
+    width_max: Any = NotAvailable("not read")
+    replay_counter: Any = NotAvailable("not read")
+
+
+@dataclass
+class Gpu:
+    """One GPU. ``lost`` is a Failed value when NVML lost the device; the rest is then n/a."""
+
+    nvml_index: int
+    name: Any = NotAvailable("not read")
+    uuid: Any = NotAvailable("not read")
+    pci_bus_id: Any = NotAvailable("not read")
+    cuda_index: Any = NotAvailable("not read")
+    numa_node: Any = NotAvailable("not read")
+    cpu_affinity: Any = NotAvailable("not read")  # cpulist text, e.g. "0-31,64-95"
+    pcie: PcieLink = field(default_factory=PcieLink)
+    mig_mode: Any = NotAvailable("not read")  # "enabled" | "disabled"
+    nvlinks: List[NvLink] = field(default_factory=list)
+    lost: Optional[Failed] = None
+
+    @property
+    def key(self) -> str:
+        """Stable identity: PCI bus id where known, else UUID, else the NVML index."""
+        for v in (self.pci_bus_id, self.uuid):
+            if is_value(v):
+                return str(v)
+        return f"nvml:{self.nvml_index}"
+
+    def active_nvlinks(self) -> List[NvLink]:
+        return [lk for lk in self.nvlinks if lk.active is True]
+
+
+@dataclass
+class Pair:
+    """Two GPUs (NVML indices, i < j), how they connect, and what P2P NVML allows."""
+
+    gpus: Tuple[int, int]
+    link_class: LinkClass
+    nvlink_count: int = 0
+    p2p: Dict[str, Any] = field(default_factory=dict)  # cap -> "OK"/"CNS"/... | NotAvailable
+
+    def __post_init__(self):
+        i, j = self.gpus
+        if i == j:
+            raise ValueError(f"a pair needs two different GPUs, got {i},{j}")
+        self.gpus = (min(i, j), max(i, j))
+
+
+@dataclass
+class AcsBridge:
+    """A PCIe bridge upstream of one or more GPUs and its ACS control bits (from lspci)."""
+
+    bdf: str
+    gpus: List[str]  # bus ids of the GPUs below it
+    controls: Dict[str, bool] = field(default_factory=dict)  # SrcValid, ReqRedir, CmpltRedir, ...
+
+    @property
+    def redirects(self) -> bool:
+        """ACS request/completion redirect forces peer traffic up to the root complex."""
+        return bool(self.controls.get("ReqRedir") or self.controls.get("CmpltRedir"))
+
+
+@dataclass
+class HostInfo:
+    """Host facts that decide whether PCIe peer-to-peer DMA works."""
+
+    hostname: Any = NotAvailable("not read")
+    kernel: Any = NotAvailable("not read")
+    #: "translated" (DMA remapped by the IOMMU), "passthrough", "off", or NotAvailable.
+    iommu_mode: Any = NotAvailable("not read")
+    iommu_evidence: List[str] = field(default_factory=list)
+    acs: Any = NotAvailable("not read")  # List[AcsBridge] | NotAvailable
+    driver_version: Any = NotAvailable("not read")
+    nvml_version: Any = NotAvailable("not read")
+    cuda_driver_version: Any = NotAvailable("not read")  # e.g. "12.4"
+
+
+@dataclass
+class Topology:
+    """Everything `gputopo scan` knows about one machine.
+
+    ``source`` says where it came from ("nvml", "nvidia-smi text", "sim:NAME"); ``simulated``
+    is true for simulated machines and every output made from one must say SIMULATED.
+    """
+
+    gpus: List[Gpu]
+    pairs: List[Pair]
+    host: HostInfo = field(default_factory=HostInfo)
+    source: str = "nvml"
+    simulated: bool = False
+    machine: str = ""  # a name for the machine (hostname or sim name)
+
+    def __post_init__(self):
+        self._pairs = {p.gpus: p for p in self.pairs}
+
+    def gpu(self, nvml_index: int) -> Gpu:
+        for g in self.gpus:
+            if g.nvml_index == nvml_index:
+                return g
+        raise KeyError(nvml_index)
+
+    def pair(self, i: int, j: int) -> Pair:
+        return self._pairs[(min(i, j), max(i, j))]
+
+    def link_class(self, i: int, j: int) -> LinkClass:
+        return self.pair(i, j).link_class
+
+    @property
+    def indices(self) -> List[int]:
+        return [g.nvml_index for g in self.gpus]
+
+    def classes(self) -> List[LinkClass]:
+        """Distinct link classes present, best first."""
+        return sorted({p.link_class for p in self.pairs})
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def _enc(obj: Any) -> Any:
+    if isinstance(obj, (NotAvailable, Failed)):
+        return obj.to_json()
+    if isinstance(obj, LinkClass):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _enc(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_enc(v) for v in obj]
+    return obj
+
+
+def _dec_fields(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: field_from_json(v) for k, v in d.items()}
+
+
+def topology_to_json(topo: Topology) -> Dict[str, Any]:
+    """Encode a topology; pairs carry ``gpus: [i, j]`` and ``link_class`` (DESIGN.md)."""
+    gpus = []
+    for g in topo.gpus:
+        gpus.append(
+            {
+                "nvml_index": g.nvml_index,
+                "cuda_index": _enc(g.cuda_index),
+                "name": _enc(g.name),
+                "uuid": _enc(g.uuid),
+                "pci_bus_id": _enc(g.pci_bus_id),
+                "numa_node": _enc(g.numa_node),
+                "cpu_affinity": _enc(g.cpu_affinity),
+                "mig_mode": _enc(g.mig_mode),
+                "pcie": _enc(vars(g.pcie)),
+                "nvlinks": [_enc(vars(lk)) for lk in g.nvlinks],
+                "lost": _enc(g.lost),
+            }
+        )
+    pairs = [
+        {"gpus": list(p.gpus), "link_class": str(p.link_class), "nvlink_count": p.nvlink_count,
+         "p2p": _enc(p.p2p)}
+        for p in topo.pairs
+    ]
+    h = topo.host
+    host = {k: _enc(v) for k, v in vars(h).items() if k != "acs"}
+    host["acs"] = (
+        [{"bdf": b.bdf, "gpus": b.gpus, "controls": b.controls, "redirects": b.redirects} for b in h.acs]
+        if isinstance(h.acs, list)
+        else _enc(h.acs)
+    )
+    return {"machine": topo.machine, "source": topo.source, "simulated": topo.simulated,
+            "gpus": gpus, "pairs": pairs, "host": host}
+
+
+def topology_from_json(d: Dict[str, Any]) -> Topology:
+    """Inverse of :func:`topology_to_json`. Raises KeyError/ValueError on a malformed document."""
+    gpus = []
+    for gd in d["gpus"]:
+        gd = dict(gd)
+        pcie = PcieLink(**_dec_fields(gd.pop("pcie", {})))
+        links = []
+        for ld in gd.pop("nvlinks", []):
+            ld = _dec_fields(ld)
+            ld["errors"] = _dec_fields(ld.get("errors") or {})
+            links.append(NvLink(**ld))
+        lost = field_from_json(gd.pop("lost", None))
+        gpus.append(Gpu(pcie=pcie, nvlinks=links, lost=lost, **_dec_fields(gd)))
+    pairs = [
+        Pair(gpus=tuple(pd["gpus"]), link_class=LinkClass.parse(pd["link_class"]),
+             nvlink_count=pd.get("nvlink_count", 0), p2p=_dec_fields(pd.get("p2p") or {}))
+        for pd in d["pairs"]
+    ]
+    hd = dict(d.get("host") or {})
+    acs = hd.pop("acs", NotAvailable("not read"))
+    if isinstance(acs, list):
+        acs = [AcsBridge(bdf=b["bdf"], gpus=list(b["gpus"]), controls=dict(b["controls"])) for b in acs]
+    else:
+        acs = field_from_json(acs)
+    evidence = hd.pop("iommu_evidence", [])
+    host = HostInfo(acs=acs, iommu_evidence=list(evidence), **_dec_fields(hd))
+    return Topology(gpus=gpus, pairs=pairs, host=host, source=d.get("source", ""),
+                    simulated=bool(d.get("simulated", False)), machine=d.get("machine", ""))

@@ -1,0 +1,125 @@
+"""What `gputopo scan` prints: the matrix (as `nvidia-smi topo -m`, coloured), GPU and host
+details, the problems; or the same as JSON / CSV. Only rich is imported (cheap); no pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import List
+
+from gputopo import SCHEMA_VERSION
+from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
+from gputopo.model.linkclass import LEGEND
+from gputopo.model.values import show
+
+CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
+               "NODE": "yellow", "SYS": "red", "X": "dim"}
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def simulated_banner(topo: Topology) -> str:
+    return f"SIMULATED machine '{topo.machine}' ({topo.source}): no real GPU was read"
+
+
+def scan_json(topo: Topology, problems: List[Finding]) -> str:
+    doc = {"schema_version": SCHEMA_VERSION, **topology_to_json(topo),
+           "problems": [f.to_json() for f in problems]}
+    return json.dumps(doc, indent=2)
+
+
+def scan_csv(topo: Topology) -> str:
+    """One row per GPU pair: class, NVLink count, P2P status per capability, and both GPUs' ids."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["gpu_i", "gpu_j", "link_class", "nvlink_count", *(f"p2p_{c}" for c in P2P_CAPS),
+                "bus_id_i", "bus_id_j", "numa_i", "numa_j", "simulated"])
+    for p in topo.pairs:
+        gi, gj = topo.gpu(p.gpus[0]), topo.gpu(p.gpus[1])
+        w.writerow([*p.gpus, str(p.link_class), p.nvlink_count,
+                    *(show(p.p2p.get(c)) for c in P2P_CAPS),
+                    show(gi.pci_bus_id), show(gj.pci_bus_id), show(gi.numa_node), show(gj.numa_node),
+                    str(topo.simulated).lower()])
+    return buf.getvalue()
+
+
+def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
+    """Print the scan to a rich Console."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if topo.simulated:
+        console.print(Text(simulated_banner(topo), style="bold magenta reverse"))
+    console.print(_matrix_table(topo))
+    present = sorted({("NV#" if c.is_nvlink else c.kind) for c in topo.classes()},
+                     key=lambda k: list(LEGEND).index(k))
+    for k in present:
+        console.print(Text.assemble(("  " + k.ljust(5), CLASS_STYLE.get(k.rstrip("#"), "")),
+                                    f"= {LEGEND[k]}"))
+    console.print()
+
+    gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe (cur/max)",
+                "NVLinks up", "MIG"):
+        gt.add_column(col)
+    for g in topo.gpus:
+        if g.lost is not None:
+            gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
+                       show(g.pci_bus_id), "", "", "", "", "")
+            continue
+        p = g.pcie
+        pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} / Gen{show(p.gen_max)} x{show(p.width_max)}"
+        links = f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks else "-"
+        gt.add_row(str(g.nvml_index), show(g.cuda_index), show(g.name), show(g.pci_bus_id),
+                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
+    console.print(gt)
+
+    h = topo.host
+    acs = (f"{sum(b.redirects for b in h.acs)} of {len(h.acs)} GPU bridges redirect"
+           if isinstance(h.acs, list) else f"unknown ({getattr(h.acs, 'reason', h.acs)})")
+    iommu = h.iommu_mode if isinstance(h.iommu_mode, str) else f"unknown ({getattr(h.iommu_mode, 'reason', '')})"
+    console.print(f"\nhost {show(h.hostname)}  kernel {show(h.kernel)}  driver {show(h.driver_version)}  "
+                  f"CUDA {show(h.cuda_driver_version)}  NVML {show(h.nvml_version)}")
+    console.print(f"IOMMU: {iommu}   ACS: {acs}\n")
+    render_problems(console, problems)
+
+
+def render_problems(console, problems: List[Finding]) -> None:
+    from rich.text import Text
+
+    if not problems:
+        console.print(Text("No problems visible to the scan.", style="green"))
+        return
+    console.print(Text(f"Problems ({len(problems)}):", style="bold"))
+    for f in problems:
+        where = f"GPU {','.join(map(str, f.gpus))}" if f.gpus else "host"
+        console.print(Text.assemble(
+            (f"  {f.severity.upper():7}", SEVERITY_STYLE[f.severity]), (f" {f.kind:16}", "bold"),
+            f" [{where}] {f.message}"))
+
+
+def _matrix_table(topo: Topology):
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    t.add_column("")
+    for g in topo.gpus:
+        t.add_column(f"GPU{g.nvml_index}", justify="center")
+    t.add_column("CPU Affinity")
+    t.add_column("NUMA Affinity")
+    for g in topo.gpus:
+        cells = []
+        for h in topo.gpus:
+            if g.nvml_index == h.nvml_index:
+                cells.append(Text("X", style="dim"))
+                continue
+            try:
+                lc = topo.link_class(g.nvml_index, h.nvml_index)
+            except KeyError:
+                cells.append(Text("?", style="bold red"))
+                continue
+            cells.append(Text(str(lc), style=CLASS_STYLE[lc.kind]))
+        t.add_row(f"GPU{g.nvml_index}", *cells, show(g.cpu_affinity), show(g.numa_node))
+    return t

@@ -1,0 +1,205 @@
+"""Problems the scan alone can see, as findings: lost GPUs, NVLinks down, PCIe links running
+narrower than they can, error counters, P2P not allowed where the class suggests it should be,
+and the host settings (IOMMU translating DMA, ACS redirect) known to corrupt PCIe peer copies.
+
+These are suspicions from static facts; the benchmarks confirm or clear them with data.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import List
+
+from gputopo.model import Finding, Topology, is_value
+
+#: What to try when PCIe peer-to-peer DMA is suspected or shown to be broken.
+P2P_REMEDIES = [
+    "set NCCL_P2P_DISABLE=1 (NCCL then stages through host memory)",
+    "train with DistributedDataParallel instead of nn.DataParallel (DataParallel uses raw peer copies)",
+    "boot with iommu=pt (IOMMU passthrough) or disable the IOMMU for DMA translation",
+    "disable PCIe ACS request/completion redirect on the bridges between the GPUs (setpci, or BIOS 'ACS' off)",
+]
+
+
+def topology_findings(topo: Topology) -> List[Finding]:
+    """All scan-visible problems of ``topo``, in a stable order."""
+    out: List[Finding] = []
+    out += _lost(topo)
+    out += _nvlinks_down(topo)
+    out += _pcie_downgraded(topo)
+    out += _link_errors(topo)
+    out += _p2p_status(topo)
+    out += _iommu(topo)
+    out += _acs(topo)
+    return out
+
+
+def _lost(topo):
+    return [
+        Finding("gpu-lost", "error", f"GPU {g.nvml_index} is lost to NVML ({g.lost.error}); "
+                "it was left out of the scan", gpus=[g.nvml_index], evidence={"error": g.lost.error},
+                cause="the GPU fell off the bus or its driver state is broken (see dmesg for Xid errors)",
+                remedies=["check `dmesg` for Xid errors", "reset the GPU (nvidia-smi -r) or reboot"])
+        for g in topo.gpus if g.lost is not None
+    ]
+
+
+def _nvlinks_down(topo):
+    """A GPU with inactive NVLinks, or with fewer active links than its peers typically have."""
+    counts = {g.nvml_index: len(g.active_nvlinks()) for g in topo.gpus if g.lost is None}
+    with_links = [c for c in counts.values() if c > 0]
+    typical = statistics.median(with_links) if with_links else 0
+    out = []
+    for g in topo.gpus:
+        if g.lost is not None:
+            continue
+        down = [lk.link for lk in g.nvlinks if lk.active is False]
+        active = counts[g.nvml_index]
+        if not down and not (typical and active < typical):
+            continue
+        msg = f"GPU {g.nvml_index}: {active} NVLinks active"
+        if down:
+            msg += f", {len(down)} down (links {_ranges(down)})"
+        if typical and active < typical:
+            msg += f"; its peers have {typical:g}"
+        out.append(Finding(
+            "nvlink-down", "error" if active == 0 else "warning",
+            msg + ": its peer traffic falls back to PCIe or to fewer links, at a fraction of the speed",
+            gpus=[g.nvml_index], evidence={"active": active, "down": down, "peers_median": typical},
+            cause="NVLink training failed, a bridge/cable/baseboard fault, or fabric manager not running",
+            remedies=["check `nvidia-smi nvlink -s` and fabric manager status", "reseat the NVLink bridge or service the baseboard"],
+        ))
+    return out
+
+
+def _pcie_downgraded(topo):
+    """Width below max is a real downgrade even at idle; generation drops at idle to save power."""
+    out = []
+    for g in topo.gpus:
+        p = g.pcie
+        if g.lost is not None or not (is_value(p.width_current) and is_value(p.width_max)):
+            continue
+        if p.width_current < p.width_max:
+            out.append(Finding(
+                "pcie-downgraded", "warning",
+                f"GPU {g.nvml_index}: PCIe link x{p.width_current} of x{p.width_max}: host and staged "
+                f"transfers get {p.width_current / p.width_max:.0%} of the bandwidth",
+                gpus=[g.nvml_index],
+                evidence={"width_current": p.width_current, "width_max": p.width_max,
+                          "gen_current": p.gen_current, "gen_max": p.gen_max},
+                cause="the link trained at reduced width: riser, slot, or a bad lane",
+                remedies=["reseat the GPU or riser; check the slot's wiring in the board manual"],
+            ))
+    return out
+
+
+def _link_errors(topo):
+    out = []
+    for g in topo.gpus:
+        if g.lost is not None:
+            continue
+        errors = {}
+        for lk in g.nvlinks:
+            for name, value in lk.errors.items():
+                if is_value(value) and value > 0:
+                    errors[f"nvlink{lk.link}.{name}"] = value
+        if is_value(g.pcie.replay_counter) and g.pcie.replay_counter > 0:
+            errors["pcie.replay"] = g.pcie.replay_counter
+        if errors:
+            out.append(Finding(
+                "link-errors", "warning",
+                f"GPU {g.nvml_index}: link error counters are non-zero ({_top(errors)}): "
+                "retries cost bandwidth and can precede link failure",
+                gpus=[g.nvml_index], evidence=errors,
+                cause="signal integrity problems on the link",
+                remedies=["watch whether the counters grow under load", "reseat or service the link"],
+            ))
+    return out
+
+
+def _p2p_status(topo):
+    """NVLink and single-switch PCIe pairs should allow P2P read and write."""
+    out = []
+    for p in topo.pairs:
+        bad = {cap: p.p2p.get(cap) for cap in ("read", "write")
+               if is_value(p.p2p.get(cap)) and p.p2p.get(cap) != "OK"}
+        if not bad:
+            continue
+        expected = p.link_class.is_nvlink or p.link_class.kind in ("PIX", "PXB")
+        i, j = p.gpus
+        out.append(Finding(
+            "p2p-unsupported", "warning" if expected else "info",
+            f"GPUs {i},{j} ({p.link_class}): NVML reports P2P "
+            + ", ".join(f"{c} {s}" for c, s in bad.items())
+            + ("; a link of this class normally allows it" if expected
+               else "; copies between them are staged through host memory"),
+            gpus=[i, j], link_class=str(p.link_class), evidence=bad,
+            cause="P2P disabled by the platform (chipset/topology) or by a driver regkey",
+        ))
+    return out
+
+
+def _pcie_pairs(topo):
+    return [list(p.gpus) for p in topo.pairs if not p.link_class.is_nvlink]
+
+
+def _iommu(topo):
+    h = topo.host
+    if h.iommu_mode != "translated":
+        return []
+    pcie = _pcie_pairs(topo)
+    return [Finding(
+        "iommu", "warning",
+        "the IOMMU translates DMA: PCIe peer-to-peer copies between GPUs can be silently corrupted "
+        f"or fail ({len(pcie)} GPU pair(s) reach each other over PCIe); this is the known cause of "
+        "nn.DataParallel losses going NaN while DDP trains fine",
+        evidence={"iommu_mode": h.iommu_mode, "evidence": list(h.iommu_evidence), "pcie_pairs": pcie},
+        cause="IOMMU in DMA-translation mode remaps peer DMA addresses",
+        remedies=P2P_REMEDIES,
+    )]
+
+
+def _acs(topo):
+    h = topo.host
+    if not isinstance(h.acs, list):
+        return []
+    out = []
+    for b in h.acs:
+        if not b.redirects:
+            continue
+        gpus = sorted(g.nvml_index for g in topo.gpus if str(g.pci_bus_id).lower() in
+                      {x.lower() for x in b.gpus} or _short(g.pci_bus_id) in {_short(x) for x in b.gpus})
+        out.append(Finding(
+            "acs", "warning",
+            f"PCIe bridge {b.bdf} above GPU(s) {','.join(map(str, gpus)) or '?'} has ACS redirect on: "
+            "peer-to-peer traffic is forced up to the root complex, slower, and broken where the "
+            "root complex does not route it back",
+            gpus=gpus or None, evidence={"bridge": b.bdf, "controls": b.controls},
+            cause="ACS request/completion redirect enabled (often with the IOMMU on)",
+            remedies=P2P_REMEDIES,
+        ))
+    return out
+
+
+def _short(bus_id) -> str:
+    """'00000000:07:00.0' and '0000:07:00.0' -> '07:00.0' for comparison."""
+    s = str(bus_id).lower()
+    return s.split(":", 1)[1] if s.count(":") == 2 else s
+
+
+def _ranges(xs: List[int]) -> str:
+    xs = sorted(xs)
+    parts, start = [], None
+    for k, x in enumerate(xs):
+        if start is None:
+            start = x
+        if k == len(xs) - 1 or xs[k + 1] != x + 1:
+            parts.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ",".join(parts)
+
+
+def _top(errors: dict, n: int = 3) -> str:
+    items = sorted(errors.items(), key=lambda kv: -kv[1])
+    s = ", ".join(f"{k}={v}" for k, v in items[:n])
+    return s + (f", +{len(items) - n} more" if len(items) > n else "")

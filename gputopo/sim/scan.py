@@ -1,0 +1,35 @@
+"""Scan a simulated machine with the very same probe code as a real one.
+
+The probe reads the description's fake NVML (a pynvml look-alike) and a fake host root folder
+with its lspci answers; nothing in the probe knows it is simulated. The result is marked
+``simulated`` and its source names the machine, so every output can say SIMULATED.
+"""
+
+from __future__ import annotations
+
+from gputopo.model import Topology
+
+
+def scan_simulated(name_or_path: str, **fake_nvml_options) -> Topology:
+    """Load a description (built-in name or TOML path) and scan it. UsageError/InputFileError on bad input."""
+    from gputopo.sim.description import load_description
+
+    return scan_description(load_description(name_or_path), **fake_nvml_options)
+
+
+def scan_description(desc, **fake_nvml_options) -> Topology:
+    from gputopo.probe.host import read_host
+    from gputopo.probe.nvml_reader import read_topology
+    from gputopo.sim.fake_host import FakeHost
+    from gputopo.sim.fake_nvml import FakeNvml
+
+    lib = FakeNvml(desc, **fake_nvml_options)
+    lib.nvmlInit()
+    try:
+        with FakeHost(desc) as fake_host:
+            host = read_host(root=fake_host.root, run=fake_host.run,
+                             gpu_bus_ids=[g.bus_id for g in desc.gpus])
+        return read_topology(lib, host=host, machine=desc.name, source=f"sim:{desc.name}",
+                             simulated=True)
+    finally:
+        lib.nvmlShutdown()
