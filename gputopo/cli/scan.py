@@ -20,16 +20,16 @@ def load_topology(sim: str | None = None, from_smi: str | None = None):
 
         return scan_simulated(sim)
     if from_smi:
-        from gputopo.probe.smi_parser import topology_from_smi_file_text
+        from gputopo.probe.smi_parser import decode_smi_bytes, topology_from_smi_file_text
 
         if from_smi == "-":
-            return topology_from_smi_file_text(sys.stdin.read(), source="<stdin>")
+            return topology_from_smi_file_text(decode_smi_bytes(sys.stdin.buffer.read()), source="<stdin>")
         try:
-            with open(from_smi, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            with open(from_smi, "rb") as f:
+                data = f.read()
         except OSError as e:
             raise InputFileError(from_smi, e.strerror or str(e)) from None
-        return topology_from_smi_file_text(text, source=from_smi)
+        return topology_from_smi_file_text(decode_smi_bytes(data), source=from_smi)
     from gputopo.probe.scan import scan_real
 
     return scan_real()

@@ -1,0 +1,120 @@
+"""Write a Topology as the text `nvidia-smi topo -m` / `nvidia-smi topo -p2p X` print.
+
+Why: people compare what gputopo saw with what nvidia-smi shows on their machine, paste it into
+issues, and feed it back to `gputopo scan --from-smi`; the simulated machines print it too. The
+layout is the driver's, tab for tab (modern drivers, as in the fixtures):
+
+    <TAB>GPU0<TAB>GPU1<TAB>CPU Affinity<TAB>NUMA Affinity
+    GPU0<TAB> X <TAB>NV4<TAB>0-31<TAB>0
+    ...
+    <blank>
+    Legend:
+    <blank>
+      X    = Self
+      ...
+
+Differences from a terminal: no ANSI underline on the header (nvidia-smi adds it even when
+piped; it is decoration, and the parser strips it). Affinity columns are printed only when some
+GPU has data for them (a GPU without prints N/A, as nvidia-smi does); the ``GPU NUMA ID`` column
+is never printed because the model does not hold it. GPUs that NVML lost are left out.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from gputopo.model import P2P_CAPS, Topology, is_value
+from gputopo.model.linkclass import LEGEND
+from gputopo.model.topology import P2P_STATUS_MEANING
+
+__all__ = ["format_p2p_matrix", "format_topo_matrix"]
+
+_CAP_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci", "pcie": "pci"}
+#: `topo -p2p` legend in the driver's order; DR is printed only when a cell says DR (drivers
+#: before DR existed do not print it, newer ones print it between NS and U).
+_P2P_LEGEND_ORDER = ("OK", "CNS", "GNS", "TNS", "NS", "DR", "U")
+
+
+def _legend_line(key: str, text: str) -> str:
+    return f"  {key:<4} = {text}"
+
+
+def _gpus(topo: Topology):
+    return sorted((g for g in topo.gpus if g.lost is None), key=lambda g: g.nvml_index)
+
+
+def format_topo_matrix(topo: Topology) -> str:
+    """The `nvidia-smi topo -m` text of ``topo`` (ends with a newline).
+
+    Raises ValueError if there is no GPU to print or two printed GPUs have no Pair.
+    """
+    gpus = _gpus(topo)
+    if not gpus:
+        raise ValueError("the topology has no GPUs to print")
+    labels = [f"GPU{g.nvml_index}" for g in gpus]
+    with_cpu = any(is_value(g.cpu_affinity) for g in gpus)
+    with_numa = any(is_value(g.numa_node) for g in gpus)
+
+    header = [""] + labels
+    if with_cpu:
+        header.append("CPU Affinity")
+    if with_numa:
+        header.append("NUMA Affinity")
+    lines: List[str] = ["\t".join(header)]
+    for a in gpus:
+        cells = [f"GPU{a.nvml_index}"]
+        for b in gpus:
+            if a.nvml_index == b.nvml_index:
+                cells.append(" X ")
+                continue
+            try:
+                cells.append(str(topo.link_class(a.nvml_index, b.nvml_index)))
+            except KeyError:
+                raise ValueError(f"the topology has no pair GPU{a.nvml_index}-GPU{b.nvml_index}") from None
+        if with_cpu:
+            cells.append(str(a.cpu_affinity) if is_value(a.cpu_affinity) else "N/A")
+        if with_numa:
+            cells.append(str(a.numa_node) if is_value(a.numa_node) else "N/A")
+        lines.append("\t".join(cells))
+    lines += ["", "Legend:", ""]
+    lines += [_legend_line(k, v) for k, v in LEGEND.items()]
+    return "\n".join(lines) + "\n"
+
+
+def format_p2p_matrix(topo: Topology, cap: str) -> str:
+    """The `nvidia-smi topo -p2p X` text of ``topo`` for capability ``cap`` ("read", "write",
+    "nvlink", "atomics", "pci", or r/w/n/a/p).
+
+    A pair whose status for ``cap`` is not available prints ``U`` (nvidia-smi's "Unknown").
+    Raises ValueError for an unknown capability.
+    """
+    key = str(cap).strip().lower()
+    cap_name = _CAP_LETTERS.get(key, key)
+    if cap_name not in P2P_CAPS:
+        raise ValueError(f"unknown P2P capability {cap!r}; use one of {', '.join(P2P_CAPS)}")
+    gpus = _gpus(topo)
+    if not gpus:
+        raise ValueError("the topology has no GPUs to print")
+    labels = [f"GPU{g.nvml_index}" for g in gpus]
+    lines = ["\t".join([""] + labels)]
+    seen = set()
+    for a in gpus:
+        cells = [f" GPU{a.nvml_index}"]
+        for b in gpus:
+            if a.nvml_index == b.nvml_index:
+                cells.append("X")
+                continue
+            try:
+                status = topo.pair(a.nvml_index, b.nvml_index).p2p.get(cap_name)
+            except KeyError:
+                status = None
+            text = str(status).upper() if is_value(status) else "U"
+            if text not in P2P_STATUS_MEANING:
+                text = "U"
+            seen.add(text)
+            cells.append(text)
+        lines.append("\t".join(cells))
+    lines += ["", "Legend:", "", _legend_line("X", "Self")]
+    lines += [_legend_line(k, P2P_STATUS_MEANING[k]) for k in _P2P_LEGEND_ORDER
+              if k != "DR" or "DR" in seen]
+    return "\n".join(lines) + "\n"
