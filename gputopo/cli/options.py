@@ -13,4 +13,7 @@ def console(no_color: bool = False):
     """A rich console on stdout; plain text when not a TTY (rich decides) or when asked."""
     from rich.console import Console
 
-    return Console(no_color=no_color, highlight=False, soft_wrap=False)
+    c = Console(no_color=no_color, highlight=False, soft_wrap=False)
+    if not c.is_terminal:  # piped to a file or a pager: rich's 80 columns would wrap the tables
+        c = Console(no_color=no_color, highlight=False, soft_wrap=False, width=160)
+    return c

@@ -54,5 +54,18 @@ class Finding:
         return cls(**d)
 
 
+def gpu_ranges(gpus) -> str:
+    """[0,1,2,3,5] -> '0-3,5': how GPU sets are written in messages."""
+    xs = sorted(set(gpus))
+    parts, start = [], None
+    for k, x in enumerate(xs):
+        if start is None:
+            start = x
+        if k == len(xs) - 1 or xs[k + 1] != x + 1:
+            parts.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ",".join(parts)
+
+
 def worst_first(findings: List[Finding]) -> List[Finding]:
     return sorted(findings, key=lambda f: f.sort_key)

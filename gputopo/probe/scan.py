@@ -1,4 +1,8 @@
-"""Scan the real machine: NVML for the GPUs and links, the host's sysfs/lspci for IOMMU and ACS."""
+"""Scan a machine: NVML for the GPUs and links, the host's sysfs/lspci for IOMMU and ACS.
+
+`read_machine` is the one sequence both a real scan and a simulated one run; only the NVML
+library object and the host root/command runner differ.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +11,22 @@ import socket
 from gputopo.model import Topology
 
 
+def read_machine(lib, root, run, machine: str, source: str, simulated: bool = False) -> Topology:
+    """Read GPUs, links and host facts through an initialised NVML library object."""
+    from gputopo.probe.host import read_host
+    from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
+
+    host = read_host(root=root, run=run, gpu_bus_ids=gpu_bus_ids(lib))
+    return read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+
+
 def scan_real() -> Topology:
     """Read this machine. Raises NoHardwareError when there is no driver or no GPU."""
-    from gputopo.probe.host import read_host
-    from gputopo.probe.nvml_lib import load_nvml
-    from gputopo.probe.nvml_reader import read_topology
+    from gputopo.probe.host import default_run
+    from gputopo.probe.nvml_lib import close_nvml, load_nvml
 
     lib = load_nvml()
     try:
-        bus_ids = [_bus_id(lib, k) for k in range(lib.nvmlDeviceGetCount())]
-        host = read_host(root="/", gpu_bus_ids=[b for b in bus_ids if b])
-        return read_topology(lib, host=host, machine=socket.gethostname(), source="nvml")
+        return read_machine(lib, "/", default_run, machine=socket.gethostname(), source="nvml")
     finally:
-        try:
-            lib.nvmlShutdown()
-        except Exception:  # shutdown failing must not hide the scan
-            pass
-
-
-def _bus_id(lib, index):
-    from gputopo.probe.nvml_query import query
-    from gputopo.model import is_value
-
-    try:
-        handle = lib.nvmlDeviceGetHandleByIndex(index)
-        info = query(lib, "nvmlDeviceGetPciInfo", handle)
-    except Exception:
-        return None
-    bus = getattr(info, "busId", None) if is_value(info) else None
-    return bus.decode() if isinstance(bus, bytes) else bus
+        close_nvml(lib)

@@ -11,6 +11,7 @@ from typing import List
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
+from gputopo.model.finding import gpu_ranges
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import show
 
@@ -60,18 +61,18 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     console.print()
 
     gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe (cur/max)",
+    for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe now (max)",
                 "NVLinks up", "MIG"):
-        gt.add_column(col)
+        gt.add_column(col, no_wrap=True)
     for g in topo.gpus:
         if g.lost is not None:
             gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
                        show(g.pci_bus_id), "", "", "", "", "")
             continue
         p = g.pcie
-        pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} / Gen{show(p.gen_max)} x{show(p.width_max)}"
+        pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} (Gen{show(p.gen_max)} x{show(p.width_max)})"
         links = f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks else "-"
-        gt.add_row(str(g.nvml_index), show(g.cuda_index), show(g.name), show(g.pci_bus_id),
+        gt.add_row(str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
                    show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
     console.print(gt)
 
@@ -93,10 +94,21 @@ def render_problems(console, problems: List[Finding]) -> None:
         return
     console.print(Text(f"Problems ({len(problems)}):", style="bold"))
     for f in problems:
-        where = f"GPU {','.join(map(str, f.gpus))}" if f.gpus else "host"
+        where = f"GPU {gpu_ranges(f.gpus)}" if f.gpus else "host"
         console.print(Text.assemble(
             (f"  {f.severity.upper():7}", SEVERITY_STYLE[f.severity]), (f" {f.kind:16}", "bold"),
             f" [{where}] {f.message}"))
+
+
+def _short_name(name) -> str:
+    return show(name).removeprefix("NVIDIA ")
+
+
+def _short_bus(bus_id) -> str:
+    """'00000000:1A:00.0' -> '0000:1a:00.0' (lspci's form), shorter in a table."""
+    s = show(bus_id)
+    dom, sep, rest = s.partition(":")
+    return f"{dom[-4:]}:{rest}".lower() if sep and len(dom) == 8 else s
 
 
 def _matrix_table(topo: Topology):

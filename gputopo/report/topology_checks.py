@@ -11,6 +11,7 @@ import statistics
 from typing import List
 
 from gputopo.model import Finding, Topology, is_value
+from gputopo.model.finding import gpu_ranges
 
 #: What to try when PCIe peer-to-peer DMA is suspected or shown to be broken.
 P2P_REMEDIES = [
@@ -59,7 +60,7 @@ def _nvlinks_down(topo):
             continue
         msg = f"GPU {g.nvml_index}: {active} NVLinks active"
         if down:
-            msg += f", {len(down)} down (links {_ranges(down)})"
+            msg += f", {len(down)} down (links {gpu_ranges(down)})"
         if typical and active < typical:
             msg += f"; its peers have {typical:g}"
         out.append(Finding(
@@ -160,43 +161,31 @@ def _iommu(topo):
 
 
 def _acs(topo):
+    """One finding for all bridges with ACS redirect on a GPU's path (they share one cause)."""
     h = topo.host
     if not isinstance(h.acs, list):
         return []
-    out = []
-    for b in h.acs:
-        if not b.redirects:
-            continue
-        gpus = sorted(g.nvml_index for g in topo.gpus if str(g.pci_bus_id).lower() in
-                      {x.lower() for x in b.gpus} or _short(g.pci_bus_id) in {_short(x) for x in b.gpus})
-        out.append(Finding(
-            "acs", "warning",
-            f"PCIe bridge {b.bdf} above GPU(s) {','.join(map(str, gpus)) or '?'} has ACS redirect on: "
-            "peer-to-peer traffic is forced up to the root complex, slower, and broken where the "
-            "root complex does not route it back",
-            gpus=gpus or None, evidence={"bridge": b.bdf, "controls": b.controls},
-            cause="ACS request/completion redirect enabled (often with the IOMMU on)",
-            remedies=P2P_REMEDIES,
-        ))
-    return out
+    redirecting = [b for b in h.acs if b.redirects]
+    if not redirecting:
+        return []
+    by_bus = {_short(g.pci_bus_id): g.nvml_index for g in topo.gpus}
+    gpus = sorted({by_bus[_short(x)] for b in redirecting for x in b.gpus if _short(x) in by_bus})
+    return [Finding(
+        "acs", "warning",
+        f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) {gpu_ranges(gpus) or '?'}: "
+        "peer-to-peer traffic is forced up to the root complex, slower, and broken where the root "
+        "complex does not route it back",
+        gpus=gpus or None,
+        evidence={"bridges": {b.bdf: {"gpus": b.gpus, "controls": b.controls} for b in redirecting}},
+        cause="ACS request/completion redirect enabled (often together with the IOMMU)",
+        remedies=P2P_REMEDIES,
+    )]
 
 
 def _short(bus_id) -> str:
     """'00000000:07:00.0' and '0000:07:00.0' -> '07:00.0' for comparison."""
     s = str(bus_id).lower()
     return s.split(":", 1)[1] if s.count(":") == 2 else s
-
-
-def _ranges(xs: List[int]) -> str:
-    xs = sorted(xs)
-    parts, start = [], None
-    for k, x in enumerate(xs):
-        if start is None:
-            start = x
-        if k == len(xs) - 1 or xs[k + 1] != x + 1:
-            parts.append(str(start) if start == x else f"{start}-{x}")
-            start = None
-    return ",".join(parts)
 
 
 def _top(errors: dict, n: int = 3) -> str:

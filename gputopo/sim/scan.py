@@ -18,8 +18,7 @@ def scan_simulated(name_or_path: str, **fake_nvml_options) -> Topology:
 
 
 def scan_description(desc, **fake_nvml_options) -> Topology:
-    from gputopo.probe.host import read_host
-    from gputopo.probe.nvml_reader import read_topology
+    from gputopo.probe.scan import read_machine
     from gputopo.sim.fake_host import FakeHost
     from gputopo.sim.fake_nvml import FakeNvml
 
@@ -27,9 +26,7 @@ def scan_description(desc, **fake_nvml_options) -> Topology:
     lib.nvmlInit()
     try:
         with FakeHost(desc) as fake_host:
-            host = read_host(root=fake_host.root, run=fake_host.run,
-                             gpu_bus_ids=[g.bus_id for g in desc.gpus])
-        return read_topology(lib, host=host, machine=desc.name, source=f"sim:{desc.name}",
-                             simulated=True)
+            return read_machine(lib, fake_host.root, fake_host.run, machine=desc.name,
+                                source=f"sim:{desc.name}", simulated=True)
     finally:
         lib.nvmlShutdown()

@@ -1,0 +1,110 @@
+"""CUDA device index of each GPU, computed from CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
+
+NVML numbers every GPU of the machine; CUDA numbers only the GPUs CUDA_VISIBLE_DEVICES lets it
+see, in the order that variable lists them, counted in CUDA's own enumeration order. gputopo keeps
+both indices (DESIGN.md) and never imports torch to find the CUDA one, so it is computed here:
+
+- CUDA's enumeration order is PCI bus order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. The default,
+  ``FASTEST_FIRST``, puts faster devices first and breaks ties by PCI bus id, so on a machine whose
+  GPUs are all the same model it is PCI bus order too. That is the **assumption** made when the
+  variable is not PCI_BUS_ID and every GPU has the same name; when the models differ the CUDA
+  index is ``NotAvailable`` with a reason that says to set ``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
+- ``CUDA_VISIBLE_DEVICES`` entries are integers (positions in that order), GPU UUIDs
+  (``GPU-8a2c...``) or unique UUID prefixes, with or without the ``GPU-`` prefix. As in CUDA,
+  parsing stops at the first entry that is invalid (unknown, ambiguous, repeated, negative):
+  only the devices before it are visible (so ``-1`` hides every GPU). Unset means all visible.
+- ``MIG-...`` entries make CUDA devices MIG instances, not GPUs: every GPU's CUDA index is then
+  NotAvailable.
+
+Pure functions on plain data; unit-tested without any GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
+
+from gputopo.model.values import NotAvailable
+
+CudaIndex = Union[int, NotAvailable]
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+def _pci_order(bus_ids: Sequence[Optional[str]]) -> List[int]:
+    """Positions 0..n-1 sorted by PCI bus id; NVML order when any bus id is unknown (NVML enumerates
+    by bus id too, so this only matters for a lost GPU whose bus id cannot be read)."""
+    n = len(bus_ids)
+    if any(not isinstance(b, str) or not b for b in bus_ids):
+        return list(range(n))
+    return sorted(range(n), key=lambda k: _bus_sort_key(bus_ids[k]))
+
+
+def _bus_sort_key(bus_id: str) -> Tuple[int, ...]:
+    parts = re.split(r"[:.]", bus_id.strip())
+    try:
+        return tuple(int(p, 16) for p in parts)
+    except ValueError:
+        return (1 << 62,)
+
+
+def _match_uuid(entry: str, uuids: Sequence[Optional[str]]) -> Optional[int]:
+    """Position of the one GPU whose UUID starts with ``entry`` (GPU- optional), else None."""
+    want = entry.strip().lower()
+    if not want.startswith("gpu-"):
+        want = "gpu-" + want
+    hits = [k for k, u in enumerate(uuids)
+            if isinstance(u, str) and ("gpu-" + u.lower().removeprefix("gpu-")).startswith(want)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def cuda_indices(bus_ids: Sequence[Optional[str]], uuids: Sequence[Optional[str]],
+                 names: Sequence[Optional[str]] = (),
+                 env: Optional[Mapping[str, str]] = None) -> List[CudaIndex]:
+    """CUDA index of each GPU, given in NVML order by bus id, UUID and name (None where unknown).
+
+    ``env`` defaults to ``os.environ``. Returns one int or NotAvailable(reason) per GPU.
+    """
+    if env is None:
+        import os
+
+        env = os.environ
+    n = len(bus_ids)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    order = (env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST").strip().upper()
+
+    if visible is not None and any(e.strip().upper().startswith("MIG-") for e in visible.split(",")):
+        return [NotAvailable(f"CUDA_VISIBLE_DEVICES={visible} names MIG instances: CUDA devices "
+                             "are MIG instances, not whole GPUs")] * n
+
+    if order != "PCI_BUS_ID":
+        known = {nm for nm in names if isinstance(nm, str)}
+        if len(known) > 1:
+            return [NotAvailable(f"CUDA_DEVICE_ORDER={order} orders GPUs fastest first and these "
+                                 "GPUs differ in model; set CUDA_DEVICE_ORDER=PCI_BUS_ID to know "
+                                 "the CUDA index")] * n
+        # Same model everywhere: fastest-first ties break by PCI bus id (module docstring).
+
+    enum_order = _pci_order(bus_ids)  # CUDA enumeration position -> NVML position
+    if visible is None:
+        chosen = enum_order
+    else:
+        chosen = []
+        for entry in visible.split(","):
+            entry = entry.strip()
+            if _INT_RE.match(entry):
+                k = int(entry)
+                pos = enum_order[k] if 0 <= k < n else None
+            elif entry:
+                pos = _match_uuid(entry, uuids)
+            else:
+                pos = None
+            if pos is None or pos in chosen:
+                break  # CUDA stops at the first invalid entry
+            chosen.append(pos)
+
+    result: List[CudaIndex] = [
+        NotAvailable(f"not visible to CUDA (CUDA_VISIBLE_DEVICES={visible})")] * n
+    for cuda_idx, pos in enumerate(chosen):
+        result[pos] = cuda_idx
+    return result

@@ -1,0 +1,120 @@
+"""The one door every NVML call goes through: value, NotAvailable(reason), Failed(message), or GpuLost.
+
+Like nvitop's ``nvmlQuery``, callers never write try/except around NVML: a function the GPU or
+driver does not support, one the driver's library lacks (old driver) or one the Python bindings
+lack (old nvidia-ml-py: AttributeError) becomes ``NotAvailable(reason)``; any other NVML error
+becomes ``Failed(message)``. A lost GPU (NVML_ERROR_GPU_IS_LOST) is different in kind: nothing
+more can be read from that device, so it raises :class:`GpuLost` and the reader marks the GPU
+lost and goes on with the others.
+
+Errors are classified by their integer ``.value`` code, not by class, so the same code works with
+``pynvml`` and with any look-alike (the fake NVML of a simulated machine) whose exceptions carry a
+``.value``. This module does not import pynvml (see nvml_lib.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from gputopo.model.values import Failed, NotAvailable
+
+# nvmlReturn_t codes the probe acts on (same numbers as pynvml's NVML_ERROR_*).
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+
+#: P2P capability -> nvmlGpuP2PCapsIndex_t as an int. Never pass pynvml's constants:
+#: NVML_P2P_CAPS_INDEX_READ is the tuple ``(0,)`` there (a stray comma in nvidia-ml-py).
+P2P_CAP_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}
+
+ERROR_NAMES = {
+    1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION",
+    5: "ALREADY_INITIALIZED", 6: "NOT_FOUND", 7: "INSUFFICIENT_SIZE", 8: "INSUFFICIENT_POWER",
+    9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 11: "IRQ_ISSUE", 12: "LIBRARY_NOT_FOUND",
+    13: "FUNCTION_NOT_FOUND", 14: "CORRUPTED_INFOROM", 15: "GPU_IS_LOST", 16: "RESET_REQUIRED",
+    17: "OPERATING_SYSTEM", 18: "LIB_RM_VERSION_MISMATCH", 19: "IN_USE", 20: "MEMORY",
+    21: "NO_DATA", 999: "UNKNOWN",
+}
+
+#: Codes that mean "this value does not exist here", with the reason's wording.
+_NOT_AVAILABLE_WHY = {
+    NVML_ERROR_NOT_SUPPORTED: "not supported by this GPU or driver",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "not in this driver's NVML library (driver too old)",
+    NVML_ERROR_NO_PERMISSION: "needs more permissions (NVML_ERROR_NO_PERMISSION)",
+}
+
+
+class GpuLost(Exception):
+    """NVML says the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST); nothing more can be read from it."""
+
+    def __init__(self, fn_name: str, message: str):
+        super().__init__(f"GPU is lost (NVML_ERROR_GPU_IS_LOST from {fn_name})")
+        self.fn_name = fn_name
+
+
+def error_code(exc: BaseException) -> Optional[int]:
+    """The NVML return code an exception carries in ``.value``, or None when it is not an NVML error."""
+    code = getattr(exc, "value", None)
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the NVML error: ``'Unknown Error (NVML_ERROR_UNKNOWN, 999)'``."""
+    code = error_code(exc)
+    try:
+        text = str(exc)
+    except Exception:  # pynvml's __str__ calls into the library, which may be gone
+        text = ""
+    if code is None:
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    name = ERROR_NAMES.get(code)
+    tag = f"NVML_ERROR_{name}, {code}" if name else f"NVML error code {code}"
+    return f"{text or 'NVML error'} ({tag})"
+
+
+def as_text(value: Any) -> Any:
+    """Decode bytes (old bindings return char arrays as bytes); anything else unchanged."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace").rstrip("\x00")
+    return value
+
+
+def query(lib: Any, fn_name: str, *args: Any, default_reason: Optional[str] = None,
+          not_available_codes: Iterable[int] = ()) -> Any:
+    """Call ``lib.<fn_name>(*args)`` and return its value, bytes decoded to str.
+
+    Returns ``NotAvailable(reason)`` when the function is not supported, not in the driver's
+    library, not in the bindings, not permitted, or fails with one of ``not_available_codes``
+    (e.g. INVALID_ARGUMENT for an NVLink index past the GPU's last link). ``default_reason``
+    starts the reason text (what could not be read, e.g. "NUMA node"); the function name and
+    why follow. Returns ``Failed(message)`` for any other error. Raises :class:`GpuLost` on
+    NVML_ERROR_GPU_IS_LOST.
+    """
+    what = default_reason or fn_name
+    fn = getattr(lib, fn_name, None)
+    if fn is None:
+        return NotAvailable(f"{what}: {fn_name} is not in these NVML bindings "
+                            "(nvidia-ml-py too old)")
+    try:
+        value = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a typed value
+        code = error_code(exc)
+        if code == NVML_ERROR_GPU_IS_LOST:
+            raise GpuLost(fn_name, describe_error(exc)) from exc
+        if code in _NOT_AVAILABLE_WHY:
+            return NotAvailable(f"{what}: {fn_name} {_NOT_AVAILABLE_WHY[code]}")
+        if code is not None and code in tuple(not_available_codes):
+            return NotAvailable(f"{what}: {fn_name} returned {describe_error(exc)}")
+        if code is None and isinstance(exc, AttributeError):
+            # A binding that exists but calls a symbol its ctypes library lacks.
+            return NotAvailable(f"{what}: {fn_name} is not available in these NVML bindings ({exc})")
+        return Failed(f"{fn_name}: {describe_error(exc)}")
+    return as_text(value)
