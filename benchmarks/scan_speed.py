@@ -1,0 +1,60 @@
+"""How fast `gputopo --help` and `gputopo scan --sim` are, end to end, as a user runs them.
+
+Times whole processes (interpreter start included), median of several runs, for the built-in
+seed machine and generated machines of 8, 64 and 256 GPUs (`--sim synthetic-<N>gpu`), and the
+cost per GPU pair. Targets (issue 2): 8-GPU scan < 0.5 s, --help < 0.3 s, cost growing with the
+number of pairs and no faster.
+
+    python benchmarks/scan_speed.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+
+def wall(argv, runs):
+    """Median wall seconds of running argv ``runs`` times (output discarded)."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    gputopo = [sys.executable, "-m", "gputopo"]
+
+    base = wall([sys.executable, "-c", "pass"], args.runs)
+    help_s = wall(gputopo + ["--help"], args.runs)
+    seed_s = wall(gputopo + ["scan", "--sim", "seed-8gpu"], args.runs)
+    print(f"python interpreter start alone        {base:7.3f} s")
+    print(f"gputopo --help                        {help_s:7.3f} s   (target < 0.3 s)")
+    print(f"gputopo scan --sim seed-8gpu (table)  {seed_s:7.3f} s   (target < 0.5 s)")
+    print()
+    print(f"{'GPUs':>5} {'pairs':>6} {'scan --json s':>14} {'minus start-up s':>17} {'ms/pair':>8}")
+    rows = []
+    for n in (8, 64, 256):
+        pairs = n * (n - 1) // 2
+        s = wall(gputopo + ["scan", "--sim", f"synthetic-{n}gpu", "--json"], max(3, args.runs // 2))
+        work = s - help_s  # the part that depends on the machine's size
+        rows.append((n, pairs, s, work))
+        print(f"{n:>5} {pairs:>6} {s:>14.3f} {work:>17.3f} {1000 * work / pairs:>8.3f}")
+    (n0, p0, _, w0), (n1, p1, _, w1) = rows[1], rows[2]
+    print()
+    print(f"64 -> 256 GPUs: pairs x{p1 / p0:.1f}, size-dependent time x{w1 / max(w0, 1e-9):.1f} "
+          "(linear in pairs means about the same factor; faster growth would be worse than O(pairs))")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+"""Machine descriptions: built-ins, the TOML format's validation, faults, link models, generation."""
+
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from gputopo.errors import InputFileError, UsageError
+from gputopo.sim.catalog import builtin_names, builtin_summaries
+from gputopo.sim.description import Fault, load_description, parse_description
+from gputopo.sim.generate import generate_description
+
+EXPECTED_BUILTINS = {"seed-8gpu", "seed-8gpu-healthy", "dgx-a100", "dgx-h100", "pcie-4gpu", "degraded-nvlink"}
+SEED_NV4 = {(0, 1), (2, 3), (4, 5), (6, 7)}
+
+
+def seed_class(i, j):
+    if (i, j) in SEED_NV4:
+        return "NV4"
+    return "NODE" if (i < 4) == (j < 4) else "SYS"
+
+
+def classes(desc):
+    return {(i, j): str(desc.link_class(i, j)) for i, j in desc.pairs()}
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def test_builtin_names_and_summaries():
+    assert EXPECTED_BUILTINS <= set(builtin_names())
+    summaries = dict(builtin_summaries())
+    assert set(summaries) == set(builtin_names())
+    for name, summary in summaries.items():
+        assert summary and "\n" not in summary, name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BUILTINS))
+def test_every_builtin_loads_consistently(name):
+    d = load_description(name)
+    assert d.name == name and d.source == "builtin"
+    assert len(d.gpus) >= 4
+    assert len({g.bus_id for g in d.gpus}) == len(d.gpus)
+    assert len({g.uuid for g in d.gpus}) == len(d.gpus)
+    for g in d.gpus:
+        assert re.match(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$", g.bus_id), g.bus_id
+        assert re.match(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", g.uuid)
+        assert g.pcie_width <= g.pcie_width_max and g.pcie_gen <= g.pcie_gen_max
+    # the bridge tree a host reader sees agrees with the PCIe classes NVML reports
+    tree = d.pcie_tree
+    for i, j in d.pairs():
+        assert tree.derived_kind(i, j) == str(d.pcie_class(i, j)), (i, j)
+
+
+def test_seed_machine_tells_the_story():
+    d = load_description("seed-8gpu")
+    assert classes(d) == {(i, j): seed_class(i, j) for i in range(8) for j in range(i + 1, 8)}
+    assert d.host.iommu == "translated" and d.host.acs_redirect_bridges
+    assert d.host.cuda_driver_version == 12020
+    # GPUs 5,6 (NODE) and cross-socket pairs (SYS) corrupt on the peer path; NVLink and staging are clean
+    assert [f.what for f in d.faults_for(5, 6)] == ["corrupt"]
+    assert [f.what for f in d.faults_for(0, 7)] == ["corrupt"]
+    assert d.faults_for(6, 7) == []
+    assert d.faults_for(5, 6, path="host") == []
+    # NVLink pairs are wired link by link
+    g0 = d.gpus[0]
+    assert [lk.remote_bus_id for lk in g0.nvlinks] == [d.gpus[1].bus_id] * 4
+    assert all(lk.active and lk.remote_type == "GPU" for lk in g0.nvlinks)
+    assert str(d.pcie_class(0, 1)) == "PIX"
+
+
+def test_healthy_twin_differs_only_in_host_and_faults():
+    sick, fine = load_description("seed-8gpu"), load_description("seed-8gpu-healthy")
+    assert classes(sick) == classes(fine)
+    assert [g.bus_id for g in sick.gpus] == [g.bus_id for g in fine.gpus]
+    assert fine.host.iommu == "passthrough" and fine.host.iommu_group_type == "identity"
+    assert fine.host.acs_redirect_bridges == [] and fine.faults == []
+    assert "iommu=pt" in fine.host.cmdline and "iommu=pt" not in sick.host.cmdline
+
+
+def test_nvswitch_boxes():
+    a100 = load_description("dgx-a100")
+    assert set(classes(a100).values()) == {"NV12"}
+    assert a100.nvswitch and len(a100.nvswitch_bus_ids) == 6
+    for g in a100.gpus:
+        assert len(g.nvlinks) == 12 and all(lk.remote_type == "SWITCH" for lk in g.nvlinks)
+        per_switch = {s: sum(lk.remote_bus_id == s for lk in g.nvlinks) for s in a100.nvswitch_bus_ids}
+        assert set(per_switch.values()) == {2}
+    assert str(a100.pcie_class(0, 1)) == "PXB" and str(a100.pcie_class(0, 2)) == "SYS"
+
+    h100 = load_description("dgx-h100")
+    assert set(classes(h100).values()) == {"NV18"}
+    g = h100.gpus[0]
+    counts = sorted(sum(lk.remote_bus_id == s for lk in g.nvlinks) for s in h100.nvswitch_bus_ids)
+    assert counts == [4, 4, 5, 5]
+    assert g.pcie_gen_max == 5 and g.nvlink_version == 4
+
+
+def test_pcie_box_matches_its_matrix():
+    d = load_description("pcie-4gpu")
+    assert classes(d) == {(0, 1): "PXB", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS", (1, 3): "SYS",
+                          (2, 3): "PIX"}
+    assert all(g.nvlinks == [] for g in d.gpus)
+    assert [g.numa_node for g in d.gpus] == [0, 0, 1, 1]
+    assert d.gpus[2].cpu_affinity == "28-55,84-111"
+
+
+def test_degraded_box_drops_one_gpu_to_pcie():
+    d = load_description("degraded-nvlink")
+    for (i, j), cls in classes(d).items():
+        if 5 in (i, j):
+            other = j if i == 5 else i
+            assert cls == ("NODE" if other >= 4 else "SYS"), (i, j, cls)
+            assert str(d.healthy_link_class(i, j)) == "NV12"
+        else:
+            assert cls == "NV12", (i, j)
+    assert not any(lk.active for lk in d.gpus[5].nvlinks)
+    assert d.gpus[5].nvlinks[2].errors["crc_flit"] == 1287
+    assert all(lk.active for lk in d.gpus[4].nvlinks)
+
+
+def test_builtins_are_cached_but_each_load_is_a_fresh_object():
+    load_description("seed-8gpu")
+    t0 = time.perf_counter()
+    a = load_description("seed-8gpu")
+    elapsed = time.perf_counter() - t0
+    b = load_description("seed-8gpu")
+    assert a is not b and a.gpus[0] is not b.gpus[0]
+    a.faults.clear()
+    assert len(load_description("seed-8gpu").faults) == 2
+    assert elapsed < 0.2, elapsed
+
+
+def test_unknown_builtin_lists_the_names():
+    with pytest.raises(UsageError) as ei:
+        load_description("dgx-z900")
+    msg = str(ei.value)
+    assert "dgx-z900" in msg
+    for name in EXPECTED_BUILTINS:
+        assert name in msg
+
+
+def test_missing_file_is_an_input_error(tmp_path):
+    with pytest.raises(InputFileError) as ei:
+        load_description(str(tmp_path / "nope.toml"))
+    assert "nope.toml" in str(ei.value)
+
+
+# --------------------------------------------------------------------------- validation
+
+GOOD = """\
+name = "t"
+summary = "test box"
+[pairs]
+default = "numa"
+"0,1" = "NV2"
+[defaults]
+name = "NVIDIA A100-SXM4-80GB"
+[[gpu]]
+bus_id = "0000:07:00.0"
+numa_node = 0
+[[gpu]]
+bus_id = "0000:0f:00.0"
+numa_node = 0
+[[gpu]]
+bus_id = "0000:87:00.0"
+numa_node = 1
+"""
+
+
+def bad(text, path="m.toml"):
+    with pytest.raises(InputFileError) as ei:
+        parse_description(textwrap.dedent(text), path)
+    return ei.value
+
+
+def test_good_minimal_file():
+    d = parse_description(GOOD, "m.toml")
+    assert classes(d) == {(0, 1): "NV2", (0, 2): "SYS", (1, 2): "SYS"}
+    assert d.gpus[0].bus_id == "00000000:07:00.0" and d.gpus[0].lspci_bdf == "0000:07:00.0"
+    assert d.gpus[0].uuid.startswith("GPU-")
+    assert parse_description(GOOD, "m.toml").gpus[0].uuid == d.gpus[0].uuid  # stable
+
+
+def test_toml_syntax_error_names_line():
+    e = bad('name = "x"\nsummary = "y"\n[host]\niommu = translated\n')
+    assert e.line == 4 and "m.toml:4" in str(e) and "TOML" in str(e)
+
+
+def test_unknown_fault_kind_names_key_and_line():
+    e = bad(GOOD + '[[fault]]\nwhere = "pair:0,1"\nwhat = "melt"\n')
+    assert e.key == "fault[0].what"
+    assert e.line == GOOD.count("\n") + 3
+    assert "melt" in str(e) and "corrupt" in str(e)
+
+
+def test_fault_where_out_of_range_and_malformed():
+    e = bad(GOOD + '[[fault]]\nwhere = "pair:0,9"\nwhat = "corrupt"\n')
+    assert e.key == "fault[0].where" and "9" in str(e)
+    e = bad(GOOD + '[[fault]]\nwhere = "rack:1"\nwhat = "corrupt"\n')
+    assert e.key == "fault[0].where"
+    e = bad(GOOD + '[[fault]]\nwhere = "gpu:1"\nwhat = "slow"\nfactor = 4\n')
+    assert e.key == "fault[0].factor"
+    e = bad(GOOD + '[[fault]]\nwhere = "class:SYS"\nwhat = "downtrained"\n')
+    assert e.key == "fault[0].where"
+    e = bad(GOOD + '[[fault]]\nwhat = "corrupt"\n')
+    assert e.key == "fault[0].where" and "missing" in str(e)
+
+
+def test_pair_out_of_range_in_pairs_table():
+    e = bad(GOOD.replace('"0,1" = "NV2"', '"0,7" = "NV2"'))
+    assert e.key == 'pairs."0,7"' and "out of range" in str(e)
+
+
+def test_pairs_without_default_name_the_missing_pair():
+    e = bad(GOOD.replace('default = "numa"\n', ""))
+    assert e.key == "pairs" and "0,2" in str(e)
+
+
+def test_missing_gpu_name():
+    e = bad(GOOD.replace('[defaults]\nname = "NVIDIA A100-SXM4-80GB"\n', ""))
+    assert e.key == "gpu[0].name" and "name" in str(e)
+
+
+def test_bad_values_name_their_keys():
+    e = bad(GOOD.replace('numa_node = 1', 'numa_node = -1'))
+    assert e.key == "gpu[2].numa_node"
+    e = bad(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:87:00"'))
+    assert e.key == "gpu[2].bus_id"
+    e = bad(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:07:00.0"'))
+    assert e.key == "gpu[2].bus_id" and "also GPU 0" in str(e)
+    e = bad(GOOD + '[[gpu]]\nbus_id = "0000:90:00.0"\npcie_width_current = 32\n')
+    assert e.key == "gpu[3].pcie_width_current"
+    e = bad(GOOD + '[host]\niommu = "maybe"\n')
+    assert e.key == "host.iommu" and "translated" in str(e)
+    e = bad(GOOD + '[p2p]\nSYS = { read = "FINE" }\n')
+    assert e.key == "p2p.SYS.read"
+    e = bad(GOOD + '[link_model]\nSYS = { gbps = -3 }\n')
+    assert e.key == "link_model.SYS.gbps"
+    e = bad('colour = "red"\n' + GOOD)
+    assert e.key == "colour" and e.line == 1
+
+
+def test_no_gpus_and_no_classes():
+    e = bad('name = "x"\nsummary = "y"\n[[fault]]\nwhere = "pair:0,1"\nwhat = "melt"\n')
+    assert "m.toml" in str(e)
+    e = bad('[[gpu]]\nname = "NVIDIA A100-SXM4-80GB"\n')
+    assert e.key == "pairs" and "matrix" in str(e)
+
+
+def test_bad_matrix_error_points_into_the_file():
+    text = ('name = "x"\n'
+            'matrix = """\n'
+            '\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n'
+            'GPU0\t X \tNVX\t0-7\t0\n'
+            'GPU1\tNVX\t X \t0-7\t0\n'
+            '"""\n'
+            '[defaults]\nname = "NVIDIA A100-SXM4-80GB"\n')
+    e = bad(text)
+    assert e.key == "matrix" and e.line == 4, str(e)
+    assert "matrix" in str(e)
+
+
+def test_matrix_gpu_count_must_match_gpu_entries(fixtures_dir):
+    text = (fixtures_dir / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt").read_text()
+    src = f'matrix = """\n{text}"""\n[defaults]\nname = "Tesla V100-PCIE-32GB"\n[[gpu]]\n[[gpu]]\n'
+    e = bad(src)
+    assert e.key == "matrix" and "4 GPUs" in str(e)
+
+
+def test_matrix_file_relative_to_description(tmp_path, fixtures_dir):
+    (tmp_path / "topo.txt").write_text((fixtures_dir / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt").read_text())
+    f = tmp_path / "box.toml"
+    f.write_text('matrix_file = "topo.txt"\n[defaults]\nname = "Tesla V100-PCIE-32GB"\npcie_gen = 3\n')
+    d = load_description(str(f))
+    assert d.name == "box" and len(d.gpus) == 4
+    assert str(d.link_class(0, 1)) == "PXB" and str(d.link_class(2, 3)) == "PIX"
+    assert d.gpus[3].numa_node == 1 and d.gpus[3].cpu_affinity == "28-55,84-111"
+
+
+def test_extends_a_builtin(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('extends = "dgx-a100"\nsummary = "with a flaky GPU"\n'
+                 '[[fault]]\nwhere = "gpu:3"\nwhat = "slow"\nfactor = 0.25\n'
+                 '[host]\niommu = "translated"\niommu_group_type = "DMA-FQ"\n')
+    d = load_description(str(f))
+    assert d.name == "mine" and set(classes(d).values()) == {"NV12"}
+    assert d.host.iommu == "translated" and d.host.hostname == "dgx-a100-01"
+    assert [f.factor for f in d.faults_for(3, 6)] == [0.25] and d.faults_for(1, 2) == []
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def with_faults(*faults, base=GOOD):
+    text = base
+    for f in faults:
+        text += "[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in f.items())
+    return parse_description(text, "f.toml")
+
+
+def test_faults_for_resolves_where_clauses():
+    d = with_faults({"where": "gpu:2", "what": "nan"}, {"where": "class:SYS", "what": "corrupt", "rate": 0.01},
+                    {"where": "pair:1,0", "what": "slow", "factor": 0.5, "path": "all"},
+                    {"where": "class:NV", "what": "hang"})
+    kinds = lambda fs: sorted(f.what for f in fs)  # noqa: E731
+    assert kinds(d.faults_for(0, 2)) == ["corrupt", "nan"]  # gpu 2 and SYS
+    assert kinds(d.faults_for(2, 1)) == ["corrupt", "nan"]
+    assert kinds(d.faults_for(0, 1)) == ["hang", "slow"]  # NV2 and the pair
+    assert kinds(d.faults_for(0, 1, path="host")) == ["slow"]  # only path = "all" on other paths
+    assert kinds(d.faults_for(2)) == ["nan"]  # GPU alone: only GPU faults
+    assert kinds(d.faults_for(0)) == []
+    assert kinds(d.faults_for(0, 2, path="any")) == ["corrupt", "nan"]
+    assert d.faults_for(0, 2)[0].rate in (0.01, 1e-3)
+    with pytest.raises(KeyError):
+        d.faults_for(0, 0)
+
+
+def test_fault_defaults_and_validation():
+    f = Fault(where="class:SYS", what="corrupt")
+    assert f.path == "p2p" and f.rate == 1e-3 and f.scope == "class" and f.link_class == "SYS"
+    assert Fault(where="gpu:1", what="downtrained").path == "all"
+    assert Fault(where="pair:6,5", what="slow").gpus == (5, 6)
+    assert Fault(where="class:soc", what="crash").link_class == "SYS"
+    for kwargs in ({"where": "pair:3,3", "what": "nan"}, {"where": "class:NVX", "what": "nan"},
+                   {"where": "gpu:1", "what": "nan", "rate": 2}, {"where": "gpu:1", "what": "slow", "path": "pcie"},
+                   {"where": "gpu:1", "what": "corrupt", "width": 8}):
+        with pytest.raises(ValueError):
+            Fault(**kwargs)
+
+
+def test_link_down_fault_shows_as_inactive_links_and_pcie_class():
+    d = with_faults({"where": "pair:0,1", "what": "link_down"})
+    assert str(d.link_class(0, 1)) == "NODE" and str(d.healthy_link_class(0, 1)) == "NV2"
+    assert not any(lk.active for lk in d.gpus[0].nvlinks + d.gpus[1].nvlinks)
+    # the class a scan now reports is what class faults match
+    d2 = with_faults({"where": "pair:0,1", "what": "link_down"}, {"where": "class:NODE", "what": "corrupt"})
+    assert [f.what for f in d2.faults_for(0, 1)] == ["link_down", "corrupt"]
+    e = bad(GOOD + '[[fault]]\nwhere = "pair:0,2"\nwhat = "link_down"\n')
+    assert e.key == "fault[0].where" and "no NVLinks" in str(e)
+
+
+def test_nvlinks_down_on_one_end_downs_the_cable():
+    d = parse_description(GOOD.replace('bus_id = "0000:0f:00.0"', 'bus_id = "0000:0f:00.0"\nnvlinks_down = [1]'),
+                          "x.toml")
+    assert [lk.active for lk in d.gpus[1].nvlinks] == [True, False]
+    assert [lk.active for lk in d.gpus[0].nvlinks] == [True, False]
+    assert str(d.link_class(0, 1)) == "NV1" and d.nvlink_count(0, 1) == 1
+
+
+def test_downtrained_fault_lowers_reported_width_and_sets_factor():
+    d = with_faults({"where": "gpu:2", "what": "downtrained", "width": 4})
+    g = d.gpus[2]
+    assert (g.pcie_width, g.pcie_width_max, g.pcie_gen) == (4, 16, 4)
+    f = d.faults[0]
+    assert f.factor == pytest.approx(0.25) and f.path == "all"
+    assert d.link_model(0, 2) == d.with_faults([]).link_model(0, 2)  # link model stays healthy
+    e = bad(GOOD + '[[fault]]\nwhere = "gpu:2"\nwhat = "downtrained"\nwidth = 32\n')
+    assert e.key == "fault[0]"
+
+
+def test_link_down_on_nvswitch_machine():
+    base = load_description("dgx-a100")
+    d = base.with_faults([{"where": "gpu:3", "what": "link_down"}])
+    assert all(str(d.link_class(3, j)) in ("NODE", "SYS", "PXB") for j in range(8) if j != 3)
+    assert str(d.link_class(0, 1)) == "NV12"
+    assert base.with_faults([]).faults == [] and str(base.link_class(3, 4)) == "NV12"
+    with pytest.raises(InputFileError, match="gpu:N"):
+        base.with_faults([{"where": "pair:0,1", "what": "link_down"}])
+
+
+# --------------------------------------------------------------------------- models and P2P
+
+
+def test_link_models_follow_design_table():
+    seed = load_description("seed-8gpu")
+    nv4 = seed.link_model(0, 1)
+    assert nv4.gbps == pytest.approx(4 * 25 * 0.85)
+    node, sys_ = seed.link_model(0, 2), seed.link_model(0, 4)
+    assert 23 < node.gbps < 27 and sys_.gbps < node.gbps and sys_.latency_us > node.latency_us
+    host = seed.host_link_model(0)
+    assert host.gbps == pytest.approx(31.5 * 0.85, abs=0.01)
+    assert seed.device_link_model(0).gbps > 10 * host.gbps
+    assert load_description("dgx-h100").link_model(0, 7).gbps == pytest.approx(18 * 25 * 0.85)
+    assert nv4.transfer_s(10**9) == pytest.approx(nv4.latency_us * 1e-6 + 1 / nv4.gbps)
+
+
+def test_link_model_overrides():
+    d = parse_description(GOOD + '[link_model]\nNV = { gbps_per_link = 10.0 }\nSYS = { gbps = 7.5, latency_us = 9 }\n'
+                          'host = { gbps = 20 }\ndevice = { gbps = 900, latency_us = 1 }\n', "x.toml")
+    assert d.link_model(0, 1).gbps == pytest.approx(20.0)
+    assert d.link_model(0, 2) == type(d.link_model(0, 2))(7.5, 9.0)
+    assert d.host_link_model(1).gbps == 20.0 and d.device_link_model(1).latency_us == 1.0
+
+
+def test_p2p_defaults_and_overrides():
+    d = parse_description(GOOD + '[p2p]\nSYS = { read = "CNS", write = "CNS" }\n"1,2" = "NS"\n', "x.toml")
+    assert d.p2p_status(0, 1) == {c: "OK" for c in ("read", "write", "nvlink", "atomics", "pci")}
+    assert d.p2p_status(0, 2) == {"read": "CNS", "write": "CNS", "nvlink": "NS", "atomics": "NS", "pci": "OK"}
+    assert set(d.p2p_status(2, 1).values()) == {"NS"}
+
+
+# --------------------------------------------------------------------------- generated machines
+
+
+@pytest.mark.parametrize("n", [8, 64, 256])
+def test_generated_machines(n):
+    t0 = time.perf_counter()
+    d = generate_description(n)
+    assert time.perf_counter() - t0 < 5
+    assert len(d.gpus) == n and len(d.pairs()) == n * (n - 1) // 2
+    assert str(d.link_class(0, 1)) == "NV4" and str(d.link_class(1, 2)) == "NODE"
+    assert str(d.link_class(0, n - 1)) == "SYS"
+    assert len({g.numa_node for g in d.gpus}) >= 2
+    assert len({g.bus_id for g in d.gpus}) == n
+
+
+def test_generated_odd_and_invalid():
+    d = generate_description(3)
+    assert d.gpus[2].nvlinks == [] and str(d.link_class(1, 2)) == "NODE"
+    with pytest.raises(ValueError):
+        generate_description(0)
+
+
+def test_import_stays_light():
+    code = ("import sys, gputopo.sim.description, gputopo.sim.fake_nvml, gputopo.sim.fake_host, "
+            "gputopo.sim.generate, gputopo.sim.catalog\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pynvml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_format_md_example_loads_as_documented(tmp_path):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "gputopo" / "sim" / "FORMAT.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    d = parse_description(example, str(tmp_path / "my-box.toml"))
+    assert d.name == "my-box" and len(d.gpus) == 4
+    assert str(d.link_class(0, 1)) == "NV4" and str(d.link_class(2, 3)) == "NV3"  # link 3 of GPU 3 down
+    assert str(d.pcie_class(0, 1)) == "PIX" and str(d.link_class(0, 2)) == "SYS"
+    assert d.gpus[3].numa_node is None and d.gpus[2].pcie_width == 8
+    assert d.gpus[3].nvlinks[0].errors["crc_flit"] == 120
+    assert d.p2p_status(0, 2)["read"] == "NS" and d.p2p_status(1, 2)["read"] == "CNS"
+    assert d.link_model(0, 3).gbps == 18.0 and d.link_model(0, 1).gbps == pytest.approx(85.0)
+    assert [f.what for f in d.faults_for(1, 2)] == ["corrupt", "slow"]
+    assert d.host.acs_redirect_bridges and d.host.iommu == "translated"
+
+
+def test_descriptions_pickle_for_worker_processes():
+    import pickle
+
+    d = load_description("degraded-nvlink")
+    d.pcie_tree  # built trees travel too
+    e = pickle.loads(pickle.dumps(d))
+    assert classes(e) == classes(d) and e.faults == d.faults
+    assert e.with_faults([{"where": "gpu:1", "what": "nan"}]).faults_for(0, 1)[0].what == "nan"
