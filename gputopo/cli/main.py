@@ -23,9 +23,7 @@ from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 def cli():
     """gputopo: which GPU pairs of this machine can you trust, and how fast are they?
 
-    \b
-    scan      NVLink/PCIe matrix, P2P status, host IOMMU/ACS, problems (NVML)
-    sims      built-in simulated machines (use with --sim NAME anywhere)
+    Start with `gputopo scan`; without GPUs add `--sim seed-8gpu` (see `gputopo sims`).
     """
 
 

@@ -17,3 +17,8 @@ def console(no_color: bool = False):
     if not c.is_terminal:  # piped to a file or a pager: rich's 80 columns would wrap the tables
         c = Console(no_color=no_color, highlight=False, soft_wrap=False, width=160)
     return c
+
+
+def finish(code: int):
+    """End the command with an exit code (works under main() and click's CliRunner alike)."""
+    click.get_current_context().exit(code)

@@ -12,14 +12,11 @@ from typing import List
 
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.finding import gpu_ranges
+from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
+                                   REMEDY_NCCL_P2P, REMEDY_NVLINK)
 
 #: What to try when PCIe peer-to-peer DMA is suspected or shown to be broken.
-P2P_REMEDIES = [
-    "set NCCL_P2P_DISABLE=1 (NCCL then stages through host memory)",
-    "train with DistributedDataParallel instead of nn.DataParallel (DataParallel uses raw peer copies)",
-    "boot with iommu=pt (IOMMU passthrough) or disable the IOMMU for DMA translation",
-    "disable PCIe ACS request/completion redirect on the bridges between the GPUs (setpci, or BIOS 'ACS' off)",
-]
+P2P_REMEDIES = [REMEDY_NCCL_P2P, REMEDY_DDP, REMEDY_IOMMU, REMEDY_ACS]
 
 
 def topology_findings(topo: Topology) -> List[Finding]:
@@ -40,7 +37,7 @@ def _lost(topo):
         Finding("gpu-lost", "error", f"GPU {g.nvml_index} is lost to NVML ({g.lost.error}); "
                 "it was left out of the scan", gpus=[g.nvml_index], evidence={"error": g.lost.error},
                 cause="the GPU fell off the bus or its driver state is broken (see dmesg for Xid errors)",
-                remedies=["check `dmesg` for Xid errors", "reset the GPU (nvidia-smi -r) or reboot"])
+                remedies=[REMEDY_GPU_HEALTH, "reset the GPU (nvidia-smi -r) or reboot"])
         for g in topo.gpus if g.lost is not None
     ]
 
@@ -68,7 +65,7 @@ def _nvlinks_down(topo):
             msg + ": its peer traffic falls back to PCIe or to fewer links, at a fraction of the speed",
             gpus=[g.nvml_index], evidence={"active": active, "down": down, "peers_median": typical},
             cause="NVLink training failed, a bridge/cable/baseboard fault, or fabric manager not running",
-            remedies=["check `nvidia-smi nvlink -s` and fabric manager status", "reseat the NVLink bridge or service the baseboard"],
+            remedies=[REMEDY_NVLINK, "on NVSwitch systems: check that nvidia-fabricmanager is running"],
         ))
     return out
 

@@ -1,0 +1,12 @@
+"""Benchmarks: Topology + fabric -> Measurements (peer copies, DataParallel's primitives,
+collectives, --self), run in long-lived worker processes with timeouts.
+
+The CLI's entry point is :mod:`gputopo.bench.api` (``run_bench``, ``BenchOptions``, the flag
+parsers, the ``--json`` document, the terminal summary and the progress bar). Importing this
+package or ``gputopo.bench.api`` never imports torch: only worker processes do.
+
+Modules: ``options`` (flags, presets), ``plan`` (steps and cases), ``spec`` (the one timing and
+verification loop), ``suites`` (every test, written once), ``patterns`` (known inputs, bit-exact
+checks), ``fabrics/`` (cuda, cpu, sim), ``worker`` / ``runner`` (processes, timeouts, findings),
+``runlog`` (the run folder), ``results`` / ``summary`` (RunResult, JSON, terminal).
+"""

@@ -1,0 +1,198 @@
+"""The bench layer's entry point for the CLI: :func:`run_bench` and what it needs.
+
+    from gputopo.bench.api import (BenchOptions, run_bench, select_pairs, parse_sizes,
+                                   parse_tests, parse_gpus, parse_pairs, select_class_pairs,
+                                   bench_document, render_summary, make_progress)
+
+``run_bench(topology, options, fabric, description)`` plans the steps, writes the run folder
+(run.json, topology.json, measurements.jsonl line by line, events.jsonl, workers/*.log), runs
+the steps in worker processes and returns a :class:`RunResult` with every measurement and the
+findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` from the measurements).
+It never raises for a hung or crashed step; it raises UsageError for bad options and
+NoHardwareError when ``--fabric cuda`` finds no usable CUDA device. Ctrl-C returns a result
+with ``interrupted=True`` (the folder stays a valid partial run; ``--resume`` finishes it).
+Nothing here imports torch; only worker processes do.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+from gputopo.errors import UsageError
+from gputopo.model import Topology, is_value, worst_first
+
+from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
+                      format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
+                      parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
+from .plan import count_cases, measurement_key, plan_steps
+from .results import RunResult, bench_document, derived_findings
+from .runlog import RunLog, claim_out_dir, new_run_dir, read_progress, read_run_info
+from .runner import NullProgress, Runner
+from .summary import make_progress, render_summary
+
+__all__ = [
+    "BenchOptions", "FABRICS", "PRESETS", "Preset", "RunResult", "TEST_GROUPS", "all_pairs",
+    "bench_document", "cpu_topology", "format_size", "make_progress", "parse_fabric",
+    "parse_gpus", "parse_link_class", "parse_pairs", "parse_size", "parse_sizes", "parse_tests",
+    "read_run_info", "render_summary", "resume_options", "run_bench", "select_class_pairs",
+    "select_pairs",
+]
+
+#: Options taken from the command line even when resuming (the rest come from run.json).
+_RUNTIME_FIELDS = ("timeout_s", "progress", "resume_dir", "sim_workers", "argv")
+
+
+def resume_options(run_dir, current: Optional[BenchOptions] = None) -> BenchOptions:
+    """The options a run folder was started with, for ``--resume`` (UsageError if not a run)."""
+    info = read_run_info(run_dir)
+    try:
+        stored = BenchOptions.from_json(info.get("options") or {})
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"--resume {run_dir}: run.json has unreadable options ({e})") from None
+    if current is not None:
+        stored = replace(stored, **{k: getattr(current, k) for k in _RUNTIME_FIELDS})
+    stored.resume_dir = str(run_dir)
+    return stored
+
+
+def cpu_topology(n_gpus: int = 2, machine: str = "cpu-fabric") -> Topology:
+    """A machine of ``n_gpus`` stand-in "GPUs" for ``--fabric cpu`` without ``--sim``: one
+    worker process each; every pair is PHB (through the host, which is what the bytes cross)."""
+    from gputopo.model import Gpu, LinkClass, Pair
+
+    if n_gpus < 1:
+        raise UsageError("--fabric cpu needs at least one stand-in GPU")
+    return Topology(gpus=[Gpu(k) for k in range(n_gpus)],
+                    pairs=[Pair((i, j), LinkClass("PHB")) for i in range(n_gpus)
+                           for j in range(i + 1, n_gpus)],
+                    source="cpu", simulated=False, machine=machine)
+
+
+def _validate(topology: Topology, options: BenchOptions) -> None:
+    n = len(topology.gpus)
+    known = {p.gpus for p in topology.pairs}
+    for p in options.pairs:
+        if p not in known:
+            raise UsageError(f"--pairs {p[0]},{p[1]}: no such pair on this machine ({n} GPUs)")
+    for g in options.self_gpus:
+        if g not in topology.indices:
+            raise UsageError(f"--self: GPU {g} does not exist on this machine ({n} GPUs)")
+    if not options.pairs and not options.self_gpus:
+        raise UsageError("nothing to measure: no GPU pair selected and no --self")
+    for t in options.tests:
+        if t not in TEST_GROUPS:
+            raise UsageError(f"--tests: unknown test {t!r}; known: {', '.join(TEST_GROUPS)}")
+    if options.timeout_s <= 0:
+        raise UsageError("--timeout must be positive")
+
+
+def _worker_config(topology: Topology, fabric: str, description, timeout_s: float,
+                   threads: int) -> dict:
+    gpus = {}
+    for g in topology.gpus:
+        gpus[g.nvml_index] = {
+            "pci_bus_id": g.pci_bus_id if is_value(g.pci_bus_id) else None,
+            "cuda_index": g.cuda_index if is_value(g.cuda_index) else None,
+        }
+    return {"fabric": fabric, "description": description if fabric == "sim" else None,
+            "env": dict(os.environ), "parent_pid": os.getpid(), "threads": threads,
+            "gpus": gpus, "pg_timeout_s": max(60.0, 2 * timeout_s)}
+
+
+def _pool_size(options: BenchOptions) -> int:
+    if options.sim_workers:
+        return max(1, int(options.sim_workers))
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def run_bench(topology: Topology, options: BenchOptions, fabric: str, description=None,
+              progress=None) -> RunResult:
+    """Measure ``options.pairs`` (and ``options.self_gpus``) of ``topology`` on ``fabric``.
+
+    ``description`` is the simulated machine (gputopo.sim.description.Description) and is
+    required for ``fabric="sim"``. ``progress`` is a hook with start/advance/stop (see
+    :func:`make_progress`); None shows a rich progress bar when ``options.progress`` is true
+    and stdout is a terminal.
+    """
+    t0 = time.monotonic()
+    fabric = parse_fabric(fabric)
+    if fabric == "sim" and description is None:
+        raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
+    prior_done, prior_ms, prior_findings = set(), [], []
+    if options.resume_dir:
+        info = read_run_info(options.resume_dir)
+        if info.get("fabric") != fabric:
+            raise UsageError(f"--resume {options.resume_dir}: that run used --fabric "
+                             f"{info.get('fabric')}, not {fabric}")
+        if info.get("machine") and topology.machine and info["machine"] != topology.machine:
+            raise UsageError(f"--resume {options.resume_dir}: that run measured machine "
+                             f"{info['machine']!r}, not {topology.machine!r}")
+        options = resume_options(options.resume_dir, options)
+        run_dir = Path(options.resume_dir)
+        prior_done, prior_ms, prior_findings = read_progress(run_dir)
+    _validate(topology, options)
+    if not options.resume_dir:
+        run_dir = (claim_out_dir(options.out_dir) if options.out_dir
+                   else new_run_dir(options.reports_dir, topology.machine or "machine"))
+
+    simulated = bool(topology.simulated or fabric == "sim")
+    steps = plan_steps(topology, options)
+    done_keys = {measurement_key(m) for m in prior_ms}
+    todo = []
+    for s in steps:
+        if s.id in prior_done:
+            continue
+        s.cases = [c for c in s.cases if c.key not in done_keys]
+        if s.cases:
+            todo.append(s)
+    concurrent = bool(options.concurrent and fabric != "sim")
+
+    log = RunLog(run_dir)
+    eff = options.effective
+    log.start(fabric=fabric, simulated=simulated, machine=topology.machine,
+              options=options.to_json(), topology=topology, argv=options.argv,
+              sim=(getattr(description, "name", None) if description is not None else None),
+              sim_path=(str(getattr(description, "path", "") or "") or None)
+              if description is not None else None,
+              concurrent=concurrent, steps=len(steps))
+    pool = _pool_size(options) if fabric == "sim" else 1
+    # One torch thread per worker: workers already run side by side, and OpenMP's spinning
+    # threads are badly hurt by any other load on the cores (10x slower copies measured).
+    threads = 1
+    if progress is None:
+        progress = make_progress(enabled=options.progress) if options.progress else NullProgress()
+    runner = Runner(
+        fabric=fabric, log=log, timeout_s=options.timeout_s, concurrent=concurrent,
+        pool_size=pool, progress=progress,
+        config=_worker_config(topology, fabric, description, options.timeout_s, threads),
+        step_settings={"warmup": eff.warmup, "samples": eff.samples,
+                       "latency_repeat": eff.latency_repeat})
+    status = "failed"
+    progress.start(count_cases(todo), f"bench {topology.machine or ''}".strip())
+    try:
+        runner.run(todo)
+        status = "interrupted" if runner.interrupted else "complete"
+    finally:
+        progress.stop()
+        log.finish(status, steps_run=runner.steps_done,
+                   elapsed_s=round(time.monotonic() - t0, 3))
+
+    # Latest record per measurement key (a resumed run may have re-measured a partial step).
+    merged = {}
+    for m in list(prior_ms) + runner.measurements:
+        merged[measurement_key(m)] = m
+    measurements = list(merged.values())
+    findings = worst_first(list(prior_findings) + runner.findings
+                           + derived_findings(measurements))
+    return RunResult(
+        run_dir=run_dir, topology=topology, fabric=fabric, simulated=simulated,
+        machine=topology.machine, options=options, measurements=measurements,
+        findings=findings, interrupted=runner.interrupted, concurrent=concurrent,
+        elapsed_s=time.monotonic() - t0, steps_total=len(steps), steps_run=runner.steps_done,
+        steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids))
+
+

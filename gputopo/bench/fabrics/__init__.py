@@ -1,0 +1,3 @@
+"""Fabrics: what a benchmark runs on. ``cuda`` (real GPUs, CUDA events, NCCL), ``cpu`` (worker
+processes over gloo, wall clock), ``sim`` (a simulated machine's link model and faults). Each
+module is imported only inside worker processes (they import torch)."""

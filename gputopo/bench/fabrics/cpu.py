@@ -1,0 +1,128 @@
+"""The cpu fabric: each "GPU" is a worker process; bytes really cross processes over gloo.
+
+For machines without GPUs and for CI: honest CPU numbers, timed by the wall clock
+(``time.perf_counter``, ``timing: "wall"``). A peer copy is a gloo send/recv between the two
+processes, a staged copy adds a host staging copy on each side, collectives are gloo's.
+Each sample starts after a barrier, every rank times its part, and the sample is the slowest
+rank's time (nccl-tests reports the max over ranks); wrong-element counts are summed over ranks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+import torch
+
+from .base import Ops
+
+
+def _first_available(mod, *names):
+    for n in names:
+        fn = getattr(mod, n, None)
+        if fn is not None:
+            return fn
+    raise NotImplementedError(f"torch.distributed has none of {names}")
+
+
+class DistMixin:
+    """Rank-level collectives and the cross-rank sample combine, over torch.distributed."""
+
+    world = 1
+
+    def _dist(self):
+        import torch.distributed as dist
+
+        return dist
+
+    def _sync_device(self):
+        return torch.device("cpu")
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            t = torch.zeros(1, device=self._sync_device())
+            self._dist().all_reduce(t)
+            self.sync(self.local_gpus)
+
+    def combine(self, seconds: float, wrong: int, first_bad: Optional[int]):
+        if self.world <= 1:
+            return seconds, wrong, first_bad
+        dist = self._dist()
+        mine = torch.tensor([seconds, float(wrong), float(-1 if first_bad is None else first_bad)],
+                            dtype=torch.float64, device=self._sync_device())
+        allv = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(allv, mine)
+        rows = [v.tolist() for v in allv]
+        t = max(r[0] for r in rows)
+        w = int(sum(r[1] for r in rows))
+        firsts = [int(r[2]) for r in rows if r[1] > 0 and r[2] >= 0]
+        return t, w, (min(firsts) if firsts else None)
+
+    def all_reduce(self, bufs) -> None:
+        for t in bufs.values():
+            self._dist().all_reduce(t)
+
+    def all_gather(self, outs, ins) -> None:
+        fn = _first_available(self._dist(), "all_gather_single", "all_gather_into_tensor",
+                              "_all_gather_base")
+        for g in outs:
+            fn(outs[g], ins[g])
+
+    def reduce_scatter(self, outs, ins) -> None:
+        fn = _first_available(self._dist(), "reduce_scatter_single", "reduce_scatter_tensor",
+                              "_reduce_scatter_base")
+        for g in outs:
+            fn(outs[g], ins[g])
+
+    def broadcast(self, bufs, root: int) -> None:
+        for t in bufs.values():
+            self._dist().broadcast(t, src=self.rank_of(root))
+
+
+class CpuOps(DistMixin, Ops):
+    fabric = "cpu"
+    timing = "wall"
+
+    def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], world: int):
+        Ops.__init__(self, local_gpus, step_gpus)
+        self.world = world
+
+    def device(self, gpu: int) -> torch.device:
+        return torch.device("cpu")
+
+    def transfers(self, items, route: str = "p2p") -> None:
+        dist = self._dist() if self.world > 1 else None
+        reqs = []
+        for tag, (dst, src, dst_gpu, src_gpu) in enumerate(items):
+            here_src, here_dst = self.is_local(src_gpu), self.is_local(dst_gpu)
+            if here_src and here_dst:
+                dst.copy_(src)
+            elif here_src:
+                reqs.append(dist.isend(src, dst=self.rank_of(dst_gpu), tag=tag))
+            elif here_dst:
+                reqs.append(dist.irecv(dst, src=self.rank_of(src_gpu), tag=tag))
+        for r in reqs:
+            r.wait()
+
+    def staged(self, dst, src, dst_gpu: int, src_gpu: int, stage) -> None:
+        # Through host memory: a staging copy on the sending side, the move, a copy on arrival.
+        if self.is_local(src_gpu):
+            stage.copy_(src)
+        self.transfers([(stage if self.is_local(dst_gpu) else None,
+                         stage if self.is_local(src_gpu) else None, dst_gpu, src_gpu)])
+        if self.is_local(dst_gpu):
+            dst.copy_(stage)
+
+    def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
+        self.barrier()
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            run()
+        return (time.perf_counter() - t0) / repeat
+
+    def extra(self, test: str, src, dst) -> dict:
+        if test.startswith("self."):
+            return {"path": "memcpy"}
+        if test == "p2p.staged":
+            return {"path": "host", "transport": "gloo"}
+        return {"path": "p2p", "transport": "gloo"}

@@ -1,0 +1,220 @@
+"""The cuda fabric: real GPUs, CUDA events, torch.nn.parallel.comm and NCCL.
+
+- Peer copy: ``dst.copy_(src, non_blocking=True)`` across devices, what ``tensor.to(other_gpu)``
+  does. PyTorch enables peer access for every pair CUDA allows, so this is peer DMA where
+  ``torch.cuda.can_device_access_peer`` says so (recorded as ``peer_access``), else the driver's
+  staged copy. Both directions at once: each copy runs on its source device's current stream.
+- Staged copy (p2pBandwidthLatencyTest's "P2P disabled" control): device -> pinned host buffer
+  on the source's stream, the destination's stream waits for it, host -> device.
+- DataParallel: the real ``comm.broadcast_coalesced`` / ``scatter`` / ``gather`` /
+  ``reduce_add_coalesced``, as ``nn.DataParallel`` calls them.
+- Collectives: NCCL, one process per GPU (``torch.distributed``).
+
+Timing: a start event on the first device's current stream, every other involved device's
+stream waits on it; after the operation each of them records an event the first stream waits
+on, then the end event; ``elapsed_time`` of the pair. Cross-device work is thus fully inside
+the interval, and events of one device are compared (CUDA requires it).
+
+GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA device indices
+(workers run with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; see :func:`resolve_cuda_indices`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Mapping, Optional, Sequence
+
+import torch
+
+from .base import Ops
+from .cpu import DistMixin
+
+
+def _norm_bus_id(bus_id: str) -> Optional[tuple]:
+    """"00000000:07:00.0" / "0000:07:00.0" -> (domain, bus, device, function) as ints."""
+    parts = re.split(r"[:.]", str(bus_id).strip())
+    if len(parts) != 4:
+        return None
+    try:
+        return tuple(int(p, 16) for p in parts)
+    except ValueError:
+        return None
+
+
+def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
+    """NVML index -> CUDA device index of this process, matched by PCI bus id.
+
+    ``gpus`` maps NVML index -> {"pci_bus_id": str|None, "cuda_index": int|None} (from the
+    topology). A GPU whose bus id matches no CUDA device falls back to its known cuda_index,
+    then to its NVML index (the same numbering when CUDA_DEVICE_ORDER=PCI_BUS_ID and
+    CUDA_VISIBLE_DEVICES is unset).
+    """
+    by_bus = {}
+    for d in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(d)
+        key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
+               getattr(props, "pci_device_id", -1))
+        by_bus[key] = d
+    out = {}
+    for nvml, info in gpus.items():
+        nb = _norm_bus_id(info.get("pci_bus_id") or "")
+        hit = by_bus.get((nb[0], nb[1], nb[2])) if nb else None
+        if hit is None:
+            ci = info.get("cuda_index")
+            hit = ci if isinstance(ci, int) else nvml
+        out[int(nvml)] = int(hit)
+    return out
+
+
+class CudaOps(DistMixin, Ops):
+    fabric = "cuda"
+    timing = "cuda-events"
+
+    def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], world: int,
+                 cuda_index: Mapping[int, int]):
+        Ops.__init__(self, local_gpus, step_gpus)
+        self.world = world
+        self.cuda_index = dict(cuda_index)
+
+    def device(self, gpu: int) -> torch.device:
+        return torch.device("cuda", self.cuda_index[gpu])
+
+    def _sync_device(self):
+        return self.device(self.local_gpus[0])
+
+    def host_empty(self, shape) -> torch.Tensor:
+        if isinstance(shape, int):
+            shape = (shape,)
+        return torch.empty(tuple(shape), dtype=torch.float32, pin_memory=True)
+
+    def peer_access(self, a: int, b: int) -> Optional[bool]:
+        if not (self.is_local(a) and self.is_local(b)):
+            return None
+        return bool(torch.cuda.can_device_access_peer(self.cuda_index[a], self.cuda_index[b]))
+
+    def peer_route(self, a: int, b: int) -> str:
+        return "host" if self.peer_access(a, b) is False else "p2p"
+
+    # ---------------------------------------------------------------- transfers
+    def transfers(self, items, route: str = "p2p") -> None:
+        for dst, src, _, _ in items:
+            if dst is None or src is None:
+                raise RuntimeError("cuda peer copies need both GPUs in one process")
+        if len(items) == 1:
+            dst, src, _, _ = items[0]
+            dst.copy_(src, non_blocking=True)  # runs on the source device's current stream
+            return
+        # Several copies at once (both directions): a cross-device copy_ fences the *current*
+        # streams of both devices, which would serialise them; give each copy its own pair of
+        # side streams (as p2pBandwidthLatencyTest gives each direction its own stream), fenced
+        # against the current streams before and after.
+        for k, (dst, src, dst_gpu, src_gpu) in enumerate(items):
+            s_src, s_dst = self._side_streams(k, src_gpu, dst_gpu)
+            for s in (s_src, s_dst):
+                s.wait_stream(torch.cuda.current_stream(s.device))
+            with torch.cuda.stream(s_src), torch.cuda.stream(s_dst):
+                dst.copy_(src, non_blocking=True)
+        for k, (dst, src, dst_gpu, src_gpu) in enumerate(items):
+            for s in self._side_streams(k, src_gpu, dst_gpu):
+                torch.cuda.current_stream(s.device).wait_stream(s)
+
+    def _side_streams(self, k: int, src_gpu: int, dst_gpu: int):
+        cache = self.__dict__.setdefault("_streams", {})
+        key = (k, src_gpu, dst_gpu)
+        if key not in cache:
+            cache[key] = (torch.cuda.Stream(self.device(src_gpu)),
+                          torch.cuda.Stream(self.device(dst_gpu)))
+        return cache[key]
+
+    def staged(self, dst, src, dst_gpu: int, src_gpu: int, stage) -> None:
+        sdev, ddev = self.device(src_gpu), self.device(dst_gpu)
+        with torch.cuda.device(sdev):
+            stage.copy_(src, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(sdev))
+        torch.cuda.current_stream(ddev).wait_event(ready)
+        with torch.cuda.device(ddev):
+            dst.copy_(stage, non_blocking=True)
+
+    def h2d(self, dst, host_src, gpu: int) -> None:
+        with torch.cuda.device(self.device(gpu)):
+            dst.copy_(host_src, non_blocking=True)
+
+    def d2h(self, host_dst, src, gpu: int) -> None:
+        with torch.cuda.device(self.device(gpu)):
+            host_dst.copy_(src, non_blocking=True)
+
+    def d2d(self, dst, src, gpu: int) -> None:
+        with torch.cuda.device(self.device(gpu)):
+            dst.copy_(src, non_blocking=True)
+
+    # ---------------------------------------------------------------- DataParallel (real)
+    def _devs(self, gpus):
+        return [self.cuda_index[g] for g in gpus]
+
+    def dp_broadcast_coalesced(self, params, shapes, master, gpus):
+        from torch.nn.parallel import comm
+
+        order = [master] + [g for g in gpus if g != master]
+        outs = comm.broadcast_coalesced(params[master], self._devs(order))
+        return {g: list(outs[k]) for k, g in enumerate(order)}
+
+    def dp_scatter(self, batch, shape, master, gpus):
+        from torch.nn.parallel import comm
+
+        pieces = comm.scatter(batch, self._devs(gpus), dim=0)
+        return dict(zip(gpus, pieces))
+
+    def dp_gather(self, pieces, shape, master, gpus):
+        from torch.nn.parallel import comm
+
+        return comm.gather([pieces[g] for g in gpus], dim=0, destination=self.cuda_index[master])
+
+    def dp_reduce_add_coalesced(self, grads, shapes, master, gpus):
+        from torch.nn.parallel import comm
+
+        order = [master] + [g for g in gpus if g != master]
+        return list(comm.reduce_add_coalesced([grads[g] for g in order],
+                                              destination=self.cuda_index[master]))
+
+    # ---------------------------------------------------------------- clock
+    def sync(self, gpus) -> None:
+        for g in gpus:
+            if self.is_local(g):
+                torch.cuda.synchronize(self.device(g))
+
+    def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
+        devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
+        self.sync(self.local_gpus)
+        self.barrier()
+        first = torch.cuda.current_stream(devs[0])
+        with torch.cuda.device(devs[0]):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(first)
+        for d in devs[1:]:
+            torch.cuda.current_stream(d).wait_event(start)
+        with torch.cuda.device(devs[0]):
+            for _ in range(repeat):
+                run()
+        for d in devs[1:]:
+            with torch.cuda.device(d):
+                done = torch.cuda.Event()
+                done.record(torch.cuda.current_stream(d))
+            first.wait_event(done)
+        with torch.cuda.device(devs[0]):
+            end.record(first)
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / repeat
+
+    def extra(self, test: str, src, dst) -> dict:
+        if test.startswith("self."):
+            return {"path": "host" if test != "self.d2d" else "device", "pinned": True}
+        if test.startswith("collective."):
+            return {"path": "nccl"}
+        if test == "p2p.staged":
+            return {"path": "host", "pinned": True}
+        if src is not None and dst is not None and self.is_local(src) and self.is_local(dst):
+            pa = self.peer_access(src, dst)
+            return {"peer_access": pa, "path": "p2p" if pa else "host"}
+        return {}

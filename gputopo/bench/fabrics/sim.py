@@ -1,0 +1,371 @@
+"""The sim fabric: CPU tensors moved through a simulated machine's link model and faults.
+
+Every transfer really copies the bytes (CPU tensors stand in for GPU memory), then the faults
+of the machine description that hit that transfer are applied to the bytes that arrived:
+``corrupt`` flips one random bit in a ``rate`` fraction of the elements, ``nan`` writes NaNs,
+``hang`` blocks the worker process for ever (the runner's timeout must catch it), ``crash``
+kills the worker process (SIGABRT). Detection is never told: the verification loop finds the
+wrong bits by comparing with the expected pattern, as on real hardware.
+
+Time is modeled (``timing: "modeled"``): a transfer of n bytes takes
+``latency + n / bandwidth`` of its route, where
+
+- route ``p2p`` (peer DMA) uses the pair's ``link_model(i, j)``. A fault's ``factor`` is the
+  fraction of throughput left (FORMAT.md): ``slow`` multiplies the bandwidth by it, and so does
+  ``downtrained`` (a GPU's PCIe link at lower width/generation) on every PCIe route of that GPU
+  (not on NVLink). ``link_down`` needs nothing here: the description already reports the pair
+  at its PCIe class, whose model is PCIe's. Base rates come from the description rebuilt
+  without its downtrained faults, so a lowered width is never counted twice;
+- route ``host`` (NCCL's path through host memory for NODE/PHB/SYS pairs, or when P2P is not
+  possible) pipelines through pinned host memory: both GPUs' host latencies plus n over the
+  slower host link;
+- a staged copy (the "P2P disabled" control) is two sequential host copies, and ``--self``
+  tests use ``host_link_model(i)`` / ``device_link_model(i)``.
+
+Transfers issued together (both directions of a bidirectional copy, one ring step) take the
+longest of their times. On-device copies (DataParallel's flatten/unflatten) cost
+``device_link_model``. Each sample is then multiplied by ``1 + u * JITTER`` with u uniform in
+[-1, 1] from a generator seeded by the measurement and the sample number: repeated samples
+differ (so median and IQR mean something) but every run of the same plan gives the same numbers.
+
+Which faults hit a transfer: those ``Description.faults_for(i, j, path)`` returns for its
+GPUs, kept only when the fault's path is "all" or equals the route; so a ``p2p`` fault hits
+peer copies and DataParallel (raw peer copies, which PyTorch uses for any pair CUDA calls
+peer-capable) and NCCL collectives only on pairs where NCCL uses P2P (NVLink, PIX, PXB with
+P2P status OK, and not ``NCCL_P2P_DISABLE=1``); NODE/PHB/SYS collectives go through the host.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+import zlib
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .base import Ops
+
+#: Relative half-width of the deterministic per-sample jitter of modeled times.
+JITTER = 0.02
+#: NCCL_P2P_LEVEL names -> the worst PCIe class still using P2P.
+_NCCL_LEVELS = {"LOC": -1, "NVL": 0, "PIX": 1, "PXB": 2, "PHB": 3, "SYS": 5}
+_PCIE_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+class _Link:
+    __slots__ = ("gbps", "latency_us")
+
+    def __init__(self, gbps: float, latency_us: float):
+        self.gbps, self.latency_us = float(gbps), float(latency_us)
+
+    def seconds(self, nbytes: int) -> float:
+        return self.latency_us * 1e-6 + nbytes / (self.gbps * 1e9)
+
+
+def _as_link(m) -> _Link:
+    return _Link(getattr(m, "gbps"), getattr(m, "latency_us", 0.0))
+
+
+class SimModel:
+    """Routes, modeled times and faults of one simulated machine description."""
+
+    def __init__(self, desc, env: Optional[Dict[str, str]] = None):
+        self.desc = desc
+        self.base = _without_downtrained(desc)
+        env = os.environ if env is None else env
+        self.p2p_disabled = str(env.get("NCCL_P2P_DISABLE", "0")).strip() in ("1", "true", "yes")
+        self.p2p_level = str(env.get("NCCL_P2P_LEVEL", "PXB")).strip().upper()
+        self._counter = 0
+
+    # ---------------------------------------------------------------- routes
+    def link_class(self, i: int, j: int) -> str:
+        return str(self.desc.link_class(i, j))
+
+    def peer_ok(self, i: int, j: int) -> bool:
+        """CUDA allows peer access when NVML's read/write P2P status is OK (what PyTorch uses)."""
+        try:
+            st = self.desc.p2p_status(i, j)
+        except Exception:
+            return True
+        return all(st.get(cap, "OK") == "OK" for cap in ("read", "write"))
+
+    def peer_route(self, i: int, j: int) -> str:
+        return "p2p" if self.peer_ok(i, j) else "host"
+
+    def nccl_route(self, i: int, j: int) -> str:
+        """NCCL uses P2P over NVLink and PCIe up to NCCL_P2P_LEVEL (default PXB), when P2P is OK."""
+        if self.p2p_disabled or not self.peer_ok(i, j):
+            return "host"
+        cls = self.link_class(i, j)
+        if cls.startswith("NV"):
+            return "host" if self.p2p_level == "LOC" else "p2p"
+        limit = _NCCL_LEVELS.get(self.p2p_level, 2)
+        return "p2p" if _PCIE_ORDER.get(cls, 9) <= limit else "host"
+
+    # ---------------------------------------------------------------- faults
+    def faults(self, i: int, j: Optional[int], route: str) -> list:
+        desc = self.desc
+        try:
+            found = desc.faults_for(i, j, path=route)
+        except (TypeError, ValueError):
+            found = desc.faults_for(i, j)
+        return [f for f in found if getattr(f, "path", "all") in ("all", route)]
+
+    # ---------------------------------------------------------------- links
+    def _host(self, g: int, faults=()) -> _Link:
+        return _slowed(_as_link(self.base.host_link_model(g)), faults, pcie_of=(g,))
+
+    def _device(self, g: int) -> _Link:
+        return _as_link(self.base.device_link_model(g))
+
+    def _pair_link(self, i: int, j: int, faults) -> _Link:
+        link = _as_link(self.base.link_model(i, j))
+        pcie = () if self.link_class(i, j).startswith("NV") else (i, j)
+        return _slowed(link, faults, pcie_of=pcie)
+
+    def transfer_seconds(self, nbytes: int, src: int, dst: int, route: str, faults) -> float:
+        if route == "p2p":
+            return self._pair_link(src, dst, faults).seconds(nbytes)
+        hs, hd = self._host(src, faults), self._host(dst, faults)
+        return _Link(min(hs.gbps, hd.gbps), hs.latency_us + hd.latency_us).seconds(nbytes)
+
+    def staged_seconds(self, nbytes: int, src: int, dst: int, faults) -> float:
+        return self._host(src, faults).seconds(nbytes) + self._host(dst, faults).seconds(nbytes)
+
+    def self_seconds(self, kind: str, nbytes: int, g: int, faults) -> float:
+        if kind == "d2d":
+            return _slowed(self._device(g), faults).seconds(nbytes)
+        return self._host(g, faults).seconds(nbytes)
+
+    def model_facts(self, src: int, dst: int, route: str) -> dict:
+        try:
+            link = _as_link(self.base.link_model(src, dst)) if route == "p2p" else None
+        except Exception:
+            link = None
+        if link is None and dst is not None:
+            hs, hd = self._host(src), self._host(dst)
+            link = _Link(min(hs.gbps, hd.gbps), hs.latency_us + hd.latency_us)
+        return {"gbps": link.gbps, "latency_us": link.latency_us}
+
+    # ---------------------------------------------------------------- bytes
+    def hit(self, dst: torch.Tensor, faults, where: str) -> None:
+        """Apply the data and process faults to the bytes that just arrived in ``dst``."""
+        for f in faults:
+            what = f.what
+            if what in ("hang", "crash"):
+                _process_fault(what, f, where)
+            elif what in ("corrupt", "nan"):
+                self._counter += 1
+                seed = zlib.crc32(f"{f.where}|{what}|{where}|{self._counter}".encode())
+                rate = float(getattr(f, "rate", 0.0) or 0.0)
+                _damage(dst, what, rate, seed)
+
+
+def _factor(f, default: float) -> float:
+    """The fraction of throughput a fault leaves (FORMAT.md), in (0, 1]."""
+    v = getattr(f, "factor", None)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return default
+    return v if 0 < v <= 1 else default
+
+
+def _slowed(link: _Link, faults, pcie_of: Sequence[int] = ()) -> _Link:
+    """``slow`` faults, and ``downtrained`` faults of a GPU whose PCIe link the route uses."""
+    for f in faults:
+        if f.what == "slow":
+            link = _Link(link.gbps * _factor(f, 0.5), link.latency_us)
+        elif f.what == "downtrained" and set(getattr(f, "gpus", ()) or ()) & set(pcie_of):
+            link = _Link(link.gbps * _factor(f, 0.5), link.latency_us)
+    return link
+
+
+def _without_downtrained(desc):
+    """The description rebuilt without downtrained faults (healthy PCIe rates), when it can be."""
+    if not any(getattr(f, "what", "") == "downtrained" for f in getattr(desc, "faults", [])):
+        return desc
+    try:
+        return desc.with_faults([f for f in desc.faults if f.what != "downtrained"])
+    except Exception:
+        return desc
+
+
+def _process_fault(what: str, fault, where: str) -> None:
+    msg = f"gputopo sim: fault {what} at {getattr(fault, 'where', '?')} hit {where}"
+    print(msg, file=sys.stderr, flush=True)
+    if what == "hang":
+        while True:  # a real hang: only the runner's timeout ends it
+            time.sleep(3600)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file for a simulated crash
+    except Exception:
+        pass
+    os.abort()
+
+
+def _damage(dst: torch.Tensor, what: str, rate: float, seed: int) -> None:
+    flat = dst.view(-1)
+    n = flat.numel()
+    if n == 0:
+        return
+    expected = rate * n
+    k = int(expected)
+    if random.Random(seed).random() < expected - k:
+        k += 1
+    if what == "nan":
+        k = max(1, k)
+    if k == 0:
+        return
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(n, (k,), generator=gen)
+    if what == "nan":
+        flat[idx] = float("nan")
+        return
+    bits = torch.randint(0, 31, (k,), generator=gen, dtype=torch.int32)
+    ints = flat.view(torch.int32)
+    ints[idx] = ints[idx] ^ torch.bitwise_left_shift(torch.ones_like(bits), bits)
+
+
+class SimOps(Ops):
+    fabric = "sim"
+    timing = "modeled"
+    needs_warmup = False  # modeled time has no warm-up effect
+
+    def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], model: SimModel):
+        super().__init__(local_gpus, step_gpus)
+        self.model = model
+        self._region = 0.0
+
+    def device(self, gpu: int) -> torch.device:
+        return torch.device("cpu")
+
+    def peer_route(self, a: int, b: int) -> str:
+        return self.model.peer_route(a, b)
+
+    def peer_access(self, a: int, b: int) -> Optional[bool]:
+        return self.model.peer_ok(a, b)
+
+    def collective_route(self) -> str:
+        i, j = self.step_gpus[:2]
+        return self.model.nccl_route(i, j)
+
+    # ---------------------------------------------------------------- transfers
+    def transfers(self, items, route: str = "p2p") -> None:
+        longest = 0.0
+        for dst, src, dst_gpu, src_gpu in items:
+            dst.copy_(src)
+            faults = self.model.faults(src_gpu, dst_gpu, route)
+            self.model.hit(dst, faults, f"{route} {src_gpu}->{dst_gpu}")
+            longest = max(longest, self.model.transfer_seconds(
+                dst.numel() * dst.element_size(), src_gpu, dst_gpu, route, faults))
+        self._region += longest
+
+    def local_cost(self, gpu: int, nbytes: int) -> None:
+        self._region += self.model.self_seconds("d2d", nbytes, gpu, ())
+
+    def staged(self, dst, src, dst_gpu: int, src_gpu: int, stage) -> None:
+        faults = self.model.faults(src_gpu, dst_gpu, "host")
+        stage.copy_(src)
+        dst.copy_(stage)
+        self.model.hit(dst, faults, f"staged {src_gpu}->host->{dst_gpu}")
+        self._region += self.model.staged_seconds(dst.numel() * 4, src_gpu, dst_gpu, faults)
+
+    def _self_copy(self, kind: str, dst, src, gpu: int) -> None:
+        faults = self.model.faults(gpu, None, "host" if kind != "d2d" else "device")
+        dst.copy_(src)
+        self.model.hit(dst, faults, f"{kind} on {gpu}")
+        self._region += self.model.self_seconds(kind, dst.numel() * 4, gpu, faults)
+
+    def h2d(self, dst, host_src, gpu: int) -> None:
+        self._self_copy("h2d", dst, host_src, gpu)
+
+    def d2h(self, host_dst, src, gpu: int) -> None:
+        self._self_copy("d2h", host_dst, src, gpu)
+
+    def d2d(self, dst, src, gpu: int) -> None:
+        self._self_copy("d2d", dst, src, gpu)
+
+    # ---------------------------------------------------------------- collectives (ring)
+    def _ring_reduce_scatter(self, chunks: Dict[int, List[torch.Tensor]], route: str) -> None:
+        """Ring reduce-scatter in place: afterwards rank r holds the sum of chunk r."""
+        gs = self.step_gpus
+        n = len(gs)
+        for s in range(n - 1):
+            items, adds = [], []
+            for r, g in enumerate(gs):
+                c = (r - s - 1) % n
+                nxt = gs[(r + 1) % n]
+                tmp = torch.empty_like(chunks[nxt][c])
+                items.append((tmp, chunks[g][c], nxt, g))
+                adds.append((chunks[nxt][c], tmp))
+            self.transfers(items, route)
+            for acc, tmp in adds:
+                acc.add_(tmp)
+
+    def _ring_all_gather(self, chunks: Dict[int, List[torch.Tensor]], route: str) -> None:
+        """Ring all-gather in place: rank r starts with chunk r complete."""
+        gs = self.step_gpus
+        n = len(gs)
+        for s in range(n - 1):
+            items = []
+            for r, g in enumerate(gs):
+                c = (r - s) % n
+                nxt = gs[(r + 1) % n]
+                items.append((chunks[nxt][c], chunks[g][c], nxt, g))
+            self.transfers(items, route)
+
+    def all_reduce(self, bufs) -> None:
+        n = len(self.step_gpus)
+        chunks = {g: list(torch.tensor_split(bufs[g], n)) for g in self.step_gpus}
+        route = self.collective_route()
+        self._ring_reduce_scatter(chunks, route)
+        self._ring_all_gather(chunks, route)
+
+    def all_gather(self, outs, ins) -> None:
+        n = len(self.step_gpus)
+        chunks = {g: list(torch.tensor_split(outs[g], n)) for g in self.step_gpus}
+        for r, g in enumerate(self.step_gpus):
+            chunks[g][r].copy_(ins[g])
+        self._ring_all_gather(chunks, self.collective_route())
+
+    def reduce_scatter(self, outs, ins) -> None:
+        n = len(self.step_gpus)
+        work = {g: ins[g].clone() for g in self.step_gpus}
+        chunks = {g: list(torch.tensor_split(work[g], n)) for g in self.step_gpus}
+        self._ring_reduce_scatter(chunks, self.collective_route())
+        for r, g in enumerate(self.step_gpus):
+            outs[g].copy_(chunks[g][r])
+
+    def broadcast(self, bufs, root: int) -> None:
+        gs = list(self.step_gpus)
+        k = gs.index(root)
+        chain = gs[k:] + gs[:k]  # root -> next -> ... (NCCL's chain, one hop per rank)
+        route = self.collective_route()
+        for a, b in zip(chain, chain[1:]):
+            self.transfers([(bufs[b], bufs[a], b, a)], route)
+
+    # ---------------------------------------------------------------- clock
+    def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
+        self._region = 0.0
+        for _ in range(repeat):
+            run()
+        u = random.Random(seed * 1_000_003 + sample).uniform(-1.0, 1.0)
+        return self._region / repeat * (1.0 + JITTER * u)
+
+    def extra(self, test: str, src: Optional[int], dst: Optional[int]) -> dict:
+        if test.startswith("self."):
+            return {"path": "host" if test != "self.d2d" else "device"}
+        i, j = self.step_gpus[:2]
+        if test.startswith("collective."):
+            route = self.collective_route()
+            return {"path": route, "healthy_model": self.model.model_facts(i, j, route)}
+        a, b = (src, dst) if src is not None else (i, j)
+        route = "host" if test == "p2p.staged" else self.peer_route(a, b)
+        return {"path": route, "peer_access": self.peer_access(a, b),
+                "healthy_model": self.model.model_facts(a, b, route)}

@@ -1,0 +1,425 @@
+"""Run the planned steps in long-lived worker processes, with a timeout per step.
+
+Process model: workers are started once per run, in parallel, from a *forkserver* that has
+already imported torch, so a worker costs one fork (milliseconds) instead of a fresh
+interpreter plus ``import torch`` (about 2 s, DESIGN.md); start-ups do not grow with pairs.
+
+- cuda and cpu: one worker per GPU (key ``gpuN``); a step goes to the workers of its GPUs
+  (:func:`plan.layout`). One step at a time, or with ``concurrent`` every step whose GPUs are
+  disjoint from the running ones (that perturbs bandwidth; outputs say so).
+- sim: a pool of workers (``simK``), each modeling whole pairs; modeled times do not depend on
+  what else runs, so the pool always works in parallel.
+
+Failure handling, per step: a worker that sends nothing for ``timeout_s`` is a ``hang``; a
+worker that dies (or raises) is a ``crash`` whose finding quotes the tail of its log. Either
+way the step's workers are killed (SIGKILL, then joined: nothing is left behind), the step is
+recorded as done with its finding, and fresh workers are forked for the steps still to run.
+An idle worker that dies (e.g. at exit after delivering its results) is simply replaced,
+never a finding. Ctrl-C (KeyboardInterrupt in the parent) stops the run; every worker is
+killed and joined in ``finally``; what was written stays a valid partial run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from gputopo.errors import NoHardwareError
+from gputopo.model import Finding, Measurement
+
+from .options import format_size
+from .plan import Step, layout
+from .runlog import RunLog
+
+#: Seconds a worker may take to start (fork + set-up) before its step counts as failed.
+STARTUP_TIMEOUT_S = 120.0
+#: Lines of a worker's log quoted in a crash finding.
+TAIL_LINES = 20
+
+
+def mp_context():
+    """forkserver with torch preloaded where available (Linux, macOS), else spawn."""
+    try:
+        ctx = mp.get_context("forkserver")
+    except ValueError:
+        return mp.get_context("spawn")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "gputopo.bench.worker",
+                                "gputopo.bench.suites"])
+    return ctx
+
+
+def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    out = "\n".join(text.rstrip("\n").split("\n")[-lines:])
+    return out[-max_chars:]
+
+
+def _exit_text(code: Optional[int]) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass
+class _Worker:
+    key: str
+    proc: object
+    conn: object
+    log_path: str
+    ready: bool = False
+    info: dict = field(default_factory=dict)
+    step: Optional[str] = None
+
+
+@dataclass
+class _Running:
+    step: Step
+    keys: List[str]
+    ranks: List[Tuple[int, ...]]
+    deadline: float
+    sent: bool = False
+    done: Set[str] = field(default_factory=set)
+    delivered: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class NullProgress:
+    """Progress hook that shows nothing (not a TTY, or progress off)."""
+
+    def start(self, total: int, description: str = "") -> None:
+        pass
+
+    def advance(self, n: int = 1, label: str = "") -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class Runner:
+    def __init__(self, *, fabric: str, config: dict, log: RunLog, timeout_s: float,
+                 concurrent: bool = False, pool_size: int = 1, progress=None,
+                 step_settings: Optional[dict] = None, on_measurement=None):
+        self.fabric = fabric
+        self.config = config
+        self.log = log
+        self.timeout_s = float(timeout_s)
+        self.concurrent = concurrent
+        self.pool_size = max(1, int(pool_size))
+        self.progress = progress or NullProgress()
+        self.settings = dict(step_settings or {})
+        self.on_measurement = on_measurement
+        self.ctx = mp_context()
+        self.workers: Dict[str, _Worker] = {}
+        self.generation: Dict[str, int] = {}
+        self.findings: List[Finding] = []
+        self.measurements: List[Measurement] = []
+        self.worker_pids: List[int] = []
+        self.interrupted = False
+        self.steps_done = 0
+        self._seq = 0
+        self._running: Dict[str, _Running] = {}
+
+    # ------------------------------------------------------------------ workers
+    def _start_worker(self, key: str) -> _Worker:
+        gen = self.generation.get(key, 0) + 1
+        self.generation[key] = gen
+        log_path = str(self.log.worker_log(key, gen))
+        parent_conn, child_conn = self.ctx.Pipe()
+        from .worker import worker_main
+
+        proc = self.ctx.Process(target=worker_main, name=f"gputopo-{key}", daemon=True,
+                                args=(child_conn, key, self.config, log_path))
+        proc.start()
+        child_conn.close()
+        w = _Worker(key, proc, parent_conn, log_path)
+        self.workers[key] = w
+        self.worker_pids.append(proc.pid)
+        return w
+
+    def _kill(self, key: str) -> None:
+        w = self.workers.pop(key, None)
+        if w is None:
+            return
+        try:
+            if w.proc.is_alive():
+                w.proc.kill()
+            w.proc.join(10)
+        finally:
+            try:
+                w.conn.close()
+            except OSError:
+                pass
+
+    def _pool_keys(self) -> List[str]:
+        return [f"sim{k}" for k in range(self.pool_size)]
+
+    def _keys_for(self, step: Step, running: Dict[str, _Running]) -> Optional[List[str]]:
+        """Worker keys (rank order) that would run ``step`` now, or None if it must wait."""
+        if self.fabric == "sim":
+            if len(running) >= self.pool_size:
+                return None
+            busy = {k for r in running.values() for k in r.keys}
+            free = [k for k in self._pool_keys() if k not in busy]
+            return free[:1] or None
+        ranks = layout(step, self.fabric)
+        if running:
+            if not self.concurrent:
+                return None
+            used = {g for r in running.values() for g in r.step.gpus}
+            if used & set(step.gpus):
+                return None
+        return [f"gpu{r[0]}" for r in ranks]
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, steps: Sequence[Step]) -> None:
+        pending = list(steps)
+        running: Dict[str, _Running] = {}
+        self._running = running
+        try:
+            self._prestart(pending)
+            while pending or running:
+                self._launch(pending, running)
+                self._pump(running)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            self._shutdown()
+
+    def _prestart(self, steps: Sequence[Step]) -> None:
+        """Fork every worker the plan needs at once, so their set-up overlaps."""
+        if not steps:
+            return
+        if self.fabric == "sim":
+            keys = self._pool_keys()[:len(steps)]
+        else:
+            keys = sorted({f"gpu{r[0]}" for s in steps for r in layout(s, self.fabric)},
+                          key=lambda k: int(k[3:]))
+        for k in keys:
+            if k not in self.workers:
+                self._start_worker(k)
+
+    def _launch(self, pending: List[Step], running: Dict[str, _Running]) -> None:
+        for step in list(pending):
+            keys = self._keys_for(step, running)
+            if keys is None:
+                if self.fabric != "sim" and not self.concurrent:
+                    break  # keep the plan's order
+                continue
+            pending.remove(step)
+            ranks = [tuple(step.gpus)] if self.fabric == "sim" else layout(step, self.fabric)
+            r = _Running(step, keys, ranks, deadline=time.monotonic() + STARTUP_TIMEOUT_S)
+            running[step.id] = r
+            for k in keys:
+                if k not in self.workers:
+                    self._start_worker(k)
+                self.workers[k].step = step.id
+        for r in list(running.values()):
+            if not r.sent:
+                self._try_send(r)
+
+    def _try_send(self, r: _Running) -> None:
+        ws = [self.workers.get(k) for k in r.keys]
+        if any(w is None or not w.ready for w in ws):
+            return
+        self._seq += 1
+        world = len(r.keys)
+        store = None
+        if world > 1:
+            store = {"host": "127.0.0.1", "port": ws[0].info.get("store_port"),
+                     "prefix": f"{r.step.id}#{self._seq}"}
+        for rank, w in enumerate(ws):
+            msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
+                   "local_gpus": list(r.ranks[rank]), "rank": rank, "world": world,
+                   "store": store, "link_class": r.step.link_class,
+                   "cases": [c.to_json() for c in r.step.cases], **self.settings}
+            try:
+                w.conn.send(("step", msg))
+            except OSError:  # it died since it said ready: the step fails as a crash
+                w.proc.join(5)
+                self._worker_died(w, self._running)
+                return
+        r.sent = True
+        r.deadline = time.monotonic() + self.timeout_s
+
+    def _pump(self, running: Dict[str, _Running]) -> None:
+        now = time.monotonic()
+        deadlines = [r.deadline for r in running.values()]
+        wait_s = max(0.0, min(deadlines) - now) if deadlines else 0.2
+        by_obj = {}
+        for w in self.workers.values():
+            by_obj[w.conn] = w
+            by_obj[w.proc.sentinel] = w
+        ready = mpc.wait(list(by_obj), timeout=min(wait_s, 1.0)) if by_obj else []
+        if not by_obj:
+            time.sleep(min(wait_s, 0.2))
+        seen = set()
+        for obj in ready:
+            w = by_obj[obj]
+            if w.key in seen or self.workers.get(w.key) is not w:
+                continue
+            seen.add(w.key)
+            self._drain(w, running)
+        now = time.monotonic()
+        for r in list(running.values()):
+            if now > r.deadline and r.step.id in running:
+                if r.sent:
+                    self._fail(r, running, "hang",
+                               f"no progress for {self.timeout_s:g} s, its worker processes "
+                               "were killed",
+                               self._evidence(r, None))
+                else:
+                    self._fail(r, running, "crash",
+                               f"workers did not start within {STARTUP_TIMEOUT_S:g} s",
+                               self._evidence(r, None))
+
+    def _drain(self, w: _Worker, running: Dict[str, _Running]) -> None:
+        """Read every message the worker has sent; then notice whether it died."""
+        dead = False
+        while True:
+            try:
+                if not w.conn.poll():
+                    break
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                dead = True
+                break
+            self._handle(w, msg, running)
+            if self.workers.get(w.key) is not w:
+                return  # killed while handling (its step failed)
+        if dead or not w.proc.is_alive():
+            w.proc.join(5)
+            self._worker_died(w, running)
+
+    def _handle(self, w: _Worker, msg, running: Dict[str, _Running]) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            w.ready = True
+            w.info = msg[1]
+            return
+        if kind == "fatal":
+            reason, text = msg[1], msg[2]
+            if reason == "no-cuda":
+                raise NoHardwareError(f"no usable CUDA device for --fabric cuda: {text}")
+            r = running.get(w.step) if w.step else None
+            if r is not None:
+                ev = self._evidence(r, w)
+                ev["traceback"] = text[-4000:]
+                self._fail(r, running, "crash", f"worker {w.key} failed to start", ev)
+            else:
+                self._kill(w.key)
+            return
+        step_id = msg[1]
+        r = running.get(step_id)
+        if r is None:
+            return
+        if kind == "measurement":
+            rec = msg[2]
+            self.log.measurement(rec)
+            m = Measurement.from_json(rec)
+            self.measurements.append(m)
+            r.delivered += 1
+            r.deadline = time.monotonic() + self.timeout_s
+            self.progress.advance(1, r.step.label)
+            if self.on_measurement:
+                self.on_measurement(m)
+        elif kind == "beat":
+            r.deadline = time.monotonic() + self.timeout_s
+        elif kind == "done":
+            r.done.add(w.key)
+            if r.done >= set(r.keys):
+                self._finish(r, running)
+        elif kind == "error":
+            tb = msg[2]
+            last = tb.strip().splitlines()[-1] if tb.strip() else "error"
+            ev = self._evidence(r, w)
+            ev["traceback"] = tb[-4000:]
+            self._fail(r, running, "crash", f"the worker raised {last}", ev)
+
+    def _worker_died(self, w: _Worker, running: Dict[str, _Running]) -> None:
+        code = w.proc.exitcode
+        r = running.get(w.step) if w.step else None
+        if r is not None:
+            ev = self._evidence(r, w)
+            ev["exitcode"] = code
+            self._fail(r, running, "crash",
+                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
+        else:
+            self._kill(w.key)  # idle death (e.g. at exit after its results): replace, no finding
+
+    def _evidence(self, r: _Running, w: Optional[_Worker]) -> dict:
+        ev = {"step": r.step.id, "test_group": r.step.group,
+              "elapsed_s": round(time.monotonic() - r.started, 3),
+              "measurements_delivered": r.delivered}
+        if r.delivered < len(r.step.cases):
+            c = r.step.cases[r.delivered]
+            ev["case"] = {"test": c.test, "direction": c.direction, "size_bytes": c.size_bytes}
+        logs = [w] if w is not None else [self.workers[k] for k in r.keys if k in self.workers]
+        ev["worker_logs"] = [x.log_path for x in logs]
+        ev["stderr_tail"] = "\n".join(tail(x.log_path) for x in logs)
+        return ev
+
+    def _finish(self, r: _Running, running: Dict[str, _Running]) -> None:
+        running.pop(r.step.id, None)
+        for k in r.keys:
+            if k in self.workers:
+                self.workers[k].step = None
+        self.log.step_done(r.step.id, "ok", measurements=r.delivered,
+                           elapsed_s=round(time.monotonic() - r.started, 3))
+        self.steps_done += 1
+
+    def _fail(self, r: _Running, running: Dict[str, _Running], kind: str, what: str,
+              evidence: dict) -> None:
+        running.pop(r.step.id, None)
+        for k in r.keys:
+            self._kill(k)
+        gpus = ",".join(map(str, r.step.gpus))
+        where = f"GPUs {gpus}" if len(r.step.gpus) > 1 else f"GPU {gpus}"
+        if r.step.link_class:
+            where += f" ({r.step.link_class})"
+        case = evidence.get("case")
+        during = ""
+        if case:
+            way = f" {case['direction']}" if case.get("direction") else ""
+            during = f" during {case['test']}{way} at {format_size(case['size_bytes'])}"
+        f = Finding(kind=kind, severity="error",
+                    message=f"{where}: {kind} in the {r.step.group} step{during}: {what}",
+                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence)
+        self.findings.append(f)
+        self.log.finding(f)
+        self.log.step_done(r.step.id, kind, measurements=r.delivered,
+                           elapsed_s=round(time.monotonic() - r.started, 3))
+        self.progress.advance(max(0, len(r.step.cases) - r.delivered), r.step.label)
+        self.steps_done += 1
+
+    def _shutdown(self) -> None:
+        """Ask idle workers to exit, then kill and join whatever is left: no orphans."""
+        for w in list(self.workers.values()):
+            if w.step is None and w.ready and not self.interrupted:
+                try:
+                    w.conn.send(("exit",))
+                except (OSError, EOFError):
+                    pass
+        deadline = time.monotonic() + 5.0
+        for w in list(self.workers.values()):
+            if w.step is None and not self.interrupted:
+                w.proc.join(max(0.0, deadline - time.monotonic()))
+        for key in list(self.workers):
+            self._kill(key)

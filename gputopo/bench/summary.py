@@ -1,0 +1,150 @@
+"""The terminal side of a bench run: the rich summary table and the progress bar.
+
+The summary puts ``corrupt``, ``hang`` and ``crash`` findings first, then one row per pair:
+link class, GB/s each way with peer access and staged through the host, latency, ``#wrong``
+and all_reduce busbw. A simulated run says SIMULATED above everything; ``--concurrent`` says
+that its bandwidths are perturbed. The progress bar (with ETA) shows only on a terminal.
+"""
+
+from __future__ import annotations
+
+from gputopo.model import worst_first
+
+from .options import format_size
+from .results import RunResult, bench_document
+from .runner import NullProgress
+
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def _num(x, fmt="{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _two(a, b) -> str:
+    if a is None and b is None:
+        return "-"
+    return f"{_num(a)} / {_num(b)}"
+
+
+def render_summary(result: RunResult, console=None, *, show_info: bool = False,
+                   findings: bool = True) -> None:
+    """Print the run's summary to ``console`` (a rich Console; stdout when None).
+
+    ``findings=False`` leaves the findings out, for callers that print the report's analysed
+    findings (with causes and remedies) right after."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    doc = bench_document(result)
+    if result.simulated:
+        src = "the link model of the simulated machine" if result.fabric == "sim" else \
+            f"the {result.fabric} fabric"
+        console.print(Text(f"SIMULATED machine {result.machine}: times come from {src}; "
+                           "no real GPU was measured", style="bold magenta"))
+    elif result.fabric == "cpu":
+        console.print(Text("fabric cpu: worker processes over gloo stand in for GPUs; "
+                           "wall-clock CPU numbers", style="bold"))
+    if result.interrupted:
+        console.print(Text("INTERRUPTED: partial run; continue it with "
+                           f"--resume {result.run_dir}", style="bold yellow"))
+    if result.concurrent:
+        console.print(Text("--concurrent on: disjoint pairs ran at once, bandwidths perturbed",
+                           style="yellow"))
+
+    shown = [f for f in worst_first(result.findings) if findings and
+             (show_info or f.severity != "info" or f.kind in ("corrupt", "hang", "crash"))]
+    first = [f for f in shown if f.kind in ("corrupt", "hang", "crash")]
+    rest = [f for f in shown if f not in first]
+    for f in first + rest:
+        console.print(Text.assemble((f"{f.severity.upper():7} {f.kind:8} ",
+                                     _SEVERITY_STYLE.get(f.severity, "")), f.message))
+
+    if doc["pairs"]:
+        sizes = sorted({p["size_bytes"] for p in doc["pairs"] if p["size_bytes"]})
+        at = f" at {format_size(sizes[-1])}" if sizes else ""
+        table = Table(title=f"GPU pairs i,j: GB/s{at} as i->j / j->i, latency of the smallest "
+                            "copy, AR = all_reduce busbw",
+                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col, just, nowrap in (("pair", "left", True), ("class", "left", True),
+                                  ("P2P GB/s", "right", True), ("staged GB/s", "right", True),
+                                  ("bidir", "right", False), ("lat us", "right", True),
+                                  ("#wrong", "right", False), ("AR busbw", "right", False)):
+            table.add_column(col, justify=just, no_wrap=nowrap)
+        failed = {}
+        for f in result.findings:
+            if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
+                failed.setdefault(tuple(f.gpus), set()).add(f.kind)
+        for p in doc["pairs"]:
+            i, j = p["gpus"]
+            fwd, back = f"{i}->{j}", f"{j}->{i}"
+            wrong = p["wrong"]
+            kinds = " ".join(sorted(failed.get((i, j), ())))
+            wrong_cell = Text(f"{wrong} {kinds}".strip() if kinds else str(wrong),
+                              style="bold red" if (wrong or kinds) else "")
+            table.add_row(
+                f"{i},{j}", p["link_class"] or "?",
+                _two(p["p2p_gbps"][fwd], p["p2p_gbps"][back]),
+                _two(p["staged_gbps"][fwd], p["staged_gbps"][back]),
+                _num(p["bidir_gbps"]),
+                _two(p["latency_us"][fwd], p["latency_us"][back]),
+                wrong_cell,
+                _num(p["busbw_gbps"]["all_reduce"], "{:.2f}"))
+        console.print(table)
+    if doc["self"]:
+        table = Table(title="GPUs alone (GB/s)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("gpu", "host->gpu", "gpu->host", "gpu->gpu", "#wrong"):
+            table.add_column(col, justify="right")
+        for s in doc["self"]:
+            table.add_row(str(s["gpu"]), _num(s["h2d_gbps"]), _num(s["d2h_gbps"]),
+                          _num(s["d2d_gbps"]), str(s["wrong"]))
+        console.print(table)
+    timing = ", ".join(doc["timing"]) or "none"
+    noisy = sum(p["noisy"] for p in doc["pairs"])
+    tail = f"{len(result.measurements)} measurements (timing: {timing})"
+    if noisy:
+        tail += f", {noisy} noisy (IQR/median > 0.1)"
+    console.print(Text(f"{tail}; run folder {result.run_dir}", style="dim"))
+
+
+class RichProgress:
+    """A rich progress bar with ETA, advanced once per measurement."""
+
+    def __init__(self, console=None):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn(),
+                                  console=console, transient=True)
+        self._task = None
+
+    def start(self, total: int, description: str = "") -> None:
+        self._progress.start()
+        self._task = self._progress.add_task(description or "bench", total=total)
+
+    def advance(self, n: int = 1, label: str = "") -> None:
+        if self._task is not None:
+            self._progress.update(self._task, advance=n, description=label or None)
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+def make_progress(console=None, enabled: bool = True):
+    """A RichProgress when ``enabled`` and the console is a terminal, else a NullProgress."""
+    if not enabled:
+        return NullProgress()
+    from rich.console import Console
+
+    console = console or Console()
+    if not console.is_terminal:
+        return NullProgress()
+    return RichProgress(console)
+
+
+__all__ = ["render_summary", "make_progress", "RichProgress", "NullProgress"]

@@ -1,0 +1,234 @@
+"""A long-lived worker process: started once per run, fed steps over a pipe.
+
+Protocol (tuples over a multiprocessing Connection):
+
+    parent -> worker   ("step", step_message) | ("exit",)
+    worker -> parent   ("ready", {"pid", "store_port"}) | ("fatal", reason, traceback)
+                       ("measurement", step_id, Measurement.to_json())   # rank 0
+                       ("beat", step_id)                                 # other ranks
+                       ("done", step_id) | ("error", step_id, traceback)
+
+The worker's stdout/stderr go to a log file in the run folder (the runner quotes its tail in a
+``crash`` finding). It ignores SIGINT (the parent decides what Ctrl-C does), exits when the
+parent process disappears, and leaves with ``os._exit`` so interpreter teardown (gloo's
+occasional SIGABRT at exit, DESIGN.md) can never turn delivered results into a failure.
+Each worker hosts a TCPStore server; a step spanning two workers builds its process group on
+rank 0's store under a fresh prefix, and destroys it at the end of the step.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+#: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
+NO_CUDA = "no-cuda"
+
+
+def _redirect_output(log_path: str) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent is gone, so no worker outlives a killed run."""
+    try:  # Linux: be killed with our parent process (the forkserver, which dies with the run)
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="gputopo-parent-watch", daemon=True).start()
+
+
+def worker_main(conn, key: str, config: dict, log_path: str) -> None:
+    """Entry point of a worker process (multiprocessing target)."""
+    _redirect_output(log_path)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(config["parent_pid"])
+    os.environ.clear()
+    os.environ.update(config.get("env") or {})
+    if config["fabric"] == "cuda":
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    print(f"gputopo worker {key} pid {os.getpid()} fabric {config['fabric']}", flush=True)
+    try:
+        state = WorkerState(config)
+    except _NoCuda as e:
+        conn.send(("fatal", NO_CUDA, str(e)))
+        _exit(0)
+    except Exception:
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        conn.send(("fatal", "start", tb))
+        _exit(1)
+    conn.send(("ready", {"pid": os.getpid(), "store_port": state.store_port}))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if not msg or msg[0] == "exit":
+            break
+        if msg[0] != "step":
+            continue
+        step = msg[1]
+        try:
+            state.run_step(step, conn)
+            conn.send(("done", step["id"]))
+        except Exception:
+            tb = traceback.format_exc()
+            print(tb, file=sys.stderr, flush=True)
+            try:
+                conn.send(("error", step["id"], tb))
+            except (OSError, EOFError):
+                break
+    try:
+        state.close()
+    finally:
+        _exit(0)
+
+
+def _exit(code: int) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+class _NoCuda(Exception):
+    pass
+
+
+class WorkerState:
+    """What a worker keeps between steps: torch, its store server, the sim model."""
+
+    def __init__(self, config: dict):
+        import torch
+
+        self.config = config
+        self.fabric = config["fabric"]
+        torch.set_num_threads(max(1, int(config.get("threads") or 1)))
+        self.store = None
+        self.store_port = None
+        self._clients = {}
+        self.cuda_index = {}
+        self.model = None
+        if self.fabric == "cuda":
+            if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+                raise _NoCuda("torch sees no usable CUDA device "
+                              f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
+            from .fabrics.cuda import resolve_cuda_indices
+
+            self.cuda_index = resolve_cuda_indices(
+                {int(k): v for k, v in (config.get("gpus") or {}).items()})
+        if self.fabric == "sim":
+            from .fabrics.sim import SimModel
+
+            self.model = SimModel(config["description"], os.environ)
+        if self.fabric in ("cpu", "cuda"):
+            import torch.distributed as dist
+
+            self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+            self.store_port = self.store.port
+
+    # ------------------------------------------------------------------ groups
+    def _client(self, host: str, port: int):
+        import datetime
+
+        import torch.distributed as dist
+
+        if (host, port) not in self._clients:
+            self._clients[(host, port)] = dist.TCPStore(
+                host, port, is_master=False,
+                timeout=datetime.timedelta(seconds=float(self.config.get("pg_timeout_s", 300))))
+        return self._clients[(host, port)]
+
+    def _init_group(self, step: dict) -> None:
+        import datetime
+
+        import torch.distributed as dist
+
+        st = step["store"]
+        store = self.store if step["rank"] == 0 else self._client(st["host"], st["port"])
+        backend = "nccl" if self.fabric == "cuda" else "gloo"
+        if self.fabric == "cuda":
+            import torch
+
+            torch.cuda.set_device(self.cuda_index[step["local_gpus"][0]])
+        dist.init_process_group(
+            backend, store=dist.PrefixStore(st["prefix"], store), rank=step["rank"],
+            world_size=step["world"],
+            timeout=datetime.timedelta(seconds=float(self.config.get("pg_timeout_s", 300))))
+
+    def _ops(self, step: dict):
+        local, gpus, world = step["local_gpus"], step["gpus"], step["world"]
+        if self.fabric == "sim":
+            from .fabrics.sim import SimOps
+
+            return SimOps(local, gpus, self.model)
+        if self.fabric == "cpu":
+            from .fabrics.cpu import CpuOps
+
+            return CpuOps(local, gpus, world)
+        from .fabrics.cuda import CudaOps
+
+        return CudaOps(local, gpus, world, self.cuda_index)
+
+    # ------------------------------------------------------------------ steps
+    def run_step(self, step: dict, conn) -> None:
+        from .plan import Case
+        from .spec import measure
+        from .suites import build_spec
+
+        grouped = step["world"] > 1
+        if grouped:
+            self._init_group(step)
+        ops = None
+        try:
+            ops = self._ops(step)
+            for cj in step["cases"]:
+                case = Case.from_json(cj)
+                spec = build_spec(ops, case, latency_repeat=step["latency_repeat"])
+                m = measure(spec, ops, warmup=step["warmup"], samples=step["samples"],
+                            link_class=step.get("link_class"))
+                del spec
+                if step["rank"] == 0:
+                    conn.send(("measurement", step["id"], m.to_json()))
+                else:
+                    conn.send(("beat", step["id"]))
+        finally:
+            if ops is not None:
+                ops.close()
+            del ops
+            if grouped:
+                # Drop buffers (and any module) before the group goes (DESIGN.md). Only here:
+                # a full collection costs ~0.1 s with torch loaded.
+                gc.collect()
+                import torch.distributed as dist
+
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+
+    def close(self) -> None:
+        pass

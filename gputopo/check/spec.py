@@ -1,0 +1,301 @@
+"""The acceptance spec: what this machine must be, as a TOML file, loaded and validated.
+
+Every key is checked; an unknown or malformed one is refused with InputFileError naming the
+file and the key (`gputopo check` then exits 2), so a typo never silently disables a rule. The
+shipped examples in ``gputopo/check/specs/`` document every key.
+
+Link class selectors (in ``[bandwidth.X]`` and ``[busbw.op]``): a class as nvidia-smi prints it
+(``NV4``, ``NV18``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``), ``NV`` (any NVLink class),
+``PCIe`` (any PCIe class) or ``*`` (every pair, including pairs of unknown class).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from gputopo.errors import InputFileError
+from gputopo.model import LinkClass
+from gputopo.model.finding import KINDS
+from gputopo.model.topology import NVLINK_ERROR_COUNTERS
+
+SPEC_SCHEMA_VERSION = 1
+INTEGRITY_KEYS = ("no_corruption", "no_nan", "no_divergence", "no_hang", "no_crash")
+#: Collectives a busbw minimum may name (nccl-tests spellings; "collective." prefix optional).
+BUSBW_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
+             "scatter", "gather", "sendrecv", "hypercube")
+ANY_NVLINK, ANY_PCIE, ANY = "NV", "PCIe", "*"
+
+_ALLOWED = {
+    "": {"schema_version", "name", "description", "strict", "topology", "nvlink", "pcie",
+         "bandwidth", "busbw", "integrity", "findings"},
+    "topology": {"gpu_count", "matrix", "pairs", "all_pairs"},
+    "nvlink": {"min_links_up", "links_up", "max_errors"},
+    "pcie": {"min_gen", "min_width", "full_width", "max_replay"},
+    "integrity": set(INTEGRITY_KEYS),
+    "findings": {"fail_on"},
+}
+_BANDWIDTH_KEYS = {"min_gbps", "min_efficiency", "series"}
+_PAIR_RE = re.compile(r"^\s*(\d+)\s*[,\-]\s*(\d+)\s*$")
+
+
+@dataclass
+class BandwidthRule:
+    selector: str
+    min_gbps: Optional[float] = None
+    min_efficiency: Optional[float] = None
+    series: Optional[str] = None
+
+
+@dataclass
+class Spec:
+    path: str
+    name: str = ""
+    description: str = ""
+    strict: bool = False
+    gpu_count: Optional[int] = None
+    expected_classes: Dict[Tuple[int, int], str] = field(default_factory=dict)
+    all_pairs: Optional[str] = None
+    nvlink_min_links_up: Optional[int] = None
+    nvlink_links_up: Dict[int, int] = field(default_factory=dict)
+    nvlink_max_errors: Dict[str, int] = field(default_factory=dict)
+    pcie_min_gen: Optional[int] = None
+    pcie_min_width: Optional[int] = None
+    pcie_full_width: bool = False
+    pcie_max_replay: Optional[int] = None
+    bandwidth: List[BandwidthRule] = field(default_factory=list)
+    busbw: Dict[str, Dict[str, float]] = field(default_factory=dict)  # op -> selector -> GB/s
+    integrity: Dict[str, bool] = field(default_factory=dict)
+    fail_on: List[str] = field(default_factory=list)
+
+
+def selector_matches(selector: str, link_class: Optional[str]) -> bool:
+    if selector == ANY:
+        return True
+    if link_class is None:
+        return False
+    try:
+        lc = LinkClass.parse(link_class)
+    except ValueError:
+        return False
+    if selector == ANY_NVLINK:
+        return lc.is_nvlink
+    if selector == ANY_PCIE:
+        return not lc.is_nvlink and lc.kind != "X"
+    return str(lc) == str(LinkClass.parse(selector))
+
+
+class _Reader:
+    """Typed getters that raise InputFileError naming the key."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, key: str, msg: str):
+        raise InputFileError(self.path, msg, key=key)
+
+    def table(self, doc, key) -> Dict[str, Any]:
+        if not isinstance(doc, dict):
+            self.fail(key, f"must be a table, got {type(doc).__name__}")
+        return doc
+
+    def only(self, doc: Dict[str, Any], allowed, prefix: str):
+        for k in doc:
+            if k not in allowed:
+                full = f"{prefix}.{k}" if prefix else k
+                self.fail(full, f"unknown key (known here: {', '.join(sorted(allowed))})")
+
+    def integer(self, v, key, minimum=0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(key, f"must be an integer, got {v!r}")
+        if v < minimum:
+            self.fail(key, f"must be >= {minimum}, got {v}")
+        return v
+
+    def number(self, v, key, minimum=0.0, maximum=None) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(key, f"must be a number, got {v!r}")
+        if v < minimum or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+            self.fail(key, f"must be {rng}, got {v}")
+        return float(v)
+
+    def boolean(self, v, key) -> bool:
+        if not isinstance(v, bool):
+            self.fail(key, f"must be true or false, got {v!r}")
+        return v
+
+    def string(self, v, key) -> str:
+        if not isinstance(v, str):
+            self.fail(key, f"must be a string, got {v!r}")
+        return v
+
+    def link_class(self, v, key) -> str:
+        try:
+            lc = LinkClass.parse(self.string(v, key))
+        except ValueError:
+            self.fail(key, f"unknown link class {v!r} (NV#, PIX, PXB, PHB, NODE, SYS)")
+        if lc.kind == "X":
+            self.fail(key, "X is the diagonal, not a link class")
+        return str(lc)
+
+    def selector(self, v, key) -> str:
+        if v in (ANY, ANY_NVLINK, ANY_PCIE):
+            return v
+        if v.lower() == "pcie":
+            return ANY_PCIE
+        return self.link_class(v, key)
+
+    def pair(self, k, key) -> Tuple[int, int]:
+        m = _PAIR_RE.match(k)
+        if not m or m.group(1) == m.group(2):
+            self.fail(key, f"a pair is written \"i,j\" with two different GPU indices, got {k!r}")
+        i, j = int(m.group(1)), int(m.group(2))
+        return (min(i, j), max(i, j))
+
+
+def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
+    """Validate a parsed TOML document into a Spec; InputFileError names the offending key."""
+    r = _Reader(path)
+    r.only(doc, _ALLOWED[""], "")
+    spec = Spec(path=str(path))
+    if "schema_version" in doc:
+        v = r.integer(doc["schema_version"], "schema_version", 1)
+        if v != SPEC_SCHEMA_VERSION:
+            r.fail("schema_version", f"this gputopo reads spec schema_version {SPEC_SCHEMA_VERSION}, got {v}")
+    spec.name = r.string(doc.get("name", Path(str(path)).stem), "name")
+    spec.description = r.string(doc.get("description", ""), "description")
+    spec.strict = r.boolean(doc.get("strict", False), "strict")
+
+    topo = r.table(doc.get("topology", {}), "topology")
+    r.only(topo, _ALLOWED["topology"], "topology")
+    if "gpu_count" in topo:
+        spec.gpu_count = r.integer(topo["gpu_count"], "topology.gpu_count", 1)
+    if "all_pairs" in topo:
+        spec.all_pairs = r.link_class(topo["all_pairs"], "topology.all_pairs")
+    if "matrix" in topo:
+        spec.expected_classes.update(_matrix_classes(r, r.string(topo["matrix"], "topology.matrix")))
+        if spec.gpu_count is None:
+            idx = {g for p in spec.expected_classes for g in p}
+            spec.gpu_count = len(idx) or None
+    pairs = r.table(topo.get("pairs", {}), "topology.pairs")
+    for k, v in pairs.items():
+        key = f"topology.pairs.{k}"
+        spec.expected_classes[r.pair(k, key)] = r.link_class(v, key)
+
+    nv = r.table(doc.get("nvlink", {}), "nvlink")
+    r.only(nv, _ALLOWED["nvlink"], "nvlink")
+    if "min_links_up" in nv:
+        spec.nvlink_min_links_up = r.integer(nv["min_links_up"], "nvlink.min_links_up")
+    for k, v in r.table(nv.get("links_up", {}), "nvlink.links_up").items():
+        key = f"nvlink.links_up.{k}"
+        if not k.strip().isdigit():
+            r.fail(key, f"keys are GPU indices, got {k!r}")
+        spec.nvlink_links_up[int(k)] = r.integer(v, key)
+    if "max_errors" in nv:
+        me = nv["max_errors"]
+        if isinstance(me, dict):
+            for k, v in me.items():
+                key = f"nvlink.max_errors.{k}"
+                if k not in NVLINK_ERROR_COUNTERS:
+                    r.fail(key, f"unknown counter (known: {', '.join(NVLINK_ERROR_COUNTERS)})")
+                spec.nvlink_max_errors[k] = r.integer(v, key)
+        else:
+            limit = r.integer(me, "nvlink.max_errors")
+            spec.nvlink_max_errors = {c: limit for c in NVLINK_ERROR_COUNTERS}
+
+    pcie = r.table(doc.get("pcie", {}), "pcie")
+    r.only(pcie, _ALLOWED["pcie"], "pcie")
+    if "min_gen" in pcie:
+        spec.pcie_min_gen = r.integer(pcie["min_gen"], "pcie.min_gen", 1)
+    if "min_width" in pcie:
+        spec.pcie_min_width = r.integer(pcie["min_width"], "pcie.min_width", 1)
+    spec.pcie_full_width = r.boolean(pcie.get("full_width", False), "pcie.full_width")
+    if "max_replay" in pcie:
+        spec.pcie_max_replay = r.integer(pcie["max_replay"], "pcie.max_replay")
+
+    bw = r.table(doc.get("bandwidth", {}), "bandwidth")
+    for sel, rule in bw.items():
+        key = f"bandwidth.{sel}"
+        selector = r.selector(sel, key)
+        rule = r.table(rule, key)
+        r.only(rule, _BANDWIDTH_KEYS, key)
+        if not ({"min_gbps", "min_efficiency"} & set(rule)):
+            r.fail(key, "needs min_gbps and/or min_efficiency")
+        spec.bandwidth.append(BandwidthRule(
+            selector=selector,
+            min_gbps=r.number(rule["min_gbps"], f"{key}.min_gbps") if "min_gbps" in rule else None,
+            min_efficiency=(r.number(rule["min_efficiency"], f"{key}.min_efficiency", 0.0, 2.0)
+                            if "min_efficiency" in rule else None),
+            series=r.string(rule["series"], f"{key}.series") if "series" in rule else None))
+
+    busbw = r.table(doc.get("busbw", {}), "busbw")
+    for op, per in busbw.items():
+        key = f"busbw.{op}"
+        name = op[len("collective."):] if op.startswith("collective.") else op
+        if name not in BUSBW_OPS:
+            r.fail(key, f"unknown collective (known: {', '.join(BUSBW_OPS)})")
+        if isinstance(per, (int, float)) and not isinstance(per, bool):
+            spec.busbw[name] = {ANY: r.number(per, key)}
+            continue
+        per = r.table(per, key)
+        spec.busbw[name] = {r.selector(sel, f"{key}.{sel}"): r.number(v, f"{key}.{sel}") for sel, v in per.items()}
+
+    integ = r.table(doc.get("integrity", {}), "integrity")
+    r.only(integ, _ALLOWED["integrity"], "integrity")
+    spec.integrity = {k: r.boolean(v, f"integrity.{k}") for k, v in integ.items()}
+
+    fnd = r.table(doc.get("findings", {}), "findings")
+    r.only(fnd, _ALLOWED["findings"], "findings")
+    fail_on = fnd.get("fail_on", [])
+    if not isinstance(fail_on, list):
+        r.fail("findings.fail_on", "must be a list of finding kinds")
+    for k in fail_on:
+        if k not in KINDS:
+            r.fail("findings.fail_on", f"unknown finding kind {k!r} (known: {', '.join(KINDS)})")
+    spec.fail_on = list(fail_on)
+    return spec
+
+
+def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:
+    """Expected classes from `nvidia-smi topo -m` text (the smi parser reads it)."""
+    from gputopo.probe.smi_parser import parse_topo_matrix
+
+    try:
+        m = parse_topo_matrix(text, source="topology.matrix")
+    except InputFileError as e:
+        r.fail("topology.matrix", f"not an nvidia-smi topo -m matrix: {e}")
+    return {pair: str(lc) for pair, lc in m.classes.items()}
+
+
+def load_spec(path) -> Spec:
+    """Read and validate a spec file. InputFileError (exit 2) on any problem, naming the key."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise InputFileError(p, f"cannot read the spec: {e.strerror}") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputFileError(p, "the spec is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise InputFileError(p, f"not valid TOML: {e}", line=int(m.group(1)) if m else None) from None
+    return parse_spec(doc, str(p))
+
+
+def shipped_spec_path(name: str) -> Path:
+    """Path of a shipped example spec ("pcie-box", "nvswitch-8gpu")."""
+    return Path(__file__).with_name("specs") / (name if name.endswith(".toml") else name + ".toml")
+
+
+def shipped_spec_names() -> List[str]:
+    return sorted(p.stem for p in Path(__file__).with_name("specs").glob("*.toml"))

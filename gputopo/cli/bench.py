@@ -1,0 +1,163 @@
+"""`gputopo bench` and `gputopo numerics`: measure GPU pairs into a run folder and report."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from gputopo import SCHEMA_VERSION
+from gputopo.cli.main import cli
+from gputopo.cli.options import console, finish, sim_option
+
+
+def pair_options(f):
+    """--pairs / --class / --gpus / --fabric / --sim / --json / --out / --timeout / --resume."""
+    opts = [
+        sim_option,
+        click.option("--fabric", type=click.Choice(["cuda", "cpu", "sim"]), default=None,
+                     help="cuda: real GPUs (default); cpu: worker processes over gloo stand in for "
+                          "GPUs (honest CPU numbers); sim: the --sim machine's link model (default with --sim)."),
+        click.option("--pairs", "pairs_values", multiple=True, metavar="I,J|all",
+                     help="GPU pair to measure (repeatable); default all pairs."),
+        click.option("--class", "class_text", metavar="CLASS",
+                     help="Only pairs of this link class (NV4, NV, PIX, PXB, PHB, NODE, SYS)."),
+        click.option("--gpus", "gpus_text", metavar="LIST", help="Only these GPUs, e.g. 0-3,6."),
+        click.option("--cpu-gpus", type=click.IntRange(1, 64), default=2, show_default=True,
+                     help="Stand-in GPUs for --fabric cpu without --sim."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+                     help="Seconds a step may go without progress before it is a hang [default: 120]."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False),
+                     help="Run folder (default: a new timestamped folder under reports/)."),
+        click.option("--resume", "resume_dir", type=click.Path(file_okay=False, exists=True),
+                     help="Finish an interrupted run folder, skipping what is measured."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the results as JSON (schema_version; pairs with gpus and link_class)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def numerics_options(f):
+    opts = [
+        click.option("--steps", default=None, help="Training steps per way [default: 50]."),
+        click.option("--lr", default=None, help="Learning rate (stable on one GPU) [default: 0.05]."),
+        click.option("--model", default=None, help="mlp (default), cnn, or cnn-bn (BatchNorm: DP differs by design)."),
+        click.option("--batch", default=None, help="Global batch size, split over the two GPUs."),
+        click.option("--seed", default=None, help="Seed of the synthetic data and weights."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
+           resume_dir, *, self_test=False, sizes=None, tests=(), preset="default",
+           concurrent=False, progress=True):
+    from gputopo.bench.api import BenchOptions, parse_gpus, parse_sizes, select_pairs
+    from gputopo.jobs import choose_machine
+
+    if resume_dir and sim is None and fabric is None:
+        from gputopo.bench.api import read_run_info
+
+        info = read_run_info(resume_dir)  # resume on the machine and fabric the run used
+        sim, fabric = info.get("sim_path") or info.get("sim"), info.get("fabric")
+    machine = choose_machine(sim, fabric, cpu_gpus)
+    topo = machine.topology
+    if self_test and not pairs_values and not class_text:
+        pairs, self_gpus = [], parse_gpus(gpus_text, len(topo.gpus))
+    else:
+        pairs = select_pairs(topo, pairs_values or None, class_text, gpus_text)
+        self_gpus = parse_gpus(gpus_text, len(topo.gpus)) if self_test else []
+    kw = {}
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    opts = BenchOptions(pairs=pairs, self_gpus=self_gpus, tests=tests, preset=preset,
+                        sizes_bytes=parse_sizes(sizes) if sizes else None, concurrent=concurrent,
+                        out_dir=out_dir, resume_dir=resume_dir, progress=progress,
+                        argv=list(sys.argv[1:]), **kw)
+    return machine, opts
+
+
+def _report(job, as_json):
+    if as_json:
+        click.echo(json.dumps({"schema_version": SCHEMA_VERSION, **job.document()}, indent=2))
+    else:
+        from gputopo.bench.api import render_summary
+        from gputopo.report.outputs.terminal import print_summary
+
+        c = console()
+        if job.bench.measurements or job.bench.findings:
+            render_summary(job.bench, c, findings=False)
+        if job.numerics is not None:
+            from gputopo.numerics.summary import summary_lines
+
+            for line in summary_lines(job.numerics):
+                c.print(line, markup=False, highlight=False)
+        print_summary(job.summary, c)
+        c.print(f"\nrun folder: {job.run_dir}  (report.html, report.md, summary.json, results.csv)")
+    if job.interrupted:
+        finish(130)
+
+
+@cli.command()
+@pair_options
+@click.option("--self", "self_test", is_flag=True,
+              help="Also measure each GPU alone: host->GPU, GPU->host, on-device copies.")
+@click.option("--sizes", metavar="LIST", help="Message sizes, e.g. 1M,64M,256M (K/M/G binary).")
+@click.option("--tests", "tests_text", metavar="LIST",
+              help="p2p, dp, collectives, numerics (comma-separated) [default: all].")
+@click.option("--quick", "preset", flag_value="quick", help="Few sizes and samples: seconds per pair.")
+@click.option("--full", "preset", flag_value="full", help="Many sizes and samples: thorough.")
+@click.option("--concurrent", is_flag=True,
+              help="Run disjoint pairs at once (faster sweep; perturbs bandwidth, and says so).")
+@numerics_options
+def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
+          resume_dir, as_json, self_test, sizes, tests_text, preset, concurrent,
+          steps, lr, model, batch, seed):
+    """Measure GPU pairs: peer copies (GB/s each way, both at once, staged through host,
+    latency, bit-exact check), DataParallel's scatter/gather/broadcast/reduce, collectives
+    (algbw/busbw as nccl-tests) and DP-vs-DDP-vs-one-GPU training numerics.
+
+    \b
+    Examples:
+      gputopo bench --sim seed-8gpu --quick      # a simulated machine with the NaN story
+      gputopo bench --pairs 5,6                  # one pair of this machine
+      gputopo bench --class SYS --tests p2p,numerics
+      gputopo bench --fabric cpu --quick         # no GPU: real processes over gloo
+    """
+    from gputopo.jobs import run_job, split_tests
+    from gputopo.numerics import validate_options
+
+    groups, want_numerics = split_tests(tests_text)
+    nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed) \
+        if want_numerics else None
+    machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
+                           out_dir, resume_dir, self_test=self_test, sizes=sizes, tests=groups,
+                           preset=preset or "default", concurrent=concurrent, progress=not as_json)
+    _report(run_job(machine, opts, nopts), as_json)
+
+
+@cli.command()
+@pair_options
+@numerics_options
+def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
+             resume_dir, as_json, steps, lr, model, batch, seed):
+    """Train the same small job three ways on each pair: one GPU (reference), nn.DataParallel
+    over the pair, and DDP with 2 processes; report the loss per step, the first NaN/Inf step,
+    the deviation from the reference against a measured fp32 tolerance, and a verdict.
+
+    \b
+    Examples:
+      gputopo numerics --sim seed-8gpu           # DataParallel goes NaN on SYS pairs, DDP is fine
+      gputopo numerics --pairs 5,6 --steps 100
+    """
+    from gputopo.jobs import run_job
+    from gputopo.numerics import validate_options
+
+    nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
+    machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
+                           out_dir, resume_dir, tests=(), progress=not as_json)
+    _report(run_job(machine, opts, nopts), as_json)

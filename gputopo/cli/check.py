@@ -1,0 +1,93 @@
+"""`gputopo check`: the CI hardware-acceptance gate (spec file, exit codes, JUnit XML)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from gputopo.cli.bench import _build, numerics_options, pair_options
+from gputopo.cli.main import cli
+from gputopo.cli.options import finish
+from gputopo.errors import UsageError
+
+
+def _spec_path(spec: str) -> str:
+    """A spec file path, or the name of a shipped example spec (pcie-box, nvswitch-8gpu)."""
+    if os.path.exists(spec):
+        return spec
+    from gputopo.check.spec import shipped_spec_names, shipped_spec_path
+
+    name = spec[:-5] if spec.endswith(".toml") else spec
+    if name in shipped_spec_names() and os.sep not in spec:
+        return str(shipped_spec_path(name))
+    return spec  # load_spec reports the missing file (exit 2)
+
+
+@cli.command()
+@click.argument("run_dir", required=False, type=click.Path(file_okay=False, exists=True))
+@click.option("--spec", "spec", metavar="FILE|NAME",
+              help="Acceptance spec (TOML), or a shipped one: pcie-box, nvswitch-8gpu.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False),
+              help="Write JUnit XML: one testcase per rule and pair, failures with evidence.")
+@click.option("--init", "init", is_flag=True,
+              help="Write --spec from a known-good run (--from DIR): its topology and measured figures minus --margin.")
+@click.option("--from", "from_dir", type=click.Path(file_okay=False, exists=True), help="The known-good run for --init.")
+@click.option("--margin", type=click.FloatRange(0, 0.9), default=0.2, show_default=True,
+              help="--init: how far below the baseline's figures a run may fall.")
+@click.option("--force", is_flag=True, help="--init: accept a baseline run that has error findings.")
+@click.option("--quick", "preset", flag_value="quick", help="When measuring: few sizes and samples.")
+@click.option("--full", "preset", flag_value="full", help="When measuring: many sizes and samples.")
+@pair_options
+@numerics_options
+def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
+          sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
+          resume_dir, as_json, steps, lr, model, batch, seed):
+    """Judge a run against an acceptance spec: exit 0 pass, 1 fail, 2 bad spec/usage,
+    3 no GPU. Without RUN_DIR the bench (with numerics) runs first, with the given options.
+
+    \b
+    Examples:
+      gputopo check --spec pcie-box --sim seed-8gpu --quick      # exits 1: corruption on SYS
+      gputopo check --spec acceptance.toml reports/20261122-101500-node07 --junit gate.xml
+      gputopo check --init --from reports/<good run> --spec fleet.toml
+    """
+    if not spec:
+        raise UsageError("--spec FILE is required (or a shipped spec name: pcie-box, nvswitch-8gpu)")
+    if init:
+        if not from_dir:
+            raise UsageError("--init needs --from DIR, a known-good run folder")
+        from gputopo.check.init_spec import write_init_spec
+
+        path = write_init_spec(from_dir, spec, margin=margin, force=force)
+        click.echo(f"wrote {path} from {from_dir} (margin {margin:.0%}); check a run with "
+                   f"`gputopo check --spec {path} DIR`")
+        return
+    spec_path = _spec_path(spec)
+    from gputopo.check.spec import load_spec
+
+    load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
+    if run_dir is None:
+        from gputopo.jobs import run_job
+        from gputopo.numerics import validate_options
+
+        nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
+        machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
+                               timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
+                               preset=preset or "default", progress=not as_json)
+        run_dir = str(run_job(machine, opts, nopts).run_dir)
+    from gputopo.check.verdict import run_check
+
+    verdict = run_check(spec_path, run_dir)
+    if junit_file:
+        from gputopo.check.junit import write_junit
+
+        write_junit(verdict, junit_file)
+    if as_json:
+        click.echo(json.dumps(verdict.to_json(), indent=2))
+    else:
+        click.echo(verdict.text())
+        if junit_file:
+            click.echo(f"JUnit XML: {junit_file}")
+    finish(verdict.exit_code)

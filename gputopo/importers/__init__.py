@@ -1,0 +1,1 @@
+"""Importers: other tools' results turned into gputopo run folders (nccl-tests text output)."""

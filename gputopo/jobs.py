@@ -1,0 +1,115 @@
+"""One measuring job as `gputopo bench`, `gputopo numerics` and `gputopo check` run it.
+
+Resolve the machine (real NVML, a simulated description, or the cpu fabric's stand-in GPUs),
+run the bench steps and the DP-vs-DDP numerics into one run folder, then render the report.
+This module sits above bench, numerics and report so that none of them imports another's
+caller; the CLI only parses options and calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+from gputopo.errors import UsageError
+from gputopo.model import Topology
+
+Pair = Tuple[int, int]
+
+
+@dataclass
+class Machine:
+    """What a job measures and with which fabric."""
+
+    topology: Topology
+    fabric: str
+    description: Any = None  # gputopo.sim.description.Description for simulated machines
+
+
+def choose_machine(sim: Optional[str], fabric: Optional[str], cpu_gpus: int = 2) -> Machine:
+    """``--sim`` picks a simulated machine (fabric sim unless told otherwise); ``--fabric cpu``
+    alone gives ``cpu_gpus`` worker processes standing in for GPUs; otherwise this machine's
+    GPUs through NVML (NoHardwareError, exit 3, when there are none)."""
+    from gputopo.bench.api import cpu_topology, parse_fabric
+
+    fabric = parse_fabric(fabric) if fabric else ("sim" if sim else "cuda")
+    if sim:
+        from gputopo.sim.description import load_description
+        from gputopo.sim.scan import scan_description
+
+        desc = load_description(sim)
+        return Machine(scan_description(desc), fabric, desc)
+    if fabric == "sim":
+        raise UsageError("--fabric sim needs a simulated machine: add --sim NAME (see `gputopo sims`)")
+    if fabric == "cpu":
+        return Machine(cpu_topology(cpu_gpus), "cpu")
+    from gputopo.probe.scan import scan_real
+
+    return Machine(scan_real(), "cuda")
+
+
+@dataclass
+class JobResult:
+    run_dir: Any
+    bench: Any  # gputopo.bench.results.RunResult
+    numerics: Any  # gputopo.numerics.NumericsRun | None
+    summary: Any  # gputopo.report.summary.Summary | None
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.bench.interrupted)
+
+    def document(self) -> dict:
+        """The `--json` document: the bench's per-pair figures, the analysed findings, numerics."""
+        from gputopo.bench.api import bench_document
+
+        doc = bench_document(self.bench)
+        doc["run_dir"] = str(self.run_dir)
+        if self.summary is not None:
+            doc["verdict"] = self.summary.verdict
+            doc["findings"] = [f.to_json() for f in self.summary.findings]
+        if self.numerics is not None:
+            doc["numerics"] = self.numerics.to_json()
+        return doc
+
+
+def run_job(machine: Machine, bench_options, numerics_options=None, *, render: bool = True,
+            progress=None) -> JobResult:
+    """Run the bench steps of ``bench_options`` (possibly none: then only the run folder is
+    made), then numerics on the same pairs when ``numerics_options`` is given, then render
+    the report into the run folder. Every result is on disk as soon as it exists."""
+    from gputopo.bench.api import run_bench
+
+    result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
+                       progress=progress)
+    nrun = None
+    if numerics_options is not None and result.options.pairs and not result.interrupted:
+        from gputopo.numerics import run_numerics
+        from gputopo.numerics.run import done_pairs
+
+        done = set(done_pairs(result.run_dir))
+        todo = [p for p in result.options.pairs if p not in done]
+        nrun = run_numerics(machine.topology, todo, machine.fabric, machine.description,
+                            numerics_options, run_dir=str(result.run_dir),
+                            timeout_s=bench_options.timeout_s)
+        result.findings = result.findings + list(nrun.findings)
+    summary = None
+    if render:
+        from gputopo.report.render import render_run
+
+        summary = render_run(result.run_dir)
+    return JobResult(result.run_dir, result, nrun, summary)
+
+
+def split_tests(text: Optional[str]) -> Tuple[Tuple[str, ...], bool]:
+    """``--tests`` -> (bench test groups, numerics wanted?). Default and "all": everything."""
+    from gputopo.bench.api import TEST_GROUPS
+
+    known = tuple(TEST_GROUPS) + ("numerics",)
+    if not text or text.strip().lower() == "all":
+        return tuple(TEST_GROUPS), True
+    names = [t.strip().lower() for t in text.split(",")]
+    for n in names:
+        if n not in known:
+            raise UsageError(f"--tests: unknown test {n!r}; known: {', '.join(known)}")
+    return tuple(g for g in TEST_GROUPS if g in names), "numerics" in names

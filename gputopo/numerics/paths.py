@@ -1,0 +1,50 @@
+"""Which path the bytes of each way take between two GPUs, from the pair's facts.
+
+- NCCL (DDP's all-reduce; and DataParallel's broadcast / gradient reduce, which PyTorch routes
+  through ``torch.cuda.nccl`` when built with NCCL) uses peer-to-peer only on NVLink and up to
+  PXB, and only where NVML reports P2P as OK; beyond that it goes through host memory.
+- Raw tensor copies (DataParallel's scatter and gather) are peer DMA whenever CUDA allows peer
+  access, which it does for any pair whose P2P status is OK (or unknown), whatever the class:
+  that is exactly how a broken PCIe P2P path reaches DataParallel and not DDP (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from gputopo.model import LinkClass, Topology
+from gputopo.model.values import is_value
+
+#: PCIe classes over which NCCL uses peer-to-peer by default (NCCL_P2P_LEVEL=PXB).
+NCCL_P2P_CLASSES = ("PIX", "PXB")
+
+
+def _p2p_ok(p2p: Optional[Dict[str, Any]]) -> bool:
+    """P2P allowed unless NVML says otherwise for read or write (unknown counts as allowed)."""
+    if not p2p:
+        return True
+    for cap in ("read", "write"):
+        v = p2p.get(cap)
+        if is_value(v) and str(v) != "OK":
+            return False
+    return True
+
+
+def nccl_path(link_class: LinkClass, p2p: Optional[Dict[str, Any]] = None) -> str:
+    """"p2p" or "host": the path NCCL's default transport selection takes for the pair."""
+    if not _p2p_ok(p2p):
+        return "host"
+    if link_class.is_nvlink or link_class.kind in NCCL_P2P_CLASSES:
+        return "p2p"
+    return "host"
+
+
+def copy_path(p2p: Optional[Dict[str, Any]] = None) -> str:
+    """"p2p" or "host": a raw copy between the GPUs (peer DMA when peer access is possible)."""
+    return "p2p" if _p2p_ok(p2p) else "host"
+
+
+def pair_paths(topology: Topology, i: int, j: int) -> Dict[str, str]:
+    """{"copy": path of raw copies, "nccl": path of NCCL collectives} for GPUs i, j."""
+    pair = topology.pair(i, j)
+    return {"copy": copy_path(pair.p2p), "nccl": nccl_path(pair.link_class, pair.p2p)}

@@ -1,0 +1,149 @@
+"""Judging a way against the one-GPU reference: tolerance measured from fp32 noise, then a verdict.
+
+Two correct runs of the same job differ by the order in which fp32 sums are taken: DataParallel
+and DDP add two half-batch gradients where the reference sums one whole batch. How big that
+noise is depends on the model, the device and the library kernels, so it is **measured**, not
+guessed: the reference is re-run (a) with the two halves of every batch swapped and (b) as two
+half-batch passes whose gradients are added second half first, which is the structure of
+DataParallel and DDP. The largest relative loss deviation and the largest final parameter
+difference of those re-runs from the reference are the noise; the tolerance is ``FACTOR`` times
+that noise (never below ``FACTOR`` fp32 epsilons, so a bitwise-identical re-run does not make
+the tolerance zero). A way is then:
+
+- ``nan`` from step N: the first step whose loss or gradient holds NaN/Inf (also when it
+  deviated before it went non-finite; that step is kept as ``first_deviation_step``);
+- ``diverged`` from step N: the first step whose loss is off the reference by more than the
+  tolerance, or, if every loss stayed within it, ``N = steps`` when the final parameters are
+  off by more than the parameter tolerance;
+- ``ok`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+#: Tolerance = FACTOR x measured noise.
+FACTOR = 10.0
+#: fp32 machine epsilon: the smallest noise the tolerance assumes.
+EPS_FP32 = 2.0 ** -23
+VERDICTS = ("ok", "diverged", "nan")
+#: Verdicts of a way that produced no numbers (its finding says why).
+FAILED_VERDICTS = ("hang", "crash")
+
+
+@dataclass
+class WayRun:
+    """What one way of the job produced: losses per step (step 0 first), where values first went
+    non-finite and in what, the final parameters (flat fp32 CPU vector) and how long it took."""
+
+    losses: List[float]
+    final_params: Any  # torch.Tensor, flat
+    first_nonfinite_step: Optional[int] = None
+    nonfinite_in: Optional[str] = None  # "loss" | "gradient" | "parameters"
+    wall_s: float = 0.0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Tolerance:
+    """The measured noise and the tolerance derived from it (printed with every run)."""
+
+    loss_rel: float
+    param_abs: float
+    noise_loss_rel: float
+    noise_param_abs: float
+    factor: float = FACTOR
+    method: str = ("reference re-run with the batch halves swapped, and as two half-batch passes "
+                   "summed in the other order; tolerance = factor x the larger deviation")
+    runs: Dict[str, Dict[str, float]] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"loss_rel": self.loss_rel, "param_abs": self.param_abs,
+                "noise_loss_rel": self.noise_loss_rel, "noise_param_abs": self.noise_param_abs,
+                "factor": self.factor, "method": self.method, "runs": self.runs}
+
+    def describe(self) -> str:
+        return (f"tolerance: loss {self.loss_rel:.1e} relative, parameters {self.param_abs:.1e} "
+                f"absolute ({self.factor:g} x measured fp32 reduction-order noise "
+                f"{self.noise_loss_rel:.1e} / {self.noise_param_abs:.1e})")
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    step: Optional[int]
+    max_rel_loss_dev: Optional[float]
+    max_abs_param_diff: Optional[float]
+    first_nonfinite_step: Optional[int]
+    first_deviation_step: Optional[int]
+
+
+def rel_loss_devs(losses: Sequence[float], reference: Sequence[float]) -> List[Optional[float]]:
+    """Per step |loss - ref| / |ref|; None where either is non-finite."""
+    out: List[Optional[float]] = []
+    for a, b in zip(losses, reference):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            out.append(None)
+        else:
+            out.append(abs(a - b) / max(abs(b), 1e-30))
+    return out
+
+
+def max_abs_diff(a, b) -> float:
+    """Largest |a - b| over two flat tensors; inf if either holds a non-finite value."""
+    import torch
+
+    if a.shape != b.shape:
+        return math.inf
+    d = (a.double() - b.double()).abs()
+    if not bool(torch.isfinite(d).all()):
+        return math.inf
+    return float(d.max()) if d.numel() else 0.0
+
+
+def measure_tolerance(reference: WayRun, noise_runs: Dict[str, WayRun]) -> Tolerance:
+    """Tolerance from re-runs that differ from the reference only in fp32 summation order."""
+    import torch
+
+    runs: Dict[str, Dict[str, float]] = {}
+    loss_noise, param_noise = 0.0, 0.0
+    for name, run in noise_runs.items():
+        devs = [d for d in rel_loss_devs(run.losses, reference.losses) if d is not None]
+        ld = max(devs) if devs else 0.0
+        pd = max_abs_diff(run.final_params, reference.final_params)
+        runs[name] = {"max_rel_loss_dev": ld, "max_abs_param_diff": pd}
+        if math.isfinite(ld):
+            loss_noise = max(loss_noise, ld)
+        if math.isfinite(pd):
+            param_noise = max(param_noise, pd)
+    p = reference.final_params
+    finite = p[torch.isfinite(p)] if p.numel() else p
+    scale = float(finite.abs().max()) if finite.numel() else 1.0
+    loss_rel = FACTOR * max(loss_noise, EPS_FP32)
+    param_abs = FACTOR * max(param_noise, EPS_FP32 * max(scale, 1.0))
+    return Tolerance(loss_rel=loss_rel, param_abs=param_abs, noise_loss_rel=loss_noise,
+                     noise_param_abs=param_noise, runs=runs)
+
+
+def judge(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
+    """The verdict of ``run`` against ``reference`` (see the module docstring)."""
+    devs = rel_loss_devs(run.losses, reference.losses)
+    finite_devs = [d for d in devs if d is not None]
+    max_dev = max(finite_devs) if finite_devs else None
+    dev_step = next((k for k, d in enumerate(devs) if d is not None and d > tol.loss_rel), None)
+    param_diff = max_abs_diff(run.final_params, reference.final_params)
+
+    nonfinite = run.first_nonfinite_step
+    if nonfinite is None:
+        nonfinite = next((k for k, v in enumerate(run.losses) if not math.isfinite(v)), None)
+    ref_nonfinite = reference.first_nonfinite_step
+    # A step where the reference itself went non-finite says nothing about this way.
+    if nonfinite is not None and (ref_nonfinite is None or nonfinite < ref_nonfinite):
+        return Judgement("nan", nonfinite, max_dev, param_diff, nonfinite, dev_step)
+    if dev_step is not None:
+        return Judgement("diverged", dev_step, max_dev, param_diff, nonfinite, dev_step)
+    if ref_nonfinite is None and param_diff > tol.param_abs:
+        return Judgement("diverged", len(run.losses), max_dev, param_diff, nonfinite, None)
+    return Judgement("ok", None, max_dev, param_diff, nonfinite, None)

@@ -1,0 +1,195 @@
+"""Bandwidth findings: `slow` (below the link's rate), `outlier` (below its class's median),
+`p2p-slower-than-staged` (peer copies slower than going through host memory).
+
+Thresholds are named constants so users and tests can see them. All three are skipped on the
+``cpu`` fabric, whose timings measure memcpy and process scheduling, not a GPU link.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Dict, List, Optional
+
+from gputopo.model import Finding, Measurement, Topology
+
+from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
+from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
+                       measured_gbps, worst_direction)
+
+#: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
+#: Good hardware reaches 0.8-0.9 (DESIGN.md), so 0.5 leaves room for overheads, not for faults.
+SLOW_EFFICIENCY = 0.5
+#: Series judged against the theoretical rate: plain peer copies, nothing else in the way.
+SLOW_SERIES = ("p2p.copy", "p2p.copy_bidir")
+#: A pair below this fraction of its class's median (same series) is an `outlier` (warning).
+OUTLIER_RATIO = 0.7
+#: A class median needs this many measured pairs to mean anything.
+MIN_PAIRS_FOR_OUTLIER = 3
+#: Peer copies below this fraction of staged copies (same pair, direction, size) are
+#: `p2p-slower-than-staged`; the margin keeps timing noise from flagging equal paths.
+STAGED_RATIO = 0.9
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _pair_text(gpus, lc) -> str:
+    return f"GPUs {','.join(map(str, gpus))} ({lc or '?'})"
+
+
+def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
+    by_pair: Dict[tuple, List[Headline]] = defaultdict(list)
+    for h in heads:
+        if (h.series in SLOW_SERIES and len(h.gpus) == 2 and h.efficiency is not None
+                and h.efficiency < SLOW_EFFICIENCY):
+            by_pair[h.pair_key].append(h)
+    out = []
+    for pair, hs in sorted(by_pair.items()):
+        worst = min(hs, key=lambda h: h.efficiency)
+        lc = worst.link_class
+        facts = path_facts(topo, list(pair), lc)
+        evidence = {
+            "threshold_efficiency": SLOW_EFFICIENCY,
+            "measured": [{"series": h.series, "direction": h.direction, "gbps": round(h.gbps, 3),
+                          "expected_gbps": h.expected.gbps, "efficiency": round(h.efficiency, 3),
+                          "size_bytes": h.size_bytes} for h in hs],
+            "expected_basis": worst.expected.basis, **facts.evidence(),
+        }
+        if facts.is_nvlink:
+            cause = "the NVLink pair runs below its rate: links down or retraining, link errors, or a slow GPU"
+            remedies = [REMEDY_NVLINK]
+        elif facts.p2p_not_ok:
+            cause = "NVML does not allow P2P here: the driver stages the copies through host memory"
+            remedies = ["check BIOS/driver P2P settings (nvidia-smi topo -p2p r)"]
+        elif facts.acs_bridges or facts.iommu_translated:
+            cause, remedies = peer_path_broken(facts, "slow")
+        else:
+            cause = ("the PCIe path runs below its rate: a congested or downtrained link, or peer "
+                     "traffic routed through the root complex")
+            remedies = ["compare with `gputopo scan` (PCIe width/generation under load)", REMEDY_ACS]
+        out.append(Finding(
+            "slow", "warning",
+            f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s = "
+            f"{worst.efficiency:.0%} of the link's {_fmt(worst.expected.gbps)} GB/s "
+            f"(below {SLOW_EFFICIENCY:.0%})".replace("  ", " "),
+            gpus=list(pair), link_class=lc, evidence=evidence, cause=cause, remedies=remedies))
+    return out
+
+
+def outlier_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
+    """Pairs well below the median of their class, per series (worst direction of each pair)."""
+    per_series_class: Dict[tuple, Dict[tuple, Headline]] = defaultdict(dict)
+    grouped: Dict[tuple, List[Headline]] = defaultdict(list)
+    for h in heads:
+        if len(h.gpus) == 2 and h.link_class and h.fabric in LINK_RATE_FABRICS and not h.test.startswith("self."):
+            grouped[(h.series, h.link_class, h.pair_key)].append(h)
+    for (series, lc, pair), hs in grouped.items():
+        per_series_class[(series, lc)][pair] = worst_direction(hs)
+    hits: Dict[tuple, List[dict]] = defaultdict(list)
+    lcs: Dict[tuple, str] = {}
+    for (series, lc), pairs in per_series_class.items():
+        if len(pairs) < MIN_PAIRS_FOR_OUTLIER:
+            continue
+        median = statistics.median(h.gbps for h in pairs.values())
+        for pair, h in pairs.items():
+            if median > 0 and h.gbps < OUTLIER_RATIO * median:
+                hits[pair].append({"series": series, "direction": h.direction, "gbps": round(h.gbps, 3),
+                                   "class_median_gbps": round(median, 3), "ratio": round(h.gbps / median, 3),
+                                   "class_pairs": len(pairs)})
+                lcs[pair] = lc
+    out = []
+    for pair, items in sorted(hits.items()):
+        worst = min(items, key=lambda d: d["ratio"])
+        lc = lcs[pair]
+        facts = path_facts(topo, list(pair), lc)
+        out.append(Finding(
+            "outlier", "warning",
+            f"{_pair_text(pair, lc)}: {worst['series']} {worst['gbps']:.3g} GB/s is {worst['ratio']:.0%} "
+            f"of the {lc} median {worst['class_median_gbps']:.3g} GB/s (below {OUTLIER_RATIO:.0%})",
+            gpus=list(pair), link_class=lc,
+            evidence={"threshold_ratio": OUTLIER_RATIO, "measured": items, **facts.evidence()},
+            cause=("this pair is slower than its peers of the same class: a link fault specific to it "
+                   "(fewer NVLinks, a downtrained or erroring link, ACS on its bridge) or a busy GPU"),
+            remedies=["compare its link state with its peers' in `gputopo scan`",
+                      REMEDY_NVLINK if facts.is_nvlink else REMEDY_ACS]))
+    return out
+
+
+def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
+    """Peer copies slower than staged copies at the same size, per pair and direction."""
+    p2p: Dict[tuple, Measurement] = {}
+    staged: Dict[tuple, Measurement] = {}
+    for m in measurements:
+        if m.fabric not in LINK_RATE_FABRICS or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES:
+            continue
+        if m.test not in ("p2p.copy", "p2p.staged") or measured_gbps(m) is None:
+            continue
+        key = (tuple(m.gpus), m.direction, m.size_bytes)
+        (p2p if m.test == "p2p.copy" else staged)[key] = m
+    best: Dict[tuple, tuple] = {}  # (pair, direction) -> (size, p2p m, staged m)
+    for key, mp in p2p.items():
+        ms = staged.get(key)
+        if ms is None:
+            continue
+        gpus, direction, size = key
+        cur = best.get((gpus, direction))
+        if cur is None or size > cur[0]:
+            best[(gpus, direction)] = (size, mp, ms)
+    hits: Dict[tuple, List[dict]] = defaultdict(list)
+    lcs: Dict[tuple, Optional[str]] = {}
+    for (gpus, direction), (size, mp, ms) in best.items():
+        gp, gs = measured_gbps(mp), measured_gbps(ms)
+        if gp < STAGED_RATIO * gs:
+            pair = tuple(sorted(gpus))
+            hits[pair].append({"direction": direction, "size_bytes": size, "p2p_gbps": round(gp, 3),
+                               "staged_gbps": round(gs, 3), "ratio": round(gp / gs, 3),
+                               "peer_access": mp.extra.get("peer_access")})
+            lcs[pair] = link_class_of(topo, mp)
+    out = []
+    for pair, items in sorted(hits.items()):
+        worst = min(items, key=lambda d: d["ratio"])
+        lc = lcs[pair]
+        facts = path_facts(topo, list(pair), lc)
+        if any(d.get("peer_access") is False for d in items):
+            cause = "peer access is not enabled for this pair: the driver stages 'peer' copies itself, twice"
+            remedies = ["check NVML P2P status (nvidia-smi topo -p2p r) and BIOS P2P settings", REMEDY_NCCL_P2P]
+        else:
+            cause, remedies = peer_path_broken(facts, "slower than staging through host memory")
+        out.append(Finding(
+            "p2p-slower-than-staged", "warning",
+            f"{_pair_text(pair, lc)}: peer copy {worst['direction'] or ''} {worst['p2p_gbps']:.3g} GB/s is "
+            f"slower than staging through host memory ({worst['staged_gbps']:.3g} GB/s, "
+            f"{worst['ratio']:.0%})".replace("  ", " "),
+            gpus=list(pair), link_class=lc,
+            evidence={"threshold_ratio": STAGED_RATIO, "measured": items, **facts.evidence()},
+            cause=cause, remedies=remedies))
+    return out
+
+
+def noisy_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
+    """One `noisy` (info) finding per pair whose samples spread (IQR/median above the model's
+    NOISE_THRESHOLD): its figures are less certain; nothing is concluded from the spread."""
+    from gputopo.model.measurement import NOISE_THRESHOLD
+
+    noisy: Dict[tuple, List[Measurement]] = defaultdict(list)
+    total: Dict[tuple, int] = defaultdict(int)
+    for m in measurements:
+        key = tuple(sorted(m.gpus))
+        total[key] += 1
+        if m.noisy:
+            noisy[key].append(m)
+    out = []
+    for gpus, ms in sorted(noisy.items()):
+        lc = link_class_of(topo, ms[0])
+        who = (f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}") + (f" ({lc})" if lc else "")
+        out.append(Finding(
+            "noisy", "info",
+            f"{who}: {len(ms)} of {total[gpus]} measurements noisy (IQR/median > {NOISE_THRESHOLD:g}); "
+            "repeat them or run with fewer other loads",
+            gpus=list(gpus), link_class=lc,
+            evidence={"measurements": [{"test": m.test, "direction": m.direction, "size_bytes": m.size_bytes,
+                                        "iqr_over_median": round(m.iqr_s / m.median_s, 3)} for m in ms[:20]],
+                      "noisy": len(ms), "total": total[gpus]}))
+    return out

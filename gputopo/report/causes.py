@@ -1,0 +1,158 @@
+"""Likely causes and remedies, tied to the host facts on a pair's path.
+
+A measured symptom (wrong bits, NaN, a slow peer path) means different things on different
+paths: across the CPU interconnect with the IOMMU translating DMA it is the classic broken PCIe
+peer-to-peer path; on NVLink it is a link or GPU fault; on the staged path it is the GPU or its
+own PCIe link. These functions read the topology's host facts (IOMMU mode, ACS redirect bridges
+above the pair's GPUs, NVML's P2P status) and phrase the cause and what to try.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from gputopo.model import Topology, is_value
+
+#: Where the traffic of each PCIe class goes (for messages).
+PATH_WORDS = {
+    "PIX": "through one PCIe switch",
+    "PXB": "through several PCIe switches",
+    "PHB": "through the CPU's PCIe host bridge",
+    "NODE": "between PCIe host bridges inside one CPU socket",
+    "SYS": "across the CPU interconnect between sockets",
+}
+
+REMEDY_NCCL_P2P = "set NCCL_P2P_DISABLE=1 (NCCL then stages through host memory)"
+REMEDY_DDP = "train with DistributedDataParallel instead of nn.DataParallel (DataParallel uses raw peer copies)"
+REMEDY_IOMMU = "boot with iommu=pt (IOMMU passthrough), or turn the IOMMU off for DMA translation"
+REMEDY_ACS = "disable PCIe ACS request/completion redirect on the bridges between the GPUs (setpci, or BIOS 'ACS' off)"
+REMEDY_AVOID = "keep nn.DataParallel on GPU pairs that passed (e.g. NVLink pairs) via CUDA_VISIBLE_DEVICES"
+REMEDY_GPU_HEALTH = "check `dmesg` for Xid errors and `nvidia-smi -q -d ECC`; run `dcgmi diag -r 3`"
+REMEDY_NVLINK = "check `nvidia-smi nvlink -s` / `-e` (error counters); reseat the bridge or service the baseboard"
+
+
+@dataclass
+class PathFacts:
+    """Host facts that bear on one pair's (or group's) peer-to-peer path."""
+
+    gpus: List[int]
+    link_class: Optional[str]
+    iommu_mode: Optional[str] = None  # "translated" | "passthrough" | "off" | None (not read)
+    acs_bridges: List[str] = field(default_factory=list)  # redirecting bridges above these GPUs
+    acs_known: bool = False
+    p2p_not_ok: Dict[str, str] = field(default_factory=dict)  # cap -> status where not OK
+
+    @property
+    def is_nvlink(self) -> bool:
+        return bool(self.link_class and self.link_class.startswith("NV"))
+
+    @property
+    def iommu_translated(self) -> bool:
+        return self.iommu_mode == "translated"
+
+    def evidence(self) -> Dict:
+        """The host facts as evidence fields (only those known)."""
+        ev: Dict = {}
+        if self.iommu_mode:
+            ev["iommu_mode"] = self.iommu_mode
+        if self.acs_known:
+            ev["acs_redirect_bridges"] = list(self.acs_bridges)
+        if self.p2p_not_ok:
+            ev["nvml_p2p_status"] = dict(self.p2p_not_ok)
+        return ev
+
+
+def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Optional[str]) -> PathFacts:
+    facts = PathFacts(gpus=list(gpus), link_class=link_class)
+    if topo is None:
+        return facts
+    h = topo.host
+    if is_value(h.iommu_mode):
+        facts.iommu_mode = str(h.iommu_mode)
+    bus_ids = set()
+    for g in gpus:
+        try:
+            b = topo.gpu(g).pci_bus_id
+        except KeyError:
+            continue
+        if is_value(b):
+            bus_ids.add(_short(b))
+    if isinstance(h.acs, list):
+        facts.acs_known = True
+        facts.acs_bridges = sorted(b.bdf for b in h.acs
+                                   if b.redirects and bus_ids & {_short(x) for x in b.gpus})
+    if len(gpus) == 2:
+        try:
+            pair = topo.pair(gpus[0], gpus[1])
+            facts.p2p_not_ok = {c: s for c, s in pair.p2p.items()
+                                if c in ("read", "write") and is_value(s) and s != "OK"}
+        except KeyError:
+            pass
+    return facts
+
+
+def _short(bus_id) -> str:
+    """'00000000:07:00.0' / '0000:07:00.0' / '07:00.0' -> '07:00.0' (case-folded)."""
+    s = str(bus_id).lower()
+    return s.split(":", 1)[1] if s.count(":") == 2 else s
+
+
+def _host_suspects(f: PathFacts) -> Tuple[List[str], List[str]]:
+    """(suspects named in words, remedies) for a broken PCIe peer path."""
+    suspects, remedies = [], []
+    if f.iommu_translated:
+        suspects.append("the IOMMU translating DMA (iommu: translated)")
+        remedies.append(REMEDY_IOMMU)
+    if f.acs_bridges:
+        suspects.append(f"ACS redirect on bridge(s) {', '.join(f.acs_bridges)}")
+        remedies.append(REMEDY_ACS.replace("the bridges between the GPUs", "bridge(s) " + ", ".join(f.acs_bridges)))
+    return suspects, remedies
+
+
+def _unread_host(f: PathFacts) -> str:
+    missing = []
+    if f.iommu_mode is None:
+        missing.append("IOMMU mode")
+    if not f.acs_known:
+        missing.append("ACS")
+    return f" (host {' and '.join(missing)} not read)" if missing else ""
+
+
+def peer_path_broken(f: PathFacts, symptom: str) -> Tuple[str, List[str]]:
+    """Cause and remedies when the *peer-to-peer* path of a pair shows ``symptom``.
+
+    ``symptom`` completes "P2P DMA ... is <symptom>", e.g. "corrupted" or "slower than staging".
+    """
+    lc = f.link_class
+    if f.is_nvlink:
+        return (f"peer transfers over NVLink ({lc}) are {symptom}: a faulty NVLink, bridge or GPU",
+                [REMEDY_NVLINK, REMEDY_GPU_HEALTH, REMEDY_AVOID])
+    where = PATH_WORDS.get(lc or "", "over PCIe")
+    suspects, host_remedies = _host_suspects(f)
+    if suspects:
+        cause = f"P2P DMA {where} ({lc}) is {symptom}; likely " + " and ".join(suspects)
+    else:
+        cause = (f"P2P DMA {where} ({lc or 'PCIe'}) is {symptom}: the platform's PCIe peer-to-peer "
+                 "path is broken (root complex / chipset)" + _unread_host(f))
+    remedies = host_remedies + [REMEDY_NCCL_P2P, REMEDY_DDP]
+    if not f.iommu_translated:
+        remedies.append("check the IOMMU (iommu=pt) and ACS settings of this host")
+    return cause, remedies
+
+
+def staged_path_broken(f: PathFacts) -> Tuple[str, List[str]]:
+    """Wrong data on copies through host memory: the GPU or its own PCIe link, not P2P."""
+    return ("copies through host memory are corrupted too: a GPU's memory or its PCIe link is faulty, "
+            "not only the peer path",
+            [REMEDY_GPU_HEALTH, "reseat the GPU; check its PCIe replay counter (gputopo scan)"])
+
+
+def collective_broken(f: PathFacts) -> Tuple[str, List[str]]:
+    """Wrong results from collectives only: the collective library's transport on this path."""
+    where = "NVLink" if f.is_nvlink else PATH_WORDS.get(f.link_class or "", "PCIe")
+    suspects, host_remedies = _host_suspects(f)
+    cause = f"collectives {where} ({f.link_class or '?'}) return wrong results"
+    if suspects:
+        cause += "; suspects: " + " and ".join(suspects)
+    return cause, host_remedies + [REMEDY_NCCL_P2P, REMEDY_GPU_HEALTH]

@@ -1,0 +1,161 @@
+"""`gputopo diff A B`: what got worse (or better) from run A to run B, per pair and per class.
+
+Regressions: a pair's or a class's bandwidth down by more than a threshold (same series, so
+like is compared with like), findings that B has and A had not, verdicts that got worse.
+Findings A had and B has not are listed as gone. Findings are matched by (kind, GPUs, class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from gputopo import SCHEMA_VERSION
+from gputopo.model import Finding
+
+from .summary import Summary, summarize_dir
+
+#: Bandwidth down by more than this fraction is a regression (0.10 = 10 %).
+DEFAULT_THRESHOLD = 0.10
+_VERDICT_ORDER = ("not-measured", "ok", "degraded", "broken")
+
+
+def finding_key(f: Finding) -> Tuple:
+    return (f.kind, tuple(sorted(f.gpus)) if f.gpus else None, f.link_class)
+
+
+@dataclass
+class Change:
+    """One compared figure: where (pair or class), which series, before, after."""
+
+    where: str  # "pair 0,1" | "class NV4"
+    series: str
+    before: float
+    after: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before else float("inf")
+
+    def to_json(self) -> dict:
+        return {"where": self.where, "series": self.series, "before_gbps": round(self.before, 4),
+                "after_gbps": round(self.after, 4), "change": round(self.ratio - 1, 4)}
+
+
+@dataclass
+class RunDiff:
+    a: Summary
+    b: Summary
+    threshold: float
+    bandwidth_down: List[Change] = field(default_factory=list)
+    bandwidth_up: List[Change] = field(default_factory=list)
+    new_findings: List[Finding] = field(default_factory=list)
+    gone_findings: List[Finding] = field(default_factory=list)
+    verdicts_worse: List[dict] = field(default_factory=list)
+    verdicts_better: List[dict] = field(default_factory=list)
+    only_in_a: List[str] = field(default_factory=list)
+    only_in_b: List[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> int:
+        serious_new = [f for f in self.new_findings if f.severity in ("error", "warning")]
+        return len(self.bandwidth_down) + len(serious_new) + len(self.verdicts_worse)
+
+    @property
+    def has_regressions(self) -> bool:
+        return self.regressions > 0
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION, "a": str(self.a.run.path), "b": str(self.b.run.path),
+            "simulated": {"a": self.a.simulated, "b": self.b.simulated}, "threshold": self.threshold,
+            "regressions": self.regressions,
+            "bandwidth_down": [c.to_json() for c in self.bandwidth_down],
+            "bandwidth_up": [c.to_json() for c in self.bandwidth_up],
+            "new_findings": [f.to_json() for f in self.new_findings],
+            "gone_findings": [f.to_json() for f in self.gone_findings],
+            "verdicts_worse": self.verdicts_worse, "verdicts_better": self.verdicts_better,
+            "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
+        }
+
+    def text(self) -> str:
+        """Plain text listing, worst first (what `gputopo diff` prints)."""
+        out = [f"gputopo diff {self.a.run.path} -> {self.b.run.path} (threshold {self.threshold:.0%})"]
+        if self.a.simulated or self.b.simulated:
+            out.append("SIMULATED: at least one run is from a simulated machine")
+        out.append(f"{self.regressions} regression(s)")
+        for v in self.verdicts_worse:
+            out.append(f"  verdict worse: {v['where']}: {v['before']} -> {v['after']}")
+        for c in sorted(self.bandwidth_down, key=lambda c: c.ratio):
+            out.append(f"  bandwidth down: {c.where} {c.series}: {c.before:.3g} -> {c.after:.3g} GB/s ({c.ratio - 1:+.0%})")
+        for f in self.new_findings:
+            out.append(f"  new finding: {f.severity} {f.kind}: {f.message}")
+        for f in self.gone_findings:
+            out.append(f"  finding gone: {f.severity} {f.kind}: {f.message}")
+        for v in self.verdicts_better:
+            out.append(f"  verdict better: {v['where']}: {v['before']} -> {v['after']}")
+        for c in sorted(self.bandwidth_up, key=lambda c: -c.ratio):
+            out.append(f"  bandwidth up: {c.where} {c.series}: {c.before:.3g} -> {c.after:.3g} GB/s ({c.ratio - 1:+.0%})")
+        for w in self.only_in_a:
+            out.append(f"  only in A: {w}")
+        for w in self.only_in_b:
+            out.append(f"  only in B: {w}")
+        return "\n".join(out)
+
+
+def _compare(where: str, series: str, before: Optional[float], after: Optional[float], d: RunDiff):
+    if before is None or after is None or before <= 0:
+        return
+    c = Change(where, series, before, after)
+    if c.ratio < 1 - d.threshold:
+        d.bandwidth_down.append(c)
+    elif c.ratio > 1 + d.threshold:
+        d.bandwidth_up.append(c)
+
+
+def _verdict(where: str, before: str, after: str, d: RunDiff):
+    if before == after or "not-measured" in (before, after):
+        return
+    entry = {"where": where, "before": before, "after": after}
+    if _VERDICT_ORDER.index(after) > _VERDICT_ORDER.index(before):
+        d.verdicts_worse.append(entry)
+    else:
+        d.verdicts_better.append(entry)
+
+
+def diff_summaries(a: Summary, b: Summary, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
+    d = RunDiff(a=a, b=b, threshold=threshold)
+    pa = {p.gpus: p for p in a.pairs}
+    pb = {p.gpus: p for p in b.pairs}
+    for gpus in sorted(set(pa) | set(pb), key=lambda g: (len(g), g)):
+        where = f"pair {','.join(map(str, gpus))}"
+        ra, rb = pa.get(gpus), pb.get(gpus)
+        a_measured, b_measured = bool(ra and ra.measured), bool(rb and rb.measured)
+        if a_measured != b_measured:
+            (d.only_in_a if a_measured else d.only_in_b).append(where + " (measured)")
+        if ra is None or rb is None:
+            continue
+        for series in sorted(set(ra.series) & set(rb.series)):
+            _compare(where, series, ra.series[series]["gbps"], rb.series[series]["gbps"], d)
+        _verdict(where, ra.verdict, rb.verdict, d)
+    ca = {c.link_class: c for c in a.classes}
+    cb = {c.link_class: c for c in b.classes}
+    for lc in sorted(set(ca) | set(cb)):
+        where = f"class {lc}"
+        xa, xb = ca.get(lc), cb.get(lc)
+        if xa is None or xb is None:
+            (d.only_in_a if xb is None else d.only_in_b).append(where)
+            continue
+        if xa.series == xb.series:
+            _compare(where, xa.series or "-", xa.median_gbps, xb.median_gbps, d)
+        _verdict(where, xa.verdict, xb.verdict, d)
+    ka: Dict[Tuple, Finding] = {finding_key(f): f for f in a.findings}
+    kb: Dict[Tuple, Finding] = {finding_key(f): f for f in b.findings}
+    d.new_findings = [f for k, f in kb.items() if k not in ka]
+    d.gone_findings = [f for k, f in ka.items() if k not in kb]
+    return d
+
+
+def diff_runs(dir_a, dir_b, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
+    """Compare two run folders (analysed afresh from their raw data, not their summary.json)."""
+    return diff_summaries(summarize_dir(dir_a), summarize_dir(dir_b), threshold)

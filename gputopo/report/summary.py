@@ -1,0 +1,92 @@
+"""A run's conclusions in one record: findings (worst first), class table, per-pair table.
+
+`summarize(run)` is pure (no files written); the outputs in ``outputs/`` render a Summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from gputopo import SCHEMA_VERSION
+from gputopo.model import Finding
+
+from .analysis import Analysis, analyze
+from .classes import ClassRow, class_rows, overall_verdict
+from .numerics_findings import pair_numerics
+from .pairs import PairRow, pair_rows
+from .run_folder import Run, load_run
+
+
+@dataclass
+class Summary:
+    run: Run
+    analysis: Analysis
+    pairs: List[PairRow]
+    classes: List[ClassRow]
+    verdict: str
+
+    @property
+    def findings(self) -> List[Finding]:
+        return self.analysis.findings
+
+    @property
+    def simulated(self) -> bool:
+        return self.run.simulated
+
+    @property
+    def notes(self) -> List[str]:
+        return self.analysis.notes
+
+    def pair(self, i: int, j: int) -> Optional[PairRow]:
+        key = (min(i, j), max(i, j))
+        return next((p for p in self.pairs if p.gpus == key), None)
+
+    def class_row(self, link_class: str) -> Optional[ClassRow]:
+        return next((c for c in self.classes if c.link_class == link_class), None)
+
+    def run_json(self) -> Dict[str, Any]:
+        r, topo = self.run, self.run.topology
+        return {
+            "path": str(r.path), "machine": r.machine, "fabric": r.fabric, "simulated": r.simulated,
+            "started": r.info.get("started"), "gputopo_version": r.info.get("gputopo_version"),
+            "argv": r.info.get("argv"), "source": r.info.get("source") or (topo.source if topo else None),
+            "gpus": len(topo.gpus) if topo else None,
+        }
+
+    def to_json(self) -> Dict[str, Any]:
+        """The summary.json document (schema_version; ``simulated`` and ``fabric`` at the top)."""
+        counts: Dict[str, int] = {}
+        for f in self.findings:
+            counts[f.severity] = counts.get(f.severity, 0) + 1
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "simulated": self.run.simulated,
+            "fabric": self.run.fabric,
+            "machine": self.run.machine,
+            "verdict": self.verdict,
+            "run": self.run_json(),
+            "finding_counts": counts,
+            "findings": [f.to_json() for f in self.findings],
+            "classes": [c.to_json() for c in self.classes],
+            "pairs": [p.to_json() for p in self.pairs if len(p.gpus) == 2],
+            "groups": [p.to_json() for p in self.pairs if len(p.gpus) > 2],
+            "headlines": [h.to_json() for h in self.analysis.headlines],
+            "nccl_tests": self.run.nccl_tests,
+            "measurements": len(self.run.measurements),
+            "numerics_records": len(self.run.numerics),
+            "notes": list(self.notes),
+        }
+
+
+def summarize(run: Run) -> Summary:
+    analysis = analyze(run)
+    pairs = pair_rows(run.topology, run.measurements, analysis.headlines,
+                      pair_numerics(run.numerics), analysis.findings)
+    classes = class_rows(pairs, analysis.findings)
+    return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes,
+                   verdict=overall_verdict(classes, analysis.findings, pairs))
+
+
+def summarize_dir(run_dir) -> Summary:
+    return summarize(load_run(run_dir))

@@ -1,0 +1,131 @@
+"""The benchmark core in one process: patterns, the timing/verification loop, every test's spec
+on the sim fabric (DataParallel's flow, ring collectives), fault application and modeled time."""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gputopo.bench.fabrics.base import buckets, chunk_rows  # noqa: E402
+from gputopo.bench.fabrics.sim import JITTER, SimModel, SimOps  # noqa: E402
+from gputopo.bench.patterns import POISON, compare, fill_pattern, fill_small, merge  # noqa: E402
+from gputopo.bench.plan import cases_for  # noqa: E402
+from gputopo.bench.spec import measure  # noqa: E402
+from gputopo.bench.suites import build_spec, param_shapes  # noqa: E402
+from gputopo.model import Measurement  # noqa: E402
+from gputopo.sim.description import load_description, parse_description  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return load_description("seed-8gpu")
+
+
+def _run(desc, pair, group, sizes=(64 << 10,), samples=3, env=None):
+    ops = SimOps(pair, pair, SimModel(desc, env or {}))
+    out = []
+    for c in cases_for(group, pair, sizes, (4,)):
+        out.append(measure(build_spec(ops, c, latency_repeat=5), ops, warmup=1, samples=samples,
+                           link_class=str(desc.link_class(*pair))))
+    return out
+
+
+def test_patterns_exact_and_compare():
+    a = fill_pattern(torch.empty(1000), 7)
+    b = fill_pattern(torch.empty(600), 7, offset=400)
+    assert torch.equal(a[400:], b)
+    assert compare(a, a.clone()) == (0, None)
+    c = a.clone()
+    c.view(torch.int32)[17] ^= 1 << 3
+    c[500] = float("nan")
+    assert compare(c, a) == (2, 17)
+    s = fill_small(torch.empty(1 << 16), 3)
+    assert s.min() >= 0 and s.max() <= 1023 and torch.equal(s, s.round())
+    assert not (a == POISON).any()
+    assert merge([(0, None, 10), (2, 3, 10), (1, 0, 10)]) == (3, 13)
+
+
+def test_shapes_and_buckets():
+    for n in (1, 7, 1000, 1 << 20):
+        shapes = param_shapes(n)
+        assert sum(math.prod(s) for s in shapes) == n
+    assert chunk_rows(64, 2) == [(0, 32), (32, 64)]
+    assert chunk_rows(5, 2) == [(0, 3), (3, 5)]
+    mib = 1 << 20
+    # element counts: 4 MiB + 4 MiB fill a 10 MiB bucket, then 8 MiB + 1 MiB
+    assert buckets([(mib,), (mib,), (2 * mib,), (mib // 4,)], 10 * mib) == [[0, 1], [2, 3]]
+
+
+def test_measurement_statistics_from_the_loop(seed):
+    (m,) = [m for m in _run(seed, (0, 1), "p2p") if m.test == "p2p.copy" and m.direction == "0->1"]
+    assert isinstance(m, Measurement) and m.timing == "modeled" and m.fabric == "sim"
+    assert m.n == 3 and m.wrong == 0 and m.first_bad_index is None
+    model = seed.link_model(0, 1)
+    expect = model.latency_us * 1e-6 + (64 << 10) / (model.gbps * 1e9)
+    assert all(abs(t / expect - 1) <= JITTER + 1e-9 for t in m.samples_s)
+    assert len(set(m.samples_s)) == 3 and not m.noisy  # jitter: spread, but small
+    again = [x for x in _run(seed, (0, 1), "p2p") if x.test == "p2p.copy" and x.direction == "0->1"]
+    assert again[0].samples_s == m.samples_s  # deterministic
+
+
+def test_sys_pair_corrupts_peer_copies_and_dp_not_staged_or_collectives(seed):
+    ms = _run(seed, (0, 4), "p2p") + _run(seed, (0, 4), "dp") + _run(seed, (0, 4), "collectives")
+    wrong = {m.test for m in ms if m.wrong}
+    assert {"p2p.copy", "p2p.copy_bidir", "dp.broadcast_coalesced", "dp.scatter", "dp.gather",
+            "dp.reduce_add"} <= wrong
+    assert not wrong & {"p2p.staged", "collective.all_reduce", "collective.all_gather",
+                        "collective.reduce_scatter", "collective.broadcast"}
+    copy = next(m for m in ms if m.test == "p2p.copy" and m.size_bytes == 64 << 10)
+    n = copy.size_bytes // 4
+    assert 0.0002 * n < copy.wrong < 0.005 * n  # rate 0.001 of the elements
+    assert copy.first_bad_index is not None and copy.extra["path"] == "p2p"
+
+
+def test_nvlink_pair_clean_and_collectives_exact(seed):
+    ms = _run(seed, (0, 1), "dp") + _run(seed, (0, 1), "collectives", sizes=(4096, 1 << 20))
+    assert all(m.wrong == 0 for m in ms), [(m.test, m.wrong) for m in ms if m.wrong]
+    ar = next(m for m in ms if m.test == "collective.all_reduce" and m.size_bytes == 1 << 20)
+    assert ar.busbw_factor == 1.0 and ar.extra["path"] == "p2p"
+
+
+def test_nccl_p2p_disable_moves_nvlink_collectives_to_host(seed):
+    base = _run(seed, (0, 1), "collectives", sizes=(1 << 20,))
+    off = _run(seed, (0, 1), "collectives", sizes=(1 << 20,), env={"NCCL_P2P_DISABLE": "1"})
+    a = next(m for m in base if m.test == "collective.all_reduce")
+    b = next(m for m in off if m.test == "collective.all_reduce")
+    assert b.extra["path"] == "host" and b.busbw_gbps < a.busbw_gbps / 2
+
+
+FAULTY = """
+extends = "pcie-4gpu"
+name = "faulty-4gpu"
+[[fault]]
+where = "pair:0,1"
+what = "slow"
+factor = 0.25
+[[fault]]
+where = "pair:2,3"
+what = "nan"
+path = "all"
+rate = 0.01
+"""
+
+
+def test_slow_and_nan_faults_in_process():
+    desc = parse_description(FAULTY, "<faulty>")
+    healthy = load_description("pcie-4gpu")
+    slow = next(m for m in _run(desc, (0, 1), "p2p", sizes=(1 << 20,)) if m.test == "p2p.copy")
+    ref = next(m for m in _run(healthy, (0, 1), "p2p", sizes=(1 << 20,)) if m.test == "p2p.copy")
+    ratio = slow.algbw_gbps / ref.algbw_gbps
+    # latency is not slowed, so slightly above the factor
+    assert 0.25 <= ratio < 0.27, ratio
+    ms = _run(desc, (2, 3), "collectives") + _run(desc, (2, 3), "p2p")
+    assert {m.test for m in ms if m.wrong} >= {"collective.all_reduce", "p2p.staged", "p2p.copy"}
+
+
+@pytest.mark.parametrize("size", [4, 12, 1000])
+def test_odd_and_tiny_sizes_verify_clean(seed, size):
+    for group in ("p2p", "dp", "collectives"):
+        ms = _run(seed, (0, 1), group, sizes=(size,), samples=2)
+        assert ms and all(m.wrong == 0 and m.n == 2 for m in ms), group

@@ -1,0 +1,155 @@
+"""The numerics check on simulated machines: healthy twins train fine every way; on seed-8gpu
+DataParallel is caught on the pairs whose peer path corrupts, from the numbers alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from gputopo.numerics import run_numerics, validate_options  # noqa: E402
+from gputopo.numerics.run import done_pairs  # noqa: E402
+from gputopo.sim.description import load_description  # noqa: E402
+from gputopo.sim.scan import scan_description  # noqa: E402
+
+
+def _machine(name):
+    desc = load_description(name)
+    return desc, scan_description(desc)
+
+
+def _all_pairs(topo):
+    return [p.gpus for p in topo.pairs]
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory):
+    desc, topo = _machine("seed-8gpu-healthy")
+    run_dir = tmp_path_factory.mktemp("healthy")
+    return topo, run_numerics(topo, _all_pairs(topo), "sim", desc, run_dir=str(run_dir),
+                              timeout_s=60), run_dir
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    desc, topo = _machine("seed-8gpu")
+    return desc, topo, run_numerics(topo, _all_pairs(topo), "sim", desc, timeout_s=60)
+
+
+def test_healthy_sim_every_way_ok_on_every_pair(healthy):
+    topo, run, _ = healthy
+    verdicts = run.verdicts()
+    assert sorted(verdicts) == sorted(_all_pairs(topo))
+    for pair, ways in verdicts.items():
+        assert ways == {"reference": "ok", "dp": "ok", "ddp": "ok"}, pair
+    assert run.findings == []
+    assert all(r.timing == "modeled" and r.fabric == "sim" for r in run.results)
+    assert run.tolerance_lines() and "tolerance" in run.tolerance_lines()[0]
+
+
+def test_healthy_run_folder(healthy):
+    topo, run, run_dir = healthy
+    lines = (run_dir / "numerics.jsonl").read_text().splitlines()
+    assert len(lines) == 3 * len(topo.pairs)
+    recs = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON {c}")) for line in lines]
+    dp = [r for r in recs if r["way"] == "dp"]
+    assert all(r["dp_split"] == [32, 32] for r in dp)
+    assert all(len(r["losses"]) == 50 and r["step"] is None for r in recs)
+    assert all(r["tolerance"]["loss_rel"] > 0 for r in recs)
+    csv = (run_dir / "numerics_losses.csv").read_text().splitlines()
+    assert csv[0] == "gpus,link_class,way,step,loss" and len(csv) == 1 + 50 * len(recs)
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert {e["step"] for e in events if e["type"] == "step-done"} == {
+        f"numerics:{i}-{j}" for i, j in _all_pairs(topo)}
+    assert sorted(done_pairs(run_dir)) == sorted(_all_pairs(topo))
+
+
+def test_seed_8gpu_dataparallel_flagged_on_sys_and_ddp_ok_everywhere(seed):
+    desc, topo, run = seed
+    verdicts = run.verdicts()
+    by_class = {}
+    for p in topo.pairs:
+        by_class.setdefault(str(p.link_class), []).append(p.gpus)
+    assert len(by_class["SYS"]) == 16 and len(by_class["NV4"]) == 4
+    for pair in by_class["SYS"]:
+        assert verdicts[pair]["dp"] in ("nan", "diverged"), pair
+    for pair in by_class["NV4"]:
+        assert verdicts[pair]["dp"] == "ok", pair
+    for pair, ways in verdicts.items():
+        assert ways["ddp"] == "ok" and ways["reference"] == "ok", (pair, ways)
+    # Flagged exactly where the machine's peer path damages data (the test reads the
+    # description; the detector never does).
+    damaged = {p for p in _all_pairs(topo)
+               if any(f.what in ("corrupt", "nan") for f in desc.faults_for(*p, path="p2p"))}
+    flagged = {p for p, ways in verdicts.items() if ways["dp"] != "ok"}
+    assert flagged == damaged
+    assert set(by_class["SYS"]) <= flagged
+
+
+def test_seed_8gpu_findings_name_way_step_and_class(seed):
+    _, topo, run = seed
+    dp_findings = [f for f in run.findings if f.evidence.get("way") == "dp"]
+    flagged = {p for p, ways in run.verdicts().items() if ways["dp"] != "ok"}
+    assert {tuple(f.gpus) for f in dp_findings} == flagged
+    for f in dp_findings:
+        assert f.kind in ("nan", "diverged") and f.severity == "error"
+        assert isinstance(f.evidence["step"], int)
+        assert f.link_class == str(topo.link_class(*f.gpus))
+        assert "DDP on the same GPUs: ok" in f.message
+        assert f.cause and any("DistributedDataParallel" in r for r in f.remedies)
+    sys_rec = next(r for r in run.results if r.way == "dp" and r.link_class == "SYS")
+    assert sys_rec.paths == {"broadcast": "host", "scatter": "p2p", "gather": "p2p",
+                             "reduce_add": "host"}
+    ddp_sys = next(r for r in run.results if r.way == "ddp" and r.link_class == "SYS")
+    assert ddp_sys.paths == {"all_reduce": "host"}
+    ddp_nv = next(r for r in run.results if r.way == "ddp" and r.link_class == "NV4")
+    assert ddp_nv.paths == {"all_reduce": "p2p"}
+
+
+@pytest.mark.parametrize("batch, split", [(10, [5, 5]), (9, [5, 4])])
+def test_dp_split_recorded(batch, split):
+    desc, topo = _machine("seed-8gpu-healthy")
+    run = run_numerics(topo, [(6, 7)], "sim", desc, validate_options(batch=batch, steps=5),
+                       ways=("reference", "dp"))
+    dp = next(r for r in run.results if r.way == "dp")
+    assert dp.dp_split == split and dp.verdict == "ok"
+
+
+@pytest.mark.parametrize("machine, bad", [("seed-8gpu-healthy", False), ("seed-8gpu", True)])
+def test_batchnorm_difference_is_shown_as_expected_and_faults_still_found(machine, bad):
+    desc, topo = _machine(machine)
+    run = run_numerics(topo, [(0, 4), (6, 7)], "sim", desc,
+                       validate_options(model="cnn-bn", steps=20))
+    for rec in run.results:
+        if rec.way == "reference":
+            continue
+        assert rec.baseline == "per-replica"
+        # Per-replica statistics differ from the whole batch by design, and it is said ...
+        assert rec.extra["vs_whole_batch"]["verdict"] in ("diverged", "nan")
+        assert "BatchNorm" in rec.extra["vs_whole_batch"]["expected"]
+        # ... and the verdict, against per-replica statistics, still finds the SYS corruption.
+        expect_bad = bad and rec.way == "dp" and rec.gpus == (0, 4)
+        assert (rec.verdict != "ok") == expect_bad, rec.summary()
+    assert len(run.findings) == (1 if bad else 0)
+
+
+@pytest.mark.slow
+def test_hang_and_crash_become_findings_and_the_run_goes_on(tmp_path):
+    desc, _ = _machine("seed-8gpu-healthy")
+    desc = desc.with_faults([{"where": "pair:0,4", "what": "hang", "path": "p2p"},
+                             {"where": "pair:1,5", "what": "crash", "path": "all"}])
+    topo = scan_description(desc)
+    run = run_numerics(topo, [(0, 4), (1, 5), (6, 7)], "sim", desc,
+                       validate_options(steps=10), timeout_s=3, run_dir=str(tmp_path))
+    v = run.verdicts()
+    assert v[(0, 4)] == {"reference": "ok", "dp": "hang", "ddp": "ok"}  # DDP goes via host on SYS
+    assert v[(1, 5)] == {"reference": "ok", "dp": "crash", "ddp": "crash"}
+    assert v[(6, 7)] == {"reference": "ok", "dp": "ok", "ddp": "ok"}
+    kinds = sorted((f.kind, f.evidence["way"], tuple(f.gpus)) for f in run.findings)
+    assert kinds == [("crash", "ddp", (1, 5)), ("crash", "dp", (1, 5)), ("hang", "dp", (0, 4))]
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert sum(e["type"] == "finding" for e in events) == 3
+    crash = next(f for f in run.findings if f.kind == "crash")
+    assert "SIGABRT" in crash.message

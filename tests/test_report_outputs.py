@@ -1,0 +1,147 @@
+"""Every output of a run folder: summary.json, results.csv, report.md, report.html, PNGs, terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+
+from conftest_report import ALL_FAULTS, write_run
+from gputopo.report.render import render_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    d = write_run(tmp_path_factory.mktemp("faulty") / "run", ALL_FAULTS)
+    return d, render_run(d)
+
+
+def test_render_writes_every_output(faulty):
+    d, _ = faulty
+    for name in ("summary.json", "results.csv", "report.md", "report.html", "heatmap_gbps.png",
+                 "heatmap_efficiency.png", "heatmap_link_class.png", "heatmap_numerics.png", "loss_curves.png"):
+        assert (d / name).is_file(), name
+    for png in d.glob("*.png"):
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+
+
+def test_summary_json(faulty):
+    d, s = faulty
+    doc = json.loads((d / "summary.json").read_text())
+    assert doc["schema_version"] == 1 and doc["simulated"] is True and doc["fabric"] == "sim"
+    assert doc["verdict"] == "broken"
+    assert [c["link_class"] for c in doc["classes"]] == ["NV4", "NODE", "SYS"]
+    assert len(doc["pairs"]) == 28
+    p = next(p for p in doc["pairs"] if p["gpus"] == [0, 4])
+    assert p["link_class"] == "SYS" and p["verdict"] == "broken" and "corrupt" in p["findings"]
+    assert p["series"]["p2p.copy"]["directions"] == {"0->4": 20.0, "4->0": 20.4}
+    kinds = [f["kind"] for f in doc["findings"]]
+    assert kinds[0] == "corrupt" and {"nan", "slow", "iommu", "hang"} <= set(kinds)
+    assert all(set(f) >= {"kind", "severity", "gpus", "link_class", "message", "evidence", "cause", "remedies"}
+               for f in doc["findings"])
+
+
+def test_results_csv_one_row_per_measurement(faulty):
+    import pandas as pd
+
+    d, s = faulty
+    df = pd.read_csv(d / "results.csv")
+    assert len(df) == len(s.run.measurements)
+    row = df[(df.test == "p2p.copy") & (df.gpus == "0-1") & (df.direction == "0->1") & (df.size_bytes == 64 << 20)].iloc[0]
+    assert row.algbw_gbps == pytest.approx(85.0, rel=1e-6)
+    assert row.efficiency == pytest.approx(0.85, rel=1e-6)
+    assert row.link_class == "NV4" and bool(row.simulated)
+    assert df[df.gpus == "0-4"].wrong.max() == 1234
+
+
+def test_markdown_has_banner_tables_and_causes(faulty):
+    d, _ = faulty
+    md = (d / "report.md").read_text()
+    assert "**SIMULATED**" in md
+    assert "## Link classes" in md and "| NV4 |" in md
+    assert "likely cause: P2P DMA across the CPU interconnect" in md
+    assert "![" in md and "heatmap_gbps.png" in md
+
+
+def test_html_is_self_contained(faulty):
+    d, _ = faulty
+    html = (d / "report.html").read_text()
+    assert 'id="simulated-banner"' in html and "SIMULATED" in html
+    for table in ("findings-table", "class-table", "pair-table"):
+        assert f'id="{table}"' in html
+    imgs = re.findall(r'<img [^>]*src="([^"]+)"', html)
+    assert len(imgs) == 5 and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert not re.search(r'(src|href)="(https?:|//)', html)
+    assert "<script" not in html
+
+
+def test_real_run_has_no_banner(tmp_path):
+    from conftest_report import seed_topology
+
+    topo = seed_topology(simulated=False)
+    d = write_run(tmp_path / "run", [], topo=topo, fabric="cuda")
+    s = render_run(d, plots=False)
+    assert s.simulated is False
+    assert "SIMULATED" not in (d / "report.html").read_text()
+    assert "SIMULATED" not in (d / "report.md").read_text()
+
+
+def test_rerender_replaces_outputs_and_keeps_raw_data(tmp_path):
+    d = write_run(tmp_path / "run", ["nan-dp"])
+    render_run(d)
+    assert (d / "loss_curves.png").exists()
+    raw = (d / "measurements.jsonl").read_bytes()
+    (d / "numerics.jsonl").write_text("")  # the numerics are gone: their plots must go too
+    render_run(d)
+    assert not (d / "loss_curves.png").exists() and not (d / "heatmap_numerics.png").exists()
+    assert (d / "measurements.jsonl").read_bytes() == raw
+
+
+def test_terminal_prints_class_table_and_findings_worst_first(faulty):
+    from rich.console import Console
+
+    from gputopo.report.outputs.terminal import print_summary
+
+    _, s = faulty
+    buf = io.StringIO()
+    print_summary(s, Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    assert "SIMULATED" in out and "Link classes" in out and "Findings (worst first)" in out
+    assert out.index("corrupt") < out.index("outlier") < out.index("iommu")
+    assert "likely cause" in out and "iommu=pt" in out
+
+
+def test_render_of_a_run_with_no_measurements(tmp_path):
+    d = write_run(tmp_path / "run", [], meas=[], nums=[])
+    s = render_run(d)
+    assert s.verdict == "not-measured"
+    assert (d / "report.html").exists() and (d / "heatmap_link_class.png").exists()
+
+
+def test_256_gpu_run_renders_quickly(tmp_path):
+    """Report scale: 256 GPUs, 32640 pairs of topology, a sample of measured pairs."""
+    import time
+
+    from gputopo.model import Gpu, HostInfo, LinkClass, Pair, PcieLink, Topology
+
+    n = 256
+    gpus = [Gpu(nvml_index=i, pcie=PcieLink(gen_current=5, gen_max=5, width_current=16, width_max=16))
+            for i in range(n)]
+    pairs = [Pair((i, j), LinkClass.parse("SYS" if (i // 8) != (j // 8) else "NODE"))
+             for i in range(n) for j in range(i + 1, n)]
+    topo = Topology(gpus=gpus, pairs=pairs, host=HostInfo(iommu_mode="passthrough", acs=[]),
+                    source="sim:gen-256", simulated=True, machine="gen-256")
+    from conftest_report import _m
+
+    ms = [_m("p2p.copy", (i, i + 1), 64 << 20, 40.0, f"{i}->{i + 1}") for i in range(0, n - 1)]
+    d = write_run(tmp_path / "run", [], topo=topo, meas=ms, nums=[])
+    t = time.perf_counter()
+    s = render_run(d)
+    took = time.perf_counter() - t
+    assert len(s.pairs) == n * (n - 1) // 2
+    assert took < 60, took
+    assert "more pairs without findings" in (d / "report.md").read_text()
