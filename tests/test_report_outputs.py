@@ -110,8 +110,20 @@ def test_terminal_prints_class_table_and_findings_worst_first(faulty):
     buf = io.StringIO()
     print_summary(s, Console(file=buf, width=200, color_system=None))
     out = buf.getvalue()
-    assert "SIMULATED" in out and "Link classes" in out and "Findings (worst first)" in out
+    assert "SIMULATED" in out and "Link classes" in out and "Findings (worst first" in out
     assert out.index("corrupt") < out.index("outlier") < out.index("iommu")
+
+
+def test_terminal_groups_alike_findings_of_a_class():
+    from gputopo.model import Finding
+    from gputopo.report.outputs.terminal import group_findings
+
+    fs = [Finding("corrupt", "error", "a", gpus=[0, 4], link_class="SYS"),
+          Finding("corrupt", "error", "b", gpus=[1, 5], link_class="SYS"),
+          Finding("corrupt", "error", "c", gpus=[0, 1], link_class="NV4"),
+          Finding("nan", "error", "d", gpus=[0, 4], link_class="SYS")]
+    groups = group_findings(fs)
+    assert [[f.message for f in g] for g in groups] == [["a", "b"], ["c"], ["d"]]
     assert "likely cause" in out and "iommu=pt" in out
 
 
