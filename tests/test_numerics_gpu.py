@@ -14,16 +14,23 @@ def _two_gpus():
         return False
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_cuda_pair_three_ways(tmp_path):
+@pytest.fixture
+def real_pair():
+    """This machine's topology (NVML) and its first GPU pair; skips without two CUDA GPUs."""
     if not _two_gpus():
         pytest.skip("needs two CUDA GPUs")
-    from gputopo.numerics import run_numerics, validate_options
     from gputopo.probe.scan import scan_real
 
     topo = scan_real()
-    pair = topo.pairs[0].gpus
+    return topo, topo.pairs[0].gpus
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_pair_three_ways(tmp_path, real_pair):
+    from gputopo.numerics import run_numerics, validate_options
+
+    topo, pair = real_pair
     run = run_numerics(topo, [pair], "cuda", options=validate_options(steps=20),
                        run_dir=str(tmp_path), timeout_s=300)
     v = run.verdicts()[pair]
@@ -36,14 +43,10 @@ def test_cuda_pair_three_ways(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_cuda_nan_injection(tmp_path):
-    if not _two_gpus():
-        pytest.skip("needs two CUDA GPUs")
+def test_cuda_nan_injection(tmp_path, real_pair):
     from gputopo.numerics import run_numerics, validate_options
-    from gputopo.probe.scan import scan_real
 
-    topo = scan_real()
-    pair = topo.pairs[0].gpus
+    topo, pair = real_pair
     run = run_numerics(topo, [pair], "cuda", timeout_s=300,
                        options=validate_options(steps=10, inject_nan_at_step=4))
     for way in ("dp", "ddp"):

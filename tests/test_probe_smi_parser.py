@@ -453,16 +453,32 @@ def test_double_digit_gpu_labels():
 # nccl-667 as the base: line 1 header, lines 2-5 GPU0..GPU3, line 6 blank, line 7 "Legend:".
 
 
-@needs_fixtures
-def test_error_not_square_missing_cell():
-    bad = fixture(NCCL667).replace("GPU2\tSYS\tSYS\t X \tPIX\t", "GPU2\tSYS\t X \tPIX\t")
-    raises_at(bad, 4, "row GPU2 has 3 link cells .* 4 device columns.*not square")
+#: One edit of a good output (fixture, text, replacement) -> the error it must give, at its line.
+ONE_EDIT_ERRORS = [
+    pytest.param(NCCL667, "GPU2\tSYS\tSYS\t X \tPIX\t", "GPU2\tSYS\t X \tPIX\t",
+                 4, "row GPU2 has 3 link cells .* 4 device columns.*not square", id="not-square-missing-cell"),
+    pytest.param(NCCL667, "GPU1\tPXB\t X \tSYS\tSYS\t", "GPU1\tPXB\t X \tSYS\tSYS\tSYS\t",
+                 3, "row GPU1 has 7 cells but the header .* has 6 columns", id="not-square-extra-cell"),
+    pytest.param(NCCL1617, "NIC2    SYS     SYS     PIX", "NIC2    SYS     SYS     SYS",
+                 8, "not symmetric", id="asymmetric-nic-column"),
+    pytest.param(NCCL667, "GPU1\tPXB\t X \tSYS\tSYS", "GPU1\tPXB\t X \tNVX\tSYS",
+                 3, r"unknown link class 'NVX' in row GPU1, column GPU2", id="bad-class"),
+    pytest.param(AUTODL, "GPU1    PIX ", "GPU1    PIY ", 3, "unknown link class 'PIY'", id="bad-class-spaces"),
+    pytest.param(NCCL667, "GPU0\t X \tPXB", "GPU0\tPIX\tPXB",
+                 2, "diagonal cell of GPU0 is 'PIX', expected X", id="diagonal-not-x"),
+    pytest.param(NCCL667, "GPU0\t X \tPXB", "GPU0\t X \t X ",
+                 2, "X off the diagonal: row GPU0, column GPU1", id="x-off-diagonal"),
+    pytest.param(NCCL667, "\tGPU0\tGPU1\tGPU2\tGPU3", "\tGPU0\tGPU1\tGPU1\tGPU3",
+                 1, "column GPU1 appears twice", id="duplicate-header-column"),
+]
 
 
 @needs_fixtures
-def test_error_not_square_extra_cell():
-    bad = fixture(NCCL667).replace("GPU1\tPXB\t X \tSYS\tSYS\t", "GPU1\tPXB\t X \tSYS\tSYS\tSYS\t")
-    raises_at(bad, 3, "row GPU1 has 7 cells but the header .* has 6 columns")
+@pytest.mark.parametrize("name,old,new,line,match", ONE_EDIT_ERRORS)
+def test_error_one_edit(name, old, new, line, match):
+    text = fixture(name)
+    assert text.count(old) == 1, f"{name} no longer holds {old!r} once"
+    raises_at(text.replace(old, new), line, match)
 
 
 @needs_fixtures
@@ -484,36 +500,6 @@ def test_error_asymmetric_names_the_later_row():
     bad = fixture(NCCL667).replace("GPU3\tSYS\tSYS\tPIX\t X ", "GPU3\tSYS\tSYS\tPXB\t X ")
     err = raises_at(bad, 5, "not symmetric")
     assert "GPU3-GPU2 is PXB" in str(err) and "row GPU2 (line 4) says PIX" in str(err)
-
-
-@needs_fixtures
-def test_error_asymmetric_nic_column():
-    bad = fixture(NCCL1617).replace("NIC2    SYS     SYS     PIX", "NIC2    SYS     SYS     SYS")
-    raises_at(bad, 8, "not symmetric")
-
-
-@needs_fixtures
-def test_error_bad_class():
-    bad = fixture(NCCL667).replace("GPU1\tPXB\t X \tSYS\tSYS", "GPU1\tPXB\t X \tNVX\tSYS")
-    raises_at(bad, 3, r"unknown link class 'NVX' in row GPU1, column GPU2")
-
-
-@needs_fixtures
-def test_error_bad_class_spaces():
-    bad = fixture(AUTODL).replace("GPU1    PIX ", "GPU1    PIY ")
-    raises_at(bad, 3, "unknown link class 'PIY'")
-
-
-@needs_fixtures
-def test_error_diagonal_not_x():
-    bad = fixture(NCCL667).replace("GPU0\t X \tPXB", "GPU0\tPIX\tPXB")
-    raises_at(bad, 2, "diagonal cell of GPU0 is 'PIX', expected X")
-
-
-@needs_fixtures
-def test_error_x_off_diagonal():
-    bad = fixture(NCCL667).replace("GPU0\t X \tPXB", "GPU0\t X \t X ")
-    raises_at(bad, 2, "X off the diagonal: row GPU0, column GPU1")
 
 
 @needs_fixtures
@@ -553,12 +539,6 @@ def test_error_row_not_in_header():
     lines = fixture(NCCL667).split("\n")
     lines.insert(5, "GPU4\tSYS\tSYS\tSYS\tSYS\t X \t0-1\t0")
     raises_at("\n".join(lines), 6, "row GPU4 is not a column of the header")
-
-
-@needs_fixtures
-def test_error_duplicate_header_column():
-    bad = fixture(NCCL667).replace("\tGPU0\tGPU1\tGPU2\tGPU3", "\tGPU0\tGPU1\tGPU1\tGPU3", 1)
-    raises_at(bad, 1, "column GPU1 appears twice")
 
 
 @needs_fixtures

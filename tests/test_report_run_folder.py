@@ -9,7 +9,8 @@ import pytest
 
 from conftest_report import seed_topology, write_run
 from gputopo.errors import InputFileError, UsageError
-from gputopo.report.run_folder import append_jsonl, load_run, new_run_dir, write_json
+from gputopo.bench.runlog import append_jsonl, new_run_dir, write_json
+from gputopo.report.run_folder import load_run
 
 
 def test_load_run_reads_everything(tmp_path):

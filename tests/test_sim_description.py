@@ -197,49 +197,48 @@ def test_unknown_fault_kind_names_key_and_line():
     assert "melt" in str(e) and "corrupt" in str(e)
 
 
-def test_fault_where_out_of_range_and_malformed():
-    e = bad(GOOD + '[[fault]]\nwhere = "pair:0,9"\nwhat = "corrupt"\n')
-    assert e.key == "fault[0].where" and "9" in str(e)
-    e = bad(GOOD + '[[fault]]\nwhere = "rack:1"\nwhat = "corrupt"\n')
-    assert e.key == "fault[0].where"
-    e = bad(GOOD + '[[fault]]\nwhere = "gpu:1"\nwhat = "slow"\nfactor = 4\n')
-    assert e.key == "fault[0].factor"
-    e = bad(GOOD + '[[fault]]\nwhere = "class:SYS"\nwhat = "downtrained"\n')
-    assert e.key == "fault[0].where"
-    e = bad(GOOD + '[[fault]]\nwhat = "corrupt"\n')
-    assert e.key == "fault[0].where" and "missing" in str(e)
+#: A broken description -> the key its error names (and words the message must hold).
+BAD_KEYS = [
+    pytest.param(GOOD + '[[fault]]\nwhere = "pair:0,9"\nwhat = "corrupt"\n', "fault[0].where", ["9"],
+                 id="fault-pair-out-of-range"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "rack:1"\nwhat = "corrupt"\n', "fault[0].where", [],
+                 id="fault-where-malformed"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "gpu:1"\nwhat = "slow"\nfactor = 4\n', "fault[0].factor", [],
+                 id="fault-slow-factor-above-1"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "class:SYS"\nwhat = "downtrained"\n', "fault[0].where", [],
+                 id="fault-downtrained-on-a-class"),
+    pytest.param(GOOD + '[[fault]]\nwhat = "corrupt"\n', "fault[0].where", ["missing"],
+                 id="fault-where-missing"),
+    pytest.param(GOOD.replace('"0,1" = "NV2"', '"0,7" = "NV2"'), 'pairs."0,7"', ["out of range"],
+                 id="pair-out-of-range-in-pairs-table"),
+    pytest.param(GOOD.replace('default = "numa"\n', ""), "pairs", ["0,2"],
+                 id="pairs-without-default-name-the-missing-pair"),
+    pytest.param(GOOD.replace('[defaults]\nname = "NVIDIA A100-SXM4-80GB"\n', ""), "gpu[0].name", ["name"],
+                 id="missing-gpu-name"),
+    pytest.param(GOOD.replace('numa_node = 1', 'numa_node = -1'), "gpu[2].numa_node", [],
+                 id="negative-numa-node"),
+    pytest.param(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:87:00"'), "gpu[2].bus_id", [],
+                 id="malformed-bus-id"),
+    pytest.param(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:07:00.0"'), "gpu[2].bus_id",
+                 ["also GPU 0"], id="duplicate-bus-id"),
+    pytest.param(GOOD + '[[gpu]]\nbus_id = "0000:90:00.0"\npcie_width_current = 32\n',
+                 "gpu[3].pcie_width_current", [], id="pcie-width-32"),
+    pytest.param(GOOD + '[host]\niommu = "maybe"\n', "host.iommu", ["translated"], id="bad-iommu-mode"),
+    pytest.param(GOOD + '[p2p]\nSYS = { read = "FINE" }\n', "p2p.SYS.read", [], id="bad-p2p-status"),
+    pytest.param(GOOD + '[link_model]\nSYS = { gbps = -3 }\n', "link_model.SYS.gbps", [],
+                 id="negative-link-rate"),
+]
 
 
-def test_pair_out_of_range_in_pairs_table():
-    e = bad(GOOD.replace('"0,1" = "NV2"', '"0,7" = "NV2"'))
-    assert e.key == 'pairs."0,7"' and "out of range" in str(e)
+@pytest.mark.parametrize("text,key,words", BAD_KEYS)
+def test_bad_values_name_their_keys(text, key, words):
+    e = bad(text)
+    assert e.key == key, str(e)
+    for w in words:
+        assert w in str(e)
 
 
-def test_pairs_without_default_name_the_missing_pair():
-    e = bad(GOOD.replace('default = "numa"\n', ""))
-    assert e.key == "pairs" and "0,2" in str(e)
-
-
-def test_missing_gpu_name():
-    e = bad(GOOD.replace('[defaults]\nname = "NVIDIA A100-SXM4-80GB"\n', ""))
-    assert e.key == "gpu[0].name" and "name" in str(e)
-
-
-def test_bad_values_name_their_keys():
-    e = bad(GOOD.replace('numa_node = 1', 'numa_node = -1'))
-    assert e.key == "gpu[2].numa_node"
-    e = bad(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:87:00"'))
-    assert e.key == "gpu[2].bus_id"
-    e = bad(GOOD.replace('bus_id = "0000:87:00.0"', 'bus_id = "0000:07:00.0"'))
-    assert e.key == "gpu[2].bus_id" and "also GPU 0" in str(e)
-    e = bad(GOOD + '[[gpu]]\nbus_id = "0000:90:00.0"\npcie_width_current = 32\n')
-    assert e.key == "gpu[3].pcie_width_current"
-    e = bad(GOOD + '[host]\niommu = "maybe"\n')
-    assert e.key == "host.iommu" and "translated" in str(e)
-    e = bad(GOOD + '[p2p]\nSYS = { read = "FINE" }\n')
-    assert e.key == "p2p.SYS.read"
-    e = bad(GOOD + '[link_model]\nSYS = { gbps = -3 }\n')
-    assert e.key == "link_model.SYS.gbps"
+def test_unknown_top_level_key_names_its_line():
     e = bad('colour = "red"\n' + GOOD)
     assert e.key == "colour" and e.line == 1
 

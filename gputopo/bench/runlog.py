@@ -4,8 +4,13 @@ Layout (CONTRACTS.md): ``run.json`` (what was asked, rewritten atomically when t
 changes), ``topology.json``, ``measurements.jsonl`` (one Measurement per line, appended and
 flushed the moment it reaches the parent), ``events.jsonl`` (``{"type": "finding", ...}`` for
 hang/crash, ``{"type": "step-done", "step": id, ...}``), ``workers/*.log`` (each worker
-process's stdout/stderr). A run stopped at any point (Ctrl-C, a crash of the parent) leaves
-every completed line readable; a truncated last line is skipped by readers.
+process's stdout/stderr); the numerics add ``numerics.jsonl``. A run stopped at any point
+(Ctrl-C, a crash of the parent) leaves every completed line readable; a truncated last line is
+skipped by readers (:func:`read_jsonl`).
+
+The file helpers here (``new_run_dir``, ``append_jsonl``, ``write_json``, ``read_jsonl``,
+``run_info``, ``finding_from_event``) are the only ones: the numerics, the report's loader and
+the importers use them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from gputopo import SCHEMA_VERSION, __version__
 from gputopo.errors import UsageError
@@ -25,13 +30,19 @@ RUN_JSON = "run.json"
 TOPOLOGY_JSON = "topology.json"
 MEASUREMENTS_JSONL = "measurements.jsonl"
 EVENTS_JSONL = "events.jsonl"
+#: Written by the numerics (DP-vs-DDP training results per pair and way) into the same folder.
+NUMERICS_JSONL = "numerics.jsonl"
 WORKERS_DIR = "workers"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def new_run_dir(base, machine: str, now: Optional[_dt.datetime] = None) -> Path:
-    """Create ``base/<YYYYmmdd-HHMMSS>-<machine>/``, never reusing a folder (adds -2, -3...)."""
+    """Create ``base/<YYYYmmdd-HHMMSS>-<machine>/`` and return it; never reuses a folder.
+
+    When the name exists (two runs in one second) a ``-2``, ``-3``... suffix is added; the
+    folder is created with ``exist_ok=False`` so two processes cannot both get the same one.
+    """
     base = Path(base)
     base.mkdir(parents=True, exist_ok=True)
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
@@ -58,11 +69,11 @@ def claim_out_dir(path) -> Path:
     return p
 
 
-def _dumps(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"), default=_default)
+# ----------------------------------------------------------------------------- JSON files
 
 
-def _default(x):
+def json_default(x):
+    """``json`` fallback for records: ``to_json()``, sets and tuples as lists, paths as text."""
     if hasattr(x, "to_json"):
         return x.to_json()
     if isinstance(x, (set, tuple)):
@@ -70,6 +81,73 @@ def _default(x):
     if isinstance(x, Path):
         return str(x)
     raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def append_jsonl(path, obj: Dict[str, Any], *, allow_nan: bool = True) -> None:
+    """Append one JSON object as a line and flush it, so a crash loses nothing before it.
+
+    The flush hands the line to the OS before the call returns (no fsync: speed)."""
+    line = json.dumps(obj, separators=(",", ":"), default=json_default, allow_nan=allow_nan)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+
+
+def write_json(path, obj: Dict[str, Any]) -> None:
+    """Write a JSON document atomically (temp file + rename): readers never see half of it."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, default=json_default)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, Dict[str, Any]]]:
+    """Yield (line number, object) from a JSON-lines file; a missing file yields nothing.
+
+    A line that does not parse, or is not a JSON object, is skipped: the last line of a run
+    stopped mid-write is expected to be cut. With ``notes`` each skipped line is noted there
+    (a cut last line says so)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    unparsed = None  # a line that did not parse: noted once it is known whether it was the last
+
+    def note(lineno: int, why: str) -> None:
+        if notes is not None:
+            notes.append(f"{path.name}:{lineno}: skipped, {why}")
+
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            if unparsed is not None:
+                note(unparsed, "not JSON")
+                unparsed = None
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError:
+                unparsed = lineno
+                continue
+            if isinstance(obj, dict):
+                yield lineno, obj
+            else:
+                note(lineno, "not a JSON object")
+    if unparsed is not None:
+        note(unparsed, "truncated last line (the run stopped while writing it)")
+
+
+def run_info(*, fabric: str, simulated: bool, machine: str, argv: Optional[List[str]] = None,
+             options: Optional[Dict[str, Any]] = None, **more) -> Dict[str, Any]:
+    """The ``run.json`` document of a new run (CONTRACTS.md)."""
+    return {"schema_version": SCHEMA_VERSION, "gputopo_version": __version__,
+            "started": _now(), "argv": list(argv or []), "fabric": fabric,
+            "simulated": simulated, "machine": machine, "options": dict(options or {}), **more}
+
+
+def _now() -> str:
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 class RunLog:
@@ -91,72 +169,50 @@ class RunLog:
     def start(self, *, fabric: str, simulated: bool, machine: str, options: Dict[str, Any],
               topology: Topology, argv: List[str], **more) -> None:
         """Write run.json and topology.json of a new run (or note a resumption)."""
-        now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
         path = self.dir / RUN_JSON
         if path.exists():
             self._info = json.loads(path.read_text(encoding="utf-8"))
-            self._info.setdefault("resumed", []).append(now)
+            self._info.setdefault("resumed", []).append(_now())
             self._info.update(status="running", **more)
         else:
-            self._info = {"schema_version": SCHEMA_VERSION, "gputopo_version": __version__,
-                          "started": now, "argv": list(argv), "fabric": fabric,
-                          "simulated": simulated, "machine": machine, "options": options,
-                          "status": "running", **more}
-        self._write_json(path, self._info)
+            self._info = run_info(fabric=fabric, simulated=simulated, machine=machine, argv=argv,
+                                  options=options, **{"status": "running", **more})
+        write_json(path, self._info)
         tpath = self.dir / TOPOLOGY_JSON
         if not tpath.exists():
-            self._write_json(tpath, dict(topology_to_json(topology), schema_version=SCHEMA_VERSION))
+            write_json(tpath, dict(topology_to_json(topology), schema_version=SCHEMA_VERSION))
 
     def finish(self, status: str, **more) -> None:
-        self._info.update(status=status,
-                          finished=_dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-                          **more)
-        self._write_json(self.dir / RUN_JSON, self._info)
+        self._info.update(status=status, finished=_now(), **more)
+        write_json(self.dir / RUN_JSON, self._info)
 
     def measurement(self, record: Dict[str, Any]) -> None:
-        self._append(self.measurements_path, record)
+        append_jsonl(self.measurements_path, record)
 
     def finding(self, f: Finding) -> None:
         """``{"type": "finding", ...Finding.to_json()}`` (the step id is in its evidence)."""
-        self._append(self.events_path, {"type": "finding", **f.to_json()})
+        append_jsonl(self.events_path, {"type": "finding", **f.to_json()})
 
     def step_done(self, step_id: str, status: str, **more) -> None:
-        self._append(self.events_path, {"type": "step-done", "step": step_id, "status": status,
+        append_jsonl(self.events_path, {"type": "step-done", "step": step_id, "status": status,
                                         **more})
 
     def worker_log(self, key: str, generation: int) -> Path:
         return self.dir / WORKERS_DIR / f"{key}.{generation}.log"
 
-    @staticmethod
-    def _append(path: Path, obj) -> None:
-        line = _dumps(obj) + "\n"
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
 
-    @staticmethod
-    def _write_json(path: Path, obj) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, default=_default)
-            f.write("\n")
-        os.replace(tmp, path)
+_FINDING_FIELDS = ("kind", "severity", "message", "gpus", "link_class", "evidence", "cause", "remedies")
 
 
-def _read_lines(path: Path):
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a stop mid-write
-            if isinstance(obj, dict):
-                yield obj
+def finding_from_event(rec: Dict[str, Any]) -> Finding:
+    """The Finding of an events.jsonl ``{"type": "finding", ...}`` line. Context a writer added
+    beside the finding's fields (e.g. the numerics' ``"step"``) is kept in its evidence.
+    Raises KeyError, TypeError or ValueError when the line is not a finding."""
+    d = {k: v for k, v in rec.items() if k in _FINDING_FIELDS}
+    context = {k: v for k, v in rec.items() if k not in _FINDING_FIELDS and k != "type"}
+    if context:
+        d["evidence"] = {**context, **(d.get("evidence") or {})}
+    return Finding.from_json(d)
 
 
 def read_run_info(run_dir) -> Dict[str, Any]:
@@ -176,17 +232,16 @@ def read_progress(run_dir) -> Tuple[Set[str], List[Measurement], List[Finding]]:
     p = Path(run_dir)
     done: Set[str] = set()
     findings: List[Finding] = []
-    for rec in _read_lines(p / EVENTS_JSONL):
+    for _, rec in read_jsonl(p / EVENTS_JSONL):
         if rec.get("type") == "step-done":
             done.add(rec.get("step"))
         elif rec.get("type") == "finding":
-            d = {k: v for k, v in rec.items() if k not in ("type", "step")}
             try:
-                findings.append(Finding.from_json(d))
-            except (TypeError, ValueError):
+                findings.append(finding_from_event(rec))
+            except (KeyError, TypeError, ValueError):
                 pass
     measurements = []
-    for rec in _read_lines(p / MEASUREMENTS_JSONL):
+    for _, rec in read_jsonl(p / MEASUREMENTS_JSONL):
         try:
             measurements.append(Measurement.from_json(rec))
         except (KeyError, TypeError, ValueError):

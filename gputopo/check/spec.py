@@ -132,6 +132,14 @@ class _Reader:
             self.fail(key, f"must be a string, got {v!r}")
         return v
 
+    def series(self, v, key) -> str:
+        """A measurement series: a test name, or a collective's with " (in-place)" (nccl-tests)."""
+        name = self.string(v, key)
+        known = known_series()
+        if name not in known:
+            self.fail(key, f"unknown series {name!r}; known: {', '.join(sorted(known))}")
+        return name
+
     def link_class(self, v, key) -> str:
         try:
             lc = LinkClass.parse(self.string(v, key))
@@ -227,9 +235,9 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
         spec.bandwidth.append(BandwidthRule(
             selector=selector,
             min_gbps=r.number(rule["min_gbps"], f"{key}.min_gbps") if "min_gbps" in rule else None,
-            min_efficiency=(r.number(rule["min_efficiency"], f"{key}.min_efficiency", 0.0, 2.0)
+            min_efficiency=(r.number(rule["min_efficiency"], f"{key}.min_efficiency", 0.0, 1.0)
                             if "min_efficiency" in rule else None),
-            series=r.string(rule["series"], f"{key}.series") if "series" in rule else None))
+            series=r.series(rule["series"], f"{key}.series") if "series" in rule else None))
 
     busbw = r.table(doc.get("busbw", {}), "busbw")
     for op, per in busbw.items():
@@ -299,3 +307,12 @@ def shipped_spec_path(name: str) -> Path:
 
 def shipped_spec_names() -> List[str]:
     return sorted(p.stem for p in Path(__file__).with_name("specs").glob("*.toml"))
+
+
+def known_series() -> set:
+    """Every series a run can hold: the bench's tests and the collectives nccl-tests reports."""
+    from gputopo.bench.plan import COLLECTIVE_TESTS, DP_TESTS, P2P_TESTS, SELF_TESTS
+
+    collectives = set(COLLECTIVE_TESTS) | {f"collective.{op}" for op in BUSBW_OPS}
+    return (set(P2P_TESTS + DP_TESTS + SELF_TESTS) | collectives
+            | {f"{c} (in-place)" for c in collectives})

@@ -63,7 +63,10 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
         from gputopo.bench.api import read_run_info
 
         info = read_run_info(resume_dir)  # resume on the machine and fabric the run used
-        sim, fabric = info.get("sim_path") or info.get("sim"), info.get("fabric")
+        sim_path = info.get("sim_path") or ""
+        # a description file is reloaded from its path; built-in and generated machines by name
+        sim = sim_path if sim_path and ":" not in sim_path else info.get("sim")
+        fabric = info.get("fabric")
     machine = choose_machine(sim, fabric, cpu_gpus)
     topo = machine.topology
     if self_test and not pairs_values and not class_text:
@@ -89,7 +92,7 @@ def _report(job, as_json):
         from gputopo.report.outputs.terminal import print_summary
 
         c = console()
-        if job.bench.measurements or job.bench.findings:
+        if job.bench.measurements:  # (hang/crash findings show in the report part below)
             render_summary(job.bench, c, findings=False)
         if job.numerics is not None:
             from gputopo.numerics.summary import summary_lines

@@ -29,8 +29,6 @@ def report(run_dir, no_plots, as_json):
     render_run(run_dir, console=None if as_json else console(), plots=not no_plots)
     if as_json:
         click.echo((Path(run_dir) / "summary.json").read_text())
-    else:
-        click.echo(f"\nreport: {run_dir}/report.html  (also report.md, summary.json, results.csv)")
 
 
 @cli.command()

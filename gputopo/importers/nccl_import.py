@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Iterable, List, Optional
 
 from gputopo import SCHEMA_VERSION
+from gputopo.bench.runlog import (MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl,
+                                  new_run_dir, run_info, write_json)
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
-from gputopo.report.run_folder import (MEASUREMENTS_JSONL, NCCL_TESTS_JSON, TOPOLOGY_JSON, RUN_JSON,
-                                       append_jsonl, new_run_dir, run_info, write_json)
+from gputopo.report.run_folder import NCCL_TESTS_JSON
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)

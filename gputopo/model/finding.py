@@ -67,5 +67,12 @@ def gpu_ranges(gpus) -> str:
     return ",".join(parts)
 
 
+def where_text(gpus, link_class: Optional[str] = None) -> str:
+    """How a finding's message names its place: ``GPUs 0,4 (SYS)``, ``GPU 2``."""
+    g = ",".join(map(str, gpus))
+    w = f"GPUs {g}" if len(gpus) > 1 else f"GPU {g}"
+    return f"{w} ({link_class})" if link_class else w
+
+
 def worst_first(findings: List[Finding]) -> List[Finding]:
     return sorted(findings, key=lambda f: f.sort_key)

@@ -32,16 +32,18 @@ findings to ``events.jsonl``, and the loss curves to ``numerics_losses.csv`` at 
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
 from gputopo.errors import NoHardwareError, UsageError
 from gputopo.model import Finding, Topology
 from gputopo.model.values import is_value
 
+from .findings import BAD_VERDICTS, OTHER_WAY, record_finding
 from .job import NumericsOptions
 from .paths import pair_paths
 from .result import WAY_NAMES, WAYS, NumericsResult, num_to_json
@@ -51,8 +53,6 @@ from .verdict import FAILED_VERDICTS, Judgement, Tolerance, WayRun, judge, measu
 FABRICS = ("cuda", "cpu", "sim")
 #: Seconds a way may run before it counts as hung (real fabrics; excludes worker start-up).
 DEFAULT_TIMEOUT_S = 120.0
-NUMERICS_JSONL = "numerics.jsonl"
-EVENTS_JSONL = "events.jsonl"
 LOSSES_CSV = "numerics_losses.csv"
 
 Pair = Tuple[int, int]
@@ -469,45 +469,26 @@ def _warn_if_chaotic(out: NumericsRun) -> None:
 
 
 def finding_for(rec: NumericsResult, others: Dict[str, NumericsResult]) -> Optional[Finding]:
-    """The finding a record makes, if any: nan/diverged (with way and step), hang, crash."""
-    g = ",".join(map(str, rec.gpus))
-    who = f"GPUs {g} ({rec.link_class})"
-    name = WAY_NAMES[rec.way]
-    evidence: Dict[str, Any] = {"way": rec.way, "step": rec.step, "fabric": rec.fabric,
-                                "test": "numerics", "model": rec.model, "lr": rec.lr}
-    if rec.verdict in ("hang", "crash"):
-        evidence["error"] = rec.error
-        what = "hung" if rec.verdict == "hang" else "crashed"
-        return Finding(rec.verdict, "error", f"{who}: {name} training run {what}: {rec.error}",
-                       gpus=list(rec.gpus), link_class=rec.link_class, evidence=evidence)
-    if rec.verdict not in ("nan", "diverged"):
-        return None
-    evidence.update({"max_rel_loss_dev": num_to_json(rec.max_rel_loss_dev),
-                     "max_abs_param_diff": num_to_json(rec.max_abs_param_diff),
-                     "tolerance_loss_rel": rec.tolerance.get("loss_rel"),
-                     "first_nonfinite_step": rec.first_nonfinite_step,
-                     "nonfinite_in": rec.nonfinite_in, "paths": rec.paths})
-    what = ("loss/gradient went NaN/Inf" if rec.verdict == "nan" else "loss diverged from the reference")
-    msg = f"{who}: {name} {what} from step {rec.step}"
-    other = others.get({"dp": "ddp", "ddp": "dp"}.get(rec.way, ""))
-    if other is not None:
-        msg += f"; {WAY_NAMES[other.way]} on the same GPUs: {other.verdict}"
+    """The finding a record makes, if any (findings.py): nan/diverged (with way and step), hang,
+    crash; with a quick cause where the ways alone tell it (the report adds the host's)."""
+    f = record_finding(rec.to_json(), {way: o.to_json() for way, o in others.items()})
+    if f is None or f.kind not in BAD_VERDICTS:
+        return f
+    other = others.get(OTHER_WAY.get(rec.way, ""))
     if rec.way == "reference":
-        return Finding(rec.verdict, "warning", msg + " (the one-GPU job itself is unstable: lower --lr)",
-                       gpus=list(rec.gpus), link_class=rec.link_class, evidence=evidence,
-                       cause="the model or learning rate, not the interconnect",
-                       remedies=["lower --lr"])
-    cause, remedies = None, []
+        return dataclasses.replace(f, cause="the one-GPU job itself is unstable: the model or "
+                                            "learning rate, not the interconnect",
+                                   remedies=["lower --lr"])
     if rec.way == "dp" and other is not None and other.verdict == "ok":
-        cause = ("DataParallel's raw peer copies corrupt data between these GPUs while NCCL "
-                 f"(DDP, path {other.paths.get('all_reduce', '?')}) trains fine: the PCIe "
-                 "peer-to-peer path is likely broken (IOMMU DMA translation or ACS redirect)")
-        remedies = ["use DistributedDataParallel instead of DataParallel",
-                    "boot with iommu=pt (or disable the IOMMU)",
-                    "disable PCIe ACS redirect on the bridges between the GPUs",
-                    "NCCL_P2P_DISABLE=1 keeps NCCL off the peer path"]
-    return Finding(rec.verdict, "error", msg, gpus=list(rec.gpus), link_class=rec.link_class,
-                   evidence=evidence, cause=cause, remedies=remedies)
+        return dataclasses.replace(f, cause=(
+            "DataParallel's raw peer copies corrupt data between these GPUs while NCCL "
+            f"(DDP, path {other.paths.get('all_reduce', '?')}) trains fine: the PCIe "
+            "peer-to-peer path is likely broken (IOMMU DMA translation or ACS redirect)"),
+            remedies=["use DistributedDataParallel instead of DataParallel",
+                      "boot with iommu=pt (or disable the IOMMU)",
+                      "disable PCIe ACS redirect on the bridges between the GPUs",
+                      "NCCL_P2P_DISABLE=1 keeps NCCL off the peer path"])
+    return f
 
 
 def step_id(pair) -> str:
@@ -517,20 +498,11 @@ def step_id(pair) -> str:
 
 def done_pairs(run_dir) -> List[Pair]:
     """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume)."""
-    path = os.path.join(str(run_dir), NUMERICS_JSONL)
     seen: Dict[Pair, set] = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a truncated last line after a crash
-                pair = tuple(sorted(rec.get("gpus") or ()))
-                if len(pair) == 2:
-                    seen.setdefault(pair, set()).add(rec.get("way"))
-    except OSError:
-        return []
+    for _, rec in read_jsonl(os.path.join(str(run_dir), NUMERICS_JSONL)):
+        pair = tuple(sorted(rec.get("gpus") or ()))
+        if len(pair) == 2:
+            seen.setdefault(pair, set()).add(rec.get("way"))
     return sorted(p for p, ways in seen.items() if set(WAYS) <= ways)
 
 
@@ -546,11 +518,8 @@ class _Sink:
             os.makedirs(run_dir, exist_ok=True)
 
     def _append(self, name: str, doc: Dict[str, Any]) -> None:
-        if not self.run_dir:
-            return
-        with open(os.path.join(self.run_dir, name), "a", encoding="utf-8") as f:
-            f.write(json.dumps(doc, allow_nan=False) + "\n")
-            f.flush()
+        if self.run_dir:
+            append_jsonl(os.path.join(self.run_dir, name), doc, allow_nan=False)
 
     def add(self, out: NumericsRun, rec: NumericsResult) -> None:
         out.results.append(rec)

@@ -28,14 +28,29 @@ from .transport import Transport
 from .verdict import WayRun
 
 
-class _NonFinite:
-    """Remembers the first step and place a non-finite value showed up."""
+class TrainLog:
+    """What one training loop records: the loss of every step, the first step and place a
+    non-finite value showed up, and the wall time from its creation (make it just before the
+    first step)."""
 
     def __init__(self):
+        self.losses: List[float] = []
         self.step: Optional[int] = None
         self.where: Optional[str] = None
+        self.t0 = time.perf_counter()
 
-    def check(self, step: int, loss: float, params: Sequence[torch.Tensor]) -> None:
+    def step_done(self, step: int, loss: float, params: Sequence[torch.Tensor],
+                  optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        """After the backward pass of ``step``: record its loss, check it and the gradients,
+        step the optimizers, check the updated parameters."""
+        self.losses.append(loss)
+        self._check(step, loss, params)
+        for opt in optimizers:
+            opt.step()
+        if self.step is None and not all(bool(torch.isfinite(p).all()) for p in params):
+            self.step, self.where = step, "parameters"
+
+    def _check(self, step: int, loss: float, params: Sequence[torch.Tensor]) -> None:
         if self.step is not None:
             return
         if not math.isfinite(loss):
@@ -43,9 +58,13 @@ class _NonFinite:
         elif not grads_finite(params):
             self.step, self.where = step, "gradient"
 
-    def check_params(self, step: int, params: Sequence[torch.Tensor]) -> None:
-        if self.step is None and not all(bool(torch.isfinite(p).all()) for p in params):
-            self.step, self.where = step, "parameters"
+    def result(self, final_params: torch.Tensor, extra: dict,
+               wall_s: Optional[float] = None) -> WayRun:
+        """The loop's WayRun; ``wall_s`` defaults to the time since this log was made."""
+        return WayRun(losses=self.losses, final_params=final_params,
+                      first_nonfinite_step=self.step, nonfinite_in=self.where,
+                      wall_s=time.perf_counter() - self.t0 if wall_s is None else wall_s,
+                      extra=extra)
 
 
 def nan_injector(opts: NumericsOptions, rank: int, step_ref: List[int]) -> Optional[Callable]:
@@ -78,10 +97,8 @@ def train_reference(opts: NumericsOptions, data, device: str = "cpu", order: str
     model.train()
     opt = make_optimizer(model.parameters(), opts)
     params = list(model.parameters())
-    bad = _NonFinite()
-    losses: List[float] = []
     sizes = split_sizes(opts.batch, 2)
-    t0 = time.perf_counter()
+    log = TrainLog()
     for step in range(opts.steps):
         x, y = x_all[step].to(device), y_all[step].to(device)
         opt.zero_grad(set_to_none=True)
@@ -100,14 +117,10 @@ def train_reference(opts: NumericsOptions, data, device: str = "cpu", order: str
             loss = global_loss(model(x), y)
             loss.backward()
             value = float(loss.detach())
-        losses.append(value)
-        bad.check(step, value, params)
-        opt.step()
-        bad.check_params(step, params)
+        log.step_done(step, value, params, [opt])
     if device != "cpu":
         torch.cuda.synchronize(device)
-    return WayRun(losses=losses, final_params=flat_params(model), first_nonfinite_step=bad.step,
-                  nonfinite_in=bad.where, wall_s=time.perf_counter() - t0, extra={"order": order})
+    return log.result(flat_params(model), {"order": order})
 
 
 # ----------------------------------------------------------------------------- DataParallel
@@ -128,22 +141,14 @@ def train_dp_flow(opts: NumericsOptions, data, devices: Tuple[int, int], transpo
                             collective_path=collective_path,
                             on_replica_output=(lambda k, out: inject(out) if k == rank else out)
                             if inject else None)
-    bad = _NonFinite()
-    losses: List[float] = []
-    t0 = time.perf_counter()
+    log = TrainLog()
     for step in range(opts.steps):
         step_ref[0] = step
         opt.zero_grad(set_to_none=True)
         loss = global_loss(flow(x_all[step]), y_all[step])
         loss.backward()
-        value = float(loss.detach())
-        losses.append(value)
-        bad.check(step, value, params)
-        opt.step()
-        bad.check_params(step, params)
-    return WayRun(losses=losses, final_params=flat_params(model), first_nonfinite_step=bad.step,
-                  nonfinite_in=bad.where, wall_s=time.perf_counter() - t0,
-                  extra={"dp_split": list(flow.split_sizes), "paths": flow.paths})
+        log.step_done(step, float(loss.detach()), params, [opt])
+    return log.result(flat_params(model), {"dp_split": list(flow.split_sizes), "paths": flow.paths})
 
 
 def train_dp_cuda(opts: NumericsOptions, data, cuda_devices: Tuple[int, int]) -> WayRun:
@@ -175,30 +180,23 @@ def train_dp_cuda(opts: NumericsOptions, data, cuda_devices: Tuple[int, int]) ->
 
     h1 = model.register_forward_pre_hook(record_split)
     h2 = model.register_forward_hook(maybe_poison)
-    bad = _NonFinite()
-    losses: List[float] = []
-    t0 = time.perf_counter()
+    log = TrainLog()
     try:
         for step in range(opts.steps):
             step_ref[0] = step
             opt.zero_grad(set_to_none=True)
             loss = global_loss(dp(x_all[step].to(dev0)), y_all[step].to(dev0))
             loss.backward()
-            value = float(loss.detach())
-            losses.append(value)
-            bad.check(step, value, params)
-            opt.step()
-            bad.check_params(step, params)
+            log.step_done(step, float(loss.detach()), params, [opt])
         torch.cuda.synchronize(dev0)
     finally:
         h1.remove()
         h2.remove()
     dp_split = [split_seen[d] for d in (ci, cj) if d in split_seen]
-    return WayRun(losses=losses, final_params=flat_params(model), first_nonfinite_step=bad.step,
-                  nonfinite_in=bad.where, wall_s=time.perf_counter() - t0,
-                  extra={"dp_split": dp_split,
-                         "paths": {"broadcast": "nccl", "scatter": "cuda-copy",
-                                   "gather": "cuda-copy", "reduce_add": "nccl"}})
+    return log.result(flat_params(model),
+                      {"dp_split": dp_split,
+                       "paths": {"broadcast": "nccl", "scatter": "cuda-copy",
+                                 "gather": "cuda-copy", "reduce_add": "nccl"}})
 
 
 # ----------------------------------------------------------------------------- DDP, simulated ranks
@@ -242,9 +240,7 @@ def train_ddp_simulated(opts: NumericsOptions, data, devices: Tuple[int, int], t
     step_ref = [0]
     injectors = [nan_injector(opts, r, step_ref) for r in range(world)]
     sizes = split_sizes(opts.batch, world)
-    bad = _NonFinite()
-    losses: List[float] = []
-    t0 = time.perf_counter()
+    log = TrainLog()
     for step in range(opts.steps):
         step_ref[0] = step
         xs, ys = x_all[step].split(sizes), y_all[step].split(sizes)
@@ -273,15 +269,9 @@ def train_ddp_simulated(opts: NumericsOptions, data, devices: Tuple[int, int], t
                 k = p.numel()
                 p.grad = reduced[r][offset:offset + k].view_as(p).clone()
                 offset += k
-        value = sum(rank_losses) / world
-        losses.append(value)
-        bad.check(step, value, params[0] + params[1])
-        for o in opts_:
-            o.step()
-        bad.check_params(step, params[0] + params[1])
+        log.step_done(step, sum(rank_losses) / world, params[0] + params[1], opts_)
     replica_gap = float((flat_params(models[0]) - flat_params(models[1])).abs().max())
-    return WayRun(losses=losses, final_params=flat_params(models[0]), first_nonfinite_step=bad.step,
-                  nonfinite_in=bad.where, wall_s=time.perf_counter() - t0,
-                  extra={"ddp_split": sizes, "paths": {"all_reduce": path},
-                         "rank_param_gap": replica_gap if math.isfinite(replica_gap) else "nan",
-                         "ranks": "simulated in one process"})
+    return log.result(flat_params(models[0]),
+                      {"ddp_split": sizes, "paths": {"all_reduce": path},
+                       "rank_param_gap": replica_gap if math.isfinite(replica_gap) else "nan",
+                       "ranks": "simulated in one process"})

@@ -149,8 +149,7 @@ def _train_ddp(rank: int, opts, data, job: Dict[str, Any], backend: str):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .job import build_model, flat_params, make_optimizer, rank_loss, split_sizes
-    from .verdict import WayRun
-    from .ways import _NonFinite, nan_injector
+    from .ways import TrainLog, nan_injector
 
     world = 2
     if backend == "nccl":
@@ -172,10 +171,8 @@ def _train_ddp(rank: int, opts, data, job: Dict[str, Any], backend: str):
         sizes = split_sizes(opts.batch, world)
         step_ref = [0]
         inject = nan_injector(opts, rank, step_ref)
-        bad = _NonFinite()
-        losses: List[float] = []
         x_all, y_all = data
-        t0 = time.perf_counter()
+        log = TrainLog()
         for step in range(opts.steps):
             step_ref[0] = step
             x = x_all[step].split(sizes)[rank].to(device)
@@ -188,24 +185,18 @@ def _train_ddp(rank: int, opts, data, job: Dict[str, Any], backend: str):
             loss.backward()  # DDP all-reduces the gradients here
             logged = loss.detach().clone()
             dist.all_reduce(logged)  # the global loss, as a training script would log it
-            value = float(logged) / world
-            losses.append(value)
-            bad.check(step, value, params)
-            opt.step()
-            bad.check_params(step, params)
+            log.step_done(step, float(logged) / world, params, [opt])
         if backend == "nccl":
             torch.cuda.synchronize(device)
-        wall = time.perf_counter() - t0
+        wall = time.perf_counter() - log.t0
         final = flat_params(model)
     finally:
         # DESIGN.md: without this, ~4 % of gloo runs abort at exit after destroy_process_group.
         del ddp, opt, model
         gc.collect()
         dist.destroy_process_group()
-    return WayRun(losses=losses, final_params=final, first_nonfinite_step=bad.step,
-                  nonfinite_in=bad.where, wall_s=wall,
-                  extra={"ddp_split": sizes, "backend": backend, "rank": rank,
-                         "paths": {"all_reduce": backend}})
+    return log.result(final, {"ddp_split": sizes, "backend": backend, "rank": rank,
+                              "paths": {"all_reduce": backend}}, wall_s=wall)
 
 
 # ----------------------------------------------------------------------------- in the parent

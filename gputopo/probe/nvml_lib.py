@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gputopo.errors import NoHardwareError
-from gputopo.probe.nvml_query import (NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND,
-                                      P2P_CAP_INDEX, describe_error, error_code)
+from gputopo.probe.nvml_codes import NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND
+from gputopo.probe.nvml_query import P2P_CAP_INDEX, describe_error, error_code
 
 #: P2P capability indices as integers (pynvml's NVML_P2P_CAPS_INDEX_READ is the tuple ``(0,)``).
 P2P_CAPS_INDEX = P2P_CAP_INDEX

@@ -17,32 +17,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from gputopo.model.values import Failed, NotAvailable
-
-# nvmlReturn_t codes the probe acts on (same numbers as pynvml's NVML_ERROR_*).
-NVML_SUCCESS = 0
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_INVALID_ARGUMENT = 2
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_NOT_FOUND = 6
-NVML_ERROR_DRIVER_NOT_LOADED = 9
-NVML_ERROR_LIBRARY_NOT_FOUND = 12
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
-NVML_ERROR_GPU_IS_LOST = 15
-NVML_ERROR_UNKNOWN = 999
+from gputopo.probe.nvml_codes import (ERROR_NAMES, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_GPU_IS_LOST,
+                                      NVML_ERROR_NO_PERMISSION, NVML_ERROR_NOT_SUPPORTED)
 
 #: P2P capability -> nvmlGpuP2PCapsIndex_t as an int. Never pass pynvml's constants:
 #: NVML_P2P_CAPS_INDEX_READ is the tuple ``(0,)`` there (a stray comma in nvidia-ml-py).
 P2P_CAP_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}
-
-ERROR_NAMES = {
-    1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION",
-    5: "ALREADY_INITIALIZED", 6: "NOT_FOUND", 7: "INSUFFICIENT_SIZE", 8: "INSUFFICIENT_POWER",
-    9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 11: "IRQ_ISSUE", 12: "LIBRARY_NOT_FOUND",
-    13: "FUNCTION_NOT_FOUND", 14: "CORRUPTED_INFOROM", 15: "GPU_IS_LOST", 16: "RESET_REQUIRED",
-    17: "OPERATING_SYSTEM", 18: "LIB_RM_VERSION_MISMATCH", 19: "IN_USE", 20: "MEMORY",
-    21: "NO_DATA", 999: "UNKNOWN",
-}
 
 #: Codes that mean "this value does not exist here", with the reason's wording.
 _NOT_AVAILABLE_WHY = {

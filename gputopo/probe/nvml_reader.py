@@ -48,16 +48,13 @@ from gputopo.model.topology import (NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.cuda_index import cuda_indices
 from gputopo.probe.host import try_bus_key
-from gputopo.probe.nvml_query import (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND,
-                                      P2P_CAP_INDEX, GpuLost, as_text, query)
+from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
+from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, query
 
 #: NVLinks probed per GPU when the library does not say (NVML_NVLINK_MAX_LINKS of NVML 12).
 DEFAULT_MAX_NVLINKS = 18
 #: nvmlNvLinkDeviceType -> name.
 REMOTE_TYPES = {0: "GPU", 1: "IBMNPU", 2: "SWITCH"}
-#: nvmlDeviceGetNvLinkVersion answers an nvmlNvlinkVersion_t enum, not the NVLink generation
-#: (an A100 says 5, "3.1"; hwloc issue 658): enum -> generation, the number bandwidth tables use.
-NVLINK_GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
 LOST = "GPU lost"
 
 

@@ -21,7 +21,7 @@ is never printed because the model does not hold it. GPUs that NVML lost are lef
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Callable, List
 
 from gputopo.model import P2P_CAPS, Topology, is_value
 from gputopo.model.linkclass import LEGEND
@@ -40,7 +40,20 @@ def _legend_line(key: str, text: str) -> str:
 
 
 def _gpus(topo: Topology):
-    return sorted((g for g in topo.gpus if g.lost is None), key=lambda g: g.nvml_index)
+    """The GPUs to print, by NVML index (lost ones left out); ValueError when there is none."""
+    gpus = sorted((g for g in topo.gpus if g.lost is None), key=lambda g: g.nvml_index)
+    if not gpus:
+        raise ValueError("the topology has no GPUs to print")
+    return gpus
+
+
+def _row(label: str, a, gpus, self_cell: str, cell: Callable[[Any, Any], str]) -> List[str]:
+    """One matrix row: ``label``, then ``cell(a, b)`` per GPU ``b`` (``self_cell`` where b is a)."""
+    return [label] + [self_cell if a.nvml_index == b.nvml_index else cell(a, b) for b in gpus]
+
+
+def _with_legend(lines: List[str], legend: List[str]) -> str:
+    return "\n".join(lines + ["", "Legend:", ""] + legend) + "\n"
 
 
 def format_topo_matrix(topo: Topology) -> str:
@@ -49,36 +62,29 @@ def format_topo_matrix(topo: Topology) -> str:
     Raises ValueError if there is no GPU to print or two printed GPUs have no Pair.
     """
     gpus = _gpus(topo)
-    if not gpus:
-        raise ValueError("the topology has no GPUs to print")
-    labels = [f"GPU{g.nvml_index}" for g in gpus]
     with_cpu = any(is_value(g.cpu_affinity) for g in gpus)
     with_numa = any(is_value(g.numa_node) for g in gpus)
 
-    header = [""] + labels
+    def link_class(a, b) -> str:
+        try:
+            return str(topo.link_class(a.nvml_index, b.nvml_index))
+        except KeyError:
+            raise ValueError(f"the topology has no pair GPU{a.nvml_index}-GPU{b.nvml_index}") from None
+
+    header = [""] + [f"GPU{g.nvml_index}" for g in gpus]
     if with_cpu:
         header.append("CPU Affinity")
     if with_numa:
         header.append("NUMA Affinity")
     lines: List[str] = ["\t".join(header)]
     for a in gpus:
-        cells = [f"GPU{a.nvml_index}"]
-        for b in gpus:
-            if a.nvml_index == b.nvml_index:
-                cells.append(" X ")
-                continue
-            try:
-                cells.append(str(topo.link_class(a.nvml_index, b.nvml_index)))
-            except KeyError:
-                raise ValueError(f"the topology has no pair GPU{a.nvml_index}-GPU{b.nvml_index}") from None
+        cells = _row(f"GPU{a.nvml_index}", a, gpus, " X ", link_class)
         if with_cpu:
             cells.append(str(a.cpu_affinity) if is_value(a.cpu_affinity) else "N/A")
         if with_numa:
             cells.append(str(a.numa_node) if is_value(a.numa_node) else "N/A")
         lines.append("\t".join(cells))
-    lines += ["", "Legend:", ""]
-    lines += [_legend_line(k, v) for k, v in LEGEND.items()]
-    return "\n".join(lines) + "\n"
+    return _with_legend(lines, [_legend_line(k, v) for k, v in LEGEND.items()])
 
 
 def format_p2p_matrix(topo: Topology, cap: str) -> str:
@@ -93,28 +99,21 @@ def format_p2p_matrix(topo: Topology, cap: str) -> str:
     if cap_name not in P2P_CAPS:
         raise ValueError(f"unknown P2P capability {cap!r}; use one of {', '.join(P2P_CAPS)}")
     gpus = _gpus(topo)
-    if not gpus:
-        raise ValueError("the topology has no GPUs to print")
-    labels = [f"GPU{g.nvml_index}" for g in gpus]
-    lines = ["\t".join([""] + labels)]
     seen = set()
-    for a in gpus:
-        cells = [f" GPU{a.nvml_index}"]
-        for b in gpus:
-            if a.nvml_index == b.nvml_index:
-                cells.append("X")
-                continue
-            try:
-                status = topo.pair(a.nvml_index, b.nvml_index).p2p.get(cap_name)
-            except KeyError:
-                status = None
-            text = str(status).upper() if is_value(status) else "U"
-            if text not in P2P_STATUS_MEANING:
-                text = "U"
-            seen.add(text)
-            cells.append(text)
-        lines.append("\t".join(cells))
-    lines += ["", "Legend:", "", _legend_line("X", "Self")]
-    lines += [_legend_line(k, P2P_STATUS_MEANING[k]) for k in _P2P_LEGEND_ORDER
-              if k != "DR" or "DR" in seen]
-    return "\n".join(lines) + "\n"
+
+    def status(a, b) -> str:
+        try:
+            value = topo.pair(a.nvml_index, b.nvml_index).p2p.get(cap_name)
+        except KeyError:
+            value = None
+        text = str(value).upper() if is_value(value) else "U"
+        if text not in P2P_STATUS_MEANING:
+            text = "U"
+        seen.add(text)
+        return text
+
+    lines = ["\t".join([""] + [f"GPU{g.nvml_index}" for g in gpus])]
+    lines += ["\t".join(_row(f" GPU{a.nvml_index}", a, gpus, "X", status)) for a in gpus]
+    return _with_legend(lines, [_legend_line("X", "Self")]
+                        + [_legend_line(k, P2P_STATUS_MEANING[k]) for k in _P2P_LEGEND_ORDER
+                           if k != "DR" or "DR" in seen])

@@ -1,5 +1,6 @@
 """Bandwidth findings: `slow` (below the link's rate), `outlier` (below its class's median),
-`p2p-slower-than-staged` (peer copies slower than going through host memory).
+`p2p-slower-than-staged` (peer copies slower than going through host memory); and the bench's
+`noisy` (samples spread) with the topology's link classes.
 
 Thresholds are named constants so users and tests can see them. All three are skipped on the
 ``cpu`` fabric, whose timings measure memcpy and process scheduling, not a GPU link.
@@ -11,6 +12,7 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Optional
 
+from gputopo.bench.results import noisy_findings as measured_noisy_findings
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
@@ -169,27 +171,6 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
 
 
 def noisy_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
-    """One `noisy` (info) finding per pair whose samples spread (IQR/median above the model's
-    NOISE_THRESHOLD): its figures are less certain; nothing is concluded from the spread."""
-    from gputopo.model.measurement import NOISE_THRESHOLD
-
-    noisy: Dict[tuple, List[Measurement]] = defaultdict(list)
-    total: Dict[tuple, int] = defaultdict(int)
-    for m in measurements:
-        key = tuple(sorted(m.gpus))
-        total[key] += 1
-        if m.noisy:
-            noisy[key].append(m)
-    out = []
-    for gpus, ms in sorted(noisy.items()):
-        lc = link_class_of(topo, ms[0])
-        who = (f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}") + (f" ({lc})" if lc else "")
-        out.append(Finding(
-            "noisy", "info",
-            f"{who}: {len(ms)} of {total[gpus]} measurements noisy (IQR/median > {NOISE_THRESHOLD:g}); "
-            "repeat them or run with fewer other loads",
-            gpus=list(gpus), link_class=lc,
-            evidence={"measurements": [{"test": m.test, "direction": m.direction, "size_bytes": m.size_bytes,
-                                        "iqr_over_median": round(m.iqr_s / m.median_s, 3)} for m in ms[:20]],
-                      "noisy": len(ms), "total": total[gpus]}))
-    return out
+    """The bench's `noisy` (info) findings, with link classes from the topology where a
+    measurement recorded none: its figures are less certain; nothing is concluded from it."""
+    return measured_noisy_findings(measurements, lambda m: link_class_of(topo, m))

@@ -35,48 +35,15 @@ import functools
 from typing import Dict, Iterable, Optional, Tuple
 
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
+from gputopo.probe import nvml_codes as _codes  # plain data: the fake never imports pynvml
+from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID_ARGUMENT,
+                                      NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED)
 
 from .pci import PciAddress
 
 # --------------------------------------------------------------------------- NVML constants
-NVML_SUCCESS = 0
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_INVALID_ARGUMENT = 2
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_ALREADY_INITIALIZED = 5
-NVML_ERROR_NOT_FOUND = 6
-NVML_ERROR_INSUFFICIENT_SIZE = 7
-NVML_ERROR_DRIVER_NOT_LOADED = 9
-NVML_ERROR_TIMEOUT = 10
-NVML_ERROR_LIBRARY_NOT_FOUND = 12
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
-NVML_ERROR_GPU_IS_LOST = 15
-NVML_ERROR_UNKNOWN = 999
-
-_ERROR_NAMES = {  # code -> (pynvml class suffix, message as pynvml prints it)
-    1: ("Uninitialized", "Uninitialized"),
-    2: ("InvalidArgument", "Invalid Argument"),
-    3: ("NotSupported", "Not Supported"),
-    4: ("NoPermission", "Insufficient Permissions"),
-    5: ("AlreadyInitialized", "Already Initialized"),
-    6: ("NotFound", "Not Found"),
-    7: ("InsufficientSize", "Insufficient Size"),
-    8: ("InsufficientPower", "Insufficient External Power"),
-    9: ("DriverNotLoaded", "Driver Not Loaded"),
-    10: ("Timeout", "Timeout"),
-    11: ("IrqIssue", "Interrupt Request Issue"),
-    12: ("LibraryNotFound", "NVML Shared Library Not Found"),
-    13: ("FunctionNotFound", "Function Not Found"),
-    14: ("CorruptedInforom", "Corrupted infoROM"),
-    15: ("GpuIsLost", "GPU is lost"),
-    16: ("ResetRequired", "GPU requires restart"),
-    17: ("OperatingSystem", "The operating system has blocked the request."),
-    18: ("LibRmVersionMismatch", "RM has detected an NVML/RM version mismatch."),
-    20: ("Memory", "Insufficient Memory"),
-    999: ("Unknown", "Unknown Error"),
-}
-
+# Return codes, their names and messages: gputopo.probe.nvml_codes (NVML's numbers, written once
+# for the probe and this fake; every NVML_ERROR_* is on the fake too, see the end of the module).
 NVML_TOPOLOGY_INTERNAL = 0
 NVML_TOPOLOGY_SINGLE = 10
 NVML_TOPOLOGY_MULTIPLE = 20
@@ -107,7 +74,7 @@ NVML_NVLINK_VERSION_5_0 = 7
 #: NVLink generation -> what nvmlDeviceGetNvLinkVersion returns for it (A100/RTX 30: 3.1).
 NVLINK_VERSION_TO_NVML = {1: 1, 2: 2, 3: 5, 4: 6, 5: 7, 6: 8}
 #: nvmlNvlinkVersion_t -> NVLink generation (what a reader should map the answer back with).
-NVLINK_VERSION_FROM_NVML = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+NVLINK_VERSION_FROM_NVML = _codes.NVLINK_GENERATION
 
 NVML_P2P_CAPS_INDEX_READ = (0,)  # sic: a stray comma in nvidia-ml-py makes this a tuple
 NVML_P2P_CAPS_INDEX_WRITE = 1
@@ -149,8 +116,7 @@ class NVMLError(Exception):
         self.value = value
 
     def __str__(self):
-        name = _ERROR_NAMES.get(self.value)
-        return name[1] if name else f"NVML Error with code {self.value}"
+        return _codes.PYNVML_MESSAGES.get(self.value, f"NVML Error with code {self.value}")
 
     def __eq__(self, other):  # as pynvml (which makes the errors unhashable, as here)
         return self.value == getattr(other, "value", None)
@@ -160,8 +126,8 @@ class NVMLError(Exception):
 
 def _make_error_classes() -> Dict[str, type]:
     out = {}
-    for code, (suffix, _) in _ERROR_NAMES.items():
-        name = f"NVMLError_{suffix}"
+    for code in _codes.ERROR_NAMES:
+        name = _codes.pynvml_class_name(code)
         cls = type(name, (NVMLError,), {
             "__new__": lambda typ, *args, _code=code: NVMLError.__new__(typ, _code),
             "__init__": lambda self, *args, _code=code: NVMLError.__init__(self, _code),
@@ -492,7 +458,7 @@ class FakeNvml:
 
 
 # pynvml's module-level names: the error classes and the NVML_* constants, on the fake too.
-for _name, _value in list(globals().items()):
+for _name, _value in list(vars(_codes).items()) + list(globals().items()):
     if _name.startswith(("NVML_", "NVMLError_")) or _name == "NVLINK_VERSION_FROM_NVML":
         setattr(FakeNvml, _name, _value)
 del _name, _value

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from gputopo.model import LinkClass
-from gputopo.report.numerics_findings import BAD_VERDICTS, record_gpus
+from gputopo.numerics.findings import BAD_VERDICTS, record_gpus
 from gputopo.report.summary import Summary
 
 #: Above this many GPUs the cells are too small for numbers.

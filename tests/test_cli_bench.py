@@ -1,0 +1,474 @@
+"""`gputopo bench` and `gputopo numerics` end to end, as a user runs them: `python -m gputopo`
+in a subprocess, exit codes, stdout/stderr, and the run folder left on disk.
+
+The seed story (DESIGN.md) is benchmarked once for the module on three pairs of `seed-8gpu`:
+0,1 (NV4), 3,4 (SYS: peer copies corrupt, DataParallel goes NaN) and 5,6 (NODE), and every
+test below reads that one run. Everything that starts worker processes is marked slow.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SEED_PAIRS = ("0,1", "3,4", "5,6")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def gputopo(*args, cwd=None, timeout=180):
+    """Run `python -m gputopo ARGS` as a user would; return the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+def one_error_line(proc) -> str:
+    """The stderr of a refused command: exactly one line, no traceback; returns it."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    return lines[0]
+
+
+def by_pair(items):
+    return {tuple(x["gpus"]): x for x in items}
+
+
+@pytest.fixture(scope="module")
+def seed_run(tmp_path_factory):
+    """`gputopo bench --sim seed-8gpu --quick --pairs 0,1 --pairs 3,4 --pairs 5,6 --json`."""
+    base = tmp_path_factory.mktemp("bench-seed")
+    pair_args = [a for p in SEED_PAIRS for a in ("--pairs", p)]
+    proc = gputopo("bench", "--sim", "seed-8gpu", "--quick", *pair_args, "--out", "seed", "--json",
+                   cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    run_dir = base / doc["run_dir"]
+    assert run_dir.resolve() == (base / "seed").resolve()
+    return doc, run_dir
+
+
+def read_jsonl(path: Path):
+    lines = path.read_text().splitlines()
+    assert lines, f"{path} is empty"
+    return [json.loads(line) for line in lines]  # every line is one JSON document
+
+
+# ---------------------------------------------------------------- bench --json on seed-8gpu
+
+
+@pytest.mark.slow
+def test_bench_json_header_and_pairs(seed_run):
+    doc, _ = seed_run
+    assert doc["schema_version"] == 1
+    assert doc["simulated"] is True and doc["fabric"] == "sim"
+    assert doc["machine"] == "seed-8gpu"
+    assert doc["timing"] == ["modeled"]  # the sim fabric never pretends to have measured a clock
+    pairs = by_pair(doc["pairs"])
+    assert set(pairs) == {(0, 1), (3, 4), (5, 6)}
+    assert {k: p["link_class"] for k, p in pairs.items()} == {(0, 1): "NV4", (3, 4): "SYS",
+                                                               (5, 6): "NODE"}
+    for key, p in pairs.items():
+        assert p["gpus"] == list(key)
+        i, j = key
+        fwd, back = p["p2p_gbps"][f"{i}->{j}"], p["p2p_gbps"][f"{j}->{i}"]
+        assert fwd > 0 and back > 0, p
+        assert p["measurements"] > 0
+    # the link model's order: the NVLink pair far above both PCIe pairs
+    slow_dir = {k: min(p["p2p_gbps"].values()) for k, p in pairs.items()}
+    assert slow_dir[(0, 1)] > 2 * max(slow_dir[(5, 6)], slow_dir[(3, 4)]), slow_dir
+
+
+@pytest.mark.slow
+def test_bench_json_corruption_only_on_the_sys_pair(seed_run):
+    doc, _ = seed_run
+    pairs = by_pair(doc["pairs"])
+    assert pairs[(3, 4)]["wrong"] > 0
+    assert pairs[(0, 1)]["wrong"] == 0 and pairs[(5, 6)]["wrong"] == 0
+    # staged copies go through host memory and stay intact: only peer paths are hit
+    assert pairs[(3, 4)]["wrong_by_test"] and "p2p.staged" not in pairs[(3, 4)]["wrong_by_test"]
+    assert "p2p.copy" in pairs[(3, 4)]["wrong_by_test"]
+
+    corrupt = [f for f in doc["findings"] if f["kind"] == "corrupt"]
+    assert [f["gpus"] for f in corrupt] == [[3, 4]]
+    assert corrupt[0]["severity"] == "error" and corrupt[0]["link_class"] == "SYS"
+    assert corrupt[0]["evidence"]["total_wrong"] == pairs[(3, 4)]["wrong"]
+    for clean in ([0, 1], [5, 6]):
+        assert not [f for f in doc["findings"] if f["gpus"] == clean], clean
+    assert doc["verdict"] == "broken"
+
+
+@pytest.mark.slow
+def test_bench_json_numerics_dp_nan_on_sys_ddp_fine(seed_run):
+    doc, _ = seed_run
+    results = doc["numerics"]["results"]
+    got = {(tuple(r["gpus"]), r["way"]): r for r in results}
+    assert set(got) == {(p, w) for p in [(0, 1), (3, 4), (5, 6)] for w in ("reference", "dp", "ddp")}
+    bad_dp = got[((3, 4), "dp")]
+    assert bad_dp["verdict"] in ("nan", "diverged")
+    assert isinstance(bad_dp["step"], int) and 0 <= bad_dp["step"] < bad_dp["steps"]
+    for (pair, way), r in got.items():
+        if (pair, way) != ((3, 4), "dp"):
+            assert r["verdict"] == "ok", (pair, way, r["verdict"])
+    for pair in [(0, 1), (3, 4), (5, 6)]:
+        assert got[(pair, "ddp")]["verdict"] == "ok"
+    kinds34 = {f["kind"] for f in doc["findings"] if f["gpus"] == [3, 4]}
+    assert kinds34 & {"nan", "diverged"}, kinds34
+
+
+@pytest.mark.slow
+def test_bench_json_host_findings_name_the_remedies(seed_run):
+    doc, _ = seed_run
+    by_kind = {}
+    for f in doc["findings"]:
+        by_kind.setdefault(f["kind"], []).append(f)
+    assert "iommu" in by_kind and "acs" in by_kind
+    for kind in ("iommu", "acs"):
+        remedies = " | ".join(r for f in by_kind[kind] for r in f.get("remedies") or [])
+        assert "iommu=pt" in remedies, (kind, remedies)
+        assert "NCCL_P2P_DISABLE=1" in remedies, (kind, remedies)
+    corrupt_remedies = " ".join(by_kind["corrupt"][0]["remedies"])
+    assert "iommu=pt" in corrupt_remedies and "NCCL_P2P_DISABLE=1" in corrupt_remedies
+
+
+# ---------------------------------------------------------------- the run folder
+
+
+@pytest.mark.slow
+def test_run_folder_has_every_output(seed_run):
+    doc, run = seed_run
+    for name in ("run.json", "topology.json", "measurements.jsonl", "numerics.jsonl",
+                 "summary.json", "results.csv", "report.md", "report.html"):
+        assert (run / name).is_file() and (run / name).stat().st_size > 0, name
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["simulated"] is True and info["fabric"] == "sim" and info["machine"] == "seed-8gpu"
+    topo = json.loads((run / "topology.json").read_text())
+    assert len(topo["gpus"]) == 8 and topo["simulated"] is True
+
+    ms = read_jsonl(run / "measurements.jsonl")
+    assert len(ms) == doc["measurements"]
+    assert {tuple(m["gpus"]) for m in ms if m.get("gpus")} == {(0, 1), (3, 4), (5, 6)}
+    assert all(m["timing"] == "modeled" and m["fabric"] == "sim" for m in ms)
+    nums = read_jsonl(run / "numerics.jsonl")
+    assert len(nums) == len(doc["numerics"]["results"]) == 9
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["schema_version"] == 1
+    assert summary["simulated"] is True and summary["fabric"] == "sim"
+    assert summary["verdict"] == doc["verdict"] == "broken"
+
+    with open(run / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(ms)
+    assert {r["gpus"] for r in rows} == {"0-1", "3-4", "5-6"}
+    assert sum(int(r["wrong"] or 0) for r in rows if r["gpus"] == "3-4") > 0
+    assert sum(int(r["wrong"] or 0) for r in rows if r["gpus"] != "3-4") == 0
+
+    assert "SIMULATED" in (run / "report.html").read_text()
+    assert "SIMULATED" in (run / "report.md").read_text()
+    pngs = sorted(run.glob("*.png"))
+    names = {p.name for p in pngs}
+    assert {"heatmap_gbps.png", "heatmap_link_class.png"} <= names, names
+    for p in pngs:
+        assert p.read_bytes()[:8] == PNG_MAGIC, p
+
+
+@pytest.mark.slow
+def test_wrong_counts_agree_across_outputs(seed_run):
+    """measurements.jsonl, the --json pair figures and the corrupt finding count the same."""
+    doc, run = seed_run
+    ms = read_jsonl(run / "measurements.jsonl")
+    per_pair = {}
+    for m in ms:
+        per_pair[tuple(m["gpus"])] = per_pair.get(tuple(m["gpus"]), 0) + int(m["wrong"] or 0)
+    pairs = by_pair(doc["pairs"])
+    assert per_pair == {k: p["wrong"] for k, p in pairs.items()}
+    corrupt = next(f for f in doc["findings"] if f["kind"] == "corrupt")
+    assert corrupt["evidence"]["total_wrong"] == per_pair[(3, 4)]
+
+
+@pytest.mark.slow
+def test_table_output_and_new_run_folders_never_overwrite(tmp_path):
+    """No --json: a table saying SIMULATED with GB/s per pair. No --out: a new timestamped folder
+    under ./reports each time, an earlier run left as it was."""
+    first = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--pairs", "0,1", "--pairs", "3,4",
+                    "--tests", "p2p", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout
+    assert "SIMULATED" in out
+    assert "P2P GB/s" in out
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*(\d+,\d+)\s+(NV4|SYS)\s+([\d.]+) / ([\d.]+)\s", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), float(m.group(3)), float(m.group(4)), line)
+    assert set(rows) == {"0,1", "3,4"}, out
+    assert rows["0,1"][0] == "NV4" and rows["3,4"][0] == "SYS"
+    assert min(rows["0,1"][1:3]) > max(rows["3,4"][1:3]) > 0
+    assert "corrupt" in out  # the finding is on the terminal, not only in the files
+
+    reports = tmp_path / "reports"
+    runs = sorted(p for p in reports.iterdir() if p.is_dir())
+    assert len(runs) == 1 and re.match(r"^\d{8}-\d{6}-seed-8gpu", runs[0].name), runs
+    assert str(runs[0].relative_to(tmp_path)) in out
+    before = {p.name: p.read_bytes() for p in runs[0].iterdir() if p.is_file()}
+
+    second = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+                     "--json", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    doc = json.loads(second.stdout)
+    runs2 = sorted(p for p in reports.iterdir() if p.is_dir())
+    assert len(runs2) == 2
+    new = (tmp_path / doc["run_dir"]).resolve()
+    assert new != runs[0].resolve() and new.parent == reports.resolve()
+    assert (new / "summary.json").is_file()
+    after = {p.name: p.read_bytes() for p in runs[0].iterdir() if p.is_file()}
+    assert after == before
+
+
+@pytest.mark.slow
+def test_out_into_an_existing_run_is_refused(seed_run):
+    _, run = seed_run
+    before = (run / "measurements.jsonl").read_bytes()
+    proc = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+                   "--out", run)
+    assert proc.returncode == 2
+    assert "--out" in one_error_line(proc)
+    assert (run / "measurements.jsonl").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_resume_of_a_finished_sim_run_needs_no_options(seed_run, tmp_path):
+    """`--resume DIR` alone resumes "on the machine and fabric the run used" (cli/bench.py).
+    On a finished run there is nothing left to measure: exit 0, raw files unchanged."""
+    _, run = seed_run
+    copy = tmp_path / "resumed"
+    shutil.copytree(run, copy)
+    raw = {n: (copy / n).read_bytes() for n in ("measurements.jsonl", "numerics.jsonl")}
+    proc = gputopo("bench", "--resume", copy, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    doc = json.loads(proc.stdout)
+    assert doc["simulated"] is True and doc["machine"] == "seed-8gpu"
+    assert by_pair(doc["pairs"])[(3, 4)]["wrong"] > 0
+    assert {n: (copy / n).read_bytes() for n in raw} == raw
+
+
+# ---------------------------------------------------------------- refused input
+
+
+BAD_INPUTS = [
+    (["--pairs", "5,5"], "5,5"),
+    (["--pairs", "9,1"], "9"),
+    (["--pairs", "5"], "--pairs"),
+    (["--pairs", "a,b"], "a"),
+    (["--class", "FOO"], "FOO"),
+    (["--tests", "foo"], "foo"),
+    (["--sizes", "1X"], "1X"),
+    (["--steps", "0"], "--steps"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,named", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, named):
+    proc = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--out", tmp_path / "run", *args,
+                   cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    line = one_error_line(proc)
+    assert named in line, line
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+    assert not (tmp_path / "reports").exists()
+
+
+def _nvml_driver_present() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.slow
+def test_no_gpu_and_no_sim_exits_3_naming_sim(tmp_path):
+    if _nvml_driver_present():
+        pytest.skip("this machine has an NVIDIA driver: `gputopo bench` would measure it")
+    for args in (["bench", "--quick"], ["numerics"], ["check", "--spec", "pcie-box", "--quick"]):
+        proc = gputopo(*args, cwd=tmp_path, timeout=60)
+        assert proc.returncode == 3, (args, proc.returncode, proc.stderr)
+        line = one_error_line(proc)
+        assert "--sim" in line and "--fabric cpu" in line, (args, line)
+    assert not (tmp_path / "reports").exists()
+
+
+# ---------------------------------------------------------------- cpu fabric (real gloo)
+
+
+@pytest.mark.slow
+def test_cpu_fabric_collectives_over_gloo(tmp_path):
+    proc = gputopo("bench", "--fabric", "cpu", "--quick", "--tests", "collectives", "--sizes", "1M",
+                   "--out", tmp_path / "cpu", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["fabric"] == "cpu" and doc["simulated"] is False
+    assert doc["timing"] == ["wall"]
+    assert "numerics" not in doc or doc["numerics"] is None  # --tests collectives only
+    ms = read_jsonl(tmp_path / "cpu" / "measurements.jsonl")
+    assert {m["test"] for m in ms} >= {"collective.all_reduce", "collective.broadcast"}
+    for m in ms:
+        assert m["timing"] == "wall" and m["fabric"] == "cpu"
+        assert m["size_bytes"] == 1 << 20
+        assert m["error"] is None and m["wrong"] == 0
+        assert m["derived"]["busbw_gbps"] > 0
+        assert m["extra"]["transport"] == "gloo" and m["extra"]["ranks"] == 2
+    (pair,) = doc["pairs"]
+    assert pair["gpus"] == [0, 1] and pair["wrong"] == 0
+    assert all(v > 0 for v in pair["busbw_gbps"].values())
+    summary = json.loads((tmp_path / "cpu" / "summary.json").read_text())
+    assert summary["simulated"] is False and summary["fabric"] == "cpu"
+
+
+# ---------------------------------------------------------------- numerics
+
+
+@pytest.mark.slow
+def test_numerics_json_and_table(tmp_path):
+    args = ["numerics", "--sim", "seed-8gpu", "--pairs", "3,4", "--pairs", "6,7"]
+    proc = gputopo(*args, "--json", "--out", tmp_path / "j", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema_version"] == 1 and doc["simulated"] is True
+    got = {(tuple(r["gpus"]), r["way"]): r["verdict"] for r in doc["numerics"]["results"]}
+    assert set(got) == {(p, w) for p in [(3, 4), (6, 7)] for w in ("reference", "dp", "ddp")}
+    assert got.pop(((3, 4), "dp")) in ("nan", "diverged")
+    assert set(got.values()) == {"ok"}, got
+    tol = doc["numerics"]["tolerances"]["run"]
+    assert 0 < tol["loss_rel"] < 1e-3 and 0 < tol["param_abs"] < 1e-3
+    classes = {tuple(r["gpus"]): r["link_class"] for r in doc["numerics"]["results"]}
+    assert classes == {(3, 4): "SYS", (6, 7): "NV4"}
+    assert doc["measurements"] == 0  # numerics only: no bench measurements
+
+    table = gputopo(*args, "--out", tmp_path / "t", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    out = table.stdout
+    assert "SIMULATED" in out
+    assert re.search(r"(?m)^tolerance:.*\d\.\d+e-0\d", out), out
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"(?m)^(\d,\d)\s+(SYS|NV4)\s.*$", out)}
+    assert set(rows) == {"3,4", "6,7"}, out
+    assert re.search(r"\bnan@\d+|\bdiverged", rows["3,4"]), rows["3,4"]
+    assert "nan" not in rows["6,7"] and "diverged" not in rows["6,7"]
+
+
+# ---------------------------------------------------------------- a hanging pair
+
+
+def _alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _pids_with_cmdline_containing(text: str):
+    found = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd and _alive(int(d.name)):
+            found.add(int(d.name))
+    return found
+
+
+HANG_BOX = """\
+extends = "pcie-4gpu"
+name = "hang-box"
+
+[[fault]]
+where = "pair:0,1"
+what = "hang"
+description = "a peer path that drops requests"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc for processes")
+def test_hang_fault_finishes_the_run_and_leaves_no_workers(tmp_path):
+    """A pair whose transfers never finish: bench (which reports, it does not judge: exit 0)
+    kills its workers after --timeout, records a hang, measures the other pairs, and leaves no
+    process behind."""
+    cwd = tmp_path / "hang-cwd-marker"
+    cwd.mkdir()
+    (cwd / "hang-box.toml").write_text(HANG_BOX)
+    marker = str(cwd)  # a forkserver's command line carries the caller's sys.path (the cwd)
+    assert not _pids_with_cmdline_containing(marker)
+
+    t0 = time.monotonic()
+    argv = [sys.executable, "-m", "gputopo", "bench", "--sim", "hang-box.toml", "--quick",
+            "--pairs", "0,1", "--pairs", "2,3", "--tests", "p2p,numerics", "--timeout", "3",
+            "--out", "run", "--json"]
+    seen = set()  # helpers of the run seen while it runs (forkserver, workers): must end with it
+    with subprocess.Popen(argv, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as p:
+        while p.poll() is None and time.monotonic() - t0 < 150:
+            seen |= _pids_with_cmdline_containing(marker) - {p.pid}
+            time.sleep(0.25)
+        if p.poll() is None:
+            p.kill()
+        stdout, stderr = p.communicate()
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    doc = json.loads(stdout)
+    assert elapsed < 100
+
+    hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+    assert hangs and all(f["gpus"] == [0, 1] for f in hangs), hangs
+    assert all(f["severity"] == "error" and f["link_class"] == "PXB" for f in hangs)
+    pairs = by_pair(doc["pairs"])
+    assert pairs[(0, 1)]["measurements"] == 0
+    assert pairs[(2, 3)]["measurements"] > 0 and pairs[(2, 3)]["link_class"] == "PIX"
+    assert all(v and v > 0 for v in pairs[(2, 3)]["p2p_gbps"].values())
+    verdicts = {(tuple(r["gpus"]), r["way"]): r["verdict"] for r in doc["numerics"]["results"]}
+    assert verdicts[((0, 1), "dp")] == "hang" and verdicts[((0, 1), "ddp")] == "hang"
+    assert verdicts[((2, 3), "dp")] == "ok" and verdicts[((2, 3), "ddp")] == "ok"
+    assert not (cwd / "run" / "error.txt").exists()
+    summary = json.loads((cwd / "run" / "summary.json").read_text())
+    assert "hang" in {f["kind"] for f in summary["findings"]}
+
+    worker_pids = set()
+    for log in (cwd / "run" / "workers").glob("*.log"):
+        worker_pids |= {int(p) for p in re.findall(r"\bpid (\d+)", log.read_text())}
+    assert len(worker_pids) >= 2, "worker logs name no pids"
+    deadline = time.monotonic() + 15
+    while True:
+        left = {pid for pid in worker_pids | seen if _alive(pid)} \
+            | _pids_with_cmdline_containing(marker)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"processes left behind: {left}"
