@@ -50,7 +50,7 @@ def main():
         work = s - help_s  # the part that depends on the machine's size
         rows.append((n, pairs, s, work))
         print(f"{n:>5} {pairs:>6} {s:>14.3f} {work:>17.3f} {1000 * work / pairs:>8.3f}")
-    (n0, p0, _, w0), (n1, p1, _, w1) = rows[1], rows[2]
+    (_, p0, _, w0), (_, p1, _, w1) = rows[1], rows[2]
     print()
     print(f"64 -> 256 GPUs: pairs x{p1 / p0:.1f}, size-dependent time x{w1 / max(w0, 1e-9):.1f} "
           "(linear in pairs means about the same factor; faster growth would be worse than O(pairs))")

@@ -9,7 +9,7 @@ caller; the CLI only parses options and calls it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology

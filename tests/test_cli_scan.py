@@ -7,7 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from gputopo.cli.main import cli, main, _register
+from gputopo.cli.main import _register, cli
 
 _register()
 

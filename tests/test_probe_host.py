@@ -1,7 +1,6 @@
 """probe.host against hand-written, real-looking sysfs trees and lspci output."""
 
 import os
-import subprocess
 
 import pytest
 

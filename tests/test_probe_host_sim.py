@@ -1,6 +1,5 @@
 """The host reader on simulated hosts (gputopo.sim's FakeHost): the same code as on a real one."""
 
-import time
 
 import pytest
 
@@ -13,16 +12,14 @@ from gputopo.sim.fake_host import FakeHost
 def host_of(name, **kw):
     desc = load_description(name)
     with FakeHost(desc, **kw) as fh:
-        t = time.perf_counter()
         info = read_host(fh.root, fh.run, [g.bus_id for g in desc.gpus])
-        elapsed = time.perf_counter() - t
         chains = {g.bus_id: upstream_bridges(fh.root, g.bus_id) for g in desc.gpus}
         commands = list(fh.commands)
-    return info, desc, chains, commands, elapsed
+    return info, desc, chains, commands
 
 
 def test_seed_machine_translated_with_acs_redirect():
-    info, desc, chains, commands, elapsed = host_of("seed-8gpu")
+    info, desc, chains, commands = host_of("seed-8gpu")
     assert info.hostname == desc.host.hostname and info.kernel == desc.host.kernel
     assert info.iommu_mode == "translated"
     assert "kernel cmdline: intel_iommu=on" in info.iommu_evidence
@@ -37,11 +34,10 @@ def test_seed_machine_translated_with_acs_redirect():
     # AcsBridge.gpus keeps the NVML form the caller gave.
     assert all(gb.startswith("00000000:") for b in info.acs for gb in b.gpus)
     assert [c for c in commands if c[0] == "lspci"] == [["lspci", "-vvv", "-D"]]
-    assert elapsed < 0.5
 
 
 def test_healthy_twin_passthrough_no_redirect():
-    info, desc, _, _, _ = host_of("seed-8gpu-healthy")
+    info, desc, _, _ = host_of("seed-8gpu-healthy")
     assert info.iommu_mode == "passthrough"
     assert any("iommu=pt" in e for e in info.iommu_evidence)
     assert isinstance(info.acs, list) and info.acs
@@ -49,19 +45,19 @@ def test_healthy_twin_passthrough_no_redirect():
 
 
 def test_no_iommu_box_is_off():
-    info, _, _, _, _ = host_of("pcie-4gpu")
+    info, _, _, _ = host_of("pcie-4gpu")
     assert info.iommu_mode == "off"
     assert any("no IOMMU registered" in e for e in info.iommu_evidence)
 
 
 def test_not_root_acs_needs_root():
-    info, _, _, _, _ = host_of("seed-8gpu", as_root=False)
+    info, _, _, _ = host_of("seed-8gpu", as_root=False)
     assert isinstance(info.acs, NotAvailable) and "needs root" in info.acs.reason
     assert info.iommu_mode == "translated"  # sysfs is readable without root
 
 
 def test_nvswitch_box_bridges_found():
-    info, desc, chains, _, _ = host_of("dgx-a100")
+    info, desc, chains, _ = host_of("dgx-a100")
     assert info.iommu_mode == "passthrough"
     gpu_keys = {bus_key(g.bus_id) for g in desc.gpus}
     for bus, chain in chains.items():

@@ -1,7 +1,6 @@
 """The NVML reader on the real machine (skips where there is no driver or GPU)."""
 
 import os
-import time
 
 import pytest
 
@@ -21,16 +20,13 @@ def test_real_machine_invariants():
     except NoHardwareError as e:
         pytest.skip(str(e))
     try:
-        t = time.perf_counter()
         count = lib.nvmlDeviceGetCount()
         topo = read_topology(lib, host=None)
-        elapsed = time.perf_counter() - t
         host = read_host("/", gpu_bus_ids=[g.pci_bus_id for g in topo.gpus if is_value(g.pci_bus_id)])
     finally:
         close_nvml(lib)
 
     assert len(topo.gpus) == count >= 1
-    assert elapsed < 0.5 * max(1, count / 8) + 0.5
     assert isinstance(topo.host.driver_version, str) and topo.host.driver_version[0].isdigit()
     assert isinstance(topo.host.cuda_driver_version, str) and "." in topo.host.cuda_driver_version
     keys = set()

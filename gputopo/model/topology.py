@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .linkclass import LinkClass
-from .values import Failed, NotAvailable, field_from_json, field_to_json, is_value
+from .values import Failed, NotAvailable, field_from_json, is_value
 
 #: P2P capabilities in NVML's index order (nvmlGpuP2PCapsIndex_t).
 P2P_CAPS = ("read", "write", "nvlink", "atomics", "pci")
