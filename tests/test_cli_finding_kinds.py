@@ -1,0 +1,93 @@
+"""Each finding kind comes from the matching fault of a simulated machine, found from the data
+(the report is never told about a fault), and is absent on the healthy machine.
+
+corrupt/nan/diverged/iommu/acs on seed-8gpu, hang/crash, and resume are covered in
+test_cli_bench.py and test_bench_sim.py; this file covers the bandwidth, PCIe, P2P-status and
+NVLink kinds.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+FAULTY = """
+extends = "pcie-4gpu"
+name = "pcie-4gpu-faulty"
+summary = "pcie-4gpu with one fault per finding kind"
+
+[p2p]
+"0,1" = { read = "CNS", write = "CNS" }   # NVML says no P2P on a PXB pair
+
+[[fault]]
+where = "pair:2,3"
+what = "slow"
+factor = 0.2          # PIX peer copies at 20 %: slow, and slower than staging through the host
+
+[[fault]]
+where = "pair:1,3"
+what = "slow"
+factor = 0.3          # one SYS pair far below its class's median: outlier (and slow)
+
+[[fault]]
+where = "gpu:0"
+what = "downtrained"
+width = 8             # GPU 0's PCIe link trained at x8 of x16
+
+[[fault]]
+where = "pair:0,2"
+what = "corrupt"
+rate = 0.001
+"""
+
+
+def gputopo(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    return proc
+
+
+def kinds_by_pair(machine, tmp_path, name):
+    out = gputopo("bench", "--sim", machine, "--quick", "--tests", "p2p,numerics", "--json",
+                  "--out", str(tmp_path / name)).stdout
+    doc = json.loads(out)
+    found = {}
+    for f in doc["findings"]:
+        found.setdefault(f["kind"], set()).add(tuple(f["gpus"] or ()))
+    return found
+
+
+@pytest.fixture(scope="module")
+def faulty_and_healthy(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kinds")
+    desc = tmp / "faulty.toml"
+    desc.write_text(FAULTY)
+    return kinds_by_pair(str(desc), tmp, "faulty"), kinds_by_pair("pcie-4gpu", tmp, "healthy")
+
+
+def test_each_fault_yields_its_finding_on_its_pair(faulty_and_healthy):
+    found, _ = faulty_and_healthy
+    assert found["slow"] == {(1, 3), (2, 3)}
+    assert found["outlier"] == {(1, 3)}
+    assert (2, 3) in found["p2p-slower-than-staged"]
+    assert found["pcie-downgraded"] == {(0,)}
+    assert found["p2p-unsupported"] == {(0, 1)}
+    assert found["corrupt"] == {(0, 2)}
+    assert set(found.get("nan", set()) | found.get("diverged", set())) == {(0, 2)}
+
+
+def test_healthy_twin_has_no_findings(faulty_and_healthy):
+    _, healthy = faulty_and_healthy
+    assert healthy == {}
+
+
+def test_scan_kinds_for_nvlink_and_host_faults():
+    doc = json.loads(gputopo("scan", "--sim", "degraded-nvlink", "--json").stdout)
+    kinds = {f["kind"]: f["gpus"] for f in doc["problems"]}
+    assert kinds["nvlink-down"] == [5] and kinds["link-errors"] == [5]
+    doc = json.loads(gputopo("scan", "--sim", "dgx-a100", "--json").stdout)
+    assert doc["problems"] == []
