@@ -189,3 +189,28 @@ def test_a_written_finding_the_analysis_also_derives_is_not_doubled(tmp_path):
     s = summarize_dir(d)
     mine = [f for f in s.findings if f.kind == "corrupt" and f.gpus == [0, 4]]
     assert len(mine) == 1 and mine[0].cause
+
+
+def test_a_gpus_own_link_finding_flags_the_pairs_over_that_link(tmp_path):
+    """nvlink-down on GPU 2 (link 3, wired to GPU 3) flags pair 2,3 only; a PCIe link trained at
+    x8 on GPU 1 flags its PCIe pairs, not its NVLink pair; the class verdict follows."""
+    s = summarize_dir(write_run(tmp_path / "run", ["nvlink-down", "pcie-width"]))
+    assert "nvlink-down" in {f.kind for f in s.pair(2, 3).findings} and s.pair(2, 3).verdict == "degraded"
+    assert s.pair(0, 2).findings == [] and s.pair(2, 4).findings == [] and s.pair(0, 2).verdict == "ok"
+    assert {f.kind for f in s.pair(1, 2).findings} == {"pcie-downgraded"} and s.pair(1, 2).verdict == "degraded"
+    assert s.pair(0, 1).findings == [] and s.pair(0, 1).verdict == "ok"
+    assert {c.link_class: c.verdict for c in s.classes} == {"NV4": "degraded", "NODE": "degraded", "SYS": "degraded"}
+
+
+def test_nvswitch_gpu_without_nvlinks_flags_all_its_pairs(tmp_path):
+    """degraded-nvlink: GPU 5's NVLinks to the NVSwitches are all down, so its 7 pairs fell back
+    to PCIe (NODE/SYS): each is broken by the nvlink-down error, the NV12 pairs are not."""
+    from gputopo.sim.scan import scan_simulated
+
+    topo = scan_simulated("degraded-nvlink")
+    s = summarize_dir(write_run(tmp_path / "run", [], topo=topo, meas=[], nums=[]))
+    flagged = {p.gpus for p in s.pairs if any(f.kind == "nvlink-down" for f in p.findings)}
+    assert flagged == {tuple(sorted((5, g))) for g in range(8) if g != 5}
+    assert all(s.pair(*g).verdict == "broken" for g in flagged)
+    assert {c.link_class: c.verdict for c in s.classes}["NODE"] == "broken"
+    assert all(p.verdict == "not-measured" for p in s.pairs if 5 not in p.gpus)

@@ -111,8 +111,13 @@ def test_terminal_prints_class_table_and_findings_worst_first(faulty):
     print_summary(s, Console(file=buf, width=200, color_system=None))
     out = buf.getvalue()
     assert "SIMULATED" in out and "Link classes" in out and "Findings (worst first" in out
-    assert out.index("corrupt") < out.index("outlier") < out.index("iommu")
-    assert "likely cause" in out and "iommu=pt" in out
+    # The story comes first: the broken SYS class, its likely cause and the remedies, before the tables.
+    story_end = out.index("Link classes")
+    assert out.index("PROBLEM SYS pairs: broken on all 16 (every pair between GPUs 0-3 and GPUs 4-7)") < story_end
+    assert out.index("likely cause: P2P DMA across the CPU interconnect") < story_end
+    assert out.index("iommu=pt") < story_end
+    table = out[out.index("Findings (worst first"):]
+    assert table.index("corrupt") < table.index("outlier") < table.index("iommu")
 
 
 def test_terminal_groups_alike_findings_of_a_class():
@@ -152,3 +157,66 @@ def test_256_gpu_run_renders_quickly(tmp_path):
     s = render_run(d)
     assert len(s.pairs) == n * (n - 1) // 2
     assert "more pairs without findings" in (d / "report.md").read_text()
+
+
+def test_markdown_and_html_tell_the_story_first(faulty):
+    d, _ = faulty
+    md = (d / "report.md").read_text()
+    story = md[md.index("## What was found"):md.index("## Link classes")]
+    assert "**Problem:** SYS pairs: broken on all 16 (every pair between GPUs 0-3 and GPUs 4-7): wrong data on " \
+           "all 16 in dp.scatter, p2p.copy, while copies staged through host memory were correct" in story
+    assert "nn.DataParallel training went NaN on 1; DDP on the same GPUs trained fine" in story
+    assert "likely cause: P2P DMA across the CPU interconnect between sockets (SYS)" in story
+    assert "remedy: boot with iommu=pt" in story and "remedy: set NCCL_P2P_DISABLE=1" in story
+    assert "Time source: modeled" in md and "| 5,6 | NODE |" in md and "nan@3" in md
+    html = (d / "report.html").read_text()
+    assert html.index('id="story"') < html.index('id="class-table"') < html.index('id="findings-table"')
+    assert "Problem:" in html and "Time source: modeled" in html
+
+
+def test_alike_findings_are_explained_once_with_all_their_bridges():
+    from gputopo.model import Finding
+    from gputopo.report.outputs.tables import explanations, findings_table
+
+    def f(gpus, bridges):
+        b = ", ".join(bridges)
+        return Finding("corrupt", "error", f"GPUs {gpus}", gpus=list(gpus), link_class="SYS",
+                       cause=f"P2P DMA is corrupted; likely ACS redirect on bridge(s) {b}",
+                       remedies=[f"disable ACS on bridge(s) {b} (setpci)", "set NCCL_P2P_DISABLE=1"])
+
+    fs = [f((0, 4), ["0000:18:01.0", "0000:86:01.0"]), f((1, 5), ["0000:1a:01.0", "0000:86:01.0"]),
+          Finding("corrupt", "error", "x", gpus=[0, 1], link_class="NV4", cause="NVLink fault")]
+    ex = explanations(fs)
+    assert [(e.kind, e.link_class, len(e.findings)) for e in ex] == [("corrupt", "SYS", 2), ("corrupt", "NV4", 1)]
+    assert ex[0].cause.endswith("bridge(s) 0000:18:01.0, 0000:1a:01.0, 0000:86:01.0")
+    assert ex[0].remedies == ["disable ACS on bridge(s) 0000:18:01.0, 0000:1a:01.0, 0000:86:01.0 (setpci)",
+                              "set NCCL_P2P_DISABLE=1"]
+    assert ex[0].where == "2 pairs: 0,4 1,5 (SYS)"
+    _, rows = findings_table(fs)
+    assert rows[0][:4] == ["error", "corrupt", "SYS", "2 pairs: 0,4 1,5"] and rows[0][4].startswith("e.g. ")
+
+
+def test_loss_curves_say_how_many_flagged_runs_they_leave_out(tmp_path):
+    from gputopo.report.outputs.plots import MAX_LOSS_PANELS, plot_loss_curves
+    from gputopo.report.summary import summarize_dir
+
+    pairs = [(i, j) for i in range(4) for j in range(4, 8)] + [(0, 1), (2, 3), (4, 5), (6, 7)]
+    nums = []
+    for p in pairs:
+        losses = [2.0 - 0.1 * k for k in range(10)]
+        nums += [{"gpus": list(p), "way": "dp", "verdict": "diverged", "step": 2,
+                  "losses": losses[:2] + [1e30] * 8, "tolerance": {"loss_rel": 2e-6}},
+                 {"gpus": list(p), "way": "ddp", "verdict": "ok", "step": None, "losses": losses}]
+    nums.append({"gpus": [0], "way": "reference", "verdict": "ok", "step": None,
+                 "losses": [2.0 - 0.1 * k for k in range(10)]})
+    s = summarize_dir(write_run(tmp_path / "run", [], nums=nums))
+    plot = plot_loss_curves(s, tmp_path)
+    assert f"{MAX_LOSS_PANELS} of {len(pairs)} flagged runs are drawn" in plot.caption
+    assert (tmp_path / "loss_curves.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_heatmap_numbers_read_on_their_cell():
+    from gputopo.report.outputs.plots import _text_color
+
+    assert _text_color((0.99, 0.91, 0.14)) == "black"  # viridis yellow
+    assert _text_color((0.27, 0.0, 0.33)) == "white"  # viridis purple

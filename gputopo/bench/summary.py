@@ -51,6 +51,9 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
     if result.interrupted:
         console.print(Text("INTERRUPTED: partial run; continue it with "
                            f"--resume {result.run_dir}", style="bold yellow"))
+    if result.options.concurrent and not result.concurrent:
+        console.print(Text("--concurrent ignored on the sim fabric: modeled times do not depend on "
+                           "what runs beside them", style="dim"))
     if result.concurrent:
         console.print(Text("--concurrent on: disjoint pairs ran at once, bandwidths perturbed",
                            style="yellow"))
@@ -66,9 +69,10 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
     if doc["pairs"]:
         sizes = sorted({p["size_bytes"] for p in doc["pairs"] if p["size_bytes"]})
         at = f" at {format_size(sizes[-1])}" if sizes else ""
-        table = Table(title=f"GPU pairs i,j: GB/s{at} as i->j / j->i, latency of the smallest "
-                            "copy, AR = all_reduce busbw",
-                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table = Table(title=f"GPU pairs (GB/s{at})", title_justify="left",
+                      caption="GB/s as i->j / j->i; bidir: both ways at once; lat: smallest copy "
+                              "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests)",
+                      caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for col, just, nowrap in (("pair", "left", True), ("class", "left", True),
                                   ("P2P GB/s", "right", True), ("staged GB/s", "right", True),
                                   ("bidir", "right", False), ("lat us", "right", True),

@@ -99,8 +99,7 @@ def _report(job, as_json):
 
             for line in summary_lines(job.numerics):
                 c.print(line, markup=False, highlight=False)
-        print_summary(job.summary, c)
-        c.print(f"\nrun folder: {job.run_dir}  (report.html, report.md, summary.json, results.csv)")
+        print_summary(job.summary, c)  # ends with the report's path
     if job.interrupted:
         finish(130)
 

@@ -65,6 +65,21 @@ def _class_sort_key(name: str):
         return (1, (name,))
 
 
+def _class_findings(lc: str, members: List[PairRow], findings: List[Finding]) -> List[Finding]:
+    """Warnings and errors of the class, and a GPU's own link findings that flag its pairs in it
+    (a GPU whose NVLinks are down: its pairs that fell back to PCIe are not "ok")."""
+    own = [f for f in findings if (f.link_class or UNKNOWN_CLASS) == lc and f.severity in ("error", "warning")
+           and (lc != UNKNOWN_CLASS or (f.gpus and len(f.gpus) == 2))]
+    seen = {id(f) for f in own}
+    for p in members:
+        for f in p.findings:
+            if id(f) not in seen and f.link_class is None and f.gpus and len(f.gpus) == 1 \
+                    and f.severity in ("error", "warning"):
+                seen.add(id(f))
+                own.append(f)
+    return own
+
+
 def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
     """One row per class present among the 2-GPU pairs, best class first."""
     by_class: Dict[str, List[PairRow]] = defaultdict(list)
@@ -88,8 +103,7 @@ def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
             expected_gbps=statistics.median(exps) if exps else None,
             efficiency=statistics.median(effs) if effs else None,
             wrong=sum(p.wrong for p in members),
-            findings=[f for f in findings if (f.link_class or UNKNOWN_CLASS) == lc and f.severity in ("error", "warning")
-                      and (lc != UNKNOWN_CLASS or (f.gpus and len(f.gpus) == 2))],
+            findings=_class_findings(lc, members, findings),
             worst_pair=list(worst.gpus) if worst else None))
     rows.sort(key=lambda r: _class_sort_key(r.link_class))
     return rows

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gputopo.model import Finding, Measurement, Topology
+from gputopo.model import Finding, Measurement, Topology, is_value
 
 from .expected import ExpectedRate, pair_rate
 from .headline import HEADLINE_ORDER, Headline, link_class_of
@@ -124,7 +124,74 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
     for f in findings:
         if f.gpus and len(f.gpus) >= 2 and tuple(sorted(f.gpus)) in rows:
             rows[tuple(sorted(f.gpus))].findings.append(f)
+    for f in findings:  # a GPU's own link problem flags the pairs that travel over that link
+        if f.gpus and len(f.gpus) == 1 and f.kind in GPU_LINK_KINDS and f.severity in ("error", "warning"):
+            for key, r in rows.items():
+                if len(key) == 2 and f.gpus[0] in key and gpu_finding_touches(topo, f, key, r.link_class):
+                    r.findings.append(f)
     return [rows[k] for k in sorted(rows, key=lambda g: (len(g), g))]
+
+
+#: Findings about one GPU's own links: they flag the pairs whose traffic uses those links.
+GPU_LINK_KINDS = ("gpu-lost", "nvlink-down", "pcie-downgraded", "link-errors")
+
+
+def _short_bus(bus_id) -> str:
+    s = str(bus_id).lower()
+    return s.split(":", 1)[1] if s.count(":") == 2 else s
+
+
+def nvlink_peers(topo: Optional[Topology], gpu: int) -> Optional[set]:
+    """GPUs that ``gpu``'s NVLinks are wired to, active or not (every GPU on the switch fabric
+    when a link goes to an NVSwitch); None when the wiring is not known."""
+    if topo is None:
+        return None
+    try:
+        g = topo.gpu(gpu)
+    except KeyError:
+        return None
+    by_bus = {_short_bus(x.pci_bus_id): x.nvml_index for x in topo.gpus if is_value(x.pci_bus_id)}
+    on_switch = {x.nvml_index for x in topo.gpus if any(str(lk.remote_type) == "SWITCH" for lk in x.nvlinks)}
+    peers, known = set(), False
+    for lk in g.nvlinks:
+        if str(lk.remote_type) == "SWITCH":
+            peers |= on_switch
+            known = True
+        elif is_value(lk.remote_bus_id) and _short_bus(lk.remote_bus_id) in by_bus:
+            peers.add(by_bus[_short_bus(lk.remote_bus_id)])
+            known = True
+    for x in topo.gpus:  # the other end may know the wiring when this end does not
+        if x.nvml_index != gpu and any(is_value(lk.remote_bus_id) and is_value(g.pci_bus_id)
+                                       and _short_bus(lk.remote_bus_id) == _short_bus(g.pci_bus_id)
+                                       for lk in x.nvlinks):
+            peers.add(x.nvml_index)
+            known = True
+    peers.discard(gpu)
+    return peers if known else None
+
+
+def gpu_finding_touches(topo: Optional[Topology], f: Finding, pair: tuple, link_class: Optional[str]) -> bool:
+    """Whether a GPU's own finding (GPU_LINK_KINDS) bears on ``pair``: a lost GPU on all its
+    pairs; NVLinks down or erring on the pairs those links connect (by wiring, else the pair's
+    NVLink class, else all pairs when no NVLink of the GPU is up); a narrow PCIe link on its
+    PCIe pairs."""
+    gpu = f.gpus[0]
+    other = pair[1] if pair[0] == gpu else pair[0]
+    nvlink_pair = bool(link_class and link_class.startswith("NV"))
+    if f.kind == "gpu-lost":
+        return True
+    if f.kind == "pcie-downgraded":
+        return not nvlink_pair
+    nv_errors = f.kind == "nvlink-down" or any(k.startswith("nvlink") for k in (f.evidence or {}))
+    pcie_errors = f.kind == "link-errors" and "pcie.replay" in (f.evidence or {})
+    if pcie_errors and not nvlink_pair:
+        return True
+    if not nv_errors:
+        return False
+    peers = nvlink_peers(topo, gpu)
+    if peers is not None:
+        return other in peers
+    return nvlink_pair or (f.kind == "nvlink-down" and (f.evidence or {}).get("active") == 0)
 
 
 def class_median(values: List[float]) -> Optional[float]:

@@ -14,8 +14,8 @@ from typing import List
 from gputopo.report.summary import Summary
 
 from .plots import Plot
-from .tables import (class_table, explanations, findings_table, gpus_text, nccl_tests_table, pair_table,
-                     simulated_line, verdict_line)
+from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
+                     pair_table, raw_data_note, simulated_line, story, verdict_line)
 
 FILENAME = "report.html"
 
@@ -31,7 +31,20 @@ th{background:#f0f0f0}
 .finding{margin:.4em 0 .8em 0} .finding ul{margin:.2em 0}
 code{font-size:.85em;background:#f6f6f6;padding:0 .2em;word-break:break-all}
 img{max-width:100%;border:1px solid #ddd;margin:.3em 0}
+.story{list-style:none;padding:0;max-width:75em}
+.story>li{border-left:6px solid #999;background:#fafafa;margin:.45em 0;padding:.45em .8em}
+.story>li.error{border-color:#b71c1c;font-weight:normal;color:#222} .story>li.warning{border-color:#e65100;color:#222}
+.story>li.ok{border-color:#2e7d32;color:#222} .story>li.info{border-color:#90a4ae;color:#444;font-size:.9em}
+.story .tag{font-weight:bold;margin-right:.4em} .story ul{margin:.3em 0 0 0}
+.note{color:#555;font-size:.85em;max-width:75em}
+.plots{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}
+.plots figure{margin:0;display:table} .plots figure.wide{flex-basis:100%}
+figcaption{display:table-caption;caption-side:bottom;font-size:.85em;color:#444;padding:.2em 0 .6em 0}
+details{margin:.2em 0} summary{cursor:pointer;color:#444}
 """
+
+#: The word in front of each story point.
+STORY_TAGS = {"error": "Problem:", "warning": "Warning:", "ok": "OK:", "info": "Note:"}
 
 _CLASSED = {"error", "warning", "info", "ok", "degraded", "broken", "not-measured"}
 
@@ -50,8 +63,26 @@ def _table(head: List[str], rows: List[List[str]], css_id: str) -> str:
 
 def _img(plot: Plot) -> str:
     data = base64.b64encode(Path(plot.path).read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{escape(plot.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{escape(plot.title)}</figcaption></figure>")
+    wide = ' class="wide"' if plot.name.startswith("loss") else ""
+    return (f'<figure{wide}><img alt="{escape(plot.title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{escape(plot.caption or plot.title)}</figcaption></figure>")
+
+
+def _story(summary: Summary) -> str:
+    out = ['<ul class="story" id="story">']
+    for it in story(summary):
+        sub = []
+        if it.cause:
+            sub.append(f"<li><b>likely cause:</b> {escape(it.cause)}</li>")
+        sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in it.remedies]
+        out.append(f'<li class="{it.severity}"><span class="tag {it.severity}">{STORY_TAGS[it.severity]}</span>'
+                   f"{escape(it.text)}" + (f"<ul>{''.join(sub)}</ul>" if sub else "") + "</li>")
+    out.append("</ul>")
+    return "\n".join(out)
+
+
+def _note(text) -> str:
+    return f'<p class="note">{escape(text)}</p>' if text else ""
 
 
 def render_html(summary: Summary, plots: List[Plot] = ()) -> str:
@@ -63,46 +94,56 @@ def render_html(summary: Summary, plots: List[Plot] = ()) -> str:
         parts.append(f'<div class="banner" id="simulated-banner">SIMULATED: {escape(simulated_line(summary))}</div>')
     parts.append(f"<h1>{escape(title)}</h1>")
     parts.append(f'<p class="{escape(summary.verdict)}">{escape(verdict_line(summary))}</p>')
+    parts.append("<h2>What was found</h2>")
+    parts.append(_story(summary))
     parts.append(_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
                         [[str(r["machine"]), str(r["fabric"]), str(r["simulated"]).lower(), str(r["started"]),
                           str(r["gpus"]), str(len(summary.run.measurements)), str(r["path"])]], "run-table"))
+    note = figures_note(summary)
     parts.append("<h2>Link classes</h2>")
     head, rows = class_table(summary)
     parts.append(_table(head, rows, "class-table") if rows else "<p>No pairs measured.</p>")
+    parts.append(_note(note))
     parts.append("<h2>Findings (worst first)</h2>")
     if summary.findings:
         parts.append(_table(*findings_table(summary.findings), "findings-table"))
+        parts.append(_note("Alike findings (same severity, kind and class) share a row; summary.json lists "
+                           "each one."))
         parts.append("<h3>Causes and remedies</h3>")
         for ex in explanations(summary.findings):
             first = ex.findings[0]
-            items = []
-            if len(ex.findings) == 1:
-                items.append(f"<li>{escape(first.message)}</li>")
+            items = [f"<li>{escape(first.message if len(ex.findings) == 1 else 'e.g. ' + first.message)}</li>"]
             if ex.cause:
-                items.append(f"<li>likely cause: {escape(ex.cause)}</li>")
-            items += [f"<li>remedy: {escape(x)}</li>" for x in ex.remedies]
+                items.append(f"<li><b>likely cause:</b> {escape(ex.cause)}</li>")
+            items += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in ex.remedies]
             if first.evidence:
                 ev = json.dumps(first.evidence, sort_keys=True, default=str)
-                label = "evidence" if len(ex.findings) == 1 else f"evidence (GPUs {gpus_text(first.gpus)})"
-                items.append(f"<li>{escape(label)}: <code>{escape(ev[:1500])}</code></li>")
+                label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
+                items.append(f"<li><details><summary>{escape(label)}</summary><code>{escape(ev[:3000])}</code>"
+                             "</details></li>")
             parts.append(f'<div class="finding"><span class="{ex.severity}">{escape(ex.kind)}</span> '
                          f"({escape(ex.severity)}) on {escape(ex.where)}<ul>{''.join(items)}</ul></div>")
     else:
         parts.append("<p>No findings.</p>")
+    if plots:
+        parts.append('<h2>Plots</h2><div class="plots">')
+        parts += [_img(p) for p in plots]
+        parts.append("</div>")
     parts.append("<h2>Pairs</h2>")
     head, rows, omitted = pair_table(summary)
     parts.append(_table(head, rows, "pair-table") if rows else "<p>No pairs.</p>")
     if omitted:
         parts.append(f"<p>({omitted} more pairs without findings: see summary.json and results.csv)</p>")
+    if rows:
+        parts.append(_note((note + " " if note else "") + "DP / DDP: the training-numerics verdict of "
+                           "nn.DataParallel and DistributedDataParallel on the pair (nan@N: NaN from step N)."))
     if summary.run.nccl_tests:
         parts.append("<h2>nccl-tests</h2><p>Avg bus bandwidth is nccl-tests' own figure: the mean busbw "
                      "over all sizes (in-place and out-of-place), not the peak.</p>")
         parts.append(_table(*nccl_tests_table(summary), "nccl-tests-table"))
-    if plots:
-        parts.append("<h2>Plots</h2>")
-        parts += [_img(p) for p in plots]
     if summary.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in summary.notes) + "</ul>")
+    parts.append(_note(raw_data_note(summary)))
     parts.append("</body></html>")
     return "\n".join(parts)
 

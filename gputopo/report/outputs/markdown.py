@@ -11,8 +11,11 @@ from typing import List
 from gputopo.report.summary import Summary
 
 from .plots import Plot
-from .tables import (class_table, explanations, findings_table, gpus_text, nccl_tests_table, pair_table,
-                     simulated_line, verdict_line)
+from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
+                     pair_table, raw_data_note, simulated_line, story, verdict_line)
+
+#: The word in front of each story point.
+STORY_TAGS = {"error": "**Problem:**", "warning": "**Warning:**", "ok": "OK:", "info": "Note:"}
 
 FILENAME = "report.md"
 
@@ -32,50 +35,62 @@ def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
     lines = [f"# gputopo report: {r['machine'] or 'run'}", ""]
     if summary.simulated:
         lines += [f"> **SIMULATED**: {simulated_line(summary)}.", ""]
-    lines += [f"**{verdict_line(summary)}**", "",
-              md_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
+    lines += [f"**{verdict_line(summary)}**", "", "## What was found", ""]
+    for it in story(summary):
+        lines.append(f"- {STORY_TAGS[it.severity]} {it.text}")
+        if it.cause:
+            lines.append(f"  - likely cause: {it.cause}")
+        lines += [f"  - remedy: {r}" for r in it.remedies]
+    lines += ["", md_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
                        [[str(r["machine"]), str(r["fabric"]), str(r["simulated"]).lower(), str(r["started"]),
                          str(r["gpus"]), str(len(summary.run.measurements)), str(r["path"])]]), ""]
     lines += ["## Link classes", ""]
     head, rows = class_table(summary)
     lines += [md_table(head, rows) if rows else "No pairs measured.", ""]
+    note = figures_note(summary)
+    if note:
+        lines += [note, ""]
     lines += ["## Findings (worst first)", ""]
     if summary.findings:
-        lines += [md_table(*findings_table(summary.findings)), ""]
+        lines += [md_table(*findings_table(summary.findings)), "",
+                  "Alike findings (same severity, kind and class) share a row; summary.json lists each one.", ""]
         lines += ["### Causes and remedies", ""]
         for ex in explanations(summary.findings):
             first = ex.findings[0]
             lines.append(f"- **{ex.kind}** ({ex.severity}) on {ex.where}")
-            if len(ex.findings) == 1:
-                lines.append(f"  - {first.message}")
+            lines.append(f"  - {first.message if len(ex.findings) == 1 else 'e.g. ' + first.message}")
             if ex.cause:
                 lines.append(f"  - likely cause: {ex.cause}")
             for rem in ex.remedies:
                 lines.append(f"  - remedy: {rem}")
             if first.evidence:
-                label = "evidence" if len(ex.findings) == 1 else f"evidence (GPUs {gpus_text(first.gpus)})"
+                label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
                 lines.append(f"  - {label}: `{json.dumps(first.evidence, sort_keys=True, default=str)[:600]}`")
         lines.append("")
     else:
         lines += ["No findings.", ""]
+    if plots:
+        lines += ["## Plots", ""]
+        for p in plots:
+            lines += [f"### {p.title}", "", f"![{p.title}]({p.name})", ""]
+            if p.caption:
+                lines += [p.caption, ""]
     head, rows, omitted = pair_table(summary)
     lines += ["## Pairs", ""]
     lines += [md_table(head, rows) if rows else "No pairs.", ""]
     if omitted:
         lines += [f"({omitted} more pairs without findings: see summary.json and results.csv)", ""]
+    if rows:
+        lines += ["DP / DDP: the training-numerics verdict of nn.DataParallel and DistributedDataParallel on "
+                  "the pair (nan@N: NaN from step N). " + (note or ""), ""]
     if summary.run.nccl_tests:
         lines += ["## nccl-tests", "",
                   "Avg bus bandwidth is nccl-tests' own figure: the mean busbw over all sizes (and both "
                   "in-place and out-of-place), not the peak.", ""]
         lines += [md_table(*nccl_tests_table(summary)), ""]
-    if plots:
-        lines += ["## Plots", ""]
-        for p in plots:
-            lines += [f"### {p.title}", "", f"![{p.title}]({p.name})", ""]
     if summary.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in summary.notes] + [""]
-    lines += ["Raw data: measurements.jsonl (every sample), results.csv (one row per measurement), "
-              "summary.json (findings, class and pair tables).", ""]
+    lines += [raw_data_note(summary), ""]
     return "\n".join(lines)
 
 

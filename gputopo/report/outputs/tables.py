@@ -1,13 +1,17 @@
 """The tables every output shows, as header + rows of text, so the terminal, Markdown and HTML
-reports say the same thing in the same words.
+reports say the same thing in the same words; and the story told above them (`story`): which
+link classes or GPUs are broken, how, the likely cause and what to do, then what is fine.
 """
 
 from __future__ import annotations
 
+import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
+from gputopo.model.finding import gpu_ranges
 from gputopo.report.summary import Summary
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
@@ -25,7 +29,10 @@ def pct(x: Optional[float]) -> str:
 
 
 def gpus_text(g) -> str:
-    return ",".join(map(str, g)) if g else "-"
+    """'0,4' for a pair, '0-3,6' for a larger set, '-' for none."""
+    if not g:
+        return "-"
+    return gpu_ranges(g) if len(g) > 2 else ",".join(map(str, g))
 
 
 def class_table(summary: Summary) -> Table:
@@ -41,9 +48,32 @@ def class_table(summary: Summary) -> Table:
     return head, rows
 
 
+def group_findings(findings) -> List[List[Finding]]:
+    """Findings of the same severity, kind and link class, in worst-first order of their first."""
+    groups: Dict[tuple, List] = {}
+    for f in findings:
+        groups.setdefault((f.severity, f.kind, f.link_class), []).append(f)
+    return list(groups.values())
+
+
+def group_where(group: List[Finding]) -> str:
+    """'0,4' for one finding; '16 pairs: 0,4 0,5 ...' for alike findings in several places."""
+    if len(group) == 1:
+        return gpus_text(group[0].gpus)
+    what = "pairs" if all(f.gpus and len(f.gpus) == 2 for f in group) else "places"
+    return f"{len(group)} {what}: " + " ".join(gpus_text(f.gpus) for f in group)
+
+
 def findings_table(findings: List[Finding]) -> Table:
-    head = ["severity", "kind", "GPUs", "class", "finding"]
-    return head, [[f.severity, f.kind, gpus_text(f.gpus), f.link_class or "-", f.message] for f in findings]
+    """One row per group of alike findings (same severity, kind and class); summary.json has
+    each finding on its own."""
+    head = ["severity", "kind", "class", "GPUs", "finding"]
+    rows = []
+    for group in group_findings(findings):
+        f = group[0]
+        rows.append([f.severity, f.kind, f.link_class or "-", group_where(group),
+                     f.message if len(group) == 1 else f"e.g. {f.message}"])
+    return head, rows
 
 
 def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str], List[List[str]], int]:
@@ -56,13 +86,32 @@ def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str],
     chosen = (flagged + rest)[:limit]
     chosen_set = {id(p) for p in chosen}
     ordered = [p for p in pairs if id(p) in chosen_set]
+    steps = numerics_steps(summary)
     rows = []
     for p in ordered:
         rows.append([gpus_text(p.gpus), p.link_class or "?", p.headline_series or "-", gbps(p.headline_gbps),
-                     gbps(p.expected.gbps), pct(p.efficiency), str(p.wrong), p.numerics.get("dp", "-"),
-                     p.numerics.get("ddp", "-"), ", ".join(sorted({f.kind for f in p.findings})) or "-",
+                     gbps(p.expected.gbps), pct(p.efficiency), str(p.wrong), way_cell(p, "dp", steps),
+                     way_cell(p, "ddp", steps), ", ".join(sorted({f.kind for f in p.findings})) or "-",
                      p.verdict])
     return head, rows, len(pairs) - len(chosen)
+
+
+def numerics_steps(summary: Summary) -> Dict[tuple, int]:
+    """{(gpus, way): step} of the numerics records that went bad at a step."""
+    out = {}
+    for rec in summary.run.numerics:
+        if rec.get("step") is not None and rec.get("verdict") not in (None, "ok"):
+            out[(tuple(sorted(rec.get("gpus") or [])), rec.get("way"))] = rec["step"]
+    return out
+
+
+def way_cell(p, way: str, steps: Dict[tuple, int]) -> str:
+    """A pair's numerics verdict of one way, with the step it went bad: 'ok', 'nan@10', '-'."""
+    v = p.numerics.get(way)
+    if v is None:
+        return "-"
+    step = steps.get((tuple(p.gpus), way))
+    return v if step is None or v == "ok" else f"{v}@{step}"
 
 
 def nccl_tests_table(summary: Summary) -> Table:
@@ -85,9 +134,84 @@ def simulated_line(summary: Summary) -> str:
             "model and injected faults, not from real GPUs")
 
 
+# --- what the GB/s figures are ----------------------------------------------------------------
+
+#: Where the time behind a GB/s figure came from, in words.
+TIMING_WORDS = {"modeled": "the simulated machine's link model, not a clock",
+                "wall": "wall clock", "cuda-events": "CUDA events"}
+
+
+def size_text(n) -> str:
+    if not isinstance(n, int):
+        return "?"
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n} B"
+
+
+def headline_facts(summary: Summary) -> Dict[str, List[str]]:
+    """What the pairs' GB/s figures are: series, metric, sizes and time sources (unique, sorted)."""
+    series, metric, sizes, timing = set(), set(), set(), set()
+    for p in summary.pairs:
+        s = p.headline_series
+        if not s:
+            continue
+        d = p.series[s]
+        series.add(s)
+        metric.add(d.get("metric") or "algbw")
+        if isinstance(d.get("size_bytes"), int):
+            sizes.add(d["size_bytes"])
+        if d.get("timing"):
+            timing.add(d["timing"])
+    return {"series": sorted(series), "metric": sorted(metric),
+            "sizes": [size_text(x) for x in sorted(sizes)], "timing": sorted(timing)}
+
+
+def timing_text(timings: List[str], words: bool = True) -> str:
+    if not words:
+        return ", ".join(timings) or "n/a"
+    return ", ".join(f"{t} ({TIMING_WORDS[t]})" if t in TIMING_WORDS else t for t in timings) or "n/a"
+
+
+def figures_note(summary: Summary) -> Optional[str]:
+    """One sentence beside the tables: what GB/s means here and where its time came from."""
+    h = headline_facts(summary)
+    if not h["series"]:
+        return None
+    return (f"GB/s: {'/'.join(h['metric'])} of {', '.join(h['series'])} at the largest error-free size "
+            f"({', '.join(h['sizes'])}), the slower direction of each pair (GB = 1e9 bytes); theoretical: "
+            "the link's rate (NVLink version x links, PCIe generation x width of the narrower end); "
+            f"efficiency = GB/s / theoretical. Time source: {timing_text(h['timing'])}."
+            + (" On the cpu fabric CPU processes stand in for the GPUs: these are not GPU link rates, and no "
+               "efficiency is judged." if "cpu" in (summary.run.fabric or "").split(",") else ""))
+
+
+# --- causes and remedies, explained once per group ------------------------------------------------
+
+#: A list of PCI bridge addresses as causes.py writes it into causes and remedies.
+_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_BRIDGES = re.compile(rf"bridge\(s\) ({_BDF}(?:, {_BDF})*)")
+
+
+def _bridge_key(text: Optional[str]) -> Optional[str]:
+    return None if text is None else _BRIDGES.sub("bridge(s) {}", text)
+
+
+def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:
+    """The first text with every 'bridge(s) A, B' list replaced by the union of all the texts'
+    lists: alike findings of a class each name the bridges above their own GPUs; explained
+    once, they name them all."""
+    if not texts or texts[0] is None:
+        return None
+    union = sorted({b for t in texts if t for m in _BRIDGES.finditer(t) for b in m.group(1).split(", ")})
+    return _BRIDGES.sub(lambda m: "bridge(s) " + ", ".join(union), texts[0]) if union else texts[0]
+
+
 @dataclass
 class Explanation:
-    """Findings that share kind, severity, cause and remedies: explained once, pairs listed."""
+    """Alike findings (same kind, severity and class, and the same cause and remedies but for the
+    bridges above each pair): explained once, their places listed."""
 
     kind: str
     severity: str
@@ -96,25 +220,35 @@ class Explanation:
     findings: List[Finding] = field(default_factory=list)
 
     @property
+    def link_class(self) -> Optional[str]:
+        return self.findings[0].link_class if self.findings else None
+
+    @property
     def where(self) -> str:
-        parts = []
-        for f in self.findings:
-            w = f"GPUs {gpus_text(f.gpus)}" if f.gpus else "machine"
-            parts.append(w + (f" ({f.link_class})" if f.link_class else ""))
-        return ", ".join(dict.fromkeys(parts))
+        lc, fs = self.link_class, self.findings
+        suffix = f" ({lc})" if lc else ""
+        if not any(f.gpus for f in fs):
+            return "the machine"
+        if len(fs) == 1:
+            g = fs[0].gpus
+            return f"GPU{'s' if len(g) > 1 else ''} {gpus_text(g)}{suffix}"
+        return group_where(fs) + suffix
 
 
 def explanations(findings: List[Finding]) -> List[Explanation]:
-    """Warnings and errors grouped by (kind, severity, cause, remedies), worst first."""
-    groups: Dict[tuple, Explanation] = {}
+    """Warnings and errors grouped by kind, severity, class, cause and remedies (bridge lists
+    aside, see _merge_bridges), worst first."""
+    groups: Dict[tuple, List[Finding]] = {}
     for f in findings:
         if f.severity == "info":
             continue
-        key = (f.kind, f.severity, f.cause, tuple(f.remedies))
-        if key not in groups:
-            groups[key] = Explanation(f.kind, f.severity, f.cause, list(f.remedies))
-        groups[key].findings.append(f)
-    return list(groups.values())
+        key = (f.kind, f.severity, f.link_class, _bridge_key(f.cause), tuple(_bridge_key(r) for r in f.remedies))
+        groups.setdefault(key, []).append(f)
+    out = []
+    for (kind, severity, *_), fs in groups.items():
+        remedies = [_merge_bridges([f.remedies[k] for f in fs]) for k in range(len(fs[0].remedies))]
+        out.append(Explanation(kind, severity, _merge_bridges([f.cause for f in fs]), remedies, fs))
+    return out
 
 
 def verdict_line(summary: Summary) -> str:
@@ -123,3 +257,212 @@ def verdict_line(summary: Summary) -> str:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]
     return f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+
+
+# --- the story: what a person needs to read first ------------------------------------------------
+
+@dataclass
+class StoryItem:
+    """One point of the story told at the top of every report: what is wrong (or fine), where,
+    the likely cause and what to do."""
+
+    severity: str  # "error" | "warning" | "ok" | "info"
+    text: str
+    cause: Optional[str] = None
+    remedies: List[str] = field(default_factory=list)
+    findings: List[Finding] = field(default_factory=list)  # the findings this point tells
+
+
+_SEV_RANK = {"error": 0, "warning": 1, "ok": 2, "info": 3}
+WAY_WORDS = {"dp": "nn.DataParallel", "ddp": "DDP", "reference": "the one-GPU reference"}
+VERDICT_WORDS = {"nan": "went NaN", "diverged": "diverged", "hang": "hung", "crash": "crashed"}
+#: How a finding kind reads in "<class>: broken on N pairs: <words> on M".
+KIND_WORDS = {"slow": "below the link's expected rate", "outlier": "below the class median",
+              "p2p-slower-than-staged": "peer copies slower than copies staged through host memory",
+              "hang": "a step hung", "crash": "a worker crashed", "p2p-unsupported": "P2P not OK in NVML",
+              "noisy": "noisy timings"}
+
+
+def pairs_text(pairs, limit: int = 16) -> str:
+    """'every pair between GPUs 0-3 and GPUs 4-7' for a complete block, else the pairs listed."""
+    pairs = sorted(tuple(p) for p in pairs)
+    a, b = sorted({p[0] for p in pairs}), sorted({p[1] for p in pairs})
+    if len(pairs) > 2 and not set(a) & set(b) and len(pairs) == len(a) * len(b):
+        return f"every pair between GPUs {gpu_ranges(a)} and GPUs {gpu_ranges(b)}"
+    txt = " ".join(gpus_text(p) for p in pairs[:limit])
+    return txt + (f" and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def _count(n: int, total: int) -> str:
+    if total <= 1:
+        return str(n)
+    return f"all {n}" if n == total else f"{n} of {total}"
+
+
+def _numerics_clause(rows) -> Optional[str]:
+    """'nn.DataParallel training went NaN on 8 and diverged on 8; DDP on the same GPUs trained fine'
+    (counted over the pairs where some way went bad)."""
+    bad_rows = [p for p in rows if any(v in VERDICT_WORDS for v in p.numerics.values())]
+    if not bad_rows:
+        return None
+    order = list(VERDICT_WORDS)
+    parts, good = [], []
+    for way in ("dp", "ddp"):
+        verdicts = [p.numerics[way] for p in bad_rows if way in p.numerics]
+        bad = {v: verdicts.count(v) for v in order if v in verdicts}
+        if bad:
+            parts.append(f"{WAY_WORDS[way]} training " + " and ".join(f"{VERDICT_WORDS[v]} on {n}" for v, n in bad.items()))
+        elif verdicts:
+            good.append(way)
+    txt = "; ".join(parts)
+    if good:
+        txt += "; " + " and ".join(WAY_WORDS[w] for w in good) + " on the same GPUs trained fine"
+    return txt
+
+
+def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryItem]:
+    lc = c.link_class
+    members = [p for p in summary.pairs if len(p.gpus) == 2 and (p.link_class or "unknown") == lc]
+    own = [f for f in c.findings if f.link_class == lc]
+    if not own:
+        return None  # only a GPU's own finding flags this class: that GPU's item tells it
+    flagged = [p for p in members if any(f.link_class == lc for f in p.findings)]
+    measured = [p for p in members if p.measured]
+    text = f"{lc} pairs: {c.verdict}"
+    if flagged and len(measured) < len(members):
+        text += (f" on {pairs_text([p.gpus for p in flagged])} ({len(flagged)} of {len(measured)} measured; "
+                 f"the class has {len(members)} pairs)")
+    elif flagged:
+        text += f" on {_count(len(flagged), len(members))} ({pairs_text([p.gpus for p in flagged])})"
+    clauses = []
+    kinds: Dict[str, List[Finding]] = {}
+    for f in own:
+        kinds.setdefault(f.kind, []).append(f)
+    for kind, fs in kinds.items():
+        if kind in ("nan", "diverged"):
+            continue  # told from the numerics verdicts, with the DP vs DDP contrast
+        n = len({tuple(sorted(f.gpus)) for f in fs if f.gpus and len(f.gpus) == 2})
+        if kind == "corrupt":
+            tests = sorted({t for f in fs for t in (f.evidence or {}).get("tests", {})})
+            staged_ok = all("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
+            clauses.append(f"wrong data on {_count(n, len(flagged))} in " + (", ".join(tests) or "transfers")
+                           + (", while copies staged through host memory were correct" if staged_ok else ""))
+            continue
+        words = KIND_WORDS.get(kind, kind)
+        clauses.append(f"{words} on {_count(n, len(flagged))}" if n else words)
+    num = _numerics_clause(flagged)
+    if num:
+        clauses.append(num)
+    if clauses:
+        text += ": " + "; ".join(clauses)
+    severity = "error" if c.verdict == "broken" else "warning"
+    mine = [e for e in exps if e.link_class == lc and any(f in own for f in e.findings)]
+    worst = [e for e in mine if e.severity == severity] or mine
+    cause = next((e.cause for e in worst if e.cause), None)
+    return StoryItem(severity, text + ".", cause, _remedies(worst), own)
+
+
+def _remedies(exps: List[Explanation]) -> List[str]:
+    """The remedies of several explanations, once each; a generic 'the bridges between the GPUs'
+    remedy is dropped where the same remedy names the bridges."""
+    out = list(dict.fromkeys(r for e in exps for r in e.remedies))
+    named = {_bridge_key(r) for r in out if _BRIDGES.search(r)}
+    return [r for r in out if _bridge_key(r.replace("the bridges between the GPUs", "bridge(s) 00:00.0"))
+            not in named or _BRIDGES.search(r)]
+
+
+def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
+    f = group[0]
+    text = f.message
+    touched = [p for p in summary.pairs if len(p.gpus) == 2 and any(x is f for x in p.findings)]
+    key = tuple(p.gpus for p in touched)
+    if touched and key in told:
+        text += ". The same pairs as above"
+    elif touched:
+        told.add(key)
+        by_class: Dict[str, int] = {}
+        for p in touched:
+            by_class[p.link_class or "?"] = by_class.get(p.link_class or "?", 0) + 1
+        text += (f". Its pair{'s' if len(touched) > 1 else ''} "
+                 + " ".join(gpus_text(p.gpus) for p in touched) + " "
+                 + ("are" if len(touched) > 1 else "is") + " flagged ("
+                 + ", ".join(f"{n} {k}" for k, n in by_class.items()) + ")")
+        mine = [p.headline_gbps for p in touched if p.headline_gbps]
+        rest = [p.headline_gbps for p in summary.pairs
+                if len(p.gpus) == 2 and all(p is not t for t in touched) and p.headline_gbps]
+        if mine and rest and statistics.median(mine) < 0.7 * statistics.median(rest):
+            text += (f": median {gbps(statistics.median(mine))} GB/s against "
+                     f"{gbps(statistics.median(rest))} GB/s for the other pairs")
+    return StoryItem(f.severity, text + ".", f.cause, list(f.remedies), list(group))
+
+
+def story(summary: Summary) -> List[StoryItem]:
+    """The run in a few points, worst first: each GPU whose own links are faulty, each broken or
+    degraded link class with what went wrong on how many of its pairs (and DataParallel against
+    DDP), the host facts, then what is fine. (What the GB/s figures are: figures_note.)"""
+    exps = explanations(summary.findings)
+    items: List[Tuple[tuple, StoryItem]] = []
+    told: set = set()
+    for k, group in enumerate(group_findings(summary.findings)):
+        f = group[0]
+        if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
+            it = _gpu_item(summary, group, told)
+            items.append(((_SEV_RANK[it.severity], 0, k), it))
+    for k, c in enumerate(summary.classes):
+        if c.verdict in ("broken", "degraded"):
+            it = _class_item(summary, c, exps)
+            if it is not None:
+                items.append(((_SEV_RANK[it.severity], 1, k), it))
+    other = [f for f in summary.findings if f.severity in ("error", "warning")
+             and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
+    if other:
+        sev = "error" if any(f.severity == "error" for f in other) else "warning"
+        heads = list(dict.fromkeys(f.message.split(": ")[0] for f in other))
+        told = any(it.remedies for _, it in items)
+        mine = [e for e in exps if any(f in other for f in e.findings)]
+        items.append(((_SEV_RANK[sev], 2, 0), StoryItem(
+            sev, ("Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
+            + "; ".join(heads) + ".",
+            None if told else next((e.cause for e in mine if e.cause), None),
+            [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
+    items.sort(key=lambda kv: kv[0])
+    out = [it for _, it in items]
+    fine = [c for c in summary.classes if c.verdict == "ok"]
+    if fine:
+        parts = []
+        for c in fine:
+            p = f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''}"
+            if c.pairs_measured < c.pairs:
+                p += f", {c.pairs_measured} measured"
+            if c.median_gbps is not None:
+                p += f", median {gbps(c.median_gbps)} GB/s"
+                if c.expected_gbps and c.efficiency is not None:
+                    p += f" = {pct(c.efficiency)} of {gbps(c.expected_gbps)} GB/s"
+            parts.append(p + ")")
+        out.append(StoryItem("ok", ("Link classes without problems: " if out else "Every link class is fine: ")
+                             + ", ".join(parts) + "."))
+    nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
+    good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]
+    if good:
+        if len(nums) == 1:
+            where = "the one pair"
+        else:
+            where = (f"all {len(nums)}" if len(good) == len(nums) else f"the other {len(good)} of {len(nums)}") + " pairs"
+        out.append(StoryItem("ok", f"Training numerics: nn.DataParallel and DDP matched the one-GPU "
+                                   f"reference on {where}."))
+    return out
+
+
+#: The raw files of a run folder a reader may want next, with what each holds.
+RAW_FILES = (("measurements.jsonl", "every measurement with its raw samples"),
+             ("results.csv", "one row per measurement"),
+             ("numerics.jsonl", "the training runs per pair and way"),
+             ("numerics_losses.csv", "their loss per step"),
+             ("summary.json", "findings, class and pair tables"))
+
+
+def raw_data_note(summary: Summary) -> str:
+    folder = summary.run.path
+    have = [f"{name} ({what})" for name, what in RAW_FILES
+            if name in ("results.csv", "summary.json") or (folder / name).exists()]
+    return "Raw data in the run folder: " + "; ".join(have) + "."

@@ -1,28 +1,24 @@
-"""What the terminal shows after a run or `gputopo report DIR`: the class table and the findings,
-worst first, with the likely cause and remedies of the worst ones (rich)."""
+"""What the terminal shows after a run or `gputopo report DIR` (rich): the verdict and the story
+first (what is broken where, the likely cause, what to do, what is fine), then the class table
+and the findings, worst first, alike ones grouped, with the cause and remedies of any the story
+did not tell."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Optional
 
 from gputopo.report.summary import Summary
 
-from .tables import class_table, gbps, gpus_text, simulated_line, verdict_line
+from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
+                     story, verdict_line)
 
 VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim"}
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "ok": "green"}
+STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "note"}
 #: Findings shown with cause and remedies; the rest are one line each.
 DETAILED_FINDINGS = 5
 #: Longest findings list on the terminal (the reports have all).
 MAX_FINDINGS = 40
-
-
-def group_findings(findings) -> List[List]:
-    """Findings of the same severity, kind and link class, in worst-first order of their first."""
-    groups: Dict[tuple, List] = {}
-    for f in findings:
-        groups.setdefault((f.severity, f.kind, f.link_class), []).append(f)
-    return list(groups.values())
 
 
 def print_summary(summary: Summary, console=None, *, max_findings: Optional[int] = MAX_FINDINGS) -> None:
@@ -34,6 +30,17 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     if summary.simulated:
         console.print(Text(f"SIMULATED: {simulated_line(summary)}", style="bold black on yellow"))
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))
+    points = story(summary)
+    told = set()
+    for it in points:
+        if it.severity == "info":
+            continue  # the figures note goes under the class table
+        console.print(Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]) + Text(it.text))
+        if it.cause:
+            console.print(Text(f"    likely cause: {it.cause}"))
+        for rem in it.remedies:
+            console.print(Text(f"    - {rem}"))
+        told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
     t = Table(title="Link classes", title_justify="left")
@@ -43,6 +50,9 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         t.add_row(*r[:-1], Text(r[-1], style=VERDICT_STYLE.get(r[-1], "")))
     if rows:
         console.print(t)
+        note = figures_note(summary)
+        if note:
+            console.print(Text(note, style="dim"))
 
     findings = summary.findings
     if not findings:
@@ -56,28 +66,23 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             ft.add_column(h, overflow="fold")
         for group in shown:
             f = group[0]
-            if len(group) == 1:
-                where, message = gpus_text(f.gpus), f.message
-            else:
-                where = f"{len(group)} pairs: " + " ".join(gpus_text(g.gpus) for g in group)
-                message = f"e.g. {f.message}"
-            ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.kind, where,
+            message = f.message if len(group) == 1 else f"e.g. {f.message}"
+            ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.kind, group_where(group),
                        f.link_class or "-", message)
         console.print(ft)
         if len(shown) < len(groups):
             console.print(f"... {len(groups) - len(shown)} more groups of findings in report.md / summary.json")
         detailed = 0
-        for group in groups:  # one explanation per kind of problem per class
-            f = group[0]
-            if f.severity == "info" or detailed >= DETAILED_FINDINGS:
+        for ex in explanations(findings):  # the causes the story above did not tell, worst first
+            if detailed >= DETAILED_FINDINGS:
                 break
-            if not (f.cause or f.remedies):
+            if not (ex.cause or ex.remedies) or all(id(f) in told for f in ex.findings):
                 continue
             detailed += 1
-            console.print(Text(f"{f.kind} ({f.link_class or gpus_text(f.gpus)}): ", style=SEVERITY_STYLE[f.severity])
-                          + Text(f"likely cause: {f.cause or 'unknown'}"))
-            for rem in f.remedies:
-                console.print(f"    - {rem}")
+            console.print(Text(f"{ex.kind} ({ex.where}): ", style=SEVERITY_STYLE[ex.severity])
+                          + Text(f"likely cause: {ex.cause or 'unknown'}"))
+            for rem in ex.remedies:
+                console.print(Text(f"    - {rem}"))
     if summary.run.nccl_tests:
         for log in summary.run.nccl_tests:
             console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
