@@ -84,21 +84,51 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
                        progress=progress)
     nrun = None
     if numerics_options is not None and result.options.pairs and not result.interrupted:
-        from gputopo.numerics import run_numerics
-        from gputopo.numerics.run import done_pairs
-
-        done = set(done_pairs(result.run_dir))
-        todo = [p for p in result.options.pairs if p not in done]
-        nrun = run_numerics(machine.topology, todo, machine.fabric, machine.description,
-                            numerics_options, run_dir=str(result.run_dir),
-                            timeout_s=bench_options.timeout_s)
-        result.findings = result.findings + list(nrun.findings)
+        nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
     summary = None
     if render:
         from gputopo.report.render import render_run
 
         summary = render_run(result.run_dir)
     return JobResult(result.run_dir, result, nrun, summary)
+
+
+def _run_numerics_phase(machine: Machine, result, numerics_options, bench_options):
+    """The numerics on the pairs of ``result`` not yet done in its run folder, with a progress
+    bar (terminal only). Ctrl-C marks the bench result and run.json interrupted (the records
+    already written stay; ``--resume`` redoes only the unfinished pairs) and returns None."""
+    from gputopo.bench.api import make_progress
+    from gputopo.bench.runlog import set_run_status
+    from gputopo.numerics import run_numerics
+    from gputopo.numerics.result import WAY_NAMES, WAYS
+    from gputopo.numerics.run import done_pairs
+
+    done = set(done_pairs(result.run_dir))
+    todo = [p for p in result.options.pairs if p not in done]
+    bar = make_progress(enabled=bool(bench_options.progress))
+
+    def advance(rec) -> None:
+        pair = ",".join(map(str, rec.gpus))
+        bar.advance(1, f"numerics {pair} ({rec.link_class}) {WAY_NAMES.get(rec.way, rec.way)}")
+
+    set_run_status(result.run_dir, "running")
+    bar.start(len(todo) * len(WAYS), "numerics")
+    try:
+        nrun = run_numerics(machine.topology, todo, machine.fabric, machine.description,
+                            numerics_options, run_dir=str(result.run_dir),
+                            timeout_s=bench_options.timeout_s, progress=advance)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        set_run_status(result.run_dir, "interrupted")
+        return None
+    except BaseException:
+        set_run_status(result.run_dir, "failed")
+        raise
+    finally:
+        bar.stop()
+    set_run_status(result.run_dir, "complete")
+    result.findings = result.findings + list(nrun.findings)
+    return nrun
 
 
 def split_tests(text: Optional[str]) -> Tuple[Tuple[str, ...], bool]:

@@ -132,3 +132,45 @@ def test_odd_and_tiny_sizes_verify_clean(seed, size):
     for group in ("p2p", "dp", "collectives"):
         ms = _run(seed, (0, 1), group, sizes=(size,), samples=2)
         assert ms and all(m.wrong == 0 and m.n == 2 for m in ms), group
+
+
+def test_measure_beats_after_each_warmup_run_and_sample(seed):
+    """The worker's sign of progress: one beat per warm-up run and per sample, so the runner's
+    --timeout ("no progress for N s") bounds one transfer, not a whole measurement."""
+    ops = SimOps((0, 1), (0, 1), SimModel(seed, {}))
+    (case,) = [c for c in cases_for("p2p", (0, 1), (64 << 10,), (4,))
+               if c.test == "p2p.copy" and c.direction == "0->1"]
+    beats = []
+    m = measure(build_spec(ops, case, latency_repeat=5), ops, warmup=2, samples=4,
+                link_class="NV4", beat=lambda: beats.append(1))
+    warm = 2 if ops.needs_warmup else 0
+    assert m.n == 4 and len(beats) == warm + 4
+
+
+def test_case_preparation_beats_while_it_runs_and_stops_before_it_returns():
+    """Preparing a 256 MiB case takes seconds on a busy CPU: beats go out meanwhile (a short
+    --timeout turned healthy pairs into hangs), and none after it returns (one sender)."""
+    import time
+
+    from gputopo.bench import worker
+
+    sent = []
+    prepare = worker._beating(lambda: time.sleep(5 * worker.BEAT_S) or "prepared",
+                              lambda: sent.append(time.monotonic()))
+    assert prepare() == "prepared"
+    done = time.monotonic()
+    assert len(sent) >= 2
+    time.sleep(2 * worker.BEAT_S)
+    assert all(t <= done for t in sent) and len(sent) <= 5
+
+
+def test_case_preparation_stuck_for_ever_stops_beating(monkeypatch):
+    """A preparation that never returns (a wedged GPU) must still end as a hang."""
+    import time
+
+    from gputopo.bench import worker
+
+    monkeypatch.setattr(worker, "PREPARE_BEATS_MAX_S", 3 * worker.BEAT_S)
+    sent = []
+    worker._beating(lambda: time.sleep(10 * worker.BEAT_S), lambda: sent.append(1))()
+    assert 1 <= len(sent) <= 3

@@ -171,6 +171,30 @@ def test_hang_and_crash_become_findings_and_leave_no_process(tmp_path):
         {"p2p:0-1", "p2p:2-3", "p2p:0-2"}
 
 
+def test_a_measurement_longer_than_the_timeout_is_no_hang_while_its_samples_progress(tmp_path):
+    """--timeout is "no progress for N s": a healthy measurement of many samples may take longer
+    than N (256 MiB ones do on a busy CPU) and must not become a hang, as long as samples
+    complete. (Before beats per sample, `--timeout 3` flagged healthy SYS pairs as hangs.)"""
+    from gputopo.bench.api import _worker_config
+    from gputopo.bench.plan import Case, Step
+    from gputopo.bench.runlog import RunLog
+    from gputopo.bench.runner import Runner
+
+    desc, topo = _machine("pcie-4gpu")
+    step = Step("p2p:0-2", "p2p", (0, 2), "SYS", [Case("p2p.copy", (0, 2), "0->2", 16 << 20, 0, 2)])
+    timeout = 1.0
+    runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, timeout, 1),
+                    log=RunLog(tmp_path), timeout_s=timeout, pool_size=1,
+                    step_settings={"warmup": 1, "samples": 1500, "latency_repeat": 1})
+    runner.run([step])
+    assert not runner.findings, runner.findings[0].message
+    assert len(runner.measurements) == 1 and runner.measurements[0].n == 1500
+    assert runner.worker_pids and not [p for p in runner.worker_pids if _alive(p)]
+    done = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    if done[-1]["elapsed_s"] < 1.5 * timeout:
+        pytest.skip("this machine measured it within the timeout: the case did not arise")
+
+
 class _DiskCheck:
     """Progress hook asserting each measurement is on disk before progress hears of it."""
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -472,3 +473,157 @@ def test_hang_fault_finishes_the_run_and_leaves_no_workers(tmp_path):
             break
         time.sleep(0.2)
     assert not left, f"processes left behind: {left}"
+
+
+# ---------------------------------------------------------------- Ctrl-C as a terminal sends it
+
+
+def _session_pids(sid: int):
+    """Processes of session ``sid`` (a terminal's Ctrl-C reaches its whole foreground group)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(d.name)) == sid and _alive(int(d.name)):
+                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except (OSError, ProcessLookupError):
+            continue
+    return out
+
+
+def _start_in_session(args, cwd):
+    """`python -m gputopo ARGS` in a new session. Its output goes to files, not pipes: waiting
+    on a pipe would also wait for every process that inherited it (the forkserver does)."""
+    out, err = open(cwd / "stdout.txt", "w"), open(cwd / "stderr.txt", "w")
+    with out, err:
+        return subprocess.Popen([sys.executable, "-m", "gputopo", *args], cwd=cwd, env=_env(),
+                                stdout=out, stderr=err, start_new_session=True)
+
+
+def _finish(p, cwd, timeout=60) -> str:
+    """Wait for the command itself (not its helpers); its stderr."""
+    p.wait(timeout=timeout)
+    return (cwd / "stderr.txt").read_text()
+
+
+def _no_process_left(sid: int, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while _session_pids(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _session_pids(sid), f"processes left behind: {_session_pids(sid)}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc for processes")
+def test_ctrl_c_in_the_numerics_exits_130_naming_resume_and_resume_finishes(tmp_path):
+    """Ctrl-C (to the whole process group, as a terminal sends it) while the numerics run:
+    exit 130, one line naming `--resume DIR`, run.json "interrupted", nothing left running;
+    `--resume DIR` then does the numerics of the pairs not done and nothing else."""
+    pairs = ["--pairs", "0,1", "--pairs", "2,3", "--pairs", "0,2", "--pairs", "1,3"]
+    p = _start_in_session(["bench", "--sim", "pcie-4gpu", "--quick", "--tests", "numerics",
+                           *pairs, "--out", "run"], tmp_path)
+    records = tmp_path / "run" / "numerics.jsonl"
+    deadline = time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < deadline:
+        if records.exists() and records.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the numerics ended before they could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    stderr = _finish(p, tmp_path)
+    # the forkserver (torch loaded) ends with the command, not a second or more after it
+    assert not [c for c in _session_pids(p.pid).values() if "forkserver" in c]
+    assert p.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "--resume run" in stderr
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "interrupted"
+    _no_process_left(p.pid)
+    before = read_jsonl(records)
+    assert len({(tuple(r["gpus"]), r["way"]) for r in before}) < 12
+
+    proc = gputopo("bench", "--resume", "run", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    after = read_jsonl(records)
+    assert {(tuple(r["gpus"]), r["way"]) for r in after} == \
+        {(pair, way) for pair in ((0, 1), (2, 3), (0, 2), (1, 3))
+         for way in ("reference", "dp", "ddp")}
+    assert after[:len(before)] == before  # appended to, never rewritten
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "complete"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc for processes")
+def test_ctrl_c_while_the_forkserver_imports_torch_prints_no_traceback(tmp_path):
+    """The forkserver spends seconds importing torch before it would ignore SIGINT itself; a
+    terminal's Ctrl-C then killed it with a traceback. It is now started with SIGINT ignored."""
+    p = _start_in_session(["bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1",
+                           "--tests", "p2p", "--out", "run"], tmp_path)
+    deadline = time.monotonic() + 60
+    while p.poll() is None and time.monotonic() < deadline:
+        if any("forkserver" in cmd for cmd in _session_pids(p.pid).values()):
+            time.sleep(0.15)  # past its exec, into `import torch`
+            break
+        time.sleep(0.01)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    stderr = _finish(p, tmp_path)
+    assert p.returncode == 130, stderr
+    _no_process_left(p.pid)  # (the forkserver writes to the same stderr file)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_check_never_judges_a_run_interrupted_by_ctrl_c(tmp_path, monkeypatch):
+    """`gputopo check --sim ...` benches first; Ctrl-C there left a partial run that the gate
+    then judged (and could pass, exit 0). Now: no verdict, exit 130, --resume named."""
+    from click.testing import CliRunner
+
+    import gputopo.jobs as jobs
+    from gputopo.cli.main import _register, cli
+
+    class Interrupted:
+        run_dir = tmp_path / "run"
+        interrupted = True
+
+    monkeypatch.setattr(jobs, "run_job", lambda *a, **kw: Interrupted())
+    _register()
+    res = CliRunner().invoke(cli, ["check", "--spec", "pcie-box", "--sim", "pcie-4gpu",
+                                   "--quick", "--pairs", "0,1"])
+    assert res.exit_code == 130, res.output
+    assert "PASSED" not in res.output and "--resume" in res.output
+
+
+def test_ctrl_c_wrapped_by_python_in_another_error_is_an_interrupt_not_a_bug():
+    """Ctrl-C while a class body runs (matplotlib's import, rendering the report) reaches us as
+    a RuntimeError caused by KeyboardInterrupt: exit 130 "aborted", not 4 "internal error"."""
+    from gputopo.cli.main import _caused_by_interrupt
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise RuntimeError("Error calling __set_name__") from ki
+    except RuntimeError as e:
+        wrapped = e
+    assert _caused_by_interrupt(wrapped)
+    assert not _caused_by_interrupt(RuntimeError("a bug"))
+
+
+def test_resume_of_a_cpu_fabric_run_keeps_its_number_of_stand_in_gpus(tmp_path):
+    """`bench --fabric cpu --cpu-gpus 3`, then `bench --resume DIR`: the machine is rebuilt with
+    3 stand-in GPUs (it was 2, the default, and failed: "--pairs 0,2: no such pair")."""
+    from gputopo.bench.api import cpu_topology
+    from gputopo.bench.runlog import RUN_JSON, TOPOLOGY_JSON, run_info, write_json
+    from gputopo.cli.bench import _build
+    from gputopo.model import topology_to_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_json(run / RUN_JSON, run_info(fabric="cpu", simulated=False, machine="cpu-fabric"))
+    write_json(run / TOPOLOGY_JSON, topology_to_json(cpu_topology(3)))
+    machine, opts = _build(None, None, (), None, None, None, None, None, str(run))
+    assert machine.fabric == "cpu" and len(machine.topology.gpus) == 3
+    machine, _ = _build(None, None, (), None, None, 4, None, None, str(run))
+    assert len(machine.topology.gpus) == 4  # what the user says wins

@@ -4,6 +4,7 @@ DataParallel is caught on the pairs whose peer path corrupts, from the numbers a
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -153,3 +154,67 @@ def test_hang_and_crash_become_findings_and_the_run_goes_on(tmp_path):
     assert sum(e["type"] == "finding" for e in events) == 3
     crash = next(f for f in run.findings if f.kind == "crash")
     assert "SIGABRT" in crash.message
+
+
+def test_ctrl_c_in_the_numerics_marks_the_run_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C during the numerics phase of a job: the result says interrupted (the CLI then exits
+    130 and names --resume), run.json says so too (it said "complete" from the bench), and the
+    numerics records already written stay for --resume."""
+    import gputopo.numerics as numerics
+    from gputopo.bench.api import BenchOptions
+    from gputopo.jobs import Machine, run_job
+
+    desc, topo = _machine("pcie-4gpu")
+    seen = {}
+
+    def interrupted(*args, **kw):
+        seen["status"] = json.loads((tmp_path / "run" / "run.json").read_text())["status"]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(numerics, "run_numerics", interrupted)
+    opts = BenchOptions(pairs=[(0, 1)], tests=(), out_dir=str(tmp_path / "run"), progress=False)
+    job = run_job(Machine(topo, "sim", desc), opts, validate_options(), render=False)
+    assert job.interrupted and job.numerics is None
+    assert seen["status"] == "running"  # while the numerics ran
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "interrupted" and info.get("finished")
+
+
+KILLED_WITH_A_JOB_UNREAD = """
+import os, signal, time
+from gputopo.numerics.worker import WorkerPool
+
+def main():
+    pool = WorkerPool("sim", threads=1, size=1)
+    pool._start()
+    os.kill(pool._procs[0].pid, signal.SIGKILL)
+    pool._procs[0].join()
+    pool._jobs[0].put({"kind": "sim-dp", "description": "x" * 200_000})  # > a pipe's buffer
+    time.sleep(0.3)
+    pool.kill()
+    pool.close()
+    print("done", flush=True)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_pool_with_a_big_job_unread_lets_the_process_exit(tmp_path):
+    """A job bigger than a pipe's buffer (the sim description of a 64-GPU machine is ~70 KB)
+    that the killed worker never read (Ctrl-C right after it was sent) kept the queue's feeder
+    thread blocked, and the process hung at exit for ever."""
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_WITH_A_JOB_UNREAD)
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (repo, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=90, env=env)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr

@@ -227,6 +227,22 @@ def read_run_info(run_dir) -> Dict[str, Any]:
         raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
 
 
+def set_run_status(run_dir, status: str, **more) -> None:
+    """Rewrite run.json's ``status`` (atomically), e.g. when a phase after the bench steps (the
+    numerics) runs, completes or is interrupted. Nothing happens where there is no run.json."""
+    path = Path(run_dir) / RUN_JSON
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    info.update(status=status, **more)
+    if status == "running":
+        info.pop("finished", None)
+    else:
+        info["finished"] = _now()
+    write_json(path, info)
+
+
 def read_progress(run_dir) -> Tuple[Set[str], List[Measurement], List[Finding]]:
     """Steps already done, measurements already taken, findings already recorded."""
     p = Path(run_dir)

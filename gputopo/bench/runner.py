@@ -16,7 +16,10 @@ way the step's workers are killed (SIGKILL, then joined: nothing is left behind)
 recorded as done with its finding, and fresh workers are forked for the steps still to run.
 An idle worker that dies (e.g. at exit after delivering its results) is simply replaced,
 never a finding. Ctrl-C (KeyboardInterrupt in the parent) stops the run; every worker is
-killed and joined in ``finally``; what was written stays a valid partial run.
+killed and joined in ``finally``; what was written stays a valid partial run. Workers (and the
+forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`starting_workers`,
+which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
+a "beat" after each sample and while a case's buffers are prepared.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import multiprocessing.connection as mpc
 import os
 import signal
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -51,6 +55,88 @@ def mp_context():
     ctx.set_forkserver_preload(["torch", "torch.distributed", "gputopo.bench.worker",
                                 "gputopo.bench.suites"])
     return ctx
+
+
+@contextmanager
+def starting_workers(ctx):
+    """Start worker processes inside this block. Ctrl-C is held while in it and raised as
+    KeyboardInterrupt when it ends: a Ctrl-C in the middle of ``Process.start()`` left a forked
+    worker whose pid the parent never learnt (so it could not kill it), and that child printed
+    a traceback on the terminal when the objects it was unpickling were already gone.
+
+    On first use it starts ``ctx``'s forkserver with SIGINT blocked: the forkserver is in the
+    terminal's process group and imports torch for seconds before it ignores SIGINT itself (a
+    Ctrl-C then killed it with a traceback); it inherits the blocked signal, and so does every
+    worker it forks, from its first instruction. The parent alone decides what Ctrl-C does."""
+    held = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: Python delivers signals to the main thread only
+        old = None
+    try:
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver, resource_tracker
+
+            resource_tracker.ensure_running()  # first: it unblocks SIGINT when it starts one
+            with _sigint_blocked():
+                forkserver.ensure_running()
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+            if held:
+                if callable(old):
+                    old(signal.SIGINT, None)  # default_int_handler raises KeyboardInterrupt
+                elif old == signal.SIG_DFL:
+                    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread (a child forked meanwhile inherits the mask); a SIGINT that
+    arrives is kept pending, not lost."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def stop_forkserver() -> None:
+    """End the forkserver this process started, if any, now (the CLI calls this on its way out).
+
+    Left alone it exits by itself once the run and its workers are gone, but only after tearing
+    down an interpreter with torch loaded: a second or more during which a python process,
+    reparented to init, outlives the command. SIGKILL is safe here: it holds no state, and the
+    workers it forked are already gone (those that were not would die with it: PDEATHSIG)."""
+    from multiprocessing import forkserver, util
+
+    fs = getattr(forkserver, "_forkserver", None)
+    pid = getattr(fs, "_forkserver_pid", None)
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError, PermissionError):
+        pass
+    fd = getattr(fs, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    address = getattr(fs, "_forkserver_address", None)
+    if address and not util.is_abstract_socket_namespace(address):
+        try:
+            os.unlink(address)
+        except OSError:
+            pass
+    fs._forkserver_pid = fs._forkserver_alive_fd = fs._forkserver_address = None
 
 
 def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
@@ -142,16 +228,17 @@ class Runner:
         gen = self.generation.get(key, 0) + 1
         self.generation[key] = gen
         log_path = str(self.log.worker_log(key, gen))
-        parent_conn, child_conn = self.ctx.Pipe()
         from .worker import worker_main
 
-        proc = self.ctx.Process(target=worker_main, name=f"gputopo-{key}", daemon=True,
-                                args=(child_conn, key, self.config, log_path))
-        proc.start()
-        child_conn.close()
-        w = _Worker(key, proc, parent_conn, log_path)
-        self.workers[key] = w
-        self.worker_pids.append(proc.pid)
+        with starting_workers(self.ctx):  # Ctrl-C waits until the worker is known (to kill it)
+            parent_conn, child_conn = self.ctx.Pipe()
+            proc = self.ctx.Process(target=worker_main, name=f"gputopo-{key}", daemon=True,
+                                    args=(child_conn, key, self.config, log_path))
+            proc.start()
+            child_conn.close()
+            w = _Worker(key, proc, parent_conn, log_path)
+            self.workers[key] = w
+            self.worker_pids.append(proc.pid)
         return w
 
     def _kill(self, key: str) -> None:

@@ -65,11 +65,14 @@ def take_sample(spec: Spec, case: Prepared, ops, sample: int):
     return ops.combine(t, wrong, first)
 
 
-def measure(spec: Spec, ops, *, warmup: int, samples: int, link_class: Optional[str]) -> Measurement:
+def measure(spec: Spec, ops, *, warmup: int, samples: int, link_class: Optional[str],
+            beat: Optional[Callable[[], None]] = None) -> Measurement:
     """Run ``spec`` on ``ops`` (a fabric's operations) and return its Measurement.
 
     ``wrong`` is the largest wrong-element count of any sample (the count for one transfer);
-    ``extra.wrong_samples`` says in how many samples something was wrong.
+    ``extra.wrong_samples`` says in how many samples something was wrong. ``beat`` is called
+    after each warm-up run and each sample: the worker's sign of progress, so that the runner's
+    timeout ("no progress for N s") bounds one transfer, not a whole measurement of many.
     """
     case = spec.prepare()
     try:
@@ -79,10 +82,14 @@ def measure(spec: Spec, ops, *, warmup: int, samples: int, link_class: Optional[
                 ops.sync(spec.devices)
                 case.run()
                 ops.sync(spec.devices)
+                if beat is not None:
+                    beat()
         times, worst, first_bad, bad_samples = [], 0, None, 0
         for s in range(samples):
             t, wrong, first = take_sample(spec, case, ops, s)
             times.append(t)
+            if beat is not None:
+                beat()
             if wrong:
                 bad_samples += 1
                 if first_bad is None:

@@ -5,7 +5,7 @@ Protocol (tuples over a multiprocessing Connection):
     parent -> worker   ("step", step_message) | ("exit",)
     worker -> parent   ("ready", {"pid", "store_port"}) | ("fatal", reason, traceback)
                        ("measurement", step_id, Measurement.to_json())   # rank 0
-                       ("beat", step_id)                                 # other ranks
+                       ("beat", step_id)      # other ranks; and any rank after a sample
                        ("done", step_id) | ("error", step_id, traceback)
 
 The worker's stdout/stderr go to a log file in the run folder (the runner quotes its tail in a
@@ -28,6 +28,11 @@ import traceback
 
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
+#: Least seconds between two "beat" messages sent within a measurement (after a sample).
+BEAT_S = 0.2
+#: Longest a case's preparation beats for (seconds 256 MiB takes: seconds; a preparation stuck
+#: on a wedged GPU must still end as a hang, this much later).
+PREPARE_BEATS_MAX_S = 300.0
 
 
 def _redirect_output(log_path: str) -> None:
@@ -120,6 +125,35 @@ class _NoCuda(Exception):
     pass
 
 
+def _beating(prepare, send):
+    """``prepare`` that sends a beat every BEAT_S while it runs. Preparing a case allocates and
+    fills this process's own buffers (no transfer: nothing that can hang on a link), and takes
+    seconds at 256 MiB on a busy CPU: without beats a short ``--timeout`` turned a healthy
+    pair's set-up into a ``hang``. The beats stop (the thread is joined) before it returns, so
+    only one thread ever sends on the pipe at a time, and after PREPARE_BEATS_MAX_S at most."""
+
+    def run():
+        stop = threading.Event()
+
+        def beats():
+            until = time.monotonic() + PREPARE_BEATS_MAX_S
+            while not stop.wait(BEAT_S) and time.monotonic() < until:
+                try:
+                    send()
+                except (OSError, ValueError):
+                    return
+
+        t = threading.Thread(target=beats, name="gputopo-setup-beat", daemon=True)
+        t.start()
+        try:
+            return prepare()
+        finally:
+            stop.set()
+            t.join()
+
+    return run
+
+
 class WorkerState:
     """What a worker keeps between steps: torch, its store server, the sim model."""
 
@@ -205,14 +239,24 @@ class WorkerState:
         if grouped:
             self._init_group(step)
         ops = None
+        last = [time.monotonic()]
+
+        def beat() -> None:  # progress within a measurement (one per sample, at most 5 a second)
+            now = time.monotonic()
+            if now - last[0] >= BEAT_S:
+                last[0] = now
+                conn.send(("beat", step["id"]))
+
         try:
             ops = self._ops(step)
             for cj in step["cases"]:
                 case = Case.from_json(cj)
                 spec = build_spec(ops, case, latency_repeat=step["latency_repeat"])
+                spec.prepare = _beating(spec.prepare, lambda: conn.send(("beat", step["id"])))
                 m = measure(spec, ops, warmup=step["warmup"], samples=step["samples"],
-                            link_class=step.get("link_class"))
+                            link_class=step.get("link_class"), beat=beat)
                 del spec
+                last[0] = time.monotonic()
                 if step["rank"] == 0:
                     conn.send(("measurement", step["id"], m.to_json()))
                 else:

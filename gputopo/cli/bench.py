@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Optional
 
 import click
 
@@ -24,8 +25,9 @@ def pair_options(f):
         click.option("--class", "class_text", metavar="CLASS",
                      help="Only pairs of this link class (NV4, NV, PIX, PXB, PHB, NODE, SYS)."),
         click.option("--gpus", "gpus_text", metavar="LIST", help="Only these GPUs, e.g. 0-3,6."),
-        click.option("--cpu-gpus", type=click.IntRange(1, 64), default=2, show_default=True,
-                     help="Stand-in GPUs for --fabric cpu without --sim."),
+        click.option("--cpu-gpus", type=click.IntRange(1, 64), default=None,
+                     help="Stand-in GPUs for --fabric cpu without --sim [default: 2; with "
+                          "--resume: as many as the run had]."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
                      help="Seconds a step may go without progress before it is a hang [default: 120]."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False),
@@ -67,7 +69,9 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
         # a description file is reloaded from its path; built-in and generated machines by name
         sim = sim_path if sim_path and ":" not in sim_path else info.get("sim")
         fabric = info.get("fabric")
-    machine = choose_machine(sim, fabric, cpu_gpus)
+    if resume_dir and cpu_gpus is None and sim is None and fabric == "cpu":
+        cpu_gpus = _stand_in_gpus(resume_dir)  # the run's --cpu-gpus
+    machine = choose_machine(sim, fabric, cpu_gpus or 2)
     topo = machine.topology
     if self_test and not pairs_values and not class_text:
         pairs, self_gpus = [], parse_gpus(gpus_text, len(topo.gpus))
@@ -82,6 +86,19 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
                         out_dir=out_dir, resume_dir=resume_dir, progress=progress,
                         argv=list(sys.argv[1:]), **kw)
     return machine, opts
+
+
+def _stand_in_gpus(run_dir) -> Optional[int]:
+    """How many stand-in GPUs a cpu-fabric run had (its topology.json), or None if unreadable."""
+    from pathlib import Path
+
+    from gputopo.bench.runlog import TOPOLOGY_JSON
+
+    try:
+        gpus = json.loads((Path(run_dir) / TOPOLOGY_JSON).read_text(encoding="utf-8"))["gpus"]
+        return len(gpus) or None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _report(job, as_json):
@@ -101,6 +118,9 @@ def _report(job, as_json):
                 c.print(line, markup=False, highlight=False)
         print_summary(job.summary, c)  # ends with the report's path
     if job.interrupted:
+        cmd = click.get_current_context().info_name or "bench"
+        click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "
+                   f"run; finish it with `gputopo {cmd} --resume {job.run_dir}`", err=True)
         finish(130)
 
 

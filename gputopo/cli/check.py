@@ -76,7 +76,13 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
                                preset=preset or "default", progress=not as_json)
-        run_dir = str(run_job(machine, opts, nopts).run_dir)
+        job = run_job(machine, opts, nopts)
+        run_dir = str(job.run_dir)
+        if job.interrupted:  # never judge a partial run: a gate must not pass on Ctrl-C
+            click.echo(f"gputopo: interrupted: no verdict; the run folder {run_dir} holds a valid "
+                       f"partial run; finish it with `gputopo bench --resume {run_dir}`, then "
+                       f"`gputopo check --spec {spec} {run_dir}`", err=True)
+            finish(130)
     from gputopo.check.verdict import run_check
 
     verdict = run_check(spec_path, run_dir)

@@ -50,8 +50,40 @@ def save_traceback(folder: str | None = None) -> str:
     return path
 
 
+def _caused_by_interrupt(e: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind ``e`` (Python wraps one raised inside a class body's
+    ``__set_name__`` in a RuntimeError, so Ctrl-C while matplotlib imports looked like a bug)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
+    try:
+        _main(argv)
+    finally:
+        _stop_helpers()
+
+
+def _stop_helpers() -> None:
+    """End the multiprocessing forkserver a bench or numerics run started, so that no python
+    process outlives the command (left alone it lingers while torch tears down)."""
+    if "multiprocessing.forkserver" not in sys.modules:
+        return
+    try:
+        from gputopo.bench.runner import stop_forkserver
+
+        stop_forkserver()
+    except Exception:  # noqa: BLE001 - best effort on the way out; never mask the exit code
+        pass
+
+
+def _main(argv=None):
     _register()
     try:
         rv = cli.main(args=argv, prog_name="gputopo", standalone_mode=False)
@@ -69,6 +101,9 @@ def main(argv=None):
     except BrokenPipeError:
         sys.exit(0)
     except Exception as e:  # internal error: one line here, the traceback in a file
+        if _caused_by_interrupt(e):  # Ctrl-C inside an import (e.g. wrapped in a RuntimeError)
+            click.echo("gputopo: aborted", err=True)
+            sys.exit(130)
         path = save_traceback(getattr(e, "run_dir", None))
         click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
         sys.exit(EXIT_INTERNAL)

@@ -221,6 +221,9 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
     try:
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
                             runner("sim-dp", "dp"), runner("sim-ddp", "ddp"), [], [_SIM_DDP_NOTE])
+    except KeyboardInterrupt:
+        pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
+        raise
     finally:
         out.notes.append(f"sim worker started {pool.starts} time(s)")
         pool.close()
@@ -281,6 +284,10 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
     try:
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "cpu", data, dp_train, ddp_train,
                             dp_notes, ["DistributedDataParallel over gloo in 2 CPU processes"])
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
+        raise
     finally:
         if pool is not None:
             out.notes.append(f"gloo workers started {pool.starts} time(s)")
@@ -358,6 +365,9 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                         [f"DistributedDataParallel over NCCL, ranks on cuda:{ci} and cuda:{cj}"]
                         + ([f"NCCL environment: {nccl_env}"] if nccl_env else []), ddp_run,
                         per_replica)
+    except KeyboardInterrupt:
+        pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
+        raise
     finally:
         out.notes.append(f"NCCL workers started {pool.starts} time(s)")
         pool.close()

@@ -237,17 +237,22 @@ class WorkerPool:
         return max(0, self.starts - 1)
 
     def _start(self) -> None:
+        from gputopo.bench.runner import starting_workers
+
         self.starts += 1
-        self._results = self._ctx.Queue()
-        self._jobs = [self._ctx.Queue() for _ in range(self.size)]
-        env = dict(os.environ)
-        self._procs = [self._ctx.Process(target=_worker_main, name=f"gputopo-numerics-{r}",
-                                         args=(r, self._jobs[r], self._results, self.backend,
-                                               self.threads, self._log_path(r), os.getpid(), env),
-                                         daemon=True)
-                       for r in range(self.size)]
-        for p in self._procs:
-            p.start()
+        # Ctrl-C waits until every worker is started (and so known, to be killed)
+        with starting_workers(self._ctx):
+            self._results = self._ctx.Queue()
+            self._jobs = [self._ctx.Queue() for _ in range(self.size)]
+            env = dict(os.environ)
+            self._procs = [self._ctx.Process(target=_worker_main, name=f"gputopo-numerics-{r}",
+                                             args=(r, self._jobs[r], self._results, self.backend,
+                                                   self.threads, self._log_path(r), os.getpid(),
+                                                   env),
+                                             daemon=True)
+                           for r in range(self.size)]
+            for p in self._procs:
+                p.start()
         ready = set()
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
@@ -286,6 +291,11 @@ class WorkerPool:
                 p.kill()
         for p in started:
             p.join(timeout=5)
+        for q in self._jobs:
+            # a job its killed worker never read stays in the pipe; one larger than the pipe
+            # buffer (the sim description of a big machine) left the queue's feeder thread
+            # blocked, and the interpreter waited for it at exit forever
+            q.cancel_join_thread()
         self._procs = []
         self._results = None
 
