@@ -179,3 +179,29 @@ fail_on = ["iommu"]
     passed = {o.name for o in v.outcomes if o.status == "passed"}
     assert {"topology.gpu_count[machine]", "topology.link_class[0-1]", "pcie.min_gen[GPU0]",
             "bandwidth.NV.min_efficiency[0-1]", "busbw.all_reduce[0-1]"} <= passed
+
+
+def test_interrupted_run_cannot_pass(tmp_path):
+    """A run cut short would count what it never measured as clean: check fails it."""
+    import json
+    import shutil
+
+    from gputopo.check.spec import shipped_spec_path
+    from gputopo.check.verdict import run_check
+
+    src = tmp_path / "src"
+    from conftest_report import write_run
+
+    d = write_run(src, [])
+    info = json.loads((d / "run.json").read_text())
+    info["status"] = "complete"
+    (d / "run.json").write_text(json.dumps(info))
+    complete = run_check(shipped_spec_path("pcie-box"), d)
+    assert [o.status for o in complete.outcomes if o.rule == "run.complete"] == ["passed"]
+    cut = tmp_path / "cut"
+    shutil.copytree(d, cut)
+    info["status"] = "interrupted"
+    (cut / "run.json").write_text(json.dumps(info))
+    v = run_check(shipped_spec_path("pcie-box"), cut)
+    assert not v.passed and v.exit_code == 1
+    assert [o.rule for o in v.failed if o.rule == "run.complete"] == ["run.complete"]

@@ -220,3 +220,13 @@ def test_heatmap_numbers_read_on_their_cell():
 
     assert _text_color((0.99, 0.91, 0.14)) == "black"  # viridis yellow
     assert _text_color((0.27, 0.0, 0.33)) == "white"  # viridis purple
+
+
+def test_grouped_findings_name_each_pair_once():
+    from gputopo.model import Finding
+    from gputopo.report.outputs.tables import group_where
+
+    one_pair = [Finding("hang", "error", m, gpus=[0, 1], link_class="PXB") for m in "abc"]
+    assert group_where(one_pair) == "0,1"
+    two = one_pair + [Finding("hang", "error", "d", gpus=[2, 3], link_class="PXB")]
+    assert group_where(two) == "2 pairs: 0,1 2,3"

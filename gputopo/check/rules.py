@@ -304,7 +304,20 @@ def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
     return out
 
 
-ALL_RULES = (topology_rules, nvlink_rules, pcie_rules, bandwidth_rules, busbw_rules, integrity_rules,
+def run_rules(spec: Spec, summary: Summary) -> List[Outcome]:
+    """A run cut short (Ctrl-C, a crash of gputopo itself) cannot pass: what it did not measure
+    would count as clean. Runs without a status (imported nccl-tests results) are complete."""
+    status = summary.run.info.get("status")
+    if status is None:
+        return []
+    ok = status == "complete"
+    return [Outcome("run.complete", "machine", PASSED if ok else FAILED,
+                    "the run finished" if ok else
+                    f"the run is {status}: finish it with `gputopo bench --resume {summary.run.path}`",
+                    evidence={"status": status})]
+
+
+ALL_RULES = (run_rules, topology_rules, nvlink_rules, pcie_rules, bandwidth_rules, busbw_rules, integrity_rules,
              findings_rules)
 
 

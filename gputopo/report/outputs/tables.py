@@ -58,10 +58,11 @@ def group_findings(findings) -> List[List[Finding]]:
 
 def group_where(group: List[Finding]) -> str:
     """'0,4' for one finding; '16 pairs: 0,4 0,5 ...' for alike findings in several places."""
-    if len(group) == 1:
-        return gpus_text(group[0].gpus)
+    places = list(dict.fromkeys(gpus_text(f.gpus) for f in group))  # one pair may have several
+    if len(places) == 1:
+        return places[0]
     what = "pairs" if all(f.gpus and len(f.gpus) == 2 for f in group) else "places"
-    return f"{len(group)} {what}: " + " ".join(gpus_text(f.gpus) for f in group)
+    return f"{len(places)} {what}: " + " ".join(places)
 
 
 def findings_table(findings: List[Finding]) -> Table:
