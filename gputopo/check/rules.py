@@ -285,22 +285,23 @@ def integrity_rules(spec: Spec, s: Summary) -> List[Outcome]:
             out.append(Outcome(rule, subj, FAILED if bad else PASSED, msg, gpus=gpus or None,
                                evidence={k: v for k, v in rec.items() if k not in ("losses", "reference_losses")}))
     for key, kind in (("no_hang", "hang"), ("no_crash", "crash")):
-        if not on.get(key):
-            continue
-        bad = [f for f in s.findings if f.kind == kind]
-        out += [_finding_outcome(f"integrity.{key}", f) for f in bad]
-        if not bad:
-            out.append(Outcome(f"integrity.{key}", "machine", PASSED, f"no {kind} recorded"))
+        if on.get(key):
+            out += _kind_outcomes(f"integrity.{key}", kind, s, f"no {kind} recorded")
     return out
+
+
+def _kind_outcomes(rule: str, kind: str, s: Summary, passed_message: str) -> List[Outcome]:
+    """One failed outcome per finding of ``kind``, or one passed outcome for the machine."""
+    bad = [f for f in s.findings if f.kind == kind]
+    if not bad:
+        return [Outcome(rule, "machine", PASSED, passed_message)]
+    return [_finding_outcome(rule, f) for f in bad]
 
 
 def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
     out = []
     for kind in spec.fail_on:
-        bad = [f for f in s.findings if f.kind == kind]
-        out += [_finding_outcome(f"findings.fail_on.{kind}", f) for f in bad]
-        if not bad:
-            out.append(Outcome(f"findings.fail_on.{kind}", "machine", PASSED, f"no {kind} finding"))
+        out += _kind_outcomes(f"findings.fail_on.{kind}", kind, s, f"no {kind} finding")
     return out
 
 

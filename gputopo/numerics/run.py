@@ -32,6 +32,7 @@ findings to ``events.jsonl``, and the loss curves to ``numerics_losses.csv`` at 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -218,14 +219,22 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
             return payload_to_run(res.payloads[0])
         return train
 
-    try:
+    with _pool_closed(pool, out, "sim worker"):
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
                             runner("sim-dp", "dp"), runner("sim-ddp", "ddp"), [], [_SIM_DDP_NOTE])
+
+
+@contextlib.contextmanager
+def _pool_closed(pool, out, what: str):
+    """Close a numerics worker pool when its pairs are done; on Ctrl-C kill the workers at once
+    rather than wait for their job to end. The number of worker starts goes into the notes."""
+    try:
+        yield pool
     except KeyboardInterrupt:
-        pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
+        pool.kill()
         raise
     finally:
-        out.notes.append(f"sim worker started {pool.starts} time(s)")
+        out.notes.append(f"{what} started {pool.starts} time(s)")
         pool.close()
 
 
@@ -324,7 +333,7 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
             raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}")
 
     pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir)
-    try:
+    with _pool_closed(pool, out, "NCCL workers"):
         for i, j in pairs:
             lc = str(topology.link_class(i, j))
             ci, cj = cuda_of[i], cuda_of[j]
@@ -365,12 +374,6 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                         [f"DistributedDataParallel over NCCL, ranks on cuda:{ci} and cuda:{cj}"]
                         + ([f"NCCL environment: {nccl_env}"] if nccl_env else []), ddp_run,
                         per_replica)
-    except KeyboardInterrupt:
-        pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
-        raise
-    finally:
-        out.notes.append(f"NCCL workers started {pool.starts} time(s)")
-        pool.close()
 
 
 # ----------------------------------------------------------------------------- judging
