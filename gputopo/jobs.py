@@ -82,14 +82,16 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
 
     result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
                        progress=progress)
-    nrun = None
-    if numerics_options is not None and result.options.pairs and not result.interrupted:
-        nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
-    summary = None
-    if render:
-        from gputopo.report.render import render_run
+    from gputopo.bench.runlog import errors_belong_to
 
-        summary = render_run(result.run_dir)
+    nrun = summary = None
+    with errors_belong_to(result.run_dir):
+        if numerics_options is not None and result.options.pairs and not result.interrupted:
+            nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
+        if render:
+            from gputopo.report.render import render_run
+
+            summary = render_run(result.run_dir)
     return JobResult(result.run_dir, result, nrun, summary)
 
 

@@ -30,7 +30,8 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
 from .results import RunResult, bench_document, derived_findings
-from .runlog import RunLog, claim_out_dir, new_run_dir, read_progress, read_run_info
+from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
+                     read_run_info)
 from .runner import NullProgress, Runner
 from .summary import make_progress, render_summary
 
@@ -174,7 +175,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     status = "failed"
     progress.start(count_cases(todo), f"bench {topology.machine or ''}".strip())
     try:
-        runner.run(todo)
+        with errors_belong_to(run_dir):
+            runner.run(todo)
         status = "interrupted" if runner.interrupted else "complete"
     finally:
         progress.stop()

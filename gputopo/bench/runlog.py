@@ -16,6 +16,7 @@ the importers use them.
 from __future__ import annotations
 
 import datetime as _dt
+import contextlib
 import json
 import os
 import re
@@ -225,6 +226,21 @@ def read_run_info(run_dir) -> Dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
+
+
+@contextlib.contextmanager
+def errors_belong_to(run_dir):
+    """Tag an exception escaping the block with ``run_dir`` (unless an inner block already
+    did), so the CLI saves an internal error's traceback into that run folder (DESIGN.md)."""
+    try:
+        yield
+    except Exception as e:
+        if getattr(e, "run_dir", None) is None:
+            try:
+                e.run_dir = str(run_dir)
+            except AttributeError:  # exceptions without a __dict__
+                pass
+        raise
 
 
 def set_run_status(run_dir, status: str, **more) -> None:

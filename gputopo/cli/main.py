@@ -28,14 +28,8 @@ def cli():
 
 
 def _register():
-    from gputopo.cli import scan, sims  # noqa: F401  (each module adds its command to `cli`)
-
-    for mod in ("bench", "numerics", "report", "check", "importer"):
-        try:
-            __import__(f"gputopo.cli.{mod}")
-        except ModuleNotFoundError as e:  # a command whose layer is not built yet
-            if e.name != f"gputopo.cli.{mod}":
-                raise
+    # Each module adds its commands to `cli`; they import their layers lazily, so this is cheap.
+    from gputopo.cli import bench, check, importer, report, scan, sims  # noqa: F401
 
 
 def save_traceback(folder: str | None = None) -> str:
