@@ -2,7 +2,8 @@
 
 - NCCL (DDP's all-reduce; and DataParallel's broadcast / gradient reduce, which PyTorch routes
   through ``torch.cuda.nccl`` when built with NCCL) uses peer-to-peer only on NVLink and up to
-  PXB, and only where NVML reports P2P as OK; beyond that it goes through host memory.
+  PXB (NCCL_P2P_LEVEL), and only where NVML reports P2P as OK; beyond that it goes through
+  host memory. The rule is gputopo.bench.routes.nccl_route, shared with the sim fabric.
 - Raw tensor copies (DataParallel's scatter and gather) are peer DMA whenever CUDA allows peer
   access, which it does for any pair whose P2P status is OK (or unknown), whatever the class:
   that is exactly how a broken PCIe P2P path reaches DataParallel and not DDP (DESIGN.md).
@@ -12,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+from gputopo.bench.routes import nccl_route
 from gputopo.model import LinkClass, Topology
 from gputopo.model.values import is_value
-
-#: PCIe classes over which NCCL uses peer-to-peer by default (NCCL_P2P_LEVEL=PXB).
-NCCL_P2P_CLASSES = ("PIX", "PXB")
 
 
 def _p2p_ok(p2p: Optional[Dict[str, Any]]) -> bool:
@@ -31,12 +30,9 @@ def _p2p_ok(p2p: Optional[Dict[str, Any]]) -> bool:
 
 
 def nccl_path(link_class: LinkClass, p2p: Optional[Dict[str, Any]] = None) -> str:
-    """"p2p" or "host": the path NCCL's default transport selection takes for the pair."""
-    if not _p2p_ok(p2p):
-        return "host"
-    if link_class.is_nvlink or link_class.kind in NCCL_P2P_CLASSES:
-        return "p2p"
-    return "host"
+    """"p2p" or "host": the path NCCL's transport selection takes for the pair (the bench's rule,
+    NCCL_P2P_LEVEL / NCCL_P2P_DISABLE included)."""
+    return nccl_route(str(link_class), _p2p_ok(p2p))
 
 
 def copy_path(p2p: Optional[Dict[str, Any]] = None) -> str:

@@ -226,16 +226,19 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
 
 @contextlib.contextmanager
 def _pool_closed(pool, out, what: str):
-    """Close a numerics worker pool when its pairs are done; on Ctrl-C kill the workers at once
-    rather than wait for their job to end. The number of worker starts goes into the notes."""
+    """Close a numerics worker pool (None: no pool was needed) when its pairs are done; on
+    Ctrl-C kill the workers at once rather than wait for their job to end. The number of worker
+    starts goes into the notes."""
     try:
         yield pool
     except KeyboardInterrupt:
-        pool.kill()
+        if pool is not None:
+            pool.kill()
         raise
     finally:
-        out.notes.append(f"{what} started {pool.starts} time(s)")
-        pool.close()
+        if pool is not None:
+            out.notes.append(f"{what} started {pool.starts} time(s)")
+            pool.close()
 
 
 def _run_sim_in_process(topology, pairs, opts, out, sink, ways, factory: TransportFactory) -> None:
@@ -290,17 +293,9 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
 
     dp_notes = ["emulated: DataParallel's documented flow (broadcast, scatter, gather, reduce_add) "
                 "over plain in-process copies; no GPU link is involved on the cpu fabric"]
-    try:
+    with _pool_closed(pool, out, "gloo workers"):
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "cpu", data, dp_train, ddp_train,
                             dp_notes, ["DistributedDataParallel over gloo in 2 CPU processes"])
-    except KeyboardInterrupt:
-        if pool is not None:
-            pool.kill()  # Ctrl-C: stop the workers now rather than wait for their job to end
-        raise
-    finally:
-        if pool is not None:
-            out.notes.append(f"gloo workers started {pool.starts} time(s)")
-            pool.close()
 
 
 # ----------------------------------------------------------------------------- cuda

@@ -46,13 +46,11 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from ..routes import nccl_route
 from .base import Ops
 
 #: Relative half-width of the deterministic per-sample jitter of modeled times.
 JITTER = 0.02
-#: NCCL_P2P_LEVEL names -> the worst PCIe class still using P2P.
-_NCCL_LEVELS = {"LOC": -1, "NVL": 0, "PIX": 1, "PXB": 2, "PHB": 3, "SYS": 5}
-_PCIE_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
 class _Link:
@@ -76,8 +74,7 @@ class SimModel:
         self.desc = desc
         self.base = _without_downtrained(desc)
         env = os.environ if env is None else env
-        self.p2p_disabled = str(env.get("NCCL_P2P_DISABLE", "0")).strip() in ("1", "true", "yes")
-        self.p2p_level = str(env.get("NCCL_P2P_LEVEL", "PXB")).strip().upper()
+        self.nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
         self._counter = 0
 
     # ---------------------------------------------------------------- routes
@@ -97,13 +94,7 @@ class SimModel:
 
     def nccl_route(self, i: int, j: int) -> str:
         """NCCL uses P2P over NVLink and PCIe up to NCCL_P2P_LEVEL (default PXB), when P2P is OK."""
-        if self.p2p_disabled or not self.peer_ok(i, j):
-            return "host"
-        cls = self.link_class(i, j)
-        if cls.startswith("NV"):
-            return "host" if self.p2p_level == "LOC" else "p2p"
-        limit = _NCCL_LEVELS.get(self.p2p_level, 2)
-        return "p2p" if _PCIE_ORDER.get(cls, 9) <= limit else "host"
+        return nccl_route(self.link_class(i, j), self.peer_ok(i, j), self.nccl_env)
 
     # ---------------------------------------------------------------- faults
     def faults(self, i: int, j: Optional[int], route: str) -> list:
