@@ -13,6 +13,7 @@ KINDS = (
     "corrupt", "nan", "diverged", "slow", "outlier", "p2p-slower-than-staged", "hang", "crash",
     "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
     "topology-mismatch", "slow-node", "gpu-lost", "noisy",
+    "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .health import health_from_json, health_to_json
 from .linkclass import LinkClass
 from .values import Failed, NotAvailable, field_from_json, is_value
 
@@ -68,6 +69,7 @@ class Gpu:
     mig_mode: Any = NotAvailable("not read")  # "enabled" | "disabled"
     nvlinks: List[NvLink] = field(default_factory=list)
     lost: Optional[Failed] = None
+    health: Any = NotAvailable("not read")  # GpuHealth (model/health.py) | NotAvailable | Failed
 
     @property
     def key(self) -> str:
@@ -124,6 +126,10 @@ class HostInfo:
     driver_version: Any = NotAvailable("not read")
     nvml_version: Any = NotAvailable("not read")
     cuda_driver_version: Any = NotAvailable("not read")  # e.g. "12.4"
+    #: the command the kernel log was read with ("dmesg"), or NotAvailable(why it could not be)
+    kernel_log: Any = NotAvailable("not read")
+    #: Xid lines naming a PCI bus that is none of the GPUs read: {bus: [event json]}
+    xid_unmatched: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,6 +207,7 @@ def topology_to_json(topo: Topology) -> Dict[str, Any]:
                 "pcie": _enc(vars(g.pcie)),
                 "nvlinks": [_enc(vars(lk)) for lk in g.nvlinks],
                 "lost": _enc(g.lost),
+                "health": health_to_json(g.health),
             }
         )
     pairs = [
@@ -231,7 +238,8 @@ def topology_from_json(d: Dict[str, Any]) -> Topology:
             ld["errors"] = _dec_fields(ld.get("errors") or {})
             links.append(NvLink(**ld))
         lost = field_from_json(gd.pop("lost", None))
-        gpus.append(Gpu(pcie=pcie, nvlinks=links, lost=lost, **_dec_fields(gd)))
+        health = health_from_json(gd.pop("health", None))
+        gpus.append(Gpu(pcie=pcie, nvlinks=links, lost=lost, health=health, **_dec_fields(gd)))
     pairs = [
         Pair(gpus=tuple(pd["gpus"]), link_class=LinkClass.parse(pd["link_class"]),
              nvlink_count=pd.get("nvlink_count", 0), p2p=_dec_fields(pd.get("p2p") or {}))

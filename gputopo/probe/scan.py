@@ -12,12 +12,14 @@ from gputopo.model import Topology
 
 
 def read_machine(lib, root, run, machine: str, source: str, simulated: bool = False) -> Topology:
-    """Read GPUs, links and host facts through an initialised NVML library object."""
+    """Read GPUs, links, host facts and GPU health through an initialised NVML library object."""
+    from gputopo.probe.health import read_health
     from gputopo.probe.host import read_host
     from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
 
     host = read_host(root=root, run=run, gpu_bus_ids=gpu_bus_ids(lib))
-    return read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+    topo = read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+    return read_health(lib, topo, run)
 
 
 def scan_real() -> Topology:

@@ -14,6 +14,7 @@ from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import show
+from gputopo.report.health_checks import health_cells, kernel_log_line
 
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
                "NODE": "yellow", "SYS": "red", "X": "dim"}
@@ -62,18 +63,19 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
 
     gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe now (max)",
-                "NVLinks up", "MIG"):
+                "NVLinks up", "MIG", "temp / power", "health"):
         gt.add_column(col, no_wrap=True)
     for g in topo.gpus:
         if g.lost is not None:
             gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
-                       show(g.pci_bus_id), "", "", "", "", "")
+                       show(g.pci_bus_id), "", "", "", "", "", "", "")
             continue
         p = g.pcie
         pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} (Gen{show(p.gen_max)} x{show(p.width_max)})"
         links = f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks else "-"
         gt.add_row(str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
-                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
+                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode),
+                   *_health_cells(g.health))
     console.print(gt)
 
     h = topo.host
@@ -82,7 +84,8 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     iommu = h.iommu_mode if isinstance(h.iommu_mode, str) else f"unknown ({getattr(h.iommu_mode, 'reason', '')})"
     console.print(f"\nhost {show(h.hostname)}  kernel {show(h.kernel)}  driver {show(h.driver_version)}  "
                   f"CUDA {show(h.cuda_driver_version)}  NVML {show(h.nvml_version)}")
-    console.print(f"IOMMU: {iommu}   ACS: {acs}\n")
+    console.print(f"IOMMU: {iommu}   ACS: {acs}")
+    console.print(kernel_log_line(topo) + "\n")
     render_problems(console, problems)
 
 
@@ -98,6 +101,13 @@ def render_problems(console, problems: List[Finding]) -> None:
         console.print(Text.assemble(
             (f"  {f.severity.upper():7}", SEVERITY_STYLE[f.severity]), (f" {f.kind:16}", "bold"),
             f" [{where}] {f.message}"))
+
+
+def _health_cells(h):
+    from rich.text import Text
+
+    temp_power, flags = health_cells(h)
+    return temp_power, Text(flags, style="green" if flags == "ok" else "dim" if flags == "n/a" else "bold red")
 
 
 def _short_name(name) -> str:

@@ -12,6 +12,7 @@ from typing import List
 
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.finding import gpu_ranges
+from gputopo.report.health_checks import health_findings
 from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
                                    REMEDY_NCCL_P2P, REMEDY_NVLINK)
 
@@ -29,6 +30,7 @@ def topology_findings(topo: Topology) -> List[Finding]:
     out += _p2p_status(topo)
     out += _iommu(topo)
     out += _acs(topo)
+    out += health_findings(topo)  # ECC, remapped rows, Xids, thermal: health_checks.py
     return out
 
 

@@ -43,6 +43,7 @@ from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 
 from .gpu_models import gpu_model
+from .health import HEALTH_KEYS, parse_health
 from .pci import PciAddress
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_LATENCY_US, DEFAULT_NVSWITCHES,
                       FAULT_KINDS, FAULT_PATHS, IOMMU_MODES, P2P_STATUSES, PCIE_CLASS_DERATE,
@@ -260,7 +261,7 @@ _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pc
              "link_model", "p2p", "fault"}
 _GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
              "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
-             "nvlinks_down", "nvlink_errors", "mig"}
+             "nvlinks_down", "nvlink_errors", "mig"} | HEALTH_KEYS
 _DEFAULT_KEYS = _GPU_KEYS - {"bus_id", "uuid"}
 _HOST_KEYS = {"iommu", "acs_redirect", "driver_version", "nvml_version", "cuda_driver_version",
               "hostname", "kernel", "cmdline", "cpu_vendor", "iommu_group_type"}
@@ -650,7 +651,8 @@ def _build_gpus(ctx, machine, entries, defaults, matrix):
                             cpu_affinity=cpus, pcie_gen=gen_cur, pcie_gen_max=gen_max,
                             pcie_width=width_cur, pcie_width_max=width_max, pcie_replay=replay,
                             pcie_width_healthy=width_cur,
-                            nvlink_version=version, mig_mode=None if mig == "unsupported" else mig))
+                            nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
+                            health=parse_health(ctx, spec, where, name)))
     return gpus, specs
 
 

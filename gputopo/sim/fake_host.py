@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.topology import P2P_CAPS, P2P_STATUS_MEANING
 
+from .health import xid_log_lines
 from .lspci import SYSFS_SPEED, pci_devices, run_lspci
 
 _P2P_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci"}
@@ -221,6 +222,7 @@ class FakeHost:
         for g in self.desc.gpus:
             lines.append(f"[    5.{g.index:06d}] nvidia {g.lspci_bdf}: enabling device (0000 -> 0003)")
         lines.append(f"[    5.900000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {host.driver_version}")
+        lines += xid_log_lines(self.desc)  # the Xids the description declares (health.py)
         return 0, "\n".join(lines) + "\n", ""
 
     def _nvidia_smi(self, rest) -> Tuple[int, str, str]:

@@ -39,6 +39,7 @@ from gputopo.probe import nvml_codes as _codes  # plain data: the fake never imp
 from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID_ARGUMENT,
                                       NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED)
 
+from .health import install_health_calls
 from .pci import PciAddress
 
 # --------------------------------------------------------------------------- NVML constants
@@ -456,6 +457,9 @@ class FakeNvml:
             status = self._p2p_cache[key] = self.desc.p2p_status(i, j)
         return _P2P_CODE[status[P2P_CAPS[p2pIndex]]]
 
+
+# ECC, retired pages, remapped rows, clocks events, temperature, power, persistence: health.py
+install_health_calls(FakeNvml, _device)
 
 # pynvml's module-level names: the error classes and the NVML_* constants, on the fake too.
 for _name, _value in list(vars(_codes).items()) + list(globals().items()):

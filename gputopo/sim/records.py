@@ -17,6 +17,7 @@ from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
 
 from .gpu_models import gpu_model
+from .health import HealthDesc
 from .pci import PciAddress
 
 FAULT_KINDS = ("corrupt", "nan", "slow", "link_down", "downtrained", "hang", "crash")
@@ -90,6 +91,7 @@ class GpuDesc:
     mig_mode: Optional[str] = None  # "disabled" | "enabled" | None (MIG not supported)
     #: current width as declared, before downtrained faults (what the healthy link model uses)
     pcie_width_healthy: Optional[int] = field(default=None, repr=False)
+    health: HealthDesc = field(default_factory=HealthDesc)  # ECC, remapped rows, Xids... (health.py)
 
     @property
     def address(self) -> PciAddress:
