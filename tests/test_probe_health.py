@@ -1,0 +1,278 @@
+"""GPU health in the scan: NVML health calls through the fake NVML (answering as a real driver
+does), Xid lines from the kernel log, the findings they make, and what `scan` shows."""
+
+import json
+import subprocess
+
+import pytest
+
+from gputopo.errors import InputFileError
+from gputopo.model import topology_from_json, topology_to_json
+from gputopo.model.health import GpuHealth
+from gputopo.model.values import Failed, NotAvailable
+from gputopo.probe.health import clock_event_names, read_health
+from gputopo.probe.kernel_log import parse_xid_lines, read_kernel_log, read_xid_events
+from gputopo.probe.scan import read_machine
+from gputopo.report.health_checks import health_cells, health_findings
+from gputopo.report.topology_checks import topology_findings
+from gputopo.sim.description import parse_description
+from gputopo.sim.fake_host import FakeHost
+from gputopo.sim.fake_nvml import FakeNvml
+
+SICK = """
+extends = "dgx-a100"
+name = "sick-a100"
+[[gpu]]
+[[gpu]]
+ecc_uncorrected = 2
+remapped_rows_pending = true
+remapped_rows_uncorrected = 1
+xid = [94, 63]
+[[gpu]]
+ecc_uncorrected_aggregate = 3
+[[gpu]]
+remapped_rows_failure = true
+[[gpu]]
+xid = [79, 79, 13]
+[[gpu]]
+[[gpu]]
+[[gpu]]
+clock_events = ["hw_thermal_slowdown"]
+temperature_c = 91
+"""
+
+CONSUMER = """
+name = "two-3090"
+[pairs]
+default = "numa"
+[defaults]
+name = "NVIDIA GeForce RTX 3090"
+[[gpu]]
+[[gpu]]
+"""
+
+
+def scan_text(text, *, as_root=True, **hooks):
+    desc = parse_description(text)
+    lib = FakeNvml(desc, **hooks)
+    lib.nvmlInit()
+    try:
+        with FakeHost(desc, as_root=as_root) as host:
+            return read_machine(lib, host.root, host.run, machine=desc.name, source="sim", simulated=True)
+    finally:
+        lib.nvmlShutdown()
+
+
+def kinds(findings):
+    return sorted((f.kind, f.severity, tuple(f.gpus or ())) for f in findings)
+
+
+# ----------------------------------------------------------------------------- kernel log
+
+# Lines as real drivers wrote them: open-gpu-kernel-modules issue 1151 (journalctl, Xid 79) and
+# stas00/ml-engineering compute/accelerator/nvidia/debug.md (dmesg, Xid 63); the old-driver form
+# without "PCI:" and with a function number.
+REAL_LOG = """\
+May 18 19:02:39 kernel: NVRM: GPU at PCI:0000:2b:00: GPU-0b11d014-1685-04bd-26ed-5fc0bc1c44ae
+May 18 19:02:39 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.
+May 18 19:02:39 kernel: NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.
+[ 8841.123456] NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.
+[  100.000001] NVRM: Xid (0000:3b:00.0): 13, Graphics Exception
+"""
+
+
+def test_xid_lines_parse_by_bus():
+    by_bus = parse_xid_lines(REAL_LOG)
+    assert [e.xid for e in by_bus[(0, 0x2B, 0)]] == [79]
+    assert by_bus[(0, 0x2B, 0)][0].timestamp == "May 18 19:02:39"
+    assert by_bus[(0, 0x10, 0x1C)][0].text.startswith("pid=1896, Row Remapper")
+    assert by_bus[(0, 0x10, 0x1C)][0].timestamp == "[ 8841.123456]"
+    assert [e.xid for e in by_bus[(0, 0x3B, 0)]] == [13]
+    assert len(by_bus) == 3  # the "GPU has fallen off the bus" line without Xid is not an event
+
+
+def test_xid_events_map_to_nvml_bus_ids_and_keep_the_rest():
+    run = lambda argv: (0, REAL_LOG, "")  # noqa: E731
+    events, source, unmatched = read_xid_events(["00000000:2B:00.0", "00000000:3B:00.0", "00000000:5E:00.0"], run)
+    assert source == "dmesg"
+    assert [e.xid for e in events["00000000:2B:00.0"]] == [79]
+    assert [e.xid for e in events["00000000:3B:00.0"]] == [13]
+    assert events["00000000:5E:00.0"] == []
+    assert list(unmatched) == ["0000:10:1c"]
+
+
+def test_kernel_log_not_readable_names_every_reason():
+    def run(argv):
+        if argv[0] == "dmesg":
+            return 1, "", "dmesg: read kernel buffer failed: Operation not permitted\n"
+        raise FileNotFoundError(argv[0])
+
+    text, source = read_kernel_log(run)
+    assert isinstance(text, NotAvailable) and source == ""
+    assert "Operation not permitted" in text.reason and "journalctl: command not found" in text.reason
+
+
+def test_kernel_log_timeout_is_not_available():
+    def run(argv):
+        raise subprocess.TimeoutExpired(argv, 2.0)
+
+    text, _ = read_kernel_log(run)
+    assert isinstance(text, NotAvailable) and "timed out" in text.reason
+
+
+def test_journalctl_used_when_dmesg_is_restricted():
+    def run(argv):
+        if argv[0] == "dmesg":
+            return 1, "", "dmesg: read kernel buffer failed: Operation not permitted\n"
+        return 0, REAL_LOG, ""
+
+    text, source = read_kernel_log(run)
+    assert source.startswith("journalctl -k") and "Xid" in text
+
+
+# ----------------------------------------------------------------------------- NVML through the fake
+
+
+def test_healthy_datacenter_gpu_reads_every_value():
+    topo = scan_text('extends = "dgx-a100"\nname = "ok"')
+    h = topo.gpus[0].health
+    assert isinstance(h, GpuHealth)
+    assert (h.ecc_mode_current, h.ecc_mode_pending) == ("enabled", "enabled")
+    assert h.ecc_errors["volatile"] == {"corrected": 0, "uncorrected": 0}
+    assert h.remapped_rows == {"corrected": 0, "uncorrected": 0, "pending": False, "failure": False}
+    # A100 remaps rows; page retirement is NOT_SUPPORTED there, typed with its reason
+    assert isinstance(h.retired_pages, NotAvailable) and "not supported" in h.retired_pages.reason
+    assert h.temperature_c == 34 and h.power_limit_w == 400.0 and h.persistence_mode == "enabled"
+    assert h.clock_event_reasons == ["gpu_idle"] and h.xid_events == []
+    assert topo.host.kernel_log == "dmesg"
+    assert health_findings(topo) == []
+
+
+def test_consumer_gpu_has_no_ecc_nor_memory_repair():
+    topo = scan_text(CONSUMER)
+    h = topo.gpus[0].health
+    for value in (h.ecc_mode_current, h.ecc_errors, h.remapped_rows, h.retired_pages):
+        assert isinstance(value, NotAvailable) and "not supported" in value.reason
+    assert h.temperature_c == 34  # what every GPU answers
+    assert health_findings(topo) == []
+    assert health_cells(h)[1] == "ok"
+
+
+def test_volta_retires_pages_and_has_no_remapped_rows():
+    topo = scan_text('extends = "pcie-4gpu"\nname = "v"\n[[gpu]]\nretired_pages_dbe = 2\n'
+                     'retired_pages_pending = true\n[[gpu]]\n[[gpu]]\n[[gpu]]')
+    h = topo.gpus[0].health
+    assert h.retired_pages == {"single_bit": 0, "double_bit": 2} and h.retired_pages_pending is True
+    assert isinstance(h.remapped_rows, NotAvailable)
+    assert kinds(health_findings(topo)) == [("retired-pages", "warning", (0,))]
+
+
+def test_sick_machine_findings_with_meanings():
+    topo = scan_text(SICK)
+    found = health_findings(topo)
+    assert kinds(found) == [
+        ("ecc", "error", (1,)), ("ecc", "warning", (2,)), ("remapped-rows", "error", (3,)),
+        ("remapped-rows", "warning", (1,)), ("thermal", "warning", (7,)),
+        ("xid", "error", (1,)), ("xid", "error", (4,)), ("xid", "info", (4,)), ("xid", "warning", (1,)),
+    ]
+    xid79 = next(f for f in found if f.kind == "xid" and f.evidence["xid"] == 79)
+    assert "fallen off the bus" in xid79.message and xid79.evidence["count"] == 2 and "(2 times)" in xid79.message
+    xid13 = next(f for f in found if f.kind == "xid" and f.evidence["xid"] == 13)
+    assert xid13.severity == "info" and not xid13.remedies  # an application's fault, listed only
+    assert set(kinds(found)) <= set(kinds(topology_findings(topo)))
+    assert health_cells(topo.gpus[1].health)[1] == "ECC UE 2, remap pending, Xid 63,94"
+    assert health_cells(topo.gpus[3].health)[1] == "remap FAILED"
+
+
+def test_kernel_log_refused_is_typed_na_and_nvml_values_still_read():
+    topo = scan_text(SICK, as_root=False)
+    h = topo.gpus[4].health
+    assert isinstance(h.xid_events, NotAvailable) and "Operation not permitted" in h.xid_events.reason
+    assert isinstance(topo.host.kernel_log, NotAvailable)
+    assert [f.kind for f in health_findings(topo) if f.kind == "xid"] == []
+    assert h.remapped_rows["pending"] is False and topo.gpus[1].health.remapped_rows["pending"] is True
+
+
+def test_function_not_supported_and_missing_bindings():
+    topo = scan_text('extends = "dgx-a100"\nname = "ok"', unsupported={"nvmlDeviceGetRemappedRows"},
+                     missing={"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetEnforcedPowerLimit"})
+    h = topo.gpus[0].health
+    assert isinstance(h.remapped_rows, NotAvailable) and "not supported" in h.remapped_rows.reason
+    assert h.clock_event_reasons == ["gpu_idle"]  # from the older ThrottleReasons name
+    assert h.power_limit_w == 400.0  # from nvmlDeviceGetPowerManagementLimit
+
+
+def test_failed_call_is_failed_not_zero():
+    topo = scan_text('extends = "dgx-a100"\nname = "ok"', errors={("nvmlDeviceGetTotalEccErrors", 0): 999})
+    h = topo.gpus[0].health
+    assert isinstance(h.ecc_errors["volatile"]["uncorrected"], Failed)
+    assert topo.gpus[1].health.ecc_errors["volatile"]["uncorrected"] == 0
+
+
+def test_lost_gpu_health_and_gpu_lost_during_health_read():
+    topo = scan_text(SICK, lost={5})
+    assert isinstance(topo.gpus[5].health, NotAvailable) and topo.gpus[5].health.reason == "GPU lost"
+    assert isinstance(topo.gpus[4].health, GpuHealth)
+    topo = scan_text(SICK, errors={("nvmlDeviceGetRemappedRows", 2): 15})
+    assert isinstance(topo.gpus[2].health, Failed) and "GPU_IS_LOST" in topo.gpus[2].health.error
+    assert isinstance(topo.gpus[1].health, GpuHealth)
+
+
+def test_health_round_trips_through_json():
+    topo = scan_text(SICK)
+    back = topology_from_json(json.loads(json.dumps(topology_to_json(topo))))
+    for a, b in zip(topo.gpus, back.gpus):
+        assert a.health == b.health
+    assert kinds(health_findings(back)) == kinds(health_findings(topo))
+    assert back.host.kernel_log == "dmesg"
+
+
+def test_read_health_without_kernel_log_command():
+    desc = parse_description(SICK)
+    lib = FakeNvml(desc)
+    lib.nvmlInit()
+    try:
+        with FakeHost(desc) as host:
+            topo = read_machine(lib, host.root, host.run, machine="m", source="sim", simulated=True)
+        read_health(lib, topo, lambda argv: (127, "", f"{argv[0]}: command not found"))
+    finally:
+        lib.nvmlShutdown()
+    assert "dmesg: command not found" in topo.gpus[0].health.xid_events.reason
+
+
+def test_clock_event_names():
+    assert clock_event_names(0x41) == ["gpu_idle", "hw_thermal_slowdown"]
+    assert clock_event_names(0x8000) == ["0x8000"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ('extends = "pcie-4gpu"\nname = "v"\n[[gpu]]\nremapped_rows_pending = true\n[[gpu]]\n[[gpu]]\n[[gpu]]',
+     "retires pages (NVML answers NOT_SUPPORTED for remapped_rows_pending)"),
+    (CONSUMER + "ecc_uncorrected = 1\n", 'ECC counts need ecc = "enabled"'),
+    (CONSUMER + 'ecc = "enabled"\n', "has no ECC memory"),
+    (CONSUMER + "xid = [\"79\"]\n", "list of Xid codes"),
+    (CONSUMER + "clock_events = [\"hot\"]\n", "expected a list of gpu_idle"),
+])
+def test_description_health_errors(text, words):
+    with pytest.raises(InputFileError) as exc:
+        parse_description(text)
+    assert words in str(exc.value)
+
+
+def test_scan_cli_shows_health(tmp_path):
+    from click.testing import CliRunner
+
+    from gputopo.cli.main import _register, cli
+
+    _register()
+    path = tmp_path / "sick.toml"
+    path.write_text(SICK)
+    res = CliRunner().invoke(cli, ["scan", "--sim", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["gpus"][4]["health"]["xid_events"][0]["xid"] == 79
+    assert doc["host"]["kernel_log"] == "dmesg"
+    assert {"xid", "ecc", "remapped-rows", "thermal"} <= {p["kind"] for p in doc["problems"]}
+    res = CliRunner().invoke(cli, ["scan", "--sim", str(path), "--no-color"], terminal_width=250)
+    assert res.exit_code == 0
+    assert "Xid 13,79" in res.output and "kernel log: dmesg (6 Xid line(s)" in res.output
