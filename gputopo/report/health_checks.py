@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from gputopo.model import Finding, Topology, is_value
+from gputopo.model import Finding, NotAvailable, Topology, is_value
 from gputopo.model.health import GpuHealth, xid_list
 from gputopo.model.xid import xid_info
 from gputopo.report.causes import REMEDY_GPU_HEALTH
@@ -141,15 +141,29 @@ def _thermal(k: int, h: GpuHealth) -> List[Finding]:
 # --------------------------------------------------------------------------- scan table cells
 
 
-def health_cells(h: Any) -> List[str]:
-    """[temperature/power, health] cells of the scan's GPU table: ``"34°C 62/400W"`` and
-    ``"ok"``, or the problems in a few words (``"ECC UE 2, remap pending, Xid 79"``); ``"n/a"``
-    when nothing could be read."""
-    if not isinstance(h, GpuHealth):
-        return ["n/a", "n/a"]
-    temp = f"{h.temperature_c}°C" if is_value(h.temperature_c) else "n/a"
-    power = (f"{h.power_w:g}/{h.power_limit_w:g}W" if is_value(h.power_w) and is_value(h.power_limit_w)
-             else f"{h.power_w:g}W" if is_value(h.power_w) else "n/a W")
+#: The scan's health table (scan_view.py), one cell each from :func:`health_cells`.
+HEALTH_COLUMNS = ("NVML", "temp", "power (limit)", "persist", "ECC", "uncorr. (vol/agg)",
+                  "memory repair", "clocks held by", "Xid", "health")
+
+
+def _na(v: Any, unit: str = "") -> str:
+    return f"{v:g}{unit}" if isinstance(v, (int, float)) and is_value(v) and not isinstance(v, bool) else (
+        "ERR" if not is_value(v) and not isinstance(v, NotAvailable) else "n/a")
+
+
+def _repair_cell(h: GpuHealth) -> str:
+    r, pages = h.remapped_rows, h.retired_pages
+    if isinstance(r, dict):
+        state = "FAILED" if r.get("failure") else "pending" if r.get("pending") else "ok"
+        return f"rows {r.get('corrected', 0)}c/{r.get('uncorrected', 0)}u {state}"
+    if isinstance(pages, dict):
+        state = "pending" if h.retired_pages_pending is True else "ok"
+        return f"pages {_count(pages, 'single_bit')}sb/{_count(pages, 'double_bit')}db {state}"
+    return "n/a"
+
+
+def health_flags(h: GpuHealth) -> List[str]:
+    """The problems of one GPU in a few words each (``"ECC UE 2"``, ``"remap pending"``)."""
     flags = []
     ue = _count(h.ecc_errors, "volatile", "uncorrected") or _count(h.ecc_errors, "aggregate", "uncorrected")
     if ue:
@@ -161,16 +175,38 @@ def health_cells(h: Any) -> List[str]:
         flags.append("remap pending")
     if h.retired_pages_pending is True:
         flags.append("retire pending")
-    codes = sorted({e.xid for e in xid_list(h)})
+    codes = sorted({e.xid for e in xid_list(h) if xid_info(e.xid).hardware})
     if codes:
         flags.append("Xid " + ",".join(map(str, codes)))
-    slow = [x for x in (h.clock_event_reasons if isinstance(h.clock_event_reasons, list) else [])
-            if x in SLOWDOWN_REASONS]
-    if slow:
+    if _slowdowns(h):
         flags.append("slowdown")
-    if h.ecc_mode_current == "disabled":
-        flags.append("ECC off")
-    return [f"{temp} {power}", ", ".join(flags) or "ok"]
+    return flags
+
+
+def _slowdowns(h: GpuHealth) -> List[str]:
+    reasons = h.clock_event_reasons if isinstance(h.clock_event_reasons, list) else []
+    return [r for r in reasons if r in SLOWDOWN_REASONS]
+
+
+def health_cells(h: Any) -> List[str]:
+    """One row of the scan's health table (HEALTH_COLUMNS after NVML): figures with their units,
+    ``n/a`` where the GPU or driver cannot say, and the verdict: ``ok`` or the problems."""
+    if not isinstance(h, GpuHealth):
+        why = getattr(h, "reason", None) or getattr(h, "error", None) or "not read"
+        return ["n/a"] * (len(HEALTH_COLUMNS) - 2) + [f"n/a ({why})"]
+    power = f"{_na(h.power_w, ' W')} ({_na(h.power_limit_w, ' W')})"
+    vol = _count(h.ecc_errors, "volatile", "uncorrected")
+    agg = _count(h.ecc_errors, "aggregate", "uncorrected")
+    ecc_counts = f"{vol}/{agg}" if isinstance(h.ecc_errors, dict) else "n/a"
+    xids = xid_list(h)
+    xid = (",".join(map(str, sorted({e.xid for e in xids}))) or "none") if isinstance(h.xid_events, list) else "n/a"
+    clocks = ", ".join(_slowdowns(h)) or ("-" if isinstance(h.clock_event_reasons, list) else "n/a")
+    return [_na(h.temperature_c, " °C"), power, show_state(h.persistence_mode), show_state(h.ecc_mode_current),
+            ecc_counts, _repair_cell(h), clocks, xid, ", ".join(health_flags(h)) or "ok"]
+
+
+def show_state(v: Any) -> str:
+    return {"enabled": "on", "disabled": "off"}.get(v, "n/a") if is_value(v) else "n/a"
 
 
 def kernel_log_line(topo: Topology) -> str:

@@ -14,7 +14,7 @@ from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import show
-from gputopo.report.health_checks import health_cells, kernel_log_line
+from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_log_line
 
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
                "NODE": "yellow", "SYS": "red", "X": "dim"}
@@ -63,20 +63,21 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
 
     gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe now (max)",
-                "NVLinks up", "MIG", "temp / power", "health"):
+                "NVLinks up", "MIG"):
         gt.add_column(col, no_wrap=True)
     for g in topo.gpus:
         if g.lost is not None:
             gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
-                       show(g.pci_bus_id), "", "", "", "", "", "", "")
+                       show(g.pci_bus_id), "", "", "", "", "")
             continue
         p = g.pcie
         pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} (Gen{show(p.gen_max)} x{show(p.width_max)})"
         links = f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks else "-"
         gt.add_row(str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
-                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode),
-                   *_health_cells(g.health))
+                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
     console.print(gt)
+    console.print()
+    console.print(_health_table(topo))
 
     h = topo.host
     acs = (f"{sum(b.redirects for b in h.acs)} of {len(h.acs)} GPU bridges redirect"
@@ -103,11 +104,20 @@ def render_problems(console, problems: List[Finding]) -> None:
             f" [{where}] {f.message}"))
 
 
-def _health_cells(h):
+def _health_table(topo: Topology):
+    """GPU health, one row per GPU: every figure with its unit, n/a where the GPU cannot say."""
+    from rich.table import Table
     from rich.text import Text
 
-    temp_power, flags = health_cells(h)
-    return temp_power, Text(flags, style="green" if flags == "ok" else "dim" if flags == "n/a" else "bold red")
+    t = Table(title="GPU health", title_justify="left", show_edge=False, pad_edge=False)
+    for col in HEALTH_COLUMNS:
+        t.add_column(col, no_wrap=True)
+    for g in topo.gpus:
+        cells = health_cells(g.health)
+        verdict = cells[-1]
+        style = "green" if verdict == "ok" else "dim" if verdict.startswith("n/a") else "bold red"
+        t.add_row(str(g.nvml_index), *cells[:-1], Text(verdict, style=style))
+    return t
 
 
 def _short_name(name) -> str:
