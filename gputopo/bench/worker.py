@@ -75,6 +75,11 @@ def worker_main(conn, key: str, config: dict, log_path: str) -> None:
     os.environ.update(config.get("env") or {})
     if config["fabric"] == "cuda":
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        # NCCL's INFO log of this process, to record its transport per pair (nccl_transport.py)
+        from .nccl_transport import nccl_debug_env
+
+        os.environ.update(nccl_debug_env(os.environ, log_path))
+        config = dict(config, worker_log=log_path)
     print(f"gputopo worker {key} pid {os.getpid()} fabric {config['fabric']}", flush=True)
     try:
         state = WorkerState(config)
@@ -102,6 +107,8 @@ def worker_main(conn, key: str, config: dict, log_path: str) -> None:
             conn.send(("done", step["id"]))
         except Exception:
             tb = traceback.format_exc()
+            if state.nccl_tail is not None:  # NCCL's WARN lines go to its own file: show them here
+                tb += state.nccl_tail.warnings()
             print(tb, file=sys.stderr, flush=True)
             try:
                 conn.send(("error", step["id"], tb))
@@ -168,7 +175,11 @@ class WorkerState:
         self._clients = {}
         self.cuda_index = {}
         self.model = None
+        self.nccl_tail = None
         if self.fabric == "cuda":
+            from .nccl_transport import NcclLogTail
+
+            self.nccl_tail = NcclLogTail.for_worker(os.environ, config.get("worker_log", ""))
             if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
                 raise _NoCuda("torch sees no usable CUDA device "
                               f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
@@ -236,6 +247,8 @@ class WorkerState:
         from .suites import build_spec
 
         grouped = step["world"] > 1
+        if grouped and self.nccl_tail is not None:
+            self.nccl_tail.mark()
         if grouped:
             self._init_group(step)
         ops = None
@@ -257,6 +270,10 @@ class WorkerState:
                             link_class=step.get("link_class"), beat=beat)
                 del spec
                 last[0] = time.monotonic()
+                if self.nccl_tail is not None and case.test.startswith("collective.") and step["rank"] == 0:
+                    from .nccl_transport import step_transport
+
+                    m.extra["nccl_transport"] = step_transport(self.nccl_tail, step["gpus"])
                 if step["rank"] == 0:
                     conn.send(("measurement", step["id"], m.to_json()))
                 else:

@@ -39,3 +39,59 @@ def nccl_tests(logs, out_dir, op, topo_file):
     res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=topology,
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
+
+
+@import_group.command(name="nccl-debug")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--into", "into", type=click.Path(file_okay=False),
+              help="A run folder of this machine: attach NCCL's transport per pair to it and re-render "
+                   "its report (the pair table's 'NCCL via' column and the DP-vs-DDP story).")
+@click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
+def nccl_debug(logs, into, as_json):
+    """Read NCCL_DEBUG=INFO output of your own job (one file per rank or the whole job log,
+    e.g. from NCCL_DEBUG_FILE=nccl.%h.%p.log) and say which transport NCCL used per GPU pair:
+    P2P (IPC, CUMEM, direct pointer), SHM (host memory) or NET (IB, Socket).
+
+    \b
+    Examples:
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH torchrun ... 2> job.log
+      gputopo import nccl-debug job.log
+      gputopo import nccl-debug job.log --into reports/gpu-node-07-20260101-120000
+    """
+    from gputopo.importers.nccl_debug import document_json, import_nccl_debug
+
+    doc = import_nccl_debug(list(logs), into=into)
+    if as_json:
+        click.echo(document_json(doc))
+    else:
+        _print_transports(doc)
+    if into:
+        from gputopo.report.render import render_run
+
+        render_run(into, console=None if as_json else console())
+        if not as_json:
+            click.echo(f"\nrun folder: {into} (nccl_debug.json added, report re-rendered)")
+
+
+def _print_transports(doc) -> None:
+    from rich.table import Table
+
+    from gputopo.probe.nccl_log import KIND_WORDS
+
+    c = console()
+    t = Table(title=f"NCCL transport per GPU pair ({doc['channel_lines']} channel lines in "
+                    f"{len(doc['files'])} file(s))", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("GPUs (host/bus id or NVML index)", "run GPUs", "NCCL used", "via", "channels"):
+        t.add_column(col)
+    for r in doc["pairs"]:
+        t.add_row(" <-> ".join(r["endpoints"]), ",".join(map(str, r.get("gpus") or [])) or "-", r["kind"],
+                  ", ".join(r["via"]), str(r["channels"]))
+    c.print(t)
+    for kind in sorted({r["kind"] for r in doc["pairs"]}):
+        if kind in KIND_WORDS:
+            c.print(f"  {kind}: {KIND_WORDS[kind]}")
+    if doc["settings"]:
+        c.print("NCCL settings from the environment: "
+                + ", ".join(f"{k}={v}" for k, v in sorted(doc["settings"].items())))
+    if not doc["pairs"]:
+        c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")

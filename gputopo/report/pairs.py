@@ -40,6 +40,9 @@ class PairRow:
     errors: int = 0
     numerics: Dict[str, str] = field(default_factory=dict)
     findings: List[Finding] = field(default_factory=list)
+    #: NCCL's transport for the pair (bench/nccl_transport.py: measured from its log, modeled on
+    #: the sim fabric, or imported from a user's job log), None when unknown
+    nccl_transport: Optional[dict] = None
 
     @property
     def headline_series(self) -> Optional[str]:
@@ -74,6 +77,7 @@ class PairRow:
             "headline_gbps": _r(self.headline_gbps), "efficiency": _r(self.efficiency),
             "series": self.series, "measurements": self.measurements, "wrong": self.wrong,
             "failed_measurements": self.errors, "numerics": self.numerics,
+            "nccl_transport": self.nccl_transport,
             "findings": sorted({f.kind for f in self.findings}), "verdict": self.verdict,
         }
 
@@ -106,6 +110,9 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
         r.measurements += 1
         r.wrong += int(m.wrong or 0)
         r.errors += int(m.error is not None)
+        nt = (m.extra or {}).get("nccl_transport")
+        if isinstance(nt, dict) and "kind" in nt and r.nccl_transport is None:
+            r.nccl_transport = nt
     by_series: Dict[tuple, List[Headline]] = defaultdict(list)
     for h in heads:
         if len(h.gpus) >= 2:

@@ -22,6 +22,8 @@ from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
 NCCL_TESTS_JSON = "nccl_tests.json"
+#: Optional: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
+NCCL_DEBUG_JSON = "nccl_debug.json"
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Run:
     events: List[Dict[str, Any]] = field(default_factory=list)
     numerics: List[Dict[str, Any]] = field(default_factory=list)
     nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
+    nccl_debug: Dict[str, Any] = field(default_factory=dict)  # nccl_debug.json, when imported
     notes: List[str] = field(default_factory=list)
 
     @property
@@ -95,9 +98,10 @@ def load_run(run_dir) -> Run:
     nccl = []
     if (path / NCCL_TESTS_JSON).exists():
         nccl = _read_json(path / NCCL_TESTS_JSON).get("logs", [])
+    nccl_debug = _read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
-               nccl_tests=nccl, notes=notes)
+               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes)
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:

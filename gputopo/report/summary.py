@@ -14,6 +14,7 @@ from gputopo.model import Finding
 from .analysis import Analysis, analyze
 from .classes import ClassRow, class_rows, overall_verdict
 from .numerics_findings import pair_numerics
+from .nccl_routes import attach_imported_transports
 from .pairs import PairRow, pair_rows
 from .run_folder import Run, load_run
 
@@ -73,6 +74,7 @@ class Summary:
             "groups": [p.to_json() for p in self.pairs if len(p.gpus) > 2],
             "headlines": [h.to_json() for h in self.analysis.headlines],
             "nccl_tests": self.run.nccl_tests,
+            "nccl_debug": {k: v for k, v in self.run.nccl_debug.items() if k != "pairs"},
             "measurements": len(self.run.measurements),
             "numerics_records": len(self.run.numerics),
             "notes": list(self.notes),
@@ -83,6 +85,7 @@ def summarize(run: Run) -> Summary:
     analysis = analyze(run)
     pairs = pair_rows(run.topology, run.measurements, analysis.headlines,
                       pair_numerics(run.numerics), analysis.findings)
+    attach_imported_transports(pairs, run.nccl_debug)
     classes = class_rows(pairs, analysis.findings)
     return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes,
                    verdict=overall_verdict(classes, analysis.findings, pairs))

@@ -354,8 +354,11 @@ class SimOps(Ops):
             return {"path": "host" if test != "self.d2d" else "device"}
         i, j = self.step_gpus[:2]
         if test.startswith("collective."):
+            from ..nccl_transport import modeled_transport
+
             route = self.collective_route()
-            return {"path": route, "healthy_model": self.model.model_facts(i, j, route)}
+            return {"path": route, "healthy_model": self.model.model_facts(i, j, route),
+                    "nccl_transport": modeled_transport(route, self.step_gpus)}
         a, b = (src, dst) if src is not None else (i, j)
         route = "host" if test == "p2p.staged" else self.peer_route(a, b)
         return {"path": route, "peer_access": self.peer_access(a, b),

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
+from gputopo.report.nccl_routes import ddp_survived_clause, transport_cell
 from gputopo.report.summary import Summary
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
@@ -80,7 +81,7 @@ def findings_table(findings: List[Finding]) -> Table:
 def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str], List[List[str]], int]:
     """(header, rows, omitted): pairs with findings first, then by GPUs, at most ``limit`` rows."""
     head = ["GPUs", "class", "series", "GB/s", "theoretical", "efficiency", "#wrong", "DP", "DDP",
-            "findings", "verdict"]
+            "NCCL via", "findings", "verdict"]
     pairs = [p for p in summary.pairs if len(p.gpus) == 2] + [p for p in summary.pairs if len(p.gpus) > 2]
     flagged = [p for p in pairs if p.findings]
     rest = [p for p in pairs if not p.findings]
@@ -92,7 +93,8 @@ def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str],
     for p in ordered:
         rows.append([gpus_text(p.gpus), p.link_class or "?", p.headline_series or "-", gbps(p.headline_gbps),
                      gbps(p.expected.gbps), pct(p.efficiency), str(p.wrong), way_cell(p, "dp", steps),
-                     way_cell(p, "ddp", steps), ", ".join(sorted({f.kind for f in p.findings})) or "-",
+                     way_cell(p, "ddp", steps), transport_cell(p.nccl_transport),
+                     ", ".join(sorted({f.kind for f in p.findings})) or "-",
                      p.verdict])
     return head, rows, len(pairs) - len(chosen)
 
@@ -318,6 +320,9 @@ def _numerics_clause(rows) -> Optional[str]:
     txt = "; ".join(parts)
     if good:
         txt += "; " + " and ".join(WAY_WORDS[w] for w in good) + " on the same GPUs trained fine"
+    why = ddp_survived_clause(bad_rows)
+    if why:
+        txt += ": " + why
     return txt
 
 

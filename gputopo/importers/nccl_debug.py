@@ -1,0 +1,96 @@
+"""`gputopo import nccl-debug LOG...`: which transport NCCL used per GPU pair in a user's own job,
+read from its NCCL_DEBUG=INFO output (probe/nccl_log.py), shown as a table, and attached to a run
+folder (``--into RUN_DIR``) so that run's report says what NCCL did on each pair: e.g. that DDP
+survived a broken PCIe peer path because NCCL used SHM on that pair.
+
+GPUs of the log are matched to the run's GPUs by PCI bus id (from Init lines, or the brackets of
+older NCCL), else by NVML index (NCCL's ``nvmlDev``: the same numbering as gputopo's on the same
+machine); how each was matched is recorded. The run folder gains ``nccl_debug.json``; existing
+files are never overwritten (a second import into the same run is refused).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from gputopo import SCHEMA_VERSION
+from gputopo.bench.runlog import write_json
+from gputopo.errors import InputFileError, UsageError
+from gputopo.model import Topology, is_value
+from gputopo.probe.host import try_bus_key
+from gputopo.probe.nccl_log import Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
+from gputopo.report.run_folder import NCCL_DEBUG_JSON, load_run
+
+
+def read_logs(paths: Sequence) -> NcclDebugLog:
+    """Parse the logs; InputFileError for an unreadable file or one without NCCL INFO lines."""
+    if not paths:
+        raise UsageError("no NCCL log given")
+    for p in paths:
+        if not Path(p).is_file():
+            raise InputFileError(p, "no such file")
+    try:
+        log = parse_nccl_debug_files(paths)
+    except OSError as e:
+        raise InputFileError(getattr(e, "filename", None) or paths[0], e.strerror or str(e)) from None
+    if log.lines == 0:
+        raise InputFileError(paths[0], "no 'NCCL INFO' lines: run the job with NCCL_DEBUG=INFO "
+                                       "(and NCCL_DEBUG_SUBSYS=INIT,GRAPH)")
+    return log
+
+
+def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
+    """The run GPU an endpoint is, and how it was told (bus id / NVML index), or why not."""
+    if topo is None:
+        return {"gpu": None, "matched_by": "no run given"}
+    if ep.bus_id:
+        for g in topo.gpus:
+            if is_value(g.pci_bus_id) and try_bus_key(g.pci_bus_id) == try_bus_key(ep.bus_id):
+                return {"gpu": g.nvml_index, "matched_by": "bus id"}
+        return {"gpu": None, "matched_by": f"bus id {ep.bus_id} is none of the run's GPUs"}
+    if ep.nvml_dev is not None and ep.nvml_dev in topo.indices:
+        return {"gpu": ep.nvml_dev, "matched_by": "NVML index (log without bus ids)"}
+    return {"gpu": None, "matched_by": f"NVML index {ep.nvml_dev} is none of the run's GPUs"}
+
+
+def pair_records(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[Dict[str, Any]]:
+    """One record per pair of GPUs the log connects: endpoints, transport summary, run GPUs."""
+    out = []
+    for (a, b), lines in log.pairs().items():
+        rec = {"endpoints": [a.label(), b.label()], **transport_summary(lines, "imported")}
+        ma, mb = _match(a, topo), _match(b, topo)
+        if ma["gpu"] is not None and mb["gpu"] is not None and ma["gpu"] != mb["gpu"]:
+            rec["gpus"] = sorted([ma["gpu"], mb["gpu"]])
+        rec["matched_by"] = sorted({ma["matched_by"], mb["matched_by"]})
+        out.append(rec)
+    return out
+
+
+def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
+            "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
+            "pairs": pair_records(log, topo)}
+
+
+def import_nccl_debug(paths: Sequence, *, into=None) -> Dict[str, Any]:
+    """Parse the logs; with ``into`` (a run folder) match the pairs to its GPUs and write
+    ``nccl_debug.json`` there. Returns the document. UsageError / InputFileError on bad input."""
+    log = read_logs(paths)
+    if into is None:
+        return debug_document(log, paths, None)
+    run = load_run(into)
+    target = Path(into) / NCCL_DEBUG_JSON
+    if target.exists():
+        raise UsageError(f"{target}: already imported; run folders are never overwritten")
+    doc = debug_document(log, paths, run.topology)
+    if not any("gpus" in r for r in doc["pairs"]):
+        raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
+                         f"{into} (matched by bus id, else NVML index): is it the same machine?")
+    write_json(target, doc)
+    return doc
+
+
+def document_json(doc: Dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2)

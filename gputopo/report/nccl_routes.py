@@ -1,0 +1,52 @@
+"""NCCL's transport per pair in a report: the cell of the pair table, imported job logs merged
+into the pairs, and the sentence that ties a DataParallel-only failure to NCCL's route ("DDP
+survived because NCCL used SHM on this pair")."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+#: Transport families that do not use the GPUs' peer DMA path.
+NOT_PEER = ("SHM", "NET")
+_KIND_SHORT = {"SHM": "SHM (host memory)", "NET": "the network"}
+
+
+def attach_imported_transports(rows: List[Any], nccl_debug: Dict[str, Any]) -> None:
+    """Give each pair row the transport an imported job log shows for it; a transport measured
+    in this run (NCCL's own log on the cuda fabric) stays, a modeled one is replaced."""
+    by_pair = {tuple(r["gpus"]): r for r in nccl_debug.get("pairs", []) if r.get("gpus")}
+    for row in rows:
+        rec = by_pair.get(tuple(row.gpus))
+        if rec is None:
+            continue
+        if row.nccl_transport is None or row.nccl_transport.get("source") == "modeled":
+            row.nccl_transport = rec
+
+
+def transport_cell(nt: Optional[dict]) -> str:
+    """``P2P/IPC/read``, ``SHM (modeled)``, ``SHM/direct/direct (imported)``, ``-``."""
+    if not isinstance(nt, dict) or "kind" not in nt:
+        return "-"
+    source = nt.get("source")
+    if source == "modeled":
+        return f"{nt['kind']} (modeled)"
+    via = nt.get("via") or [nt["kind"]]
+    text = via[0] if len(via) == 1 else f"{nt['kind']} ({len(via)} ways)"
+    return f"{text} (imported)" if source == "imported" else text
+
+
+def ddp_survived_clause(rows: List[Any]) -> Optional[str]:
+    """'DDP survived because NCCL used SHM (host memory) on this pair, not the peer path DataParallel
+    copies over' when DDP trained fine on pairs where DataParallel did not and NCCL's transport on
+    them is known and is not peer-to-peer; None otherwise."""
+    survived = [p for p in rows if p.numerics.get("ddp") == "ok" and p.numerics.get("dp") not in (None, "ok")]
+    known = [p.nccl_transport for p in survived if isinstance(p.nccl_transport, dict) and "kind" in p.nccl_transport]
+    if not survived or len(known) < len(survived) or any(t["kind"] not in NOT_PEER for t in known):
+        return None
+    kinds = sorted({t["kind"] for t in known})
+    modeled = all(t.get("source") == "modeled" for t in known)
+    where = "this pair" if len(survived) == 1 else f"these {len(survived)} pairs"
+    how = " or ".join(_KIND_SHORT.get(k, k) for k in kinds)
+    return (f"DDP survived because NCCL used {how} on {where}, not the peer-to-peer path "
+            "nn.DataParallel copies over" + (" (NCCL's route as modeled for this simulated machine)" if modeled
+                                             else " (from NCCL's own log)"))
