@@ -32,3 +32,23 @@ def test_cuda_self_and_first_pair(tmp_path):
         tests = {m.test for m in res.measurements}
         assert {"p2p.copy", "dp.scatter", "dp.reduce_add", "collective.all_reduce"} <= tests
         assert doc["pairs"][0]["p2p_gbps"]
+
+
+def test_cuda_collectives_record_what_nccl_did(tmp_path):
+    """NCCL's own INFO log (NCCL_DEBUG_FILE beside each worker's log) names the transport of the
+    pair's collectives: P2P on NVLink/close PCIe pairs, SHM beyond NCCL_P2P_LEVEL."""
+    import torch
+
+    topo = _topology()
+    if torch.cuda.device_count() < 2 or not topo.pairs:
+        pytest.skip("needs two GPUs")
+    opts = BenchOptions(pairs=[topo.pairs[0].gpus], preset="quick", tests=("collectives",), progress=False,
+                        out_dir=str(tmp_path / "run"), timeout_s=120)
+    res = run_bench(topo, opts, "cuda")
+    coll = [m for m in res.measurements if m.test.startswith("collective.")]
+    assert coll
+    for m in coll:
+        nt = m.extra["nccl_transport"]
+        assert "not_available" not in nt, nt
+        assert nt["source"] == "nccl-debug" and nt["kind"] in ("P2P", "SHM", "NET") and nt["channels"] > 0
+        assert nt["gpus"] == list(m.gpus[:2])

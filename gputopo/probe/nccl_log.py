@@ -91,7 +91,10 @@ class NcclDebugLog:
 
     channels: List[ChannelLine] = field(default_factory=list)
     #: (host, rank) -> {"bus_id", "nvml_dev", "cuda_dev", "nranks", "comm_id"} from Init lines
+    #: (the last communicator's, when a job makes several)
     ranks: Dict[Tuple[str, int], dict] = field(default_factory=dict)
+    #: (host, nvmlDev) -> bus id, from every Init line (unique per host, unlike ranks)
+    buses: Dict[Tuple[str, int], str] = field(default_factory=dict)
     settings: Dict[str, str] = field(default_factory=dict)  # NCCL_* read from the environment
     versions: List[str] = field(default_factory=list)
     lines: int = 0  # NCCL INFO lines read
@@ -105,14 +108,14 @@ class NcclDebugLog:
         return out
 
 
-def _endpoint(host: str, token: str, rank: int, ranks: Dict[Tuple[str, int], dict]) -> Endpoint:
+def _endpoint(host: str, token: str, buses: Dict[Tuple[str, int], str]) -> Endpoint:
+    """The GPU of a ``R[X]`` token: X is a bus id (old NCCL) or an NVML index, whose bus id the
+    Init lines of that host tell (``buses``: (host, nvmlDev) -> bus id)."""
     bus = bus_id_from_nccl(token)
     if bus is not None:
         return Endpoint(host, bus_id=bus)
-    info = ranks.get((host, rank))
-    if info and info.get("nvml_dev") == int(token):
-        return Endpoint(host, bus_id=info["bus_id"], nvml_dev=int(token))
-    return Endpoint(host, nvml_dev=int(token))
+    dev = int(token)
+    return Endpoint(host, bus_id=buses.get((host, dev)), nvml_dev=dev)
 
 
 def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebugLog:
@@ -134,8 +137,11 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
         i = _INIT.search(msg)
         if i:
             nvml = i.group("nvml")
+            bus = bus_id_from_nccl(i.group("bus").rjust(5, "0"))
+            if nvml is not None and bus is not None:
+                log.buses[(host, int(nvml))] = bus
             log.ranks[(host, int(i.group("rank")))] = {
-                "bus_id": bus_id_from_nccl(i.group("bus").rjust(5, "0")),
+                "bus_id": bus,
                 "nvml_dev": int(nvml) if nvml is not None else None, "cuda_dev": int(i.group("cuda")),
                 "nranks": int(i.group("nranks")), "comm_id": i.group("comm")}
             continue
@@ -146,20 +152,22 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
         v = _VERSION.search(msg)
         if v and v.group("v") not in log.versions:
             log.versions.append(v.group("v"))
+    buses = log.buses
     for host, g in raw:
         src_rank, dst_rank = int(g["src"]), int(g["dst"])
         via = g["via"]
         kind = via.split("/", 1)[0].upper()
-        dst_host = host if kind in ("P2P", "SHM") else _host_of(dst_rank, log.ranks, host)
+        dst_host = host if kind in ("P2P", "SHM") else _host_of(dst_rank, log.ranks)
         log.channels.append(ChannelLine(
-            src_rank=src_rank, dst_rank=dst_rank, src=_endpoint(host, g["sdev"], src_rank, log.ranks),
-            dst=_endpoint(dst_host, g["ddev"], dst_rank, log.ranks), via=via, direction=g["dir"]))
+            src_rank=src_rank, dst_rank=dst_rank, src=_endpoint(host, g["sdev"], buses),
+            dst=_endpoint(dst_host, g["ddev"], buses), via=via, direction=g["dir"]))
     return log
 
 
-def _host_of(rank: int, ranks: Dict[Tuple[str, int], dict], default: str) -> str:
-    hosts = [h for (h, r) in ranks if r == rank]
-    return hosts[0] if len(hosts) == 1 else ("?" if hosts else "?")
+def _host_of(rank: int, ranks: Dict[Tuple[str, int], dict]) -> str:
+    """The host of a rank of a NET connection, when the Init lines name exactly one."""
+    hosts = {h for (h, r) in ranks if r == rank}
+    return hosts.pop() if len(hosts) == 1 else "?"
 
 
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:

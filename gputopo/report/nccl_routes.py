@@ -9,6 +9,9 @@ from typing import Any, Dict, List, Optional
 #: Transport families that do not use the GPUs' peer DMA path.
 NOT_PEER = ("SHM", "NET")
 _KIND_SHORT = {"SHM": "SHM (host memory)", "NET": "the network"}
+_SOURCE_WORDS = {"modeled": "NCCL's route as modeled for this simulated machine",
+                 "nccl-debug": "NCCL's INFO log during this run",
+                 "imported": "the imported NCCL_DEBUG=INFO log of your job"}
 
 
 def attach_imported_transports(rows: List[Any], nccl_debug: Dict[str, Any]) -> None:
@@ -44,9 +47,9 @@ def ddp_survived_clause(rows: List[Any]) -> Optional[str]:
     if not survived or len(known) < len(survived) or any(t["kind"] not in NOT_PEER for t in known):
         return None
     kinds = sorted({t["kind"] for t in known})
-    modeled = all(t.get("source") == "modeled" for t in known)
+    sources = {t.get("source") for t in known}
     where = "this pair" if len(survived) == 1 else f"these {len(survived)} pairs"
     how = " or ".join(_KIND_SHORT.get(k, k) for k in kinds)
+    told = " and ".join(_SOURCE_WORDS.get(s, str(s)) for s in sorted(sources, key=str))
     return (f"DDP survived because NCCL used {how} on {where}, not the peer-to-peer path "
-            "nn.DataParallel copies over" + (" (NCCL's route as modeled for this simulated machine)" if modeled
-                                             else " (from NCCL's own log)"))
+            f"nn.DataParallel copies over ({told})")
