@@ -104,3 +104,15 @@ def modeled_transport(route: str, gpus: Sequence[int]) -> dict:
     kind = MODELED_KIND.get(route, route)
     return {"kind": kind, "kinds": [kind], "via": [f"{kind} (modeled: NCCL's route rule, bench/routes.py)"],
             "channels": 0, "source": "modeled", "gpus": list(gpus[:2])}
+
+
+def transport_cell(nt: Optional[dict]) -> str:
+    """``P2P/IPC/read``, ``SHM (modeled)``, ``SHM/direct/direct (imported)``, ``-``."""
+    if not isinstance(nt, dict) or "kind" not in nt:
+        return "-"
+    source = nt.get("source")
+    if source == "modeled":
+        return f"{nt['kind']} (modeled)"
+    via = nt.get("via") or [nt["kind"]]
+    text = via[0] if len(via) == 1 else f"{nt['kind']} ({len(via)} ways)"
+    return f"{text} (imported)" if source == "imported" else text

@@ -198,12 +198,22 @@ def pair_summary(gpus: Tuple[int, ...], link_class: Optional[str],
         "latency_us": {fwd: _r(_latency(ms, fwd), 2), back: _r(_latency(ms, back), 2)},
         "dp_gbps": dp,
         "busbw_gbps": coll,
+        "nccl_transport": pair_transport(ms),
         "wrong": sum(m.wrong for m in ms),
         "wrong_by_test": {t: sum(m.wrong for m in ms if m.test == t)
                           for t in sorted({m.test for m in ms if m.wrong})},
         "noisy": sum(1 for m in ms if m.noisy),
         "measurements": len(ms),
     }
+
+
+def pair_transport(ms: List[Measurement]) -> Optional[Dict[str, Any]]:
+    """What NCCL used for the pair's collectives (nccl_transport.py), None when not recorded."""
+    for m in ms:
+        nt = (m.extra or {}).get("nccl_transport")
+        if m.test.startswith("collective.") and isinstance(nt, dict) and "kind" in nt:
+            return nt
+    return None
 
 
 def self_summary(gpu: int, ms: List[Measurement]) -> Dict[str, Any]:

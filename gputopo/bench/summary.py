@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gputopo.model import worst_first
 
+from .nccl_transport import transport_cell
 from .options import format_size
 from .results import RunResult, bench_document
 from .runner import NullProgress
@@ -71,12 +72,14 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
         at = f" at {format_size(sizes[-1])}" if sizes else ""
         table = Table(title=f"GPU pairs (GB/s{at})", title_justify="left",
                       caption="GB/s as i->j / j->i; bidir: both ways at once; lat: smallest copy "
-                              "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests)",
+                              "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests); NCCL via: the "
+                              "transport NCCL's log names for the pair (modeled on a sim)",
                       caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for col, just, nowrap in (("pair", "left", True), ("class", "left", True),
                                   ("P2P GB/s", "right", True), ("staged GB/s", "right", True),
                                   ("bidir", "right", False), ("lat us", "right", True),
-                                  ("#wrong", "right", False), ("AR busbw", "right", False)):
+                                  ("#wrong", "right", False), ("AR busbw", "right", False),
+                                  ("NCCL via", "left", True)):
             table.add_column(col, justify=just, no_wrap=nowrap)
         failed = {}
         for f in result.findings:
@@ -96,7 +99,8 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
                 _num(p["bidir_gbps"]),
                 _two(p["latency_us"][fwd], p["latency_us"][back]),
                 wrong_cell,
-                _num(p["busbw_gbps"]["all_reduce"], "{:.2f}"))
+                _num(p["busbw_gbps"]["all_reduce"], "{:.2f}"),
+                transport_cell(p["nccl_transport"]))
         console.print(table)
     if doc["self"]:
         table = Table(title="GPUs alone (GB/s)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)

@@ -1,4 +1,4 @@
-"""NCCL's transport per pair in a report: the cell of the pair table, imported job logs merged
+"""NCCL's transport per pair in a report: imported job logs merged
 into the pairs, and the sentence that ties a DataParallel-only failure to NCCL's route ("DDP
 survived because NCCL used SHM on this pair")."""
 
@@ -24,18 +24,6 @@ def attach_imported_transports(rows: List[Any], nccl_debug: Dict[str, Any]) -> N
             continue
         if row.nccl_transport is None or row.nccl_transport.get("source") == "modeled":
             row.nccl_transport = rec
-
-
-def transport_cell(nt: Optional[dict]) -> str:
-    """``P2P/IPC/read``, ``SHM (modeled)``, ``SHM/direct/direct (imported)``, ``-``."""
-    if not isinstance(nt, dict) or "kind" not in nt:
-        return "-"
-    source = nt.get("source")
-    if source == "modeled":
-        return f"{nt['kind']} (modeled)"
-    via = nt.get("via") or [nt["kind"]]
-    text = via[0] if len(via) == 1 else f"{nt['kind']} ({len(via)} ways)"
-    return f"{text} (imported)" if source == "imported" else text
 
 
 def ddp_survived_clause(rows: List[Any]) -> Optional[str]:

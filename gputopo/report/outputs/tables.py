@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
-from gputopo.report.nccl_routes import ddp_survived_clause, transport_cell
+from gputopo.bench.nccl_transport import transport_cell
+from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
