@@ -278,3 +278,17 @@ def test_scan_cli_shows_health(tmp_path):
     assert res.exit_code == 0
     assert "ECC UE 2, remap pending, Xid 63,94" in res.output
     assert "kernel log: dmesg (5 Xid line(s) for these GPUs)" in res.output
+
+
+def test_scan_from_smi_text_says_health_is_not_available(tmp_path):
+    from click.testing import CliRunner
+
+    from gputopo.cli.main import _register, cli
+
+    _register()
+    smi = CliRunner().invoke(cli, ["scan", "--sim", "seed-8gpu", "--format", "smi"]).output
+    path = tmp_path / "topo.txt"
+    path.write_text(smi)
+    res = CliRunner().invoke(cli, ["scan", "--from-smi", str(path), "--no-color"])
+    assert res.exit_code == 0
+    assert "GPU health: n/a (not read; source" in res.output and "kernel log: n/a" in res.output

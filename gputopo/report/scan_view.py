@@ -12,6 +12,7 @@ from typing import List
 from gputopo import SCHEMA_VERSION
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.health import GpuHealth
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import show
 from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_log_line
@@ -77,7 +78,11 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
                    show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
     console.print(gt)
     console.print()
-    console.print(_health_table(topo))
+    if any(isinstance(g.health, GpuHealth) for g in topo.gpus):
+        console.print(_health_table(topo))
+    else:
+        why = {getattr(g.health, "reason", None) or getattr(g.health, "error", "not read") for g in topo.gpus}
+        console.print(f"GPU health: n/a ({'; '.join(sorted(why))}; source {topo.source})")
 
     h = topo.host
     acs = (f"{sum(b.redirects for b in h.acs)} of {len(h.acs)} GPU bridges redirect"
