@@ -13,7 +13,7 @@ from gputopo.model.values import Failed, NotAvailable
 from gputopo.probe.health import clock_event_names, read_health
 from gputopo.probe.kernel_log import parse_xid_lines, read_kernel_log, read_xid_events
 from gputopo.probe.scan import read_machine
-from gputopo.report.health_checks import health_cells, health_findings
+from gputopo.report.health_checks import health_cells, health_findings, kernel_log_line
 from gputopo.report.topology_checks import topology_findings
 from gputopo.sim.description import parse_description
 from gputopo.sim.fake_host import FakeHost
@@ -211,9 +211,16 @@ def test_failed_call_is_failed_not_zero():
 
 
 def test_lost_gpu_health_and_gpu_lost_during_health_read():
-    topo = scan_text(SICK, lost={5})
-    assert isinstance(topo.gpus[5].health, NotAvailable) and topo.gpus[5].health.reason == "GPU lost"
-    assert isinstance(topo.gpus[4].health, GpuHealth)
+    topo = scan_text(SICK, lost={4})
+    h = topo.gpus[4].health  # lost to NVML, but the kernel log still says why
+    assert h.temperature_c == NotAvailable("GPU lost") and h.remapped_rows == NotAvailable("GPU lost")
+    assert [e.xid for e in h.xid_events] == [79, 79, 13]
+    assert ("xid", "error", (4,)) in kinds(health_findings(topo))
+    assert ("gpu-lost", "error", (4,)) in kinds(topology_findings(topo))
+    assert health_cells(h)[-1] == "Xid 79" and health_cells(h)[0] == "n/a"
+    assert topo.host.xid_unmatched["0000:78:00"]["attributed_to_gpu"] == 4
+    assert "bus 0000:78:00's attributed to GPU 4, whose bus id NVML cannot read" in kernel_log_line(topo)
+    assert isinstance(topo.gpus[5].health, GpuHealth)
     topo = scan_text(SICK, errors={("nvmlDeviceGetRemappedRows", 2): 15})
     assert isinstance(topo.gpus[2].health, Failed) and "GPU_IS_LOST" in topo.gpus[2].health.error
     assert isinstance(topo.gpus[1].health, GpuHealth)

@@ -128,7 +128,8 @@ class HostInfo:
     cuda_driver_version: Any = NotAvailable("not read")  # e.g. "12.4"
     #: the command the kernel log was read with ("dmesg"), or NotAvailable(why it could not be)
     kernel_log: Any = NotAvailable("not read")
-    #: Xid lines naming a PCI bus that is none of the GPUs read: {bus: [event json]}
+    #: Xid lines naming a PCI bus that is none of the GPUs read:
+    #: {bus: {"events": [event json], "attributed_to_gpu": the one GPU whose bus id is unknown, or None}}
     xid_unmatched: Dict[str, Any] = field(default_factory=dict)
 
 

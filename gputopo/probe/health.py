@@ -15,7 +15,9 @@ NVML calls and what they answer (nvidia-ml-py's pynvml.py):
 - ``nvmlDeviceGetTemperature(h, 0)`` (GPU sensor) in °C; ``nvmlDeviceGetPowerUsage`` and
   ``nvmlDeviceGetEnforcedPowerLimit`` in milliwatts; ``nvmlDeviceGetPersistenceMode`` 0/1.
 
-A GPU lost while its health is read gets ``health = Failed(...)``; the others are read fully.
+A GPU lost while its health is read gets ``health = Failed(...)``; the others are read fully. A
+GPU NVML had already lost has every NVML value NotAvailable("GPU lost") and still gets the Xid
+events of its bus id (Xid 79 says why it is gone).
 """
 
 from __future__ import annotations
@@ -124,6 +126,11 @@ def read_gpu_health(lib, handle) -> GpuHealth:
     return h
 
 
+def _lost_health() -> GpuHealth:
+    na = NotAvailable("GPU lost")
+    return GpuHealth(**{name: na for name in GpuHealth.__dataclass_fields__})
+
+
 def read_health(lib, topo: Topology, run) -> Topology:
     """Fill ``Gpu.health`` of every readable GPU of ``topo`` (in place; returned for chaining),
     with the Xid events of the kernel log read through ``run`` (one read for the machine)."""
@@ -131,8 +138,9 @@ def read_health(lib, topo: Topology, run) -> Topology:
 
     readable = []
     for g in topo.gpus:
-        if g.lost is not None:
-            g.health = NotAvailable("GPU lost")
+        if g.lost is not None:  # NVML cannot say more; the kernel log may still say why
+            g.health = _lost_health()
+            readable.append(g)
             continue
         try:
             handle = query(lib, "nvmlDeviceGetHandleByIndex", g.nvml_index, default_reason="device handle")
@@ -150,7 +158,16 @@ def read_health(lib, topo: Topology, run) -> Topology:
             g.health.xid_events = events.get(str(g.pci_bus_id), [])
         else:
             g.health.xid_events = NotAvailable("GPU bus id unknown: Xid lines cannot be matched to it")
+    # One GPU whose bus id NVML cannot read (typically lost) and Xid lines for one bus no readable
+    # GPU has: those are its lines (the NVLink reader attributes links the same way).
+    unknown = [g for g in readable if not is_value(g.pci_bus_id)]
+    attributed = None
+    if len(unknown) == 1 and len(unmatched) == 1 and not isinstance(events, NotAvailable):
+        (bus, evs), = unmatched.items()
+        unknown[0].health.xid_events = list(evs)
+        attributed = unknown[0].nvml_index
     topo.host.kernel_log = source if source else events
-    topo.host.xid_unmatched = {bus: [e.to_json() for e in evs] for bus, evs in unmatched.items()}
+    topo.host.xid_unmatched = {bus: {"events": [e.to_json() for e in evs], "attributed_to_gpu": attributed}
+                               for bus, evs in unmatched.items()}
     return topo
 

@@ -29,7 +29,7 @@ def health_findings(topo: Topology) -> List[Finding]:
     out: List[Finding] = []
     for g in topo.gpus:
         h = g.health
-        if g.lost is not None or not isinstance(h, GpuHealth):
+        if not isinstance(h, GpuHealth):
             continue
         k = g.nvml_index
         out += _ecc(k, h) + _remapped(k, h) + _retired(k, h) + _xids(k, h) + _thermal(k, h)
@@ -214,7 +214,13 @@ def kernel_log_line(topo: Topology) -> str:
     src = topo.host.kernel_log
     if not is_value(src):
         return f"kernel log: n/a ({getattr(src, 'reason', 'not read')})"
+    unmatched = topo.host.xid_unmatched or {}
     n = sum(len(xid_list(g.health)) for g in topo.gpus)
-    extra = sum(len(v) for v in (topo.host.xid_unmatched or {}).values())
-    more = f", {extra} more for PCI buses no GPU answers on: {', '.join(topo.host.xid_unmatched)}" if extra else ""
-    return f"kernel log: {src} ({n} Xid line(s) for these GPUs{more})"
+    loose = {bus: u for bus, u in unmatched.items() if u.get("attributed_to_gpu") is None}
+    parts = [f"{n} Xid line(s) for these GPUs"]
+    parts += [f"bus {bus}'s attributed to GPU {u['attributed_to_gpu']}, whose bus id NVML cannot read"
+              for bus, u in unmatched.items() if u.get("attributed_to_gpu") is not None]
+    if loose:
+        parts.append(f"{sum(len(u.get('events', [])) for u in loose.values())} more for PCI bus(es) no GPU "
+                     f"answers on: {', '.join(loose)}")
+    return f"kernel log: {src} ({'; '.join(parts)})"
