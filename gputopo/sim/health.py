@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from gputopo.model.xid import xid_info
+from gputopo.probe.health import CLOCK_EVENT_BITS as PROBE_CLOCK_EVENT_BITS
 
 #: GPU description keys that declare health.
 HEALTH_KEYS = {
@@ -27,12 +28,8 @@ HEALTH_KEYS = {
     "remapped_rows_failure", "temperature_c", "power_w", "power_limit_w", "persistence",
     "clock_events", "xid",
 }
-#: clock_events names -> nvmlClocksEventReason bit.
-CLOCK_EVENT_BITS = {
-    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100,
-}
+#: clock_events names -> nvmlClocksEventReason bit (the probe's table, inverted).
+CLOCK_EVENT_BITS = {name: bit for bit, name in PROBE_CLOCK_EVENT_BITS.items()}
 _ROW_REMAP_MODELS = ("A100", "H100", "H200", "B200")
 _PAGE_RETIRE_MODELS = ("V100", "P100")
 _NO_ECC_MODELS = ("GEFORCE", "RTX 30", "RTX 40", "RTX 20")
