@@ -19,6 +19,7 @@ TOPO_DIR = FIXTURES / "topo"
 TOPO_FIXTURES = ["seed-8gpu-nv4-pairs.txt", "nccl-667_4gpu_pxb_pix_sys.txt",
                  "nccl-1617_4xh100_nv6_nics.txt", "autodl_2x2080ti_pix.txt"]
 AUTODL, AUTODL_P2P = "autodl_2x2080ti_pix.txt", "autodl_2x2080ti_p2p_p.txt"
+NCCL1617 = "nccl-1617_4xh100_nv6_nics.txt"
 
 LEGEND = (
     "\n"
@@ -68,13 +69,15 @@ def test_format_reproduces_tab_fixtures_exactly(name):
     assert format_topo_matrix(topology_from_smi(text)) == text
 
 
-def test_format_of_space_fixture_matches_when_shown_as_spaces():
-    """autodl was posted with tabs shown as spaces and a GPU NUMA ID column (all N/A), which the
-    model does not hold; apart from that column the text is the same once tabs are expanded."""
-    text = fixture(AUTODL)
-    out = format_topo_matrix(topology_from_smi(text)).expandtabs(8)
-    want = text.replace("   GPU NUMA ID", "").replace("               N/A", "")
-    assert out == want
+@pytest.mark.parametrize("name", [AUTODL, NCCL1617])
+def test_format_reproduces_space_fixtures_exactly(name):
+    """These were posted with tabs shown as spaces, with a GPU NUMA ID column (all N/A, after the
+    NUMA affinity's two tabs) and, for nccl-1617, NIC rows and columns (NIC3's row keeps the
+    trailing space of its ' X '): the same text once tabs are expanded, character for character."""
+    text = fixture(name)
+    out = format_topo_matrix(topology_from_smi(text))
+    assert out.expandtabs(8) == text
+    assert format_topo_matrix(topology_from_smi(out)) == out  # and its own text is a fixed point
 
 
 def test_format_p2p_reproduces_fixture():
