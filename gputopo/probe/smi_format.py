@@ -34,7 +34,7 @@ from gputopo.model import NotAvailable, P2P_CAPS, Topology, is_value
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.topology import P2P_STATUS_MEANING
 
-__all__ = ["format_p2p_matrix", "format_topo_matrix"]
+__all__ = ["format_p2p_matrix", "format_topo_matrix", "was_read"]
 
 _CAP_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci", "pcie": "pci"}
 #: `topo -p2p` legend in the driver's order; DR is printed only when a cell says DR (drivers
@@ -67,7 +67,7 @@ def _with_legend(lines: List[str], legend: List[str]) -> str:
 _NEVER_READ = ("not read", "not in nvidia-smi topo text")
 
 
-def _was_read(value) -> bool:
+def was_read(value) -> bool:
     """Data, or an N/A that the source itself reported (the driver prints such a column N/A)."""
     return is_value(value) or (isinstance(value, NotAvailable) and value.reason not in _NEVER_READ)
 
@@ -88,7 +88,7 @@ def format_topo_matrix(topo: Topology) -> str:
     nics = topo.nics
     with_cpu = any(is_value(g.cpu_affinity) for g in gpus)
     with_numa = any(is_value(g.numa_node) for g in gpus)
-    with_gnuma = any(_was_read(g.gpu_memory_numa_node) for g in gpus)
+    with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in gpus)
 
     def link_class(a, b) -> str:
         try:
