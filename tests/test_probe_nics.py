@@ -191,3 +191,15 @@ def test_no_nics_without_infiniband_class_or_with_a_gpu_not_in_sysfs(tmp_path):
     _rdma(tmp_path, "mlx5_0", "pci0000:15/0000:15:01.0/0000:19:00.0")
     assert [n.device for n in read_nics(str(tmp_path), {})] == ["mlx5_0"]
     assert read_nics(str(tmp_path), {0: "00000000:18:00.0"}) == []  # GPU0 not found: no classes
+
+
+def test_format_md_example_nics():
+    """The documented example: mlx5_0 beside GPU 0 shares the switch of the PIX pair 0,1; mlx5_1
+    on node 1 is NODE to GPUs 2 and 3 (GPU 3's own node is "unsupported": its bridges' node)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "gputopo" / "sim" / "FORMAT.md").read_text()
+    topo = scan_description(parse_description(doc.split("```toml\n", 1)[1].split("```", 1)[0], "my-box.toml"))
+    assert [(n.device, n.numa_node) for n in topo.nics] == [("mlx5_0", 0), ("mlx5_1", 1)]
+    assert topo.nics[0].gpu_classes == {0: C("PIX"), 1: C("PIX"), 2: C("SYS"), 3: C("SYS")}
+    assert topo.nics[1].gpu_classes == {0: C("SYS"), 1: C("SYS"), 2: C("NODE"), 3: C("NODE")}

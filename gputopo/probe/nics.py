@@ -42,7 +42,13 @@ def _place(root: str, bus_id: str) -> Optional[Place]:
     where = pci_place(root, bus_id) if bdf else None
     if where is None:
         return None
-    return where[0], where[1], _numa(root, bdf)
+    host_bridge, chain = where
+    numa = _numa(root, bdf)
+    for bridge in chain[::-1]:  # a device without a node of its own is on its bridges' node
+        if numa is not None:
+            break
+        numa = _numa(root, bridge)
+    return host_bridge, chain, numa
 
 
 def pcie_class(a: Place, b: Place) -> LinkClass:
