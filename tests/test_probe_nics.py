@@ -75,8 +75,16 @@ def test_reader_classes_agree_with_the_declared_places_everywhere():
             assert str(cls) == kind(n + k, n + int(other[3:]))
 
 
+def test_builtin_dgx_h100_has_a_pix_nic_per_gpu():
+    topo = scan_simulated("dgx-h100")
+    assert [n.device for n in topo.nics] == [f"mlx5_{k}" for k in range(8)]
+    for k, nic in enumerate(topo.nics):
+        assert nic.gpu_classes[k] == C("PIX")
+        assert {str(c) for g, c in nic.gpu_classes.items() if g != k} == {"NODE", "SYS"}
+
+
 def test_nics_leave_the_gpu_classes_alone():
-    plain = scan_simulated("dgx-h100")
+    plain = scan_description(parse_description('extends = "dgx-h100"\nnic = []\n', "plain.toml"))
     with_nics = scan_description(parse_description(NICS, "nics.toml"))
     assert plain.nics == []
     assert {p.gpus: p.link_class for p in plain.pairs} == {p.gpus: p.link_class for p in with_nics.pairs}
