@@ -146,3 +146,13 @@ def test_cli_refuses_bad_bytes_in_one_ascii_line(tmp_path):
     err = proc.stderr.decode("ascii")  # nothing but ASCII: the byte is shown as \xff
     assert err.count("\n") == 1 and err.startswith("gputopo: error: ")
     assert ":2: CPU Affinity of GPU0 is '6,14\\xff,22'" in err
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("  NIC1: mlx5_1\n", "  NIC9: mlx5_1\n", r"NIC Legend names 'NIC9', which is no NIC column .*NIC0, NIC1"),
+    ("  NIC1: mlx5_1\n", "  NIC0: mlx5_1\n", r"NIC0 is in the NIC Legend twice"),
+    ("  NIC1: mlx5_1\n", "  NIC1: [red]x[/red]\n", r"'\[red\]x\[/red\]' is no device name"),
+])
+def test_bad_nic_legend_entries_are_refused(old, new, match):
+    text = WITH_LEGEND.replace(old, new)
+    raises(text, text.split("\n").index(new.rstrip("\n")) + 1, match)

@@ -454,10 +454,11 @@ def _align_by_column(extra: List[_Tok], trailing: List[_Tok]) -> List[Optional[s
 # ----------------------------------------------------------------------------- after the matrix
 
 
-def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command: bool = False
-                 ) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
+def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command: bool = False,
+                 nic_labels: Sequence[str] = ()) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
     """Legend and NIC legend after the matrix; anything else is an error (or, for a file
-    holding several outputs, ends the section at the next pasted command)."""
+    holding several outputs, ends the section at the next pasted command). A NIC Legend entry
+    must name a NIC column (``nic_labels``) once, with a device name."""
     legend_present = False
     legend: Dict[str, str] = {}
     nic_devices: Dict[str, str] = {}
@@ -483,7 +484,16 @@ def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command:
         if block == "nic":
             m = _NIC_LEGEND_ENTRY_RE.match(line.text)
             if m:
-                nic_devices[m.group(1)] = m.group(2)
+                label, device = m.group(1), m.group(2)
+                if label not in nic_labels:
+                    raise _err(source, f"the NIC Legend names {_q(label)}, which is no NIC column of "
+                               f"the matrix ({', '.join(nic_labels) or 'it has none'})", line.no)
+                if label in nic_devices:
+                    raise _err(source, f"{label} is in the NIC Legend twice", line.no)
+                if not _NIC_LABEL_RE.match(device):
+                    raise _err(source, f"{_q(device)} is no device name (like mlx5_0) for {label}",
+                               line.no)
+                nic_devices[label] = device
                 continue
         hint = ""
         if _is_header(line):
@@ -578,7 +588,7 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
                    f"{', '.join(grid.devices)}): the matrix is not square")
         raise _err(source, msg, expected_at)
     classes_by_label = _matrix_classes(grid, source)
-    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command)
+    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics)
     p2p_legend = any(k in P2P_STATUSES for k in legend)
     if p2p_legend and not any(k in ("PIX", "SYS", "SOC", "NV#") for k in legend):
         raise _err(source, f"this is {_P2P} output (its legend names P2P statuses), not {_TOPO}",
