@@ -75,8 +75,11 @@ def parse_nics(ctx, entries, gpus, taken: Dict[str, str]) -> List[NicDesc]:
         if name in names:
             raise ctx.error(f"NIC name {name!r} is also NIC {names[name]}'s", *key, "name")
         names[name] = k
+        if not isinstance(entry["bus_id"], str):
+            raise ctx.error(f"expected a PCI address like \"0000:1c:00.0\", got {entry['bus_id']!r}",
+                            *key, "bus_id")
         try:
-            addr = PciAddress.parse(entry["bus_id"] if isinstance(entry["bus_id"], str) else repr(entry["bus_id"]))
+            addr = PciAddress.parse(entry["bus_id"])
         except ValueError as exc:
             raise ctx.error(str(exc), *key, "bus_id") from None
         if addr.lspci in used:
