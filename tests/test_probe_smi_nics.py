@@ -156,3 +156,9 @@ def test_cli_refuses_bad_bytes_in_one_ascii_line(tmp_path):
 def test_bad_nic_legend_entries_are_refused(old, new, match):
     text = WITH_LEGEND.replace(old, new)
     raises(text, text.split("\n").index(new.rstrip("\n")) + 1, match)
+
+
+def test_control_characters_in_a_message_are_escaped():
+    msg = raises(WITH_LEGEND.replace("NIC1\tSYS\tPXB", "NI\x07C1\tSYS\tPXB", 1), 5,
+                 r"row NI\\x07C1 is not a column of the header")
+    assert "\x07" not in msg

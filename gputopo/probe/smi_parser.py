@@ -240,13 +240,19 @@ def _is_header(line: _Line) -> bool:
 
 
 def _err(source: str, message: str, line: Optional[int] = None) -> InputFileError:
-    return InputFileError(source, message, line=line)
+    """The error for ``source``; a control character the text held is shown escaped, not sent
+    to the terminal."""
+    return InputFileError(source, _printable(message), line=line)
+
+
+def _printable(s: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def _q(s: str) -> str:
     """``s`` quoted for a message: unprintable characters escaped, backslashes kept single (so an
     undecodable byte, decoded as the text ``\\xff``, reads as such)."""
-    return "'" + "".join(c if c.isprintable() else repr(c)[1:-1] for c in s) + "'"
+    return "'" + _printable(s) + "'"
 
 
 def _show(s: str, limit: int = 60) -> str:
