@@ -108,7 +108,8 @@ def read_nics(root: str, gpu_bus_ids: Mapping[int, str]) -> List[Nic]:
             continue
         nics.append(Nic(
             label=labels[bdf], device=name, pci_bus_id=bdf,
-            numa_node=here[2] if here[2] is not None else NotAvailable("sysfs numa_node is -1"),
+            numa_node=(here[2] if here[2] is not None
+                       else NotAvailable("sysfs numa_node is -1 for it and its bridges")),
             gpu_classes={i: pcie_class(here, p) for i, p in sorted(gpu_places.items())},
             nic_classes={labels[other]: pcie_class(here, places[other]) for _, other in devices
                          if other != bdf and places[other] is not None}))

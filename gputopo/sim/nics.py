@@ -86,7 +86,7 @@ def parse_nics(ctx, entries, gpus, taken: Dict[str, str]) -> List[NicDesc]:
             raise ctx.error(f"bus id {addr.lspci} is also {used[addr.lspci]}'s", *key, "bus_id")
         used[addr.lspci] = f"NIC {name}"
         gpu = entry.get("gpu")
-        if gpu is not None and (not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < len(gpus)):
+        if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < len(gpus)):
             raise ctx.error(f"expected a GPU index 0..{len(gpus) - 1}, got {gpu!r}", *key, "gpu")
         near = entry.get("class")
         if near is not None and gpu is None:
