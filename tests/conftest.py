@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-#: ../shared beside the checkout (CI clones the repo with shared/ next to it).
-FIXTURES = REPO.parent / "shared" / "fixtures"
+#: Real outputs kept in the repository (sources in tests/fixtures/README.md).
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def _cuda_usable() -> bool:
@@ -31,6 +31,5 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not found at {FIXTURES}")
+    assert FIXTURES.is_dir(), f"fixtures missing from the repository: {FIXTURES}"
     return FIXTURES

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 NCCL_LOG = FIXTURES / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
 PAIRS = ("0,1", "3,4", "5,6")
 GIB = 1 << 30
@@ -268,8 +268,7 @@ def test_diff_of_a_run_with_itself_is_clean(runs):
 
 @pytest.fixture
 def nccl_log():
-    if not NCCL_LOG.is_file():
-        pytest.skip(f"shared fixture not found: {NCCL_LOG}")
+    assert NCCL_LOG.is_file(), f"fixture missing from the repository: {NCCL_LOG}"
     return NCCL_LOG
 
 

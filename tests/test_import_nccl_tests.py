@@ -1,6 +1,6 @@
 """`gputopo import nccl-tests LOG...`: nccl-tests text output -> Measurements -> a run folder.
 
-The shared fixture (a real 2x RTX 2080 Ti all_reduce log) must import with its exact numbers.
+The fixture in tests/fixtures (a real 2x RTX 2080 Ti all_reduce log) must import with its exact numbers.
 nccl-tests prints algbw/busbw rounded to 2 decimals and times to 4-6 significant digits, so
 figures recomputed from the time match the printed ones only within that rounding: the
 tolerance below is 0.005 GB/s plus the time's relative rounding (at most 5e-4).

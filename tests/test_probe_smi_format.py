@@ -12,14 +12,14 @@ from gputopo.probe.smi_format import format_p2p_matrix, format_topo_matrix
 from gputopo.probe.smi_parser import (parse_p2p_matrix, parse_topo_matrix, topology_from_smi,
                                       topology_from_smi_file_text)
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+#: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO_DIR = FIXTURES / "topo"
-NO_FIXTURES = f"shared fixtures not found at {TOPO_DIR} (clone shared/ beside the repo)"
-needs_fixtures = pytest.mark.skipif(not TOPO_DIR.is_dir(), reason=NO_FIXTURES)
 
 TOPO_FIXTURES = ["seed-8gpu-nv4-pairs.txt", "nccl-667_4gpu_pxb_pix_sys.txt",
                  "nccl-1617_4xh100_nv6_nics.txt", "autodl_2x2080ti_pix.txt"]
 AUTODL, AUTODL_P2P = "autodl_2x2080ti_pix.txt", "autodl_2x2080ti_p2p_p.txt"
+NCCL1617 = "nccl-1617_4xh100_nv6_nics.txt"
 
 LEGEND = (
     "\n"
@@ -36,10 +36,7 @@ LEGEND = (
 
 
 def fixture(name: str) -> str:
-    path = TOPO_DIR / name
-    if not path.is_file():
-        pytest.skip(NO_FIXTURES)
-    return path.read_text()
+    return (TOPO_DIR / name).read_text()
 
 
 def model_of(m):
@@ -65,7 +62,6 @@ def make_topology(n, cls, cpu=None, numa=None, p2p=None, lost=()):
 # ----------------------------------------------------------------------------- exact text
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", ["seed-8gpu-nv4-pairs.txt", "nccl-667_4gpu_pxb_pix_sys.txt"])
 def test_format_reproduces_tab_fixtures_exactly(name):
     """These two are in the driver's tab form without a GPU NUMA ID column: byte for byte."""
@@ -73,17 +69,17 @@ def test_format_reproduces_tab_fixtures_exactly(name):
     assert format_topo_matrix(topology_from_smi(text)) == text
 
 
-@needs_fixtures
-def test_format_of_space_fixture_matches_when_shown_as_spaces():
-    """autodl was posted with tabs shown as spaces and a GPU NUMA ID column (all N/A), which the
-    model does not hold; apart from that column the text is the same once tabs are expanded."""
-    text = fixture(AUTODL)
-    out = format_topo_matrix(topology_from_smi(text)).expandtabs(8)
-    want = text.replace("   GPU NUMA ID", "").replace("               N/A", "")
-    assert out == want
+@pytest.mark.parametrize("name", [AUTODL, NCCL1617])
+def test_format_reproduces_space_fixtures_exactly(name):
+    """These were posted with tabs shown as spaces, with a GPU NUMA ID column (all N/A, after the
+    NUMA affinity's two tabs) and, for nccl-1617, NIC rows and columns (NIC3's row keeps the
+    trailing space of its ' X '): the same text once tabs are expanded, character for character."""
+    text = fixture(name)
+    out = format_topo_matrix(topology_from_smi(text))
+    assert out.expandtabs(8) == text
+    assert format_topo_matrix(topology_from_smi(out)) == out  # and its own text is a fixed point
 
 
-@needs_fixtures
 def test_format_p2p_reproduces_fixture():
     topo = topology_from_smi(fixture(AUTODL), {"p": fixture(AUTODL_P2P)})
     for cap in ("pci", "p"):
@@ -162,7 +158,6 @@ def test_format_p2p_statuses_legend_and_unknowns():
 # ----------------------------------------------------------------------------- round trips
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", TOPO_FIXTURES)
 def test_round_trip_fixtures(name):
     """parse -> format -> parse keeps classes, affinities and NUMA nodes."""
@@ -175,7 +170,6 @@ def test_round_trip_fixtures(name):
     assert format_topo_matrix(topology_from_smi(out)) == out
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", TOPO_FIXTURES)
 def test_round_trip_fixture_variants(name):
     text = fixture(name)
@@ -186,7 +180,6 @@ def test_round_trip_fixture_variants(name):
         assert model_of(parse_topo_matrix(format_topo_matrix(topology_from_smi(v)))) == want
 
 
-@needs_fixtures
 def test_round_trip_file_with_both_outputs():
     topo = topology_from_smi(fixture(AUTODL), {"pci": fixture(AUTODL_P2P)})
     text = (format_topo_matrix(topo) + "\n$ nvidia-smi topo -p2p p\n" + format_p2p_matrix(topo, "pci"))

@@ -16,11 +16,9 @@ from gputopo.probe.smi_parser import (decode_smi_bytes, detect_smi_kind, parse_p
                                       parse_topo_matrix, split_smi_sections, topology_from_smi,
                                       topology_from_smi_file_text)
 
-#: ../shared beside the checkout (CI clones the repo with shared/ next to it).
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+#: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO_DIR = FIXTURES / "topo"
-NO_FIXTURES = f"shared fixtures not found at {TOPO_DIR} (clone shared/ beside the repo)"
-needs_fixtures = pytest.mark.skipif(not TOPO_DIR.is_dir(), reason=NO_FIXTURES)
 
 SEED = "seed-8gpu-nv4-pairs.txt"
 NCCL667 = "nccl-667_4gpu_pxb_pix_sys.txt"
@@ -31,10 +29,7 @@ TOPO_FIXTURES = [SEED, NCCL667, NCCL1617, AUTODL]
 
 
 def fixture(name: str) -> str:
-    path = TOPO_DIR / name
-    if not path.is_file():
-        pytest.skip(NO_FIXTURES)
-    return path.read_text()
+    return (TOPO_DIR / name).read_text()
 
 
 def C(name: str) -> LinkClass:
@@ -108,7 +103,6 @@ def raises_at(text: str, line, match: str = "", parse=parse_topo_matrix):
 # ----------------------------------------------------------------------------- the fixtures
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", TOPO_FIXTURES)
 def test_fixture_classes(name):
     m = parse_topo_matrix(fixture(name), name)
@@ -126,7 +120,6 @@ def test_fixture_classes(name):
     assert m.gpu_lines == {i: i + 2 for i in range(n)}
 
 
-@needs_fixtures
 def test_fixture_seed_story_pairs():
     m = parse_topo_matrix(fixture(SEED))
     assert [p for p, c in m.classes.items() if c.is_nvlink] == [(0, 1), (2, 3), (4, 5), (6, 7)]
@@ -134,7 +127,6 @@ def test_fixture_seed_story_pairs():
     assert m.link_class(3, 4) == C("SYS")
 
 
-@needs_fixtures
 def test_fixture_nccl1617_nics():
     m = parse_topo_matrix(fixture(NCCL1617))
     assert m.nics == NICS_1617
@@ -142,12 +134,10 @@ def test_fixture_nccl1617_nics():
     assert all(c == C("NV6") and c.nvlinks == 6 for c in m.classes.values())
 
 
-@needs_fixtures
 def test_fixture_p2p_matrix():
     assert parse_p2p_matrix(fixture(AUTODL_P2P), AUTODL_P2P) == {(0, 1): "NS", (1, 0): "NS"}
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name,kind", [(SEED, "topo"), (NCCL667, "topo"), (NCCL1617, "topo"),
                                        (AUTODL, "topo"), (AUTODL_P2P, "p2p")])
 def test_detect_kind_of_fixtures(name, kind):
@@ -159,9 +149,8 @@ def test_detect_kind_neither():
     assert detect_smi_kind("hello\nworld\n") is None
 
 
-@needs_fixtures
 def test_every_topo_fixture_file_is_covered():
-    """A fixture added to shared/ without expectations here should be noticed."""
+    """A fixture added to tests/fixtures/ without expectations here should be noticed."""
     names = {p.name for p in TOPO_DIR.glob("*.txt")}
     assert names == set(TOPO_FIXTURES) | {AUTODL_P2P}
 
@@ -248,7 +237,6 @@ VARIANTS = {
 }
 
 
-@needs_fixtures
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("name", TOPO_FIXTURES)
 def test_variants_parse_the_same(name, variant):
@@ -260,13 +248,11 @@ def test_variants_parse_the_same(name, variant):
     assert got.legend_present == (variant != "no-legend")
 
 
-@needs_fixtures
 def test_soc_is_sys():
     m = parse_topo_matrix(_soc(fixture(NCCL667)))
     assert m.classes[(0, 2)] == C("SYS") and str(m.classes[(0, 2)]) == "SYS"
 
 
-@needs_fixtures
 def test_crlf_keeps_line_numbers():
     bad = fixture(NCCL667).replace("GPU2\tSYS\tSYS\t X \tPIX", "GPU2\tSYS\tSYS\t X \tNVX")
     raises_at(_crlf(bad), 4, "unknown link class 'NVX'")
@@ -276,7 +262,6 @@ def test_crlf_keeps_line_numbers():
 # ----------------------------------------------------------------------------- empty cells, N/A
 
 
-@needs_fixtures
 def test_empty_cpu_affinity_cell_tabs():
     text = fixture(SEED).replace("GPU0\t X \tNV4\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t0-31\t0",
                                  "GPU0\t X \tNV4\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t\t0")
@@ -285,14 +270,12 @@ def test_empty_cpu_affinity_cell_tabs():
     assert m.cpu_affinity[1] == "0-31"
 
 
-@needs_fixtures
 def test_empty_numa_cell_tabs():
     text = fixture(NCCL667).replace("PIX\t28-55,84-111\t1", "PIX\t28-55,84-111\t")
     m = parse_topo_matrix(text)
     assert m.numa_affinity[2] is None and m.cpu_affinity[2] == "28-55,84-111"
 
 
-@needs_fixtures
 def test_empty_cpu_affinity_cell_spaces():
     """Space-aligned text: the blank where the affinity was must not pull the NUMA value left."""
     text = fixture(NCCL1617)
@@ -304,7 +287,6 @@ def test_empty_cpu_affinity_cell_spaces():
     assert m.cpu_affinity[1] == "4,12,20,28" and m.numa_affinity[1] == 1
 
 
-@needs_fixtures
 def test_empty_numa_cell_spaces():
     text = fixture(AUTODL)
     line = "GPU1    PIX      X      24-47,72-95     1               N/A"
@@ -314,7 +296,6 @@ def test_empty_numa_cell_spaces():
     assert m.cpu_affinity[1] == "24-47,72-95"
 
 
-@needs_fixtures
 def test_na_values():
     text = fixture(NCCL667).replace("\t0-27,56-83\t0\n", "\tN/A\tN/A\n", 1)
     m = parse_topo_matrix(text)
@@ -473,7 +454,6 @@ ONE_EDIT_ERRORS = [
 ]
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name,old,new,line,match", ONE_EDIT_ERRORS)
 def test_error_one_edit(name, old, new, line, match):
     text = fixture(name)
@@ -481,7 +461,6 @@ def test_error_one_edit(name, old, new, line, match):
     raises_at(text.replace(old, new), line, match)
 
 
-@needs_fixtures
 def test_error_not_square_missing_row():
     text = fixture(NCCL667)
     lines = text.split("\n")
@@ -489,20 +468,17 @@ def test_error_not_square_missing_row():
     raises_at("\n".join(lines), 5, "no row for GPU3 .*not square")
 
 
-@needs_fixtures
 def test_error_not_square_missing_row_at_end_of_text():
     lines = fixture(NCCL667).split("\n")[:4]  # header, GPU0..GPU2, no newline at the end
     raises_at("\n".join(lines), 4, "no row for GPU3")
 
 
-@needs_fixtures
 def test_error_asymmetric_names_the_later_row():
     bad = fixture(NCCL667).replace("GPU3\tSYS\tSYS\tPIX\t X ", "GPU3\tSYS\tSYS\tPXB\t X ")
     err = raises_at(bad, 5, "not symmetric")
     assert "GPU3-GPU2 is PXB" in str(err) and "row GPU2 (line 4) says PIX" in str(err)
 
 
-@needs_fixtures
 def test_error_no_gpu_rows():
     text = fixture(NCCL667)
     header, rest = text.split("\n", 1)
@@ -527,48 +503,41 @@ def test_error_empty(text):
     raises_at(text, None, "no text", parse=parse_p2p_matrix)
 
 
-@needs_fixtures
 def test_error_duplicate_row():
     lines = fixture(NCCL667).split("\n")
     lines.insert(3, lines[1])
     raises_at("\n".join(lines), 4, "a second row for GPU0 .*line 2")
 
 
-@needs_fixtures
 def test_error_row_not_in_header():
     lines = fixture(NCCL667).split("\n")
     lines.insert(5, "GPU4\tSYS\tSYS\tSYS\tSYS\t X \t0-1\t0")
     raises_at("\n".join(lines), 6, "row GPU4 is not a column of the header")
 
 
-@needs_fixtures
 def test_error_text_after_the_matrix():
     text = fixture(NCCL667) + "\nthis line does not belong here\n"
     n = text.count("\n")
     raises_at(text, n, "unexpected text after the")
 
 
-@needs_fixtures
 def test_error_two_outputs_given_to_single_parser():
     text = fixture(AUTODL) + fixture(AUTODL_P2P)
     raises_at(text, 14, "unexpected text after .*--from-smi")
 
 
-@needs_fixtures
 def test_error_p2p_text_given_as_topo():
     raises_at(fixture(AUTODL_P2P), 2, r"'NS' .* is a P2P status.*topo -p2p")
     raises_at("\tGPU0\n GPU0\tX\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n", 1,
               "topo -p2p` output")
 
 
-@needs_fixtures
 def test_error_topo_text_given_as_p2p():
     raises_at(fixture(NCCL667), 1, "CPU Affinity.*topo -m", parse=parse_p2p_matrix)
     raises_at("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n", 2, "unknown P2P status 'NV4'.*link class",
               parse=parse_p2p_matrix)
 
 
-@needs_fixtures
 def test_error_p2p_bad_status_and_shape():
     text = fixture(AUTODL_P2P)
     raises_at(text.replace(" GPU1   NS ", " GPU1   OKAY "), 3, "unknown P2P status 'OKAY'",
@@ -591,7 +560,6 @@ def test_p2p_statuses_and_direction():
 # ----------------------------------------------------------------------------- Topology
 
 
-@needs_fixtures
 def test_topology_from_smi_seed():
     topo = topology_from_smi(fixture(SEED), source=SEED)
     assert topo.source == "nvidia-smi text" and topo.simulated is False
@@ -613,7 +581,6 @@ def test_topology_from_smi_seed():
     assert isinstance(topo.host.iommu_mode, NotAvailable)
 
 
-@needs_fixtures
 def test_topology_from_smi_with_p2p():
     for key in ("pci", "p"):
         topo = topology_from_smi(fixture(AUTODL), {key: fixture(AUTODL_P2P)}, source="x")
@@ -630,7 +597,6 @@ def test_topology_asymmetric_p2p_keeps_the_worse_way():
     assert topology_from_smi(topo_text, {"read": p2p_text}).pair(0, 1).p2p["read"] == "CNS"
 
 
-@needs_fixtures
 def test_topology_na_and_absent_affinity_reasons():
     topo = topology_from_smi(fixture(NCCL667).replace("\t0-27,56-83\t0\n", "\tN/A\tN/A\n", 1))
     g0, g1 = topo.gpu(0), topo.gpu(1)
@@ -642,7 +608,6 @@ def test_topology_na_and_absent_affinity_reasons():
     assert bare.gpu(0).cpu_affinity == NotAvailable("not in nvidia-smi topo text")
 
 
-@needs_fixtures
 def test_topology_p2p_gpu_mismatch():
     with pytest.raises(InputFileError, match="names GPUs"):
         topology_from_smi(fixture(NCCL667), {"r": fixture(AUTODL_P2P)})
@@ -651,7 +616,6 @@ def test_topology_p2p_gpu_mismatch():
 # ----------------------------------------------------------------------------- files with several outputs
 
 
-@needs_fixtures
 def test_file_with_topo_and_p2p_as_posted():
     """The autodl post: prompt lines, `topo -m`, then `topo -p2p p`."""
     text = ("root@autodl-container:~# nvidia-smi topo -m\n" + fixture(AUTODL) + "\n"
@@ -664,13 +628,11 @@ def test_file_with_topo_and_p2p_as_posted():
     assert topo.source == "nvidia-smi text"
 
 
-@needs_fixtures
 def test_file_with_only_topo():
     topo = topology_from_smi_file_text(fixture(SEED), SEED)
     assert len(topo.pairs) == 28
 
 
-@needs_fixtures
 def test_file_p2p_first_and_several_caps():
     p2p = fixture(AUTODL_P2P)
     text = ("$ nvidia-smi topo -p2p w\n" + p2p.replace("NS", "OK") + "\n"
@@ -681,7 +643,6 @@ def test_file_p2p_first_and_several_caps():
     assert isinstance(topo.pair(0, 1).p2p["pci"], NotAvailable)
 
 
-@needs_fixtures
 def test_file_p2p_without_command_line():
     text = fixture(AUTODL) + "\n" + fixture(AUTODL_P2P)
     assert [s.kind for s in split_smi_sections(text)] == ["topo", "p2p"]
@@ -692,7 +653,6 @@ def test_file_p2p_without_command_line():
     assert topo.pair(0, 1).p2p["read"] == "NS"
 
 
-@needs_fixtures
 def test_file_errors():
     topo, p2p = fixture(AUTODL), fixture(AUTODL_P2P)
     with pytest.raises(InputFileError, match="no `nvidia-smi topo -m` matrix") as info:
@@ -713,7 +673,6 @@ def test_file_errors():
         topology_from_smi_file_text("", "f")
 
 
-@needs_fixtures
 def test_file_error_lines_are_file_lines():
     """An error in the second output names its line in the file, not in the section."""
     text = (fixture(AUTODL) + "\n$ nvidia-smi topo -p2p r\n"
@@ -727,7 +686,6 @@ def test_file_error_lines_are_file_lines():
     assert info.value.line == 4
 
 
-@needs_fixtures
 def test_file_trailing_other_command_output_is_ignored():
     text = fixture(SEED) + "\n$ nvidia-smi nvlink -s\nGPU 0: Tesla V100\n\t Link 0: 25 GB/s\n"
     assert len(topology_from_smi_file_text(text).pairs) == 28
@@ -743,7 +701,6 @@ def test_p2p_gpu_count_must_match_even_for_one_gpu():
     assert topology_from_smi(one, {"r": "\tGPU0\n GPU0\tX\n"}).pairs == []
 
 
-@needs_fixtures
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le"])
 def test_decode_saved_files(encoding):
     """PowerShell's `>` writes UTF-16; Notepad may add a UTF-8 BOM."""

@@ -8,6 +8,7 @@ that its bandwidths are perturbed. The progress bar (with ETA) shows only on a t
 
 from __future__ import annotations
 
+from gputopo.console import literal_console
 from gputopo.model import worst_first
 
 from .nccl_transport import transport_cell
@@ -35,11 +36,10 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
     ``findings=False`` leaves the findings out, for callers that print the report's analysed
     findings (with causes and remedies) right after."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    console = console or literal_console()
     doc = bench_document(result)
     if result.simulated:
         src = "the link model of the simulated machine" if result.fabric == "sim" else \
@@ -125,7 +125,7 @@ class RichProgress:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+        self._progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
                                   TextColumn("ETA"), TimeRemainingColumn(),
                                   console=console, transient=True)
@@ -147,9 +147,8 @@ def make_progress(console=None, enabled: bool = True):
     """A RichProgress when ``enabled`` and the console is a terminal, else a NullProgress."""
     if not enabled:
         return NullProgress()
-    from rich.console import Console
 
-    console = console or Console()
+    console = console or literal_console()
     if not console.is_terminal:
         return NullProgress()
     return RichProgress(console)

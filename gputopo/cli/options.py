@@ -11,11 +11,11 @@ sim_option = click.option(
 
 def console(no_color: bool = False):
     """A rich console on stdout; plain text when not a TTY (rich decides) or when asked."""
-    from rich.console import Console
+    from gputopo.console import literal_console
 
-    c = Console(no_color=no_color, highlight=False, soft_wrap=False)
+    c = literal_console(no_color=no_color, soft_wrap=False)
     if not c.is_terminal:  # piped to a file or a pager: rich's 80 columns would wrap the tables
-        c = Console(no_color=no_color, highlight=False, soft_wrap=False, width=160)
+        c = literal_console(no_color=no_color, soft_wrap=False, width=160)
     return c
 
 

@@ -28,6 +28,8 @@ LEGEND = {
 }
 
 _NV_RE = re.compile(r"^NV(\d+)$")
+#: The most NVLinks one GPU has (NVML_NVLINK_MAX_LINKS of NVML 12); NV# above it is no real link.
+MAX_NVLINKS = 36
 
 
 @dataclass(frozen=True, order=False)
@@ -51,6 +53,9 @@ class LinkClass:
             t = "SYS"
         m = _NV_RE.match(t)
         if m:
+            if int(m.group(1)) > MAX_NVLINKS:
+                raise ValueError(f"unknown link class {text.strip()!r}: a GPU has at most "
+                                 f"{MAX_NVLINKS} NVLinks")
             return cls("NV", int(m.group(1)))
         if t in KINDS and t != "NV":
             return cls(t)

@@ -64,6 +64,9 @@ class Gpu:
     pci_bus_id: Any = NotAvailable("not read")
     cuda_index: Any = NotAvailable("not read")
     numa_node: Any = NotAvailable("not read")
+    #: NUMA node of the GPU's own memory (nvidia-smi's "GPU NUMA ID"; Grace Hopper/GB200), not the
+    #: socket's node; N/A on x86.
+    gpu_memory_numa_node: Any = NotAvailable("not read")
     cpu_affinity: Any = NotAvailable("not read")  # cpulist text, e.g. "0-31,64-95"
     pcie: PcieLink = field(default_factory=PcieLink)
     mig_mode: Any = NotAvailable("not read")  # "enabled" | "disabled"
@@ -97,6 +100,24 @@ class Pair:
         if i == j:
             raise ValueError(f"a pair needs two different GPUs, got {i},{j}")
         self.gpus = (min(i, j), max(i, j))
+
+
+@dataclass
+class Nic:
+    """A network device (an RDMA NIC) and the class of its path to each GPU and each other NIC.
+
+    Why: NCCL sends between machines through the NIC nearest a GPU, so `nvidia-smi topo -m` prints
+    NIC rows and columns and a NIC far from its GPU (SYS) is a finding in itself. ``label`` is
+    the column name nvidia-smi prints (``NIC0``; older drivers print the device name), ``device``
+    the RDMA device name (``mlx5_0``: the NIC Legend, or /sys/class/infiniband).
+    """
+
+    label: str
+    device: Any = NotAvailable("not read")
+    pci_bus_id: Any = NotAvailable("not read")
+    numa_node: Any = NotAvailable("not read")
+    gpu_classes: Dict[int, LinkClass] = field(default_factory=dict)  # GPU NVML index -> class
+    nic_classes: Dict[str, LinkClass] = field(default_factory=dict)  # other NIC's label -> class
 
 
 @dataclass
@@ -147,6 +168,7 @@ class Topology:
     source: str = "nvml"
     simulated: bool = False
     machine: str = ""  # a name for the machine (hostname or sim name)
+    nics: List[Nic] = field(default_factory=list)  # in nvidia-smi's column order
 
     def __post_init__(self):
         self._pairs = {p.gpus: p for p in self.pairs}
@@ -203,6 +225,7 @@ def topology_to_json(topo: Topology) -> Dict[str, Any]:
                 "uuid": _enc(g.uuid),
                 "pci_bus_id": _enc(g.pci_bus_id),
                 "numa_node": _enc(g.numa_node),
+                "gpu_memory_numa_node": _enc(g.gpu_memory_numa_node),
                 "cpu_affinity": _enc(g.cpu_affinity),
                 "mig_mode": _enc(g.mig_mode),
                 "pcie": _enc(vars(g.pcie)),
@@ -223,8 +246,15 @@ def topology_to_json(topo: Topology) -> Dict[str, Any]:
         if isinstance(h.acs, list)
         else _enc(h.acs)
     )
+    nics = [
+        {"label": n.label, "device": _enc(n.device), "pci_bus_id": _enc(n.pci_bus_id),
+         "numa_node": _enc(n.numa_node),
+         "gpu_link_classes": [{"gpu": i, "link_class": str(c)} for i, c in sorted(n.gpu_classes.items())],
+         "nic_link_classes": [{"nic": k, "link_class": str(c)} for k, c in n.nic_classes.items()]}
+        for n in topo.nics
+    ]
     return {"machine": topo.machine, "source": topo.source, "simulated": topo.simulated,
-            "gpus": gpus, "pairs": pairs, "host": host}
+            "gpus": gpus, "pairs": pairs, "nics": nics, "host": host}
 
 
 def topology_from_json(d: Dict[str, Any]) -> Topology:
@@ -254,5 +284,12 @@ def topology_from_json(d: Dict[str, Any]) -> Topology:
         acs = field_from_json(acs)
     evidence = hd.pop("iommu_evidence", [])
     host = HostInfo(acs=acs, iommu_evidence=list(evidence), **_dec_fields(hd))
+    nics = [
+        Nic(label=nd["label"], device=field_from_json(nd.get("device")),
+            pci_bus_id=field_from_json(nd.get("pci_bus_id")), numa_node=field_from_json(nd.get("numa_node")),
+            gpu_classes={int(e["gpu"]): LinkClass.parse(e["link_class"]) for e in nd.get("gpu_link_classes", [])},
+            nic_classes={e["nic"]: LinkClass.parse(e["link_class"]) for e in nd.get("nic_link_classes", [])})
+        for nd in d.get("nics") or []  # absent in documents written before NICs were read
+    ]
     return Topology(gpus=gpus, pairs=pairs, host=host, source=d.get("source", ""),
-                    simulated=bool(d.get("simulated", False)), machine=d.get("machine", ""))
+                    simulated=bool(d.get("simulated", False)), machine=d.get("machine", ""), nics=nics)

@@ -35,6 +35,7 @@ Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 COMMAND_TIMEOUT_S = 2.0
 
 _BDF_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
 _LSPCI_HEAD_RE = re.compile(r"^([0-9a-fA-F]{4,8}:)?([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
 _TRANSLATED_TYPES = ("DMA", "DMA-FQ")
 
@@ -252,7 +253,14 @@ def upstream_bridges(root: str, gpu_bus_id: str) -> Optional[List[str]]:
     Read from the target of ``sys/bus/pci/devices/<bdf>``, whose path under ``sys/devices`` is
     the chain of bridges down to the device.
     """
-    key = try_bus_key(gpu_bus_id)
+    place = pci_place(root, gpu_bus_id)
+    return None if place is None else place[1]
+
+
+def pci_place(root: str, bus_id: str) -> Optional[Tuple[Optional[str], List[str]]]:
+    """Where a PCI device sits: its host bridge (``"pci0000:17"``; None when sysfs does not say)
+    and the bridges above it, root port first. None when the device is not in sysfs."""
+    key = try_bus_key(bus_id)
     if key is None:
         return None
     link = _path(root, f"sys/bus/pci/devices/{key}")
@@ -260,15 +268,17 @@ def upstream_bridges(root: str, gpu_bus_id: str) -> Optional[List[str]]:
         target = os.readlink(link)
     except OSError:
         if os.path.isdir(link):  # a plain directory (unusual): no chain to read
-            return []
+            return None, []
         return None
-    chain = []
+    chain, host_bridge = [], None
     for part in target.replace("\\", "/").split("/"):
         if _BDF_RE.match(part):
             chain.append(bus_key(part))
+        elif _HOST_BRIDGE_RE.match(part):
+            host_bridge = part.lower()
     if chain and chain[-1] == key:
         chain.pop()
-    return chain
+    return host_bridge, chain
 
 
 def parse_lspci_blocks(text: str) -> Dict[str, str]:

@@ -1,4 +1,4 @@
-"""Scan a machine: NVML for the GPUs and links, the host's sysfs/lspci for IOMMU and ACS.
+"""Scan a machine: NVML for the GPUs and links, the host's sysfs/lspci for IOMMU, ACS and NICs.
 
 `read_machine` is the one sequence both a real scan and a simulated one run; only the NVML
 library object and the host root/command runner differ.
@@ -12,13 +12,17 @@ from gputopo.model import Topology
 
 
 def read_machine(lib, root, run, machine: str, source: str, simulated: bool = False) -> Topology:
-    """Read GPUs, links, host facts and GPU health through an initialised NVML library object."""
+    """Read GPUs, links, host facts, NICs and GPU health through an initialised NVML library object."""
+    from gputopo.model import is_value
     from gputopo.probe.health import read_health
     from gputopo.probe.host import read_host
+    from gputopo.probe.nics import read_nics
     from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
 
     host = read_host(root=root, run=run, gpu_bus_ids=gpu_bus_ids(lib))
     topo = read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+    topo.nics = read_nics(root, {g.nvml_index: g.pci_bus_id for g in topo.gpus
+                                 if g.lost is None and is_value(g.pci_bus_id)})
     return read_health(lib, topo, run)
 
 

@@ -4,30 +4,37 @@ Why: people compare what gputopo saw with what nvidia-smi shows on their machine
 issues, and feed it back to `gputopo scan --from-smi`; the simulated machines print it too. The
 layout is the driver's, tab for tab (modern drivers, as in the fixtures):
 
-    <TAB>GPU0<TAB>GPU1<TAB>CPU Affinity<TAB>NUMA Affinity
-    GPU0<TAB> X <TAB>NV4<TAB>0-31<TAB>0
+    <TAB>GPU0<TAB>GPU1<TAB>NIC0<TAB>CPU Affinity<TAB>NUMA Affinity<TAB>GPU NUMA ID
+    GPU0<TAB> X <TAB>NV4<TAB>PIX<TAB>0-31<TAB>0<TAB><TAB>N/A
     ...
+    NIC0<TAB>PIX<TAB>SYS<TAB> X 
     <blank>
     Legend:
     <blank>
       X    = Self
       ...
+    <blank>
+    NIC Legend:
+    <blank>
+      NIC0: mlx5_0
 
 Differences from a terminal: no ANSI underline on the header (nvidia-smi adds it even when
 piped; it is decoration, and the parser strips it). Affinity columns are printed only when some
-GPU has data for them (a GPU without prints N/A, as nvidia-smi does); the ``GPU NUMA ID`` column
-is never printed because the model does not hold it. GPUs that NVML lost are left out.
+GPU has data for them (a GPU without prints N/A, as nvidia-smi does); ``GPU NUMA ID`` is printed
+when the source read it, even as N/A (the driver prints it N/A on x86), and after the NUMA
+affinity's two tabs as the driver does. NIC rows carry no affinity cells; the NIC Legend is
+printed when device names are known. GPUs that NVML lost are left out.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, List
 
-from gputopo.model import P2P_CAPS, Topology, is_value
+from gputopo.model import NotAvailable, P2P_CAPS, Topology, is_value
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.topology import P2P_STATUS_MEANING
 
-__all__ = ["format_p2p_matrix", "format_topo_matrix"]
+__all__ = ["format_p2p_matrix", "format_topo_matrix", "was_read"]
 
 _CAP_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci", "pcie": "pci"}
 #: `topo -p2p` legend in the driver's order; DR is printed only when a cell says DR (drivers
@@ -56,14 +63,32 @@ def _with_legend(lines: List[str], legend: List[str]) -> str:
     return "\n".join(lines + ["", "Legend:", ""] + legend) + "\n"
 
 
+#: Reasons that mean a field was never looked for (so nvidia-smi would not print its column).
+_NEVER_READ = ("not read", "not in nvidia-smi topo text")
+
+
+def was_read(value) -> bool:
+    """Data, or an N/A that the source itself reported (the driver prints such a column N/A)."""
+    return is_value(value) or (isinstance(value, NotAvailable) and value.reason not in _NEVER_READ)
+
+
+def _nic_class(nic, other: str, key) -> str:
+    table = nic.nic_classes if isinstance(key, str) else nic.gpu_classes
+    if key not in table:
+        raise ValueError(f"the topology has no class between {nic.label} and {other}")
+    return str(table[key])
+
+
 def format_topo_matrix(topo: Topology) -> str:
     """The `nvidia-smi topo -m` text of ``topo`` (ends with a newline).
 
-    Raises ValueError if there is no GPU to print or two printed GPUs have no Pair.
+    Raises ValueError if there is no GPU to print or two printed devices have no class.
     """
     gpus = _gpus(topo)
+    nics = topo.nics
     with_cpu = any(is_value(g.cpu_affinity) for g in gpus)
     with_numa = any(is_value(g.numa_node) for g in gpus)
+    with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in gpus)
 
     def link_class(a, b) -> str:
         try:
@@ -71,20 +96,33 @@ def format_topo_matrix(topo: Topology) -> str:
         except KeyError:
             raise ValueError(f"the topology has no pair GPU{a.nvml_index}-GPU{b.nvml_index}") from None
 
-    header = [""] + [f"GPU{g.nvml_index}" for g in gpus]
+    header = [""] + [f"GPU{g.nvml_index}" for g in gpus] + [n.label for n in nics]
     if with_cpu:
         header.append("CPU Affinity")
     if with_numa:
         header.append("NUMA Affinity")
+    if with_gnuma:
+        header.append("GPU NUMA ID")
     lines: List[str] = ["\t".join(header)]
     for a in gpus:
         cells = _row(f"GPU{a.nvml_index}", a, gpus, " X ", link_class)
+        cells += [_nic_class(n, f"GPU{a.nvml_index}", a.nvml_index) for n in nics]
         if with_cpu:
             cells.append(str(a.cpu_affinity) if is_value(a.cpu_affinity) else "N/A")
         if with_numa:
             cells.append(str(a.numa_node) if is_value(a.numa_node) else "N/A")
+        if with_gnuma:
+            cells += ([""] if with_numa else []) + [str(a.gpu_memory_numa_node)
+                                                    if is_value(a.gpu_memory_numa_node) else "N/A"]
         lines.append("\t".join(cells))
-    return _with_legend(lines, [_legend_line(k, v) for k, v in LEGEND.items()])
+    for n in nics:
+        lines.append("\t".join([n.label] + [_nic_class(n, f"GPU{g.nvml_index}", g.nvml_index) for g in gpus]
+                               + [" X " if m is n else _nic_class(n, m.label, m.label) for m in nics]))
+    text = _with_legend(lines, [_legend_line(k, v) for k, v in LEGEND.items()])
+    named = [n for n in nics if is_value(n.device) and n.device != n.label]
+    if named:
+        text += "\nNIC Legend:\n\n" + "".join(f"  {n.label}: {n.device}\n" for n in named)
+    return text
 
 
 def format_p2p_matrix(topo: Topology, cap: str) -> str:

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.model import (Gpu, HostInfo, LinkClass, NotAvailable, P2P_CAPS, P2P_STATUS_NAMES, Pair,
-                           PcieLink, Topology)
+from gputopo.model import (Gpu, HostInfo, LinkClass, Nic, NotAvailable, P2P_CAPS, P2P_STATUS_NAMES,
+                           Pair, PcieLink, Topology)
+from gputopo.model.linkclass import MAX_NVLINKS
 
 __all__ = [
     "AFFINITY_COLUMNS", "P2P_CAP_LETTERS", "P2P_STATUSES", "SmiMatrix", "SmiSection",
@@ -62,6 +63,12 @@ _LEGEND_ENTRY_RE = re.compile(r"^\s*(\S+)\s*=\s*(.*)$")
 _NIC_LEGEND_ENTRY_RE = re.compile(r"^\s*(\S+)\s*:\s*(\S+)\s*$")
 #: A cell that can only be an affinity value (a cpulist, a node number, N/A), never a link.
 _AFFINITY_VALUE_RE = re.compile(r"^(?:[\d,\-]+|N/A)$", re.IGNORECASE)
+#: What each affinity column may hold besides N/A: a CPU list, a list of NUMA nodes, one node.
+_AFFINITY_FORMS = {"CPU Affinity": (re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$"), "a CPU list like 0-31,64-95"),
+                   "NUMA Affinity": (re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$"), "a NUMA node like 0"),
+                   "GPU NUMA ID": (re.compile(r"^-?\d+$"), "a NUMA node like 2")}
+#: A NIC column: NIC# (recent drivers) or the device name older drivers print (mlx5_0, ib0).
+_NIC_LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 _MULTIWORD_NAMES = {tuple(name.split()): name for name in AFFINITY_COLUMNS}
 _NA_TEXTS = {"", "N/A", "NA", "N.A.", "-"}
 _CAP_NAMES = {**{c: c for c in P2P_CAPS}, **P2P_CAP_LETTERS, "pcie": "pci"}
@@ -91,6 +98,8 @@ class SmiMatrix:
     gpu_numa_id: Dict[int, Union[int, str, None]]
     nics: List[str] = field(default_factory=list)
     nic_classes: Dict[Tuple[int, str], LinkClass] = field(default_factory=dict)
+    #: Between NICs (the NIC rows), each pair once in header order: (NIC0, NIC1) -> class.
+    nic_pair_classes: Dict[Tuple[str, str], LinkClass] = field(default_factory=dict)
     legend_present: bool = False
     #: The header's columns after the device columns, as printed ("CPU Affinity", ...).
     columns: List[str] = field(default_factory=list)
@@ -140,16 +149,17 @@ def decode_smi_bytes(data: bytes) -> str:
     """Text of a saved nvidia-smi output, whatever wrote it.
 
     PowerShell's ``>`` writes UTF-16 with a byte-order mark; most else writes UTF-8 (with or
-    without a BOM). Undecodable bytes become U+FFFD rather than an exception, so the parser
-    can point at the line that holds them.
+    without a BOM). An undecodable byte becomes the text ``\\xff`` rather than an exception, so
+    the parser can point at the line that holds it and a message shows the byte, never the byte
+    itself (which would garble a terminal) nor a replacement character that hides its value.
     """
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
+        return data.decode("utf-16", errors="backslashreplace")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if len(data) >= 4 and data[1:2] == b"\x00" and data[3:4] == b"\x00":
-        return data.decode("utf-16-le", errors="replace")  # UTF-16 without its BOM
-    return data.decode("utf-8", errors="replace")
+        return data.decode("utf-16-le", errors="backslashreplace")  # UTF-16 without its BOM
+    return data.decode("utf-8", errors="backslashreplace")
 
 
 def _split_lines(text: str) -> List[_Line]:
@@ -230,12 +240,24 @@ def _is_header(line: _Line) -> bool:
 
 
 def _err(source: str, message: str, line: Optional[int] = None) -> InputFileError:
-    return InputFileError(source, message, line=line)
+    """The error for ``source``; a control character the text held is shown escaped, not sent
+    to the terminal."""
+    return InputFileError(source, _printable(message), line=line)
+
+
+def _printable(s: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
+def _q(s: str) -> str:
+    """``s`` quoted for a message: unprintable characters escaped, backslashes kept single (so an
+    undecodable byte, decoded as the text ``\\xff``, reads as such)."""
+    return "'" + _printable(s) + "'"
 
 
 def _show(s: str, limit: int = 60) -> str:
     s = s.strip()
-    return repr(s if len(s) <= limit else s[: limit - 3] + "...")
+    return _q(s if len(s) <= limit else s[: limit - 3] + "...")
 
 
 # ----------------------------------------------------------------------------- the grid
@@ -438,10 +460,11 @@ def _align_by_column(extra: List[_Tok], trailing: List[_Tok]) -> List[Optional[s
 # ----------------------------------------------------------------------------- after the matrix
 
 
-def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command: bool = False
-                 ) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
+def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command: bool = False,
+                 nic_labels: Sequence[str] = ()) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
     """Legend and NIC legend after the matrix; anything else is an error (or, for a file
-    holding several outputs, ends the section at the next pasted command)."""
+    holding several outputs, ends the section at the next pasted command). A NIC Legend entry
+    must name a NIC column (``nic_labels``) once, with a device name."""
     legend_present = False
     legend: Dict[str, str] = {}
     nic_devices: Dict[str, str] = {}
@@ -467,7 +490,16 @@ def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command:
         if block == "nic":
             m = _NIC_LEGEND_ENTRY_RE.match(line.text)
             if m:
-                nic_devices[m.group(1)] = m.group(2)
+                label, device = m.group(1), m.group(2)
+                if label not in nic_labels:
+                    raise _err(source, f"the NIC Legend names {_q(label)}, which is no NIC column of "
+                               f"the matrix ({', '.join(nic_labels) or 'it has none'})", line.no)
+                if label in nic_devices:
+                    raise _err(source, f"{label} is in the NIC Legend twice", line.no)
+                if not _NIC_LABEL_RE.match(device):
+                    raise _err(source, f"{_q(device)} is no device name (like mlx5_0) for {label}",
+                               line.no)
+                nic_devices[label] = device
                 continue
         hint = ""
         if _is_header(line):
@@ -485,10 +517,13 @@ def _cell_class(cell: str, row: str, col: str, source: str, no: int) -> LinkClas
         return LinkClass.parse(cell)
     except ValueError:
         pass
+    if re.fullmatch(r"NV\d+", cell.strip(), re.IGNORECASE):
+        raise _err(source, f"{_q(cell)} in row {row}, column {col} is no NVLink count a GPU has "
+                   f"(NV1 .. NV{MAX_NVLINKS})", no)
     if cell.upper() in P2P_STATUSES:
-        raise _err(source, f"{cell!r} (row {row}, column {col}) is a P2P status: this looks like "
+        raise _err(source, f"{_q(cell)} (row {row}, column {col}) is a P2P status: this looks like "
                    f"{_P2P} output, not {_TOPO}", no)
-    raise _err(source, f"unknown link class {cell!r} in row {row}, column {col} (expected X, "
+    raise _err(source, f"unknown link class {_q(cell)} in row {row}, column {col} (expected X, "
                f"NV#, PIX, PXB, PHB, NODE, SYS or SOC)", no)
 
 
@@ -500,7 +535,7 @@ def _matrix_classes(grid: _Grid, source: str) -> Dict[Tuple[str, str], LinkClass
         for col, cell in zip(grid.devices, row.cells):
             if col == label:
                 if cell.upper() != "X":
-                    raise _err(source, f"the diagonal cell of {label} is {cell!r}, expected X",
+                    raise _err(source, f"the diagonal cell of {label} is {_q(cell)}, expected X",
                                row.no)
                 continue
             if cell.upper() == "X":
@@ -545,17 +580,21 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
     nics = [d for d in grid.devices if _gpu_index(d) is None]
     if not gpu_labels:
         raise _err(source, "the header names no GPU columns", grid.header_no)
-    missing = [g for g in gpu_labels if g not in grid.rows]
+    for n in nics:
+        if not _NIC_LABEL_RE.match(n) or n.upper().startswith("GPU"):
+            raise _err(source, f"column {_q(n)} is neither a GPU (GPU0, GPU1, ...) nor a NIC (NIC0, "
+                       "mlx5_0, ...)", grid.header_no)
+    missing = [g for g in gpu_labels + nics if g not in grid.rows]
     if missing:
         expected_at = grid.last_row_no + 1 if grid.last_row_no < lines[-1].no else grid.last_row_no
-        if len(missing) == len(gpu_labels):
+        if all(g in missing for g in gpu_labels):
             msg = f"no GPU rows follow the header (line {grid.header_no})"
         else:
             msg = (f"no row for {', '.join(missing)} (the header at line {grid.header_no} names "
-                   f"{', '.join(gpu_labels)}): the matrix is not square")
+                   f"{', '.join(grid.devices)}): the matrix is not square")
         raise _err(source, msg, expected_at)
     classes_by_label = _matrix_classes(grid, source)
-    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command)
+    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics)
     p2p_legend = any(k in P2P_STATUSES for k in legend)
     if p2p_legend and not any(k in ("PIX", "SYS", "SOC", "NV#") for k in legend):
         raise _err(source, f"this is {_P2P} output (its legend names P2P statuses), not {_TOPO}",
@@ -568,6 +607,11 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
             if idx[a] < idx[b]:
                 classes[(idx[a], idx[b])] = classes_by_label[(a, b)]
     nic_classes = {(idx[g], n): classes_by_label[(g, n)] for g in gpu_labels for n in nics}
+    for (g, n), cls in sorted(nic_classes.items(), key=lambda kv: kv[0][0]):
+        if cls.is_nvlink:
+            raise _err(source, f"{cls} between GPU{g} and NIC {n}: a NIC's path to a GPU is a PCIe "
+                       "class (PIX, PXB, PHB, NODE, SYS)", grid.rows[f"GPU{g}"].no)
+    nic_pairs = {(a, b): classes_by_label[(a, b)] for k, a in enumerate(nics) for b in nics[k + 1:]}
 
     names = [t.text for t in grid.trailing]
     cpu: Dict[int, Optional[str]] = {}
@@ -577,6 +621,11 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
     for g in gpu_labels:
         i = idx[g]
         values = dict(zip(names, grid.rows[g].trailing))
+        for name, (form, expected) in _AFFINITY_FORMS.items():
+            v = _na(values.get(name))
+            if v is not None and not form.match(v):
+                raise _err(source, f"{name} of {g} is {_q(v)}: expected {expected}, or N/A",
+                           grid.rows[g].no)
         cpu[i] = _na(values.get("CPU Affinity"))
         numa[i] = _int_or_text(values.get("NUMA Affinity"))
         gnuma[i] = _int_or_text(values.get("GPU NUMA ID"))
@@ -585,6 +634,7 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
     return SmiMatrix(
         gpu_count=len(gpu_labels), gpu_labels=gpu_labels, classes=classes, cpu_affinity=cpu,
         numa_affinity=numa, gpu_numa_id=gnuma, nics=nics, nic_classes=nic_classes,
+        nic_pair_classes=nic_pairs,
         legend_present=legend_present, columns=names, nic_devices=nic_devices,
         extra_columns=extra, header_line=grid.header_no,
         gpu_lines={idx[g]: grid.rows[g].no for g in gpu_labels},
@@ -619,7 +669,7 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
                      ) -> _P2pMatrix:
     grid = _parse_grid(lines, source, _P2P)
     if grid.trailing:
-        raise _err(source, f"the header has {grid.trailing[0].text!r}: this looks like {_TOPO} "
+        raise _err(source, f"the header has {_q(grid.trailing[0].text)}: this looks like {_TOPO} "
                    f"output, not {_P2P}", grid.header_no)
     for d in grid.devices:
         if _gpu_index(d) is None:
@@ -639,7 +689,7 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
             u = cell.upper()
             if col == label:
                 if u != "X":
-                    raise _err(source, f"the diagonal cell of {label} is {cell!r}, expected X",
+                    raise _err(source, f"the diagonal cell of {label} is {_q(cell)}, expected X",
                                row.no)
                 continue
             if u not in P2P_STATUSES:
@@ -649,7 +699,7 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
                     hint = f": a link class, this looks like {_TOPO} output"
                 except ValueError:
                     pass
-                raise _err(source, f"unknown P2P status {cell!r} in row {label}, column {col} "
+                raise _err(source, f"unknown P2P status {_q(cell)} in row {label}, column {col} "
                            f"(expected one of {', '.join(P2P_STATUSES)}){hint}", row.no)
             status[(i, _gpu_index(col))] = u
     legend_present, _, _ = _parse_after(grid.rest, source, _P2P, stop_at_command)
@@ -813,7 +863,7 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
         na = NotAvailable(NOT_IN_TEXT)
         gpus.append(Gpu(
             nvml_index=i, name=na, uuid=na, pci_bus_id=na, cuda_index=na, numa_node=numa,
-            cpu_affinity=cpu, mig_mode=na,
+            gpu_memory_numa_node=_gpu_numa_id(matrix, i), cpu_affinity=cpu, mig_mode=na,
             pcie=PcieLink(gen_current=na, gen_max=na, width_current=na, width_max=na,
                           replay_counter=na),
             nvlinks=[],
@@ -838,7 +888,32 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
                     driver_version=NotAvailable(NOT_IN_TEXT), nvml_version=NotAvailable(NOT_IN_TEXT),
                     cuda_driver_version=NotAvailable(NOT_IN_TEXT))
     return Topology(gpus=gpus, pairs=pairs, host=host, source=SMI_SOURCE, simulated=False,
-                    machine="")
+                    machine="", nics=_nics(matrix))
+
+
+def _gpu_numa_id(matrix: SmiMatrix, i: int):
+    """GPU NUMA ID column -> Gpu.gpu_memory_numa_node ("N/A" there: the driver said N/A)."""
+    if "GPU NUMA ID" not in matrix.columns:
+        return NotAvailable(NOT_IN_TEXT)
+    v = matrix.gpu_numa_id[i]
+    return v if isinstance(v, int) else NotAvailable("N/A in nvidia-smi topo text")
+
+
+def _nics(matrix: SmiMatrix) -> List[Nic]:
+    """The NIC columns: label, device name (NIC Legend, or the label old drivers print), classes."""
+    out = []
+    for label in matrix.nics:
+        device = matrix.nic_devices.get(label)
+        if device is None:
+            device = (NotAvailable("no NIC Legend entry in nvidia-smi topo text")
+                      if re.fullmatch(r"NIC\d+", label) else label)
+        others = {(b if a == label else a): c for (a, b), c in matrix.nic_pair_classes.items()
+                  if label in (a, b)}
+        out.append(Nic(label=label, device=device, pci_bus_id=NotAvailable(NOT_IN_TEXT),
+                       numa_node=NotAvailable(NOT_IN_TEXT),
+                       gpu_classes={g: c for (g, n), c in matrix.nic_classes.items() if n == label},
+                       nic_classes={n: others[n] for n in matrix.nics if n in others}))
+    return out
 
 
 def topology_from_smi(topo_text: str, p2p_texts: Optional[Mapping[str, str]] = None,

@@ -14,7 +14,9 @@ from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.health import GpuHealth
 from gputopo.model.linkclass import LEGEND
-from gputopo.model.values import show
+from gputopo.model.values import is_value, show
+from gputopo.probe.smi_format import was_read
+from gputopo.probe.smi_parser import SMI_SOURCE
 from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_log_line
 
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
@@ -24,6 +26,11 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 def simulated_banner(topo: Topology) -> str:
     return f"SIMULATED machine '{topo.machine}' ({topo.source}): no real GPU was read"
+
+
+#: Said above a scan read from a file: what such text cannot hold shows n/a below.
+SMI_BANNER = ("From a file (nvidia-smi topo text), not from a GPU: names, bus ids, PCIe links, "
+              "NVLink states and host facts are not in that text and show n/a")
 
 
 def scan_json(topo: Topology, problems: List[Finding]) -> str:
@@ -54,12 +61,18 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
 
     if topo.simulated:
         console.print(Text(simulated_banner(topo), style="bold magenta reverse"))
+    if topo.source == SMI_SOURCE:
+        console.print(Text(SMI_BANNER, style="bold"))
     console.print(_matrix_table(topo))
-    present = sorted({("NV#" if c.is_nvlink else c.kind) for c in topo.classes()},
+    classes = set(topo.classes()) | {c for n in topo.nics for c in n.gpu_classes.values()}
+    present = sorted({("NV#" if c.is_nvlink else c.kind) for c in classes},
                      key=lambda k: list(LEGEND).index(k))
     for k in present:
         console.print(Text.assemble(("  " + k.ljust(5), CLASS_STYLE.get(k.rstrip("#"), "")),
                                     f"= {LEGEND[k]}"))
+    named = [n for n in topo.nics if is_value(n.device) and n.device != n.label]
+    if named:
+        console.print("NIC Legend: " + ", ".join(f"{n.label}: {n.device}" for n in named))
     console.print()
 
     gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
@@ -71,9 +84,9 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
             gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
                        show(g.pci_bus_id), "", "", "", "", "")
             continue
-        p = g.pcie
-        pcie = f"Gen{show(p.gen_current)} x{show(p.width_current)} (Gen{show(p.gen_max)} x{show(p.width_max)})"
-        links = f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks else "-"
+        links = (f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks
+                 else "n/a" if topo.source == SMI_SOURCE else "-")  # the text has no per-link states
+        pcie = _pcie_text(g.pcie)
         gt.add_row(str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
                    show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
     console.print(gt)
@@ -125,6 +138,17 @@ def _health_table(topo: Topology):
     return t
 
 
+def _link_text(gen, width) -> str:
+    parts = ([f"Gen{gen}"] if is_value(gen) else []) + ([f"x{width}"] if is_value(width) else [])
+    return " ".join(parts) or "n/a"
+
+
+def _pcie_text(p) -> str:
+    """'Gen4 x16 (Gen4 x16)'; one 'n/a' when nothing of the link is known."""
+    now, most = _link_text(p.gen_current, p.width_current), _link_text(p.gen_max, p.width_max)
+    return "n/a" if now == most == "n/a" else f"{now} ({most})"
+
+
 def _short_name(name) -> str:
     return show(name).removeprefix("NVIDIA ")
 
@@ -140,23 +164,35 @@ def _matrix_table(topo: Topology):
     from rich.table import Table
     from rich.text import Text
 
+    def cell(lc):
+        return Text("?", style="bold red") if lc is None else Text(str(lc), style=CLASS_STYLE[lc.kind])
+
+    def gpu_gpu(a, b):
+        try:
+            return topo.link_class(a, b)
+        except KeyError:
+            return None
+
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     t.add_column("")
     for g in topo.gpus:
         t.add_column(f"GPU{g.nvml_index}", justify="center")
+    for n in topo.nics:
+        t.add_column(n.label, justify="center")
     t.add_column("CPU Affinity")
     t.add_column("NUMA Affinity")
+    with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in topo.gpus)
+    if with_gnuma:
+        t.add_column("GPU NUMA ID")
+    x = Text("X", style="dim")
     for g in topo.gpus:
-        cells = []
-        for h in topo.gpus:
-            if g.nvml_index == h.nvml_index:
-                cells.append(Text("X", style="dim"))
-                continue
-            try:
-                lc = topo.link_class(g.nvml_index, h.nvml_index)
-            except KeyError:
-                cells.append(Text("?", style="bold red"))
-                continue
-            cells.append(Text(str(lc), style=CLASS_STYLE[lc.kind]))
-        t.add_row(f"GPU{g.nvml_index}", *cells, show(g.cpu_affinity), show(g.numa_node))
+        cells = [x if g.nvml_index == h.nvml_index else cell(gpu_gpu(g.nvml_index, h.nvml_index))
+                 for h in topo.gpus]
+        cells += [cell(n.gpu_classes.get(g.nvml_index)) for n in topo.nics]
+        t.add_row(f"GPU{g.nvml_index}", *cells, show(g.cpu_affinity), show(g.numa_node),
+                  *([show(g.gpu_memory_numa_node)] if with_gnuma else []))
+    for n in topo.nics:
+        cells = [cell(n.gpu_classes.get(g.nvml_index)) for g in topo.gpus]
+        cells += [x if m is n else cell(n.nic_classes.get(m.label)) for m in topo.nics]
+        t.add_row(n.label, *cells)
     return t

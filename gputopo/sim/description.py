@@ -44,6 +44,7 @@ from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 
 from .gpu_models import gpu_model
 from .health import HEALTH_KEYS, parse_health
+from .nics import parse_nics
 from .pci import PciAddress
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_LATENCY_US, DEFAULT_NVSWITCHES,
                       FAULT_KINDS, FAULT_PATHS, IOMMU_MODES, P2P_STATUSES, PCIE_CLASS_DERATE,
@@ -258,7 +259,7 @@ def _key_text(key: Sequence[Any]) -> str:
 
 _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pcie_pairs", "nvswitch",
              "nvswitches", "nvswitch_bus_ids", "gpu_count", "defaults", "gpu", "host",
-             "link_model", "p2p", "fault"}
+             "link_model", "p2p", "fault", "nic"}
 _GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
              "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
              "nvlinks_down", "nvlink_errors", "mig"} | HEALTH_KEYS
@@ -423,8 +424,11 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     # --- host
     host = _build_host(ctx, host_raw, name)
 
+    taken = {g.lspci_bdf: f"GPU {g.index}" for g in gpus}
+    taken.update({PciAddress.parse(s).lspci: "an NVSwitch" for s in switch_ids})
+    nics = parse_nics(ctx, data.get("nic", []), gpus, taken)
     desc = Description(name=name, summary=summary, path=path, gpus=gpus, host=host, faults=faults,
-                       nvswitch=nvswitch, nvswitch_bus_ids=switch_ids, source=source,
+                       nvswitch=nvswitch, nvswitch_bus_ids=switch_ids, source=source, nics=nics,
                        _wired=wired, _pcie=pcie, _nv_active=nv_active, _raw=data, _text=text)
     desc._efficiency, desc._link_rules = _parse_link_model(ctx, data.get("link_model", {}))
     desc._p2p_rules = _parse_p2p(ctx, data.get("p2p", {}), n)

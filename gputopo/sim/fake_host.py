@@ -120,6 +120,13 @@ class FakeHost:
             paths[b.bdf] = tree.bridge_sysfs_path(b)
         for g in desc.gpus:
             paths[g.lspci_bdf] = tree.sysfs_path(g.index)
+        for k, nic in enumerate(desc.nics):  # endpoints after the GPUs
+            paths[nic.lspci_bdf] = tree.sysfs_path(len(desc.gpus) + k)
+            # /sys/class/infiniband/mlx5_0 -> the device's infiniband/mlx5_0, whose device link
+            # points back at the PCI function, as the mlx5 driver registers them
+            ib = f"{paths[nic.lspci_bdf]}/infiniband/{nic.name}"
+            self._link(f"sys/{ib}/device", "../../../" + nic.lspci_bdf)
+            self._link(f"sys/class/infiniband/{nic.name}", "../../" + ib)
         if iommu_on:
             for k, bdf in enumerate(sorted(paths)):
                 self.iommu_groups[bdf] = _FIRST_IOMMU_GROUP + k
@@ -238,15 +245,24 @@ class FakeHost:
 def format_topo_text(desc) -> str:
     """``nvidia-smi topo -m`` text for a description (tab separated, legend, as the driver prints)."""
     n = len(desc.gpus)
-    head = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    nics = [f"NIC{k}" for k in range(len(desc.nics))]
+    tree = desc.pcie_tree if nics else None  # NIC k is endpoint n + k of the tree
+    head = "\t" + "\t".join([f"GPU{i}" for i in range(n)] + nics) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
     rows = [head]
     for i, g in enumerate(desc.gpus):
         cells = [" X " if i == j else str(desc.link_class(i, j)) for j in range(n)]
+        cells += [tree.derived_kind(i, n + k) for k in range(len(nics))]
         numa = str(g.numa_node) if g.numa_node is not None else "N/A"
         rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{g.cpu_affinity or 'N/A'}\t{numa}\t\tN/A")
+    for k, label in enumerate(nics):
+        cells = [" X " if k == m else tree.derived_kind(n + k, e) for m, e in
+                 [(None, i) for i in range(n)] + [(m, n + m) for m in range(len(nics))]]
+        rows.append(f"{label}\t" + "\t".join(cells))
     legend = ["", "Legend:", ""]
     for key in ("X", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#"):
         legend.append(f"  {key:<4} = {LEGEND[key]}")
+    if nics:
+        legend += ["", "NIC Legend:", ""] + [f"  {label}: {nic.name}" for label, nic in zip(nics, desc.nics)]
     return "\n".join(rows + legend) + "\n"
 
 

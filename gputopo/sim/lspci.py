@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .gpu_models import gpu_model
+from .nics import NIC_PCI_IDS
 from .pci import PciAddress
 from .pcie_tree import ROOT_PORT, SWITCH_DOWN, SWITCH_UP
 
@@ -49,7 +50,7 @@ class PciDevice:
     vendor_id: int
     device_id: int
     name: str  # after the vendor name, e.g. "GA102GL [RTX A6000] (rev a1)"
-    kind: str  # "gpu" | root_port | switch_upstream | switch_downstream | "nvswitch" | "host"
+    kind: str  # "gpu" | "nic" | root_port | switch_upstream | switch_downstream | "nvswitch" | "host"
     numa_node: Optional[int] = None
     iommu_group: Optional[int] = None
     link_gen: int = 4
@@ -96,6 +97,13 @@ def pci_devices(desc, iommu_groups: Optional[Dict[str, int]] = None) -> List[Pci
             numa_node=g.numa_node, iommu_group=groups.get(addr.lspci), link_gen=g.pcie_gen,
             link_width=g.pcie_width, link_gen_max=g.pcie_gen_max, link_width_max=g.pcie_width_max,
             driver="nvidia", modules="nvidiafb, nouveau, nvidia_drm, nvidia", gpu_index=g.index))
+    for k, nic in enumerate(desc.nics):
+        vendor, device, code, class_name, name = NIC_PCI_IDS
+        devices.append(PciDevice(
+            addr=nic.address, class_code=code, class_name=class_name, vendor_id=vendor,
+            device_id=device, name=name, kind="nic", numa_node=nic.numa_node,
+            iommu_group=groups.get(nic.lspci_bdf), link_gen=nic.pcie_gen, link_width=16,
+            link_gen_max=nic.pcie_gen, link_width_max=16, driver="mlx5_core", modules="mlx5_core"))
     taken = {d.addr for d in devices}
     for sw in desc.nvswitch_bus_ids:
         addr = PciAddress.parse(sw)
@@ -213,7 +221,7 @@ def _capabilities(dev: PciDevice, verbosity: int) -> List[str]:
         out.append("\t\tFlags: PMEClk- DSI- D1- D2- AuxCurrent=0mA PME(D0-,D1-,D2-,D3hot-,D3cold-)")
         out.append("\t\tStatus: D0 NoSoftRst+ PME-Enable- DSel=0 DScale=0 PME-")
     port_type = {
-        "gpu": "Legacy Endpoint", "nvswitch": "Endpoint", ROOT_PORT: "Root Port (Slot+)",
+        "gpu": "Legacy Endpoint", "nvswitch": "Endpoint", "nic": "Endpoint", ROOT_PORT: "Root Port (Slot+)",
         SWITCH_UP: "Upstream Port", SWITCH_DOWN: "Downstream Port (Slot-)",
     }[dev.kind]
     out.append(f"\tCapabilities: [78] Express (v2) {port_type}, MSI 00")

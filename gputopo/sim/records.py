@@ -270,6 +270,7 @@ class Description:
     nvswitch: bool = False
     nvswitch_bus_ids: List[str] = field(default_factory=list)
     source: str = "file"  # "builtin" | "file" | "generated"
+    nics: List[Any] = field(default_factory=list)  # gputopo.sim.nics.NicDesc, declared order
     # internals, filled by the builder
     _wired: Dict[Tuple[int, int], LinkClass] = field(default_factory=dict, repr=False)
     _pcie: Dict[Tuple[int, int], str] = field(default_factory=dict, repr=False)
@@ -412,13 +413,20 @@ class Description:
     # ------------------------------------------------------------------ PCIe tree
     @property
     def pcie_tree(self):
-        """The bridges above the GPUs (gputopo.sim.pcie_tree.PcieTree), built on first use."""
+        """The bridges above the GPUs and NICs (gputopo.sim.pcie_tree.PcieTree), built on first use.
+
+        Its endpoints are the GPUs (by NVML index), then the NICs: NIC k is endpoint
+        ``gpu_count + k``."""
         if self._tree is None:
+            from .nics import endpoint_kind
             from .pcie_tree import build_tree
 
-            self._tree = build_tree([g.address for g in self.gpus], [g.numa_node for g in self.gpus],
-                                    lambda i, j: self._pcie[(i, j)],
-                                    [g.pcie_gen_max for g in self.gpus], self.host.cpu_vendor)
+            numa = [g.numa_node for g in self.gpus]
+            kind = endpoint_kind(lambda i, j: self._pcie[(min(i, j), max(i, j))], numa, self.nics)
+            self._tree = build_tree([g.address for g in self.gpus] + [n.address for n in self.nics],
+                                    numa + [n.numa_node for n in self.nics], kind,
+                                    [g.pcie_gen_max for g in self.gpus] + [n.pcie_gen for n in self.nics],
+                                    self.host.cpu_vendor)
         return self._tree
 
 

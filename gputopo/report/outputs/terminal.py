@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gputopo.console import literal_console
 from gputopo.report.summary import Summary
 
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
@@ -22,11 +23,10 @@ MAX_FINDINGS = 40
 
 
 def print_summary(summary: Summary, console=None, *, max_findings: Optional[int] = MAX_FINDINGS) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    console = console or literal_console()
     if summary.simulated:
         console.print(Text(f"SIMULATED: {simulated_line(summary)}", style="bold black on yellow"))
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))
@@ -88,4 +88,4 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
                           f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth "
                           f"{log.get('avg_busbw_gbps')} GB/s (nccl-tests' figure: mean over all sizes, not the peak)")
-    console.print(f"[dim]report: {summary.run.path}/report.html[/dim]")
+    console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))
