@@ -13,6 +13,8 @@ KINDS = (
     "corrupt", "nan", "diverged", "slow", "outlier", "p2p-slower-than-staged", "hang", "crash",
     "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
     "topology-mismatch", "slow-node", "gpu-lost", "noisy",
+    # The culprit a run's per-pair findings point at (gputopo.report.localise).
+    "gpu-fault", "link-fault", "class-fault", "worker-killed",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

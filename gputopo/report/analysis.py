@@ -17,6 +17,7 @@ from .causes import path_facts
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
+from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_findings
 from .run_folder import Run
 
@@ -26,6 +27,11 @@ class Analysis:
     findings: List[Finding]
     headlines: List[Headline]
     notes: List[str] = field(default_factory=list)
+
+    @property
+    def localised(self) -> List[Finding]:
+        """The culprits (gputopo.report.localise), each with the findings it explains."""
+        return [f for f in self.findings if f.kind in LOCALISED_KINDS]
 
 
 def scan_findings(topo: Optional[Topology], notes: List[str]) -> List[Finding]:
@@ -124,6 +130,8 @@ def analyze(run: Run) -> Analysis:
     seen = {_identity(f) for f in derived}
     events = [f for f in event_findings(run) if _identity(f) not in seen]
     findings: List[Finding] = scan_findings(topo, notes) + events + derived
+    culprits = localise(findings, topo, run.measurements, run.numerics)
+    findings = mark_explained(findings, culprits) + finish(culprits)
     fabrics = {m.fabric for m in run.measurements}
     if "cpu" in fabrics:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "

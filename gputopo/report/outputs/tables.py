@@ -12,7 +12,10 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
+from gputopo.report.localise import finding_id
 from gputopo.report.summary import Summary
+
+from .diagnosis import NESTED, explained, is_localised, localised_story, nested_groups
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
 MAX_PAIR_ROWS = 600
@@ -66,13 +69,14 @@ def group_where(group: List[Finding]) -> str:
 
 
 def findings_table(findings: List[Finding]) -> Table:
-    """One row per group of alike findings (same severity, kind and class); summary.json has
-    each finding on its own."""
+    """One row per group of alike findings (same severity, kind and class), each localised
+    finding first with the groups it explains nested under it; summary.json has each finding on
+    its own."""
     head = ["severity", "kind", "class", "GPUs", "finding"]
     rows = []
-    for group in group_findings(findings):
+    for depth, group in nested_groups(findings, group_findings):
         f = group[0]
-        rows.append([f.severity, f.kind, f.link_class or "-", group_where(group),
+        rows.append([f.severity, (NESTED if depth else "") + f.kind, f.link_class or "-", group_where(group),
                      f.message if len(group) == 1 else f"e.g. {f.message}"])
     return head, rows
 
@@ -272,6 +276,7 @@ class StoryItem:
     cause: Optional[str] = None
     remedies: List[str] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)  # the findings this point tells
+    details: List[str] = field(default_factory=list)  # why, and the findings underneath
 
 
 _SEV_RANK = {"error": 0, "warning": 1, "ok": 2, "info": 3}
@@ -324,7 +329,7 @@ def _numerics_clause(rows) -> Optional[str]:
 def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryItem]:
     lc = c.link_class
     members = [p for p in summary.pairs if len(p.gpus) == 2 and (p.link_class or "unknown") == lc]
-    own = [f for f in c.findings if f.link_class == lc]
+    own = [f for f in c.findings if f.link_class == lc and not is_localised(f)]
     if not own:
         return None  # only a GPU's own finding flags this class: that GPU's item tells it
     flagged = [p for p in members if any(f.link_class == lc for f in p.findings)]
@@ -397,14 +402,25 @@ def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
     return StoryItem(f.severity, text + ".", f.cause, list(f.remedies), list(group))
 
 
+def _tell_under(local: List[StoryItem], it: StoryItem) -> None:
+    """Add a class's story point to the localised point that explains its findings."""
+    ids = {x for f in it.findings for x in (f.evidence or {}).get("explained_by") or []}
+    for lit in local:
+        if finding_id(lit.findings[0]) in ids:
+            lit.details.append(it.text)
+            return
+
+
 def story(summary: Summary) -> List[StoryItem]:
     """The run in a few points, worst first: each GPU whose own links are faulty, each broken or
     degraded link class with what went wrong on how many of its pairs (and DataParallel against
     DDP), the host facts, then what is fine. (What the GB/s figures are: figures_note.)"""
     exps = explanations(summary.findings)
-    items: List[Tuple[tuple, StoryItem]] = []
+    local = localised_story(summary.findings, group_where, StoryItem)
+    items: List[Tuple[tuple, StoryItem]] = [((_SEV_RANK[it.severity], -1, k), it) for k, it in enumerate(local)]
     told: set = set()
-    for k, group in enumerate(group_findings(summary.findings)):
+    untold = [f for f in summary.findings if not is_localised(f) and not explained(f)]
+    for k, group in enumerate(group_findings(untold)):
         f = group[0]
         if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
             it = _gpu_item(summary, group, told)
@@ -412,9 +428,11 @@ def story(summary: Summary) -> List[StoryItem]:
     for k, c in enumerate(summary.classes):
         if c.verdict in ("broken", "degraded"):
             it = _class_item(summary, c, exps)
-            if it is not None:
+            if it is not None and all(explained(f) for f in it.findings):
+                _tell_under(local, it)  # the class's own story, under the culprit that explains it
+            elif it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
-    other = [f for f in summary.findings if f.severity in ("error", "warning")
+    other = [f for f in untold if f.severity in ("error", "warning")
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"

@@ -1,0 +1,409 @@
+"""From every pair's findings to the smallest culprit that explains them: one GPU, one link,
+a link class (the host's peer path), or a cause the scan already saw.
+
+The per-pair findings say *where* something went wrong; a user wants to know *what* is broken.
+Seven bad pairs that all share GPU 2 are one faulty GPU, not seven faulty links; sixteen bad
+SYS pairs while every NVLink and NODE pair is fine are the host's PCIe peer path (IOMMU/ACS),
+not sixteen links. The reasoning is by contrast, per kind of symptom (wrong data, failed
+steps, low bandwidth), over the pairs that were measured:
+
+1. a worker the kernel killed (SIGKILL, out of memory) is taken out first: never a link fault;
+2. cause chains: a slow pair whose GPU the scan saw on a narrowed PCIe link, with NVLinks down
+   or link errors, is explained by that GPU's link ("4,6 at 25 % because GPU 6 trained at x4");
+3. a link class all of whose measured pairs are bad, while pairs of other classes are good, is
+   the class (for PCIe classes: the host's peer path, tied to the IOMMU/ACS facts);
+4. a GPU all of whose measured pairs (at least two) are bad, while other pairs are good, is the
+   GPU; for hangs and crashes also several failed pairs that all share one GPU;
+5. a bad pair whose GPUs are both fine with other GPUs is the link between them.
+
+Each localised finding (kinds `gpu-fault`, `link-fault`, `class-fault`, `worker-killed`) keeps
+the findings it explains in ``evidence.explains``, and each explained finding gets the
+localised finding's id in ``evidence.explained_by``; nothing is dropped, so rules and scripts
+that read per-pair kinds keep working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import defaultdict
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from gputopo.model import Finding, LinkClass, Measurement, Topology
+from gputopo.model.finding import gpu_ranges
+
+from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
+from .expected import class_of
+from .pairs import gpu_finding_touches
+
+#: The kinds this module adds.
+LOCALISED_KINDS = ("gpu-fault", "link-fault", "class-fault", "worker-killed")
+#: Symptom families, localised separately (a corrupting GPU and a slow link are two faults).
+SYMPTOMS = {
+    "data": ("corrupt", "nan", "diverged"),
+    "failure": ("hang", "crash"),
+    "speed": ("slow", "outlier", "p2p-slower-than-staged"),
+}
+#: How each kind reads in a localised message.
+KIND_WORDS = {"corrupt": "wrong data", "nan": "NaN in training", "diverged": "diverging training",
+              "hang": "hangs", "crash": "crashes", "slow": "below the link's rate",
+              "outlier": "below its class median", "p2p-slower-than-staged": "peer copies slower than staged"}
+#: Scan findings of one GPU's own links that explain slow pairs over those links.
+CHAIN_KINDS = ("pcie-downgraded", "nvlink-down", "link-errors")
+#: A crash whose process the kernel killed, or that ran out of memory: not the link's doing.
+KILLED = re.compile(r"SIGKILL|out of memory|OutOfMemoryError|MemoryError|oom[- ]kill", re.IGNORECASE)
+REMEDY_XID = ("read the GPU's health: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` "
+              "(uncorrectable ECC, pending remapped rows) and Xid errors in `dmesg`")
+
+Pair = Tuple[int, int]
+
+
+def finding_id(f: Finding) -> str:
+    """How an explained finding names its localised finding: 'gpu-fault:2', 'class-fault:SYS'."""
+    where = gpu_ranges(f.gpus) if f.gpus and f.kind != "class-fault" else (f.link_class or "machine")
+    return f"{f.kind}:{where}"
+
+
+def _pair(f: Finding) -> Optional[Pair]:
+    return (min(f.gpus), max(f.gpus)) if f.gpus and len(f.gpus) == 2 else None
+
+
+def _hardware_symptom(f: Finding) -> bool:
+    """Errors/warnings of a symptom kind that speak about the hardware (not the reference run,
+    not a difference by design, not a killed worker)."""
+    if f.severity not in ("error", "warning"):
+        return False
+    if f.kind in ("nan", "diverged") and (f.severity != "error" or (f.cause or "").startswith("the single-GPU")):
+        return False
+    return not (f.kind == "crash" and killed(f))
+
+
+def killed(f: Finding) -> Optional[str]:
+    """The reason a crash was the kernel's doing (SIGKILL, out of memory), else None."""
+    ev = f.evidence or {}
+    texts = [f.message, str(ev.get("error") or ""), str(ev.get("stderr_tail") or "")[-2000:]]
+    if ev.get("exitcode") == -9:
+        return "killed by SIGKILL"
+    m = next((KILLED.search(t) for t in texts if KILLED.search(t)), None)
+    return m.group(0) if m else None
+
+
+def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict],
+                   findings: Iterable[Finding]) -> Dict[str, Set[Pair]]:
+    """Pairs with evidence for each symptom family: data and failures wherever anything ran;
+    speed where a GPU link's timing was measured (not the cpu fabric)."""
+    ran: Set[Pair] = set()
+    timed: Set[Pair] = set()
+    for m in measurements:
+        if len(m.gpus) == 2 and m.error is None:
+            p = (min(m.gpus), max(m.gpus))
+            ran.add(p)
+            if m.fabric in ("cuda", "sim"):
+                timed.add(p)
+    for rec in numerics:
+        g = sorted(int(x) for x in rec.get("gpus") or [])
+        if len(g) == 2:
+            ran.add((g[0], g[1]))
+    failed = {_pair(f) for f in findings if f.kind in SYMPTOMS["failure"] and _pair(f)}
+    return {"data": ran, "failure": ran | failed, "speed": timed}
+
+
+def localise(findings: List[Finding], topo: Optional[Topology], measurements: List[Measurement],
+             numerics: List[dict]) -> List[Finding]:
+    """The localised findings for ``findings`` (the analysis' per-pair and scan findings)."""
+    measured = measured_pairs(measurements, numerics, findings)
+    out: List[Finding] = [_killed_finding(f) for f in findings
+                          if f.kind == "crash" and f.severity == "error" and killed(f)]
+    for family, kinds in SYMPTOMS.items():
+        bad: Dict[Pair, List[Finding]] = defaultdict(list)
+        for f in findings:
+            if f.kind in kinds and _pair(f) and _hardware_symptom(f):
+                bad[_pair(f)].append(f)
+        if bad:
+            out += _localise_family(family, bad, measured[family] | set(bad), findings, topo)
+    return out
+
+
+def mark_explained(findings: List[Finding], localised: List[Finding]) -> List[Finding]:
+    """``findings`` with ``evidence.explained_by`` naming the localised findings of each."""
+    by_id: Dict[int, List[str]] = defaultdict(list)
+    for lf in localised:
+        for f in lf.evidence.get("_explains", []):
+            by_id[id(f)].append(finding_id(lf))
+    out = []
+    for f in findings:
+        ids = by_id.get(id(f))
+        out.append(dataclasses.replace(f, evidence={**f.evidence, "explained_by": ids}) if ids else f)
+    return out
+
+
+def finish(localised: List[Finding]) -> List[Finding]:
+    """The localised findings with their explained findings as JSON (``evidence.explains``)."""
+    out = []
+    for lf in localised:
+        ev = dict(lf.evidence)
+        fs = ev.pop("_explains", [])
+        ev["explains"] = [{k: v for k, v in f.to_json().items() if k not in ("cause", "remedies")} for f in fs]
+        out.append(dataclasses.replace(lf, evidence=ev))
+    return out
+
+
+# --- the steps --------------------------------------------------------------------------------
+
+def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[Pair],
+                     findings: List[Finding], topo: Optional[Topology]) -> List[Finding]:
+    out: List[Finding] = []
+    left = dict(bad)
+    good = measured - set(bad)
+    if family == "speed":
+        out += _chains(left, findings, topo)
+    if not good:
+        if len(left) >= 3:
+            out.append(_machine_wide(family, left))
+        return out
+    out += _classes(family, left, bad, measured, findings, topo)
+    out += _gpus(family, left, bad, measured, findings, topo)
+    for pair in sorted(left):
+        i, j = pair
+        ok_i = sorted(x for p in good if i in p for x in p if x != i)
+        ok_j = sorted(x for p in good if j in p for x in p if x != j)
+        if ok_i and ok_j:
+            out.append(_link_fault(family, pair, left[pair], ok_i, ok_j, topo))
+    return out
+
+
+def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> List[Finding]:
+    """Slow pairs over a GPU link the scan saw narrowed, down or erring: that link is the cause."""
+    out = []
+    for s in findings:
+        if s.kind not in CHAIN_KINDS or not s.gpus or len(s.gpus) != 1:
+            continue
+        mine = {p: fs for p, fs in left.items()
+                if s.gpus[0] in p and gpu_finding_touches(topo, s, p, fs[0].link_class)}
+        if not mine:
+            continue
+        g = s.gpus[0]
+        figures = [_speed_figure(fs) for fs in mine.values()]
+        pairs_text = ", ".join(f"{gpu_ranges(p)}" + (f" at {fig}" if fig else "") for p, fig in zip(mine, figures))
+        what = {"pcie-downgraded": _width_text(s), "nvlink-down": "has NVLinks down",
+                "link-errors": "has link errors"}[s.kind]
+        out.append(_made("gpu-fault", "warning",
+                         f"GPU {g} {what}: pair{'s' if len(mine) > 1 else ''} {pairs_text} slow because of it, "
+                         "not because of the link between the GPUs",
+                         [g], None, [s] + [f for fs in mine.values() for f in fs],
+                         ["the scan found this GPU's own link in a degraded state: " + s.message,
+                          f"the slow pairs are the ones whose traffic uses that link: {gpu_ranges(sorted({x for p in mine for x in p}))}"],
+                         culprit="gpu-pcie-link" if s.kind == "pcie-downgraded" else "gpu-nvlinks",
+                         cause=s.cause, remedies=list(s.remedies) or [REMEDY_NVLINK]))
+        for p in mine:
+            left.pop(p, None)
+    return out
+
+
+def _classes(family, left, bad, measured, findings, topo) -> List[Finding]:
+    """Fully bad classes (at least 2 measured pairs, not all sharing one GPU); fully bad PCIe
+    classes are one host-path finding."""
+    by_class: Dict[str, List[Pair]] = defaultdict(list)
+    for p in measured:
+        lc = _class(topo, p, bad)
+        if lc:
+            by_class[lc].append(p)
+    full = sorted((lc for lc, ps in by_class.items()
+                   if len(ps) >= 2 and all(p in bad for p in ps) and any(p in left for p in ps)
+                   and not set.intersection(*(set(p) for p in ps))), key=_rank)
+    if not full:
+        return []
+    groups = [[lc] for lc in full if lc.startswith("NV")]
+    pcie = [lc for lc in full if not lc.startswith("NV")]
+    if pcie:
+        groups.append(pcie)
+    out = []
+    fine = sorted({lc for lc, ps in by_class.items() if lc not in full and not all(p in bad for p in ps)}, key=_rank)
+    for classes in groups:
+        pairs = sorted(p for lc in classes for p in by_class[lc])
+        fs = [f for p in pairs for f in bad[p]]
+        gpus = sorted({g for p in pairs for g in p})
+        lc_text = ",".join(classes)
+        facts = path_facts(topo, gpus, classes[-1])
+        is_nv = classes[0].startswith("NV")
+        symptom = _symptoms(fs)
+        if is_nv:
+            cause, remedies = ("every NVLink pair of this class is bad: the NVLink fabric (NVSwitch, "
+                               "fabric manager, driver) rather than one link", [REMEDY_NVLINK, REMEDY_GPU_HEALTH])
+        else:
+            cause, remedies = peer_path_broken(facts, _symptom_verb(family))
+            remedies = remedies + [REMEDY_AVOID + "; `gputopo place N` picks them"]
+        reasoning = [f"all {len(pairs)} measured {lc_text} pairs are bad",
+                     ("pairs of the other classes are fine: " + ", ".join(fine)) if fine else "no other class was clean",
+                     "the pairs share no one GPU: the path, not a GPU"]
+        host = facts.evidence()
+        scan = [] if is_nv else [f for f in findings if f.kind in ("iommu", "acs")]
+        if scan:
+            reasoning.append("the scan saw what breaks PCIe peer DMA on this host: "
+                             + "; ".join(f.message.split(":")[0] for f in scan))
+        what = "the host's PCIe peer path" if not is_nv else "the NVLink fabric"
+        out.append(_made("class-fault", "error" if any(f.severity == "error" for f in fs) else "warning",
+                         f"every {' and '.join(classes)} pair is bad ({len(pairs)} measured: {symptom})"
+                         + (f" while {' and '.join(fine)} pairs are fine" if fine else "") + f": {what}, not the GPUs",
+                         gpus, lc_text, fs + scan, reasoning, culprit="class" if is_nv else "host-path",
+                         cause=cause, remedies=remedies, extra={"link_classes": classes, **host}))
+        for p in pairs:
+            left.pop(p, None)
+    return out
+
+
+def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
+    out = []
+    gpus = sorted({g for p in measured for g in p})
+    culprits = []
+    for g in gpus:
+        mine = [p for p in measured if g in p]
+        if len(mine) >= 2 and all(p in bad for p in mine) and any(p in left for p in mine):
+            culprits.append(g)
+    if not culprits and family == "failure" and len(left) >= 2:
+        shared = set.intersection(*(set(p) for p in left))
+        culprits = sorted(shared)[:1]
+    for g in culprits:
+        mine = sorted(p for p in bad if g in p)
+        fs = [f for p in mine for f in bad[p]]
+        own = [f for f in findings if f.kind == "corrupt" and f.gpus == [g]] if family == "data" else []
+        classes = sorted({f.link_class for f in fs if f.link_class}, key=_rank)
+        partners = sorted({x for p in mine for x in p if x != g})
+        all_measured = all(p in bad for p in measured if g in p)
+        out.append(_gpu_fault(family, g, mine, fs + own, own, classes, partners, all_measured))
+        for p in mine:
+            left.pop(p, None)
+    return out
+
+
+def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Finding:
+    symptom = _symptoms(fs)
+    staged_bad = bool(own) or any(t.get("path") == "staged" for f in fs for t in (f.evidence or {}).get("tests", {}).values())
+    staged_ok = any("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
+    where = f"{'all ' if all_measured else ''}{len(pairs)} of its pairs" + (f" ({', '.join(classes)})" if classes else "")
+    reasoning = [f"every bad pair of this kind has GPU {g}: {' '.join(gpu_ranges(p) for p in pairs)}",
+                 ("all of GPU {g}'s measured pairs are bad" if all_measured else
+                  f"GPU {g} is the one GPU its failed pairs share").format(g=g),
+                 f"its partners {gpu_ranges(partners)} are fine with the other GPUs"]
+    if family == "data":
+        if staged_bad:
+            msg = f"GPU {g} corrupts on every path ({where}, and copies through host memory): suspect its memory"
+            reasoning.append("copies through host memory (no peer DMA) are wrong too: the GPU itself, not a link")
+            cause = f"GPU {g} itself: its memory (uncorrectable ECC errors, rows to remap) or its own PCIe link"
+        else:
+            msg = (f"GPU {g} corrupts on every peer path ({where})"
+                   + ("; its copies through host memory are correct" if staged_ok else "")
+                   + ": suspect the GPU, not the links")
+            reasoning.append("copies through host memory were correct" if staged_ok
+                             else "copies through host memory were not measured")
+            cause = f"GPU {g} itself: its peer DMA engine, its memory, or its own PCIe link"
+        remedies = [REMEDY_XID, REMEDY_GPU_HEALTH, f"leave GPU {g} out: gputopo place N --exclude {g}"]
+    elif family == "failure":
+        msg = f"GPU {g}: {symptom} on {where}: the GPU they share, not the links"
+        cause = f"GPU {g} (driver state, Xid errors, a GPU that stops responding)"
+        remedies = [f"check `dmesg` for Xid errors of GPU {g}", REMEDY_GPU_HEALTH,
+                    f"leave GPU {g} out: gputopo place N --exclude {g}"]
+    else:
+        msg = f"GPU {g} is slow on {where}: the GPU or its own link, not each pair's link"
+        cause = f"GPU {g}: clocks throttled (power, thermal), or its own PCIe link"
+        remedies = ["check `nvidia-smi -q -d PERFORMANCE,CLOCK` (throttle reasons) and `gputopo scan`",
+                    f"leave GPU {g} out: gputopo place N --exclude {g}"]
+    sev = "error" if any(f.severity == "error" for f in fs) else "warning"
+    return _made("gpu-fault", sev, msg, [g], None, fs, reasoning, culprit="gpu", cause=cause, remedies=remedies,
+                 extra={"pairs": [list(p) for p in pairs], "staged_bad": staged_bad})
+
+
+def _link_fault(family, pair, fs, ok_i, ok_j, topo) -> Finding:
+    i, j = pair
+    lc = next((f.link_class for f in fs if f.link_class), None) or _class(topo, pair, {})
+    reasoning = [f"GPUs {i},{j} show {_symptoms(fs)} together",
+                 f"GPU {i} is fine with {gpu_ranges(ok_i)}", f"GPU {j} is fine with {gpu_ranges(ok_j)}"]
+    facts = path_facts(topo, [i, j], lc)
+    if family == "speed" or not facts.is_nvlink:
+        cause, remedies = fs[0].cause, list(fs[0].remedies)
+    else:
+        cause, remedies = "this NVLink connection (bridge, cable, or the link's lanes)", [REMEDY_NVLINK, REMEDY_AVOID]
+    sev = "error" if any(f.severity == "error" for f in fs) else "warning"
+    return _made("link-fault", sev,
+                 f"GPUs {i},{j} ({lc or '?'}): {_symptoms(fs)} on this pair only, both GPUs are fine with "
+                 "others: the link between them", [i, j], lc, fs, reasoning, culprit="link",
+                 cause=cause, remedies=remedies)
+
+
+def _machine_wide(family, left) -> Finding:
+    fs = [f for p in sorted(left) for f in left[p]]
+    return _made("class-fault", "error" if any(f.severity == "error" for f in fs) else "warning",
+                 f"every measured pair ({len(left)}) shows {_symptoms(fs)}: not one GPU, link or class",
+                 sorted({g for p in left for g in p}), None, fs,
+                 ["no measured pair is clean, so nothing contrasts: the driver, the host, or the job itself"],
+                 culprit="machine", cause="something all pairs share: the driver, the host, or the test setup",
+                 remedies=[REMEDY_GPU_HEALTH, "rerun one pair alone (gputopo bench --pairs I,J) to compare"])
+
+
+def _killed_finding(f: Finding) -> Finding:
+    reason = killed(f)
+    where = gpu_ranges(f.gpus) if f.gpus else "?"
+    return _made("worker-killed", "warning",
+                 f"GPUs {where}: the worker was {reason if reason.startswith('killed') else 'out of memory (' + reason + ')'}: "
+                 "the host ran out of memory (the kernel's OOM killer), not a link fault", f.gpus, f.link_class, [f],
+                 ["a process the kernel kills or that runs out of memory says nothing about the link it was on"],
+                 culprit="host-memory", cause="the kernel's OOM killer (or another process) killed the worker",
+                 remedies=["check `dmesg | grep -i -E 'oom|killed process'`", "free host memory or run fewer "
+                           "pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def _made(kind, severity, message, gpus, link_class, fs, reasoning, *, culprit, cause, remedies, extra=None):
+    """A localised finding; ``_explains`` holds the findings until finish() turns them into JSON."""
+    ev = {"culprit": culprit, "reasoning": reasoning, "symptoms": sorted({f.kind for f in fs}),
+          **(extra or {}), "_explains": list({id(f): f for f in fs}.values())}
+    return Finding(kind, severity, message, gpus=gpus, link_class=link_class, evidence=ev, cause=cause,
+                   remedies=list(dict.fromkeys(remedies)))
+
+
+def _symptoms(fs: List[Finding]) -> str:
+    """'wrong data' for one pair; 'wrong data on 16, NaN in training on 8' for several."""
+    by_kind: Dict[str, Set] = {}
+    for f in fs:
+        if f.kind in KIND_WORDS:
+            by_kind.setdefault(f.kind, set()).add(tuple(f.gpus or ()))
+    if len({p for ps in by_kind.values() for p in ps}) <= 1:
+        return " and ".join(KIND_WORDS[k] for k in by_kind)
+    return ", ".join(f"{KIND_WORDS[k]} on {len(ps)}" for k, ps in by_kind.items())
+
+
+def _symptom_verb(family: str) -> str:
+    return {"data": "corrupting data", "failure": "failing (hangs/crashes)", "speed": "slow"}[family]
+
+
+def _class(topo, pair, bad) -> Optional[str]:
+    fs = bad.get(pair) or []
+    lc = next((f.link_class for f in fs if f.link_class), None)
+    if lc:
+        return lc
+    c = class_of(topo, pair)
+    return str(c) if c is not None else None
+
+
+def _rank(lc: str):
+    try:
+        return LinkClass.parse(lc).rank
+    except ValueError:
+        return (99, 0)
+
+
+def _width_text(s: Finding) -> str:
+    ev = s.evidence or {}
+    return f"trained at x{ev.get('width_current')} of x{ev.get('width_max')}"
+
+
+def _speed_figure(fs: List[Finding]) -> Optional[str]:
+    """'25 % of the NODE median' / '40 % of its link's rate' from an outlier or slow finding."""
+    for f in fs:
+        for m in (f.evidence or {}).get("measured", []):
+            if "ratio" in m and "class_median_gbps" in m:
+                return f"{m['ratio']:.0%} of the {f.link_class} median"
+            if "efficiency" in m:
+                return f"{m['efficiency']:.0%} of its link's rate"
+    return None
