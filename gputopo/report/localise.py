@@ -53,7 +53,7 @@ CHAIN_KINDS = ("pcie-downgraded", "nvlink-down", "link-errors")
 #: A crash whose process the kernel killed, or that ran out of memory: not the link's doing.
 KILLED = re.compile(r"SIGKILL|out of memory|OutOfMemoryError|MemoryError|oom[- ]kill", re.IGNORECASE)
 REMEDY_XID = ("read the GPU's health: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` "
-              "(uncorrectable ECC, pending remapped rows) and Xid errors in `dmesg`")
+              "(uncorrectable ECC, pending remapped rows), Xid errors in `dmesg`; run `dcgmi diag -r 3`")
 
 Pair = Tuple[int, int]
 
@@ -179,20 +179,20 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
         if s.kind not in CHAIN_KINDS or not s.gpus or len(s.gpus) != 1:
             continue
         mine = {p: fs for p, fs in left.items()
-                if s.gpus[0] in p and gpu_finding_touches(topo, s, p, fs[0].link_class)}
+                if s.gpus[0] in p and (gpu_finding_touches(topo, s, p, fs[0].link_class)
+                                       or (s.kind == "pcie-downgraded" and _staged_only(fs)))}
         if not mine:
             continue
         g = s.gpus[0]
-        figures = [_speed_figure(fs) for fs in mine.values()]
-        pairs_text = ", ".join(f"{gpu_ranges(p)}" + (f" at {fig}" if fig else "") for p, fig in zip(mine, figures))
+        pairs_text = _figures_text(mine)
         what = {"pcie-downgraded": _width_text(s), "nvlink-down": "has NVLinks down",
                 "link-errors": "has link errors"}[s.kind]
         out.append(_made("gpu-fault", "warning",
-                         f"GPU {g} {what}: pair{'s' if len(mine) > 1 else ''} {pairs_text} slow because of it, "
-                         "not because of the link between the GPUs",
+                         f"GPU {g} {what}: pair{'s' if len(mine) > 1 else ''} {pairs_text} "
+                         f"{'are' if len(mine) > 1 else 'is'} slow because of it, not because of the link between the GPUs",
                          [g], None, [s] + [f for fs in mine.values() for f in fs],
                          ["the scan found this GPU's own link in a degraded state: " + s.message,
-                          f"the slow pairs are the ones whose traffic uses that link: {gpu_ranges(sorted({x for p in mine for x in p}))}"],
+                          f"the slow pairs are the ones whose traffic uses that link: {_pairs_text(sorted(mine))}"],
                          culprit="gpu-pcie-link" if s.kind == "pcie-downgraded" else "gpu-nvlinks",
                          cause=s.cause, remedies=list(s.remedies) or [REMEDY_NVLINK]))
         for p in mine:
@@ -277,11 +277,10 @@ def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
 
 
 def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Finding:
-    symptom = _symptoms(fs)
     staged_bad = bool(own) or any(t.get("path") == "staged" for f in fs for t in (f.evidence or {}).get("tests", {}).values())
     staged_ok = any("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
-    where = f"{'all ' if all_measured else ''}{len(pairs)} of its pairs" + (f" ({', '.join(classes)})" if classes else "")
-    reasoning = [f"every bad pair of this kind has GPU {g}: {' '.join(gpu_ranges(p) for p in pairs)}",
+    where = f"{'all ' if all_measured else ''}{len(pairs)} of its pairs" + (f" over {', '.join(classes)}" if classes else "")
+    reasoning = [f"every bad pair of this kind has GPU {g}: {_pairs_text(pairs)}",
                  ("all of GPU {g}'s measured pairs are bad" if all_measured else
                   f"GPU {g} is the one GPU its failed pairs share").format(g=g),
                  f"its partners {gpu_ranges(partners)} are fine with the other GPUs"]
@@ -297,12 +296,11 @@ def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Fi
             reasoning.append("copies through host memory were correct" if staged_ok
                              else "copies through host memory were not measured")
             cause = f"GPU {g} itself: its peer DMA engine, its memory, or its own PCIe link"
-        remedies = [REMEDY_XID, REMEDY_GPU_HEALTH, f"leave GPU {g} out: gputopo place N --exclude {g}"]
+        remedies = [REMEDY_XID, f"leave GPU {g} out: gputopo place N --exclude {g}"]
     elif family == "failure":
-        msg = f"GPU {g}: {symptom} on {where}: the GPU they share, not the links"
+        msg = f"GPU {g}: steps {' and '.join(_kinds(fs))} on {where}: the GPU they share, not the links"
         cause = f"GPU {g} (driver state, Xid errors, a GPU that stops responding)"
-        remedies = [f"check `dmesg` for Xid errors of GPU {g}", REMEDY_GPU_HEALTH,
-                    f"leave GPU {g} out: gputopo place N --exclude {g}"]
+        remedies = [REMEDY_XID, f"leave GPU {g} out: gputopo place N --exclude {g}"]
     else:
         msg = f"GPU {g} is slow on {where}: the GPU or its own link, not each pair's link"
         cause = f"GPU {g}: clocks throttled (power, thermal), or its own PCIe link"
@@ -373,6 +371,38 @@ def _symptoms(fs: List[Finding]) -> str:
     return ", ".join(f"{KIND_WORDS[k]} on {len(ps)}" for k, ps in by_kind.items())
 
 
+def _kinds(fs: List[Finding]) -> List[str]:
+    """'hang', 'crash' as verbs: 'hang', 'crash'; other kinds in words."""
+    return [{"hang": "hang", "crash": "crash"}.get(k, KIND_WORDS.get(k, k)) for k in dict.fromkeys(f.kind for f in fs)]
+
+
+def _staged_only(fs: List[Finding]) -> bool:
+    """Whether a pair is slow only in copies through host memory (each GPU's own PCIe link)."""
+    series = {m.get("series") for f in fs for m in (f.evidence or {}).get("measured", [])}
+    return bool(series) and series <= {"p2p.staged"}
+
+
+def _figures_text(mine: Dict[Pair, List[Finding]]) -> str:
+    """'0,6 1,6 2,6 (25 % of the SYS median), 4,6 5,6 (25-26 % of the NODE median)'."""
+    groups: Dict[str, List[Tuple[Pair, float]]] = {}
+    for p, fs in sorted(mine.items()):
+        unit, ratio = _speed_figure(fs)
+        groups.setdefault(unit or "", []).append((p, ratio))
+    parts = []
+    for unit, items in groups.items():
+        text = _pairs_text([p for p, _ in items])
+        ratios = sorted(r for _, r in items if r is not None)
+        if ratios:
+            lo, hi = f"{ratios[0]:.0%}", f"{ratios[-1]:.0%}"
+            text += f" ({lo if lo == hi else lo[:-1] + '-' + hi} of {unit})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _pairs_text(pairs) -> str:
+    return " ".join(f"{a},{b}" for a, b in pairs)
+
+
 def _symptom_verb(family: str) -> str:
     return {"data": "corrupting data", "failure": "failing (hangs/crashes)", "speed": "slow"}[family]
 
@@ -398,12 +428,14 @@ def _width_text(s: Finding) -> str:
     return f"trained at x{ev.get('width_current')} of x{ev.get('width_max')}"
 
 
-def _speed_figure(fs: List[Finding]) -> Optional[str]:
-    """'25 % of the NODE median' / '40 % of its link's rate' from an outlier or slow finding."""
+def _speed_figure(fs: List[Finding]) -> Tuple[Optional[str], Optional[float]]:
+    """('the NODE median', 0.25) / ("the link's rate", 0.4) from an outlier or slow finding."""
     for f in fs:
         for m in (f.evidence or {}).get("measured", []):
             if "ratio" in m and "class_median_gbps" in m:
-                return f"{m['ratio']:.0%} of the {f.link_class} median"
+                return f"the {f.link_class} median", m["ratio"]
+    for f in fs:
+        for m in (f.evidence or {}).get("measured", []):
             if "efficiency" in m:
-                return f"{m['efficiency']:.0%} of its link's rate"
-    return None
+                return "the link's rate", m["efficiency"]
+    return None, None

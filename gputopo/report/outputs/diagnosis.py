@@ -46,10 +46,11 @@ def nested_groups(findings: List[Finding], group_findings) -> List[Tuple[int, Li
 
 
 def evidence_line(lf: Finding, findings: List[Finding], where) -> str:
-    """'underneath: corrupt on 16 pairs (0,4 0,5 ...); nan on 8 pairs (...)'."""
-    parts = []
+    """'underneath: corrupt on 16 pairs: 0,4 0,5 ...; nan on 8 pairs: ...' (by kind)."""
+    by_kind: Dict[str, List[Finding]] = {}
     for g in explained_groups(lf, findings):
-        parts.append(f"{g[0].kind} on {where(g) if any(f.gpus for f in g) else 'the host'}")
+        by_kind.setdefault(g[0].kind, []).extend(g)
+    parts = [f"{kind} on {where(fs) if any(f.gpus for f in fs) else 'the host'}" for kind, fs in by_kind.items()]
     return "underneath: " + "; ".join(parts) if parts else ""
 
 

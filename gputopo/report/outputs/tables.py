@@ -403,10 +403,11 @@ def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
 
 
 def _tell_under(local: List[StoryItem], it: StoryItem) -> None:
-    """Add a class's story point to the localised point that explains its findings."""
+    """Add a class's story point to the class-fault that explains its findings (other culprits
+    tell their pairs themselves)."""
     ids = {x for f in it.findings for x in (f.evidence or {}).get("explained_by") or []}
-    for lit in local:
-        if finding_id(lit.findings[0]) in ids:
+    for lit in local:  # a class's own story adds to its class-fault (e.g. DataParallel against DDP)
+        if lit.findings[0].kind == "class-fault" and finding_id(lit.findings[0]) in ids:
             lit.details.append(it.text)
             return
 
