@@ -10,10 +10,11 @@ steps, low bandwidth), over the pairs that were measured:
 1. a worker the kernel killed (SIGKILL, out of memory) is taken out first: never a link fault;
 2. cause chains: a slow pair whose GPU the scan saw on a narrowed PCIe link, with NVLinks down
    or link errors, is explained by that GPU's link ("4,6 at 25 % because GPU 6 trained at x4");
-3. a link class all of whose measured pairs are bad, while pairs of other classes are good, is
-   the class (for PCIe classes: the host's peer path, tied to the IOMMU/ACS facts);
-4. a GPU all of whose measured pairs (at least two) are bad, while other pairs are good, is the
+3. a GPU all of whose measured pairs (at least two) are bad, while other pairs are good, is the
    GPU; for hangs and crashes also several failed pairs that all share one GPU;
+4. a link class all of whose measured pairs are bad (some not yet explained by a GPU), while
+   pairs of other classes are good, is the class (for PCIe classes: the host's peer path, tied
+   to the IOMMU/ACS facts);
 5. a bad pair whose GPUs are both fine with other GPUs is the link between them.
 
 Each localised finding (kinds `gpu-fault`, `link-fault`, `class-fault`, `worker-killed`) keeps
@@ -60,7 +61,10 @@ Pair = Tuple[int, int]
 
 def finding_id(f: Finding) -> str:
     """How an explained finding names its localised finding: 'gpu-fault:2', 'class-fault:SYS'."""
-    where = gpu_ranges(f.gpus) if f.gpus and f.kind != "class-fault" else (f.link_class or "machine")
+    if f.kind == "class-fault" or not f.gpus:
+        where = f.link_class or "machine"
+    else:
+        where = ",".join(map(str, f.gpus)) if len(f.gpus) == 2 else gpu_ranges(f.gpus)
     return f"{f.kind}:{where}"
 
 
@@ -161,8 +165,8 @@ def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[
         if len(left) >= 3:
             out.append(_machine_wide(family, left))
         return out
-    out += _classes(family, left, bad, measured, findings, topo)
     out += _gpus(family, left, bad, measured, findings, topo)
+    out += _classes(family, left, bad, measured, findings, topo)
     for pair in sorted(left):
         i, j = pair
         ok_i = sorted(x for p in good if i in p for x in p if x != i)
@@ -255,10 +259,14 @@ def _classes(family, left, bad, measured, findings, topo) -> List[Finding]:
 def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
     out = []
     gpus = sorted({g for p in measured for g in p})
-    culprits = []
+    candidates = []
     for g in gpus:
         mine = [p for p in measured if g in p]
         if len(mine) >= 2 and all(p in bad for p in mine) and any(p in left for p in mine):
+            candidates.append(g)
+    culprits: List[int] = []  # most bad pairs first; one whose pairs all meet a culprit is not one
+    for g in sorted(candidates, key=lambda g: (-sum(1 for p in bad if g in p), g)):
+        if any(p in left and not set(p) & set(culprits) for p in bad if g in p):
             culprits.append(g)
     if not culprits and family == "failure" and len(left) >= 2:
         shared = set.intersection(*(set(p) for p in left))
