@@ -152,8 +152,23 @@ def test_outputs_show_the_culprit_with_its_pairs_underneath(tmp_path):
     cf = next(f for f in doc["findings"] if f["kind"] == "class-fault")
     assert len(cf["evidence"]["explains"]) >= 16
     md = (run / "report.md").read_text()
-    assert "| class-fault |" in md.replace("error | class-fault", "| class-fault") or "class-fault" in md
-    assert md.index("class-fault") < md.index("└ corrupt")
-    assert "underneath: corrupt on 16 pairs" in md
+    story = md[md.index("## What was found"):md.index("## Link classes")]
+    assert "SYS pairs: broken on all 16" in story and "Culprit: every SYS pair is bad" in story
+    table = md[md.index("## Findings"):]
+    assert table.index("| class-fault |") < table.index("└ corrupt |") < table.index("└ iommu |")
     html = (run / "report.html").read_text()
-    assert "class-fault" in html and "underneath: corrupt on 16 pairs" in html
+    assert "Culprit: every SYS pair is bad" in html and "└ corrupt" in html
+
+
+def test_gpu_fault_story_lists_the_pairs_underneath(tmp_path):
+    ms = measurements()
+    for m in ms:
+        if 2 in m.gpus and m.test == "p2p.copy":
+            m.wrong = 7
+    run = write_run(tmp_path / "run", [], meas=ms, nums=[])
+    render_run(run, plots=False)
+    md = (run / "report.md").read_text()
+    story = md[md.index("## What was found"):md.index("## Link classes")]
+    assert "**Problem:** GPU 2 corrupts on every peer path" in story
+    assert "underneath: corrupt on 7 pairs: 0,2 1,2 2,3 2,4 2,5 2,6 2,7" in story
+    assert "NODE pairs:" not in story  # the pairs are told under their culprit, not again per class

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from gputopo.model import Finding
+from gputopo.model.finding import SEVERITIES
 from gputopo.report.localise import LOCALISED_KINDS, finding_id
 
 #: Prefix of a nested row's kind (a group a localised finding explains).
@@ -22,6 +23,12 @@ def is_localised(f: Finding) -> bool:
 def explained(f: Finding) -> bool:
     """Whether a localised finding explains ``f`` (then it is told under that finding)."""
     return bool((f.evidence or {}).get("explained_by"))
+
+
+def culprits(findings: List[Finding]) -> List[Finding]:
+    """The localised findings, worst first, then those that explain the most first."""
+    return sorted((f for f in findings if is_localised(f)),
+                  key=lambda f: (SEVERITIES.index(f.severity), -len((f.evidence or {}).get("explains") or [])))
 
 
 def explained_groups(lf: Finding, findings: List[Finding]) -> List[List[Finding]]:
@@ -38,7 +45,7 @@ def nested_groups(findings: List[Finding], group_findings) -> List[Tuple[int, Li
     """(depth, group) rows: each localised finding (depth 0) with the groups it explains
     (depth 1), then the groups nothing explains, worst first."""
     rows: List[Tuple[int, List[Finding]]] = []
-    for lf in (f for f in findings if is_localised(f)):
+    for lf in culprits(findings):
         rows.append((0, [lf]))
         rows += [(1, g) for g in explained_groups(lf, findings)]
     rows += [(0, g) for g in group_findings([f for f in findings if not is_localised(f) and not explained(f)])]
@@ -58,7 +65,7 @@ def localised_story(findings: List[Finding], where, story_item) -> List:
     """One story point per localised finding: its message, why, the findings underneath, the
     likely cause and the remedies."""
     out = []
-    for lf in (f for f in findings if is_localised(f)):
+    for lf in culprits(findings):
         details = []
         why = (lf.evidence or {}).get("reasoning") or []
         if why:

@@ -406,9 +406,11 @@ def _tell_under(local: List[StoryItem], it: StoryItem) -> None:
     """Add a class's story point to the class-fault that explains its findings (other culprits
     tell their pairs themselves)."""
     ids = {x for f in it.findings for x in (f.evidence or {}).get("explained_by") or []}
-    for lit in local:  # a class's own story adds to its class-fault (e.g. DataParallel against DDP)
-        if lit.findings[0].kind == "class-fault" and finding_id(lit.findings[0]) in ids:
-            lit.details.append(it.text)
+    for lit in local:  # the class's own story leads its class-fault's (e.g. DataParallel against DDP)
+        lf = lit.findings[0]
+        if lf.kind == "class-fault" and finding_id(lf) in ids:
+            lit.text = f"{it.text} Culprit: {lit.text}"
+            lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
             return
 
 
