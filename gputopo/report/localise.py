@@ -322,7 +322,7 @@ def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Fi
 def _link_fault(family, pair, fs, ok_i, ok_j, topo) -> Finding:
     i, j = pair
     lc = next((f.link_class for f in fs if f.link_class), None) or _class(topo, pair, {})
-    reasoning = [f"GPUs {i},{j} show {_symptoms(fs)} together",
+    reasoning = [f"GPUs {i},{j} together: {_symptoms(fs)}",
                  f"GPU {i} is fine with {gpu_ranges(ok_i)}", f"GPU {j} is fine with {gpu_ranges(ok_j)}"]
     facts = path_facts(topo, [i, j], lc)
     if family == "speed" or not facts.is_nvlink:

@@ -59,7 +59,8 @@ def dp_sentence(topo: Topology, states, usable: List[int]) -> str:
     safe = dp_safe_pairs(topo, states, usable)
     allp = sorted(p for p in states if set(p) <= set(usable))
     if safe == allp:
-        return "nn.DataParallel is safe on every pair of these GPUs."
+        return ("nn.DataParallel is safe on every pair of the GPUs that can be placed"
+                + (f" ({len(usable)} of {len(topo.gpus)})." if len(usable) < len(topo.gpus) else "."))
     if not safe:
         return "nn.DataParallel is safe on no pair here: use DDP (with the NCCL setting above)."
     if all(topo.link_class(*p).is_nvlink for p in safe):
