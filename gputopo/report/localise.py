@@ -34,7 +34,6 @@ from gputopo.model import Finding, LinkClass, Measurement, Topology
 from gputopo.model.finding import gpu_ranges
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
-from .expected import class_of
 from .pairs import gpu_finding_touches
 
 #: The kinds this module adds.
@@ -112,10 +111,27 @@ def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict]
     return {"data": ran, "failure": ran | failed, "speed": timed}
 
 
+def pair_classes(topo: Optional[Topology], measurements: Iterable[Measurement],
+                 findings: Iterable[Finding]) -> Dict[Pair, str]:
+    """Each pair's link class: the topology's, else what its measurements or findings recorded."""
+    out: Dict[Pair, str] = {}
+    for f in findings:
+        if _pair(f) and f.link_class:
+            out[_pair(f)] = f.link_class
+    for m in measurements:
+        if len(m.gpus) == 2 and m.link_class:
+            out[(min(m.gpus), max(m.gpus))] = m.link_class
+    if topo is not None:
+        for p in topo.pairs:
+            out[(min(p.gpus), max(p.gpus))] = str(p.link_class)
+    return out
+
+
 def localise(findings: List[Finding], topo: Optional[Topology], measurements: List[Measurement],
              numerics: List[dict]) -> List[Finding]:
     """The localised findings for ``findings`` (the analysis' per-pair and scan findings)."""
     measured = measured_pairs(measurements, numerics, findings)
+    classes = pair_classes(topo, measurements, findings)
     out: List[Finding] = [_killed_finding(f) for f in findings
                           if f.kind == "crash" and f.severity == "error" and killed(f)]
     for family, kinds in SYMPTOMS.items():
@@ -124,7 +140,7 @@ def localise(findings: List[Finding], topo: Optional[Topology], measurements: Li
             if f.kind in kinds and _pair(f) and _hardware_symptom(f):
                 bad[_pair(f)].append(f)
         if bad:
-            out += _localise_family(family, bad, measured[family] | set(bad), findings, topo)
+            out += _localise_family(family, bad, measured[family] | set(bad), findings, topo, classes)
     return out
 
 
@@ -155,7 +171,7 @@ def finish(localised: List[Finding]) -> List[Finding]:
 # --- the steps --------------------------------------------------------------------------------
 
 def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[Pair],
-                     findings: List[Finding], topo: Optional[Topology]) -> List[Finding]:
+                     findings: List[Finding], topo: Optional[Topology], classes: Dict[Pair, str]) -> List[Finding]:
     out: List[Finding] = []
     left = dict(bad)
     good = measured - set(bad)
@@ -166,13 +182,16 @@ def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[
             out.append(_machine_wide(family, left))
         return out
     out += _gpus(family, left, bad, measured, findings, topo)
-    out += _classes(family, left, bad, measured, findings, topo)
+    out += _classes(family, left, bad, measured, findings, topo, classes)
+    fine_with: Dict[int, Set[int]] = defaultdict(set)
+    for a, b in good:
+        fine_with[a].add(b)
+        fine_with[b].add(a)
     for pair in sorted(left):
         i, j = pair
-        ok_i = sorted(x for p in good if i in p for x in p if x != i)
-        ok_j = sorted(x for p in good if j in p for x in p if x != j)
+        ok_i, ok_j = sorted(fine_with[i]), sorted(fine_with[j])
         if ok_i and ok_j:
-            out.append(_link_fault(family, pair, left[pair], ok_i, ok_j, topo))
+            out.append(_link_fault(family, pair, left[pair], ok_i, ok_j, topo, classes.get(pair)))
     return out
 
 
@@ -204,14 +223,14 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
     return out
 
 
-def _classes(family, left, bad, measured, findings, topo) -> List[Finding]:
+def _classes(family, left, bad, measured, findings, topo, classes) -> List[Finding]:
     """Fully bad classes (at least 2 measured pairs, not all sharing one GPU); fully bad PCIe
-    classes are one host-path finding."""
+    classes are one host-path finding. No class is judged while a measured pair's is unknown."""
+    if any(p not in classes for p in measured):
+        return []
     by_class: Dict[str, List[Pair]] = defaultdict(list)
     for p in measured:
-        lc = _class(topo, p, bad)
-        if lc:
-            by_class[lc].append(p)
+        by_class[classes[p]].append(p)
     full = sorted((lc for lc, ps in by_class.items()
                    if len(ps) >= 2 and all(p in bad for p in ps) and any(p in left for p in ps)
                    and not set.intersection(*(set(p) for p in ps))), key=_rank)
@@ -259,25 +278,26 @@ def _classes(family, left, bad, measured, findings, topo) -> List[Finding]:
 def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
     out = []
     gpus = sorted({g for p in measured for g in p})
-    candidates = []
-    for g in gpus:
-        mine = [p for p in measured if g in p]
-        if len(mine) >= 2 and all(p in bad for p in mine) and any(p in left for p in mine):
-            candidates.append(g)
+    by_gpu: Dict[int, List[Pair]] = defaultdict(list)
+    for p in measured:
+        by_gpu[p[0]].append(p)
+        by_gpu[p[1]].append(p)
+    candidates = [g for g in gpus if len(by_gpu[g]) >= 2 and all(p in bad for p in by_gpu[g])
+                  and any(p in left for p in by_gpu[g])]
     culprits: List[int] = []  # most bad pairs first; one whose pairs all meet a culprit is not one
-    for g in sorted(candidates, key=lambda g: (-sum(1 for p in bad if g in p), g)):
-        if any(p in left and not set(p) & set(culprits) for p in bad if g in p):
+    for g in sorted(candidates, key=lambda g: (-len(by_gpu[g]), g)):
+        if any(p in left and not set(p) & set(culprits) for p in by_gpu[g]):
             culprits.append(g)
     if not culprits and family == "failure" and len(left) >= 2:
         shared = set.intersection(*(set(p) for p in left))
         culprits = sorted(shared)[:1]
     for g in culprits:
-        mine = sorted(p for p in bad if g in p)
+        mine = sorted(by_gpu[g])
         fs = [f for p in mine for f in bad[p]]
         own = [f for f in findings if f.kind == "corrupt" and f.gpus == [g]] if family == "data" else []
         classes = sorted({f.link_class for f in fs if f.link_class}, key=_rank)
         partners = sorted({x for p in mine for x in p if x != g})
-        all_measured = all(p in bad for p in measured if g in p)
+        all_measured = all(p in bad for p in by_gpu[g])
         out.append(_gpu_fault(family, g, mine, fs + own, own, classes, partners, all_measured))
         for p in mine:
             left.pop(p, None)
@@ -319,9 +339,8 @@ def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Fi
                  extra={"pairs": [list(p) for p in pairs], "staged_bad": staged_bad})
 
 
-def _link_fault(family, pair, fs, ok_i, ok_j, topo) -> Finding:
+def _link_fault(family, pair, fs, ok_i, ok_j, topo, lc) -> Finding:
     i, j = pair
-    lc = next((f.link_class for f in fs if f.link_class), None) or _class(topo, pair, {})
     reasoning = [f"GPUs {i},{j} together: {_symptoms(fs)}",
                  f"GPU {i} is fine with {gpu_ranges(ok_i)}", f"GPU {j} is fine with {gpu_ranges(ok_j)}"]
     facts = path_facts(topo, [i, j], lc)
@@ -413,15 +432,6 @@ def _pairs_text(pairs) -> str:
 
 def _symptom_verb(family: str) -> str:
     return {"data": "corrupting data", "failure": "failing (hangs/crashes)", "speed": "slow"}[family]
-
-
-def _class(topo, pair, bad) -> Optional[str]:
-    fs = bad.get(pair) or []
-    lc = next((f.link_class for f in fs if f.link_class), None)
-    if lc:
-        return lc
-    c = class_of(topo, pair)
-    return str(c) if c is not None else None
 
 
 def _rank(lc: str):

@@ -25,8 +25,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from gputopo.model import Finding, LinkClass, Topology, is_value
+from gputopo.model import Finding, LinkClass, Topology
 
+from .causes import path_facts
 from .pairs import gpu_finding_touches
 
 #: Pair states, best first; ``broken`` pairs are never placed.
@@ -95,19 +96,13 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
             for p, st in states.items():
                 if f.gpus[0] in p and gpu_finding_touches(topo, f, p, str(_lc(topo, p))):
                     st.worse("degraded", f"GPU {f.gpus[0]} has NVLinks down")
-    host_suspects = []
-    if topo.host.iommu_mode == "translated":
-        host_suspects.append("the IOMMU translates DMA")
-    acs_bus = {_short(x) for b in (topo.host.acs if isinstance(topo.host.acs, list) else []) if b.redirects
-               for x in b.gpus}
-    by_bus = {_short(g.pci_bus_id): g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id)}
-    acs_gpus = {by_bus[b] for b in acs_bus if b in by_bus}
     for p, st in states.items():
         lc = _lc(topo, p)
         if lc is None or lc.is_nvlink:
             continue
-        why = list(host_suspects)
-        if set(p) & acs_gpus:
+        facts = path_facts(topo, p, str(lc))
+        why = ["the IOMMU translates DMA"] if facts.iommu_translated else []
+        if facts.acs_bridges:
             why.append("ACS redirects peer requests above it")
         if why:
             st.worse("p2p-broken", f"PCIe peer path suspect, not measured ({' and '.join(why)})")
@@ -244,8 +239,3 @@ def _greedy(usable: List[int], n: int, states, topo, numa) -> List[Tuple[int, ..
 
 _BROKEN = Placement(gpus=(), state="broken", worst_pair=None, worst_class=None, worst_gbps=None,
                     unmeasured=0, numa_nodes=0)
-
-
-def _short(bus_id) -> str:
-    s = str(bus_id).lower()
-    return s.split(":", 1)[1] if s.count(":") == 2 else s
