@@ -26,14 +26,15 @@ that read per-pair kinds keep working.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from gputopo.model import Finding, LinkClass, Measurement, Topology
+from gputopo.model import Finding, Measurement, Topology
 from gputopo.model.finding import gpu_ranges
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
+from .culprits import (figures_text, gpu_fault, killed, killed_finding, link_fault, machine_wide, made,
+                       pairs_text, rank, staged_only, symptom_verb, symptoms, width_text)
 from .pairs import gpu_finding_touches
 
 #: The kinds this module adds.
@@ -44,16 +45,8 @@ SYMPTOMS = {
     "failure": ("hang", "crash"),
     "speed": ("slow", "outlier", "p2p-slower-than-staged"),
 }
-#: How each kind reads in a localised message.
-KIND_WORDS = {"corrupt": "wrong data", "nan": "NaN in training", "diverged": "diverging training",
-              "hang": "hangs", "crash": "crashes", "slow": "below the link's rate",
-              "outlier": "below its class median", "p2p-slower-than-staged": "peer copies slower than staged"}
 #: Scan findings of one GPU's own links that explain slow pairs over those links.
 CHAIN_KINDS = ("pcie-downgraded", "nvlink-down", "link-errors")
-#: A crash whose process the kernel killed, or that ran out of memory: not the link's doing.
-KILLED = re.compile(r"SIGKILL|out of memory|OutOfMemoryError|MemoryError|oom[- ]kill", re.IGNORECASE)
-REMEDY_XID = ("read the GPU's health: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` "
-              "(uncorrectable ECC, pending remapped rows), Xid errors in `dmesg`; run `dcgmi diag -r 3`")
 
 Pair = Tuple[int, int]
 
@@ -79,16 +72,6 @@ def _hardware_symptom(f: Finding) -> bool:
     if f.kind in ("nan", "diverged") and (f.severity != "error" or (f.cause or "").startswith("the single-GPU")):
         return False
     return not (f.kind == "crash" and killed(f))
-
-
-def killed(f: Finding) -> Optional[str]:
-    """The reason a crash was the kernel's doing (SIGKILL, out of memory), else None."""
-    ev = f.evidence or {}
-    texts = [f.message, str(ev.get("error") or ""), str(ev.get("stderr_tail") or "")[-2000:]]
-    if ev.get("exitcode") == -9:
-        return "killed by SIGKILL"
-    m = next((KILLED.search(t) for t in texts if KILLED.search(t)), None)
-    return m.group(0) if m else None
 
 
 def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict],
@@ -132,7 +115,7 @@ def localise(findings: List[Finding], topo: Optional[Topology], measurements: Li
     """The localised findings for ``findings`` (the analysis' per-pair and scan findings)."""
     measured = measured_pairs(measurements, numerics, findings)
     classes = pair_classes(topo, measurements, findings)
-    out: List[Finding] = [_killed_finding(f) for f in findings
+    out: List[Finding] = [killed_finding(f) for f in findings
                           if f.kind == "crash" and f.severity == "error" and killed(f)]
     for family, kinds in SYMPTOMS.items():
         bad: Dict[Pair, List[Finding]] = defaultdict(list)
@@ -179,7 +162,7 @@ def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[
         out += _chains(left, findings, topo)
     if not good:
         if len(left) >= 3:
-            out.append(_machine_wide(family, left))
+            out.append(machine_wide(family, left))
         return out
     out += _gpus(family, left, bad, measured, findings, topo)
     out += _classes(family, left, bad, measured, findings, topo, classes)
@@ -191,7 +174,7 @@ def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[
         i, j = pair
         ok_i, ok_j = sorted(fine_with[i]), sorted(fine_with[j])
         if ok_i and ok_j:
-            out.append(_link_fault(family, pair, left[pair], ok_i, ok_j, topo, classes.get(pair)))
+            out.append(link_fault(family, pair, left[pair], ok_i, ok_j, topo, classes.get(pair)))
     return out
 
 
@@ -203,19 +186,19 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
             continue
         mine = {p: fs for p, fs in left.items()
                 if s.gpus[0] in p and (gpu_finding_touches(topo, s, p, fs[0].link_class)
-                                       or (s.kind == "pcie-downgraded" and _staged_only(fs)))}
+                                       or (s.kind == "pcie-downgraded" and staged_only(fs)))}
         if not mine:
             continue
         g = s.gpus[0]
-        pairs_text = _figures_text(mine)
-        what = {"pcie-downgraded": _width_text(s), "nvlink-down": "has NVLinks down",
+        listed = figures_text(mine)
+        what = {"pcie-downgraded": width_text(s), "nvlink-down": "has NVLinks down",
                 "link-errors": "has link errors"}[s.kind]
-        out.append(_made("gpu-fault", "warning",
-                         f"GPU {g} {what}: pair{'s' if len(mine) > 1 else ''} {pairs_text} "
+        out.append(made("gpu-fault", "warning",
+                         f"GPU {g} {what}: pair{'s' if len(mine) > 1 else ''} {listed} "
                          f"{'are' if len(mine) > 1 else 'is'} slow because of it, not because of the link between the GPUs",
                          [g], None, [s] + [f for fs in mine.values() for f in fs],
                          ["the scan found this GPU's own link in a degraded state: " + s.message,
-                          f"the slow pairs are the ones whose traffic uses that link: {_pairs_text(sorted(mine))}"],
+                          f"the slow pairs are the ones whose traffic uses that link: {pairs_text(sorted(mine))}"],
                          culprit="gpu-pcie-link" if s.kind == "pcie-downgraded" else "gpu-nvlinks",
                          cause=s.cause, remedies=list(s.remedies) or [REMEDY_NVLINK]))
         for p in mine:
@@ -233,7 +216,7 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
         by_class[classes[p]].append(p)
     full = sorted((lc for lc, ps in by_class.items()
                    if len(ps) >= 2 and all(p in bad for p in ps) and any(p in left for p in ps)
-                   and not set.intersection(*(set(p) for p in ps))), key=_rank)
+                   and not set.intersection(*(set(p) for p in ps))), key=rank)
     if not full:
         return []
     groups = [[lc] for lc in full if lc.startswith("NV")]
@@ -241,20 +224,20 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
     if pcie:
         groups.append(pcie)
     out = []
-    fine = sorted({lc for lc, ps in by_class.items() if lc not in full and not all(p in bad for p in ps)}, key=_rank)
-    for classes in groups:
-        pairs = sorted(p for lc in classes for p in by_class[lc])
+    fine = sorted({lc for lc, ps in by_class.items() if lc not in full and not all(p in bad for p in ps)}, key=rank)
+    for group in groups:
+        pairs = sorted(p for lc in group for p in by_class[lc])
         fs = [f for p in pairs for f in bad[p]]
         gpus = sorted({g for p in pairs for g in p})
-        lc_text = ",".join(classes)
-        facts = path_facts(topo, gpus, classes[-1])
-        is_nv = classes[0].startswith("NV")
-        symptom = _symptoms(fs)
+        lc_text = ",".join(group)
+        facts = path_facts(topo, gpus, group[-1])
+        is_nv = group[0].startswith("NV")
+        symptom = symptoms(fs)
         if is_nv:
             cause, remedies = ("every NVLink pair of this class is bad: the NVLink fabric (NVSwitch, "
                                "fabric manager, driver) rather than one link", [REMEDY_NVLINK, REMEDY_GPU_HEALTH])
         else:
-            cause, remedies = peer_path_broken(facts, _symptom_verb(family))
+            cause, remedies = peer_path_broken(facts, symptom_verb(family))
             remedies = remedies + [REMEDY_AVOID + "; `gputopo place N` picks them"]
         reasoning = [f"all {len(pairs)} measured {lc_text} pairs are bad",
                      ("pairs of the other classes are fine: " + ", ".join(fine)) if fine else "no other class was clean",
@@ -265,11 +248,11 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
             reasoning.append("the scan saw what breaks PCIe peer DMA on this host: "
                              + "; ".join(f.message.split(":")[0] for f in scan))
         what = "the host's PCIe peer path" if not is_nv else "the NVLink fabric"
-        out.append(_made("class-fault", "error" if any(f.severity == "error" for f in fs) else "warning",
-                         f"every {' and '.join(classes)} pair is bad ({len(pairs)} measured: {symptom})"
+        out.append(made("class-fault", "error" if any(f.severity == "error" for f in fs) else "warning",
+                         f"every {' and '.join(group)} pair is bad ({len(pairs)} measured: {symptom})"
                          + (f" while {' and '.join(fine)} pairs are fine" if fine else "") + f": {what}, not the GPUs",
                          gpus, lc_text, fs + scan, reasoning, culprit="class" if is_nv else "host-path",
-                         cause=cause, remedies=remedies, extra={"link_classes": classes, **host}))
+                         cause=cause, remedies=remedies, extra={"link_classes": group, **host}))
         for p in pairs:
             left.pop(p, None)
     return out
@@ -295,165 +278,12 @@ def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
         mine = sorted(by_gpu[g])
         fs = [f for p in mine for f in bad[p]]
         own = [f for f in findings if f.kind == "corrupt" and f.gpus == [g]] if family == "data" else []
-        classes = sorted({f.link_class for f in fs if f.link_class}, key=_rank)
+        classes = sorted({f.link_class for f in fs if f.link_class}, key=rank)
         partners = sorted({x for p in mine for x in p if x != g})
         all_measured = all(p in bad for p in by_gpu[g])
-        out.append(_gpu_fault(family, g, mine, fs + own, own, classes, partners, all_measured))
+        out.append(gpu_fault(family, g, mine, fs + own, own, classes, partners, all_measured))
         for p in mine:
             left.pop(p, None)
     return out
 
 
-def _gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Finding:
-    staged_bad = bool(own) or any(t.get("path") == "staged" for f in fs for t in (f.evidence or {}).get("tests", {}).values())
-    staged_ok = any("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
-    where = f"{'all ' if all_measured else ''}{len(pairs)} of its pairs" + (f" over {', '.join(classes)}" if classes else "")
-    reasoning = [f"every bad pair of this kind has GPU {g}: {_pairs_text(pairs)}",
-                 ("all of GPU {g}'s measured pairs are bad" if all_measured else
-                  f"GPU {g} is the one GPU its failed pairs share").format(g=g),
-                 f"its partners {gpu_ranges(partners)} are fine with the other GPUs"]
-    if family == "data":
-        if staged_bad:
-            msg = f"GPU {g} corrupts on every path ({where}, and copies through host memory): suspect its memory"
-            reasoning.append("copies through host memory (no peer DMA) are wrong too: the GPU itself, not a link")
-            cause = f"GPU {g} itself: its memory (uncorrectable ECC errors, rows to remap) or its own PCIe link"
-        else:
-            msg = (f"GPU {g} corrupts on every peer path ({where})"
-                   + ("; its copies through host memory are correct" if staged_ok else "")
-                   + ": suspect the GPU, not the links")
-            reasoning.append("copies through host memory were correct" if staged_ok
-                             else "copies through host memory were not measured")
-            cause = f"GPU {g} itself: its peer DMA engine, its memory, or its own PCIe link"
-        remedies = [REMEDY_XID, f"leave GPU {g} out: gputopo place N --exclude {g}"]
-    elif family == "failure":
-        msg = f"GPU {g}: steps {' and '.join(_kinds(fs))} on {where}: the GPU they share, not the links"
-        cause = f"GPU {g} (driver state, Xid errors, a GPU that stops responding)"
-        remedies = [REMEDY_XID, f"leave GPU {g} out: gputopo place N --exclude {g}"]
-    else:
-        msg = f"GPU {g} is slow on {where}: the GPU or its own link, not each pair's link"
-        cause = f"GPU {g}: clocks throttled (power, thermal), or its own PCIe link"
-        remedies = ["check `nvidia-smi -q -d PERFORMANCE,CLOCK` (throttle reasons) and `gputopo scan`",
-                    f"leave GPU {g} out: gputopo place N --exclude {g}"]
-    sev = "error" if any(f.severity == "error" for f in fs) else "warning"
-    return _made("gpu-fault", sev, msg, [g], None, fs, reasoning, culprit="gpu", cause=cause, remedies=remedies,
-                 extra={"pairs": [list(p) for p in pairs], "staged_bad": staged_bad})
-
-
-def _link_fault(family, pair, fs, ok_i, ok_j, topo, lc) -> Finding:
-    i, j = pair
-    reasoning = [f"GPUs {i},{j} together: {_symptoms(fs)}",
-                 f"GPU {i} is fine with {gpu_ranges(ok_i)}", f"GPU {j} is fine with {gpu_ranges(ok_j)}"]
-    facts = path_facts(topo, [i, j], lc)
-    if family == "speed" or not facts.is_nvlink:
-        cause, remedies = fs[0].cause, list(fs[0].remedies)
-    else:
-        cause, remedies = "this NVLink connection (bridge, cable, or the link's lanes)", [REMEDY_NVLINK, REMEDY_AVOID]
-    sev = "error" if any(f.severity == "error" for f in fs) else "warning"
-    return _made("link-fault", sev,
-                 f"GPUs {i},{j} ({lc or '?'}): {_symptoms(fs)} on this pair only, both GPUs are fine with "
-                 "others: the link between them", [i, j], lc, fs, reasoning, culprit="link",
-                 cause=cause, remedies=remedies)
-
-
-def _machine_wide(family, left) -> Finding:
-    fs = [f for p in sorted(left) for f in left[p]]
-    return _made("class-fault", "error" if any(f.severity == "error" for f in fs) else "warning",
-                 f"every measured pair ({len(left)}) shows {_symptoms(fs)}: not one GPU, link or class",
-                 sorted({g for p in left for g in p}), None, fs,
-                 ["no measured pair is clean, so nothing contrasts: the driver, the host, or the job itself"],
-                 culprit="machine", cause="something all pairs share: the driver, the host, or the test setup",
-                 remedies=[REMEDY_GPU_HEALTH, "rerun one pair alone (gputopo bench --pairs I,J) to compare"])
-
-
-def _killed_finding(f: Finding) -> Finding:
-    reason = killed(f)
-    where = gpu_ranges(f.gpus) if f.gpus else "?"
-    return _made("worker-killed", "warning",
-                 f"GPUs {where}: the worker was {reason if reason.startswith('killed') else 'out of memory (' + reason + ')'}: "
-                 "the host ran out of memory (the kernel's OOM killer), not a link fault", f.gpus, f.link_class, [f],
-                 ["a process the kernel kills or that runs out of memory says nothing about the link it was on"],
-                 culprit="host-memory", cause="the kernel's OOM killer (or another process) killed the worker",
-                 remedies=["check `dmesg | grep -i -E 'oom|killed process'`", "free host memory or run fewer "
-                           "pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-def _made(kind, severity, message, gpus, link_class, fs, reasoning, *, culprit, cause, remedies, extra=None):
-    """A localised finding; ``_explains`` holds the findings until finish() turns them into JSON."""
-    ev = {"culprit": culprit, "reasoning": reasoning, "symptoms": sorted({f.kind for f in fs}),
-          **(extra or {}), "_explains": list({id(f): f for f in fs}.values())}
-    return Finding(kind, severity, message, gpus=gpus, link_class=link_class, evidence=ev, cause=cause,
-                   remedies=list(dict.fromkeys(remedies)))
-
-
-def _symptoms(fs: List[Finding]) -> str:
-    """'wrong data' for one pair; 'wrong data on 16, NaN in training on 8' for several."""
-    by_kind: Dict[str, Set] = {}
-    for f in fs:
-        if f.kind in KIND_WORDS:
-            by_kind.setdefault(f.kind, set()).add(tuple(f.gpus or ()))
-    if len({p for ps in by_kind.values() for p in ps}) <= 1:
-        return " and ".join(KIND_WORDS[k] for k in by_kind)
-    return ", ".join(f"{KIND_WORDS[k]} on {len(ps)}" for k, ps in by_kind.items())
-
-
-def _kinds(fs: List[Finding]) -> List[str]:
-    """'hang', 'crash' as verbs: 'hang', 'crash'; other kinds in words."""
-    return [{"hang": "hang", "crash": "crash"}.get(k, KIND_WORDS.get(k, k)) for k in dict.fromkeys(f.kind for f in fs)]
-
-
-def _staged_only(fs: List[Finding]) -> bool:
-    """Whether a pair is slow only in copies through host memory (each GPU's own PCIe link)."""
-    series = {m.get("series") for f in fs for m in (f.evidence or {}).get("measured", [])}
-    return bool(series) and series <= {"p2p.staged"}
-
-
-def _figures_text(mine: Dict[Pair, List[Finding]]) -> str:
-    """'0,6 1,6 2,6 (25 % of the SYS median), 4,6 5,6 (25-26 % of the NODE median)'."""
-    groups: Dict[str, List[Tuple[Pair, float]]] = {}
-    for p, fs in sorted(mine.items()):
-        unit, ratio = _speed_figure(fs)
-        groups.setdefault(unit or "", []).append((p, ratio))
-    parts = []
-    for unit, items in groups.items():
-        text = _pairs_text([p for p, _ in items])
-        ratios = sorted(r for _, r in items if r is not None)
-        if ratios:
-            lo, hi = f"{ratios[0]:.0%}", f"{ratios[-1]:.0%}"
-            text += f" ({lo if lo == hi else lo[:-1] + '-' + hi} of {unit})"
-        parts.append(text)
-    return ", ".join(parts)
-
-
-def _pairs_text(pairs) -> str:
-    return " ".join(f"{a},{b}" for a, b in pairs)
-
-
-def _symptom_verb(family: str) -> str:
-    return {"data": "corrupting data", "failure": "failing (hangs/crashes)", "speed": "slow"}[family]
-
-
-def _rank(lc: str):
-    try:
-        return LinkClass.parse(lc).rank
-    except ValueError:
-        return (99, 0)
-
-
-def _width_text(s: Finding) -> str:
-    ev = s.evidence or {}
-    return f"trained at x{ev.get('width_current')} of x{ev.get('width_max')}"
-
-
-def _speed_figure(fs: List[Finding]) -> Tuple[Optional[str], Optional[float]]:
-    """('the NODE median', 0.25) / ("the link's rate", 0.4) from an outlier or slow finding."""
-    for f in fs:
-        for m in (f.evidence or {}).get("measured", []):
-            if "ratio" in m and "class_median_gbps" in m:
-                return f"the {f.link_class} median", m["ratio"]
-    for f in fs:
-        for m in (f.evidence or {}).get("measured", []):
-            if "efficiency" in m:
-                return "the link's rate", m["efficiency"]
-    return None, None

@@ -111,7 +111,7 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
 
 def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int, str]]:
     """Pair states from a run: its measured GB/s, what broke, and what the scan saw."""
-    from .localise import killed
+    from .culprits import killed
 
     findings = summary.findings
     states, out_gpus = scan_states(topo, [f for f in findings if f.kind == "nvlink-down"])
