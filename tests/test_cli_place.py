@@ -98,3 +98,21 @@ def test_bad_input_exits_2_with_one_line(capsys, args, words):
 def test_from_a_folder_that_is_not_a_run_exits_2(tmp_path, capsys):
     code, _, err = place(capsys, "2", "--from", str(tmp_path))
     assert code == 2 and "not a run folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_scan_states_leave_out_a_lost_gpu_and_degrade_pairs_over_downed_nvlinks():
+    from conftest_report import seed_topology
+    from gputopo.model.values import Failed
+    from gputopo.report.placement import rank, scan_states
+    from gputopo.report.topology_checks import topology_findings
+
+    topo = seed_topology(["nvlink-down"])  # GPU 2 has one NVLink down (NV4 pair 2,3)
+    topo.gpus[5].lost = Failed("GPU is lost")
+    states, out_gpus = scan_states(topo, topology_findings(topo))
+    assert 5 in out_gpus and states[(2, 3)].state == "degraded" and states[(0, 1)].state == "ok"
+    ranked, _ = rank(topo, 2, states, out_gpus, set(), top=30)
+    assert all(5 not in p.gpus for p in ranked) and len(ranked) == 21  # 7 GPUs left, every pair placeable
+    assert [p.gpus for p in ranked[:2]] == [(0, 1), (6, 7)]
+    degraded = [k for k, p in enumerate(ranked) if p.state == "degraded"]
+    assert ranked[degraded[0]].gpus == (2, 3) and ranked[degraded[0]].dataparallel_safe
+    assert min(degraded) > max(k for k, p in enumerate(ranked) if p.state == "ok")  # after every clean pair

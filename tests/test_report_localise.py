@@ -129,6 +129,16 @@ def test_a_worker_the_kernel_killed_is_never_a_link_fault(tmp_path):
     s = summarize_dir(run)
     assert [(f.kind, f.gpus) for f in _localised(s)] == [("worker-killed", [3, 7])]
     assert "not a link fault" in _localised(s)[0].message
+    crash = next(f for f in s.findings if f.kind == "crash")
+    assert "OOM killer" in crash.cause and "IOMMU" not in crash.cause  # its own cause says so too
+
+
+def test_cuda_out_of_memory_is_gpu_memory_not_the_link():
+    f = Finding("crash", "error", "GPUs 0,1: crash: the worker raised torch.OutOfMemoryError: CUDA out of memory",
+                gpus=[0, 1], link_class="NV4", evidence={})
+    loc = localise([f], seed_topology(), _ran(ALL8), [])
+    assert [(x.kind, x.evidence["culprit"]) for x in loc] == [("worker-killed", "gpu-memory")]
+    assert "ran out of GPU memory" in loc[0].message
 
 
 def test_killed_reads_exit_code_and_out_of_memory_text():

@@ -14,6 +14,7 @@ from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts
+from .culprits import killed, killed_cause
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
@@ -70,6 +71,10 @@ def event_findings(run: Run) -> List[Finding]:
 
 def _step_failure_cause(run: Run, f: Finding):
     """A default explanation for a hang or crash the bench recorded without one."""
+    reason = killed(f) if f.kind == "crash" else None
+    if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
+        _, cause, remedies = killed_cause(reason)
+        return cause, remedies
     facts = path_facts(run.topology, f.gpus or [], f.link_class)
     suspects = []
     if facts.iommu_translated:

@@ -96,16 +96,30 @@ def machine_wide(family, left) -> Finding:
                  remedies=[REMEDY_GPU_HEALTH, "rerun one pair alone (gputopo bench --pairs I,J) to compare"])
 
 
+def killed_cause(reason: str):
+    """(culprit, cause, remedies) of a worker the kernel killed or that ran out of memory."""
+    if reason.lower().startswith("killed") or "oom" in reason.lower():
+        return ("host-memory", "killed by SIGKILL: usually the kernel's OOM killer (host memory ran out), "
+                "or another process or a job scheduler killed it",
+                ["check `dmesg | grep -i -E 'oom|killed process'`",
+                 "free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
+    if "cuda" in reason.lower() or "outofmemoryerror" in reason.lower():
+        return ("gpu-memory", "the GPU ran out of memory (another process on it, or the test's sizes too large)",
+                ["check `nvidia-smi` for other processes on these GPUs", "rerun with smaller sizes or --quick"])
+    return ("host-memory", "the worker ran out of host memory",
+            ["free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
+
+
 def killed_finding(f: Finding) -> Finding:
     reason = killed(f)
+    culprit, cause, remedies = killed_cause(reason)
     where = gpu_ranges(f.gpus) if f.gpus else "?"
+    what = "ran out of host memory" if culprit == "host-memory" and "SIGKILL" not in reason else \
+        "was killed by SIGKILL" if culprit == "host-memory" else "ran out of GPU memory"
     return made("worker-killed", "warning",
-                 f"GPUs {where}: the worker was {reason if reason.startswith('killed') else 'out of memory (' + reason + ')'}: "
-                 "the host ran out of memory (the kernel's OOM killer), not a link fault", f.gpus, f.link_class, [f],
-                 ["a process the kernel kills or that runs out of memory says nothing about the link it was on"],
-                 culprit="host-memory", cause="the kernel's OOM killer (or another process) killed the worker",
-                 remedies=["check `dmesg | grep -i -E 'oom|killed process'`", "free host memory or run fewer "
-                           "pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
+                f"GPUs {where}: the worker {what} ({reason}): not a link fault", f.gpus, f.link_class, [f],
+                ["a process killed by the kernel or out of memory says nothing about the link it was on"],
+                culprit=culprit, cause=cause, remedies=remedies)
 
 
 def made(kind, severity, message, gpus, link_class, fs, reasoning, *, culprit, cause, remedies, extra=None):

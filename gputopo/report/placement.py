@@ -90,7 +90,8 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
     """Pair states and excluded GPUs from what the scan sees alone: lost GPUs, NVLinks down, and
     the IOMMU / ACS facts that break PCIe peer copies (suspected until a run clears the pair)."""
     states: Dict[Pair, PairState] = {tuple(p.gpus): PairState() for p in topo.pairs}
-    out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus if g.lost}
+    out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
+                               if g.lost is not None}
     for f in findings:
         if f.kind == "nvlink-down" and f.gpus:
             for p, st in states.items():
