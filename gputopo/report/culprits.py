@@ -194,7 +194,8 @@ def speed_figure(fs: List[Finding]) -> Tuple[Optional[str], Optional[float]]:
     for f in fs:
         for m in (f.evidence or {}).get("measured", []):
             if "ratio" in m and "class_median_gbps" in m:
-                return f"the {f.link_class} median", m["ratio"]
+                series = "" if m.get("series") == "p2p.copy" else f" in {m.get('series')}"
+                return f"the {f.link_class} median{series}", m["ratio"]
     for f in fs:
         for m in (f.evidence or {}).get("measured", []):
             if "efficiency" in m:
