@@ -326,15 +326,18 @@ def _numerics_clause(rows) -> Optional[str]:
     return txt
 
 
-def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryItem]:
+def _class_item(summary: Summary, c, exps: List[Explanation], keep=lambda f: True) -> Optional[StoryItem]:
+    """The class's story point, told from its findings that ``keep`` accepts."""
     lc = c.link_class
     members = [p for p in summary.pairs if len(p.gpus) == 2 and (p.link_class or "unknown") == lc]
-    own = [f for f in c.findings if f.link_class == lc and not is_localised(f)]
+    own = [f for f in c.findings if f.link_class == lc and not is_localised(f) and keep(f)]
     if not own:
         return None  # only a GPU's own finding flags this class: that GPU's item tells it
-    flagged = [p for p in members if any(f.link_class == lc for f in p.findings)]
+    own_ids = {id(f) for f in own}
+    flagged = [p for p in members if any(id(f) in own_ids for f in p.findings)]
     measured = [p for p in members if p.measured]
-    text = f"{lc} pairs: {c.verdict}"
+    severity = "error" if any(f.severity == "error" for f in own) else "warning"
+    text = f"{lc} pairs: {'broken' if severity == 'error' else 'degraded'}"
     if flagged and len(measured) < len(members):
         text += (f" on {pairs_text([p.gpus for p in flagged])} ({len(flagged)} of {len(measured)} measured; "
                  f"the class has {len(members)} pairs)")
@@ -361,7 +364,6 @@ def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryI
         clauses.append(num)
     if clauses:
         text += ": " + "; ".join(clauses)
-    severity = "error" if c.verdict == "broken" else "warning"
     mine = [e for e in exps if e.link_class == lc and any(f in own for f in e.findings)]
     worst = [e for e in mine if e.severity == severity] or mine
     cause = next((e.cause for e in worst if e.cause), None)
@@ -402,16 +404,11 @@ def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
     return StoryItem(f.severity, text + ".", f.cause, list(f.remedies), list(group))
 
 
-def _tell_under(local: List[StoryItem], it: StoryItem) -> None:
-    """Add a class's story point to the class-fault that explains its findings (other culprits
-    tell their pairs themselves)."""
-    ids = {x for f in it.findings for x in (f.evidence or {}).get("explained_by") or []}
-    for lit in local:  # the class's own story leads its class-fault's (e.g. DataParallel against DDP)
-        lf = lit.findings[0]
-        if lf.kind == "class-fault" and finding_id(lf) in ids:
-            lit.text = f"{it.text} Culprit: {lit.text}"
-            lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
-            return
+def _class_fault_of(local: List[StoryItem], findings: List[Finding]) -> Optional[StoryItem]:
+    """The class-fault point that explains any of ``findings``."""
+    ids = {x for f in findings for x in (f.evidence or {}).get("explained_by") or []}
+    return next((lit for lit in local if lit.findings[0].kind == "class-fault"
+                 and finding_id(lit.findings[0]) in ids), None)
 
 
 def story(summary: Summary) -> List[StoryItem]:
@@ -431,9 +428,14 @@ def story(summary: Summary) -> List[StoryItem]:
     for k, c in enumerate(summary.classes):
         if c.verdict in ("broken", "degraded"):
             it = _class_item(summary, c, exps)
-            if it is not None and all(explained(f) for f in it.findings):
-                _tell_under(local, it)  # the class's own story, under the culprit that explains it
-            elif it is not None:
+            lit = _class_fault_of(local, it.findings) if it is not None else None
+            if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
+                fid = finding_id(lit.findings[0])
+                told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
+                lit.text = f"{told_here.text} Culprit: {lit.text}"
+                lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
+            it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
+            if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
     other = [f for f in untold if f.severity in ("error", "warning")
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
