@@ -182,3 +182,18 @@ def test_gpu_fault_story_lists_the_pairs_underneath(tmp_path):
     assert "**Problem:** GPU 2 corrupts on every peer path" in story
     assert "underneath: corrupt on 7 pairs: 0,2 1,2 2,3 2,4 2,5 2,6 2,7" in story
     assert "NODE pairs:" not in story  # the pairs are told under their culprit, not again per class
+
+
+def test_class_story_tells_only_what_no_culprit_explains(tmp_path):
+    from conftest_report import ALL_FAULTS
+    from gputopo.report.outputs.tables import story
+    from gputopo.report.run_folder import load_run
+    from gputopo.report.summary import summarize
+
+    s = summarize(load_run(write_run(tmp_path / "run", ALL_FAULTS)))
+    texts = [it.text for it in story(s)]
+    # 6,7's divergence is told by its link-fault; the NV4 class point keeps only NVML's P2P status
+    assert "NV4 pairs: degraded on 1 of 4 (0,1): P2P not OK in NVML on 1." in texts
+    assert any(t.startswith("GPUs 6,7 (NV4): diverging training on this pair only") for t in texts)
+    sys_point = next(t for t in texts if t.startswith("SYS pairs:"))
+    assert "Culprit: every SYS pair is bad" in sys_point and "hung" not in sys_point
