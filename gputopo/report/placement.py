@@ -5,8 +5,8 @@ corrupting peer path breaks nn.DataParallel for the whole set. So every set of N
 with an excluded or lost GPU, a GPU the run localised as faulty, or a pair that hung, crashed or
 corrupted data on every path) is ranked by its worst pair:
 
-1. the pair's state, best first: ``ok``; ``degraded`` (NVLinks down on one end: correct but
-   slower); ``p2p-broken`` (peer copies corrupt but copies through host memory are fine, or the
+1. the pair's state, best first: ``ok``; ``degraded`` (a GPU of it has NVLinks down, a PCIe
+   link narrower than it can be, or link errors: correct but slower); ``p2p-broken`` (peer copies corrupt but copies through host memory are fine, or the
    scan sees the IOMMU/ACS that break them and no run cleared the pair): usable only with
    ``NCCL_P2P_DISABLE=1`` and DDP, never nn.DataParallel;
 2. with a run (``--from``): the worst pair's measured GB/s (its headline series); pairs the run
@@ -34,6 +34,9 @@ from .pairs import gpu_finding_touches
 STATES = ("ok", "degraded", "p2p-broken", "broken")
 #: Sets enumerated at most; above it sets are grown greedily.
 MAX_SETS = 200_000
+#: A GPU's own link problems the scan sees: its pairs are correct but slower (``degraded``).
+DEGRADING = {"nvlink-down": "NVLinks down", "pcie-downgraded": "PCIe link narrower than it can be",
+             "link-errors": "link error counters non-zero"}
 #: Best pairs a greedy search grows sets from.
 GREEDY_SEEDS = 32
 #: Kinds that break a pair for every path (unless only its peer path is shown bad).
@@ -93,10 +96,12 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
     out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
                                if g.lost is not None}
     for f in findings:
-        if f.kind == "nvlink-down" and f.gpus:
+        if f.kind in DEGRADING and f.gpus and len(f.gpus) == 1:
+            g = f.gpus[0]
             for p, st in states.items():
-                if f.gpus[0] in p and gpu_finding_touches(topo, f, p, str(_lc(topo, p))):
-                    st.worse("degraded", f"GPU {f.gpus[0]} has NVLinks down")
+                # a narrow PCIe link slows every job on the GPU (its host copies), not only its PCIe pairs
+                if g in p and (f.kind == "pcie-downgraded" or gpu_finding_touches(topo, f, p, str(_lc(topo, p)))):
+                    st.worse("degraded", f"GPU {g}: {DEGRADING[f.kind]}")
     for p, st in states.items():
         lc = _lc(topo, p)
         if lc is None or lc.is_nvlink:
@@ -115,7 +120,7 @@ def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int
     from .culprits import killed
 
     findings = summary.findings
-    states, out_gpus = scan_states(topo, [f for f in findings if f.kind == "nvlink-down"])
+    states, out_gpus = scan_states(topo, [f for f in findings if f.kind in DEGRADING])
     for row in summary.pairs:
         if len(row.gpus) == 2 and row.gpus in states:
             st = states[row.gpus]

@@ -95,7 +95,7 @@ def placement_text(topo: Topology, n: int, ranked: List[Placement], states, usab
     if topo.simulated:
         lines.append(f"SIMULATED: machine '{topo.machine}' is simulated; advice from its {source}")
     best = ranked[0]
-    state = {"ok": "", "degraded": " (degraded: NVLinks down on a GPU of it)",
+    state = {"ok": "", "degraded": " (degraded: see the notes)",
              "p2p-broken": " (its PCIe peer path is broken or suspect: only with the NCCL setting below, and DDP)"}
     lines.append(f"Best {n} GPU{'s' if n > 1 else ''}: {','.join(map(str, best.gpus))} "
                  f"({_where(best, topo)}){state[best.state]}")
