@@ -56,7 +56,7 @@ def place(n, exclude, from_run, sim, top, as_json):
     Examples:
       gputopo place 2 --sim seed-8gpu
       gputopo place 4 --exclude 3
-      gputopo place 4 --from reports/2026-01-01T10-00-00_seed-8gpu --json
+      gputopo place 4 --from reports/20260101-100000-seed-8gpu --json
     """
     from gputopo.report.placement import rank, run_states, scan_states
     from gputopo.report.placement_view import placement_json, placement_text
