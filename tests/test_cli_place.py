@@ -116,3 +116,20 @@ def test_scan_states_leave_out_a_lost_gpu_and_degrade_pairs_over_downed_nvlinks(
     degraded = [k for k, p in enumerate(ranked) if p.state == "degraded"]
     assert ranked[degraded[0]].gpus == (2, 3) and ranked[degraded[0]].dataparallel_safe
     assert min(degraded) > max(k for k, p in enumerate(ranked) if p.state == "ok")  # after every clean pair
+
+
+def test_too_many_sets_are_grown_greedily_and_say_so():
+    import math
+
+    from gputopo.report.placement import MAX_SETS, rank, scan_states
+    from gputopo.sim.generate import generate_description
+    from gputopo.sim.scan import scan_description
+
+    topo = scan_description(generate_description(32))  # 4 sockets of 8 GPUs
+    states, out_gpus = scan_states(topo, [])
+    assert math.comb(32, 8) > MAX_SETS
+    ranked, notes = rank(topo, 8, states, out_gpus, set(), top=3)
+    assert notes and "greedily" in notes[0]
+    best = ranked[0]
+    assert len(best.gpus) == 8 and best.numa_nodes == 1  # one socket: no pair crosses the CPU interconnect
+    assert best.worst_class != "SYS"
