@@ -20,7 +20,8 @@ KIND_WORDS = {"corrupt": "wrong data", "nan": "NaN in training", "diverged": "di
               "hang": "hangs", "crash": "crashes", "slow": "below the link's rate",
               "outlier": "below its class median", "p2p-slower-than-staged": "peer copies slower than staged"}
 #: A crash whose process the kernel killed, or that ran out of memory: not the link's doing.
-KILLED = re.compile(r"SIGKILL|out of memory|OutOfMemoryError|MemoryError|oom[- ]kill", re.IGNORECASE)
+KILLED = re.compile(r"SIGKILL|CUDA out of memory|OutOfMemoryError|out of memory|MemoryError|oom[- ]kill",
+                    re.IGNORECASE)
 REMEDY_XID = ("read the GPU's health: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` "
               "(uncorrectable ECC, pending remapped rows), Xid errors in `dmesg`; run `dcgmi diag -r 3`")
 
