@@ -117,7 +117,8 @@ def test_terminal_prints_class_table_and_findings_worst_first(faulty):
     assert out.index("likely cause: P2P DMA across the CPU interconnect") < story_end
     assert out.index("iommu=pt") < story_end
     table = out[out.index("Findings (worst first"):]
-    assert table.index("corrupt") < table.index("outlier") < table.index("iommu")
+    # the culprit first, what it explains nested under it, then the warnings nothing explains
+    assert table.index("class-fault") < table.index("└ corrupt") < table.index("└ iommu") < table.index("nvlink-down")
 
 
 def test_terminal_groups_alike_findings_of_a_class():
@@ -165,7 +166,9 @@ def test_markdown_and_html_tell_the_story_first(faulty):
     story = md[md.index("## What was found"):md.index("## Link classes")]
     assert "**Problem:** SYS pairs: broken on all 16 (every pair between GPUs 0-3 and GPUs 4-7): wrong data on " \
            "all 16 in dp.scatter, p2p.copy, while copies staged through host memory were correct" in story
-    assert "nn.DataParallel training went NaN on 1; DDP on the same GPUs trained fine" in story
+    # the one NODE pair that went NaN is localised to its link, with the DataParallel-vs-DDP cause
+    assert "**Problem:** GPUs 5,6 (NODE): NaN in training on this pair only" in story
+    assert "while DDP on the same GPUs trains fine" in story
     assert "likely cause: P2P DMA across the CPU interconnect between sockets (SYS)" in story
     assert "remedy: boot with iommu=pt" in story and "remedy: set NCCL_P2P_DISABLE=1" in story
     assert "Time source: modeled" in md and "| 5,6 | NODE |" in md and "nan@3" in md

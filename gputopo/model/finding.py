@@ -14,6 +14,8 @@ KINDS = (
     "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
     "topology-mismatch", "slow-node", "gpu-lost", "noisy",
     "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
+    # The culprit a run's per-pair findings point at (gputopo.report.localise).
+    "gpu-fault", "link-fault", "class-fault", "worker-killed",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -14,9 +14,11 @@ from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts
+from .culprits import killed, killed_cause
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
+from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_findings
 from .run_folder import Run
 
@@ -26,6 +28,11 @@ class Analysis:
     findings: List[Finding]
     headlines: List[Headline]
     notes: List[str] = field(default_factory=list)
+
+    @property
+    def localised(self) -> List[Finding]:
+        """The culprits (gputopo.report.localise), each with the findings it explains."""
+        return [f for f in self.findings if f.kind in LOCALISED_KINDS]
 
 
 def scan_findings(topo: Optional[Topology], notes: List[str]) -> List[Finding]:
@@ -64,6 +71,10 @@ def event_findings(run: Run) -> List[Finding]:
 
 def _step_failure_cause(run: Run, f: Finding):
     """A default explanation for a hang or crash the bench recorded without one."""
+    reason = killed(f) if f.kind == "crash" else None
+    if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
+        _, cause, remedies = killed_cause(reason)
+        return cause, remedies
     facts = path_facts(run.topology, f.gpus or [], f.link_class)
     suspects = []
     if facts.iommu_translated:
@@ -124,6 +135,8 @@ def analyze(run: Run) -> Analysis:
     seen = {_identity(f) for f in derived}
     events = [f for f in event_findings(run) if _identity(f) not in seen]
     findings: List[Finding] = scan_findings(topo, notes) + events + derived
+    culprits = localise(findings, topo, run.measurements, run.numerics)
+    findings = mark_explained(findings, culprits) + finish(culprits)
     fabrics = {m.fabric for m in run.measurements}
     if "cpu" in fabrics:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "

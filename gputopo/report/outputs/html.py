@@ -71,7 +71,7 @@ def _img(plot: Plot) -> str:
 def _story(summary: Summary) -> str:
     out = ['<ul class="story" id="story">']
     for it in story(summary):
-        sub = []
+        sub = [f"<li>{escape(d)}</li>" for d in it.details]
         if it.cause:
             sub.append(f"<li><b>likely cause:</b> {escape(it.cause)}</li>")
         sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in it.remedies]

@@ -38,6 +38,7 @@ def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
     lines += [f"**{verdict_line(summary)}**", "", "## What was found", ""]
     for it in story(summary):
         lines.append(f"- {STORY_TAGS[it.severity]} {it.text}")
+        lines += [f"  - {d}" for d in it.details]
         if it.cause:
             lines.append(f"  - likely cause: {it.cause}")
         lines += [f"  - remedy: {r}" for r in it.remedies]

@@ -14,7 +14,10 @@ from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
 from gputopo.bench.nccl_transport import transport_cell
 from gputopo.report.nccl_routes import ddp_survived_clause
+from gputopo.report.localise import finding_id
 from gputopo.report.summary import Summary
+
+from .diagnosis import NESTED, explained, is_localised, localised_story, nested_groups
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
 MAX_PAIR_ROWS = 600
@@ -68,13 +71,14 @@ def group_where(group: List[Finding]) -> str:
 
 
 def findings_table(findings: List[Finding]) -> Table:
-    """One row per group of alike findings (same severity, kind and class); summary.json has
-    each finding on its own."""
+    """One row per group of alike findings (same severity, kind and class), each localised
+    finding first with the groups it explains nested under it; summary.json has each finding on
+    its own."""
     head = ["severity", "kind", "class", "GPUs", "finding"]
     rows = []
-    for group in group_findings(findings):
+    for depth, group in nested_groups(findings, group_findings):
         f = group[0]
-        rows.append([f.severity, f.kind, f.link_class or "-", group_where(group),
+        rows.append([f.severity, (NESTED if depth else "") + f.kind, f.link_class or "-", group_where(group),
                      f.message if len(group) == 1 else f"e.g. {f.message}"])
     return head, rows
 
@@ -275,6 +279,7 @@ class StoryItem:
     cause: Optional[str] = None
     remedies: List[str] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)  # the findings this point tells
+    details: List[str] = field(default_factory=list)  # why, and the findings underneath
 
 
 _SEV_RANK = {"error": 0, "warning": 1, "ok": 2, "info": 3}
@@ -327,15 +332,26 @@ def _numerics_clause(rows) -> Optional[str]:
     return txt
 
 
-def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryItem]:
+def _nccl_details(summary: Summary, told: List[Finding]) -> List[str]:
+    """Why DDP survived where DataParallel did not, for the pairs a culprit's findings name."""
+    pairs = {tuple(sorted(f.gpus)) for f in told if f.kind in ("nan", "diverged") and f.gpus and len(f.gpus) == 2}
+    rows = [p for p in summary.pairs if tuple(sorted(p.gpus)) in pairs]
+    why = ddp_survived_clause(rows) if rows else None
+    return [why] if why else []
+
+
+def _class_item(summary: Summary, c, exps: List[Explanation], keep=lambda f: True) -> Optional[StoryItem]:
+    """The class's story point, told from its findings that ``keep`` accepts."""
     lc = c.link_class
     members = [p for p in summary.pairs if len(p.gpus) == 2 and (p.link_class or "unknown") == lc]
-    own = [f for f in c.findings if f.link_class == lc]
+    own = [f for f in c.findings if f.link_class == lc and not is_localised(f) and keep(f)]
     if not own:
         return None  # only a GPU's own finding flags this class: that GPU's item tells it
-    flagged = [p for p in members if any(f.link_class == lc for f in p.findings)]
+    own_ids = {id(f) for f in own}
+    flagged = [p for p in members if any(id(f) in own_ids for f in p.findings)]
     measured = [p for p in members if p.measured]
-    text = f"{lc} pairs: {c.verdict}"
+    severity = "error" if any(f.severity == "error" for f in own) else "warning"
+    text = f"{lc} pairs: {'broken' if severity == 'error' else 'degraded'}"
     if flagged and len(measured) < len(members):
         text += (f" on {pairs_text([p.gpus for p in flagged])} ({len(flagged)} of {len(measured)} measured; "
                  f"the class has {len(members)} pairs)")
@@ -362,7 +378,6 @@ def _class_item(summary: Summary, c, exps: List[Explanation]) -> Optional[StoryI
         clauses.append(num)
     if clauses:
         text += ": " + "; ".join(clauses)
-    severity = "error" if c.verdict == "broken" else "warning"
     mine = [e for e in exps if e.link_class == lc and any(f in own for f in e.findings)]
     worst = [e for e in mine if e.severity == severity] or mine
     cause = next((e.cause for e in worst if e.cause), None)
@@ -403,14 +418,23 @@ def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
     return StoryItem(f.severity, text + ".", f.cause, list(f.remedies), list(group))
 
 
+def _class_fault_of(local: List[StoryItem], findings: List[Finding]) -> Optional[StoryItem]:
+    """The class-fault point that explains any of ``findings``."""
+    ids = {x for f in findings for x in (f.evidence or {}).get("explained_by") or []}
+    return next((lit for lit in local if lit.findings[0].kind == "class-fault"
+                 and finding_id(lit.findings[0]) in ids), None)
+
+
 def story(summary: Summary) -> List[StoryItem]:
     """The run in a few points, worst first: each GPU whose own links are faulty, each broken or
     degraded link class with what went wrong on how many of its pairs (and DataParallel against
     DDP), the host facts, then what is fine. (What the GB/s figures are: figures_note.)"""
     exps = explanations(summary.findings)
-    items: List[Tuple[tuple, StoryItem]] = []
+    local = localised_story(summary.findings, group_where, StoryItem, lambda told: _nccl_details(summary, told))
+    items: List[Tuple[tuple, StoryItem]] = [((_SEV_RANK[it.severity], -1, k), it) for k, it in enumerate(local)]
     told: set = set()
-    for k, group in enumerate(group_findings(summary.findings)):
+    untold = [f for f in summary.findings if not is_localised(f) and not explained(f)]
+    for k, group in enumerate(group_findings(untold)):
         f = group[0]
         if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
             it = _gpu_item(summary, group, told)
@@ -418,9 +442,16 @@ def story(summary: Summary) -> List[StoryItem]:
     for k, c in enumerate(summary.classes):
         if c.verdict in ("broken", "degraded"):
             it = _class_item(summary, c, exps)
+            lit = _class_fault_of(local, it.findings) if it is not None else None
+            if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
+                fid = finding_id(lit.findings[0])
+                told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
+                lit.text = f"{told_here.text} Culprit: {lit.text}"
+                lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
+            it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
             if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
-    other = [f for f in summary.findings if f.severity in ("error", "warning")
+    other = [f for f in untold if f.severity in ("error", "warning")
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"

@@ -10,6 +10,7 @@ from typing import Optional
 from gputopo.console import literal_console
 from gputopo.report.summary import Summary
 
+from .diagnosis import NESTED, nested_groups
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
@@ -36,6 +37,8 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         if it.severity == "info":
             continue  # the figures note goes under the class table
         console.print(Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]) + Text(it.text))
+        for d in it.details:
+            console.print(Text(f"    {d}", style="dim"))
         if it.cause:
             console.print(Text(f"    likely cause: {it.cause}"))
         for rem in it.remedies:
@@ -58,16 +61,18 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     if not findings:
         console.print("No findings.")
     else:
-        groups = group_findings(findings)
+        groups = nested_groups(findings, group_findings)
         shown = groups if max_findings is None else groups[:max_findings]
-        ft = Table(title=f"Findings (worst first; {len(findings)} in all, alike ones grouped)",
+        ft = Table(title=f"Findings (worst first, each culprit above what it explains; {len(findings)} in all, "
+                   "alike ones grouped)",
                    title_justify="left")
         for h in ("severity", "kind", "GPUs", "class", "finding"):
             ft.add_column(h, overflow="fold")
-        for group in shown:
+        for depth, group in shown:
             f = group[0]
             message = f.message if len(group) == 1 else f"e.g. {f.message}"
-            ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.kind, group_where(group),
+            ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), (NESTED if depth else "") + f.kind,
+                       group_where(group),
                        f.link_class or "-", message)
         console.print(ft)
         if len(shown) < len(groups):
