@@ -30,6 +30,7 @@ from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
 
 HEARTBEAT_S = 1.0
+DONE_KEY = "gputopo/written"
 _RANKS_RE = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 
 
@@ -90,6 +91,23 @@ class DistBackend:
         except Exception:  # noqa: BLE001
             return {r: "hang" for r in ranks}
 
+    def written(self) -> None:
+        """Rank 0: the run folder is complete (the other ranks may end now)."""
+        if self._store is not None:
+            try:
+                self._store.set(DONE_KEY, "1")
+            except Exception:  # noqa: BLE001 - the others then wait out their timeout
+                pass
+
+    def wait_written(self) -> None:
+        """Other ranks: stay until rank 0 has written the run folder (bounded by the timeout):
+        a rank ending early makes its launcher stop the node's other ranks, rank 0 among them."""
+        if self._store is not None:
+            try:
+                self._store.wait([DONE_KEY], self.timeout + timedelta(seconds=10))
+            except Exception:  # noqa: BLE001 - rank 0 is gone or slow: nothing left to wait for
+                pass
+
     def _node_of(self, rank: int) -> str:
         for name, ranks in zip(self.node_names, self.node_ranks):
             if rank in ranks:
@@ -102,12 +120,16 @@ class DistBackend:
             self.dist.monitored_barrier(group=self.control, timeout=self.timeout, wait_all_ranks=True)
         except RuntimeError as e:
             lost: List[LostRank] = []
-            m = _RANKS_RE.search(str(e))
-            if self.rank == 0 and m:
-                ranks = [int(x) for x in m.group(1).replace(" ", "").split(",") if x]
+            if self.rank == 0:
+                m = _RANKS_RE.search(str(e))
+                # a peer whose connection broke fails the barrier at once, without the list
+                ranks = ([int(x) for x in m.group(1).replace(" ", "").split(",") if x] if m
+                         else [r for r in range(1, self.world)])
                 states = self._state(ranks)
-                lost = [LostRank(r, self._node_of(r), states[r], str(e).splitlines()[0][:300])
-                        for r in ranks]
+                if not m:  # keep only the ranks whose heartbeat stopped
+                    ranks = [r for r in ranks if states[r] == "crash"] or ranks
+                text = (str(e).splitlines() or [""])[0][:300]
+                lost = [LostRank(r, self._node_of(r), states[r], text) for r in ranks]
             raise RanksLost(lost, phase) from None
 
     def gather(self, obj: Any, phase: str) -> List[Any]:
@@ -164,11 +186,15 @@ class DistBackend:
 
     def _run_groups(self, groups: List[Group], index: int, phase: str) -> List[GroupResult]:
         rank_lists = [sorted(r for k in g for r in self.node_ranks[k]) for g in groups]
-        mine, _ = self.dist.new_subgroups_by_enumeration(
-            rank_lists, timeout=self.timeout, backend="nccl" if self.fabric == "cuda" else "gloo")
         my_group = next((g for g, ranks in zip(groups, rank_lists) if self.rank in ranks), None)
         local: Dict[str, Any] = {"round": index, "phase": phase, "rank": self.rank,
                                  "node": self.env.node_name, "group": list(my_group or [])}
+        try:  # every rank makes every group of the round; a lost rank stops this (store timeout)
+            mine, _ = self.dist.new_subgroups_by_enumeration(
+                rank_lists, timeout=self.timeout, backend="nccl" if self.fabric == "cuda" else "gloo")
+        except Exception as e:  # noqa: BLE001 - recorded; the barrier below names who is lost
+            local["error"] = f"making the round's groups: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            my_group = None
         if my_group is not None:
             n = len(rank_lists[groups.index(my_group)])
             try:

@@ -149,6 +149,7 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[Cluster
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
                          intra=opts.intra, on_round=folder.round if folder else None)
     if folder is None:
+        backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
     findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
     doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
@@ -156,4 +157,5 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[Cluster
                         time_s=time.monotonic() - wall0, time_source="wall",
                         size_bytes=opts.size_bytes, slow_below=opts.slow_below,
                         extra={"launcher": env.launcher, "world_size": env.world_size})
+    backend.written()
     return ClusterResult(run_dir=folder.dir, doc=doc, findings=findings, outcome=outcome)

@@ -100,7 +100,8 @@ class SimBackend:
         return 1.0 + rng.uniform(-JITTER, JITTER)
 
     def _result(self, group: Group, gbps: float, ranks: int, round_index: int) -> GroupResult:
-        gbps *= self._jitter(round_index, group)
+        if round_index:  # inter-node rounds jitter; the one intra-node model is shared as is
+            gbps *= self._jitter(round_index, group)
         factor = 2 * (ranks - 1) / ranks
         lat = self.cluster.link_latency_us * 1e-6 * 2 * (ranks - 1)
         t = lat + self.size_bytes * factor / (gbps * 1e9)
