@@ -90,10 +90,12 @@ class SimBackend:
         up = max(1, c.nics_per_node - len(down))
         per_nic = math.ceil(self.gpus_per_node / up)
         gbps = c.link_gbps * self.gpus_per_node / per_nic
-        for f in c.node_faults(k):
+        if self._intra_gbps:
+            gbps = min(gbps, self._intra_gbps)
+        for f in c.node_faults(k):  # a slow node slows whatever bounds it
             if f.what == "slow":
                 gbps *= f.factor
-        return min(gbps, self._intra_gbps) if self._intra_gbps else gbps
+        return gbps
 
     def _jitter(self, round_index: int, group: Sequence[int]) -> float:
         rng = random.Random(hash((self.seed, round_index, tuple(group))) & 0xFFFFFFFF)
