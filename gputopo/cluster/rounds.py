@@ -25,6 +25,8 @@ from .patterns import Group, random_pairs, round_robin, second_pass
 
 #: A group whose busbw is below this fraction of the cluster's reference is slow.
 DEFAULT_SLOW_BELOW = 0.8
+#: Fewest nodes whose intra-node results are compared (a median of two judges nothing).
+MIN_NODES_TO_JUDGE = 3
 
 
 @dataclass
@@ -128,7 +130,8 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
         if intra:
             res = backend.measure_intra()
             ref = reference_gbps(res)
-            judge(res, ref, slow_below)
+            # an outlier needs a majority to stand out from: with 2 nodes, which is slow is unknown
+            judge(res, ref if len(res) >= MIN_NODES_TO_JUDGE else None, slow_below)
             record(RoundRecord(0, "intra", res, ref))
         if pattern == "all":
             plan = [[tuple(nodes)]]
