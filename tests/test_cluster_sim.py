@@ -183,3 +183,41 @@ def test_launch_env_from_slurm_and_torchrun():
     assert first_host("node01") == "node01" and first_host("a-[3-5]-b,c") == "a-3-b"
     with pytest.raises(UsageError, match="torchrun"):
         launch_env({})
+
+
+# ----------------------------------------------------------------------------- gputopo check
+
+def test_check_judges_a_cluster_run_per_node_and_pair(tmp_path):
+    from gputopo.check.junit import junit_xml
+    from gputopo.check.verdict import run_check
+
+    res = run(cluster(6, {"where": "node:2", "what": "slow", "factor": 0.4},
+                      {"where": "node:4", "what": "driver", "version": "999.1"}), "pairwise",
+              tmp_path=tmp_path)
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[cluster]\nmin_inter_node_busbw_gbps = 200\nnodes_alike = true\nno_slow_node = true\n")
+    v = run_check(spec, res.run_dir)
+    assert v.exit_code == 1
+    failed = {o.name for o in v.failed}
+    assert "cluster.no_slow_node[node0002]" in failed and "cluster.nodes_alike[node0004]" in failed
+    assert "cluster.min_inter_node_busbw_gbps[node0000-node0002]" in failed
+    assert "cluster.min_inter_node_busbw_gbps[node0000-node0001]" not in failed
+    names = [o.name for o in v.outcomes]
+    assert sum(n.startswith("cluster.min_inter_node_busbw_gbps[") for n in names) == 15  # 6 choose 2
+    assert sum(n.startswith("cluster.no_slow_node[") for n in names) == 6
+    assert junit_xml(v).count("<testcase") == len(v.outcomes)
+    healthy = run(cluster(6), tmp_path=tmp_path / "h")
+    assert run_check(spec, healthy.run_dir).exit_code == 0
+
+
+def test_check_cluster_keys_on_a_single_machine_run_are_skipped(tmp_path):
+    from gputopo.check.spec import parse_spec
+    from gputopo.check.verdict import check_summary
+    from gputopo.report.summary import summarize_dir
+
+    res = run(cluster(4), tmp_path=tmp_path)
+    (res.run_dir / "cluster.json").unlink()
+    v = check_summary(parse_spec({"cluster": {"no_slow_node": True}}), summarize_dir(res.run_dir))
+    assert [o.status for o in v.outcomes if o.rule.startswith("cluster")] == ["skipped"]
+    with pytest.raises(InputFileError, match="cluster.no_such"):
+        parse_spec({"cluster": {"no_such": 1}})
