@@ -167,6 +167,7 @@ class DistBackend:
         times, wrong = [], 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
+            dist.barrier(group=pg)  # start together: no rank's time includes waiting for another
             if cuda:
                 torch.cuda.synchronize(self.device)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
