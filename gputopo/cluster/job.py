@@ -68,7 +68,8 @@ def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> Clu
     fingerprints = backend.fingerprints()
     folder = None
     if write:
-        run_dir = make_run_dir(opts.out_dir, opts.reports_dir, f"cluster-{cluster.name}")
+        run_dir = make_run_dir(opts.out_dir, opts.reports_dir, cluster.name if "cluster" in cluster.name
+                                                                   else f"cluster-{cluster.name}")
         folder = ClusterRunFolder(run_dir)
         folder.start(fabric="sim", simulated=True, machine=f"{cluster.name} ({len(names)} x "
                      f"{cluster.node.name})", argv=opts.argv, options=opts.to_json(), nodes=names,
