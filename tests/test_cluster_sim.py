@@ -156,6 +156,9 @@ def test_run_folder_and_cli(tmp_path):
     assert doc["time_source"] == "modeled" and doc["rounds_inter"] == 5
     assert all(g["timing"] == "modeled" for r in doc["rounds"] for g in r["groups"])
     assert len((out / "rounds.jsonl").read_text().splitlines()) == 6  # intra + 5 inter
+    r = CliRunner().invoke(cli, ["report", str(out)])  # a re-render keeps the cluster report
+    assert r.exit_code == 0, r.output
+    assert (out / "report.md").read_text().startswith("# gputopo cluster report: SIMULATED 6 nodes")
 
 
 def test_cli_plan_and_errors(tmp_path):
@@ -221,3 +224,27 @@ def test_check_cluster_keys_on_a_single_machine_run_are_skipped(tmp_path):
     assert [o.status for o in v.outcomes if o.rule.startswith("cluster")] == ["skipped"]
     with pytest.raises(InputFileError, match="cluster.no_such"):
         parse_spec({"cluster": {"no_such": 1}})
+
+
+def test_wrong_sums_are_corrupt_findings_by_host():
+    from gputopo.cluster.findings import drain_lines
+    from gputopo.cluster.job import conclude
+    from gputopo.cluster.rounds import GroupResult, run_rounds
+
+    class Backend:  # what DistBackend returns when node 1's all_reduce sums come back wrong
+        node_names = ["a", "b", "c", "d"]
+
+        def measure_intra(self):
+            return [GroupResult((k,), 1024, "wall", 1e-3, 10.0, 2, wrong=5 if k == 1 else 0,
+                                error="5 wrong elements after all_reduce" if k == 1 else None)
+                    for k in range(4)]
+
+        def measure_round(self, index, groups):
+            return [GroupResult(g, 1024, "wall", 1e-3, 10.0, 4) for g in groups]
+
+    out = run_rounds(Backend(), "random2pass")
+    fs = conclude(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
+    corrupt = [f for f in fs if f.kind == "corrupt"]
+    assert len(corrupt) == 1 and corrupt[0].evidence["node"] == "b" and corrupt[0].evidence["wrong"] == 5
+    assert any(line.startswith("b gputopo corrupt") for line in drain_lines(fs))
+    assert not [f for f in fs if f.kind == "slow-node"]

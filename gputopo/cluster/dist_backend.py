@@ -227,6 +227,7 @@ class DistBackend:
             res.busbw_gbps = self.size_bytes * 2 * (len(ranks) - 1) / len(ranks) / t / 1e9
             wrong = sum(r.get("wrong", 0) for r in recs)
             if wrong:
+                res.wrong = wrong
                 res.error = f"{wrong} wrong elements after all_reduce"
         return res
 

@@ -15,7 +15,7 @@ from .rounds import LostRank, Outcome
 from .triangulation import Verdicts
 
 #: Finding kinds that put a node on the drain list.
-DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch")
+DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt")
 
 
 def _gbps(v: Optional[float]) -> str:
@@ -54,6 +54,22 @@ def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_be
             f"cluster's median is {_gbps(ref)}; {how}",
             evidence={"nodes": hosts, "busbw_gbps": g.busbw_gbps, "reference_gbps": ref,
                       "resolved": resolved, "error": g.error, "timing": g.timing}))
+    return out
+
+
+def corrupt_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
+    """Groups whose all_reduce gave wrong sums (checked on every rank, every sample)."""
+    out = []
+    for r in outcome.rounds:
+        for g in r.groups:
+            if g.wrong:
+                hosts = [names[n] for n in g.nodes]
+                out.append(Finding(
+                    "corrupt", "error",
+                    f"{'node' if len(hosts) == 1 else 'nodes'} {', '.join(hosts)}: {g.wrong} wrong "
+                    f"element(s) after all_reduce ({r.phase}-node round {r.index})",
+                    evidence={"node" if len(hosts) == 1 else "nodes": hosts[0] if len(hosts) == 1 else hosts,
+                              "wrong": g.wrong, "round": r.index, "size_bytes": g.size_bytes}))
     return out
 
 

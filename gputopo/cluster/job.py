@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding
 
-from .findings import lost_findings, slow_findings
+from .findings import corrupt_findings, lost_findings, slow_findings
 from .fingerprint import mismatch_findings
 from .rounds import DEFAULT_SLOW_BELOW, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
@@ -52,7 +52,8 @@ def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
     """Every finding of a cluster run: mismatched nodes, slow nodes/links, lost ranks."""
     verdicts = triangulate(outcome, len(names))
     return (mismatch_findings(names, fingerprints, ranks)
-            + slow_findings(verdicts, names, ranks, slow_below) + lost_findings(outcome))
+            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
+            + lost_findings(outcome))
 
 
 def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> ClusterResult:

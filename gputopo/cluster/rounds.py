@@ -42,6 +42,7 @@ class GroupResult:
     gpus: int = 0
     error: Optional[str] = None  # failed: the message (busbw then None)
     na: Optional[str] = None  # not applicable: the reason (e.g. one GPU per node)
+    wrong: int = 0  # elements that were not the expected sum after the all_reduce
     slow: bool = False  # set by the judge
 
     def to_json(self) -> dict:
@@ -104,7 +105,8 @@ def judge(groups: List[GroupResult], reference: Optional[float], slow_below: flo
     for g in groups:
         if g.na:
             continue
-        g.slow = bool(g.error) or (reference is not None and g.busbw_gbps is not None
+        failed = bool(g.error) and not g.wrong  # wrong sums are judged as corrupt, not slow
+        g.slow = failed or (reference is not None and g.busbw_gbps is not None
                                    and g.busbw_gbps < slow_below * reference)
 
 

@@ -90,6 +90,15 @@ def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rewrite_cluster_markdown(run_dir, findings: List[Finding]) -> bool:
+    """When ``run_dir`` is a cluster run, (re)write its report.md as the cluster report."""
+    doc = read_cluster_doc(run_dir)
+    if doc is None:
+        return False
+    (Path(run_dir) / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
+    return True
+
+
 def _flagged(name: str, findings: List[Finding]) -> bool:
     return any((f.evidence or {}).get("node") == name or name in ((f.evidence or {}).get("nodes") or [])
                for f in findings)
