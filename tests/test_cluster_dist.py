@@ -1,5 +1,5 @@
 """gputopo cluster in real ranks: two torchrun "nodes" on localhost (gloo, cpu fabric), a hung
-rank named by host and rank, and the srun variables with plain processes.
+rank named by host and rank, and the srun variables with plain processes (three nodes, pairwise).
 
 Every launch is wrapped in ``timeout -k``: a healthy torchrun can wait up to 300 s in its exit
 barrier, and a test must never hang. A return code of 124/137 means the job did not end by
@@ -92,9 +92,9 @@ def test_hung_rank_is_named_by_host_and_rank(tmp_path):
 def test_srun_variables_with_plain_processes(tmp_path):
     port = _free_port()
     procs = []
-    for rank in range(2):
-        env = _env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID="0",
-                   SLURM_TASKS_PER_NODE="1(x2)", SLURM_JOB_NODELIST="localhost",
+    for rank in range(3):  # three one-rank nodes, pairwise: each node sits out one round
+        env = _env(SLURM_PROCID=str(rank), SLURM_NTASKS="3", SLURM_LOCALID="0",
+                   SLURM_TASKS_PER_NODE="1(x3)", SLURM_JOB_NODELIST="localhost",
                    MASTER_PORT=str(port), GPUTOPO_NODE_NAME=f"n{rank}")
         cmd = ["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
                "--fabric", "cpu", "--size", "256K", "--samples", "2", "--timeout", "60",
@@ -102,8 +102,10 @@ def test_srun_variables_with_plain_processes(tmp_path):
         procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate()[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(outs)[-3000:]
+    assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(outs)[-3000:]
     doc = json.loads((tmp_path / "run" / "cluster.json").read_text())
-    assert doc["launcher"] == "slurm" and [n["name"] for n in doc["nodes"]] == ["n0", "n1"]
+    assert doc["launcher"] == "slurm" and [n["name"] for n in doc["nodes"]] == ["n0", "n1", "n2"]
     assert all(n["intra"]["na"] for n in doc["nodes"])  # one rank per node: nothing intra-node
-    assert doc["rounds_inter"] == 1 and "2 nodes" in outs[0]
+    pairs = sorted(tuple(g["nodes"]) for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
+    assert doc["rounds_inter"] == 3 and pairs == [(0, 1), (0, 2), (1, 2)] and "3 nodes" in outs[0]
+    assert all(g["busbw_gbps"] > 0 for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])

@@ -29,7 +29,9 @@ def _print_result(res, as_json: bool) -> None:
                f"{doc.get('time_s', 0):.2f} s {doc.get('time_source')} time"
                + (f", {doc['wall_s']:.2f} s wall to simulate" if "wall_s" in doc else ""))
     if doc.get("reference_gbps") is not None:
-        click.echo(f"  inter-node all_reduce busbw: median {doc['reference_gbps']:.1f} GB/s "
+        from gputopo.report.cluster_view import gbps_text
+
+        click.echo(f"  inter-node all_reduce busbw: median {gbps_text(doc['reference_gbps'])} GB/s "
                    f"({doc.get('time_source')})")
     for f in res.findings:
         click.echo(f"  {f.kind.upper()} ({f.severity}): {f.message}")

@@ -15,6 +15,7 @@ its slowest rank's median. torch is imported here and only here in the cluster p
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import threading
@@ -45,6 +46,9 @@ class DistBackend:
         self.rank, self.world = env.rank, env.world_size
         env.export()
         if fabric == "cuda":
+            # a collective with a lost peer raises after the timeout instead of NCCL's watchdog
+            # tearing this (healthy) rank down, so the liveness barrier can name the lost one
+            os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
             torch.cuda.set_device(env.local_rank)
             self.device = torch.device("cuda", env.local_rank)
         else:
@@ -172,8 +176,9 @@ class DistBackend:
                 torch.cuda.synchronize(self.device)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                dist.all_reduce(x, group=pg)
+                work = dist.all_reduce(x, group=pg, async_op=True)
                 end.record()
+                work.wait()  # blocking wait: raises when the timeout passes
                 end.synchronize()
                 t = start.elapsed_time(end) / 1e3
             else:
@@ -190,14 +195,16 @@ class DistBackend:
         my_group = next((g for g, ranks in zip(groups, rank_lists) if self.rank in ranks), None)
         local: Dict[str, Any] = {"round": index, "phase": phase, "rank": self.rank,
                                  "node": self.env.node_name, "group": list(my_group or [])}
-        try:  # every rank makes every group of the round; a lost rank stops this (store timeout)
-            mine, _ = self.dist.new_subgroups_by_enumeration(
-                rank_lists, timeout=self.timeout, backend="nccl" if self.fabric == "cuda" else "gloo")
+        mine = None
+        # every rank makes exactly one group per round (a rank left out: a group of itself), so
+        # the count torch folds into a locally synchronised group's name stays equal on all ranks
+        ranks = rank_lists[groups.index(my_group)] if my_group is not None else [self.rank]
+        try:  # only the group's members make it; a lost member stops this (store timeout)
+            mine = self._group(ranks)
         except Exception as e:  # noqa: BLE001 - recorded; the barrier below names who is lost
-            local["error"] = f"making the round's groups: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            my_group = None
-        if my_group is not None:
-            n = len(rank_lists[groups.index(my_group)])
+            local["error"] = f"making the group: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if mine is not None and my_group is not None:
+            n = len(ranks)
             try:
                 local.update(self._time_all_reduce(mine, n) if n > 1 else {"na": "one rank"})
             except Exception as e:  # noqa: BLE001 - a peer died or timed out: recorded, then the barrier names it
@@ -207,6 +214,14 @@ class DistBackend:
         self.barrier(phase)
         everyone = self.gather(local, phase)
         return [self._combine(g, ranks, everyone) for g, ranks in zip(groups, rank_lists)]
+
+    def _group(self, ranks: List[int]):
+        """The data group of ``ranks``, made by its members only (``use_local_synchronization``:
+        one group per rank and round, not every group of the round on every rank). torch names
+        it by its ranks and the number of groups the rank already has."""
+        return self.dist.new_group(ranks=list(ranks), timeout=self.timeout,
+                                   use_local_synchronization=True,
+                                   backend="nccl" if self.fabric == "cuda" else "gloo")
 
     @property
     def _timing(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from gputopo.model import Finding
+from gputopo.report.cluster_view import gbps_text
 
 from .rounds import LostRank, Outcome
 from .triangulation import Verdicts
@@ -19,7 +20,7 @@ DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt")
 
 
 def _gbps(v: Optional[float]) -> str:
-    return f"{v:.1f} GB/s" if v is not None else "n/a"
+    return f"{gbps_text(v)} GB/s" if v is not None else "n/a"
 
 
 def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_below: float) -> List[Finding]:

@@ -47,8 +47,14 @@ def node_matrix(doc: Dict[str, Any]) -> Dict[Tuple[int, int], float]:
     return m
 
 
-def _fmt(v) -> str:
-    return f"{v:.1f}" if isinstance(v, (int, float)) else "n/a"
+def gbps_text(v) -> str:
+    """A busbw figure: one decimal from 10 GB/s, three significant digits below (CPU runs)."""
+    if not isinstance(v, (int, float)):
+        return "n/a"
+    return f"{v:.1f}" if v >= 10 else f"{v:.3g}"
+
+
+_fmt = gbps_text
 
 
 def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
