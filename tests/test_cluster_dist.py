@@ -109,3 +109,13 @@ def test_srun_variables_with_plain_processes(tmp_path):
     pairs = sorted(tuple(g["nodes"]) for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
     assert doc["rounds_inter"] == 3 and pairs == [(0, 1), (0, 2), (1, 2)] and "3 nodes" in outs[0]
     assert all(g["busbw_gbps"] > 0 for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
+
+
+def test_cuda_fabric_without_a_gpu_is_exit_3_on_every_rank(tmp_path):
+    env = _env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
+               MASTER_PORT=str(_free_port()), CUDA_VISIBLE_DEVICES="")
+    p = subprocess.run(["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
+                        "--out", str(tmp_path / "run")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 3, p.stderr
+    assert "gputopo: error: rank 0" in p.stderr and "--fabric cpu" in p.stderr
+    assert "Traceback" not in p.stderr

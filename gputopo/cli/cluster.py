@@ -11,7 +11,7 @@ import click
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.main import cli
 from gputopo.cli.options import finish
-from gputopo.errors import UsageError
+from gputopo.errors import GputopoError, UsageError
 
 
 def _print_result(res, as_json: bool) -> None:
@@ -127,8 +127,9 @@ def _run_rank(fabric: str, opts, as_json: bool) -> None:
                            f"{res.outcome.lost_phase}; rank 0 names the lost ranks", err=True)
         if env.rank == 0:
             _print_result(res, as_json)
-    except UsageError:
-        raise
+    except GputopoError as e:  # every rank says it (a rank's own problem), with its exit code
+        click.echo(f"gputopo: error: {e}", err=True)
+        code = e.exit_code
     except Exception as e:  # noqa: BLE001 - one line per rank, then the same hard exit
         click.echo(f"gputopo: rank {env.rank} ({env.node_name}): {type(e).__name__}: "
                    f"{str(e).splitlines()[0] if str(e) else ''}", err=True)

@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import append_jsonl
+from gputopo.errors import NoHardwareError
 
 from .launch import LaunchEnv
 from .patterns import Group
@@ -46,6 +47,9 @@ class DistBackend:
         self.rank, self.world = env.rank, env.world_size
         env.export()
         if fabric == "cuda":
+            if not torch.cuda.is_available() or torch.cuda.device_count() <= env.local_rank:
+                raise NoHardwareError(f"rank {env.rank} ({env.node_name}): no CUDA device for local "
+                                      f"rank {env.local_rank}")
             # a collective with a lost peer raises after the timeout instead of NCCL's watchdog
             # tearing this (healthy) rank down, so the liveness barrier can name the lost one
             os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
@@ -146,15 +150,22 @@ class DistBackend:
 
     # ------------------------------------------------------------------ setup
     def meet(self, facts: Dict[str, Any]) -> List[Dict[str, Any]]:
-        """Gather every rank's node name and facts; fix the node order (by first rank)."""
-        mine = {"rank": self.rank, "node": self.env.node_name, "local_rank": self.env.local_rank,
-                "facts": facts}
+        """Every rank learns every rank's node name (the node order: by first rank); only rank 0
+        receives the facts (fingerprint, topology), which only it judges and writes."""
+        mine = {"rank": self.rank, "node": self.env.node_name, "local_rank": self.env.local_rank}
         everyone = self.gather(mine, "start-up")
         for rec in sorted(everyone, key=lambda r: r["rank"]):
             if rec["node"] not in self.node_names:
                 self.node_names.append(rec["node"])
                 self.node_ranks.append([])
             self.node_ranks[self.node_names.index(rec["node"])].append(rec["rank"])
+        box: Optional[List[Any]] = [None] * self.world if self.rank == 0 else None
+        try:
+            self.dist.gather_object(facts, box, dst=0, group=self.control)
+        except RuntimeError:
+            raise RanksLost([], "start-up") from None
+        for rec in everyone:
+            rec["facts"] = box[rec["rank"]] if box is not None else {}
         return everyone
 
     def share_run_dir(self, run_dir: Optional[str]) -> str:
