@@ -64,6 +64,7 @@ def test_two_torchrun_nodes_make_one_run_folder(tmp_path):
     inter = [g for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"]]
     assert len(inter) == 1 and inter[0]["busbw_gbps"] > 0 and inter[0]["gpus"] == 4
     assert inter[0]["timing"] == "wall" and inter[0]["error"] is None
+    assert inter[0]["one_gpu_busbw_gbps"] > 0  # local rank 0 of each node alone
     intra = [n["intra"] for n in doc["nodes"]]
     assert all(i["busbw_gbps"] > 0 and i["gpus"] == 2 for i in intra)
     assert len(list((run / "ranks").glob("*.jsonl"))) == 4  # one per rank

@@ -248,3 +248,12 @@ def test_wrong_sums_are_corrupt_findings_by_host():
     assert len(corrupt) == 1 and corrupt[0].evidence["node"] == "b" and corrupt[0].evidence["wrong"] == 5
     assert any(line.startswith("b gputopo corrupt") for line in drain_lines(fs))
     assert not [f for f in fs if f.kind == "slow-node"]
+
+
+def test_one_gpu_per_node_figure_is_modeled_per_group():
+    res = run(cluster(8, {"where": "node:2", "what": "slow", "factor": 0.4}), "pairwise")
+    groups = [g for r in res.outcome.inter_rounds for g in r.groups]
+    one = {g.nodes: g.one_gpu_busbw_gbps for g in groups}
+    assert all(v is not None for v in one.values())
+    healthy = [v for k, v in one.items() if 2 not in k]
+    assert min(healthy) > 0.9 * 45 and max(one[(1, 2)], one[(2, 3)]) < 0.5 * 45  # per NIC, GB/s

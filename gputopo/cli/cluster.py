@@ -31,7 +31,10 @@ def _print_result(res, as_json: bool) -> None:
     if doc.get("reference_gbps") is not None:
         from gputopo.report.cluster_view import gbps_text
 
+        from gputopo.report.cluster_view import one_gpu_median
+
         click.echo(f"  inter-node all_reduce busbw: median {gbps_text(doc['reference_gbps'])} GB/s "
+                   f"all GPUs, {gbps_text(one_gpu_median(doc))} GB/s one GPU per node "
                    f"({doc.get('time_source')})")
     for f in res.findings:
         click.echo(f"  {f.kind.upper()} ({f.severity}): {f.message}")

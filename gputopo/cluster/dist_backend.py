@@ -201,7 +201,8 @@ class DistBackend:
                 times.append(t)
         return {"time_s": statistics.median(times), "wrong": wrong}
 
-    def _run_groups(self, groups: List[Group], index: int, phase: str) -> List[GroupResult]:
+    def _run_groups(self, groups: List[Group], index: int, phase: str,
+                    one_gpu: bool = False) -> List[GroupResult]:
         rank_lists = [sorted(r for k in g for r in self.node_ranks[k]) for g in groups]
         my_group = next((g for g, ranks in zip(groups, rank_lists) if self.rank in ranks), None)
         local: Dict[str, Any] = {"round": index, "phase": phase, "rank": self.rank,
@@ -220,11 +221,25 @@ class DistBackend:
                 local.update(self._time_all_reduce(mine, n) if n > 1 else {"na": "one rank"})
             except Exception as e:  # noqa: BLE001 - a peer died or timed out: recorded, then the barrier names it
                 local["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if one_gpu and "error" not in local:
+            self._one_gpu(my_group, local)
         append_jsonl(rank_log_path(self.run_dir, self.env.node_name, self.rank),
                      {**local, "size_bytes": self.size_bytes, "timing": self._timing})
         self.barrier(phase)
         everyone = self.gather(local, phase)
         return [self._combine(g, ranks, everyone) for g, ranks in zip(groups, rank_lists)]
+
+    def _one_gpu(self, my_group: Optional[Group], local: Dict[str, Any]) -> None:
+        """The group's all_reduce again between one GPU of each node (each node's first rank);
+        the other ranks make a group of themselves, to keep the group count equal everywhere."""
+        leaders = [self.node_ranks[k][0] for k in my_group] if my_group is not None else []
+        ranks = leaders if self.rank in leaders and len(leaders) > 1 else [self.rank]
+        try:
+            pg = self._group(ranks)
+            if len(ranks) > 1:
+                local["one_gpu_time_s"] = self._time_all_reduce(pg, len(ranks))["time_s"]
+        except Exception as e:  # noqa: BLE001 - recorded; the barrier names a lost rank
+            local["error"] = f"one GPU per node: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
 
     def _group(self, ranks: List[int]):
         """The data group of ``ranks``, made by its members only (``use_local_synchronization``:
@@ -251,6 +266,9 @@ class DistBackend:
             t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
             res.time_s = t
             res.busbw_gbps = self.size_bytes * 2 * (len(ranks) - 1) / len(ranks) / t / 1e9
+            lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
+            if len(lead) > 1:
+                res.one_gpu_busbw_gbps = self.size_bytes * 2 * (len(lead) - 1) / len(lead) / max(lead) / 1e9
             wrong = sum(r.get("wrong", 0) for r in recs)
             if wrong:
                 res.wrong = wrong
@@ -261,4 +279,4 @@ class DistBackend:
         return self._run_groups([(k,) for k in range(len(self.node_names))], 0, "intra-node round")
 
     def measure_round(self, index: int, groups: List[Group]) -> List[GroupResult]:
-        return self._run_groups(groups, index, f"inter-node round {index}")
+        return self._run_groups(groups, index, f"inter-node round {index}", one_gpu=True)

@@ -96,8 +96,9 @@ class PlanEstimate:
         return [
             f"cluster plan: {self.nodes} nodes, pattern {self.pattern}",
             f"  rounds: {self.rounds} ({self.groups_per_round} group(s) per round at once)",
-            f"  estimated time: {self.total_s:.1f} s (about {self.round_s:.2f} s per round: "
-            f"modeled at {self.assumed_gbps:g} GB/s inter-node busbw plus group setup; an estimate)",
+            f"  estimated time: {self.total_s:.1f} s (about {self.round_s:.2f} s per round, all GPUs "
+            f"then one GPU per node: modeled at {self.assumed_gbps:g} GB/s inter-node busbw plus "
+            f"group setup; an estimate)",
             f"  {self.note}",
         ]
 
@@ -125,5 +126,6 @@ def plan(nodes: int, pattern: str, *, size_bytes: int, samples: int, gbps: float
         note = "all: one whole-job all_reduce; says how fast, not which node is slow"
     factor = 2 * (group_n - 1) / group_n
     one = latency_us * 1e-6 * 2 * (group_n - 1) + size_bytes * factor / (gbps * 1e9)
+    # each inter-node round measures twice: all GPUs of the nodes, then one GPU per node
     return PlanEstimate(nodes=nodes, pattern=pattern, rounds=rounds, groups_per_round=groups,
-                        round_s=SETUP_S + (samples + 1) * one, assumed_gbps=gbps, note=note)
+                        round_s=2 * (SETUP_S + (samples + 1) * one), assumed_gbps=gbps, note=note)

@@ -43,6 +43,8 @@ class GroupResult:
     error: Optional[str] = None  # failed: the message (busbw then None)
     na: Optional[str] = None  # not applicable: the reason (e.g. one GPU per node)
     wrong: int = 0  # elements that were not the expected sum after the all_reduce
+    #: inter-node only: the same all_reduce between one GPU (local rank 0) of each node
+    one_gpu_busbw_gbps: Optional[float] = None
     slow: bool = False  # set by the judge
 
     def to_json(self) -> dict:

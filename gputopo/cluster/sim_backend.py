@@ -97,6 +97,17 @@ class SimBackend:
                 gbps *= f.factor
         return gbps
 
+    def _one_gpu_gbps(self, k: int) -> float:
+        """One GPU of node k (GPU 0) on its closest NIC: that NIC's rate (another's if it is down,
+        shared then with that NIC's GPUs), times a slow node's factor."""
+        c = self.cluster
+        down = {f.nic for f in c.node_faults(k) if f.what == "link_down"}
+        gbps = c.link_gbps / (2 if 0 in down and c.nics_per_node > 1 else 1)
+        for f in c.node_faults(k):
+            if f.what == "slow":
+                gbps *= f.factor
+        return gbps
+
     def _jitter(self, round_index: int, group: Sequence[int]) -> float:
         rng = random.Random(hash((self.seed, round_index, tuple(group))) & 0xFFFFFFFF)
         return 1.0 + rng.uniform(-JITTER, JITTER)
@@ -146,6 +157,11 @@ class SimBackend:
                     if a < b:
                         for f in self.cluster.link_faults(a, b):
                             gbps *= f.factor
-            res.append(self._result(grp, gbps, len(grp) * self.gpus_per_node, index))
-        self.elapsed_s += SETUP_S + (self.samples + 1) * max(r.time_s for r in res)
+            r = self._result(grp, gbps, len(grp) * self.gpus_per_node, index)
+            one = min(self._one_gpu_gbps(k) for k in grp) * (gbps / min(self._node_gbps(k) for k in grp))
+            r.one_gpu_busbw_gbps = one * self._jitter(-index, grp)
+            res.append(r)
+        one_gpu_s = max(self.size_bytes * 2 * (len(r.nodes) - 1) / len(r.nodes)
+                        / (r.one_gpu_busbw_gbps * 1e9) for r in res)
+        self.elapsed_s += 2 * SETUP_S + (self.samples + 1) * (max(r.time_s for r in res) + one_gpu_s)
         return res

@@ -34,6 +34,14 @@ def inter_groups(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [g for r in doc.get("rounds", []) if r.get("phase") == "inter" for g in r.get("groups", [])]
 
 
+def one_gpu_median(doc: Dict[str, Any]) -> Optional[float]:
+    """Median busbw (GB/s) of the inter-node groups measured with one GPU per node."""
+    import statistics
+
+    vals = [g["one_gpu_busbw_gbps"] for g in inter_groups(doc) if g.get("one_gpu_busbw_gbps")]
+    return statistics.median(vals) if vals else None
+
+
 def node_matrix(doc: Dict[str, Any]) -> Dict[Tuple[int, int], float]:
     """(a, b) -> lowest busbw (GB/s) measured with nodes a and b in one group (a < b)."""
     m: Dict[Tuple[int, int], float] = {}
@@ -66,7 +74,9 @@ def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
              f"; fabric: `{doc.get('fabric')}`; message size: {doc.get('size_bytes')} bytes",
              f"- time: {doc.get('time_s', 0):.2f} s ({unit})",
              f"- reference inter-node busbw (median of the first pass): {_fmt(doc.get('reference_gbps'))} GB/s"
-             f"; a group below {doc.get('slow_below')} x that is slow", ""]
+             f"; a group below {doc.get('slow_below')} x that is slow",
+             f"- the same all_reduce between one GPU of each node: median "
+             f"{gbps_text(one_gpu_median(doc))} GB/s", ""]
     if doc.get("lost"):
         lines += [f"**The run stopped: {len(doc['lost'])} rank(s) lost during {doc.get('lost_phase')}.**", ""]
     lines += ["## Findings", ""]
