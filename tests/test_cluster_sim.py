@@ -152,6 +152,7 @@ def test_run_folder_and_cli(tmp_path):
         assert (out / name).exists(), name
     md = (out / "report.md").read_text()
     assert "SIMULATED" in md and "## Node-by-node inter-node busbw" in md and "| node0001 |" in md
+    assert "### node0001" in md and "### node0002" not in md  # a section per node with findings
     doc = json.loads((out / "cluster.json").read_text())
     assert doc["time_source"] == "modeled" and doc["rounds_inter"] == 5
     assert all(g["timing"] == "modeled" for r in doc["rounds"] for g in r["groups"])

@@ -101,6 +101,7 @@ def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
                      f"{fp.get('driver', 'n/a')} | {diff} |")
     if len(shown) < len(names):
         lines.append(f"\n({len(names) - len(shown)} nodes without findings not listed; all are in {CLUSTER_JSON})")
+    lines += _node_sections(doc, findings)
     lines += ["", "## Node-by-node inter-node busbw (GB/s)", ""]
     lines += _matrix_table(doc, names)
     return "\n".join(lines) + "\n"
@@ -113,6 +114,22 @@ def rewrite_cluster_markdown(run_dir, findings: List[Finding]) -> bool:
         return False
     (Path(run_dir) / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
     return True
+
+
+def _node_sections(doc: Dict[str, Any], findings: List[Finding]) -> List[str]:
+    """A section per node some finding names: its findings, ranks and fingerprint."""
+    out: List[str] = []
+    for n in doc["nodes"]:
+        mine = [f for f in findings if _flagged(n["name"], [f])]
+        if not mine:
+            continue
+        fp = n.get("fingerprint") or {}
+        out += ["", f"### {n['name']}", "", f"- ranks: {', '.join(map(str, n.get('ranks') or []))}"]
+        out += [f"- **{f.kind}**: {f.message}" for f in mine]
+        facts = ", ".join(f"{k} {v}" for k, v in fp.items() if k != "matrix")
+        if facts:
+            out.append(f"- fingerprint: {facts}")
+    return (["", "## Nodes with findings"] + out) if out else []
 
 
 def _flagged(name: str, findings: List[Finding]) -> bool:
