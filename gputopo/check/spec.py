@@ -30,12 +30,13 @@ ANY_NVLINK, ANY_PCIE, ANY = "NV", "PCIe", "*"
 
 _ALLOWED = {
     "": {"schema_version", "name", "description", "strict", "topology", "nvlink", "pcie",
-         "bandwidth", "busbw", "integrity", "findings"},
+         "bandwidth", "busbw", "integrity", "findings", "cluster"},
     "topology": {"gpu_count", "matrix", "pairs", "all_pairs"},
     "nvlink": {"min_links_up", "links_up", "max_errors"},
     "pcie": {"min_gen", "min_width", "full_width", "max_replay"},
     "integrity": set(INTEGRITY_KEYS),
     "findings": {"fail_on"},
+    "cluster": {"min_inter_node_busbw_gbps", "nodes_alike", "no_slow_node"},
 }
 _BANDWIDTH_KEYS = {"min_gbps", "min_efficiency", "series"}
 _PAIR_RE = re.compile(r"^\s*(\d+)\s*[,\-]\s*(\d+)\s*$")
@@ -69,6 +70,10 @@ class Spec:
     busbw: Dict[str, Dict[str, float]] = field(default_factory=dict)  # op -> selector -> GB/s
     integrity: Dict[str, bool] = field(default_factory=dict)
     fail_on: List[str] = field(default_factory=list)
+    #: [cluster]: judged on a `gputopo cluster` run (check/cluster_rules.py)
+    cluster_min_inter_gbps: Optional[float] = None
+    cluster_nodes_alike: bool = False
+    cluster_no_slow_node: bool = False
 
 
 def selector_matches(selector: str, link_class: Optional[str]) -> bool:
@@ -264,6 +269,14 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
         if k not in KINDS:
             r.fail("findings.fail_on", f"unknown finding kind {k!r} (known: {', '.join(KINDS)})")
     spec.fail_on = list(fail_on)
+
+    cl = r.table(doc.get("cluster", {}), "cluster")
+    r.only(cl, _ALLOWED["cluster"], "cluster")
+    if "min_inter_node_busbw_gbps" in cl:
+        spec.cluster_min_inter_gbps = r.number(cl["min_inter_node_busbw_gbps"],
+                                               "cluster.min_inter_node_busbw_gbps")
+    spec.cluster_nodes_alike = r.boolean(cl.get("nodes_alike", False), "cluster.nodes_alike")
+    spec.cluster_no_slow_node = r.boolean(cl.get("no_slow_node", False), "cluster.no_slow_node")
     return spec
 
 

@@ -12,6 +12,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import EXIT_FINDINGS, EXIT_OK
 from gputopo.report.summary import Summary, summarize_dir
 
+from .cluster_rules import cluster_rules
 from .rules import FAILED, PASSED, SKIPPED, Outcome, evaluate
 from .spec import Spec, load_spec
 
@@ -63,7 +64,7 @@ class Verdict:
 
 
 def check_summary(spec: Spec, summary: Summary) -> Verdict:
-    return Verdict(spec=spec, summary=summary, outcomes=evaluate(spec, summary))
+    return Verdict(spec=spec, summary=summary, outcomes=evaluate(spec, summary, (cluster_rules,)))
 
 
 def run_check(spec_path, run_dir) -> Verdict:

@@ -29,7 +29,7 @@ def cli():
 
 def _register():
     # Each module adds its commands to `cli`; they import their layers lazily, so this is cheap.
-    from gputopo.cli import bench, check, importer, place, report, scan, sims  # noqa: F401
+    from gputopo.cli import bench, check, cluster, importer, place, report, scan, sims  # noqa: F401
 
 
 def save_traceback(folder: str | None = None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .outputs.plots import write_plots
+from .cluster_view import rewrite_cluster_markdown
 from .run_folder import load_run
 from .summary import Summary, summarize
 
@@ -38,6 +39,7 @@ def render_run(run_dir, *, console=None, plots: bool = True) -> Summary:
     write_summary_json(summary, run_dir)
     write_results_csv(summary, run_dir)
     write_markdown(summary, run_dir, made)
+    rewrite_cluster_markdown(run_dir, summary.findings)  # a cluster run keeps its own report.md
     write_html(summary, run_dir, made)
     if console is not None:
         from .outputs.terminal import print_summary

@@ -259,7 +259,8 @@ def _key_text(key: Sequence[Any]) -> str:
 
 _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pcie_pairs", "nvswitch",
              "nvswitches", "nvswitch_bus_ids", "gpu_count", "defaults", "gpu", "host",
-             "link_model", "p2p", "fault", "nic"}
+             "link_model", "p2p", "fault", "nic",
+             "cluster"}  # a cluster's [cluster] table: read by cluster_description.py
 _GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
              "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
              "nvlinks_down", "nvlink_errors", "mig"} | HEALTH_KEYS

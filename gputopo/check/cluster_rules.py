@@ -1,0 +1,71 @@
+"""The ``[cluster]`` keys of a spec, judged on a `gputopo cluster` run: one outcome (JUnit
+testcase) per node and per measured node pair, named by host.
+
+- ``min_inter_node_busbw_gbps``: every node pair's inter-node all_reduce busbw (its lowest);
+- ``nodes_alike``: no node differs from the majority (``topology-mismatch``);
+- ``no_slow_node``: no ``slow-node`` finding names the node.
+
+A run that is not a cluster run (no cluster.json) gives one skipped outcome per key asked.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from gputopo.report.cluster_view import CLUSTER_JSON, inter_groups, read_cluster_doc
+from gputopo.report.summary import Summary
+
+from .rules import FAILED, PASSED, SKIPPED, Outcome
+from .spec import Spec
+
+
+def cluster_rules(spec: Spec, s: Summary) -> List[Outcome]:
+    asked = [k for k, on in (("cluster.min_inter_node_busbw_gbps", spec.cluster_min_inter_gbps is not None),
+                             ("cluster.nodes_alike", spec.cluster_nodes_alike),
+                             ("cluster.no_slow_node", spec.cluster_no_slow_node)) if on]
+    if not asked:
+        return []
+    doc = read_cluster_doc(s.run.path)
+    if doc is None:
+        return [Outcome(k, "cluster", SKIPPED, f"not a cluster run (no {CLUSTER_JSON})") for k in asked]
+    names = [n["name"] for n in doc.get("nodes", [])]
+    out: List[Outcome] = []
+    if spec.cluster_min_inter_gbps is not None:
+        out += _busbw(spec.cluster_min_inter_gbps, doc, names)
+    for key, on, kind in (("cluster.nodes_alike", spec.cluster_nodes_alike, "topology-mismatch"),
+                          ("cluster.no_slow_node", spec.cluster_no_slow_node, "slow-node")):
+        if on:
+            out += _per_node(key, kind, s, names)
+    return out
+
+
+def _busbw(limit: float, doc, names) -> List[Outcome]:
+    rule = "cluster.min_inter_node_busbw_gbps"
+    lowest = {}
+    for g in inter_groups(doc):
+        subject = "-".join(names[n] for n in sorted(g["nodes"]))
+        prev = lowest.get(subject)
+        if prev is None or (g.get("busbw_gbps") or 0) < (prev.get("busbw_gbps") or 0):
+            lowest[subject] = g
+    if not lowest:
+        return [Outcome(rule, "cluster", SKIPPED, "no inter-node group was measured")]
+    out = []
+    for subject, g in sorted(lowest.items()):
+        v = g.get("busbw_gbps")
+        ok = v is not None and v >= limit
+        msg = (f"nodes {subject}: inter-node busbw {v:.1f} GB/s ({g.get('timing')}), minimum {limit:g}"
+               if v is not None else f"nodes {subject}: not measured ({g.get('error') or g.get('na')})")
+        out.append(Outcome(rule, subject, PASSED if ok else FAILED, msg,
+                           evidence={"busbw_gbps": v, "min_gbps": limit, "timing": g.get("timing"),
+                                     "error": g.get("error")}))
+    return out
+
+
+def _per_node(rule: str, kind: str, s: Summary, names) -> List[Outcome]:
+    out = []
+    for name in names:
+        bad = [f for f in s.findings if f.kind == kind and (f.evidence or {}).get("node") == name]
+        out.append(Outcome(rule, name, FAILED if bad else PASSED,
+                           bad[0].message if bad else f"node {name}: no {kind} finding",
+                           evidence=dict(bad[0].evidence) if bad else {}))
+    return out

@@ -1,0 +1,13 @@
+"""Many nodes: `gputopo cluster` inside torchrun / srun ranks, or on a simulated cluster.
+
+Modules, one job each:
+
+- ``launch``: the rank's place in the job from torchrun's or Slurm's variables;
+- ``patterns``: which nodes meet in which round (random2pass, pairwise, all) and ``--plan``;
+- ``rounds``: the round loop over a backend, the same for a real and a simulated cluster;
+- ``triangulation``: slow node or slow link, from which groups were slow;
+- ``fingerprint``: per-node software/topology facts and the nodes that differ from the majority;
+- ``sim_backend``: a simulated cluster (one process, modeled time);
+- ``dist_backend``: the real one (torch.distributed, NCCL or gloo for data, gloo for control);
+- ``run_folder``: the one run folder rank 0 writes (cluster.json, findings, report, drain.txt).
+"""

@@ -1,0 +1,163 @@
+"""One cluster job: the rounds on a backend, the findings, the run folder. Shared by a real job
+(every rank runs the rounds, rank 0 writes) and a simulated cluster (one process).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from gputopo.model import Finding
+
+from .findings import corrupt_findings, lost_findings, slow_findings
+from .fingerprint import mismatch_findings
+from .rounds import DEFAULT_SLOW_BELOW, Outcome, run_rounds
+from .run_folder import ClusterRunFolder, make_run_dir
+from .triangulation import triangulate
+
+
+@dataclass
+class ClusterOptions:
+    pattern: str = "random2pass"
+    size_bytes: int = 64 << 20
+    samples: int = 5
+    timeout_s: float = 120.0
+    slow_below: float = DEFAULT_SLOW_BELOW
+    seed: int = 0
+    intra: bool = True
+    out_dir: Optional[str] = None
+    reports_dir: str = "reports"
+    argv: List[str] = field(default_factory=list)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "argv"}
+
+
+@dataclass
+class ClusterResult:
+    run_dir: Optional[Path]
+    doc: Dict[str, Any]
+    findings: List[Finding]
+    outcome: Outcome
+
+    @property
+    def rounds_inter(self) -> int:
+        return len(self.outcome.inter_rounds)
+
+
+def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
+             fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
+    """Every finding of a cluster run: mismatched nodes, slow nodes/links, lost ranks."""
+    verdicts = triangulate(outcome, len(names))
+    return (mismatch_findings(names, fingerprints, ranks)
+            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
+            + lost_findings(outcome))
+
+
+def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> ClusterResult:
+    """A simulated cluster (gputopo.sim.cluster_description) on the sim fabric, modeled time."""
+    from gputopo.sim.scan import scan_description
+
+    from .sim_backend import SimBackend
+
+    backend = SimBackend(cluster, size_bytes=opts.size_bytes, samples=opts.samples,
+                         timeout_s=opts.timeout_s, seed=opts.seed)
+    names = backend.node_names
+    ranks = [backend.ranks(k) for k in range(len(names))]
+    fingerprints = backend.fingerprints()
+    folder = None
+    if write:
+        run_dir = make_run_dir(opts.out_dir, opts.reports_dir, cluster.name if "cluster" in cluster.name
+                                                                   else f"cluster-{cluster.name}")
+        folder = ClusterRunFolder(run_dir)
+        folder.start(fabric="sim", simulated=True, machine=f"{cluster.name} ({len(names)} x "
+                     f"{cluster.node.name})", argv=opts.argv, options=opts.to_json(), nodes=names,
+                     topology=scan_description(cluster.node))
+        folder.nodes(names, ranks, fingerprints)
+    wall0 = time.monotonic()
+    outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
+                         intra=opts.intra, on_round=folder.round if folder else None)
+    findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
+    extra = {"sim": cluster.name, "sim_path": cluster.path, "node_machine": cluster.node.name,
+             "wall_s": round(time.monotonic() - wall0, 3),
+             "intra_node_models": backend.intra_models}
+    doc: Dict[str, Any] = {}
+    if folder is not None:
+        doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
+                            findings=findings, fabric="sim", simulated=True,
+                            time_s=backend.elapsed_s, time_source="modeled",
+                            size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)
+    else:
+        doc = {"time_s": backend.elapsed_s, "time_source": "modeled", **extra}
+    return ClusterResult(run_dir=folder.dir if folder else None, doc=doc, findings=findings,
+                         outcome=outcome)
+
+
+def _local_facts(env, fabric: str) -> Dict[str, Any]:
+    """This node's fingerprint and topology (local rank 0 only scans; the others send None).
+    A scan that fails is recorded as n/a (never raised: the other ranks would wait for this one)."""
+    from gputopo.errors import GputopoError
+    from gputopo.model import topology_to_json
+
+    from .fingerprint import local_nics, software_facts, topology_facts
+
+    if env.local_rank != 0:
+        return {}
+    try:
+        if fabric == "cuda":
+            from gputopo.probe.scan import scan_real
+
+            topo = scan_real()
+        else:
+            from gputopo.bench.api import cpu_topology
+
+            topo = cpu_topology(env.local_world_size, machine=env.node_name)
+        fp = topology_facts(topo)
+        topo_json = topology_to_json(topo)
+    except GputopoError as e:
+        fp, topo_json = {"gpu_count": f"n/a: {e}"}, None
+    fp.update(software_facts(), nics=local_nics())
+    return {"fingerprint": fp, "topology": topo_json}
+
+
+def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[ClusterResult]:
+    """This rank's part of a real cluster run; rank 0 returns the result, the others None."""
+    from .dist_backend import DistBackend
+
+    backend = DistBackend(env, fabric, size_bytes=opts.size_bytes, samples=opts.samples,
+                          timeout_s=opts.timeout_s)
+    everyone = backend.meet(_local_facts(env, fabric))
+    names, ranks = backend.node_names, backend.node_ranks
+    facts = []
+    for k, rs in enumerate(ranks):
+        recs = [everyone[r] for r in rs]
+        facts.append(next((r["facts"] for r in recs if r["local_rank"] == 0 and r["facts"]), {}))
+    fingerprints = [f.get("fingerprint") or {} for f in facts]
+    folder = None
+    if env.rank == 0:
+        from gputopo.model import topology_from_json
+
+        run_dir = make_run_dir(opts.out_dir, opts.reports_dir, f"cluster-{len(names)}nodes").resolve()
+        folder = ClusterRunFolder(run_dir)
+        first = next((f["topology"] for f in facts if f.get("topology")), None)
+        folder.start(fabric=fabric, simulated=False, machine=f"cluster of {len(names)} nodes",
+                     argv=opts.argv, options=opts.to_json(), nodes=names,
+                     topology=topology_from_json(first) if first else None)
+        folder.nodes(names, ranks, fingerprints, [f.get("topology") for f in facts])
+    backend.share_run_dir(str(folder.dir) if folder else None)
+    wall0 = time.monotonic()
+    outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
+                         intra=opts.intra, on_round=folder.round if folder else None)
+    if folder is None:
+        backend.wait_written()
+        return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
+    findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
+    doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
+                        findings=findings, fabric=fabric, simulated=False,
+                        time_s=time.monotonic() - wall0, time_source="wall",
+                        size_bytes=opts.size_bytes, slow_below=opts.slow_below,
+                        extra={"launcher": env.launcher, "world_size": env.world_size})
+    backend.written()
+    return ClusterResult(run_dir=folder.dir, doc=doc, findings=findings, outcome=outcome)

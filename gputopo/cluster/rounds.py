@@ -1,0 +1,165 @@
+"""The round loop of `gputopo cluster`, the same for a real and a simulated cluster.
+
+A *backend* measures; this module decides what to measure next. The backend (a real job's
+``DistBackend`` or the one-process ``SimBackend``) offers:
+
+- ``node_names``: the nodes, in order (index = node number);
+- ``measure_intra() -> List[GroupResult]``: each node's all_reduce over its own GPUs, all
+  nodes at once (one result per node);
+- ``measure_round(index, groups) -> List[GroupResult]``: the inter-node all_reduce of each
+  group of nodes (all GPUs of the group's nodes), all groups at once;
+
+either may raise :class:`RanksLost` when ranks stopped answering (dead or hung): the loop then
+stops and returns what it has, with the lost ranks. Every rank of a real job runs this loop on
+the same gathered results, so all of them plan the same next round without a message.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Callable, List, Optional, Sequence
+
+from .patterns import Group, random_pairs, round_robin, second_pass
+
+#: A group whose busbw is below this fraction of the cluster's reference is slow.
+DEFAULT_SLOW_BELOW = 0.8
+#: Fewest nodes whose intra-node results are compared (a median of two judges nothing).
+MIN_NODES_TO_JUDGE = 3
+
+
+@dataclass
+class GroupResult:
+    """One all_reduce over all GPUs of ``nodes``: median time per iteration, bus bandwidth
+    (GB/s, nccl-tests' busbw for all_reduce) and where the time came from."""
+
+    nodes: Group
+    size_bytes: int
+    timing: str  # "cuda-events" | "wall" | "modeled"
+    time_s: Optional[float] = None
+    busbw_gbps: Optional[float] = None
+    gpus: int = 0
+    error: Optional[str] = None  # failed: the message (busbw then None)
+    na: Optional[str] = None  # not applicable: the reason (e.g. one GPU per node)
+    wrong: int = 0  # elements that were not the expected sum after the all_reduce
+    #: inter-node only: the same all_reduce between one GPU (local rank 0) of each node
+    one_gpu_busbw_gbps: Optional[float] = None
+    slow: bool = False  # set by the judge
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["nodes"] = list(self.nodes)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "GroupResult":
+        return cls(**{**d, "nodes": tuple(d["nodes"])})
+
+
+@dataclass
+class LostRank:
+    """A rank that did not reach the liveness barrier in time: ``state`` is ``hang`` (still
+    connected but silent) or ``crash`` (its connection is gone)."""
+
+    rank: int
+    node: str
+    state: str
+    message: str = ""
+
+
+class RanksLost(Exception):
+    def __init__(self, lost: List[LostRank], phase: str):
+        super().__init__(f"{len(lost)} rank(s) lost during {phase}")
+        self.lost, self.phase = lost, phase
+
+
+@dataclass
+class RoundRecord:
+    index: int  # 0: intra-node; 1.. inter-node rounds
+    phase: str  # "intra" | "inter"
+    groups: List[GroupResult]
+    reference_gbps: Optional[float] = None
+
+    def to_json(self) -> dict:
+        return {"round": self.index, "phase": self.phase, "reference_gbps": self.reference_gbps,
+                "groups": [g.to_json() for g in self.groups]}
+
+
+@dataclass
+class Outcome:
+    pattern: str
+    rounds: List[RoundRecord] = field(default_factory=list)
+    lost: List[LostRank] = field(default_factory=list)
+    lost_phase: Optional[str] = None
+
+    @property
+    def inter_rounds(self) -> List[RoundRecord]:
+        return [r for r in self.rounds if r.phase == "inter"]
+
+
+def _median(values: Sequence[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def judge(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
+    """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow."""
+    for g in groups:
+        if g.na:
+            continue
+        failed = bool(g.error) and not g.wrong  # wrong sums are judged as corrupt, not slow
+        g.slow = failed or (reference is not None and g.busbw_gbps is not None
+                                   and g.busbw_gbps < slow_below * reference)
+
+
+def reference_gbps(groups: List[GroupResult]) -> Optional[float]:
+    """The cluster's typical busbw: the median of the groups that measured one."""
+    return _median([g.busbw_gbps for g in groups if g.busbw_gbps is not None])
+
+
+def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFAULT_SLOW_BELOW,
+               intra: bool = True, on_round: Optional[Callable[[RoundRecord], None]] = None) -> Outcome:
+    """Intra-node round, then the inter-node rounds of ``pattern``; stops at lost ranks."""
+    out = Outcome(pattern=pattern)
+    rng = random.Random(seed)
+    nodes = list(range(len(backend.node_names)))
+
+    def record(rec: RoundRecord) -> RoundRecord:
+        out.rounds.append(rec)
+        if on_round is not None:
+            on_round(rec)
+        return rec
+
+    try:
+        if intra:
+            res = backend.measure_intra()
+            ref = reference_gbps(res)
+            # an outlier needs a majority to stand out from: with 2 nodes, which is slow is unknown
+            judge(res, ref if len(res) >= MIN_NODES_TO_JUDGE else None, slow_below)
+            record(RoundRecord(0, "intra", res, ref))
+        if pattern == "all":
+            plan = [[tuple(nodes)]]
+        elif pattern == "pairwise":
+            plan = round_robin(nodes)
+        else:
+            plan = [random_pairs(nodes, rng)]
+        ref: Optional[float] = None
+        first: List[GroupResult] = []
+        for groups in plan:
+            res = backend.measure_round(len(out.inter_rounds) + 1, groups)
+            first += res
+            record(RoundRecord(len(out.inter_rounds) + 1, "inter", res))
+        ref = reference_gbps(first)
+        for rec in out.inter_rounds:  # judged against the whole first pass, not one round
+            rec.reference_gbps = ref
+            judge(rec.groups, ref, slow_below)
+        if pattern == "random2pass":
+            suspects = sorted({n for g in first if g.slow for n in g.nodes})
+            passers = sorted({n for g in first if not g.slow and not g.na for n in g.nodes})
+            for groups in second_pass(suspects, passers, rng):
+                res = backend.measure_round(len(out.inter_rounds) + 1, groups)
+                judge(res, ref, slow_below)
+                record(RoundRecord(len(out.inter_rounds) + 1, "inter", res, ref))
+    except RanksLost as e:
+        out.lost, out.lost_phase = e.lost, e.phase
+    return out

@@ -1,0 +1,188 @@
+"""A cluster run folder's own files and their rendering: ``cluster.json`` (nodes, rounds, the
+inter-node figures), ``drain.txt``, and the report: per-node sections and a node-by-node busbw
+heatmap (a table in report.md for small clusters, ``heatmap_nodes.png`` when matplotlib is
+installed). The cluster layer writes the document; ``gputopo check`` reads it through here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from gputopo.model import Finding
+
+CLUSTER_JSON = "cluster.json"
+DRAIN_TXT = "drain.txt"
+HEATMAP_NODES_PNG = "heatmap_nodes.png"
+#: Largest cluster whose node matrix is written as a Markdown table (wider tables are unreadable).
+MD_MATRIX_MAX = 16
+#: Largest cluster drawn as a PNG heatmap.
+PNG_MATRIX_MAX = 512
+
+
+def read_cluster_doc(run_dir) -> Optional[Dict[str, Any]]:
+    """``cluster.json`` of a run folder, or None when the run is not a cluster run."""
+    p = Path(run_dir) / CLUSTER_JSON
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def inter_groups(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [g for r in doc.get("rounds", []) if r.get("phase") == "inter" for g in r.get("groups", [])]
+
+
+def one_gpu_median(doc: Dict[str, Any]) -> Optional[float]:
+    """Median busbw (GB/s) of the inter-node groups measured with one GPU per node."""
+    import statistics
+
+    vals = [g["one_gpu_busbw_gbps"] for g in inter_groups(doc) if g.get("one_gpu_busbw_gbps")]
+    return statistics.median(vals) if vals else None
+
+
+def node_matrix(doc: Dict[str, Any]) -> Dict[Tuple[int, int], float]:
+    """(a, b) -> lowest busbw (GB/s) measured with nodes a and b in one group (a < b)."""
+    m: Dict[Tuple[int, int], float] = {}
+    for g in inter_groups(doc):
+        if g.get("busbw_gbps") is None:
+            continue
+        nodes = sorted(g["nodes"])
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1:]:
+                m[(a, b)] = min(m.get((a, b), g["busbw_gbps"]), g["busbw_gbps"])
+    return m
+
+
+def gbps_text(v) -> str:
+    """A busbw figure: one decimal from 10 GB/s, three significant digits below (CPU runs)."""
+    if not isinstance(v, (int, float)):
+        return "n/a"
+    return f"{v:.1f}" if v >= 10 else f"{v:.3g}"
+
+
+_fmt = gbps_text
+
+
+def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
+    names = [n["name"] for n in doc["nodes"]]
+    sim = "SIMULATED " if doc.get("simulated") else ""
+    unit = doc.get("time_source", "wall")
+    lines = [f"# gputopo cluster report: {sim}{len(names)} nodes", "",
+             f"- pattern: `{doc.get('pattern')}`; inter-node rounds: **{doc.get('rounds_inter')}**"
+             f"; fabric: `{doc.get('fabric')}`; message size: {doc.get('size_bytes')} bytes",
+             f"- time: {doc.get('time_s', 0):.2f} s ({unit})",
+             f"- reference inter-node busbw (median of the first pass): {_fmt(doc.get('reference_gbps'))} GB/s"
+             f"; a group below {doc.get('slow_below')} x that is slow",
+             f"- the same all_reduce between one GPU of each node: median "
+             f"{gbps_text(one_gpu_median(doc))} GB/s", ""]
+    if doc.get("lost"):
+        lines += [f"**The run stopped: {len(doc['lost'])} rank(s) lost during {doc.get('lost_phase')}.**", ""]
+    lines += ["## Findings", ""]
+    lines += [f"- **{f.kind}** ({f.severity}): {f.message}" for f in findings] or ["- none"]
+    lines += ["", "## Nodes", "", "| node | ranks | GPUs | intra-node busbw (GB/s) | inter-node busbw (GB/s, lowest) | driver | differs |",
+              "|---|---|---|---|---|---|---|"]
+    lowest: Dict[int, float] = {}
+    for (a, b), v in node_matrix(doc).items():
+        for n in (a, b):
+            lowest[n] = min(lowest.get(n, v), v)
+    shown = doc["nodes"] if len(names) <= 64 else [n for k, n in enumerate(doc["nodes"])
+                                                   if _flagged(n["name"], findings)]
+    for n in shown:
+        k = names.index(n["name"])
+        fp = n.get("fingerprint") or {}
+        diff = ", ".join(sorted(((_node_finding(n["name"], findings, "topology-mismatch") or {})
+                                 .get("differs") or {}).keys())) or "-"
+        ranks = n.get("ranks") or []
+        rtext = f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else ",".join(map(str, ranks))
+        lines.append(f"| {n['name']} | {rtext} | {fp.get('gpu_count', 'n/a')} | "
+                     f"{_fmt((n.get('intra') or {}).get('busbw_gbps'))} | {_fmt(lowest.get(k))} | "
+                     f"{fp.get('driver', 'n/a')} | {diff} |")
+    if len(shown) < len(names):
+        lines.append(f"\n({len(names) - len(shown)} nodes without findings not listed; all are in {CLUSTER_JSON})")
+    lines += _node_sections(doc, findings)
+    lines += ["", "## Node-by-node inter-node busbw (GB/s)", ""]
+    lines += _matrix_table(doc, names)
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_cluster_markdown(run_dir, findings: List[Finding]) -> bool:
+    """When ``run_dir`` is a cluster run, (re)write its report.md as the cluster report."""
+    doc = read_cluster_doc(run_dir)
+    if doc is None:
+        return False
+    (Path(run_dir) / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
+    return True
+
+
+def _node_sections(doc: Dict[str, Any], findings: List[Finding]) -> List[str]:
+    """A section per node some finding names: its findings, ranks and fingerprint."""
+    out: List[str] = []
+    for n in doc["nodes"]:
+        mine = [f for f in findings if _flagged(n["name"], [f])]
+        if not mine:
+            continue
+        fp = n.get("fingerprint") or {}
+        out += ["", f"### {n['name']}", "", f"- ranks: {', '.join(map(str, n.get('ranks') or []))}"]
+        out += [f"- **{f.kind}**: {f.message}" for f in mine]
+        facts = ", ".join(f"{k} {v}" for k, v in fp.items() if k != "matrix")
+        if facts:
+            out.append(f"- fingerprint: {facts}")
+    return (["", "## Nodes with findings"] + out) if out else []
+
+
+def _flagged(name: str, findings: List[Finding]) -> bool:
+    return any((f.evidence or {}).get("node") == name or name in ((f.evidence or {}).get("nodes") or [])
+               for f in findings)
+
+
+def _node_finding(name, findings, kind) -> Optional[Dict[str, Any]]:
+    f = next((f for f in findings if f.kind == kind and (f.evidence or {}).get("node") == name), None)
+    return f.evidence if f else None
+
+
+def _matrix_table(doc, names) -> List[str]:
+    m = node_matrix(doc)
+    if len(names) > MD_MATRIX_MAX:
+        return [f"({len(names)} nodes: see {HEATMAP_NODES_PNG}; {len(m)} node pairs measured)"]
+    out = ["| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for a, na in enumerate(names):
+        row = []
+        for b in range(len(names)):
+            v = m.get((min(a, b), max(a, b))) if a != b else None
+            row.append("-" if a == b else _fmt(v) if v is not None else "")
+        out.append(f"| {na} | " + " | ".join(row) + " |")
+    return out
+
+
+def write_node_heatmap(doc: Dict[str, Any], run_dir) -> Optional[Path]:
+    """``heatmap_nodes.png``: busbw per node pair (blank where two nodes never met)."""
+    n = len(doc["nodes"])
+    if n > PNG_MATRIX_MAX:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError:
+        return None
+    grid = np.full((n, n), np.nan)
+    for (a, b), v in node_matrix(doc).items():
+        grid[a, b] = grid[b, a] = v
+    fig, ax = plt.subplots(figsize=(min(12, 3 + n * 0.4), min(10, 2.5 + n * 0.35)))
+    im = ax.imshow(grid, cmap="viridis")
+    fig.colorbar(im, ax=ax, label="inter-node all_reduce busbw (GB/s)")
+    if n <= 32:
+        names = [x["name"] for x in doc["nodes"]]
+        ax.set_xticks(range(n), names, rotation=90, fontsize=7)
+        ax.set_yticks(range(n), names, fontsize=7)
+    sim = "SIMULATED, modeled time" if doc.get("simulated") else f"time: {doc.get('time_source')}"
+    ax.set_title(f"node-by-node busbw, pattern {doc.get('pattern')} ({sim})", fontsize=9)
+    path = Path(run_dir) / HEATMAP_NODES_PNG
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,122 @@
+"""gputopo cluster in real ranks: two torchrun "nodes" on localhost (gloo, cpu fabric), a hung
+rank named by host and rank, and the srun variables with plain processes (three nodes, pairwise).
+
+Every launch is wrapped in ``timeout -k``: a healthy torchrun can wait up to 300 s in its exit
+barrier, and a test must never hang. A return code of 124/137 means the job did not end by
+itself within that bound (what the assertions below rule out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HELPER = Path(__file__).parent / "helpers" / "cluster_fault_rank.py"
+BOUND_S = 150  # the outer bound of every launch; jobs here end far sooner
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**more) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "GPUTOPO_")) and k not in
+           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", **more)
+    return env
+
+
+def _torchrun(tmp_path, args, names=("alpha", "beta"), fault=None):
+    port = _free_port()
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    target = [str(HELPER)] if fault else ["-m", "gputopo"]
+    procs = []
+    for name in names:
+        env = _env(GPUTOPO_NODE_NAME=name, **({"GPUTOPO_TEST_FAULT": fault} if fault else {}))
+        cmd = ["timeout", "-k", "5", str(BOUND_S), torchrun, "--nnodes", "2", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "t",
+               "--monitor-interval", "0.5", *target, "cluster", "--fabric", "cpu", "--size", "256K",
+               "--samples", "2", "--out", str(tmp_path / "run"), *args]
+        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate()[0] for p in procs]
+    return [p.returncode for p in procs], "\n".join(outs)
+
+
+def test_two_torchrun_nodes_make_one_run_folder(tmp_path):
+    codes, out = _torchrun(tmp_path, ["--timeout", "60"])
+    assert codes == [0, 0], out[-3000:]
+    run = tmp_path / "run"
+    doc = json.loads((run / "cluster.json").read_text())
+    assert sorted(n["name"] for n in doc["nodes"]) == ["alpha", "beta"]
+    assert sorted(len(n["ranks"]) for n in doc["nodes"]) == [2, 2]
+    assert doc["launcher"] == "torchrun" and doc["fabric"] == "cpu" and doc["time_source"] == "wall"
+    inter = [g for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"]]
+    assert len(inter) == 1 and inter[0]["busbw_gbps"] > 0 and inter[0]["gpus"] == 4
+    assert inter[0]["timing"] == "wall" and inter[0]["error"] is None
+    assert inter[0]["one_gpu_busbw_gbps"] > 0  # local rank 0 of each node alone
+    intra = [n["intra"] for n in doc["nodes"]]
+    assert all(i["busbw_gbps"] > 0 and i["gpus"] == 2 for i in intra)
+    assert len(list((run / "ranks").glob("*.jsonl"))) == 4  # one per rank
+    for name in ("alpha", "beta"):
+        assert (run / "nodes" / name / "node.json").exists()
+        assert (run / "nodes" / name / "topology.json").exists()
+    md = (run / "report.md").read_text()
+    assert "| alpha |" in md and "| beta |" in md
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    assert (run / "drain.txt").read_text() == ""
+
+
+def test_hung_rank_is_named_by_host_and_rank(tmp_path):
+    codes, out = _torchrun(tmp_path, ["--timeout", "4"], names=("alpha", "beta"), fault="hang:3")
+    assert not set(codes) & {124, 137}, out[-3000:]  # ended by itself, not by the outer bound
+    assert set(codes) != {0}
+    doc = json.loads((tmp_path / "run" / "cluster.json").read_text())
+    host = next(n["name"] for n in doc["nodes"] if 3 in n["ranks"])
+    hang = [f for f in doc["findings"] if f["kind"] == "hang"]
+    assert len(hang) == 1 and hang[0]["evidence"]["node"] == host and hang[0]["evidence"]["ranks"] == [3]
+    assert f"node {host} rank(s) 3" in out
+    assert (tmp_path / "run" / "drain.txt").read_text().startswith(f"{host} gputopo hang")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
+
+
+def test_srun_variables_with_plain_processes(tmp_path):
+    port = _free_port()
+    procs = []
+    for rank in range(3):  # three one-rank nodes, pairwise: each node sits out one round
+        env = _env(SLURM_PROCID=str(rank), SLURM_NTASKS="3", SLURM_LOCALID="0",
+                   SLURM_TASKS_PER_NODE="1(x3)", SLURM_JOB_NODELIST="localhost",
+                   MASTER_PORT=str(port), GPUTOPO_NODE_NAME=f"n{rank}")
+        cmd = ["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
+               "--fabric", "cpu", "--size", "256K", "--samples", "2", "--timeout", "60",
+               "--pattern", "pairwise", "--out", str(tmp_path / "run")]
+        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate()[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(outs)[-3000:]
+    doc = json.loads((tmp_path / "run" / "cluster.json").read_text())
+    assert doc["launcher"] == "slurm" and [n["name"] for n in doc["nodes"]] == ["n0", "n1", "n2"]
+    assert all(n["intra"]["na"] for n in doc["nodes"])  # one rank per node: nothing intra-node
+    pairs = sorted(tuple(g["nodes"]) for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
+    assert doc["rounds_inter"] == 3 and pairs == [(0, 1), (0, 2), (1, 2)] and "3 nodes" in outs[0]
+    assert all(g["busbw_gbps"] > 0 for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
+
+
+def test_cuda_fabric_without_a_gpu_is_exit_3_on_every_rank(tmp_path):
+    env = _env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
+               MASTER_PORT=str(_free_port()), CUDA_VISIBLE_DEVICES="")
+    p = subprocess.run(["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
+                        "--out", str(tmp_path / "run")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 3, p.stderr
+    assert "gputopo: error: rank 0" in p.stderr and "--fabric cpu" in p.stderr
+    assert "Traceback" not in p.stderr
