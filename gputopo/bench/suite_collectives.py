@@ -1,0 +1,81 @@
+"""Specs of the collectives (all_reduce, all_gather, reduce_scatter, broadcast) over a group of
+GPUs, sized as nccl-tests sizes them.
+
+Why: DDP's gradient all_reduce and the other collectives are what multi-GPU training runs; each
+Spec checks every local rank's output bit for bit (see :mod:`gputopo.bench.suites`).
+"""
+
+from __future__ import annotations
+
+from .patterns import compare, expected, fill_pattern, fill_small, merge, poison
+from .plan import Case, busbw_factor
+from .spec import Prepared, Spec
+from .suite_buffers import SEED_RANK, SEED_SRC, _count, _sum_expected
+
+
+def _collective(ops, case: Case) -> Spec:
+    test = case.test
+    gpus = list(case.gpus)
+    size = case.size_bytes
+    n = _count(size)
+    world = len(gpus)
+    local = [g for g in gpus if ops.is_local(g)]
+    if test in ("collective.all_gather", "collective.reduce_scatter"):
+        per = max(1, n // world)
+        n = per * world
+    else:
+        per = n
+
+    def prepare() -> Prepared:
+        if test == "collective.all_reduce":
+            pristine = {g: fill_small(ops.empty(g, n), SEED_RANK[gpus.index(g)]) for g in local}
+            bufs = {g: ops.empty(g, n) for g in local}
+            exp = {g: _sum_expected(ops, g, [(n,)], SEED_RANK[:world])[0] for g in local}
+
+            def refill():  # all_reduce works in place: restore the inputs
+                for g in local:
+                    bufs[g].copy_(pristine[g])
+
+            run = lambda: ops.all_reduce(bufs)  # noqa: E731
+            outs = bufs
+        elif test == "collective.all_gather":
+            ins = {g: fill_pattern(ops.empty(g, per), SEED_SRC, gpus.index(g) * per) for g in local}
+            outs = {g: ops.empty(g, n) for g in local}
+            exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
+            refill = lambda: [poison(t) for t in outs.values()]  # noqa: E731
+            run = lambda: ops.all_gather(outs, ins)  # noqa: E731
+        elif test == "collective.reduce_scatter":
+            ins = {g: fill_small(ops.empty(g, n), SEED_RANK[gpus.index(g)]) for g in local}
+            outs = {g: ops.empty(g, per) for g in local}
+            exp = {}
+            for g in local:
+                r = gpus.index(g)
+                full = _sum_expected(ops, g, [(n,)], SEED_RANK[:world])[0]
+                exp[g] = full[r * per:(r + 1) * per].clone()
+            refill = lambda: [poison(t) for t in outs.values()]  # noqa: E731
+            run = lambda: ops.reduce_scatter(outs, ins)  # noqa: E731
+        else:  # broadcast from case.src
+            root = case.src
+            outs = {}
+            for g in local:
+                t = ops.empty(g, n)
+                if g == root:
+                    fill_pattern(t, SEED_SRC)
+                outs[g] = t
+            exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
+
+            def refill():
+                for g in local:
+                    if g != root:
+                        poison(outs[g])
+
+            run = lambda: ops.broadcast(outs, root)  # noqa: E731
+
+        def verify():
+            return merge((*compare(outs[g], exp[g]), outs[g].numel()) for g in local)
+
+        return Prepared(refill, run, verify)
+
+    return Spec(test, case.gpus, case.direction, case.size_bytes, 4 * n,
+                busbw_factor(test, world), prepare, devices=tuple(local),
+                extra=dict(ops.extra(test, case.src, case.dst), ranks=world))
