@@ -21,6 +21,7 @@ GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA de
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Dict, Mapping, Optional, Sequence
 
@@ -42,28 +43,53 @@ def _norm_bus_id(bus_id: str) -> Optional[tuple]:
 
 
 def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
-    """NVML index -> CUDA device index of this process, matched by PCI bus id.
+    """NVML index -> CUDA device index of this process, matched by PCI bus id only.
 
-    ``gpus`` maps NVML index -> {"pci_bus_id": str|None, "cuda_index": int|None} (from the
-    topology). A GPU whose bus id matches no CUDA device falls back to its known cuda_index,
-    then to its NVML index (the same numbering when CUDA_DEVICE_ORDER=PCI_BUS_ID and
-    CUDA_VISIBLE_DEVICES is unset).
+    ``gpus`` maps NVML index -> {"pci_bus_id": str|None, ...} (from the topology). A GPU whose
+    bus id matches no CUDA device of this process is left out: it is not visible to CUDA here
+    (CUDA_VISIBLE_DEVICES), and guessing a number for it measured another GPU. The parent only
+    plans steps on visible GPUs (gputopo.bench.visible); :meth:`CudaOps.device` refuses others.
     """
     by_bus = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
         key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
                getattr(props, "pci_device_id", -1))
-        by_bus[key] = d
+        by_bus.setdefault(key, d)  # MIG instances share their GPU's bus id: the first one
     out = {}
     for nvml, info in gpus.items():
         nb = _norm_bus_id(info.get("pci_bus_id") or "")
         hit = by_bus.get((nb[0], nb[1], nb[2])) if nb else None
-        if hit is None:
-            ci = info.get("cuda_index")
-            hit = ci if isinstance(ci, int) else nvml
-        out[int(nvml)] = int(hit)
+        if hit is not None:
+            out[int(nvml)] = int(hit)
     return out
+
+
+def check_bus_ids(devices: Sequence[int], bus_ids: Sequence[Optional[str]]) -> None:
+    """RuntimeError unless CUDA device ``devices[k]`` of this process has PCI bus id
+    ``bus_ids[k]`` (None: not checked): the guard that a number computed in the parent still
+    names the GPU it was meant to."""
+    for d, bus in zip(devices, bus_ids):
+        want = _norm_bus_id(bus or "")
+        if want is None:
+            continue
+        p = torch.cuda.get_device_properties(int(d))
+        have = (getattr(p, "pci_domain_id", 0), getattr(p, "pci_bus_id", -1),
+                getattr(p, "pci_device_id", -1))
+        if have != want[:3]:
+            raise RuntimeError(f"cuda:{d} is PCI {have[0]:04x}:{have[1]:02x}:{have[2]:02x}, not "
+                               f"{bus}: CUDA numbers GPUs differently than expected "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
+
+
+def device_of(cuda_index: Mapping[int, int], gpu: int) -> torch.device:
+    """The CUDA device of NVML GPU ``gpu`` (from :func:`resolve_cuda_indices`); RuntimeError
+    naming it when CUDA cannot see it in this process, never another GPU's number."""
+    if gpu not in cuda_index:
+        raise RuntimeError(f"GPU {gpu} is not visible to CUDA in this process (no CUDA device "
+                           "has its PCI bus id; CUDA_VISIBLE_DEVICES="
+                           f"{os.environ.get('CUDA_VISIBLE_DEVICES')})")
+    return torch.device("cuda", cuda_index[gpu])
 
 
 class CudaOps(DistMixin, Ops):
@@ -77,7 +103,7 @@ class CudaOps(DistMixin, Ops):
         self.cuda_index = dict(cuda_index)
 
     def device(self, gpu: int) -> torch.device:
-        return torch.device("cuda", self.cuda_index[gpu])
+        return device_of(self.cuda_index, gpu)
 
     def _sync_device(self):
         return self.device(self.local_gpus[0])
@@ -90,7 +116,7 @@ class CudaOps(DistMixin, Ops):
     def peer_access(self, a: int, b: int) -> Optional[bool]:
         if not (self.is_local(a) and self.is_local(b)):
             return None
-        return bool(torch.cuda.can_device_access_peer(self.cuda_index[a], self.cuda_index[b]))
+        return bool(torch.cuda.can_device_access_peer(self.device(a).index, self.device(b).index))
 
     def peer_route(self, a: int, b: int) -> str:
         return "host" if self.peer_access(a, b) is False else "p2p"
@@ -150,7 +176,7 @@ class CudaOps(DistMixin, Ops):
 
     # ---------------------------------------------------------------- DataParallel (real)
     def _devs(self, gpus):
-        return [self.cuda_index[g] for g in gpus]
+        return [self.device(g).index for g in gpus]
 
     def dp_broadcast_coalesced(self, params, shapes, master, gpus):
         from torch.nn.parallel import comm
@@ -168,14 +194,14 @@ class CudaOps(DistMixin, Ops):
     def dp_gather(self, pieces, shape, master, gpus):
         from torch.nn.parallel import comm
 
-        return comm.gather([pieces[g] for g in gpus], dim=0, destination=self.cuda_index[master])
+        return comm.gather([pieces[g] for g in gpus], dim=0, destination=self.device(master).index)
 
     def dp_reduce_add_coalesced(self, grads, shapes, master, gpus):
         from torch.nn.parallel import comm
 
         order = [master] + [g for g in gpus if g != master]
         return list(comm.reduce_add_coalesced([grads[g] for g in order],
-                                              destination=self.cuda_index[master]))
+                                              destination=self.device(master).index))
 
     # ---------------------------------------------------------------- clock
     def sync(self, gpus) -> None:
