@@ -158,9 +158,21 @@ def test_cuda_version_text():
     assert cuda_version_text(na) is na
 
 
-def test_reads_gpus_links_and_classes():
+def sysfs_root(tmp_path, lib, nodes=None):
+    """A root whose sys/bus/pci/devices/<bdf>/numa_node give the stub's GPUs their socket node
+    (``nodes`` overrides; default the stub's "numa")."""
+    for k, g in enumerate(lib.gpus):
+        bdf = g["bus"][4:].lower()
+        d = tmp_path / "sys" / "bus" / "pci" / "devices" / bdf
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "numa_node").write_text(f"{(nodes or {}).get(k, g['numa'])}\n")
+    return str(tmp_path)
+
+
+def test_reads_gpus_links_and_classes(tmp_path):
     lib = StubNvml()
-    topo = read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    topo = read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                         sysfs_root=sysfs_root(tmp_path, lib))
     assert classes(topo) == {(0, 1): "NV2", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS",
                              (1, 3): "SYS", (2, 3): "NODE"}
     g0, g2 = topo.gpu(0), topo.gpu(2)
@@ -288,22 +300,43 @@ def test_unknown_error_on_one_gpu_only_marks_that_field():
     assert len(topo.pairs) == 6
 
 
-def test_old_driver_without_numa_call():
+def test_old_driver_without_numa_call(tmp_path):
+    """NVML's NUMA call is the GPU memory's node: its absence costs only that field; the
+    socket's node still comes from sysfs."""
     lib = StubNvml(fail={("nvmlDeviceGetNumaNodeId", k): 13 for k in range(4)})
-    topo = read_topology(lib)
-    assert all(isinstance(g.numa_node, NotAvailable) for g in topo.gpus)
-    assert "driver too old" in topo.gpu(0).numa_node.reason
+    topo = read_topology(lib, sysfs_root=sysfs_root(tmp_path, lib))
+    assert all(isinstance(g.gpu_memory_numa_node, NotAvailable) for g in topo.gpus)
+    assert "driver too old" in topo.gpu(0).gpu_memory_numa_node.reason
+    assert [g.numa_node for g in topo.gpus] == [0, 0, 1, 1]
     assert classes(topo)[(0, 2)] == "SYS"
 
 
-def test_failed_topology_call_falls_back_to_numa_or_omits():
+def test_socket_numa_node_comes_from_sysfs_not_nvml(tmp_path):
+    """Issue 8: nvmlDeviceGetNumaNodeId is the GPU memory's own node (Grace Hopper), not the
+    socket's. The stub answers 0,0,1,1 there; sysfs says 1,1,0,0: sysfs wins, NVML's is kept."""
+    lib = StubNvml()
+    root = sysfs_root(tmp_path, lib, nodes={0: 1, 1: 1, 2: 0, 3: 0})
+    topo = read_topology(lib, sysfs_root=root)
+    assert [g.numa_node for g in topo.gpus] == [1, 1, 0, 0]
+    assert [g.gpu_memory_numa_node for g in topo.gpus] == [0, 0, 1, 1]
+    back = topology_from_json(topology_to_json(topo))
+    assert [g.gpu_memory_numa_node for g in back.gpus] == [0, 0, 1, 1]
+    (tmp_path / "sys/bus/pci/devices/0000:0f:00.0/numa_node").write_text("-1\n")
+    g1 = read_topology(lib, sysfs_root=root).gpu(1)
+    assert isinstance(g1.numa_node, NotAvailable) and "-1" in g1.numa_node.reason
+    no_root = read_topology(lib).gpu(0)
+    assert isinstance(no_root.numa_node, NotAvailable) and no_root.gpu_memory_numa_node == 0
+
+
+def test_failed_topology_call_falls_back_to_numa_or_omits(tmp_path):
     lib = StubNvml(fail={("nvmlDeviceGetTopologyCommonAncestor", 0): 999})
-    c = classes(read_topology(lib))
+    root = sysfs_root(tmp_path, lib)
+    c = classes(read_topology(lib, sysfs_root=root))
     assert c[(0, 1)] == "NV2"          # from NVLink, no call needed
     assert c[(0, 2)] == "SYS"          # different NUMA nodes
     assert (0, 1) in c and c[(2, 3)] == "NODE"
     lib = StubNvml(fail={("nvmlDeviceGetTopologyCommonAncestor", 2): 999})
-    assert (2, 3) not in classes(read_topology(lib))  # same NUMA node, class unknown: omitted
+    assert (2, 3) not in classes(read_topology(lib, sysfs_root=root))  # same NUMA node, class unknown: omitted
 
 
 def test_no_nvlink_functions_in_bindings():

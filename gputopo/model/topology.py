@@ -62,7 +62,12 @@ class Gpu:
     uuid: Any = NotAvailable("not read")
     pci_bus_id: Any = NotAvailable("not read")
     cuda_index: Any = NotAvailable("not read")
+    #: NUMA node of the CPU socket the GPU's PCIe link attaches to (sysfs numa_node; nvidia-smi's
+    #: "NUMA Affinity"). Before schema note 8 (issue 8) it came from nvmlDeviceGetNumaNodeId.
     numa_node: Any = NotAvailable("not read")
+    #: NVML's nvmlDeviceGetNumaNodeId: the NUMA node of the GPU's own memory on coherent systems
+    #: (Grace Hopper, GB200); NOT_SUPPORTED on x86 (nvidia-smi's "GPU NUMA ID").
+    gpu_memory_numa_node: Any = NotAvailable("not read")
     cpu_affinity: Any = NotAvailable("not read")  # cpulist text, e.g. "0-31,64-95"
     pcie: PcieLink = field(default_factory=PcieLink)
     mig_mode: Any = NotAvailable("not read")  # "enabled" | "disabled"
@@ -124,6 +129,8 @@ class HostInfo:
     driver_version: Any = NotAvailable("not read")
     nvml_version: Any = NotAvailable("not read")
     cuda_driver_version: Any = NotAvailable("not read")  # e.g. "12.4"
+    #: "intel" | "amd" | "zhaoxin" | "arm" | "power" | other (NCCL's P2P level depends on it).
+    cpu_vendor: Any = NotAvailable("not read")
 
 
 @dataclass
@@ -196,6 +203,7 @@ def topology_to_json(topo: Topology) -> Dict[str, Any]:
                 "uuid": _enc(g.uuid),
                 "pci_bus_id": _enc(g.pci_bus_id),
                 "numa_node": _enc(g.numa_node),
+                "gpu_memory_numa_node": _enc(g.gpu_memory_numa_node),
                 "cpu_affinity": _enc(g.cpu_affinity),
                 "mig_mode": _enc(g.mig_mode),
                 "pcie": _enc(vars(g.pcie)),

@@ -359,7 +359,10 @@ def read_host(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[
     left for the NVML reader. Never raises for missing files or commands: fields become
     NotAvailable(reason).
     """
+    from gputopo.probe.host_facts import read_cpu_vendor
+
     gpu_bus_ids = [b for b in gpu_bus_ids if isinstance(b, str)]
     mode, evidence = read_iommu(root, gpu_bus_ids)
     return HostInfo(hostname=_hostname(root), kernel=_kernel(root), iommu_mode=mode,
-                    iommu_evidence=evidence, acs=read_acs(root, run, gpu_bus_ids))
+                    iommu_evidence=evidence, acs=read_acs(root, run, gpu_bus_ids),
+                    cpu_vendor=read_cpu_vendor(root))

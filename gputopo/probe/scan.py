@@ -17,7 +17,8 @@ def read_machine(lib, root, run, machine: str, source: str, simulated: bool = Fa
     from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
 
     host = read_host(root=root, run=run, gpu_bus_ids=gpu_bus_ids(lib))
-    return read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+    return read_topology(lib, host=host, machine=machine, source=source, simulated=simulated,
+                         sysfs_root=root)
 
 
 def scan_real() -> Topology:

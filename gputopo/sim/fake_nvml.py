@@ -352,6 +352,12 @@ class FakeNvml:
 
     @_device()
     def nvmlDeviceGetNumaNodeId(self, i):
+        # The GPU memory's own NUMA node: only coherent CPU-GPU systems (Grace Hopper, GB200)
+        # have one; a real driver on an x86 host answers NOT_SUPPORTED. Every simulated host is
+        # x86 (sim.records.CPU_VENDORS); the socket's node is in the fake host's sysfs.
+        self._gpu(i)
+        if self.desc.host.cpu_vendor in ("intel", "amd"):
+            self._raise(NVML_ERROR_NOT_SUPPORTED)
         node = self._gpu(i).numa_node
         if node is None:
             self._raise(NVML_ERROR_NOT_SUPPORTED)
