@@ -92,9 +92,11 @@ class SimModel:
     def peer_route(self, i: int, j: int) -> str:
         return "p2p" if self.peer_ok(i, j) else "host"
 
-    def nccl_route(self, i: int, j: int) -> str:
-        """NCCL uses P2P over NVLink and PCIe up to NCCL_P2P_LEVEL (default PXB), when P2P is OK."""
-        return nccl_route(self.link_class(i, j), self.peer_ok(i, j), self.nccl_env)
+    def nccl_route(self, i: int, j: int, n_gpus: int = 2) -> str:
+        """NCCL's route between i and j in a communicator of ``n_gpus`` GPUs on this host's CPU
+        (gputopo.bench.routes: P2P up to PXB, up to SYS on AMD with 2 GPUs; NCCL_P2P_* honoured)."""
+        return nccl_route(self.link_class(i, j), self.peer_ok(i, j), self.nccl_env,
+                          cpu_vendor=self.desc.host.cpu_vendor, n_gpus=n_gpus)
 
     # ---------------------------------------------------------------- faults
     def faults(self, i: int, j: Optional[int], route: str) -> list:
@@ -244,7 +246,7 @@ class SimOps(Ops):
 
     def collective_route(self) -> str:
         i, j = self.step_gpus[:2]
-        return self.model.nccl_route(i, j)
+        return self.model.nccl_route(i, j, n_gpus=len(self.step_gpus))
 
     # ---------------------------------------------------------------- transfers
     def transfers(self, items, route: str = "p2p") -> None:
