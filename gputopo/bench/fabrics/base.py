@@ -254,6 +254,11 @@ class Ops:
         pass
 
 
+#: DataParallel primitives PyTorch runs through torch.cuda.nccl (broadcast, reduce) when it is
+#: built with NCCL, not through raw peer copies: their measurements are labelled path "nccl".
+NCCL_DP_TESTS = ("dp.broadcast_coalesced", "dp.reduce_add")
+
+
 def _unflatten(flat: torch.Tensor, shapes) -> List[torch.Tensor]:
     out, pos = [], 0
     for shp in shapes:

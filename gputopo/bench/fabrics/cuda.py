@@ -27,7 +27,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
-from .base import Ops
+from .base import NCCL_DP_TESTS, Ops
 from .cpu import DistMixin
 
 
@@ -237,6 +237,8 @@ class CudaOps(DistMixin, Ops):
         if test.startswith("self."):
             return {"path": "host" if test != "self.d2d" else "device", "pinned": True}
         if test.startswith("collective."):
+            return {"path": "nccl"}
+        if test in NCCL_DP_TESTS:  # comm.broadcast_coalesced / reduce_add -> torch.cuda.nccl
             return {"path": "nccl"}
         if test == "p2p.staged":
             return {"path": "host", "pinned": True}

@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from ..routes import nccl_route
-from .base import Ops
+from .base import NCCL_DP_TESTS, Ops
 
 #: Relative half-width of the deterministic per-sample jitter of modeled times.
 JITTER = 0.02
@@ -358,6 +358,10 @@ class SimOps(Ops):
         if test.startswith("collective."):
             route = self.collective_route()
             return {"path": route, "healthy_model": self.model.model_facts(i, j, route)}
+        if test in NCCL_DP_TESTS:  # torch.cuda.nccl under DataParallel: NCCL's route
+            route = self.collective_route()
+            return {"path": "nccl", "nccl_route": route,
+                    "healthy_model": self.model.model_facts(i, j, route)}
         a, b = (src, dst) if src is not None else (i, j)
         route = "host" if test == "p2p.staged" else self.peer_route(a, b)
         return {"path": route, "peer_access": self.peer_access(a, b),
