@@ -372,3 +372,51 @@ def test_pair_calls_are_quadratic_not_worse():
     pairs = lambda n: n * (n - 1) // 2
     per_pair = (big.calls - small.calls) / (pairs(32) - pairs(8))
     assert per_pair <= 8
+
+
+class GappyLinks(StubNvml):
+    """GPU 0 has 4 NVLinks to GPU 1 and link 1 answers NOT_SUPPORTED (a disabled link)."""
+
+    def __init__(self, field_count=True):
+        super().__init__()
+        b = [g["bus"] for g in self.gpus]
+        self.links = {0: [(1, b[1], 0)] * 4, 1: [(1, b[0], 0)] * 4}
+        if not field_count:
+            self.nvmlDeviceGetFieldValues = None  # old bindings: getattr finds nothing usable
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if h == 0 and link == 1:
+            raise StubError(3)
+        return super().nvmlDeviceGetNvLinkState(h, link)
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        assert ids == [91]
+        n = len(self.links.get(h, []))
+        return [types.SimpleNamespace(fieldId=91, valueType=1, nvmlReturn=0,
+                                      value=types.SimpleNamespace(uiVal=n))]
+
+
+def test_nvlink_enumeration_skips_an_unsupported_link_and_reads_on():
+    """Issue 8: enumeration used to stop at the first link that errors (GPU 0 had 1 link)."""
+    from gputopo.probe.nvml_reader import nvlink_count
+
+    for lib in (GappyLinks(), GappyLinks(field_count=False)):
+        topo = read_topology(lib)
+        assert [lk.link for lk in topo.gpu(0).nvlinks] == [0, 2, 3]
+        assert len(topo.gpu(1).nvlinks) == 4
+        assert str(topo.link_class(0, 1)) == "NV3"
+    assert nvlink_count(GappyLinks(), 0, 18) == 4
+    assert nvlink_count(GappyLinks(field_count=False), 0, 18) == 18
+
+
+def test_fake_nvml_answers_the_link_count_field():
+    from gputopo.probe.nvml_reader import nvlink_count
+    from gputopo.sim.description import load_description
+    from gputopo.sim.fake_nvml import FakeNvml
+
+    lib = FakeNvml(load_description("seed-8gpu"))
+    lib.nvmlInit()
+    assert nvlink_count(lib, lib.nvmlDeviceGetHandleByIndex(0), 18) == 4
+    lib = FakeNvml(load_description("pcie-4gpu"))
+    lib.nvmlInit()
+    assert nvlink_count(lib, lib.nvmlDeviceGetHandleByIndex(0), 18) == 0

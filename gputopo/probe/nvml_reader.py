@@ -107,8 +107,31 @@ def _affinity_words() -> int:
 # ----------------------------------------------------------------------------- per GPU
 
 
+#: nvmlFieldValue_t.valueType -> the c_nvmlValue_t member holding the value.
+_FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+#: pynvml's NVML_FI_DEV_NVLINK_LINK_COUNT (the links a GPU has; drivers >= 450).
+NVLINK_LINK_COUNT_FIELD = 91
+
+
+def nvlink_count(lib, handle, max_links: int) -> int:
+    """How many NVLink indices to ask about: the GPU's NVML_FI_DEV_NVLINK_LINK_COUNT field where
+    the driver answers it, else ``max_links`` (NVML_NVLINK_MAX_LINKS)."""
+    field_id = getattr(lib, "NVML_FI_DEV_NVLINK_LINK_COUNT", NVLINK_LINK_COUNT_FIELD)
+    values = query(lib, "nvmlDeviceGetFieldValues", handle, [field_id],
+                   default_reason="NVLink link count")
+    try:
+        v = values[0]
+        if int(getattr(v, "nvmlReturn", 1)) != 0:
+            return max_links
+        n = int(getattr(v.value, _FIELD_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal")))
+    except (TypeError, IndexError, AttributeError, ValueError, KeyError):
+        return max_links
+    return n if 0 <= n <= max_links else max_links
+
+
 def _read_nvlink(lib, handle, link: int) -> Optional[NvLink]:
-    """One NVLink, or None when the GPU has no link with this index (the end of its links)."""
+    """One NVLink, or None when the GPU has no usable link with this index (unsupported, not
+    found, or past its last link): such an index is skipped, the next ones are still read."""
     state = query(lib, "nvmlDeviceGetNvLinkState", handle, link, default_reason=f"NVLink {link} state",
                   not_available_codes=(NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND))
     if isinstance(state, NotAvailable):
@@ -167,11 +190,10 @@ def _read_gpu(lib, gpu: Gpu, handle, max_links: int) -> Gpu:
     )
     gpu.mig_mode = _mig_mode(lib, handle)
     links = []
-    for link in range(max_links):
+    for link in range(nvlink_count(lib, handle, max_links)):
         lk = _read_nvlink(lib, handle, link)
-        if lk is None:
-            break
-        links.append(lk)
+        if lk is not None:  # an unsupported link in the middle does not end the enumeration
+            links.append(lk)
     gpu.nvlinks = links
     return gpu
 
