@@ -171,6 +171,7 @@ def test_run_folder_has_every_output(seed_run):
     assert len(ms) == doc["measurements"]
     assert {tuple(m["gpus"]) for m in ms if m.get("gpus")} == {(3, 4), (5, 6), (6, 7)}
     assert all(m["timing"] == "modeled" and m["fabric"] == "sim" for m in ms)
+    assert all(m["extra"]["timing_method"].startswith("modeled: ") for m in ms)  # how, not only what
     nums = read_jsonl(run / "numerics.jsonl")
     assert len(nums) == len(doc["numerics"]["results"]) == 9
 

@@ -250,6 +250,14 @@ class Ops:
         """Facts recorded with every measurement of ``test`` (route, peer access...)."""
         return {}
 
+    #: How :meth:`timed` takes its time, recorded with every measurement (``timing_method``).
+    timing_method = ""
+
+    def timing_facts(self) -> dict:
+        """How the samples just taken were timed (recorded in the measurement's extra), and the
+        start of a fresh count for the next measurement."""
+        return {"timing_method": self.timing_method} if self.timing_method else {}
+
     def close(self) -> None:
         pass
 

@@ -10,10 +10,13 @@
   ``reduce_add_coalesced``, as ``nn.DataParallel`` calls them.
 - Collectives: NCCL, one process per GPU (``torch.distributed``).
 
-Timing: a start event on the first device's current stream, every other involved device's
-stream waits on it; after the operation each of them records an event the first stream waits
+Timing: a spin kernel (``torch.cuda._sleep``) holds the first device's current stream, then a
+start event on it; every other involved device's stream waits on that event; the runs are
+enqueued while the hold lasts (p2pBandwidthLatencyTest's delay kernel), so launch overhead stays
+outside the interval; after the operation each device records an event the first stream waits
 on, then the end event; ``elapsed_time`` of the pair. Cross-device work is thus fully inside
-the interval, and events of one device are compared (CUDA requires it).
+the interval, and events of one device are compared (CUDA requires it). How each measurement
+was timed is recorded as ``extra.timing_method``.
 
 GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA device indices
 (workers run with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; see :func:`resolve_cuda_indices`).
@@ -209,7 +212,37 @@ class CudaOps(DistMixin, Ops):
             if self.is_local(g):
                 torch.cuda.synchronize(self.device(g))
 
+    #: The hold's first length, in seconds of GPU clock (doubled whenever it proves too short).
+    HOLD_S = 0.002
+    #: The longest hold (seconds): a host slower than this per sample is recorded, not waited on.
+    HOLD_MAX_S = 1.0
+    timing_method = HOLD_METHOD = (
+        "cuda-events: the first device's stream is held by a spin kernel (torch.cuda._sleep) "
+        "while every run is enqueued, then start/end events bracket only GPU work, as "
+        "p2pBandwidthLatencyTest holds its stream with a delay kernel")
+
+    def _hold_cycles(self, dev: torch.device) -> int:
+        if not hasattr(self, "_hold"):
+            khz = int(getattr(torch.cuda.get_device_properties(dev), "clock_rate", 0) or 1_500_000)
+            self._cycles_per_s = khz * 1000
+            self._hold = int(self.HOLD_S * self._cycles_per_s)
+        return self._hold
+
+    def timing_facts(self) -> dict:
+        short = self.__dict__.pop("_hold_short", 0)
+        facts = {"timing_method": self.HOLD_METHOD}
+        if short:
+            facts["hold_too_short_samples"] = short
+            facts["timing_method"] += (f"; in {short} sample(s) the hold ended before every run was "
+                                       "enqueued, so those include host launch time")
+        return facts
+
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
+        """Seconds per run of ``run``: CUDA events on the first device's stream, every other
+        device's stream fenced inside the interval. The stream is held by a spin kernel until
+        every run is enqueued (else small copies would time Python dispatch, not the link);
+        if the start event has already passed when enqueuing ends, the hold was too short:
+        that sample is counted (``hold_too_short_samples``) and the next hold is doubled."""
         devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
         self.sync(self.local_gpus)
         self.barrier()
@@ -217,6 +250,7 @@ class CudaOps(DistMixin, Ops):
         with torch.cuda.device(devs[0]):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(self._hold_cycles(devs[0]))  # the hold, before the start event
             start.record(first)
         for d in devs[1:]:
             torch.cuda.current_stream(d).wait_event(start)
@@ -230,6 +264,9 @@ class CudaOps(DistMixin, Ops):
             first.wait_event(done)
         with torch.cuda.device(devs[0]):
             end.record(first)
+        if start.query():  # the GPU passed the start event before the last run was enqueued
+            self._hold_short = self.__dict__.get("_hold_short", 0) + 1
+            self._hold = min(2 * self._hold, int(self.HOLD_MAX_S * self._cycles_per_s))
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / repeat
 
