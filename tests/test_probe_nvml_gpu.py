@@ -1,5 +1,6 @@
 """The NVML reader on the real machine (skips where there is no driver or GPU)."""
 
+import contextlib
 import os
 
 import pytest
@@ -9,22 +10,30 @@ from gputopo.model.topology import P2P_CAPS, P2P_STATUS_NAMES
 from gputopo.model.values import NotAvailable, Failed, is_value
 
 
-@pytest.mark.nvml
-def test_real_machine_invariants():
-    from gputopo.probe.host import bus_key, read_host
+@contextlib.contextmanager
+def nvml():
+    """The real NVML library object (skips where there is no driver), closed after."""
     from gputopo.probe.nvml_lib import close_nvml, load_nvml
-    from gputopo.probe.nvml_reader import read_topology
 
     try:
         lib = load_nvml()
     except NoHardwareError as e:
         pytest.skip(str(e))
     try:
+        yield lib
+    finally:
+        close_nvml(lib)
+
+
+@pytest.mark.nvml
+def test_real_machine_invariants():
+    from gputopo.probe.host import bus_key, read_host
+    from gputopo.probe.nvml_reader import read_topology
+
+    with nvml() as lib:
         count = lib.nvmlDeviceGetCount()
         topo = read_topology(lib, host=None)
         host = read_host("/", gpu_bus_ids=[g.pci_bus_id for g in topo.gpus if is_value(g.pci_bus_id)])
-    finally:
-        close_nvml(lib)
 
     assert len(topo.gpus) == count >= 1
     assert isinstance(topo.host.driver_version, str) and topo.host.driver_version[0].isdigit()
@@ -126,18 +135,11 @@ def test_link_classes_and_numa_equal_nvidia_smi_topo():
 
 @pytest.mark.nvml
 def test_nvlinks_enumerated_up_to_the_link_count():
-    from gputopo.probe.nvml_lib import close_nvml, load_nvml
     from gputopo.probe.nvml_reader import nvlink_count, read_topology
 
-    try:
-        lib = load_nvml()
-    except NoHardwareError as e:
-        pytest.skip(str(e))
-    try:
+    with nvml() as lib:
         topo = read_topology(lib)
         for g in topo.gpus:
             h = lib.nvmlDeviceGetHandleByIndex(g.nvml_index)
             n = nvlink_count(lib, h, lib.NVML_NVLINK_MAX_LINKS)
             assert len(g.nvlinks) <= n and all(lk.link < n for lk in g.nvlinks)
-    finally:
-        close_nvml(lib)
