@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from gputopo.model.topology import AcsBridge, HostInfo
 from gputopo.model.values import NotAvailable
+from gputopo.probe.host_facts import read_cpu_vendor
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -388,8 +389,6 @@ def read_host(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[
     left for the NVML reader. Never raises for missing files or commands: fields become
     NotAvailable(reason).
     """
-    from gputopo.probe.host_facts import read_cpu_vendor
-
     gpu_bus_ids = [b for b in gpu_bus_ids if isinstance(b, str)]
     mode, evidence = read_iommu(root, gpu_bus_ids)
     return HostInfo(hostname=_hostname(root), kernel=_kernel(root), iommu_mode=mode,

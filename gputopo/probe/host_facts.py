@@ -48,11 +48,9 @@ def read_cpu_vendor(root: str = "/") -> Union[str, NotAvailable]:
     return NotAvailable("proc/cpuinfo names no CPU vendor (no vendor_id / CPU implementer line)")
 
 
-def read_pci_numa_node(root: str, bus_id) -> Union[int, NotAvailable]:
-    """The NUMA node the kernel attaches PCI device ``bus_id`` to, or NotAvailable(reason)."""
-    from gputopo.probe.host import try_bus_key
-
-    key = try_bus_key(bus_id)
+def read_pci_numa_node(root: str, key) -> Union[int, NotAvailable]:
+    """The NUMA node the kernel attaches PCI device ``key`` (sysfs form ``0000:07:00.0``, see
+    gputopo.probe.host.bus_key; None when unknown) to, or NotAvailable(reason)."""
     if key is None:
         return NotAvailable("no PCI address to look up the NUMA node of")
     rel = f"sys/bus/pci/devices/{key}/numa_node"

@@ -47,6 +47,7 @@ from gputopo.model.topology import (NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_
                                     HostInfo, NvLink, Pair, PcieLink, Topology)
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.cuda_index import cuda_indices
+from gputopo.probe.host import try_bus_key
 from gputopo.probe.host_facts import read_pci_numa_node
 from gputopo.probe.host import try_bus_key
 from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
@@ -407,7 +408,8 @@ def read_topology(lib: Any, host: Optional[HostInfo] = None, machine: str = "", 
         except GpuLost as exc:
             gpus.append(_mark_lost(gpu, exc))
             continue
-        gpu.numa_node = (read_pci_numa_node(sysfs_root, gpu.pci_bus_id) if sysfs_root is not None
+        gpu.numa_node = (read_pci_numa_node(sysfs_root, try_bus_key(gpu.pci_bus_id))
+                         if sysfs_root is not None
                          else NotAvailable("socket NUMA node: no host root to read sysfs from"))
 
     readable = [k for k, g in enumerate(gpus) if g.lost is None and handles[k] is not None]
