@@ -135,7 +135,8 @@ def test_link_classes_and_numa_equal_nvidia_smi_topo():
 
 @pytest.mark.nvml
 def test_nvlinks_enumerated_up_to_the_link_count():
-    from gputopo.probe.nvml_reader import nvlink_count, read_topology
+    from gputopo.probe.nvml_query import nvlink_count
+    from gputopo.probe.nvml_reader import read_topology
 
     with nvml() as lib:
         topo = read_topology(lib)

@@ -398,7 +398,7 @@ class GappyLinks(StubNvml):
 
 def test_nvlink_enumeration_skips_an_unsupported_link_and_reads_on():
     """Issue 8: enumeration used to stop at the first link that errors (GPU 0 had 1 link)."""
-    from gputopo.probe.nvml_reader import nvlink_count
+    from gputopo.probe.nvml_query import nvlink_count
 
     for lib in (GappyLinks(), GappyLinks(field_count=False)):
         topo = read_topology(lib)
@@ -410,7 +410,7 @@ def test_nvlink_enumeration_skips_an_unsupported_link_and_reads_on():
 
 
 def test_fake_nvml_answers_the_link_count_field():
-    from gputopo.probe.nvml_reader import nvlink_count
+    from gputopo.probe.nvml_query import nvlink_count
     from gputopo.sim.description import load_description
     from gputopo.sim.fake_nvml import FakeNvml
 

@@ -51,7 +51,7 @@ from gputopo.probe.host import try_bus_key
 from gputopo.probe.host_facts import read_pci_numa_node
 from gputopo.probe.host import try_bus_key
 from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
-from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, query
+from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, nvlink_count, query
 
 #: NVLinks probed per GPU when the library does not say (NVML_NVLINK_MAX_LINKS of NVML 12).
 DEFAULT_MAX_NVLINKS = 18
@@ -106,28 +106,6 @@ def _affinity_words() -> int:
 
 
 # ----------------------------------------------------------------------------- per GPU
-
-
-#: nvmlFieldValue_t.valueType -> the c_nvmlValue_t member holding the value.
-_FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-#: pynvml's NVML_FI_DEV_NVLINK_LINK_COUNT (the links a GPU has; drivers >= 450).
-NVLINK_LINK_COUNT_FIELD = 91
-
-
-def nvlink_count(lib, handle, max_links: int) -> int:
-    """How many NVLink indices to ask about: the GPU's NVML_FI_DEV_NVLINK_LINK_COUNT field where
-    the driver answers it, else ``max_links`` (NVML_NVLINK_MAX_LINKS)."""
-    field_id = getattr(lib, "NVML_FI_DEV_NVLINK_LINK_COUNT", NVLINK_LINK_COUNT_FIELD)
-    values = query(lib, "nvmlDeviceGetFieldValues", handle, [field_id],
-                   default_reason="NVLink link count")
-    try:
-        v = values[0]
-        if int(getattr(v, "nvmlReturn", 1)) != 0:
-            return max_links
-        n = int(getattr(v.value, _FIELD_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal")))
-    except (TypeError, IndexError, AttributeError, ValueError, KeyError):
-        return max_links
-    return n if 0 <= n <= max_links else max_links
 
 
 def _read_nvlink(lib, handle, link: int) -> Optional[NvLink]:
