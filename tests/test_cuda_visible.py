@@ -131,3 +131,13 @@ def test_cli_exit_2_for_named_hidden_pair_and_one_line_for_skipped(tmp_path):
                      "2 pair(s) with them not measured"], proc.stderr
     if not torch.cuda.is_available():
         assert proc.returncode == 3, proc.stderr
+
+
+def test_a_lost_gpu_is_never_visible_and_does_not_shift_the_others():
+    from gputopo.model.values import Failed
+
+    topo = scan_description(load_description("seed-8gpu"))
+    topo.gpus[2].lost = Failed("GPU is lost")
+    m = worker_cuda_map(topo, {})
+    assert not isinstance(m[2], int)
+    assert [m[k] for k in (0, 1, 3, 4, 5, 6, 7)] == list(range(7))

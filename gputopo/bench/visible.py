@@ -16,6 +16,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
+from gputopo.model.values import NotAvailable
 from gputopo.probe.cuda_index import CudaIndex, worker_cuda_indices
 
 Pair = Tuple[int, int]
@@ -29,10 +30,14 @@ def worker_cuda_map(topology: Topology, env: Optional[Mapping[str, str]] = None
     def val(x):
         return x if is_value(x) else None
 
-    gpus = topology.gpus
+    # as the NVML reader does: CUDA's order is counted over the GPUs NVML could read
+    gpus = [g for g in topology.gpus if g.lost is None and val(g.pci_bus_id)]
     got = worker_cuda_indices([val(g.pci_bus_id) for g in gpus], [val(g.uuid) for g in gpus],
                               [val(g.name) for g in gpus], env=env)
-    return {g.nvml_index: idx for g, idx in zip(gpus, got)}
+    out: Dict[int, CudaIndex] = {g.nvml_index: NotAvailable("GPU lost or its PCI bus id unknown")
+                                 for g in topology.gpus}
+    out.update({g.nvml_index: idx for g, idx in zip(gpus, got)})
+    return out
 
 
 def _names(gpus: Sequence[int]) -> str:
