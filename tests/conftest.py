@@ -1,4 +1,5 @@
-"""Shared test setup: GPU-only tests skip cleanly where no CUDA device is usable."""
+"""Shared test setup: GPU-only tests skip cleanly where no CUDA device is usable; NVML-only
+tests (marker ``nvml``) run wherever an NVIDIA driver answers, even with a CPU-only torch."""
 
 from __future__ import annotations
 
@@ -20,13 +21,30 @@ def _cuda_usable() -> bool:
         return False
 
 
+def _nvml_usable() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return False
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if "gpu" in it.keywords]
-    if not gpu_items or _cuda_usable():
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver")
-    for it in gpu_items:
-        it.add_marker(skip)
+    if gpu_items and not _cuda_usable():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver and CUDA torch")
+        for it in gpu_items:
+            it.add_marker(skip)
+    nvml_items = [it for it in items if "nvml" in it.keywords and "gpu" not in it.keywords]
+    if nvml_items and not _nvml_usable():
+        skip = pytest.mark.skip(reason="needs an NVIDIA driver (NVML) with at least one GPU")
+        for it in nvml_items:
+            it.add_marker(skip)
 
 
 @pytest.fixture

@@ -174,3 +174,22 @@ def test_case_preparation_stuck_for_ever_stops_beating(monkeypatch):
     sent = []
     worker._beating(lambda: time.sleep(10 * worker.BEAT_S), lambda: sent.append(1))()
     assert 1 <= len(sent) <= 3
+
+
+def test_nccl_labelled_dp_primitives_count_as_collective_path():
+    """Issue 8: dp.broadcast_coalesced / dp.reduce_add run through torch.cuda.nccl; a wrong
+    result there is the collective transport's, not a raw peer copy's."""
+    from gputopo.bench.results import corrupt_findings, path_kind
+    from gputopo.model import Measurement
+
+    def m(test, path, wrong=0):
+        return Measurement(test=test, gpus=(0, 1), size_bytes=1 << 20, samples_s=[1e-3],
+                           timing="modeled", fabric="sim", wrong=wrong, extra={"path": path},
+                           link_class="SYS")
+
+    assert path_kind(m("dp.broadcast_coalesced", "nccl")) == "collective"
+    assert path_kind(m("dp.reduce_add", "nccl")) == "collective"
+    assert path_kind(m("dp.scatter", "p2p")) == "peer"
+    (f,) = corrupt_findings([m("dp.reduce_add", "nccl", wrong=3), m("p2p.staged", "host")])
+    assert f.evidence["tests"]["dp.reduce_add"]["path"] == "collective"
+    assert "staged through host memory were correct" not in f.message

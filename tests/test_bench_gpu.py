@@ -1,11 +1,25 @@
 """The cuda fabric on real GPUs (skipped without one): peer copies, DataParallel's real
-torch.nn.parallel.comm calls and NCCL collectives, verified bit for bit, timed by CUDA events."""
+torch.nn.parallel.comm calls and NCCL collectives, verified bit for bit, timed by CUDA events.
+
+On a GPU these assert what a healthy machine must show (issue 8): 0 wrong elements, GB/s within
+a plausible band of the link's theoretical rate, how the time was taken, and that
+CUDA_VISIBLE_DEVICES never makes gputopo measure another GPU than the one named."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from gputopo.bench.api import BenchOptions, bench_document, run_bench
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[1]
+#: Plausible share of the theoretical rate: above LOW (a healthy link reaches 60-90 %; idle
+#: PCIe may train down a generation, DESIGN.md) and at most HIGH (no link beats its rate).
+LOW, HIGH = 0.15, 1.10
 
 
 def _topology():
@@ -14,24 +28,92 @@ def _topology():
     return scan_real()
 
 
-def test_cuda_self_and_first_pair(tmp_path):
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
     import torch
 
     topo = _topology()
     pairs = [topo.pairs[0].gpus] if topo.pairs and torch.cuda.device_count() >= 2 else []
     opts = BenchOptions(pairs=pairs, self_gpus=[topo.gpus[0].nvml_index], preset="quick",
-                        progress=False, out_dir=str(tmp_path / "run"), timeout_s=120)
-    res = run_bench(topo, opts, "cuda")
+                        progress=False, out_dir=str(tmp_path_factory.mktemp("gpu") / "run"),
+                        timeout_s=120)
+    return topo, pairs, run_bench(topo, opts, "cuda")
+
+
+def test_cuda_self_and_first_pair(bench_run):
+    topo, pairs, res = bench_run
     bad = [f.message for f in res.findings if f.kind in ("hang", "crash")]
     assert not bad, bad
     assert res.measurements and all(m.timing == "cuda-events" for m in res.measurements)
     assert all(m.samples_s and min(m.samples_s) > 0 for m in res.measurements)
+    assert all("spin kernel" in m.extra["timing_method"] for m in res.measurements)
     doc = bench_document(res)
     assert doc["self"][0]["h2d_gbps"] > 0.5
     if pairs:
         tests = {m.test for m in res.measurements}
         assert {"p2p.copy", "dp.scatter", "dp.reduce_add", "collective.all_reduce"} <= tests
         assert doc["pairs"][0]["p2p_gbps"]
+        dp_nccl = [m for m in res.measurements if m.test in ("dp.broadcast_coalesced", "dp.reduce_add")]
+        assert dp_nccl and all(m.extra["path"] == "nccl" for m in dp_nccl)
+
+
+def test_no_wrong_element_anywhere(bench_run):
+    _, _, res = bench_run
+    wrong = {(m.test, m.direction, m.size_bytes): m.wrong for m in res.measurements if m.wrong}
+    assert not wrong, wrong
+    assert all(m.error is None for m in res.measurements)
+
+
+def test_bandwidth_within_a_plausible_band_of_the_link(bench_run):
+    from gputopo.report.expected import gpu_pcie_rate, pair_rate
+
+    topo, pairs, res = bench_run
+    doc = bench_document(res)
+    g = topo.gpus[0].nvml_index
+    pcie = gpu_pcie_rate(topo, g)
+    if pcie.gbps:
+        for key in ("h2d_gbps", "d2h_gbps"):
+            got = doc["self"][0][key]
+            assert LOW * pcie.gbps <= got <= HIGH * pcie.gbps, (key, got, pcie.basis)
+    for pair in doc["pairs"]:
+        rate = pair_rate(topo, *pair["gpus"])
+        peer = [m for m in res.measurements if m.test == "p2p.copy" and m.extra.get("peer_access")]
+        if rate.gbps and peer:
+            for direction, got in pair["p2p_gbps"].items():
+                assert LOW * rate.gbps <= got <= HIGH * rate.gbps, (direction, got, rate.basis)
+
+
+def _gputopo(*args, env_extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def test_cuda_visible_devices_maps_by_bus_id_never_by_number(tmp_path):
+    """With only the last GPU visible, a worker knows it as cuda:0 and no other GPU; naming a
+    pair with a hidden GPU is refused (exit 2)."""
+    import torch
+
+    topo = _topology()
+    last = topo.gpus[-1]
+    code = ("import json,sys; from gputopo.bench.fabrics.cuda import resolve_cuda_indices; "
+            "print(json.dumps(resolve_cuda_indices({int(k): v for k, v in "
+            "json.loads(sys.argv[1]).items()})))")
+    gpus = {g.nvml_index: {"pci_bus_id": g.pci_bus_id} for g in topo.gpus}
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(last.uuid), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(gpus)], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {str(last.nvml_index): 0}
+    if torch.cuda.device_count() >= 2:
+        a, b = topo.gpus[0].nvml_index, topo.gpus[1].nvml_index
+        proc = _gputopo("bench", "--pairs", f"{a},{b}", "--tests", "p2p", "--quick",
+                        env_extra={"CUDA_VISIBLE_DEVICES": str(last.uuid)})
+        assert proc.returncode == 2, proc.stderr
+        assert "not visible to CUDA" in proc.stderr
 
 
 def test_cuda_collectives_record_what_nccl_did(tmp_path):

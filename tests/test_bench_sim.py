@@ -67,9 +67,11 @@ def test_seed_sweep_finds_corruption_exactly_where_peer_dma_is_broken(seed_sweep
     assert len(by_pair) == 28
     broken = {p.gpus for p in topo.pairs
               if any(f.what == "corrupt" for f in desc.faults_for(*p.gpus, path="p2p"))}
-    sys_pairs = {p.gpus for p in topo.pairs if str(p.link_class) == "SYS"}
+    pcie_pairs = {p.gpus for p in topo.pairs if str(p.link_class) in ("NODE", "SYS")}
     nv_pairs = {p.gpus for p in topo.pairs if p.link_class.is_nvlink}
-    assert sys_pairs <= broken and not (nv_pairs & broken) and len(sys_pairs) == 16
+    # the seed's story: every PCIe pair (NODE and SYS; 5,6 is NODE) is broken, NVLink is not
+    assert broken == pcie_pairs and (5, 6) in broken and len(pcie_pairs) == 24
+    assert not (nv_pairs & broken)
     for pair, ms in by_pair.items():
         wrong = {m.test for m in ms if m.wrong}
         if pair in broken:
@@ -81,6 +83,11 @@ def test_seed_sweep_finds_corruption_exactly_where_peer_dma_is_broken(seed_sweep
             assert not {"dp.broadcast_coalesced", "dp.reduce_add"} & wrong, (pair, wrong)
         else:
             assert not wrong, (pair, wrong)
+        # DataParallel's broadcast/reduce_add are labelled NCCL's, with the route NCCL took
+        for m in ms:
+            if m.test in ("dp.broadcast_coalesced", "dp.reduce_add"):
+                want = "host" if pair in pcie_pairs else "p2p"  # Intel host: P2P up to PXB
+                assert (m.extra["path"], m.extra["nccl_route"]) == ("nccl", want), (pair, m.test)
     corrupt = {tuple(f.gpus) for f in res.findings if f.kind == "corrupt"}
     assert corrupt == broken
     assert not [f for f in res.findings if f.kind in ("hang", "crash")]

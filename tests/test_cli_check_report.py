@@ -2,8 +2,8 @@
 `python -m gputopo` in a subprocess, exit codes, one-line errors, files written.
 
 Two finished runs are made once for the module, side by side: the seed story (`seed-8gpu`,
-peer copies across SYS corrupt and DataParallel goes NaN on 3,4) and its healthy twin, on the
-same three pairs. Tests that change a run folder work on a copy of it.
+peer copies on every PCIe pair corrupt and DataParallel goes NaN on 5,6 (NODE) and 3,4 (SYS),
+while the NVLink pair 6,7 is clean) and its healthy twin, on the same three pairs. Tests that change a run folder work on a copy of it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ except ModuleNotFoundError:  # Python 3.10
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 NCCL_LOG = FIXTURES / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
-PAIRS = ("0,1", "3,4", "5,6")
+PAIRS = ("3,4", "5,6", "6,7")
+BROKEN = {(3, 4), (5, 6)}  # the PCIe pairs (SYS, NODE); 6,7 is NV4 and clean
 GIB = 1 << 30
 
 pytestmark = pytest.mark.slow  # every test here starts `python -m gputopo`
@@ -90,12 +91,14 @@ def sha(path: Path) -> str:
 # ---------------------------------------------------------------- check
 
 
-def test_check_pcie_box_fails_the_seed_run_on_pair_3_4(runs):
+def test_check_pcie_box_fails_the_seed_run_on_its_pcie_pairs(runs):
     proc = gputopo("check", "--spec", "pcie-box", runs["seed"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "FAILED" in proc.stdout
     fails = [line for line in proc.stdout.splitlines() if line.strip().startswith("FAIL")]
-    assert fails and all("3-4" in line or "3,4" in line for line in fails), fails
+    assert fails and not any("6-7" in line or "6,7" in line for line in fails), fails
+    for a, b in BROKEN:
+        assert any(f"{a}-{b}" in line or f"{a},{b}" in line for line in fails), (a, b, fails)
     assert any("no_corruption" in line for line in fails)
     assert "SIMULATED" in proc.stdout
 
@@ -114,7 +117,7 @@ def test_check_junit_and_json(runs, tmp_path):
     assert verdict["passed"] is False and verdict["exit_code"] == 1
     assert verdict["simulated"] is True
     assert verdict["counts"]["failed"] == len(verdict["failures"]) > 0
-    assert {tuple(f["gpus"]) for f in verdict["failures"]} == {(3, 4)}
+    assert {tuple(f["gpus"]) for f in verdict["failures"]} == BROKEN
 
     root = ET.parse(junit).getroot()
     cases = list(root.iter("testcase"))
@@ -122,9 +125,10 @@ def test_check_junit_and_json(runs, tmp_path):
         + verdict["counts"]["skipped"]
     failing = [c for c in cases if c.find("failure") is not None]
     assert len(failing) == verdict["counts"]["failed"]
-    assert any("3-4" in c.get("name", "") or "3,4" in c.get("name", "") for c in failing), \
-        [c.get("name") for c in failing]
-    assert not any("0-1" in c.get("name", "") or "5-6" in c.get("name", "") for c in failing)
+    for a, b in BROKEN:
+        assert any(f"{a}-{b}" in c.get("name", "") or f"{a},{b}" in c.get("name", "")
+                   for c in failing), [c.get("name") for c in failing]
+    assert not any("6-7" in c.get("name", "") or "6,7" in c.get("name", "") for c in failing)
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     assert sum(int(s.get("failures", 0)) for s in suites) == len(failing)
 
@@ -182,6 +186,7 @@ def test_check_init_from_healthy_then_judge_both(runs, tmp_path):
     seed = gputopo("check", "--spec", spec, runs["seed"])
     assert seed.returncode == 1, seed.stdout + seed.stderr
     assert "3-4" in seed.stdout or "3,4" in seed.stdout
+    assert "5-6" in seed.stdout or "5,6" in seed.stdout
 
     again = gputopo("check", "--init", "--from", runs["healthy"], "--spec", spec)
     assert again.returncode == 2  # never overwrites a spec
@@ -244,6 +249,7 @@ def test_diff_healthy_to_seed_is_a_regression(runs):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     new_lines = [line for line in proc.stdout.splitlines() if "new finding" in line]
     assert any("corrupt" in line and "3,4" in line for line in new_lines), proc.stdout
+    assert any("corrupt" in line and "5,6" in line for line in new_lines), proc.stdout
     assert "SIMULATED" in proc.stdout
 
     js = gputopo("diff", runs["healthy"], runs["seed"], "--json")
@@ -251,8 +257,8 @@ def test_diff_healthy_to_seed_is_a_regression(runs):
     doc = json.loads(js.stdout)
     assert doc["schema_version"] == 1 and doc["regressions"] > 0
     new = [(f["kind"], f["gpus"]) for f in doc["new_findings"]]
-    assert ("corrupt", [3, 4]) in new
-    assert not [f for f in doc["new_findings"] if f["gpus"] in ([0, 1], [5, 6])]
+    assert ("corrupt", [3, 4]) in new and ("corrupt", [5, 6]) in new
+    assert not [f for f in doc["new_findings"] if f["gpus"] == [6, 7]]
 
 
 def test_diff_of_a_run_with_itself_is_clean(runs):

@@ -201,9 +201,10 @@ def test_acs_redirect_on_gpu_bridges(tmp_path):
     acs = {"0000:02:08.0": ACS_ON, "0000:02:10.0": ACS_ON, "0000:01:00.0": ACS_OFF}
     run = Runner(out=lspci_text(acs))
     info = read_host(root, run=run, gpu_bus_ids=[GPU0, GPU1, GPU2])
-    assert run.calls == [["lspci", "-vvv", "-D"]]  # one lspci for all bridges
     bridges = {b.bdf: b for b in info.acs}
     assert set(bridges) == {"0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0", "0000:80:03.0"}
+    # one `lspci -vvv -D -s BDF` per bridge above the GPUs (issue 8), not a whole-machine listing
+    assert run.calls == [["lspci", "-vvv", "-D", "-s", b] for b in sorted(bridges)]
     assert bridges["0000:02:08.0"].gpus == [GPU0] and bridges["0000:02:08.0"].redirects
     assert bridges["0000:01:00.0"].gpus == [GPU0, GPU1] and not bridges["0000:01:00.0"].redirects
     assert bridges["0000:80:03.0"].controls == {}  # root port without an ACS capability
@@ -282,3 +283,24 @@ def test_read_host_on_this_machine_is_quick():
     assert time.perf_counter() - t < 3.0
     assert isinstance(info.hostname, str) and isinstance(info.kernel, str)
     assert info.iommu_mode in ("translated", "passthrough", "off") or isinstance(info.iommu_mode, NotAvailable)
+
+
+def test_lspci_budget_scales_with_bridges_and_stops_when_spent(tmp_path, monkeypatch):
+    """Each bridge is one short lspci call; when the budget (2 s + 0.5 s per bridge) is spent the
+    rest is not asked, and what was read is kept."""
+    import gputopo.probe.host as host_mod
+
+    clock = [0.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    acs = {"0000:02:08.0": ACS_ON, "0000:02:10.0": ACS_ON, "0000:01:00.0": ACS_OFF}
+    text = lspci_text(acs)
+
+    def slow_run(argv):
+        clock[0] += 1.5  # every call takes 1.5 s
+        return 0, text, ""
+
+    got = host_mod._lspci_bridges(slow_run, sorted(acs) + ["0000:00:01.0"])
+    # budget 2 + 4 x 0.5 = 4 s: calls at t=0, 1.5, 3.0 are made, the fourth (t=4.5) is not
+    assert sorted(got) == sorted(acs)
+    assert host_mod._lspci_bridges(lambda argv: (1, "", "pcilib: boom"), ["0000:01:00.0"]).reason \
+        == "lspci failed (exit 1: pcilib: boom)"

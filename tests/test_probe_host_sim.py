@@ -33,7 +33,9 @@ def test_seed_machine_translated_with_acs_redirect():
         assert chains[g.bus_id] and all(br in {b.bdf for b in info.acs} for br in chains[g.bus_id])
     # AcsBridge.gpus keeps the NVML form the caller gave.
     assert all(gb.startswith("00000000:") for b in info.acs for gb in b.gpus)
-    assert [c for c in commands if c[0] == "lspci"] == [["lspci", "-vvv", "-D"]]
+    # one query per bridge above the GPUs; the fake lspci answers each -s with that bridge only
+    assert [c for c in commands if c[0] == "lspci"] == \
+        [["lspci", "-vvv", "-D", "-s", b] for b in sorted({b.bdf for b in info.acs})]
 
 
 def test_healthy_twin_passthrough_no_redirect():

@@ -32,7 +32,9 @@ def test_hidden_gpu_reason_names_the_variable():
 
 @pytest.mark.parametrize("visible, expect", [
     ("1,7,2", [None, 0, None, None]),     # stops at the out-of-range entry
-    ("1,1,2", [None, 0, None, None]),     # a repeat is invalid too
+    ("1,1,2", [None] * 4),                # a repeat hides every GPU (as torch parses it)
+    ("2,0,2", [None] * 4),
+    ("1gpu,2x", [None, 0, 1, None]),      # integers read like strtoul
     ("-1", [None] * 4),                   # the usual "hide every GPU"
     ("", [None] * 4),
     ("0,,1", [0, None, None, None]),
@@ -78,3 +80,15 @@ def test_defaults_to_process_environment(monkeypatch):
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,2")
     assert [v if isinstance(v, int) else None for v in cuda_indices(BUS, UUID, SAME)] == [None, None, 1, 0]
+
+
+def test_worker_order_is_forced_whatever_the_shell_says():
+    """Workers run with CUDA_DEVICE_ORDER=PCI_BUS_ID: mixed models still get an index, and
+    integers in CUDA_VISIBLE_DEVICES count in PCI bus order."""
+    from gputopo.probe.cuda_index import worker_cuda_indices
+
+    names = ["NVIDIA A100", "NVIDIA A100", "NVIDIA T4", "NVIDIA A100"]
+    env = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST", "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert all(isinstance(x, NotAvailable) for x in cuda_indices(BUS, UUID, names, env=env))
+    got = worker_cuda_indices(BUS, UUID, names, env=env)
+    assert [v if isinstance(v, int) else None for v in got] == [None, None, 0, 1]

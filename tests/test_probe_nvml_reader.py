@@ -158,9 +158,21 @@ def test_cuda_version_text():
     assert cuda_version_text(na) is na
 
 
-def test_reads_gpus_links_and_classes():
+def sysfs_root(tmp_path, lib, nodes=None):
+    """A root whose sys/bus/pci/devices/<bdf>/numa_node give the stub's GPUs their socket node
+    (``nodes`` overrides; default the stub's "numa")."""
+    for k, g in enumerate(lib.gpus):
+        bdf = g["bus"][4:].lower()
+        d = tmp_path / "sys" / "bus" / "pci" / "devices" / bdf
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "numa_node").write_text(f"{(nodes or {}).get(k, g['numa'])}\n")
+    return str(tmp_path)
+
+
+def test_reads_gpus_links_and_classes(tmp_path):
     lib = StubNvml()
-    topo = read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    topo = read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                         sysfs_root=sysfs_root(tmp_path, lib))
     assert classes(topo) == {(0, 1): "NV2", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS",
                              (1, 3): "SYS", (2, 3): "NODE"}
     g0, g2 = topo.gpu(0), topo.gpu(2)
@@ -288,22 +300,43 @@ def test_unknown_error_on_one_gpu_only_marks_that_field():
     assert len(topo.pairs) == 6
 
 
-def test_old_driver_without_numa_call():
+def test_old_driver_without_numa_call(tmp_path):
+    """NVML's NUMA call is the GPU memory's node: its absence costs only that field; the
+    socket's node still comes from sysfs."""
     lib = StubNvml(fail={("nvmlDeviceGetNumaNodeId", k): 13 for k in range(4)})
-    topo = read_topology(lib)
-    assert all(isinstance(g.numa_node, NotAvailable) for g in topo.gpus)
-    assert "driver too old" in topo.gpu(0).numa_node.reason
+    topo = read_topology(lib, sysfs_root=sysfs_root(tmp_path, lib))
+    assert all(isinstance(g.gpu_memory_numa_node, NotAvailable) for g in topo.gpus)
+    assert "driver too old" in topo.gpu(0).gpu_memory_numa_node.reason
+    assert [g.numa_node for g in topo.gpus] == [0, 0, 1, 1]
     assert classes(topo)[(0, 2)] == "SYS"
 
 
-def test_failed_topology_call_falls_back_to_numa_or_omits():
+def test_socket_numa_node_comes_from_sysfs_not_nvml(tmp_path):
+    """Issue 8: nvmlDeviceGetNumaNodeId is the GPU memory's own node (Grace Hopper), not the
+    socket's. The stub answers 0,0,1,1 there; sysfs says 1,1,0,0: sysfs wins, NVML's is kept."""
+    lib = StubNvml()
+    root = sysfs_root(tmp_path, lib, nodes={0: 1, 1: 1, 2: 0, 3: 0})
+    topo = read_topology(lib, sysfs_root=root)
+    assert [g.numa_node for g in topo.gpus] == [1, 1, 0, 0]
+    assert [g.gpu_memory_numa_node for g in topo.gpus] == [0, 0, 1, 1]
+    back = topology_from_json(topology_to_json(topo))
+    assert [g.gpu_memory_numa_node for g in back.gpus] == [0, 0, 1, 1]
+    (tmp_path / "sys/bus/pci/devices/0000:0f:00.0/numa_node").write_text("-1\n")
+    g1 = read_topology(lib, sysfs_root=root).gpu(1)
+    assert isinstance(g1.numa_node, NotAvailable) and "-1" in g1.numa_node.reason
+    no_root = read_topology(lib).gpu(0)
+    assert isinstance(no_root.numa_node, NotAvailable) and no_root.gpu_memory_numa_node == 0
+
+
+def test_failed_topology_call_falls_back_to_numa_or_omits(tmp_path):
     lib = StubNvml(fail={("nvmlDeviceGetTopologyCommonAncestor", 0): 999})
-    c = classes(read_topology(lib))
+    root = sysfs_root(tmp_path, lib)
+    c = classes(read_topology(lib, sysfs_root=root))
     assert c[(0, 1)] == "NV2"          # from NVLink, no call needed
     assert c[(0, 2)] == "SYS"          # different NUMA nodes
     assert (0, 1) in c and c[(2, 3)] == "NODE"
     lib = StubNvml(fail={("nvmlDeviceGetTopologyCommonAncestor", 2): 999})
-    assert (2, 3) not in classes(read_topology(lib))  # same NUMA node, class unknown: omitted
+    assert (2, 3) not in classes(read_topology(lib, sysfs_root=root))  # same NUMA node, class unknown: omitted
 
 
 def test_no_nvlink_functions_in_bindings():
@@ -339,3 +372,51 @@ def test_pair_calls_are_quadratic_not_worse():
     pairs = lambda n: n * (n - 1) // 2
     per_pair = (big.calls - small.calls) / (pairs(32) - pairs(8))
     assert per_pair <= 8
+
+
+class GappyLinks(StubNvml):
+    """GPU 0 has 4 NVLinks to GPU 1 and link 1 answers NOT_SUPPORTED (a disabled link)."""
+
+    def __init__(self, field_count=True):
+        super().__init__()
+        b = [g["bus"] for g in self.gpus]
+        self.links = {0: [(1, b[1], 0)] * 4, 1: [(1, b[0], 0)] * 4}
+        if not field_count:
+            self.nvmlDeviceGetFieldValues = None  # old bindings: getattr finds nothing usable
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if h == 0 and link == 1:
+            raise StubError(3)
+        return super().nvmlDeviceGetNvLinkState(h, link)
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        assert ids == [91]
+        n = len(self.links.get(h, []))
+        return [types.SimpleNamespace(fieldId=91, valueType=1, nvmlReturn=0,
+                                      value=types.SimpleNamespace(uiVal=n))]
+
+
+def test_nvlink_enumeration_skips_an_unsupported_link_and_reads_on():
+    """Issue 8: enumeration used to stop at the first link that errors (GPU 0 had 1 link)."""
+    from gputopo.probe.nvml_query import nvlink_count
+
+    for lib in (GappyLinks(), GappyLinks(field_count=False)):
+        topo = read_topology(lib)
+        assert [lk.link for lk in topo.gpu(0).nvlinks] == [0, 2, 3]
+        assert len(topo.gpu(1).nvlinks) == 4
+        assert str(topo.link_class(0, 1)) == "NV3"
+    assert nvlink_count(GappyLinks(), 0, 18) == 4
+    assert nvlink_count(GappyLinks(field_count=False), 0, 18) == 18
+
+
+def test_fake_nvml_answers_the_link_count_field():
+    from gputopo.probe.nvml_query import nvlink_count
+    from gputopo.sim.description import load_description
+    from gputopo.sim.fake_nvml import FakeNvml
+
+    lib = FakeNvml(load_description("seed-8gpu"))
+    lib.nvmlInit()
+    assert nvlink_count(lib, lib.nvmlDeviceGetHandleByIndex(0), 18) == 4
+    lib = FakeNvml(load_description("pcie-4gpu"))
+    lib.nvmlInit()
+    assert nvlink_count(lib, lib.nvmlDeviceGetHandleByIndex(0), 18) == 0

@@ -25,11 +25,16 @@ def desc_of(name):
 
 
 def scan(name, **hooks):
+    """Read a simulated machine; the socket NUMA nodes come from its fake host's sysfs."""
+    from gputopo.sim.fake_host import FakeHost
+
     desc = desc_of(name)
     lib = FakeNvml(desc, **hooks)
     lib.nvmlInit()
     try:
-        return read_topology(lib, machine=name, source=f"sim:{name}", simulated=True, env=ENV), desc, lib
+        with FakeHost(desc) as host:
+            return read_topology(lib, machine=name, source=f"sim:{name}", simulated=True, env=ENV,
+                                 sysfs_root=host.root), desc, lib
     finally:
         lib.nvmlShutdown()
 
@@ -177,7 +182,9 @@ def test_function_not_supported_is_not_available_with_reason():
 def test_function_missing_from_bindings_is_not_available():
     topo, _, _ = scan("seed-8gpu", missing=["nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNvLinkRemoteDeviceType"])
     for g in topo.gpus:
-        assert isinstance(g.numa_node, NotAvailable) and "not in these NVML bindings" in g.numa_node.reason
+        assert isinstance(g.gpu_memory_numa_node, NotAvailable)
+        assert "not in these NVML bindings" in g.gpu_memory_numa_node.reason
+        assert g.numa_node == desc_of("seed-8gpu").gpus[g.nvml_index].numa_node  # from sysfs
         for lk in g.nvlinks:
             assert isinstance(lk.remote_type, NotAvailable)
     # Without the remote type, links whose remote bus id is a GPU's still count.
@@ -194,8 +201,9 @@ def test_missing_remote_type_on_nvswitch_box_is_pcie_not_invented():
 def test_old_driver_without_numa_call():
     topo, _, _ = scan("seed-8gpu", errors={("nvmlDeviceGetNumaNodeId", None): 13})
     for g in topo.gpus:
-        assert isinstance(g.numa_node, NotAvailable) and "driver too old" in g.numa_node.reason
-        assert is_value(g.cpu_affinity)
+        assert isinstance(g.gpu_memory_numa_node, NotAvailable)
+        assert "driver too old" in g.gpu_memory_numa_node.reason
+        assert is_value(g.cpu_affinity) and is_value(g.numa_node)
     assert classes(topo) == described_classes(desc_of("seed-8gpu"))
 
 

@@ -214,3 +214,22 @@ def test_nvswitch_gpu_without_nvlinks_flags_all_its_pairs(tmp_path):
     assert all(s.pair(*g).verdict == "broken" for g in flagged)
     assert {c.link_class: c.verdict for c in s.classes}["NODE"] == "broken"
     assert all(p.verdict == "not-measured" for p in s.pairs if 5 not in p.gpus)
+
+
+@pytest.mark.parametrize("vendor,route,needle", [
+    ("intel", "host", "NCCL (DDP) already avoids this path"),  # SYS beyond PXB on Intel
+    ("amd", "p2p", "set NCCL_P2P_DISABLE=1: NCCL uses peer-to-peer"),  # AMD, 2 GPUs: up to SYS
+])
+def test_corrupt_remedies_say_which_route_nccl_takes(tmp_path, monkeypatch, vendor, route, needle):
+    """Issue 8: NCCL's P2P level depends on the host's CPU; the remedy says which route it takes."""
+    from conftest_report import seed_topology
+
+    for k in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"):
+        monkeypatch.delenv(k, raising=False)
+    topo = seed_topology(["iommu"])
+    topo.host.cpu_vendor = vendor
+    s = summarize_dir(write_run(tmp_path / "run", ["corrupt-sys", "iommu"], topo=topo))
+    f = next(f for f in s.findings if f.kind == "corrupt" and f.gpus == [1, 5])
+    assert f.evidence["nccl_route"] == route
+    assert vendor in f.evidence["nccl_route_reason"].lower()
+    assert any(r.startswith(needle) for r in f.remedies), f.remedies

@@ -59,11 +59,12 @@ def test_seed_machine_tells_the_story():
     assert classes(d) == {(i, j): seed_class(i, j) for i in range(8) for j in range(i + 1, 8)}
     assert d.host.iommu == "translated" and d.host.acs_redirect_bridges
     assert d.host.cuda_driver_version == 12020
-    # cross-socket pairs (SYS) corrupt on the peer path; NVLink, NODE and staging are clean
-    assert [f.what for f in d.faults_for(3, 4)] == ["corrupt"]
-    assert [f.what for f in d.faults_for(0, 7)] == ["corrupt"]
-    assert d.faults_for(6, 7) == [] and d.faults_for(5, 6) == []
-    assert d.faults_for(3, 4, path="host") == []
+    # every PCIe pair (SYS across sockets, NODE inside one: the story's 5,6) corrupts on the
+    # peer path; NVLink pairs and staging through host memory are clean
+    for pair in [(3, 4), (0, 7), (5, 6), (0, 2), (1, 3)]:
+        assert [(f.what, f.path) for f in d.faults_for(*pair)] == [("corrupt", "p2p")], pair
+    assert d.faults_for(6, 7) == [] and d.faults_for(0, 1) == []
+    assert d.faults_for(3, 4, path="host") == [] and d.faults_for(5, 6, path="host") == []
     # NVLink pairs are wired link by link
     g0 = d.gpus[0]
     assert [lk.remote_bus_id for lk in g0.nvlinks] == [d.gpus[1].bus_id] * 4
@@ -127,7 +128,7 @@ def test_builtins_are_cached_but_each_load_is_a_fresh_object():
     b = load_description("seed-8gpu")
     assert a is not b and a.gpus[0] is not b.gpus[0]
     a.faults.clear()
-    assert len(load_description("seed-8gpu").faults) == 1
+    assert len(load_description("seed-8gpu").faults) == 2  # NODE and SYS
 
 
 def test_unknown_builtin_lists_the_names():

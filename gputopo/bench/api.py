@@ -97,7 +97,6 @@ def _worker_config(topology: Topology, fabric: str, description, timeout_s: floa
     for g in topology.gpus:
         gpus[g.nvml_index] = {
             "pci_bus_id": g.pci_bus_id if is_value(g.pci_bus_id) else None,
-            "cuda_index": g.cuda_index if is_value(g.cuda_index) else None,
         }
     return {"fabric": fabric, "description": description if fabric == "sim" else None,
             "env": dict(os.environ), "parent_pid": os.getpid(), "threads": threads,
@@ -136,6 +135,10 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         run_dir = Path(options.resume_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
+    if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
+        from .visible import restrict_to_cuda_visible
+
+        restrict_to_cuda_visible(topology, options.pairs, options.self_gpus, explicit_pairs=True)
     if not options.resume_dir:
         run_dir = (claim_out_dir(options.out_dir) if options.out_dir
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))

@@ -59,7 +59,10 @@ LinkClassOf = Callable[[Measurement], Optional[str]]
 
 
 def path_kind(m: Measurement) -> str:
-    """'peer', 'staged' or 'collective': which data path a measurement exercised."""
+    """'peer', 'staged' or 'collective': which data path a measurement exercised (NCCL's,
+    labelled "nccl", is a collective's whatever route NCCL took)."""
+    if m.extra.get("path") == "nccl":
+        return "collective"
     if m.extra.get("path") == "host" or m.test.startswith(STAGED_TESTS_PREFIX):
         return "staged"
     if m.test.startswith("collective."):

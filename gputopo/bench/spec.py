@@ -98,6 +98,7 @@ def measure(spec: Spec, ops, *, warmup: int, samples: int, link_class: Optional[
     finally:
         case.release()
     extra = dict(spec.extra)
+    extra.update(ops.timing_facts())
     extra.update({"dtype": "float32", "count": spec.size_bytes // 4, "repeat": spec.repeat,
                   "wrong_samples": bad_samples, "warmup": warmup if ops.needs_warmup else 0})
     return Measurement(

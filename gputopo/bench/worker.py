@@ -220,7 +220,9 @@ class WorkerState:
         if self.fabric == "cuda":
             import torch
 
-            torch.cuda.set_device(self.cuda_index[step["local_gpus"][0]])
+            from .fabrics.cuda import device_of
+
+            torch.cuda.set_device(device_of(self.cuda_index, step["local_gpus"][0]))
         dist.init_process_group(
             backend, store=dist.PrefixStore(st["prefix"], store), rank=step["rank"],
             world_size=step["world"],

@@ -78,6 +78,14 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
     else:
         pairs = select_pairs(topo, pairs_values or None, class_text, gpus_text)
         self_gpus = parse_gpus(gpus_text, len(topo.gpus)) if self_test else []
+    if machine.fabric == "cuda":
+        from gputopo.bench.visible import restrict_to_cuda_visible
+
+        explicit = bool(pairs_values) and not any(str(v).strip().lower() == "all"
+                                                  for v in pairs_values)
+        pairs, self_gpus, note = restrict_to_cuda_visible(topo, pairs, self_gpus, explicit)
+        if note:
+            click.echo(f"gputopo: {note}", err=True)
     kw = {}
     if timeout_s is not None:
         kw["timeout_s"] = timeout_s
@@ -145,7 +153,7 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
 
     \b
     Examples:
-      gputopo bench --sim seed-8gpu --quick      # a simulated machine with the NaN story
+      gputopo bench --sim seed-8gpu --pairs 5,6  # the NaN story on a simulated machine
       gputopo bench --pairs 5,6                  # one pair of this machine
       gputopo bench --class SYS --tests p2p,numerics
       gputopo bench --fabric cpu --quick         # no GPU: real processes over gloo
@@ -173,7 +181,7 @@ def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout
 
     \b
     Examples:
-      gputopo numerics --sim seed-8gpu           # DataParallel goes NaN on SYS pairs, DDP is fine
+      gputopo numerics --sim seed-8gpu --pairs 5,6 --pairs 6,7  # DP NaN on 5,6, fine on 6,7
       gputopo numerics --pairs 5,6 --steps 100
     """
     from gputopo.jobs import run_job

@@ -49,7 +49,7 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
 
     \b
     Examples:
-      gputopo check --spec pcie-box --sim seed-8gpu --quick      # exits 1: corruption on SYS
+      gputopo check --spec pcie-box --sim seed-8gpu --quick      # exits 1: corruption on NODE/SYS
       gputopo check --spec acceptance.toml reports/20261122-101500-node07 --junit gate.xml
       gputopo check --init --from reports/<good run> --spec fleet.toml
     """

@@ -63,9 +63,11 @@ class Gpu:
     uuid: Any = NotAvailable("not read")
     pci_bus_id: Any = NotAvailable("not read")
     cuda_index: Any = NotAvailable("not read")
+    #: NUMA node of the CPU socket the GPU's PCIe link attaches to (sysfs numa_node; nvidia-smi's
+    #: "NUMA Affinity"). Before schema note 8 (issue 8) it came from nvmlDeviceGetNumaNodeId.
     numa_node: Any = NotAvailable("not read")
-    #: NUMA node of the GPU's own memory (nvidia-smi's "GPU NUMA ID"; Grace Hopper/GB200), not the
-    #: socket's node; N/A on x86.
+    #: NVML's nvmlDeviceGetNumaNodeId: the NUMA node of the GPU's own memory on coherent systems
+    #: (Grace Hopper, GB200); NOT_SUPPORTED on x86 (nvidia-smi's "GPU NUMA ID").
     gpu_memory_numa_node: Any = NotAvailable("not read")
     cpu_affinity: Any = NotAvailable("not read")  # cpulist text, e.g. "0-31,64-95"
     pcie: PcieLink = field(default_factory=PcieLink)
@@ -152,6 +154,8 @@ class HostInfo:
     #: Xid lines naming a PCI bus that is none of the GPUs read:
     #: {bus: {"events": [event json], "attributed_to_gpu": the one GPU whose bus id is unknown, or None}}
     xid_unmatched: Dict[str, Any] = field(default_factory=dict)
+    #: "intel" | "amd" | "zhaoxin" | "arm" | "power" | other (NCCL's P2P level depends on it).
+    cpu_vendor: Any = NotAvailable("not read")
 
 
 @dataclass

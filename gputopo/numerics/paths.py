@@ -1,9 +1,10 @@
 """Which path the bytes of each way take between two GPUs, from the pair's facts.
 
 - NCCL (DDP's all-reduce; and DataParallel's broadcast / gradient reduce, which PyTorch routes
-  through ``torch.cuda.nccl`` when built with NCCL) uses peer-to-peer only on NVLink and up to
-  PXB (NCCL_P2P_LEVEL), and only where NVML reports P2P as OK; beyond that it goes through
-  host memory. The rule is gputopo.bench.routes.nccl_route, shared with the sim fabric.
+  through ``torch.cuda.nccl`` when built with NCCL) uses peer-to-peer on NVLink and over PCIe
+  up to its P2P level (PXB; SYS on an AMD host with 2 GPUs; NCCL_P2P_LEVEL / NCCL_P2P_DISABLE),
+  and only where NVML reports P2P as OK; beyond that it goes through host memory. The rule is
+  gputopo.bench.routes.nccl_route, shared with the sim fabric; the CPU vendor is the host's.
 - Raw tensor copies (DataParallel's scatter and gather) are peer DMA whenever CUDA allows peer
   access, which it does for any pair whose P2P status is OK (or unknown), whatever the class:
   that is exactly how a broken PCIe P2P path reaches DataParallel and not DDP (DESIGN.md).
@@ -29,10 +30,11 @@ def _p2p_ok(p2p: Optional[Dict[str, Any]]) -> bool:
     return True
 
 
-def nccl_path(link_class: LinkClass, p2p: Optional[Dict[str, Any]] = None) -> str:
-    """"p2p" or "host": the path NCCL's transport selection takes for the pair (the bench's rule,
-    NCCL_P2P_LEVEL / NCCL_P2P_DISABLE included)."""
-    return nccl_route(str(link_class), _p2p_ok(p2p))
+def nccl_path(link_class: LinkClass, p2p: Optional[Dict[str, Any]] = None,
+              cpu_vendor=None) -> str:
+    """"p2p" or "host": the path NCCL's transport selection takes for the pair in a 2-GPU
+    communicator on a ``cpu_vendor`` host (the bench's rule, NCCL_P2P_* included)."""
+    return nccl_route(str(link_class), _p2p_ok(p2p), cpu_vendor=cpu_vendor, n_gpus=2)
 
 
 def copy_path(p2p: Optional[Dict[str, Any]] = None) -> str:
@@ -43,4 +45,5 @@ def copy_path(p2p: Optional[Dict[str, Any]] = None) -> str:
 def pair_paths(topology: Topology, i: int, j: int) -> Dict[str, str]:
     """{"copy": path of raw copies, "nccl": path of NCCL collectives} for GPUs i, j."""
     pair = topology.pair(i, j)
-    return {"copy": copy_path(pair.p2p), "nccl": nccl_path(pair.link_class, pair.p2p)}
+    return {"copy": copy_path(pair.p2p),
+            "nccl": nccl_path(pair.link_class, pair.p2p, topology.host.cpu_vendor)}

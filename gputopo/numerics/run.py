@@ -301,23 +301,30 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
 # ----------------------------------------------------------------------------- cuda
 
 
-def cuda_index_of(topology: Topology, gpu: int) -> int:
-    """The CUDA index of NVML GPU ``gpu``, or UsageError saying why it is unknown."""
-    idx = topology.gpu(gpu).cuda_index
-    if not is_value(idx):
-        raise UsageError(f"GPU {gpu} has no CUDA index ({getattr(idx, 'reason', idx)}); "
-                         "set CUDA_DEVICE_ORDER=PCI_BUS_ID and check CUDA_VISIBLE_DEVICES")
+def cuda_index_of(topology: Topology, gpu: int, env=None) -> int:
+    """The CUDA index NVML GPU ``gpu`` has in a numerics worker (which runs with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID), or UsageError when CUDA cannot see it: never another GPU's
+    number (gputopo.bench.visible)."""
+    from gputopo.bench.visible import worker_cuda_map
+
+    idx = worker_cuda_map(topology, env).get(gpu)
+    if not isinstance(idx, int):
+        raise UsageError(f"GPU {gpu} is not visible to CUDA ({getattr(idx, 'reason', idx)}); "
+                         "unset CUDA_VISIBLE_DEVICES or pick visible GPUs")
     return int(idx)
 
 
 def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
+    cuda_of = {g: cuda_index_of(topology, g) for p in pairs for g in p}  # usage errors first
+    bus_of = {g: topology.gpu(g).pci_bus_id if is_value(topology.gpu(g).pci_bus_id) else None
+              for g in cuda_of}
+
     import torch
 
     from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run, rank_param_gap
 
     if not torch.cuda.is_available():
         raise NoHardwareError("the cuda fabric needs CUDA GPUs and this torch sees none")
-    cuda_of = {g: cuda_index_of(topology, g) for p in pairs for g in p}
 
     def call(job, ranks, way):
         try:
@@ -334,8 +341,9 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
             ci, cj = cuda_of[i], cuda_of[j]
             device = f"cuda:{ci}"
 
-            def reference_run(order, device=device):
-                job = {"kind": "reference", "opts": opts.to_json(), "device": device, "order": order}
+            def reference_run(order, device=device, ci=ci, bus=bus_of[i]):
+                job = {"kind": "reference", "opts": opts.to_json(), "device": device, "order": order,
+                       "cuda_devices": [ci], "bus_ids": [bus]}
                 return payload_to_run(call(job, (0,), "reference").payloads[0])
 
             ref = tol = per_replica = None
@@ -350,14 +358,16 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                     sink.fail(out, (i, j), lc, "reference", e, "cuda", "wall", opts)
             if "dp" in ways:
                 def dp_run(ci=ci, cj=cj):
-                    job = {"kind": "dp-cuda", "opts": opts.to_json(), "cuda_devices": [ci, cj]}
+                    job = {"kind": "dp-cuda", "opts": opts.to_json(), "cuda_devices": [ci, cj],
+                           "bus_ids": [bus_of[i], bus_of[j]]}
                     return payload_to_run(call(job, (0,), "dp").payloads[0])
 
                 _judged(out, sink, (i, j), lc, "dp", "cuda", "wall", opts, ref, tol,
                         [f"torch.nn.DataParallel(device_ids=[{ci}, {cj}])"], dp_run, per_replica)
             if "ddp" in ways:
                 def ddp_run(ci=ci, cj=cj):
-                    job = {"kind": "ddp", "opts": opts.to_json(), "cuda_devices": [ci, cj]}
+                    job = {"kind": "ddp", "opts": opts.to_json(), "cuda_devices": [ci, cj],
+                           "bus_ids": [bus_of[i], bus_of[j]]}
                     res = call(job, (0, 1), "ddp")
                     run = payload_to_run(res.payloads[0])
                     run.extra["rank_param_gap"] = num_to_json(

@@ -106,6 +106,10 @@ def _run_job(rank: int, job: Dict[str, Any], backend: str) -> Dict[str, Any]:
     opts = NumericsOptions(**job["opts"])
     data = make_data(opts)
     kind = job["kind"]
+    if job.get("bus_ids") and backend == "nccl":
+        from gputopo.bench.fabrics.cuda import check_bus_ids
+
+        check_bus_ids(job["cuda_devices"], job["bus_ids"])
     if kind in ("sim-dp", "sim-ddp"):
         run = _train_sim(opts, data, job)
     elif kind == "ddp":

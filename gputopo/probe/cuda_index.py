@@ -10,11 +10,17 @@ both indices (DESIGN.md) and never imports torch to find the CUDA one, so it is 
   variable is not PCI_BUS_ID and every GPU has the same name; when the models differ the CUDA
   index is ``NotAvailable`` with a reason that says to set ``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
 - ``CUDA_VISIBLE_DEVICES`` entries are integers (positions in that order), GPU UUIDs
-  (``GPU-8a2c...``) or unique UUID prefixes, with or without the ``GPU-`` prefix. As in CUDA,
-  parsing stops at the first entry that is invalid (unknown, ambiguous, repeated, negative):
-  only the devices before it are visible (so ``-1`` hides every GPU). Unset means all visible.
+  (``GPU-8a2c...``) or unique UUID prefixes, with or without the ``GPU-`` prefix. As in CUDA
+  (and torch's ``_parse_visible_devices``, which mirrors it), parsing stops at the first entry
+  that is invalid (unknown, ambiguous, negative, out of range): only the devices before it are
+  visible (so ``-1`` hides every GPU); a *repeated* device hides every GPU; an integer entry is
+  read like ``strtoul`` (``1gpu`` is 1). Unset means all visible.
 - ``MIG-...`` entries make CUDA devices MIG instances, not GPUs: every GPU's CUDA index is then
   NotAvailable.
+
+gputopo's workers (bench and numerics) always run with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``
+(:data:`WORKER_ORDER`); :func:`worker_cuda_indices` is the mapping they see, whatever the
+user's shell sets, and is the one used to decide which GPUs a run can measure.
 
 Pure functions on plain data; unit-tested without any GPU.
 """
@@ -28,7 +34,9 @@ from gputopo.model.values import NotAvailable
 
 CudaIndex = Union[int, NotAvailable]
 
-_INT_RE = re.compile(r"^[+-]?\d+$")
+_INT_RE = re.compile(r"^[+-]?\d+")  # strtoul reads the leading number: "1gpu" is 1
+#: The CUDA_DEVICE_ORDER every gputopo worker process runs with (bench and numerics workers).
+WORKER_ORDER = "PCI_BUS_ID"
 
 
 def _pci_order(bus_ids: Sequence[Optional[str]]) -> List[int]:
@@ -92,15 +100,19 @@ def cuda_indices(bus_ids: Sequence[Optional[str]], uuids: Sequence[Optional[str]
         chosen = []
         for entry in visible.split(","):
             entry = entry.strip()
-            if _INT_RE.match(entry):
-                k = int(entry)
+            m = _INT_RE.match(entry)
+            if m:
+                k = int(m.group(0))
                 pos = enum_order[k] if 0 <= k < n else None
             elif entry:
                 pos = _match_uuid(entry, uuids)
             else:
                 pos = None
-            if pos is None or pos in chosen:
+            if pos is None:
                 break  # CUDA stops at the first invalid entry
+            if pos in chosen:
+                chosen = []  # a repeated device hides them all (torch: "results in empty set")
+                break
             chosen.append(pos)
 
     result: List[CudaIndex] = [
@@ -108,3 +120,15 @@ def cuda_indices(bus_ids: Sequence[Optional[str]], uuids: Sequence[Optional[str]
     for cuda_idx, pos in enumerate(chosen):
         result[pos] = cuda_idx
     return result
+
+
+def worker_cuda_indices(bus_ids: Sequence[Optional[str]], uuids: Sequence[Optional[str]],
+                        names: Sequence[Optional[str]] = (),
+                        env: Optional[Mapping[str, str]] = None) -> List[CudaIndex]:
+    """:func:`cuda_indices` as a gputopo worker sees them: ``env`` (default os.environ) with
+    CUDA_DEVICE_ORDER forced to :data:`WORKER_ORDER`, as the workers force it."""
+    if env is None:
+        import os
+
+        env = os.environ
+    return cuda_indices(bus_ids, uuids, names, env={**env, "CUDA_DEVICE_ORDER": WORKER_ORDER})

@@ -12,11 +12,14 @@ a simulated one) and from one ``lspci -vvv`` run:
   ``iommu.passthrough=1``). Mode "off" when no IOMMU is registered and no group exists.
 - ACS: the bridges above each GPU come from the path of its ``sys/bus/pci/devices/<bdf>`` link
   (``../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:07:00.0``); their
-  ACS control bits from the ``ACSCtl:`` lines of ``lspci -vvv``. Reading capabilities needs root:
-  lspci prints ``Capabilities: <access denied>`` otherwise, and ACS is then NotAvailable.
+  ACS control bits from the ``ACSCtl:`` lines of ``lspci -vvv -D -s BDF``, one call per bridge:
+  a whole-machine ``lspci -vvv`` on a big server can outlast any short timeout and lose the
+  bridges that matter. Reading capabilities needs root: lspci prints ``Capabilities: <access
+  denied>`` otherwise, and ACS is then NotAvailable.
 
-Commands run through ``run(argv) -> (returncode, stdout, stderr)`` with a 2 s timeout so scan
-stays fast; a simulated host passes its own ``run``.
+Commands run through ``run(argv) -> (returncode, stdout, stderr)`` with a 2 s timeout each; the
+lspci calls together get 2 s plus LSPCI_S_PER_BRIDGE per bridge, so the budget scales with the
+machine. A simulated host passes its own ``run``.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from gputopo.model.topology import AcsBridge, HostInfo
 from gputopo.model.values import NotAvailable
+from gputopo.probe.host_facts import read_cpu_vendor
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
 #: Seconds any host command may take.
 COMMAND_TIMEOUT_S = 2.0
+#: Seconds added to the lspci budget per bridge queried (on top of COMMAND_TIMEOUT_S).
+LSPCI_S_PER_BRIDGE = 0.5
 
 _BDF_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
@@ -328,13 +334,9 @@ def read_acs(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[s
     if not below:
         return []
 
-    rc, out, err = _call(run, ["lspci", "-vvv", "-D"])
-    if rc == 127:
-        return NotAvailable("lspci not installed (package pciutils); it is needed to read ACS "
-                            "control bits, as root")
-    if rc != 0 and not out:
-        return NotAvailable(f"lspci failed (exit {rc}): {(err or '').strip()[:200]}")
-    blocks = parse_lspci_blocks(out)
+    blocks = _lspci_bridges(run, sorted(below))
+    if isinstance(blocks, NotAvailable):
+        return blocks
     bridges = []
     denied = no_caps = 0
     for bdf in sorted(below):
@@ -358,6 +360,34 @@ def read_acs(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[s
     return bridges
 
 
+def _lspci_bridges(run: Runner, bdfs: Sequence[str]):
+    """{bdf: lspci -vvv block} of each bridge, asked one by one (``lspci -vvv -D -s BDF``)
+    within a budget that grows with the number of bridges; NotAvailable when lspci is missing
+    or no call gave anything."""
+    import time
+
+    deadline = time.monotonic() + COMMAND_TIMEOUT_S + LSPCI_S_PER_BRIDGE * len(bdfs)
+    blocks: Dict[str, str] = {}
+    last_error = ""
+    for bdf in bdfs:
+        if time.monotonic() > deadline:
+            last_error = f"out of time after {len(blocks)} of {len(bdfs)} bridges"
+            break
+        rc, out, err = _call(run, ["lspci", "-vvv", "-D", "-s", bdf])
+        if rc == 127:
+            return NotAvailable("lspci not installed (package pciutils); it is needed to read "
+                                "ACS control bits, as root")
+        if rc != 0 and not out:
+            last_error = f"exit {rc}: {(err or '').strip()[:200]}"
+            continue
+        block = parse_lspci_blocks(out).get(bdf)
+        if block is not None:
+            blocks[bdf] = block
+    if not blocks and last_error:
+        return NotAvailable(f"lspci failed ({last_error})")
+    return blocks
+
+
 # ----------------------------------------------------------------------------- all of it
 
 
@@ -372,4 +402,5 @@ def read_host(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[
     gpu_bus_ids = [b for b in gpu_bus_ids if isinstance(b, str)]
     mode, evidence = read_iommu(root, gpu_bus_ids)
     return HostInfo(hostname=_hostname(root), kernel=_kernel(root), iommu_mode=mode,
-                    iommu_evidence=evidence, acs=read_acs(root, run, gpu_bus_ids))
+                    iommu_evidence=evidence, acs=read_acs(root, run, gpu_bus_ids),
+                    cpu_vendor=read_cpu_vendor(root))

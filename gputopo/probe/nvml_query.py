@@ -98,3 +98,25 @@ def query(lib: Any, fn_name: str, *args: Any, default_reason: Optional[str] = No
             return NotAvailable(f"{what}: {fn_name} is not available in these NVML bindings ({exc})")
         return Failed(f"{fn_name}: {describe_error(exc)}")
     return as_text(value)
+
+
+#: nvmlFieldValue_t.valueType -> the c_nvmlValue_t member holding the value.
+_FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+#: pynvml's NVML_FI_DEV_NVLINK_LINK_COUNT (the links a GPU has; drivers >= 450).
+NVLINK_LINK_COUNT_FIELD = 91
+
+
+def nvlink_count(lib, handle, max_links: int) -> int:
+    """How many NVLink indices to ask about: the GPU's NVML_FI_DEV_NVLINK_LINK_COUNT field where
+    the driver answers it, else ``max_links`` (NVML_NVLINK_MAX_LINKS)."""
+    field_id = getattr(lib, "NVML_FI_DEV_NVLINK_LINK_COUNT", NVLINK_LINK_COUNT_FIELD)
+    values = query(lib, "nvmlDeviceGetFieldValues", handle, [field_id],
+                   default_reason="NVLink link count")
+    try:
+        v = values[0]
+        if int(getattr(v, "nvmlReturn", 1)) != 0:
+            return max_links
+        n = int(getattr(v.value, _FIELD_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal")))
+    except (TypeError, IndexError, AttributeError, ValueError, KeyError):
+        return max_links
+    return n if 0 <= n <= max_links else max_links

@@ -48,8 +48,10 @@ from gputopo.model.topology import (NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.cuda_index import cuda_indices
 from gputopo.probe.host import try_bus_key
+from gputopo.probe.host_facts import read_pci_numa_node
+from gputopo.probe.host import try_bus_key
 from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
-from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, query
+from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, nvlink_count, query
 
 #: NVLinks probed per GPU when the library does not say (NVML_NVLINK_MAX_LINKS of NVML 12).
 DEFAULT_MAX_NVLINKS = 18
@@ -107,7 +109,8 @@ def _affinity_words() -> int:
 
 
 def _read_nvlink(lib, handle, link: int) -> Optional[NvLink]:
-    """One NVLink, or None when the GPU has no link with this index (the end of its links)."""
+    """One NVLink, or None when the GPU has no usable link with this index (unsupported, not
+    found, or past its last link): such an index is skipped, the next ones are still read."""
     state = query(lib, "nvmlDeviceGetNvLinkState", handle, link, default_reason=f"NVLink {link} state",
                   not_available_codes=(NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND))
     if isinstance(state, NotAvailable):
@@ -146,7 +149,10 @@ def _read_gpu(lib, gpu: Gpu, handle, max_links: int) -> Gpu:
     gpu.name = query(lib, "nvmlDeviceGetName", handle, default_reason="GPU name")
     gpu.uuid = query(lib, "nvmlDeviceGetUUID", handle, default_reason="GPU UUID")
     gpu.pci_bus_id = _bus_id(query(lib, "nvmlDeviceGetPciInfo", handle, default_reason="PCI info"))
-    gpu.numa_node = query(lib, "nvmlDeviceGetNumaNodeId", handle, default_reason="NUMA node")
+    # NVML's NUMA node is the GPU memory's own node (coherent systems), not the socket's: the
+    # socket's comes from sysfs (read_topology's ``sysfs_root``; gputopo.probe.host_facts).
+    gpu.gpu_memory_numa_node = query(lib, "nvmlDeviceGetNumaNodeId", handle,
+                                     default_reason="GPU memory NUMA node")
     words = query(lib, "nvmlDeviceGetCpuAffinity", handle, _affinity_words(),
                   default_reason="CPU affinity")
     if is_value(words):
@@ -163,11 +169,10 @@ def _read_gpu(lib, gpu: Gpu, handle, max_links: int) -> Gpu:
     )
     gpu.mig_mode = _mig_mode(lib, handle)
     links = []
-    for link in range(max_links):
+    for link in range(nvlink_count(lib, handle, max_links)):
         lk = _read_nvlink(lib, handle, link)
-        if lk is None:
-            break
-        links.append(lk)
+        if lk is not None:  # an unsupported link in the middle does not end the enumeration
+            links.append(lk)
     gpu.nvlinks = links
     return gpu
 
@@ -339,12 +344,15 @@ def gpu_bus_ids(lib: Any) -> List[str]:
 
 
 def read_topology(lib: Any, host: Optional[HostInfo] = None, machine: str = "", source: str = "nvml",
-                  simulated: bool = False, env: Optional[Mapping[str, str]] = None) -> Topology:
+                  simulated: bool = False, env: Optional[Mapping[str, str]] = None,
+                  sysfs_root: Optional[str] = None) -> Topology:
     """Read every GPU and GPU pair through the NVML library object ``lib`` (already initialised).
 
     ``host`` (from probe.host.read_host) gets the driver, NVML and CUDA driver versions filled
     in (a copy; the argument is not changed). ``machine`` defaults to the host name. ``env``
     (default os.environ) supplies CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER for the CUDA index.
+    ``sysfs_root`` ("/" on a real machine, a simulated host's folder) is where each GPU's socket
+    NUMA node is read (``sys/bus/pci/devices/<bdf>/numa_node``); None leaves it NotAvailable.
     """
     host = _versions(lib, host if host is not None else HostInfo())
     if not machine and is_value(host.hostname):
@@ -377,6 +385,10 @@ def read_topology(lib: Any, host: Optional[HostInfo] = None, machine: str = "", 
             gpus.append(_read_gpu(lib, gpu, handle, max_links))
         except GpuLost as exc:
             gpus.append(_mark_lost(gpu, exc))
+            continue
+        gpu.numa_node = (read_pci_numa_node(sysfs_root, try_bus_key(gpu.pci_bus_id))
+                         if sysfs_root is not None
+                         else NotAvailable("socket NUMA node: no host root to read sysfs from"))
 
     readable = [k for k, g in enumerate(gpus) if g.lost is None and handles[k] is not None]
     cuda = cuda_indices(

@@ -20,7 +20,8 @@ def read_machine(lib, root, run, machine: str, source: str, simulated: bool = Fa
     from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
 
     host = read_host(root=root, run=run, gpu_bus_ids=gpu_bus_ids(lib))
-    topo = read_topology(lib, host=host, machine=machine, source=source, simulated=simulated)
+    topo = read_topology(lib, host=host, machine=machine, source=source, simulated=simulated,
+                         sysfs_root=root)
     topo.nics = read_nics(root, {g.nvml_index: g.pci_bus_id for g in topo.gpus
                                  if g.lost is None and is_value(g.pci_bus_id)})
     return read_health(lib, topo, run)

@@ -42,6 +42,9 @@ class PathFacts:
     acs_bridges: List[str] = field(default_factory=list)  # redirecting bridges above these GPUs
     acs_known: bool = False
     p2p_not_ok: Dict[str, str] = field(default_factory=dict)  # cap -> status where not OK
+    #: The route NCCL (DDP) takes on this path, "p2p" | "host", and why (gputopo.bench.routes).
+    nccl_route: Optional[str] = None
+    nccl_reason: Optional[str] = None
 
     @property
     def is_nvlink(self) -> bool:
@@ -60,6 +63,9 @@ class PathFacts:
             ev["acs_redirect_bridges"] = list(self.acs_bridges)
         if self.p2p_not_ok:
             ev["nvml_p2p_status"] = dict(self.p2p_not_ok)
+        if self.nccl_route:
+            ev["nccl_route"] = self.nccl_route
+            ev["nccl_route_reason"] = self.nccl_reason
         return ev
 
 
@@ -89,7 +95,29 @@ def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Option
                                 if c in ("read", "write") and is_value(s) and s != "OK"}
         except KeyError:
             pass
+    if link_class:
+        _nccl_facts(facts, h.cpu_vendor, len(gpus))
     return facts
+
+
+def _nccl_facts(facts: PathFacts, cpu_vendor, n_gpus: int) -> None:
+    """NCCL's route on this path for this host's CPU and this process's NCCL_* settings (the
+    settings the run had when the report is rendered at its end)."""
+    from gputopo.bench.routes import route_and_reason
+
+    facts.nccl_route, facts.nccl_reason = route_and_reason(
+        facts.link_class, not facts.p2p_not_ok, cpu_vendor=cpu_vendor, n_gpus=max(2, n_gpus))
+
+
+def nccl_remedy(f: PathFacts) -> str:
+    """The NCCL remedy, saying which route NCCL takes on this path."""
+    if f.nccl_route == "host":
+        return (f"NCCL (DDP) already avoids this path: {f.nccl_reason}; keep it so (no "
+                "NCCL_P2P_LEVEL=SYS; NCCL_P2P_DISABLE=1 forces it everywhere)")
+    if f.nccl_route == "p2p":
+        return (f"set NCCL_P2P_DISABLE=1: {f.nccl_reason}, so DDP's all-reduce crosses the same "
+                "broken path")
+    return REMEDY_NCCL_P2P
 
 
 def _short(bus_id) -> str:
@@ -135,7 +163,7 @@ def peer_path_broken(f: PathFacts, symptom: str) -> Tuple[str, List[str]]:
     else:
         cause = (f"P2P DMA {where} ({lc or 'PCIe'}) is {symptom}: the platform's PCIe peer-to-peer "
                  "path is broken (root complex / chipset)" + _unread_host(f))
-    remedies = host_remedies + [REMEDY_NCCL_P2P, REMEDY_DDP]
+    remedies = host_remedies + [nccl_remedy(f), REMEDY_DDP]
     if not f.iommu_translated:
         remedies.append("check the IOMMU (iommu=pt) and ACS settings of this host")
     return cause, remedies
@@ -155,4 +183,4 @@ def collective_broken(f: PathFacts) -> Tuple[str, List[str]]:
     cause = f"collectives {where} ({f.link_class or '?'}) return wrong results"
     if suspects:
         cause += "; suspects: " + " and ".join(suspects)
-    return cause, host_remedies + [REMEDY_NCCL_P2P, REMEDY_GPU_HEALTH]
+    return cause, host_remedies + [nccl_remedy(f), REMEDY_GPU_HEALTH]

@@ -6,6 +6,7 @@ handing it ``FakeHost(desc).root`` and ``.run`` makes it read a simulated host w
 The tree holds what real readers look at::
 
     proc/cmdline                      "... intel_iommu=on" / "... iommu=pt"
+    proc/cpuinfo                      vendor_id GenuineIntel / AuthenticAMD (host cpu_vendor)
     proc/sys/kernel/{hostname,osrelease}, etc/hostname
     proc/driver/nvidia/version, sys/module/nvidia/version
     sys/class/iommu/dmar0 ...         (AMD: ivhd0 ...) only when the IOMMU is on
@@ -98,6 +99,7 @@ class FakeHost:
         self._write("proc/sys/kernel/hostname", host.hostname + "\n")
         self._write("proc/sys/kernel/osrelease", host.kernel + "\n")
         self._write("etc/hostname", host.hostname + "\n")
+        self._write("proc/cpuinfo", _cpuinfo(host.cpu_vendor))
         self._write("proc/driver/nvidia/version",
                     f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {host.driver_version}  "
                     "Thu Dec 28 23:21:52 UTC 2023\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
@@ -279,6 +281,14 @@ def format_p2p_text(desc, cap: str) -> str:
     for key in ("OK", "CNS", "GNS", "TNS", "NS", "U"):
         legend.append(f"  {key:<4} = {P2P_STATUS_MEANING[key]}")
     return "\n".join(rows + legend) + "\n"
+
+
+def _cpuinfo(vendor: str) -> str:
+    """The first processor's block of /proc/cpuinfo on an x86 host of ``vendor``."""
+    vendor_id, model = {"amd": ("AuthenticAMD", "AMD EPYC 7763 64-Core Processor")}.get(
+        vendor, ("GenuineIntel", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"))
+    return (f"processor\t: 0\nvendor_id\t: {vendor_id}\ncpu family\t: 6\n"
+            f"model name\t: {model}\nflags\t\t: fpu vme de pse tsc msr pae mce\n\n")
 
 
 def _fast_tmp_dir():

@@ -55,6 +55,8 @@ NVML_TOPOLOGY_SYSTEM = 50
 _LEVEL_OF_KIND = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 
 NVML_NVLINK_MAX_LINKS = 18
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
 NVML_NVLINK_DEVICE_TYPE_GPU = 0
 NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1
 NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
@@ -353,6 +355,12 @@ class FakeNvml:
 
     @_device()
     def nvmlDeviceGetNumaNodeId(self, i):
+        # The GPU memory's own NUMA node: only coherent CPU-GPU systems (Grace Hopper, GB200)
+        # have one; a real driver on an x86 host answers NOT_SUPPORTED. Every simulated host is
+        # x86 (sim.records.CPU_VENDORS); the socket's node is in the fake host's sysfs.
+        self._gpu(i)
+        if self.desc.host.cpu_vendor in ("intel", "amd"):
+            self._raise(NVML_ERROR_NOT_SUPPORTED)
         node = self._gpu(i).numa_node
         if node is None:
             self._raise(NVML_ERROR_NOT_SUPPORTED)
@@ -396,6 +404,22 @@ class FakeNvml:
         return [value, value]
 
     # ------------------------------------------------------------------ NVLink
+    @_device()
+    def nvmlDeviceGetFieldValues(self, i, fieldIds):
+        """pynvml's list of nvmlFieldValue_t: only NVML_FI_DEV_NVLINK_LINK_COUNT is answered
+        (the GPU's NVLinks); any other field comes back with nvmlReturn NOT_SUPPORTED."""
+        from types import SimpleNamespace
+
+        out = []
+        for fid in fieldIds:
+            ok = fid == NVML_FI_DEV_NVLINK_LINK_COUNT
+            out.append(SimpleNamespace(
+                fieldId=fid, scopeId=0, timestamp=0, latencyUsec=0,
+                valueType=NVML_VALUE_TYPE_UNSIGNED_INT,
+                nvmlReturn=0 if ok else NVML_ERROR_NOT_SUPPORTED,
+                value=SimpleNamespace(uiVal=len(self._gpu(i).nvlinks) if ok else 0)))
+        return out
+
     @_device()
     def nvmlDeviceGetNvLinkState(self, i, link):
         return 1 if self._link(i, link).active else 0

@@ -250,8 +250,21 @@ class Ops:
         """Facts recorded with every measurement of ``test`` (route, peer access...)."""
         return {}
 
+    #: How :meth:`timed` takes its time, recorded with every measurement (``timing_method``).
+    timing_method = ""
+
+    def timing_facts(self) -> dict:
+        """How the samples just taken were timed (recorded in the measurement's extra), and the
+        start of a fresh count for the next measurement."""
+        return {"timing_method": self.timing_method} if self.timing_method else {}
+
     def close(self) -> None:
         pass
+
+
+#: DataParallel primitives PyTorch runs through torch.cuda.nccl (broadcast, reduce) when it is
+#: built with NCCL, not through raw peer copies: their measurements are labelled path "nccl".
+NCCL_DP_TESTS = ("dp.broadcast_coalesced", "dp.reduce_add")
 
 
 def _unflatten(flat: torch.Tensor, shapes) -> List[torch.Tensor]:

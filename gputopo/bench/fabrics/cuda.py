@@ -10,10 +10,13 @@
   ``reduce_add_coalesced``, as ``nn.DataParallel`` calls them.
 - Collectives: NCCL, one process per GPU (``torch.distributed``).
 
-Timing: a start event on the first device's current stream, every other involved device's
-stream waits on it; after the operation each of them records an event the first stream waits
+Timing: a spin kernel (``torch.cuda._sleep``) holds the first device's current stream, then a
+start event on it; every other involved device's stream waits on that event; the runs are
+enqueued while the hold lasts (p2pBandwidthLatencyTest's delay kernel), so launch overhead stays
+outside the interval; after the operation each device records an event the first stream waits
 on, then the end event; ``elapsed_time`` of the pair. Cross-device work is thus fully inside
-the interval, and events of one device are compared (CUDA requires it).
+the interval, and events of one device are compared (CUDA requires it). How each measurement
+was timed is recorded as ``extra.timing_method``.
 
 GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA device indices
 (workers run with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; see :func:`resolve_cuda_indices`).
@@ -21,12 +24,13 @@ GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA de
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
-from .base import Ops
+from .base import NCCL_DP_TESTS, Ops
 from .cpu import DistMixin
 
 
@@ -42,28 +46,53 @@ def _norm_bus_id(bus_id: str) -> Optional[tuple]:
 
 
 def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
-    """NVML index -> CUDA device index of this process, matched by PCI bus id.
+    """NVML index -> CUDA device index of this process, matched by PCI bus id only.
 
-    ``gpus`` maps NVML index -> {"pci_bus_id": str|None, "cuda_index": int|None} (from the
-    topology). A GPU whose bus id matches no CUDA device falls back to its known cuda_index,
-    then to its NVML index (the same numbering when CUDA_DEVICE_ORDER=PCI_BUS_ID and
-    CUDA_VISIBLE_DEVICES is unset).
+    ``gpus`` maps NVML index -> {"pci_bus_id": str|None, ...} (from the topology). A GPU whose
+    bus id matches no CUDA device of this process is left out: it is not visible to CUDA here
+    (CUDA_VISIBLE_DEVICES), and guessing a number for it measured another GPU. The parent only
+    plans steps on visible GPUs (gputopo.bench.visible); :meth:`CudaOps.device` refuses others.
     """
     by_bus = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
         key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
                getattr(props, "pci_device_id", -1))
-        by_bus[key] = d
+        by_bus.setdefault(key, d)  # MIG instances share their GPU's bus id: the first one
     out = {}
     for nvml, info in gpus.items():
         nb = _norm_bus_id(info.get("pci_bus_id") or "")
         hit = by_bus.get((nb[0], nb[1], nb[2])) if nb else None
-        if hit is None:
-            ci = info.get("cuda_index")
-            hit = ci if isinstance(ci, int) else nvml
-        out[int(nvml)] = int(hit)
+        if hit is not None:
+            out[int(nvml)] = int(hit)
     return out
+
+
+def check_bus_ids(devices: Sequence[int], bus_ids: Sequence[Optional[str]]) -> None:
+    """RuntimeError unless CUDA device ``devices[k]`` of this process has PCI bus id
+    ``bus_ids[k]`` (None: not checked): the guard that a number computed in the parent still
+    names the GPU it was meant to."""
+    for d, bus in zip(devices, bus_ids):
+        want = _norm_bus_id(bus or "")
+        if want is None:
+            continue
+        p = torch.cuda.get_device_properties(int(d))
+        have = (getattr(p, "pci_domain_id", 0), getattr(p, "pci_bus_id", -1),
+                getattr(p, "pci_device_id", -1))
+        if have != want[:3]:
+            raise RuntimeError(f"cuda:{d} is PCI {have[0]:04x}:{have[1]:02x}:{have[2]:02x}, not "
+                               f"{bus}: CUDA numbers GPUs differently than expected "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
+
+
+def device_of(cuda_index: Mapping[int, int], gpu: int) -> torch.device:
+    """The CUDA device of NVML GPU ``gpu`` (from :func:`resolve_cuda_indices`); RuntimeError
+    naming it when CUDA cannot see it in this process, never another GPU's number."""
+    if gpu not in cuda_index:
+        raise RuntimeError(f"GPU {gpu} is not visible to CUDA in this process (no CUDA device "
+                           "has its PCI bus id; CUDA_VISIBLE_DEVICES="
+                           f"{os.environ.get('CUDA_VISIBLE_DEVICES')})")
+    return torch.device("cuda", cuda_index[gpu])
 
 
 class CudaOps(DistMixin, Ops):
@@ -77,7 +106,7 @@ class CudaOps(DistMixin, Ops):
         self.cuda_index = dict(cuda_index)
 
     def device(self, gpu: int) -> torch.device:
-        return torch.device("cuda", self.cuda_index[gpu])
+        return device_of(self.cuda_index, gpu)
 
     def _sync_device(self):
         return self.device(self.local_gpus[0])
@@ -90,7 +119,7 @@ class CudaOps(DistMixin, Ops):
     def peer_access(self, a: int, b: int) -> Optional[bool]:
         if not (self.is_local(a) and self.is_local(b)):
             return None
-        return bool(torch.cuda.can_device_access_peer(self.cuda_index[a], self.cuda_index[b]))
+        return bool(torch.cuda.can_device_access_peer(self.device(a).index, self.device(b).index))
 
     def peer_route(self, a: int, b: int) -> str:
         return "host" if self.peer_access(a, b) is False else "p2p"
@@ -150,7 +179,7 @@ class CudaOps(DistMixin, Ops):
 
     # ---------------------------------------------------------------- DataParallel (real)
     def _devs(self, gpus):
-        return [self.cuda_index[g] for g in gpus]
+        return [self.device(g).index for g in gpus]
 
     def dp_broadcast_coalesced(self, params, shapes, master, gpus):
         from torch.nn.parallel import comm
@@ -168,14 +197,14 @@ class CudaOps(DistMixin, Ops):
     def dp_gather(self, pieces, shape, master, gpus):
         from torch.nn.parallel import comm
 
-        return comm.gather([pieces[g] for g in gpus], dim=0, destination=self.cuda_index[master])
+        return comm.gather([pieces[g] for g in gpus], dim=0, destination=self.device(master).index)
 
     def dp_reduce_add_coalesced(self, grads, shapes, master, gpus):
         from torch.nn.parallel import comm
 
         order = [master] + [g for g in gpus if g != master]
         return list(comm.reduce_add_coalesced([grads[g] for g in order],
-                                              destination=self.cuda_index[master]))
+                                              destination=self.device(master).index))
 
     # ---------------------------------------------------------------- clock
     def sync(self, gpus) -> None:
@@ -183,7 +212,37 @@ class CudaOps(DistMixin, Ops):
             if self.is_local(g):
                 torch.cuda.synchronize(self.device(g))
 
+    #: The hold's first length, in seconds of GPU clock (doubled whenever it proves too short).
+    HOLD_S = 0.002
+    #: The longest hold (seconds): a host slower than this per sample is recorded, not waited on.
+    HOLD_MAX_S = 1.0
+    timing_method = HOLD_METHOD = (
+        "cuda-events: the first device's stream is held by a spin kernel (torch.cuda._sleep) "
+        "while every run is enqueued, then start/end events bracket only GPU work, as "
+        "p2pBandwidthLatencyTest holds its stream with a delay kernel")
+
+    def _hold_cycles(self, dev: torch.device) -> int:
+        if not hasattr(self, "_hold"):
+            khz = int(getattr(torch.cuda.get_device_properties(dev), "clock_rate", 0) or 1_500_000)
+            self._cycles_per_s = khz * 1000
+            self._hold = int(self.HOLD_S * self._cycles_per_s)
+        return self._hold
+
+    def timing_facts(self) -> dict:
+        short = self.__dict__.pop("_hold_short", 0)
+        facts = {"timing_method": self.HOLD_METHOD}
+        if short:
+            facts["hold_too_short_samples"] = short
+            facts["timing_method"] += (f"; in {short} sample(s) the hold ended before every run was "
+                                       "enqueued, so those include host launch time")
+        return facts
+
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
+        """Seconds per run of ``run``: CUDA events on the first device's stream, every other
+        device's stream fenced inside the interval. The stream is held by a spin kernel until
+        every run is enqueued (else small copies would time Python dispatch, not the link);
+        if the start event has already passed when enqueuing ends, the hold was too short:
+        that sample is counted (``hold_too_short_samples``) and the next hold is doubled."""
         devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
         self.sync(self.local_gpus)
         self.barrier()
@@ -191,6 +250,7 @@ class CudaOps(DistMixin, Ops):
         with torch.cuda.device(devs[0]):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(self._hold_cycles(devs[0]))  # the hold, before the start event
             start.record(first)
         for d in devs[1:]:
             torch.cuda.current_stream(d).wait_event(start)
@@ -204,6 +264,9 @@ class CudaOps(DistMixin, Ops):
             first.wait_event(done)
         with torch.cuda.device(devs[0]):
             end.record(first)
+        if start.query():  # the GPU passed the start event before the last run was enqueued
+            self._hold_short = self.__dict__.get("_hold_short", 0) + 1
+            self._hold = min(2 * self._hold, int(self.HOLD_MAX_S * self._cycles_per_s))
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / repeat
 
@@ -211,6 +274,8 @@ class CudaOps(DistMixin, Ops):
         if test.startswith("self."):
             return {"path": "host" if test != "self.d2d" else "device", "pinned": True}
         if test.startswith("collective."):
+            return {"path": "nccl"}
+        if test in NCCL_DP_TESTS:  # comm.broadcast_coalesced / reduce_add -> torch.cuda.nccl
             return {"path": "nccl"}
         if test == "p2p.staged":
             return {"path": "host", "pinned": True}

@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from ..routes import nccl_route
-from .base import Ops
+from .base import NCCL_DP_TESTS, Ops
 
 #: Relative half-width of the deterministic per-sample jitter of modeled times.
 JITTER = 0.02
@@ -92,9 +92,11 @@ class SimModel:
     def peer_route(self, i: int, j: int) -> str:
         return "p2p" if self.peer_ok(i, j) else "host"
 
-    def nccl_route(self, i: int, j: int) -> str:
-        """NCCL uses P2P over NVLink and PCIe up to NCCL_P2P_LEVEL (default PXB), when P2P is OK."""
-        return nccl_route(self.link_class(i, j), self.peer_ok(i, j), self.nccl_env)
+    def nccl_route(self, i: int, j: int, n_gpus: int = 2) -> str:
+        """NCCL's route between i and j in a communicator of ``n_gpus`` GPUs on this host's CPU
+        (gputopo.bench.routes: P2P up to PXB, up to SYS on AMD with 2 GPUs; NCCL_P2P_* honoured)."""
+        return nccl_route(self.link_class(i, j), self.peer_ok(i, j), self.nccl_env,
+                          cpu_vendor=self.desc.host.cpu_vendor, n_gpus=n_gpus)
 
     # ---------------------------------------------------------------- faults
     def faults(self, i: int, j: Optional[int], route: str) -> list:
@@ -244,7 +246,7 @@ class SimOps(Ops):
 
     def collective_route(self) -> str:
         i, j = self.step_gpus[:2]
-        return self.model.nccl_route(i, j)
+        return self.model.nccl_route(i, j, n_gpus=len(self.step_gpus))
 
     # ---------------------------------------------------------------- transfers
     def transfers(self, items, route: str = "p2p") -> None:
@@ -342,6 +344,8 @@ class SimOps(Ops):
             self.transfers([(bufs[b], bufs[a], b, a)], route)
 
     # ---------------------------------------------------------------- clock
+    timing_method = "modeled: the link model's time for the bytes moved, with 2 % jitter"
+
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
         self._region = 0.0
         for _ in range(repeat):
@@ -359,6 +363,10 @@ class SimOps(Ops):
             route = self.collective_route()
             return {"path": route, "healthy_model": self.model.model_facts(i, j, route),
                     "nccl_transport": modeled_transport(route, self.step_gpus)}
+        if test in NCCL_DP_TESTS:  # torch.cuda.nccl under DataParallel: NCCL's route
+            route = self.collective_route()
+            return {"path": "nccl", "nccl_route": route,
+                    "healthy_model": self.model.model_facts(i, j, route)}
         a, b = (src, dst) if src is not None else (i, j)
         route = "host" if test == "p2p.staged" else self.peer_route(a, b)
         return {"path": route, "peer_access": self.peer_access(a, b),
