@@ -11,6 +11,7 @@ import click
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.main import cli
 from gputopo.cli.options import console, finish, sim_option
+from gputopo.cli.strict import FiniteFloat
 
 
 def pair_options(f):
@@ -28,7 +29,7 @@ def pair_options(f):
         click.option("--cpu-gpus", type=click.IntRange(1, 64), default=None,
                      help="Stand-in GPUs for --fabric cpu without --sim [default: 2; with "
                           "--resume: as many as the run had]."),
-        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+        click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), default=None,
                      help="Seconds a step may go without progress before it is a hang [default: 120]."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False),
                      help="Run folder (default: a new timestamped folder under reports/)."),

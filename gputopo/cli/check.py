@@ -10,6 +10,7 @@ import click
 from gputopo.cli.bench import _build, numerics_options, pair_options
 from gputopo.cli.main import cli
 from gputopo.cli.options import finish
+from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
 
 
@@ -25,6 +26,11 @@ def _spec_path(spec: str) -> str:
     return spec  # load_spec reports the missing file (exit 2)
 
 
+#: The options that only matter when check measures a new run (no RUN_DIR).
+MEASURING = ("sim", "fabric", "pairs_values", "class_text", "gpus_text", "cpu_gpus", "timeout_s",
+             "out_dir", "resume_dir", "preset", "steps", "lr", "model", "batch", "seed")
+
+
 @cli.command()
 @click.argument("run_dir", required=False, type=click.Path(file_okay=False, exists=True))
 @click.option("--spec", "spec", metavar="FILE|NAME",
@@ -34,7 +40,7 @@ def _spec_path(spec: str) -> str:
 @click.option("--init", "init", is_flag=True,
               help="Write --spec from a known-good run (--from DIR): its topology and measured figures minus --margin.")
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, exists=True), help="The known-good run for --init.")
-@click.option("--margin", type=click.FloatRange(0, 0.9), default=0.2, show_default=True,
+@click.option("--margin", type=FiniteFloat(0, 0.9), default=0.2, show_default=True,
               help="--init: how far below the baseline's figures a run may fall.")
 @click.option("--force", is_flag=True, help="--init: accept a baseline run that has error findings.")
 @click.option("--quick", "preset", flag_value="quick", help="When measuring: few sizes and samples.")
@@ -55,6 +61,18 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     """
     if not spec:
         raise UsageError("--spec FILE is required (or a shipped spec name: pcie-box, nvswitch-8gpu)")
+    ctx = click.get_current_context()
+    if init:
+        refuse_unused(ctx, ("junit_file", "as_json", *MEASURING), "with --init (it writes a spec "
+                      "from --from's run, measuring nothing)")
+        if run_dir:
+            raise UsageError(f"RUN_DIR {run_dir} is ignored with --init; give the known-good run "
+                             "as --from DIR")
+    else:
+        refuse_unused(ctx, ("from_dir", "margin", "force"), "without --init")
+        if run_dir:
+            refuse_unused(ctx, MEASURING, f"when judging the run folder {run_dir} (measuring "
+                          "options apply only without RUN_DIR)")
     if init:
         if not from_dir:
             raise UsageError("--init needs --from DIR, a known-good run folder")

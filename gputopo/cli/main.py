@@ -15,10 +15,11 @@ import traceback
 import click
 
 from gputopo import __version__
+from gputopo.cli.strict import StrictGroup
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=StrictGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="gputopo")
 def cli():
     """gputopo: which GPU pairs of this machine can you trust, and how fast are they?
@@ -56,6 +57,16 @@ def _caused_by_interrupt(e: BaseException) -> bool:
     return False
 
 
+def _one_line(e: click.ClickException) -> str:
+    """Click's message on one line, pointing at the command's --help (instead of click's
+    Usage/Try/blank/Error block)."""
+    message = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        message += f" (see `{ctx.command_path} --help`)"
+    return message
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
     try:
@@ -88,7 +99,10 @@ def _main(argv=None):
         click.echo("gputopo: aborted", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `gputopo`: the help, as click shows it
+            e.show()
+            sys.exit(EXIT_USAGE)
+        click.echo(f"gputopo: error: {_one_line(e)}", err=True)
         sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
