@@ -151,6 +151,10 @@ def parse_pairs(values: Optional[Sequence[str]], n_gpus: int) -> List[Pair]:
     No value or "all" gives every pair of the machine.
     """
     values = list(values or []) or ["all"]
+    if len(values) > 1 and any(str(v).strip().lower() == "all" for v in values):
+        others = " ".join(f"--pairs {v}" for v in values if str(v).strip().lower() != "all")
+        raise UsageError(f"--pairs all is given with {others or 'itself again'}: 'all' already "
+                         "names every pair; give it alone")
     out: List[Pair] = []
     for v in values:
         text = str(v).strip()

@@ -12,6 +12,7 @@ from gputopo.cli.main import cli
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
+from gputopo.writable import check_writable_file
 
 
 def _spec_path(spec: str) -> str:
@@ -82,6 +83,8 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         click.echo(f"wrote {path} from {from_dir} (margin {margin:.0%}); check a run with "
                    f"`gputopo check --spec {path} DIR`")
         return
+    if junit_file:  # before measuring: a gate whose report cannot be written is no gate
+        check_writable_file(junit_file, "--junit")
     spec_path = _spec_path(spec)
     from gputopo.check.spec import load_spec
 

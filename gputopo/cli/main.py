@@ -7,6 +7,7 @@ that need them, never here.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import tempfile
@@ -88,6 +89,20 @@ def _stop_helpers() -> None:
         pass
 
 
+#: OSErrors about a path the user gave (a read-only folder, a folder where a file goes...).
+_USER_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
+                     errno.ENAMETOOLONG, errno.ENOSPC}
+
+
+def _internal_error(e: Exception):
+    if _caused_by_interrupt(e):  # Ctrl-C inside an import (e.g. wrapped in a RuntimeError)
+        click.echo("gputopo: aborted", err=True)
+        sys.exit(130)
+    path = save_traceback(getattr(e, "run_dir", None))
+    click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+    sys.exit(EXIT_INTERNAL)
+
+
 def _main(argv=None):
     _register()
     try:
@@ -108,11 +123,13 @@ def _main(argv=None):
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:
+        if e.errno not in _USER_PATH_ERRNOS or e.filename is None:
+            _internal_error(e)
+        from gputopo.writable import os_error_line  # a path the user gave: not our bug
+
+        click.echo(f"gputopo: error: {os_error_line(e)}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as e:  # internal error: one line here, the traceback in a file
-        if _caused_by_interrupt(e):  # Ctrl-C inside an import (e.g. wrapped in a RuntimeError)
-            click.echo("gputopo: aborted", err=True)
-            sys.exit(130)
-        path = save_traceback(getattr(e, "run_dir", None))
-        click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
-        sys.exit(EXIT_INTERNAL)
+        _internal_error(e)
     sys.exit(rv if isinstance(rv, int) else 0)

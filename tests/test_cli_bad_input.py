@@ -1,0 +1,289 @@
+"""Bad input of every kind ends in one line `gputopo: error: ...` and exit 2, never a traceback,
+an internal error (exit 4) or a silent default: click's own checks, repeated, conflicting,
+ignored and empty options, NaN/inf, read-only folders, and broken run folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gputopo.cli.main import main
+
+
+def refused(capsys, *argv, code=2) -> str:
+    """Run `gputopo ARGV` in-process; assert exit ``code`` and exactly one stderr line (no
+    traceback); return that line."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == code, (argv, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err + out
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- click's checks
+
+@pytest.mark.parametrize("argv, names", [
+    (["bench", "--timeout", "abc"], ["--timeout", "abc"]),
+    (["bench", "--cpu-gpus", "0"], ["--cpu-gpus"]),
+    (["scan", "--format", "bogus"], ["--format", "bogus"]),
+    (["bench", "--fabric", "gpu"], ["--fabric", "gpu"]),
+    (["check", "--margin", "2"], ["--margin"]),
+    (["diff", "only-one"], ["DIR_B"]),
+    (["report"], ["RUN_DIR"]),
+    (["bench", "--no-such-option"], ["--no-such-option"]),
+    (["no-such-command"], ["no-such-command"]),
+    (["import", "nccl-tests"], ["LOGS"]),
+])
+def test_click_usage_errors_are_one_line(capsys, argv, names):
+    line = refused(capsys, *argv)
+    assert line.startswith("gputopo: error: ")
+    assert "Usage:" not in line and "Try " not in line
+    for name in names:
+        assert name in line
+
+
+def test_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    line = refused(capsys, "bench", "--sim", "pcie-4gpu", "--out", f)
+    assert str(f) in line
+
+
+def test_help_is_unchanged(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--help"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith("Usage: gputopo bench")
+
+
+# ----------------------------------------------------------------------------- NaN / inf / huge
+
+@pytest.mark.parametrize("argv, name", [
+    (["bench", "--sim", "pcie-4gpu", "--timeout", "nan"], "--timeout"),
+    (["bench", "--sim", "pcie-4gpu", "--timeout", "inf"], "--timeout"),
+    (["numerics", "--sim", "pcie-4gpu", "--timeout", "-inf"], "--timeout"),
+    (["diff", "a", "b", "--threshold", "nan"], "--threshold"),
+    (["check", "--spec", "pcie-box", "--init", "--from", ".", "--margin", "nan"], "--margin"),
+    (["numerics", "--sim", "pcie-4gpu", "--seed", "99999999999999999999999"], "--seed"),
+    (["numerics", "--sim", "pcie-4gpu", "--seed", "-1"], "--seed"),
+])
+def test_non_finite_and_huge_numbers_are_refused(capsys, argv, name):
+    assert name in refused(capsys, *argv)
+
+
+# ----------------------------------------------------------------------------- empty values
+
+@pytest.mark.parametrize("argv, name", [
+    (["bench", "--sim", "pcie-4gpu", "--gpus", ""], "--gpus"),
+    (["bench", "--sim", "pcie-4gpu", "--class", ""], "--class"),
+    (["bench", "--sim", "pcie-4gpu", "--tests", " "], "--tests"),
+    (["bench", "--sim", "pcie-4gpu", "--sizes", ""], "--sizes"),
+    (["bench", "--sim", "pcie-4gpu", "--out", ""], "--out"),
+    (["bench", "--sim", "", "--quick"], "--sim"),
+    (["bench", "--sim", "pcie-4gpu", "--pairs", ""], "--pairs"),
+    (["numerics", "--sim", "pcie-4gpu", "--model", ""], "--model"),
+    (["scan", "--sim", ""], "--sim"),
+    (["scan", "--from-smi", ""], "--from-smi"),
+    (["check", "--spec", ""], "--spec"),
+    (["check", "--spec", "pcie-box", "--junit", "", "."], "--junit"),
+    (["report", ""], "RUN_DIR"),
+    (["diff", "", "b"], "DIR_A"),
+])
+def test_empty_values_are_refused(capsys, argv, name):
+    line = refused(capsys, *argv)
+    assert name in line and "empty" in line
+
+
+# ----------------------------------------------------------------------------- repeated / conflicting / ignored
+
+@pytest.mark.parametrize("argv, names", [
+    (["bench", "--sim", "seed-8gpu", "--class", "SYS", "--class", "NV4"], ["--class"]),
+    (["bench", "--sim", "seed-8gpu", "--quick", "--full"], ["--quick", "--full"]),
+    (["check", "--spec", "pcie-box", "--full", "--quick", "--sim", "x"], ["--quick", "--full"]),
+    (["bench", "--sim", "seed-8gpu", "--timeout", "5", "--timeout", "6"], ["--timeout"]),
+    (["scan", "--format", "json", "--format", "csv"], ["--format"]),
+    (["bench", "--sim", "seed-8gpu", "--pairs", "all", "--pairs", "0,1"], ["--pairs", "all"]),
+])
+def test_repeated_and_conflicting_options_are_refused(capsys, argv, names):
+    line = refused(capsys, *argv)
+    for name in names:
+        assert name in line
+
+
+@pytest.mark.parametrize("extra, names", [
+    (["--sim", "seed-8gpu"], ["--sim"]),
+    (["--quick", "--pairs", "0,1"], ["--quick", "--pairs"]),
+    (["--from", "."], ["--from"]),
+    (["--margin", "0.1"], ["--margin"]),
+    (["--force"], ["--force"]),
+])
+def test_check_refuses_options_it_would_ignore(tmp_path, capsys, extra, names):
+    line = refused(capsys, "check", "--spec", "pcie-box", tmp_path, *extra)
+    assert "ignored" in line
+    for name in names:
+        assert name in line
+
+
+def test_check_init_refuses_measuring_options_and_run_dir(tmp_path, capsys):
+    spec = tmp_path / "new.toml"
+    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", spec, "--sim", "x")
+    assert "--sim" in line and "ignored" in line
+    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", spec, tmp_path)
+    assert "RUN_DIR" in line
+    assert not spec.exists()
+
+
+# ----------------------------------------------------------------------------- read-only folders
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """Make a folder read-only: by its mode, and (root ignores modes) by refusing writes in it."""
+    import tempfile
+
+    import gputopo.writable as writable
+
+    folders = []
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kw):
+        if dir is not None and any(Path(dir).resolve() == f for f in folders):
+            raise PermissionError(13, "Permission denied", str(dir))
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(writable.tempfile, "mkstemp", mkstemp)
+
+    def make(folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        folders.append(folder.resolve())
+        os.chmod(folder, 0o555)
+        return folder
+
+    yield make
+    for f in folders:
+        os.chmod(f, 0o755)
+
+
+def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+    ro = read_only(tmp_path / "ro")
+    line = refused(capsys, "bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1",
+                   "--out", ro / "run")
+    assert "--out" in line and "cannot write" in line and str(ro / "run") in line
+    assert not (ro / "run").exists()
+
+
+def test_import_out_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+    log = Path(__file__).parent / "data" / "nccl_tests" / "h200_broadcast_mpi.log"
+    ro = read_only(tmp_path / "ro")
+    line = refused(capsys, "import", "nccl-tests", log, "--out", ro / "run")
+    assert "--out" in line and "cannot write" in line
+
+
+def test_check_junit_in_a_read_only_folder_is_refused_before_measuring(tmp_path, capsys,
+                                                                       read_only):
+    ro = read_only(tmp_path / "ro")
+    line = refused(capsys, "check", "--spec", "pcie-box", "--sim", "pcie-4gpu", "--quick",
+                   "--out", tmp_path / "run", "--junit", ro / "gate.xml")
+    assert "--junit" in line and "cannot write" in line
+    assert not (tmp_path / "run").exists()  # nothing was measured
+    line = refused(capsys, "check", "--spec", "pcie-box", tmp_path, "--junit", tmp_path)
+    assert "--junit" in line and "is a directory" in line
+
+
+def test_check_init_spec_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+    ro = read_only(tmp_path / "ro")
+    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", ro / "new.toml")
+    assert "--spec" in line and "cannot write" in line
+
+
+# ----------------------------------------------------------------------------- broken run folders
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    """One small simulated run (p2p on one pair), copied by the tests that break it."""
+    out = tmp_path_factory.mktemp("good") / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+              "--out", str(out), "--json"])
+    assert e.value.code == 0
+    return out
+
+
+@pytest.fixture
+def run_copy(good_run, tmp_path, capsys):
+    capsys.readouterr()
+    dst = tmp_path / "run"
+    shutil.copytree(good_run, dst)
+    return dst
+
+
+@pytest.mark.slow
+def test_report_no_plots_on_a_read_only_run_keeps_its_plots(run_copy, capsys, read_only):
+    pngs = sorted(p.name for p in run_copy.glob("*.png"))
+    assert pngs
+    read_only(run_copy)
+    line = refused(capsys, "report", run_copy, "--no-plots")
+    assert "cannot write" in line and str(run_copy) in line
+    assert sorted(p.name for p in run_copy.glob("*.png")) == pngs
+
+
+def _numbers_as_text(path: Path) -> None:
+    lines = []
+    for text in path.read_text().splitlines():
+        rec = json.loads(text)
+        rec["size_bytes"] = str(rec["size_bytes"])
+        lines.append(json.dumps(rec))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["report", "diff", "resume"])
+@pytest.mark.parametrize("breakage", ["directory", "unreadable"])
+def test_unreadable_measurements_are_input_errors(run_copy, good_run, capsys, command, breakage,
+                                                  monkeypatch):
+    ms = run_copy / "measurements.jsonl"
+    if breakage == "directory":
+        ms.unlink()
+        ms.mkdir()
+    else:
+        import builtins
+
+        real_open = builtins.open
+
+        def deny(file, *a, **kw):
+            if Path(str(file)).resolve() == ms.resolve():
+                raise PermissionError(13, "Permission denied", str(file))
+            return real_open(file, *a, **kw)
+
+        monkeypatch.setattr(builtins, "open", deny)
+    argv = {"report": ["report", run_copy, "--no-plots"], "diff": ["diff", good_run, run_copy],
+            "resume": ["bench", "--resume", run_copy]}[command]
+    line = refused(capsys, *argv)
+    assert "measurements.jsonl" in line and "cannot read" in line
+
+
+@pytest.mark.slow
+def test_resume_refuses_numbers_written_as_text(run_copy, capsys):
+    _numbers_as_text(run_copy / "measurements.jsonl")
+    line = refused(capsys, "bench", "--resume", run_copy)
+    assert "measurements.jsonl:1" in line and "size_bytes" in line
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[]", "JSON object"),
+    ('{"fabric": 3}', "[fabric]"),
+    ('{"fabric": "sim", "options": []}', "[options]"),
+    ('{"fabric": "sim", "options": {"pairs": "0,1"}}', "[options.pairs]"),
+    ('{"fabric": "sim", "options": {"sizes_bytes": ["1M"]}}', "[options.sizes_bytes]"),
+    ('{"fabric": "sim", "options": {"tests": "p2p"}}', "[options.tests]"),
+])
+def test_resume_refuses_run_json_of_the_wrong_shape(tmp_path, capsys, text, key):
+    (tmp_path / "run.json").write_text(text)
+    line = refused(capsys, "bench", "--resume", tmp_path)
+    assert "run.json" in line and key in line
