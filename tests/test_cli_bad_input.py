@@ -287,3 +287,53 @@ def test_resume_refuses_run_json_of_the_wrong_shape(tmp_path, capsys, text, key)
     (tmp_path / "run.json").write_text(text)
     line = refused(capsys, "bench", "--resume", tmp_path)
     assert "run.json" in line and key in line
+
+
+# ----------------------------------------------------------------------------- specs that judge nothing or nonsense
+
+@pytest.mark.parametrize("body, words", [
+    ("", ["states no requirement"]),
+    ("# only a comment\n", ["states no requirement"]),
+    ("schema_version = 1\n", ["states no requirement"]),
+    ("[integrity]\nno_nan = false\n", ["states no requirement"]),
+    ("[pcie]\nmin_gen = 9\n", ["[pcie.min_gen]", "<= 6"]),
+    ("[pcie]\nmin_width = 64\n", ["[pcie.min_width]", "<= 32"]),
+    ("[nvlink]\nmin_links_up = 99\n", ["[nvlink.min_links_up]", "<= 36"]),
+    ("[nvlink.links_up]\n0 = 99\n", ["[nvlink.links_up.0]"]),
+    ("[bandwidth.SYS]\nmin_efficiency = nan\n", ["[bandwidth.SYS.min_efficiency]", "finite"]),
+    ("[bandwidth.SYS]\nmin_gbps = inf\n", ["[bandwidth.SYS.min_gbps]", "finite"]),
+    ("[busbw]\nall_reduce = nan\n", ["[busbw.all_reduce]", "finite"]),
+    ('[topology.pairs]\n"0,1" = "NV4"\n"1,0" = "SYS"\n', ["[topology.pairs.1,0]", '"0,1" = NV4']),
+])
+def test_check_refuses_a_spec_that_judges_nothing_or_nonsense(tmp_path, capsys, body, words):
+    spec = tmp_path / "s.toml"
+    spec.write_text(body)
+    line = refused(capsys, "check", "--spec", spec, tmp_path)
+    assert "s.toml" in line
+    for w in words:
+        assert w in line
+
+
+def test_the_same_pair_twice_with_one_class_is_fine():
+    from gputopo.check.spec import parse_spec
+
+    spec = parse_spec({"topology": {"pairs": {"0,1": "NV4", "1,0": "NV4"}}})
+    assert spec.expected_classes == {(0, 1): "NV4"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("breakage, rule", [
+    ("empty measurements", "run.measured"),
+    ("no run.json", "run.complete"),
+])
+def test_check_fails_a_run_that_lost_its_data(run_copy, capsys, breakage, rule):
+    if breakage == "empty measurements":
+        (run_copy / "measurements.jsonl").write_text("")
+    else:
+        (run_copy / "run.json").unlink()
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--spec", "pcie-box", str(run_copy), "--json"])
+    assert e.value.code == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["passed"]
+    assert rule in {f["rule"] for f in doc["failures"]}, doc["failures"]
