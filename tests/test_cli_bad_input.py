@@ -337,3 +337,20 @@ def test_check_fails_a_run_that_lost_its_data(run_copy, capsys, breakage, rule):
     doc = json.loads(capsys.readouterr().out)
     assert not doc["passed"]
     assert rule in {f["rule"] for f in doc["failures"]}, doc["failures"]
+
+
+def test_shipped_spec_names_and_spec_paths_never_mix(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", "pcie-box")
+    assert "--spec pcie-box" in line and ".toml" in line
+    assert not (tmp_path / "pcie-box").exists()
+    # a file named like a shipped spec does not shadow it: a bare name is always the shipped one
+    (tmp_path / "pcie-box").write_text("")
+    from gputopo.cli.check import _spec_path
+    from gputopo.check.spec import shipped_spec_path
+
+    assert _spec_path("pcie-box") == str(shipped_spec_path("pcie-box"))
+    line = refused(capsys, "check", "--spec", "no-such-spec", tmp_path)
+    assert "no shipped spec" in line and "pcie-box" in line
+    line = refused(capsys, "check", "--spec", "pcie-box.toml", tmp_path)
+    assert "--spec pcie-box" in line

@@ -16,15 +16,24 @@ from gputopo.writable import check_writable_file
 
 
 def _spec_path(spec: str) -> str:
-    """A spec file path, or the name of a shipped example spec (pcie-box, nvswitch-8gpu)."""
-    if os.path.exists(spec):
-        return spec
+    """The spec file ``--spec`` names. A path has a `/` or ends in `.toml`; a bare name is a
+    shipped spec (pcie-box, nvswitch-8gpu), so a file ./pcie-box can never shadow one."""
     from gputopo.check.spec import shipped_spec_names, shipped_spec_path
 
-    name = spec[:-5] if spec.endswith(".toml") else spec
-    if name in shipped_spec_names() and os.sep not in spec:
-        return str(shipped_spec_path(name))
-    return spec  # load_spec reports the missing file (exit 2)
+    if _is_spec_path(spec):
+        stem = os.path.basename(spec)[:-5] if spec.endswith(".toml") else None
+        if stem in shipped_spec_names() and not os.path.exists(spec):
+            raise UsageError(f"--spec {spec}: no such file; the shipped spec is --spec {stem}")
+        return spec  # load_spec reports a missing or unreadable file (exit 2)
+    if spec in shipped_spec_names():
+        return str(shipped_spec_path(spec))
+    raise UsageError(f"--spec {spec}: no shipped spec of that name (shipped: "
+                     f"{', '.join(shipped_spec_names())}); a spec file is given as a path with "
+                     "a / or ending in .toml, e.g. ./my-spec.toml")
+
+
+def _is_spec_path(spec: str) -> bool:
+    return "/" in spec or os.sep in spec or spec.endswith(".toml")
 
 
 #: The options that only matter when check measures a new run (no RUN_DIR).
@@ -75,6 +84,10 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
             refuse_unused(ctx, MEASURING, f"when judging the run folder {run_dir} (measuring "
                           "options apply only without RUN_DIR)")
     if init:
+        if not _is_spec_path(spec):  # bare names are shipped specs: never write ./pcie-box
+            raise UsageError(f"--init --spec {spec}: give the file to write as a path with a / "
+                             f"or ending in .toml (e.g. {spec}.toml); bare names are the "
+                             "shipped specs")
         if not from_dir:
             raise UsageError("--init needs --from DIR, a known-good run folder")
         from gputopo.check.init_spec import write_init_spec
