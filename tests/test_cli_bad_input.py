@@ -354,3 +354,41 @@ def test_shipped_spec_names_and_spec_paths_never_mix(tmp_path, capsys, monkeypat
     assert "no shipped spec" in line and "pcie-box" in line
     line = refused(capsys, "check", "--spec", "pcie-box.toml", tmp_path)
     assert "--spec pcie-box" in line
+
+
+# ----------------------------------------------------------------------------- resume redoes what is missing
+
+@pytest.mark.slow
+def test_resume_redoes_a_step_marked_done_whose_measurements_were_lost(run_copy, capsys):
+    ms = run_copy / "measurements.jsonl"
+    n_before = len(ms.read_text().splitlines())
+    ms.write_text("")
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--resume", str(run_copy), "--json"])
+    assert e.value.code == 0
+    err = capsys.readouterr().err
+    assert "redoing 1 step(s)" in err and "p2p:0-1" in err and "missing" in err
+    assert len(ms.read_text().splitlines()) == n_before
+    redo = [json.loads(x) for x in (run_copy / "events.jsonl").read_text().splitlines()
+            if '"step-redo"' in x]
+    assert [r["step"] for r in redo] == ["p2p:0-1"]
+
+
+def test_resume_plan_redoes_crashed_and_incomplete_steps_and_keeps_hangs():
+    from gputopo.bench.plan import Case
+    from gputopo.bench.resume_plan import plan_resume
+
+    class Step:
+        def __init__(self, sid, n):
+            self.id = sid
+            self.cases = [Case("p2p.copy", (0, 1), "0->1", 4 << k, 0, 1) for k in range(n)]
+
+    steps = [Step("ok", 2), Step("lost", 2), Step("crashed", 2), Step("hung", 2), Step("new", 1)]
+    have = {steps[0].cases[0].key, steps[0].cases[1].key, steps[1].cases[0].key,
+            steps[2].cases[0].key}
+    todo, redo = plan_resume(steps, {"ok": "ok", "lost": "ok", "crashed": "crash",
+                                     "hung": "hang"}, have)
+    assert [s.id for s in todo] == ["lost", "crashed", "new"]
+    assert [len(s.cases) for s in todo] == [1, 1, 1]
+    assert {r.step: r.reason for r in redo} == {
+        "lost": "1 of its 2 measurement(s) are missing", "crashed": "its worker ended with crash"}

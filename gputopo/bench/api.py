@@ -29,6 +29,7 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
+from .resume_plan import plan_resume
 from .results import RunResult, bench_document, derived_findings
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
@@ -123,7 +124,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     fabric = parse_fabric(fabric)
     if fabric == "sim" and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
-    prior_done, prior_ms, prior_findings = set(), [], []
+    prior_done, prior_ms, prior_findings = {}, [], []
     if options.resume_dir:
         info = read_run_info(options.resume_dir)
         if info.get("fabric") != fabric:
@@ -142,14 +143,9 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
 
     simulated = bool(topology.simulated or fabric == "sim")
     steps = plan_steps(topology, options)
-    done_keys = {measurement_key(m) for m in prior_ms}
-    todo = []
-    for s in steps:
-        if s.id in prior_done:
-            continue
-        s.cases = [c for c in s.cases if c.key not in done_keys]
-        if s.cases:
-            todo.append(s)
+    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms})
+    redone_ids = {r.step for r in redo}  # their earlier crash findings are superseded
+    prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
     concurrent = bool(options.concurrent and fabric != "sim")
 
     log = RunLog(run_dir)
@@ -160,6 +156,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
               sim_path=(str(getattr(description, "path", "") or "") or None)
               if description is not None else None,
               concurrent=concurrent, steps=len(steps))
+    for r in redo:
+        log.event(r.to_json())
     pool = _pool_size(options) if fabric == "sim" else 1
     # One torch thread per worker: workers already run side by side, and OpenMP's spinning
     # threads are badly hurt by any other load on the cores (10x slower copies measured).
@@ -195,6 +193,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         machine=topology.machine, options=options, measurements=measurements,
         findings=findings, interrupted=runner.interrupted, concurrent=concurrent,
         elapsed_s=time.monotonic() - t0, steps_total=len(steps), steps_run=runner.steps_done,
-        steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids))
+        steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids),
+        redone=redo)
 
 

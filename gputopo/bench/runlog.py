@@ -205,6 +205,10 @@ class RunLog:
         append_jsonl(self.events_path, {"type": "step-done", "step": step_id, "status": status,
                                         **more})
 
+    def event(self, record: Dict[str, Any]) -> None:
+        """Any other ``{"type": ...}`` line (a step a resume redoes, a worker that died idle)."""
+        append_jsonl(self.events_path, record)
+
     def worker_log(self, key: str, generation: int) -> Path:
         return self.dir / WORKERS_DIR / f"{key}.{generation}.log"
 
@@ -269,14 +273,15 @@ def set_run_status(run_dir, status: str, **more) -> None:
     write_json(path, info)
 
 
-def read_progress(run_dir) -> Tuple[Set[str], List[Measurement], List[Finding]]:
-    """Steps already done, measurements already taken, findings already recorded."""
+def read_progress(run_dir) -> Tuple[Dict[str, str], List[Measurement], List[Finding]]:
+    """The last status of each step marked done, measurements already taken, findings already
+    recorded."""
     p = Path(run_dir)
-    done: Set[str] = set()
+    done: Dict[str, str] = {}
     findings: List[Finding] = []
     for _, rec in read_jsonl(p / EVENTS_JSONL):
         if rec.get("type") == "step-done":
-            done.add(rec.get("step"))
+            done[rec.get("step")] = rec.get("status")
         elif rec.get("type") == "finding":
             try:
                 findings.append(finding_from_event(rec))

@@ -102,7 +102,16 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
         return None
 
 
+def say_redone(job) -> None:
+    """Tell the user which steps a --resume ran again and why (stderr: --json stays a document)."""
+    from gputopo.bench.resume_plan import redo_lines
+
+    for line in redo_lines(job.bench.redone):
+        click.echo(line, err=True)
+
+
 def _report(job, as_json):
+    say_redone(job)
     if as_json:
         click.echo(json.dumps({"schema_version": SCHEMA_VERSION, **job.document()}, indent=2))
     else:

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from gputopo.cli.bench import _build, numerics_options, pair_options
+from gputopo.cli.bench import _build, numerics_options, pair_options, say_redone
 from gputopo.cli.main import cli
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
@@ -111,6 +111,7 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
                                preset=preset or "default", progress=not as_json)
         job = run_job(machine, opts, nopts)
+        say_redone(job)
         run_dir = str(job.run_dir)
         if job.interrupted:  # never judge a partial run: a gate must not pass on Ctrl-C
             click.echo(f"gputopo: interrupted: no verdict; the run folder {run_dir} holds a valid "
