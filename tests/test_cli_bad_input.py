@@ -379,11 +379,12 @@ def test_resume_plan_redoes_crashed_and_incomplete_steps_and_keeps_hangs():
     from gputopo.bench.resume_plan import plan_resume
 
     class Step:
-        def __init__(self, sid, n):
+        def __init__(self, sid, n, pair):
             self.id = sid
-            self.cases = [Case("p2p.copy", (0, 1), "0->1", 4 << k, 0, 1) for k in range(n)]
+            self.cases = [Case("p2p.copy", pair, None, 4 << k, *pair) for k in range(n)]
 
-    steps = [Step("ok", 2), Step("lost", 2), Step("crashed", 2), Step("hung", 2), Step("new", 1)]
+    steps = [Step("ok", 2, (0, 1)), Step("lost", 2, (0, 2)), Step("crashed", 2, (0, 3)),
+             Step("hung", 2, (1, 2)), Step("new", 1, (1, 3))]
     have = {steps[0].cases[0].key, steps[0].cases[1].key, steps[1].cases[0].key,
             steps[2].cases[0].key}
     todo, redo = plan_resume(steps, {"ok": "ok", "lost": "ok", "crashed": "crash",
