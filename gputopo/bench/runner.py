@@ -448,8 +448,10 @@ class Runner:
             ev["exitcode"] = code
             self._fail(r, running, "crash",
                        f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
-        else:
-            self._kill(w.key)  # idle death (e.g. at exit after its results): replace, no finding
+        else:  # idle death (e.g. at exit after its results): replace it, no finding, but say so
+            self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
+                            "exitcode": code, "exit": _exit_text(code), "idle": True})
+            self._kill(w.key)
 
     def _evidence(self, r: _Running, w: Optional[_Worker]) -> dict:
         ev = {"step": r.step.id, "test_group": r.step.group,

@@ -106,7 +106,7 @@ def say_redone(job) -> None:
     """Tell the user which steps a --resume ran again and why (stderr: --json stays a document)."""
     from gputopo.bench.resume_plan import redo_lines
 
-    for line in redo_lines(job.bench.redone):
+    for line in redo_lines(getattr(getattr(job, "bench", None), "redone", None) or []):
         click.echo(line, err=True)
 
 

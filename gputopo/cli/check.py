@@ -113,18 +113,15 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         job = run_job(machine, opts, nopts)
         say_redone(job)
         run_dir = str(job.run_dir)
-        if job.interrupted:  # never judge a partial run: a gate must not pass on Ctrl-C
+        if job.interrupted:  # a partial run never passes (run.complete), but CI gets its JUnit
+            _judge(spec_path, run_dir, junit_file)
             click.echo(f"gputopo: interrupted: no verdict; the run folder {run_dir} holds a valid "
                        f"partial run; finish it with `gputopo bench --resume {run_dir}`, then "
-                       f"`gputopo check --spec {spec} {run_dir}`", err=True)
+                       f"`gputopo check --spec {spec} {run_dir}`"
+                       + (f" (JUnit XML of the partial run: {junit_file})" if junit_file else ""),
+                       err=True)
             finish(130)
-    from gputopo.check.verdict import run_check
-
-    verdict = run_check(spec_path, run_dir)
-    if junit_file:
-        from gputopo.check.junit import write_junit
-
-        write_junit(verdict, junit_file)
+    verdict = _judge(spec_path, run_dir, junit_file)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))
     else:
@@ -132,3 +129,15 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         if junit_file:
             click.echo(f"JUnit XML: {junit_file}")
     finish(verdict.exit_code)
+
+
+def _judge(spec_path, run_dir, junit_file):
+    """Judge ``run_dir`` against the spec and write the JUnit XML when asked; the verdict."""
+    from gputopo.check.verdict import run_check
+
+    verdict = run_check(spec_path, run_dir)
+    if junit_file:
+        from gputopo.check.junit import write_junit
+
+        write_junit(verdict, junit_file)
+    return verdict

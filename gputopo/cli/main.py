@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -68,8 +69,22 @@ def _one_line(e: click.ClickException) -> str:
     return message
 
 
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (a CI job cancelled, `kill`) stops a run as Ctrl-C does: the run folder is left
+    a valid partial run marked "interrupted", never "running" with its workers orphaned."""
+    def on_sigterm(signum, frame):
+        signal.raise_signal(signal.SIGINT)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (an embedding program): leave signals alone
+        pass
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
+    _terminate_as_interrupt()
     try:
         _main(argv)
     finally:
