@@ -393,3 +393,74 @@ def test_resume_plan_redoes_crashed_and_incomplete_steps_and_keeps_hangs():
     assert [len(s.cases) for s in todo] == [1, 1, 1]
     assert {r.step: r.reason for r in redo} == {
         "lost": "1 of its 2 measurement(s) are missing", "crashed": "its worker ended with crash"}
+
+
+# ----------------------------------------------------------------------------- sizes that cannot fit
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--sim", "pcie-4gpu", "--pairs", "0,1", "--sizes", "1T"],
+    ["bench", "--fabric", "cpu", "--sizes", "1M,1T"],
+])
+def test_sizes_larger_than_memory_are_refused_before_running(tmp_path, capsys, argv,
+                                                             monkeypatch):
+    import gputopo.bench.memory_check as mc
+
+    monkeypatch.setattr(mc, "host_available_bytes", lambda: 64 << 30)  # whatever this host has
+    line = refused(capsys, *argv, "--out", tmp_path / "run")
+    assert "--sizes" in line and "1T" in line and "64.0 GiB is available" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_size_check_judges_host_and_gpu_memory():
+    from gputopo.bench.memory_check import check_sizes_fit, host_available_bytes
+    from gputopo.errors import UsageError
+
+    check_sizes_fit(256 << 20, "sim", workers=4, host_free=16 << 30)  # 8 GiB: fits
+    with pytest.raises(UsageError, match="4 worker"):
+        check_sizes_fit(1 << 30, "sim", workers=4, host_free=16 << 30)
+    check_sizes_fit(1 << 30, "cuda", workers=1, host_free=16 << 30, gpu_free={0: 80 << 30})
+    with pytest.raises(UsageError, match="GPU 1 has 2.0 GiB free"):
+        check_sizes_fit(1 << 30, "cuda", workers=1, host_free=None,
+                        gpu_free={0: 80 << 30, 1: 2 << 30})
+    check_sizes_fit(1 << 40, "sim", workers=1, host_free=None)  # unknown: not judged
+    assert host_available_bytes("/nonexistent/meminfo") is None
+
+
+def test_gpu_free_memory_is_read_through_nvml_by_bus_id(monkeypatch):
+    import gputopo.probe.nvml_lib as nvml_lib
+    from gputopo.model import Gpu, Topology
+    from gputopo.probe.gpu_memory import gpu_free_bytes
+
+    class Info:
+        free = 3 << 30
+
+    class Lib:
+        def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+            if bus_id != "00000000:3B:00.0":
+                raise RuntimeError("NVML_ERROR_NOT_FOUND")
+            return "h0"
+
+        def nvmlDeviceGetHandleByIndex(self, k):
+            return f"h{k}"
+
+        def nvmlDeviceGetMemoryInfo(self, handle):
+            return Info()
+
+        def nvmlShutdown(self):
+            pass
+
+    monkeypatch.setattr(nvml_lib, "load_nvml", lambda: Lib())
+    topo = Topology(gpus=[Gpu(0, pci_bus_id="00000000:3B:00.0"), Gpu(1), Gpu(2, pci_bus_id="x")],
+                    pairs=[])
+    assert gpu_free_bytes(topo, [0, 1, 2]) == {0: 3 << 30, 1: 3 << 30}  # GPU 2: not judged
+
+
+def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
+    import signal
+
+    from gputopo.bench.runner import killed_cause
+
+    cause, remedies = killed_cause(-signal.SIGKILL)
+    assert "out-of-memory" in cause and "nothing about the GPU link" in cause
+    assert any("dmesg" in r for r in remedies)
+    assert killed_cause(-signal.SIGSEGV) == (None, None) and killed_cause(1) == (None, None)

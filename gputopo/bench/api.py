@@ -92,6 +92,23 @@ def _validate(topology: Topology, options: BenchOptions) -> None:
         raise UsageError("--timeout must be positive")
 
 
+def _check_memory(topology: Topology, options: BenchOptions, fabric: str) -> None:
+    """Refuse sizes that cannot fit before anything runs (memory_check.py)."""
+    from .memory_check import check_sizes_fit, host_available_bytes
+
+    eff = options.effective
+    largest = max(tuple(eff.sizes_bytes) + tuple(eff.latency_sizes_bytes))
+    gpu_free = None
+    if fabric == "cuda":
+        from gputopo.probe.gpu_memory import gpu_free_bytes
+
+        used = {g for p in options.pairs for g in p} | set(options.self_gpus)
+        gpu_free = gpu_free_bytes(topology, sorted(used))
+    workers = _pool_size(options) if fabric == "sim" else 1
+    check_sizes_fit(largest, fabric, workers, host_free=host_available_bytes(),
+                    gpu_free=gpu_free)
+
+
 def _worker_config(topology: Topology, fabric: str, description, timeout_s: float,
                    threads: int) -> dict:
     gpus = {}
@@ -137,6 +154,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         run_dir = Path(options.resume_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
+    _check_memory(topology, options, fabric)
     if not options.resume_dir:
         run_dir = (claim_out_dir(options.out_dir) if options.out_dir
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))

@@ -306,7 +306,7 @@ def parse_fabric(text: str) -> str:
 
 def format_size(n: int) -> str:
     """Bytes as the CLI writes them: 1M, 64K, 1G, 4 (bytes)."""
-    for unit, mult in (("G", GiB), ("M", MiB), ("K", KiB)):
+    for unit, mult in (("T", 1 << 40), ("G", GiB), ("M", MiB), ("K", KiB)):
         if n >= mult and n % mult == 0:
             return f"{n // mult}{unit}"
     return f"{n}B"

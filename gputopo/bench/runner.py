@@ -152,6 +152,18 @@ def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
     return out[-max_chars:]
 
 
+def killed_cause(code: Optional[int]):
+    """(cause, remedies) for a worker killed by SIGKILL, which a worker never sends itself: the
+    kernel's out-of-memory killer, or a person or job scheduler. Not evidence against the link,
+    so the report must not blame IOMMU/ACS for it. (None, None) for any other exit."""
+    if code != -signal.SIGKILL:
+        return None, None
+    return ("the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
+            "(or by a person or the job scheduler); this says nothing about the GPU link",
+            ["check `dmesg | grep -i -e 'out of memory' -e 'killed process'`",
+             "measure smaller sizes (--sizes) or fewer pairs at once, or free host memory"])
+
+
 def _exit_text(code: Optional[int]) -> str:
     if code is None:
         return "still running"
@@ -446,8 +458,10 @@ class Runner:
         if r is not None:
             ev = self._evidence(r, w)
             ev["exitcode"] = code
+            cause, remedies = killed_cause(code)
             self._fail(r, running, "crash",
-                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
+                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev,
+                       cause=cause, remedies=remedies)
         else:  # idle death (e.g. at exit after its results): replace it, no finding, but say so
             self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
                             "exitcode": code, "exit": _exit_text(code), "idle": True})
@@ -475,7 +489,7 @@ class Runner:
         self.steps_done += 1
 
     def _fail(self, r: _Running, running: Dict[str, _Running], kind: str, what: str,
-              evidence: dict) -> None:
+              evidence: dict, cause: Optional[str] = None, remedies=None) -> None:
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
@@ -490,7 +504,8 @@ class Runner:
             during = f" during {case['test']}{way} at {format_size(case['size_bytes'])}"
         f = Finding(kind=kind, severity="error",
                     message=f"{where}: {kind} in the {r.step.group} step{during}: {what}",
-                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence)
+                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence,
+                    cause=cause, remedies=list(remedies or []))
         self.findings.append(f)
         self.log.finding(f)
         self.log.step_done(r.step.id, kind, measurements=r.delivered,
