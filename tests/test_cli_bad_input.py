@@ -464,3 +464,19 @@ def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
     assert "out-of-memory" in cause and "nothing about the GPU link" in cause
     assert any("dmesg" in r for r in remedies)
     assert killed_cause(-signal.SIGSEGV) == (None, None) and killed_cause(1) == (None, None)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["bench", "--resume", "{run}", "--pairs", "0,1"], ["--pairs", "--resume"]),
+    (["bench", "--resume", "{run}", "--quick", "--sizes", "1M"], ["--quick", "--sizes"]),
+    (["numerics", "--resume", "{run}", "--class", "SYS", "--out", "x"], ["--class", "--out"]),
+    (["check", "--spec", "pcie-box", "--resume", "{run}", "--full"], ["--full"]),
+    (["bench", "--sim", "pcie-4gpu", "--tests", "p2p", "--steps", "5"], ["--steps", "numerics"]),
+    (["bench", "--sim", "pcie-4gpu", "--cpu-gpus", "3"], ["--cpu-gpus"]),
+    (["bench", "--fabric", "sim", "--sim", "pcie-4gpu", "--cpu-gpus", "3"], ["--cpu-gpus"]),
+])
+def test_bench_refuses_options_it_would_ignore(tmp_path, capsys, argv, names):
+    line = refused(capsys, *[a.replace("{run}", str(tmp_path)) for a in argv])
+    assert "ignored" in line
+    for name in names:
+        assert name in line

@@ -7,7 +7,8 @@ import os
 
 import click
 
-from gputopo.cli.bench import _build, numerics_options, pair_options, say_redone
+from gputopo.cli.bench import (_build, numerics_options, pair_options, refuse_ignored,
+                               say_redone)
 from gputopo.cli.main import cli
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
@@ -106,6 +107,7 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         from gputopo.jobs import run_job
         from gputopo.numerics import validate_options
 
+        refuse_ignored(resume_dir, sim, fabric)
         nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
         machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
