@@ -73,6 +73,10 @@ def test_help_is_unchanged(capsys):
     (["check", "--spec", "pcie-box", "--init", "--from", ".", "--margin", "nan"], "--margin"),
     (["numerics", "--sim", "pcie-4gpu", "--seed", "99999999999999999999999"], "--seed"),
     (["numerics", "--sim", "pcie-4gpu", "--seed", "-1"], "--seed"),
+    (["bench", "--sim", "pcie-4gpu", "--timeout", "1e300"], "--timeout"),
+    (["bench", "--sim", "pcie-4gpu", "--gpus", "-1"], "--gpus -1: a GPU index is missing"),
+    (["bench", "--sim", "pcie-4gpu", "--sizes", "-1M"], "--sizes"),
+    (["numerics", "--sim", "pcie-4gpu", "--lr", "nan"], "--lr"),
 ])
 def test_non_finite_and_huge_numbers_are_refused(capsys, argv, name):
     assert name in refused(capsys, *argv)
@@ -109,6 +113,8 @@ def test_empty_values_are_refused(capsys, argv, name):
     (["check", "--spec", "pcie-box", "--full", "--quick", "--sim", "x"], ["--quick", "--full"]),
     (["bench", "--sim", "seed-8gpu", "--timeout", "5", "--timeout", "6"], ["--timeout"]),
     (["scan", "--format", "json", "--format", "csv"], ["--format"]),
+    (["scan", "--sim", "pcie-4gpu", "--format", "csv", "--json"], ["--format csv", "--json"]),
+    (["scan", "--sim", "pcie-4gpu", "--format", "smi", "--csv"], ["--format smi", "--csv"]),
     (["bench", "--sim", "seed-8gpu", "--pairs", "all", "--pairs", "0,1"], ["--pairs", "all"]),
 ])
 def test_repeated_and_conflicting_options_are_refused(capsys, argv, names):

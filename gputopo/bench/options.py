@@ -126,7 +126,8 @@ _INT = re.compile(r"^\s*(\d+)\s*$")
 def _gpu_index(text: str, flag: str, whole: str, n_gpus: int) -> int:
     m = _INT.match(text)
     if not m:
-        raise UsageError(f"{flag} {whole}: {text.strip()!r} is not a GPU index")
+        what = f"{text.strip()!r} is not a GPU index" if text.strip() else "a GPU index is missing"
+        raise UsageError(f"{flag} {whole}: {what} (e.g. 0,1 or 0-3)")
     k = int(m.group(1))
     if k >= n_gpus:
         raise UsageError(f"{flag} {whole}: GPU {k} does not exist (this machine has "

@@ -13,6 +13,9 @@ from gputopo.cli.main import cli
 from gputopo.cli.options import console, finish, sim_option
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 
+#: A week: longer is no hang detection at all (and overflows the workers' timedelta).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
 #: What a run measures: on --resume these come from the run's run.json, never the command line.
 RUN_DEFINING = ("pairs_values", "class_text", "gpus_text", "out_dir", "sizes", "tests_text",
                 "preset", "self_test", "concurrent")
@@ -34,7 +37,7 @@ def pair_options(f):
         click.option("--cpu-gpus", type=click.IntRange(1, 64), default=None,
                      help="Stand-in GPUs for --fabric cpu without --sim [default: 2; with "
                           "--resume: as many as the run had]."),
-        click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), default=None,
+        click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S), default=None,
                      help="Seconds a step may go without progress before it is a hang [default: 120]."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False),
                      help="Run folder (default: a new timestamped folder under reports/)."),
