@@ -486,3 +486,15 @@ def test_bench_refuses_options_it_would_ignore(tmp_path, capsys, argv, names):
     assert "ignored" in line
     for name in names:
         assert name in line
+
+
+@pytest.mark.slow
+def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_run, capsys):
+    _numbers_as_text(run_copy / "measurements.jsonl")
+    line = refused(capsys, "diff", good_run, run_copy)
+    assert "run B" in line and "measurements.jsonl:1" in line and "size_bytes" in line
+    with pytest.raises(SystemExit) as e:  # the report renders, and says what it skipped
+        main(["report", str(run_copy), "--json", "--no-plots"])
+    assert e.value.code == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("measurements.jsonl:1: skipped, not a measurement" in n for n in notes), notes
