@@ -69,26 +69,30 @@ def _one_line(e: click.ClickException) -> str:
     return message
 
 
-def _terminate_as_interrupt() -> None:
+def _terminate_as_interrupt():
     """SIGTERM (a CI job cancelled, `kill`) stops a run as Ctrl-C does: the run folder is left
-    a valid partial run marked "interrupted", never "running" with its workers orphaned."""
+    a valid partial run marked "interrupted", never "running" with its workers orphaned.
+    Returns the handler it replaced (None when it left SIGTERM alone)."""
     def on_sigterm(signum, frame):
         signal.raise_signal(signal.SIGINT)
 
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, on_sigterm)
+            return signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread (an embedding program): leave signals alone
         pass
+    return None
 
 
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
-    _terminate_as_interrupt()
+    old_sigterm = _terminate_as_interrupt()
     try:
         _main(argv)
     finally:
         _stop_helpers()
+        if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
+            signal.signal(signal.SIGTERM, old_sigterm)
 
 
 def _stop_helpers() -> None:
