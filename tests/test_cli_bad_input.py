@@ -464,12 +464,21 @@ def test_gpu_free_memory_is_read_through_nvml_by_bus_id(monkeypatch):
 def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
     import signal
 
-    from gputopo.bench.runner import killed_cause
+    from gputopo.bench.memory_check import killed_cause
+    from gputopo.model import Finding
+    from gputopo.report.analysis import _step_failure_cause
+    from gputopo.report.run_folder import Run
 
     cause, remedies = killed_cause(-signal.SIGKILL)
     assert "out-of-memory" in cause and "nothing about the GPU link" in cause
     assert any("dmesg" in r for r in remedies)
     assert killed_cause(-signal.SIGSEGV) == (None, None) and killed_cause(1) == (None, None)
+    # a numerics worker's crash reaches the report without a cause: the report adds this one,
+    # not the IOMMU/ACS suspects of the pair's path
+    run = Run(path=Path("."), info={}, topology=None)
+    f = Finding("crash", "error", "GPUs 3,4 (SYS): DDP training run crashed: worker process 1 "
+                "died (killed by signal SIGKILL)", gpus=[3, 4], link_class="SYS")
+    assert _step_failure_cause(run, f)[0] == cause
 
 
 @pytest.mark.parametrize("argv, names", [

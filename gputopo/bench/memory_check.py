@@ -10,6 +10,7 @@ buffers (its free memory is read through NVML where it can be).
 
 from __future__ import annotations
 
+import signal
 from typing import Dict, Optional
 
 from gputopo.errors import UsageError
@@ -61,3 +62,15 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
                  f"{BUFFERS_PER_GPU} buffers, the {fabric} fabric keeps GPU buffers there)")
         raise UsageError(f"--sizes: the largest message ({size}) needs at least {_gib(host_need)} "
                          f"{where}, but only {_gib(host_free)} is available; use smaller --sizes")
+
+
+def killed_cause(code: Optional[int]):
+    """(cause, remedies) for a worker killed by SIGKILL, which a worker never sends itself: the
+    kernel's out-of-memory killer, or a person or job scheduler. Not evidence against the link,
+    so the report must not blame IOMMU/ACS for it. (None, None) for any other exit."""
+    if code != -signal.SIGKILL:
+        return None, None
+    return ("the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
+            "(or by a person or the job scheduler); this says nothing about the GPU link",
+            ["check `dmesg | grep -i -e 'out of memory' -e 'killed process'`",
+             "measure smaller sizes (--sizes) or fewer pairs at once, or free host memory"])

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
 
+from .memory_check import killed_cause
 from .options import format_size
 from .plan import Step, layout
 from .runlog import RunLog
@@ -150,18 +151,6 @@ def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
         return ""
     out = "\n".join(text.rstrip("\n").split("\n")[-lines:])
     return out[-max_chars:]
-
-
-def killed_cause(code: Optional[int]):
-    """(cause, remedies) for a worker killed by SIGKILL, which a worker never sends itself: the
-    kernel's out-of-memory killer, or a person or job scheduler. Not evidence against the link,
-    so the report must not blame IOMMU/ACS for it. (None, None) for any other exit."""
-    if code != -signal.SIGKILL:
-        return None, None
-    return ("the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
-            "(or by a person or the job scheduler); this says nothing about the GPU link",
-            ["check `dmesg | grep -i -e 'out of memory' -e 'killed process'`",
-             "measure smaller sizes (--sizes) or fewer pairs at once, or free host memory"])
 
 
 def _exit_text(code: Optional[int]) -> str:
@@ -458,7 +447,7 @@ class Runner:
         if r is not None:
             ev = self._evidence(r, w)
             ev["exitcode"] = code
-            cause, remedies = killed_cause(code)
+            cause, remedies = killed_cause(code)  # SIGKILL: the OOM killer, not the link
             self._fail(r, running, "crash",
                        f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev,
                        cause=cause, remedies=remedies)

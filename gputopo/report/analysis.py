@@ -7,9 +7,11 @@ training numerics (numerics_findings.py), bandwidth (bandwidth_findings.py).
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from gputopo.bench.memory_check import killed_cause
 from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
@@ -64,6 +66,9 @@ def event_findings(run: Run) -> List[Finding]:
 
 def _step_failure_cause(run: Run, f: Finding):
     """A default explanation for a hang or crash the bench recorded without one."""
+    if f.kind == "crash" and ("SIGKILL" in (f.message or "")
+                              or (f.evidence or {}).get("exitcode") == -signal.SIGKILL):
+        return killed_cause(-signal.SIGKILL)  # the OOM killer, not the link (e.g. numerics)
     facts = path_facts(run.topology, f.gpus or [], f.link_class)
     suspects = []
     if facts.iommu_translated:
