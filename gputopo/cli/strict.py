@@ -58,7 +58,8 @@ def _refuse_empty(order: Iterable[click.Parameter], opts: dict) -> None:
         if isinstance(param, click.Option) and param.is_flag:
             continue
         if _empty(opts.get(param.name)):
-            raise UsageError(f"{_flag(param)}: empty value; give a value or leave the option out")
+            fix = "leave the option out" if isinstance(param, click.Option) else "name one"
+            raise UsageError(f"{_flag(param)}: empty value; give a value or {fix}")
 
 
 class StrictGroup(click.Group):
