@@ -507,3 +507,10 @@ def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_ru
     assert e.value.code == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any("measurements.jsonl:1: skipped, not a measurement" in n for n in notes), notes
+
+
+@pytest.mark.slow
+def test_resume_of_a_read_only_run_is_refused(run_copy, capsys, read_only):
+    read_only(run_copy)
+    line = refused(capsys, "bench", "--resume", run_copy)
+    assert "--resume" in line and "cannot write" in line

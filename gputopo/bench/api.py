@@ -24,6 +24,7 @@ from typing import Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value, worst_first
+from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
@@ -152,6 +153,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
                              f"{info['machine']!r}, not {topology.machine!r}")
         options = resume_options(options.resume_dir, options)
         run_dir = Path(options.resume_dir)
+        check_writable_dir(run_dir, "--resume")  # it appends to the folder
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
     _check_memory(topology, options, fabric)
