@@ -41,7 +41,7 @@ class StrictCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-def _refuse_repeats(order: Iterable[click.Parameter]) -> None:
+def _refuse_repeats(order: List[click.Parameter]) -> None:
     seen = {}  # parameter name -> the parameter given first
     for param in order:
         if not isinstance(param, click.Option) or param.multiple or param.count:
@@ -53,7 +53,7 @@ def _refuse_repeats(order: Iterable[click.Parameter]) -> None:
             raise UsageError(f"{_flag(first)} and {_flag(param)} are exclusive; give one")
 
 
-def _refuse_empty(order: Iterable[click.Parameter], opts: dict) -> None:
+def _refuse_empty(order: List[click.Parameter], opts: dict) -> None:
     for param in dict.fromkeys(order):  # each parameter once, in the order given
         if isinstance(param, click.Option) and param.is_flag:
             continue
