@@ -116,7 +116,8 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         say_redone(job)
         run_dir = str(job.run_dir)
         if job.interrupted:  # a partial run never passes (run.complete), but CI gets its JUnit
-            _judge(spec_path, run_dir, junit_file)
+            if junit_file:
+                _judge(spec_path, run_dir, junit_file)
             click.echo(f"gputopo: interrupted: no verdict; the run folder {run_dir} holds a valid "
                        f"partial run; finish it with `gputopo bench --resume {run_dir}`, then "
                        f"`gputopo check --spec {spec} {run_dir}`"
