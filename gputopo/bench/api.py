@@ -24,11 +24,13 @@ from typing import Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value, worst_first
+from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
+from .resume_plan import plan_resume
 from .results import RunResult, bench_document, derived_findings
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
@@ -91,6 +93,23 @@ def _validate(topology: Topology, options: BenchOptions) -> None:
         raise UsageError("--timeout must be positive")
 
 
+def _check_memory(topology: Topology, options: BenchOptions, fabric: str) -> None:
+    """Refuse sizes that cannot fit before anything runs (memory_check.py)."""
+    from .memory_check import check_sizes_fit, host_available_bytes
+
+    eff = options.effective
+    largest = max(tuple(eff.sizes_bytes) + tuple(eff.latency_sizes_bytes))
+    gpu_free = None
+    if fabric == "cuda":
+        from gputopo.probe.gpu_memory import gpu_free_bytes
+
+        used = {g for p in options.pairs for g in p} | set(options.self_gpus)
+        gpu_free = gpu_free_bytes(topology, sorted(used))
+    workers = _pool_size(options) if fabric == "sim" else 1
+    check_sizes_fit(largest, fabric, workers, host_free=host_available_bytes(),
+                    gpu_free=gpu_free)
+
+
 def _worker_config(topology: Topology, fabric: str, description, timeout_s: float,
                    threads: int) -> dict:
     gpus = {}
@@ -122,7 +141,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     fabric = parse_fabric(fabric)
     if fabric == "sim" and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
-    prior_done, prior_ms, prior_findings = set(), [], []
+    prior_done, prior_ms, prior_findings = {}, [], []
     if options.resume_dir:
         info = read_run_info(options.resume_dir)
         if info.get("fabric") != fabric:
@@ -133,26 +152,23 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
                              f"{info['machine']!r}, not {topology.machine!r}")
         options = resume_options(options.resume_dir, options)
         run_dir = Path(options.resume_dir)
+        check_writable_dir(run_dir, "--resume")  # it appends to the folder
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
     if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
         from .visible import restrict_to_cuda_visible
 
         restrict_to_cuda_visible(topology, options.pairs, options.self_gpus, explicit_pairs=True)
+    _check_memory(topology, options, fabric)
     if not options.resume_dir:
         run_dir = (claim_out_dir(options.out_dir) if options.out_dir
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))
 
     simulated = bool(topology.simulated or fabric == "sim")
     steps = plan_steps(topology, options)
-    done_keys = {measurement_key(m) for m in prior_ms}
-    todo = []
-    for s in steps:
-        if s.id in prior_done:
-            continue
-        s.cases = [c for c in s.cases if c.key not in done_keys]
-        if s.cases:
-            todo.append(s)
+    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms})
+    redone_ids = {r.step for r in redo}  # their earlier crash findings are superseded
+    prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
     concurrent = bool(options.concurrent and fabric != "sim")
 
     log = RunLog(run_dir)
@@ -163,6 +179,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
               sim_path=(str(getattr(description, "path", "") or "") or None)
               if description is not None else None,
               concurrent=concurrent, steps=len(steps))
+    for r in redo:
+        log.event(r.to_json())
     pool = _pool_size(options) if fabric == "sim" else 1
     # One torch thread per worker: workers already run side by side, and OpenMP's spinning
     # threads are badly hurt by any other load on the cores (10x slower copies measured).
@@ -198,6 +216,7 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         machine=topology.machine, options=options, measurements=measurements,
         findings=findings, interrupted=runner.interrupted, concurrent=concurrent,
         elapsed_s=time.monotonic() - t0, steps_total=len(steps), steps_run=runner.steps_done,
-        steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids))
+        steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids),
+        redone=redo)
 
 

@@ -126,7 +126,8 @@ _INT = re.compile(r"^\s*(\d+)\s*$")
 def _gpu_index(text: str, flag: str, whole: str, n_gpus: int) -> int:
     m = _INT.match(text)
     if not m:
-        raise UsageError(f"{flag} {whole}: {text.strip()!r} is not a GPU index")
+        what = f"{text.strip()!r} is not a GPU index" if text.strip() else "a GPU index is missing"
+        raise UsageError(f"{flag} {whole}: {what} (e.g. 0,1 or 0-3)")
     k = int(m.group(1))
     if k >= n_gpus:
         raise UsageError(f"{flag} {whole}: GPU {k} does not exist (this machine has "
@@ -151,6 +152,10 @@ def parse_pairs(values: Optional[Sequence[str]], n_gpus: int) -> List[Pair]:
     No value or "all" gives every pair of the machine.
     """
     values = list(values or []) or ["all"]
+    if len(values) > 1 and any(str(v).strip().lower() == "all" for v in values):
+        others = " ".join(f"--pairs {v}" for v in values if str(v).strip().lower() != "all")
+        raise UsageError(f"--pairs all is given with {others or 'itself again'}: 'all' already "
+                         "names every pair; give it alone")
     out: List[Pair] = []
     for v in values:
         text = str(v).strip()
@@ -302,7 +307,7 @@ def parse_fabric(text: str) -> str:
 
 def format_size(n: int) -> str:
     """Bytes as the CLI writes them: 1M, 64K, 1G, 4 (bytes)."""
-    for unit, mult in (("G", GiB), ("M", MiB), ("K", KiB)):
+    for unit, mult in (("T", 1 << 40), ("G", GiB), ("M", MiB), ("K", KiB)):
         if n >= mult and n % mult == 0:
             return f"{n // mult}{unit}"
     return f"{n}B"

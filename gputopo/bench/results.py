@@ -43,6 +43,7 @@ class RunResult:
     steps_run: int = 0
     steps_skipped: int = 0
     worker_pids: List[int] = field(default_factory=list)
+    redone: List[Any] = field(default_factory=list)  # resume_plan.Redo: steps a resume redid
 
     @property
     def failed_findings(self) -> List[Finding]:

@@ -21,11 +21,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gputopo import SCHEMA_VERSION, __version__
-from gputopo.errors import UsageError
+from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_to_json
+from gputopo.writable import check_writable_dir
 
 RUN_JSON = "run.json"
 TOPOLOGY_JSON = "topology.json"
@@ -45,6 +46,7 @@ def new_run_dir(base, machine: str, now: Optional[_dt.datetime] = None) -> Path:
     folder is created with ``exist_ok=False`` so two processes cannot both get the same one.
     """
     base = Path(base)
+    check_writable_dir(base, "reports folder")
     base.mkdir(parents=True, exist_ok=True)
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
     name = f"{stamp}-{_UNSAFE.sub('_', machine or '').strip('_') or 'machine'}"
@@ -66,6 +68,7 @@ def claim_out_dir(path) -> Path:
             raise UsageError(f"--out {p}: exists and is not a folder")
         if any(p.iterdir()):
             raise UsageError(f"--out {p}: folder is not empty (use --resume {p} to continue a run)")
+    check_writable_dir(p, "--out")
     p.mkdir(parents=True, exist_ok=True)
     return p
 
@@ -119,7 +122,11 @@ def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, D
         if notes is not None:
             notes.append(f"{path.name}:{lineno}: skipped, {why}")
 
-    with open(path, encoding="utf-8", errors="replace") as f:
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError as e:  # a directory, no permission: the user's file, not our bug
+        raise InputFileError(path, f"cannot read: {e.strerror or e}") from None
+    with f:
         for lineno, text in enumerate(f, 1):
             if not text.strip():
                 continue
@@ -198,6 +205,10 @@ class RunLog:
         append_jsonl(self.events_path, {"type": "step-done", "step": step_id, "status": status,
                                         **more})
 
+    def event(self, record: Dict[str, Any]) -> None:
+        """Any other ``{"type": ...}`` line (a step a resume redoes, a worker that died idle)."""
+        append_jsonl(self.events_path, record)
+
     def worker_log(self, key: str, generation: int) -> Path:
         return self.dir / WORKERS_DIR / f"{key}.{generation}.log"
 
@@ -223,9 +234,12 @@ def read_run_info(run_dir) -> Dict[str, Any]:
     if not path.is_file():
         raise UsageError(f"--resume {p}: not a gputopo run folder (no {RUN_JSON})")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
+    from .resume_check import check_run_info
+
+    return check_run_info(info, path)
 
 
 @contextlib.contextmanager
@@ -259,23 +273,25 @@ def set_run_status(run_dir, status: str, **more) -> None:
     write_json(path, info)
 
 
-def read_progress(run_dir) -> Tuple[Set[str], List[Measurement], List[Finding]]:
-    """Steps already done, measurements already taken, findings already recorded."""
+def read_progress(run_dir) -> Tuple[Dict[str, str], List[Measurement], List[Finding]]:
+    """The last status of each step marked done, measurements already taken, findings already
+    recorded."""
     p = Path(run_dir)
-    done: Set[str] = set()
+    done: Dict[str, str] = {}
     findings: List[Finding] = []
     for _, rec in read_jsonl(p / EVENTS_JSONL):
         if rec.get("type") == "step-done":
-            done.add(rec.get("step"))
+            done[rec.get("step")] = rec.get("status")
         elif rec.get("type") == "finding":
             try:
                 findings.append(finding_from_event(rec))
             except (KeyError, TypeError, ValueError):
                 pass
     measurements = []
-    for _, rec in read_jsonl(p / MEASUREMENTS_JSONL):
+    for lineno, rec in read_jsonl(p / MEASUREMENTS_JSONL):
         try:
             measurements.append(Measurement.from_json(rec))
-        except (KeyError, TypeError, ValueError):
-            pass
+        except (KeyError, TypeError, ValueError) as e:  # a resume would build on a broken file
+            raise InputFileError(p / MEASUREMENTS_JSONL, f"not a measurement ({e}); fix or "
+                                 "remove that line to resume", line=lineno) from None
     return done, measurements, findings

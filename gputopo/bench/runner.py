@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
 
+from .memory_check import killed_cause
 from .options import format_size
 from .plan import Step, layout
 from .runlog import RunLog
@@ -446,10 +447,14 @@ class Runner:
         if r is not None:
             ev = self._evidence(r, w)
             ev["exitcode"] = code
+            cause, remedies = killed_cause(code)  # SIGKILL: the OOM killer, not the link
             self._fail(r, running, "crash",
-                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
-        else:
-            self._kill(w.key)  # idle death (e.g. at exit after its results): replace, no finding
+                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev,
+                       cause=cause, remedies=remedies)
+        else:  # idle death (e.g. at exit after its results): replace it, no finding, but say so
+            self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
+                            "exitcode": code, "exit": _exit_text(code), "idle": True})
+            self._kill(w.key)
 
     def _evidence(self, r: _Running, w: Optional[_Worker]) -> dict:
         ev = {"step": r.step.id, "test_group": r.step.group,
@@ -473,7 +478,7 @@ class Runner:
         self.steps_done += 1
 
     def _fail(self, r: _Running, running: Dict[str, _Running], kind: str, what: str,
-              evidence: dict) -> None:
+              evidence: dict, cause: Optional[str] = None, remedies=None) -> None:
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
@@ -488,7 +493,8 @@ class Runner:
             during = f" during {case['test']}{way} at {format_size(case['size_bytes'])}"
         f = Finding(kind=kind, severity="error",
                     message=f"{where}: {kind} in the {r.step.group} step{during}: {what}",
-                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence)
+                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence,
+                    cause=cause, remedies=list(remedies or []))
         self.findings.append(f)
         self.log.finding(f)
         self.log.step_done(r.step.id, kind, measurements=r.delivered,

@@ -19,6 +19,7 @@ from gputopo.model import is_value
 from gputopo.report.classes import UNKNOWN_CLASS
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary, summarize_dir
+from gputopo.writable import check_writable_file
 
 from .spec import ANY, BUSBW_OPS, INTEGRITY_KEYS, SPEC_SCHEMA_VERSION
 
@@ -170,6 +171,7 @@ def write_init_spec(run_dir, out_path, margin: float = DEFAULT_MARGIN, force: bo
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise UsageError(f"{out}: exists; choose another --spec path or remove it")
+    check_writable_file(out, "--spec")
     text = init_spec_text(summarize_dir(run_dir), margin=margin, force=force)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from gputopo.bench.runlog import MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
 from gputopo.model import Finding, is_value
+from gputopo.report.cluster_view import read_cluster_doc
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary
 
@@ -308,14 +310,29 @@ def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
 def run_rules(spec: Spec, summary: Summary) -> List[Outcome]:
     """A run cut short (Ctrl-C, a crash of gputopo itself) cannot pass: what it did not measure
     would count as clean. Runs without a status (imported nccl-tests results) are complete."""
-    status = summary.run.info.get("status")
-    if status is None:
-        return []
-    ok = status == "complete"
-    return [Outcome("run.complete", "machine", PASSED if ok else FAILED,
-                    "the run finished" if ok else
-                    f"the run is {status}: finish it with `gputopo bench --resume {summary.run.path}`",
-                    evidence={"status": status})]
+    run = summary.run
+    cluster = read_cluster_doc(run.path)  # a `gputopo cluster` run: its rounds are its measurements
+    out = []
+    if not (run.path / RUN_JSON).exists():  # what was asked and whether it finished is lost
+        out.append(Outcome("run.complete", "machine", FAILED,
+                           f"{run.path} has no {RUN_JSON}: nothing says what the run was asked to "
+                           "measure or that it finished; measure again",
+                           evidence={"status": None}))
+    status = run.info.get("status")
+    if status is not None:
+        ok = status == "complete"
+        out.append(Outcome("run.complete", "machine", PASSED if ok else FAILED,
+                           "the run finished" if ok else
+                           f"the run is {status}: " + ("run `gputopo cluster` again" if cluster is not None
+                                                       else f"finish it with `gputopo bench --resume {run.path}`"),
+                           evidence={"status": status}))
+    if not run.measurements and not run.numerics and not (cluster or {}).get("rounds"):
+        # an emptied file must not pass as clean
+        out.append(Outcome("run.measured", "machine", FAILED,
+                           f"the run holds no measurements ({MEASUREMENTS_JSONL} and "
+                           f"{NUMERICS_JSONL} are empty or missing): nothing can be judged",
+                           evidence={"notes": list(run.notes)}))
+    return out
 
 
 ALL_RULES = (run_rules, topology_rules, nvlink_rules, pcie_rules, bandwidth_rules, busbw_rules, integrity_rules,

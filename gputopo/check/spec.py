@@ -11,6 +11,7 @@ Link class selectors (in ``[bandwidth.X]`` and ``[busbw.op]``): a class as nvidi
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,9 @@ _ALLOWED = {
     "cluster": {"min_inter_node_busbw_gbps", "nodes_alike", "no_slow_node"},
 }
 _BANDWIDTH_KEYS = {"min_gbps", "min_efficiency", "series"}
+#: Upper bounds of what hardware has: PCIe generations (Gen6 is the newest with a known rate),
+#: lanes of a PCIe link, NVLinks of one GPU (NVML_NVLINK_MAX_LINKS in nvidia-ml-py).
+MAX_PCIE_GEN, MAX_PCIE_WIDTH, MAX_NVLINKS = 6, 32, 36
 _PAIR_RE = re.compile(r"^\s*(\d+)\s*[,\-]\s*(\d+)\s*$")
 
 
@@ -112,16 +116,20 @@ class _Reader:
                 full = f"{prefix}.{k}" if prefix else k
                 self.fail(full, f"unknown key (known here: {', '.join(sorted(allowed))})")
 
-    def integer(self, v, key, minimum=0) -> int:
+    def integer(self, v, key, minimum=0, maximum=None) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
             self.fail(key, f"must be an integer, got {v!r}")
         if v < minimum:
             self.fail(key, f"must be >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            self.fail(key, f"must be <= {maximum} (no hardware has more), got {v}")
         return v
 
     def number(self, v, key, minimum=0.0, maximum=None) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(key, f"must be a number, got {v!r}")
+        if not math.isfinite(v):  # NaN passes every comparison: the rule would never fail
+            self.fail(key, f"must be a finite number, got {v}")
         if v < minimum or (maximum is not None and v > maximum):
             rng = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
             self.fail(key, f"must be {rng}, got {v}")
@@ -194,19 +202,26 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
             idx = {g for p in spec.expected_classes for g in p}
             spec.gpu_count = len(idx) or None
     pairs = r.table(topo.get("pairs", {}), "topology.pairs")
+    written = {}  # pair -> the key that gave it ("0,1" and "1,0" are one pair)
     for k, v in pairs.items():
         key = f"topology.pairs.{k}"
-        spec.expected_classes[r.pair(k, key)] = r.link_class(v, key)
+        pair, lc = r.pair(k, key), r.link_class(v, key)
+        if pair in written and spec.expected_classes[pair] != lc:
+            r.fail(key, f"pair {pair[0]},{pair[1]} is also given as \"{written[pair]}\" = "
+                        f"{spec.expected_classes[pair]}; one pair has one class")
+        written[pair] = k
+        spec.expected_classes[pair] = lc
 
     nv = r.table(doc.get("nvlink", {}), "nvlink")
     r.only(nv, _ALLOWED["nvlink"], "nvlink")
     if "min_links_up" in nv:
-        spec.nvlink_min_links_up = r.integer(nv["min_links_up"], "nvlink.min_links_up")
+        spec.nvlink_min_links_up = r.integer(nv["min_links_up"], "nvlink.min_links_up", 0,
+                                             MAX_NVLINKS)
     for k, v in r.table(nv.get("links_up", {}), "nvlink.links_up").items():
         key = f"nvlink.links_up.{k}"
         if not k.strip().isdigit():
             r.fail(key, f"keys are GPU indices, got {k!r}")
-        spec.nvlink_links_up[int(k)] = r.integer(v, key)
+        spec.nvlink_links_up[int(k)] = r.integer(v, key, 0, MAX_NVLINKS)
     if "max_errors" in nv:
         me = nv["max_errors"]
         if isinstance(me, dict):
@@ -222,9 +237,9 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
     pcie = r.table(doc.get("pcie", {}), "pcie")
     r.only(pcie, _ALLOWED["pcie"], "pcie")
     if "min_gen" in pcie:
-        spec.pcie_min_gen = r.integer(pcie["min_gen"], "pcie.min_gen", 1)
+        spec.pcie_min_gen = r.integer(pcie["min_gen"], "pcie.min_gen", 1, MAX_PCIE_GEN)
     if "min_width" in pcie:
-        spec.pcie_min_width = r.integer(pcie["min_width"], "pcie.min_width", 1)
+        spec.pcie_min_width = r.integer(pcie["min_width"], "pcie.min_width", 1, MAX_PCIE_WIDTH)
     spec.pcie_full_width = r.boolean(pcie.get("full_width", False), "pcie.full_width")
     if "max_replay" in pcie:
         spec.pcie_max_replay = r.integer(pcie["max_replay"], "pcie.max_replay")
@@ -277,7 +292,23 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
                                                "cluster.min_inter_node_busbw_gbps")
     spec.cluster_nodes_alike = r.boolean(cl.get("nodes_alike", False), "cluster.nodes_alike")
     spec.cluster_no_slow_node = r.boolean(cl.get("no_slow_node", False), "cluster.no_slow_node")
+    if not _requires_anything(spec):
+        raise InputFileError(path, "states no requirement, so every run would pass; add a rule (e.g. "
+                   "[integrity] no_corruption = true) or start from a shipped spec: "
+                   f"{', '.join(shipped_spec_names())}")
     return spec
+
+
+def _requires_anything(spec: Spec) -> bool:
+    """Whether the spec has at least one rule that can fail (the run.complete rule aside)."""
+    return bool(spec.gpu_count is not None or spec.expected_classes or spec.all_pairs
+                or spec.nvlink_min_links_up is not None or spec.nvlink_links_up
+                or spec.nvlink_max_errors or spec.pcie_min_gen is not None
+                or spec.pcie_min_width is not None or spec.pcie_full_width
+                or spec.pcie_max_replay is not None or spec.bandwidth or spec.busbw
+                or any(spec.integrity.values()) or spec.fail_on
+                or spec.cluster_min_inter_gbps is not None or spec.cluster_nodes_alike
+                or spec.cluster_no_slow_node)
 
 
 def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:

@@ -11,6 +11,15 @@ import click
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.main import cli
 from gputopo.cli.options import console, finish, sim_option
+from gputopo.cli.strict import FiniteFloat, refuse_unused
+
+#: A week: longer is no hang detection at all (and overflows the workers' timedelta).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+#: What a run measures: on --resume these come from the run's run.json, never the command line.
+RUN_DEFINING = ("pairs_values", "class_text", "gpus_text", "out_dir", "sizes", "tests_text",
+                "preset", "self_test", "concurrent")
+NUMERICS_OPTIONS = ("steps", "lr", "model", "batch", "seed")
 
 
 def pair_options(f):
@@ -28,7 +37,7 @@ def pair_options(f):
         click.option("--cpu-gpus", type=click.IntRange(1, 64), default=None,
                      help="Stand-in GPUs for --fabric cpu without --sim [default: 2; with "
                           "--resume: as many as the run had]."),
-        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+        click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S), default=None,
                      help="Seconds a step may go without progress before it is a hang [default: 120]."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False),
                      help="Run folder (default: a new timestamped folder under reports/)."),
@@ -53,6 +62,21 @@ def numerics_options(f):
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+def refuse_ignored(resume_dir, sim, fabric, want_numerics=True) -> None:
+    """Exit 2 naming options this command would ignore: what a resumed run measures (it comes
+    from run.json), numerics settings without numerics, --cpu-gpus off the cpu fabric."""
+    ctx = click.get_current_context()
+    names = [p.name for p in ctx.command.params]
+    if resume_dir:
+        refuse_unused(ctx, [n for n in RUN_DEFINING if n in names],
+                      f"with --resume (the run folder {resume_dir} says what the run measures)")
+    if not want_numerics:
+        refuse_unused(ctx, NUMERICS_OPTIONS, "when --tests has no numerics")
+    if sim or (fabric != "cpu" and not (resume_dir and fabric is None)):  # (resume: run.json's)
+        refuse_unused(ctx, ("cpu_gpus",), "without --fabric cpu (or with --sim, whose machine "
+                      "says how many GPUs there are)")
 
 
 def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
@@ -109,7 +133,16 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
         return None
 
 
+def say_redone(job) -> None:
+    """Tell the user which steps a --resume ran again and why (stderr: --json stays a document)."""
+    from gputopo.bench.resume_plan import redo_lines
+
+    for line in redo_lines(getattr(getattr(job, "bench", None), "redone", None) or []):
+        click.echo(line, err=True)
+
+
 def _report(job, as_json):
+    say_redone(job)
     if as_json:
         click.echo(json.dumps({"schema_version": SCHEMA_VERSION, **job.document()}, indent=2))
     else:
@@ -162,6 +195,7 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
     from gputopo.numerics import validate_options
 
     groups, want_numerics = split_tests(tests_text)
+    refuse_ignored(resume_dir, sim, fabric, want_numerics)
     nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed) \
         if want_numerics else None
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
@@ -187,6 +221,7 @@ def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout
     from gputopo.jobs import run_job
     from gputopo.numerics import validate_options
 
+    refuse_ignored(resume_dir, sim, fabric)
     nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            out_dir, resume_dir, tests=(), progress=not as_json)

@@ -7,22 +7,39 @@ import os
 
 import click
 
-from gputopo.cli.bench import _build, numerics_options, pair_options
+from gputopo.cli.bench import (_build, numerics_options, pair_options, refuse_ignored,
+                               say_redone)
 from gputopo.cli.main import cli
 from gputopo.cli.options import finish
+from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
+from gputopo.writable import check_writable_file
 
 
 def _spec_path(spec: str) -> str:
-    """A spec file path, or the name of a shipped example spec (pcie-box, nvswitch-8gpu)."""
-    if os.path.exists(spec):
-        return spec
+    """The spec file ``--spec`` names. A path has a `/` or ends in `.toml`; a bare name is a
+    shipped spec (pcie-box, nvswitch-8gpu), so a file ./pcie-box can never shadow one."""
     from gputopo.check.spec import shipped_spec_names, shipped_spec_path
 
-    name = spec[:-5] if spec.endswith(".toml") else spec
-    if name in shipped_spec_names() and os.sep not in spec:
-        return str(shipped_spec_path(name))
-    return spec  # load_spec reports the missing file (exit 2)
+    if _is_spec_path(spec):
+        stem = os.path.basename(spec)[:-5] if spec.endswith(".toml") else None
+        if stem in shipped_spec_names() and not os.path.exists(spec):
+            raise UsageError(f"--spec {spec}: no such file; the shipped spec is --spec {stem}")
+        return spec  # load_spec reports a missing or unreadable file (exit 2)
+    if spec in shipped_spec_names():
+        return str(shipped_spec_path(spec))
+    raise UsageError(f"--spec {spec}: no shipped spec of that name (shipped: "
+                     f"{', '.join(shipped_spec_names())}); a spec file is given as a path with "
+                     "a / or ending in .toml, e.g. ./my-spec.toml")
+
+
+def _is_spec_path(spec: str) -> bool:
+    return "/" in spec or os.sep in spec or spec.endswith(".toml")
+
+
+#: The options that only matter when check measures a new run (no RUN_DIR).
+MEASURING = ("sim", "fabric", "pairs_values", "class_text", "gpus_text", "cpu_gpus", "timeout_s",
+             "out_dir", "resume_dir", "preset", "steps", "lr", "model", "batch", "seed")
 
 
 @cli.command()
@@ -34,7 +51,7 @@ def _spec_path(spec: str) -> str:
 @click.option("--init", "init", is_flag=True,
               help="Write --spec from a known-good run (--from DIR): its topology and measured figures minus --margin.")
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, exists=True), help="The known-good run for --init.")
-@click.option("--margin", type=click.FloatRange(0, 0.9), default=0.2, show_default=True,
+@click.option("--margin", type=FiniteFloat(0, 0.9), default=0.2, show_default=True,
               help="--init: how far below the baseline's figures a run may fall.")
 @click.option("--force", is_flag=True, help="--init: accept a baseline run that has error findings.")
 @click.option("--quick", "preset", flag_value="quick", help="When measuring: few sizes and samples.")
@@ -55,7 +72,23 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     """
     if not spec:
         raise UsageError("--spec FILE is required (or a shipped spec name: pcie-box, nvswitch-8gpu)")
+    ctx = click.get_current_context()
     if init:
+        refuse_unused(ctx, ("junit_file", "as_json", *MEASURING), "with --init (it writes a spec "
+                      "from --from's run, measuring nothing)")
+        if run_dir:
+            raise UsageError(f"RUN_DIR {run_dir} is ignored with --init; give the known-good run "
+                             "as --from DIR")
+    else:
+        refuse_unused(ctx, ("from_dir", "margin", "force"), "without --init")
+        if run_dir:
+            refuse_unused(ctx, MEASURING, f"when judging the run folder {run_dir} (measuring "
+                          "options apply only without RUN_DIR)")
+    if init:
+        if not _is_spec_path(spec):  # bare names are shipped specs: never write ./pcie-box
+            raise UsageError(f"--init --spec {spec}: give the file to write as a path with a / "
+                             f"or ending in .toml (e.g. {spec}.toml); bare names are the "
+                             "shipped specs")
         if not from_dir:
             raise UsageError("--init needs --from DIR, a known-good run folder")
         from gputopo.check.init_spec import write_init_spec
@@ -64,6 +97,8 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         click.echo(f"wrote {path} from {from_dir} (margin {margin:.0%}); check a run with "
                    f"`gputopo check --spec {path} DIR`")
         return
+    if junit_file:  # before measuring: a gate whose report cannot be written is no gate
+        check_writable_file(junit_file, "--junit")
     spec_path = _spec_path(spec)
     from gputopo.check.spec import load_spec
 
@@ -72,24 +107,24 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         from gputopo.jobs import run_job
         from gputopo.numerics import validate_options
 
+        refuse_ignored(resume_dir, sim, fabric)
         nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
         machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
                                preset=preset or "default", progress=not as_json)
         job = run_job(machine, opts, nopts)
+        say_redone(job)
         run_dir = str(job.run_dir)
-        if job.interrupted:  # never judge a partial run: a gate must not pass on Ctrl-C
+        if job.interrupted:  # a partial run never passes (run.complete), but CI gets its JUnit
+            if junit_file:
+                _judge(spec_path, run_dir, junit_file)
             click.echo(f"gputopo: interrupted: no verdict; the run folder {run_dir} holds a valid "
                        f"partial run; finish it with `gputopo bench --resume {run_dir}`, then "
-                       f"`gputopo check --spec {spec} {run_dir}`", err=True)
+                       f"`gputopo check --spec {spec} {run_dir}`"
+                       + (f" (JUnit XML of the partial run: {junit_file})" if junit_file else ""),
+                       err=True)
             finish(130)
-    from gputopo.check.verdict import run_check
-
-    verdict = run_check(spec_path, run_dir)
-    if junit_file:
-        from gputopo.check.junit import write_junit
-
-        write_junit(verdict, junit_file)
+    verdict = _judge(spec_path, run_dir, junit_file)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))
     else:
@@ -97,3 +132,15 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         if junit_file:
             click.echo(f"JUnit XML: {junit_file}")
     finish(verdict.exit_code)
+
+
+def _judge(spec_path, run_dir, junit_file):
+    """Judge ``run_dir`` against the spec and write the JUnit XML when asked; the verdict."""
+    from gputopo.check.verdict import run_check
+
+    verdict = run_check(spec_path, run_dir)
+    if junit_file:
+        from gputopo.check.junit import write_junit
+
+        write_junit(verdict, junit_file)
+    return verdict

@@ -7,7 +7,9 @@ that need them, never here.
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -15,10 +17,11 @@ import traceback
 import click
 
 from gputopo import __version__
+from gputopo.cli.strict import StrictGroup
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=StrictGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="gputopo")
 def cli():
     """gputopo: which GPU pairs of this machine can you trust, and how fast are they?
@@ -56,12 +59,40 @@ def _caused_by_interrupt(e: BaseException) -> bool:
     return False
 
 
+def _one_line(e: click.ClickException) -> str:
+    """Click's message on one line, pointing at the command's --help (instead of click's
+    Usage/Try/blank/Error block)."""
+    message = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        message += f" (see `{ctx.command_path} --help`)"
+    return message
+
+
+def _terminate_as_interrupt():
+    """SIGTERM (a CI job cancelled, `kill`) stops a run as Ctrl-C does: the run folder is left
+    a valid partial run marked "interrupted", never "running" with its workers orphaned.
+    Returns the handler it replaced (None when it left SIGTERM alone)."""
+    def on_sigterm(signum, frame):
+        signal.raise_signal(signal.SIGINT)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            return signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (an embedding program): leave signals alone
+        pass
+    return None
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
+    old_sigterm = _terminate_as_interrupt()
     try:
         _main(argv)
     finally:
         _stop_helpers()
+        if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
+            signal.signal(signal.SIGTERM, old_sigterm)
 
 
 def _stop_helpers() -> None:
@@ -77,6 +108,20 @@ def _stop_helpers() -> None:
         pass
 
 
+#: OSErrors about a path the user gave (a read-only folder, a folder where a file goes...).
+_USER_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
+                     errno.ENAMETOOLONG, errno.ENOSPC}
+
+
+def _internal_error(e: Exception):
+    if _caused_by_interrupt(e):  # Ctrl-C inside an import (e.g. wrapped in a RuntimeError)
+        click.echo("gputopo: aborted", err=True)
+        sys.exit(130)
+    path = save_traceback(getattr(e, "run_dir", None))
+    click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+    sys.exit(EXIT_INTERNAL)
+
+
 def _main(argv=None):
     _register()
     try:
@@ -88,17 +133,22 @@ def _main(argv=None):
         click.echo("gputopo: aborted", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `gputopo`: the help, as click shows it
+            e.show()
+            sys.exit(EXIT_USAGE)
+        click.echo(f"gputopo: error: {_one_line(e)}", err=True)
         sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:
+        if e.errno not in _USER_PATH_ERRNOS or e.filename is None:
+            _internal_error(e)
+        from gputopo.writable import os_error_line  # a path the user gave: not our bug
+
+        click.echo(f"gputopo: error: {os_error_line(e)}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as e:  # internal error: one line here, the traceback in a file
-        if _caused_by_interrupt(e):  # Ctrl-C inside an import (e.g. wrapped in a RuntimeError)
-            click.echo("gputopo: aborted", err=True)
-            sys.exit(130)
-        path = save_traceback(getattr(e, "run_dir", None))
-        click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
-        sys.exit(EXIT_INTERNAL)
+        _internal_error(e)
     sys.exit(rv if isinstance(rv, int) else 0)

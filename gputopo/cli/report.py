@@ -10,6 +10,7 @@ import click
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.main import cli
 from gputopo.cli.options import console, finish
+from gputopo.cli.strict import FiniteFloat
 
 run_dir_arg = click.argument("run_dir", type=click.Path(file_okay=False))
 
@@ -34,7 +35,7 @@ def report(run_dir, no_plots, as_json):
 @cli.command()
 @click.argument("dir_a", type=click.Path(file_okay=False))
 @click.argument("dir_b", type=click.Path(file_okay=False))
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+@click.option("--threshold", type=FiniteFloat(0, 1), default=0.10, show_default=True,
               help="Flag a bandwidth drop larger than this fraction.")
 @click.option("--json", "as_json", is_flag=True)
 def diff(dir_a, dir_b, threshold, as_json):

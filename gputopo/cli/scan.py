@@ -58,6 +58,12 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color):
     """
     if as_json and as_csv:
         raise UsageError("--json and --csv are exclusive")
+    from gputopo.cli.strict import given
+
+    chosen = given(click.get_current_context(), "fmt")
+    if chosen and (as_json or as_csv) and fmt != ("json" if as_json else "csv"):
+        raise UsageError(f"--format {fmt} and {'--json' if as_json else '--csv'} are exclusive; "
+                         "give one")
     fmt = "json" if as_json else "csv" if as_csv else fmt
     from gputopo.report.topology_checks import topology_findings
 

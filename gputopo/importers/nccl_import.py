@@ -17,6 +17,7 @@ from gputopo.bench.runlog import (MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, a
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
 from gputopo.report.run_folder import NCCL_TESTS_JSON
+from gputopo.writable import check_writable_dir
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)
@@ -78,6 +79,7 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
         run_dir = Path(out_dir)
         if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
             raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
+        check_writable_dir(run_dir, "--out")
         run_dir.mkdir(parents=True, exist_ok=True)
     else:
         run_dir = new_run_dir(base_dir, topo.machine or "nccl-tests")

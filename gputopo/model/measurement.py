@@ -117,11 +117,49 @@ class Measurement:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Measurement":
+        """The record of one measurements.jsonl line; ValueError naming the field when a value
+        has the wrong type (a number written as text must not be compared with numbers later)."""
         d = dict(d)
         d.pop("derived", None)
+        _check_types(d)
         d["error"] = field_from_json(d.get("error"))
         d["gpus"] = tuple(d["gpus"])
         return cls(**d)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+_FIELD_TYPES = (  # field, test, what it must be, may be null
+    ("test", lambda x: isinstance(x, str), "text", False),
+    ("gpus", lambda x: isinstance(x, list) and all(_is_int(g) and g >= 0 for g in x),
+     "a list of GPU indices", False),
+    ("size_bytes", lambda x: _is_int(x) and x >= 0, "a byte count", False),
+    ("samples_s", lambda x: isinstance(x, list) and all(_is_number(v) for v in x),
+     "a list of seconds", False),
+    ("timing", lambda x: isinstance(x, str), "text", False),
+    ("fabric", lambda x: isinstance(x, str), "text", False),
+    ("link_class", lambda x: isinstance(x, str), "text", True),
+    ("direction", lambda x: isinstance(x, str), "text", True),
+    ("bytes_per_iter", lambda x: _is_int(x) and x >= 0, "a byte count", True),
+    ("busbw_factor", _is_number, "a number", False),
+    ("wrong", lambda x: _is_int(x) and x >= 0, "a count", False),
+    ("first_bad_index", _is_int, "an index", True),
+    ("extra", lambda x: isinstance(x, dict), "an object", False),
+)
+
+
+def _check_types(d: Dict[str, Any]) -> None:
+    for name, ok, what, nullable in _FIELD_TYPES:
+        if name not in d or (nullable and d[name] is None):
+            continue  # missing required fields fail in the constructor, naming them
+        if not ok(d[name]):
+            raise ValueError(f"{name} must be {what}, got {d[name]!r}"[:200])
 
 
 def _finite_or_none(x: float):

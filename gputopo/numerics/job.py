@@ -43,6 +43,8 @@ DEFAULT_SEED = 0
 MAX_STEPS = 100_000
 MAX_LR = 10.0
 MAX_BATCH = 65_536
+#: torch.manual_seed takes a 64-bit seed; larger ones overflow inside torch.
+MAX_SEED = 2**63 - 1
 
 # Problem sizes: small enough for well under a second per way on a CPU core.
 MLP_IN, MLP_HIDDEN, CLASSES = 32, 64, 10
@@ -95,6 +97,9 @@ def validate_options(steps=None, lr=None, model=None, batch=None, momentum=None,
     if not (math.isfinite(momentum) and 0 <= momentum < 1):
         raise UsageError(f"--momentum must be in [0, 1), got {momentum!r}")
     seed = d.seed if seed is None else _as_int("--seed", seed)
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED} (what torch.manual_seed "
+                         f"takes), got {seed}")
     if inject_nan_at_step is not None:
         inject_nan_at_step = _as_int("inject_nan_at_step", inject_nan_at_step)
         if not 0 <= inject_nan_at_step < steps:
@@ -109,6 +114,10 @@ def validate_options(steps=None, lr=None, model=None, batch=None, momentum=None,
 def _as_int(name: str, value) -> int:
     if isinstance(value, bool):
         raise UsageError(f"{name} must be an integer, got {value!r}")
+    try:
+        return int(str(value).strip())  # exact, however large ("1e3" falls through)
+    except ValueError:
+        pass
     try:
         f = float(value)
     except (TypeError, ValueError):

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from gputopo.bench.memory_check import kill_reason_cause
 from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts
-from .culprits import killed, killed_cause
+from .culprits import killed
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
@@ -73,7 +74,7 @@ def _step_failure_cause(run: Run, f: Finding):
     """A default explanation for a hang or crash the bench recorded without one."""
     reason = killed(f) if f.kind == "crash" else None
     if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
-        _, cause, remedies = killed_cause(reason)
+        _, cause, remedies = kill_reason_cause(reason)
         return cause, remedies
     facts = path_facts(run.topology, f.gpus or [], f.link_class)
     suspects = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from gputopo.bench.memory_check import kill_reason_cause
 from gputopo.model import Finding, LinkClass
 from gputopo.model.finding import gpu_ranges
 
@@ -97,23 +98,9 @@ def machine_wide(family, left) -> Finding:
                  remedies=[REMEDY_GPU_HEALTH, "rerun one pair alone (gputopo bench --pairs I,J) to compare"])
 
 
-def killed_cause(reason: str):
-    """(culprit, cause, remedies) of a worker the kernel killed or that ran out of memory."""
-    if reason.lower().startswith("killed") or "oom" in reason.lower():
-        return ("host-memory", "killed by SIGKILL: usually the kernel's OOM killer (host memory ran out), "
-                "or another process or a job scheduler killed it",
-                ["check `dmesg | grep -i -E 'oom|killed process'`",
-                 "free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
-    if "cuda" in reason.lower() or "outofmemoryerror" in reason.lower():
-        return ("gpu-memory", "the GPU ran out of memory (another process on it, or the test's sizes too large)",
-                ["check `nvidia-smi` for other processes on these GPUs", "rerun with smaller sizes or --quick"])
-    return ("host-memory", "the worker ran out of host memory",
-            ["free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])
-
-
 def killed_finding(f: Finding) -> Finding:
     reason = killed(f)
-    culprit, cause, remedies = killed_cause(reason)
+    culprit, cause, remedies = kill_reason_cause(reason)
     where = gpu_ranges(f.gpus) if f.gpus else "?"
     what = "ran out of host memory" if culprit == "host-memory" and "SIGKILL" not in reason else \
         "was killed by SIGKILL" if culprit == "host-memory" else "ran out of GPU memory"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gputopo import SCHEMA_VERSION
+from gputopo.errors import UsageError
 from gputopo.model import Finding
 
 from .summary import Summary, summarize_dir
@@ -157,5 +158,15 @@ def diff_summaries(a: Summary, b: Summary, threshold: float = DEFAULT_THRESHOLD)
 
 
 def diff_runs(dir_a, dir_b, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
-    """Compare two run folders (analysed afresh from their raw data, not their summary.json)."""
-    return diff_summaries(summarize_dir(dir_a), summarize_dir(dir_b), threshold)
+    """Compare two run folders (analysed afresh from their raw data, not their summary.json).
+    UsageError when a measurement line of either cannot be read: its figure would be missing
+    from the comparison, and a missing figure looks like no regression."""
+    a, b = summarize_dir(dir_a), summarize_dir(dir_b)
+    for name, s in (("A", a), ("B", b)):
+        bad = [n for n in s.run.notes if "skipped, not a measurement" in n]
+        if bad:
+            more = f" (and {len(bad) - 1} more line(s))" if len(bad) > 1 else ""
+            raise UsageError(f"diff: run {name} {s.run.path}: {bad[0]}{more}; fix the run "
+                             "folder or measure again: a missing figure would look like no "
+                             "regression")
+    return diff_summaries(a, b, threshold)

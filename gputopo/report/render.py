@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gputopo.writable import check_writable_dir
+
 from .outputs.plots import write_plots
 from .cluster_view import rewrite_cluster_markdown
 from .run_folder import load_run
@@ -32,6 +34,7 @@ def render_run(run_dir, *, console=None, plots: bool = True) -> Summary:
 
     run_dir = Path(run_dir)
     summary = summarize(load_run(run_dir))
+    check_writable_dir(run_dir, "report: run folder")  # before any old plot is deleted
     for name in OUTPUT_FILES:  # a re-render must not leave a stale plot from an earlier one
         if name.endswith(".png"):
             (run_dir / name).unlink(missing_ok=True)

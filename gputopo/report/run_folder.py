@@ -88,6 +88,9 @@ def load_run(run_dir) -> Run:
     events, event_findings = [], []
     for lineno, rec in read_jsonl(path / EVENTS_JSONL, notes):
         events.append(rec)
+        if rec.get("type") == "step-redo":  # a resume ran the step again: its new result counts
+            event_findings = [f for f in event_findings
+                              if (f.evidence or {}).get("step") != rec.get("step")]
         if rec.get("type") == "finding":
             try:
                 event_findings.append(finding_from_event(rec))

@@ -1,0 +1,92 @@
+"""Will the largest message fit? Checked before a run starts, so that `--sizes 1T` is a usage
+error (exit 2) and not a worker killed by the out-of-memory killer and reported as a crash.
+
+The estimate is deliberately simple and stated in the message: a step holds a few buffers of
+the largest size per GPU (source, destination, the copy verified against), so a worker needs
+about ``BUFFERS_PER_GPU`` x size per GPU it serves. On the sim and cpu fabrics every "GPU"
+buffer lives in host memory; on cuda the host holds the staged copies and each GPU its own
+buffers (its free memory is read through NVML where it can be).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Dict, Optional
+
+from gputopo.errors import UsageError
+
+from .options import format_size
+
+#: Buffers of the message size a step holds per GPU at once (see the suites).
+BUFFERS_PER_GPU = 4
+
+
+def host_available_bytes(meminfo: str = "/proc/meminfo") -> Optional[int]:
+    """MemAvailable of this host in bytes, or None where it cannot be read (not Linux)."""
+    try:
+        with open(meminfo, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker: int = 2,
+                    host_free: Optional[int] = None,
+                    gpu_free: Optional[Dict[int, int]] = None) -> None:
+    """UsageError when a message of ``size_bytes`` cannot fit: in host memory (``host_free``
+    bytes, None = not known) for ``workers`` workers of ``gpus_per_worker`` GPUs each on the sim
+    and cpu fabrics (staging only on cuda), or in a GPU's free memory (``gpu_free``, NVML index
+    -> bytes) on cuda."""
+    size = format_size(size_bytes)
+    per_gpu = BUFFERS_PER_GPU * size_bytes
+    if fabric == "cuda":
+        host_need = 2 * size_bytes  # the staged copy's host buffers
+        for gpu, free in sorted((gpu_free or {}).items()):
+            if per_gpu > free:
+                raise UsageError(
+                    f"--sizes: the largest message ({size}) needs at least {_gib(per_gpu)} on each "
+                    f"GPU ({BUFFERS_PER_GPU} buffers), but GPU {gpu} has {_gib(free)} free; "
+                    "use smaller --sizes")
+    else:
+        host_need = per_gpu * gpus_per_worker * max(1, workers)
+    if host_free is not None and host_need > host_free:
+        where = ("for staging through host memory" if fabric == "cuda" else
+                 f"in host memory ({max(1, workers)} worker(s) x {gpus_per_worker} GPU(s) x "
+                 f"{BUFFERS_PER_GPU} buffers, the {fabric} fabric keeps GPU buffers there)")
+        raise UsageError(f"--sizes: the largest message ({size}) needs at least {_gib(host_need)} "
+                         f"{where}, but only {_gib(host_free)} is available; use smaller --sizes")
+
+
+def killed_cause(code: Optional[int]):
+    """(cause, remedies) for a worker killed by SIGKILL, which a worker never sends itself: the
+    kernel's out-of-memory killer, or a person or job scheduler. Not evidence against the link,
+    so the report must not blame IOMMU/ACS for it. (None, None) for any other exit."""
+    if code != -signal.SIGKILL:
+        return None, None
+    _, cause, remedies = kill_reason_cause("killed by SIGKILL")
+    return cause, remedies
+
+
+def kill_reason_cause(reason: str):
+    """(culprit, cause, remedies) of a worker the kernel killed or that ran out of memory, from
+    the reason its crash record gives ("killed by SIGKILL", "CUDA out of memory", ...)."""
+    low = reason.lower()
+    if low.startswith("killed") or "sigkill" in low or "oom" in low:
+        return ("host-memory", "the worker was killed by SIGKILL, most likely by the kernel's out-of-memory "
+                "killer (the OOM killer: host memory ran out), or by a person or the job scheduler; this says nothing "
+                "about the GPU link",
+                ["check `dmesg | grep -i -e 'out of memory' -e 'killed process'`",
+                 "measure smaller sizes (--sizes) or fewer pairs at once (gputopo bench --pairs I,J), "
+                 "or free host memory", "rerun the pair"])
+    if "cuda" in low or "outofmemoryerror" in low:
+        return ("gpu-memory", "the GPU ran out of memory (another process on it, or the test's sizes too large)",
+                ["check `nvidia-smi` for other processes on these GPUs", "rerun with smaller sizes or --quick"])
+    return ("host-memory", "the worker ran out of host memory",
+            ["free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])

@@ -1,0 +1,55 @@
+"""Checks that a path the user gave can be written, made before anything is measured or changed.
+
+A read-only folder given as ``--out``, ``--junit`` or a run folder to re-render is the user's
+input, not a bug: it is refused with one line naming the option and the path (exit 2), and it
+is refused before a long bench runs (whose results would have nowhere to go) or before a
+re-render deletes the old plots.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from gputopo.errors import UsageError
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_writable_dir(path, flag: str) -> None:
+    """UsageError unless ``path`` is a folder (or can become one) that files can be written in."""
+    p = Path(path)
+    base = _nearest_existing(p.absolute())
+    if not base.is_dir():
+        what = "is not a folder" if base == p.absolute() else f"is inside {base}, a file"
+        raise UsageError(f"{flag} {path}: {what}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gputopo-write-check-", dir=base)
+    except OSError as e:
+        where = "" if base == p.absolute() else f" (in {base})"
+        raise UsageError(f"{flag} {path}: cannot write there{where}: "
+                         f"{e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_writable_file(path, flag: str) -> None:
+    """UsageError unless a file can be written at ``path`` (its folder may not exist yet)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{flag} {path}: cannot write that file: permission denied")
+    check_writable_dir(p.parent if str(p.parent) else Path("."), flag)
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an OSError about a file: what failed, on which path, why."""
+    name = e.filename if e.filename is not None else ""
+    return f"{name}: {e.strerror or e}" if name else str(e.strerror or e)
