@@ -230,3 +230,44 @@ def test_grouped_findings_name_each_pair_once():
     assert group_where(one_pair) == "0,1"
     two = one_pair + [Finding("hang", "error", "d", gpus=[2, 3], link_class="PXB")]
     assert group_where(two) == "2 pairs: 0,1 2,3"
+
+
+def _captured_figures(monkeypatch):
+    """Figures the plot code closes, kept (with their axes) for inspection."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    real_close = plt.close
+
+    def close(fig=None):
+        figs.append(fig)
+        real_close(fig)
+
+    monkeypatch.setattr(plt, "close", close)
+    return figs
+
+
+def test_every_heatmap_paints_pairs_with_wrong_data_as_broken(tmp_path, monkeypatch):
+    """seed-8gpu's corrupting SYS pairs were green '71 %' cells in the efficiency heatmap (only a
+    thin outline said otherwise): every heatmap paints both cells of a pair with wrong data dark
+    and hatched with 'wrong data' written in it, and names it in the legend; healthy pairs keep
+    their colour and plain value."""
+    from gputopo.report.outputs import plots
+
+    d = write_run(tmp_path / "run", ("corrupt-sys", "nan-dp"))
+    figs = _captured_figures(monkeypatch)
+    render_run(d)
+    heatmaps = [f for f in figs if f is not None and f.axes[0].images]  # GB/s, efficiency, class, numerics
+    assert len(heatmaps) == 4, [f.axes[0].get_title() for f in figs if f is not None]
+    for fig in heatmaps:
+        ax = fig.axes[0]
+        painted = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in ax.patches
+                   if p.get_label() == plots.WRONG_DATA_LABEL}
+        # corrupt-sys corrupts every SYS pair (GPUs 0-3 x 4-7), both directions: (column, row)
+        sys_cells = {(c, r) for r in range(8) for c in range(8) if (r < 4) != (c < 4)}
+        assert painted == sys_cells, ax.get_title()
+        texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in ax.texts}
+        assert all("wrong data" in texts[cell] for cell in sys_cells), ax.get_title()
+        assert "wrong data" not in texts.get((1, 0), ""), ax.get_title()  # 0->1 (NV4) is healthy
+        legend = ax.get_legend() or fig.legends[0]
+        assert any("wrong data" in t.get_text() for t in legend.get_texts()), ax.get_title()

@@ -12,9 +12,15 @@ the tolerance zero). A way is then:
 
 - ``nan`` from step N: the first step whose loss or gradient holds NaN/Inf (also when it
   deviated before it went non-finite; that step is kept as ``first_deviation_step``);
-- ``diverged`` from step N: the first step whose loss is off the reference by more than the
-  tolerance, or, if every loss stayed within it, ``N = steps`` when the final parameters are
-  off by more than the parameter tolerance;
+- ``diverged`` from step N: some step's loss is off the reference by more than the tolerance.
+  N is the step where the curves *part*: the first step off by more than ``PART_REL`` (1 %) of
+  the reference loss, which is where a person sees the loss curves separate. A corrupted copy
+  can nudge the loss by 1e-5 at step 0 (above the fp32-noise tolerance, invisible on a plot)
+  while the run only runs away at step 42; calling that ``diverged@0`` points at a step where
+  the curves still lie on top of each other. The first step beyond the tolerance is kept as
+  ``first_deviation_step`` (the earliest evidence), and is N when the run never parts by 1 %.
+  If every loss stayed within the tolerance, ``N = steps`` when the final parameters are off
+  by more than the parameter tolerance;
 - ``ok`` otherwise.
 """
 
@@ -28,6 +34,8 @@ from typing import Any, Dict, List, Optional, Sequence
 FACTOR = 10.0
 #: fp32 machine epsilon: the smallest noise the tolerance assumes.
 EPS_FP32 = 2.0 ** -23
+#: Relative loss deviation at which the curves visibly part (the step a ``diverged`` verdict names).
+PART_REL = 0.01
 VERDICTS = ("ok", "diverged", "nan")
 #: Verdicts of a way that produced no numbers (its finding says why).
 FAILED_VERDICTS = ("hang", "crash")
@@ -143,7 +151,9 @@ def judge(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
     if nonfinite is not None and (ref_nonfinite is None or nonfinite < ref_nonfinite):
         return Judgement("nan", nonfinite, max_dev, param_diff, nonfinite, dev_step)
     if dev_step is not None:
-        return Judgement("diverged", dev_step, max_dev, param_diff, nonfinite, dev_step)
+        part_step = next((k for k, d in enumerate(devs)
+                          if d is not None and d > max(tol.loss_rel, PART_REL)), dev_step)
+        return Judgement("diverged", part_step, max_dev, param_diff, nonfinite, dev_step)
     if ref_nonfinite is None and param_diff > tol.param_abs:
         return Judgement("diverged", len(run.losses), max_dev, param_diff, nonfinite, None)
     return Judgement("ok", None, max_dev, param_diff, nonfinite, None)
