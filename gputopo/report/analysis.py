@@ -69,7 +69,7 @@ def _step_failure_cause(run: Run, f: Finding):
     if facts.iommu_translated:
         suspects.append("IOMMU faults on peer DMA (look for DMAR / AMD-Vi messages in dmesg)")
     if facts.acs_bridges:
-        suspects.append(f"peer requests redirected by ACS on {', '.join(facts.acs_bridges)} and never completed")
+        suspects.append(f"peer requests redirected by ACS on bridge(s) {', '.join(facts.acs_bridges)} and never completed")
     if f.kind == "hang":
         cause = "a transfer or collective never completed" + ("; suspects: " + "; ".join(suspects) if suspects else
                                                               ": a peer path that drops requests, or a driver/GPU hang")

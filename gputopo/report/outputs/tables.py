@@ -14,6 +14,8 @@ from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
 from gputopo.report.summary import Summary
 
+from .bridge_names import BRIDGES
+
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
 MAX_PAIR_ROWS = 600
 
@@ -35,6 +37,11 @@ def gpus_text(g) -> str:
     return gpu_ranges(g) if len(g) > 2 else ",".join(map(str, g))
 
 
+def count_cell(n: Optional[int]) -> str:
+    """A count where nothing was counted is '-', never 0."""
+    return "-" if n is None else str(n)
+
+
 def class_table(summary: Summary) -> Table:
     head = ["class", "pairs", "measured", "series", "median GB/s", "min GB/s", "theoretical GB/s",
             "efficiency", "worst pair", "#wrong", "errors", "warnings", "verdict"]
@@ -43,7 +50,7 @@ def class_table(summary: Summary) -> Table:
         j = c.to_json()
         rows.append([c.link_class, str(c.pairs), str(c.pairs_measured), c.series or "-", gbps(c.median_gbps),
                      gbps(c.min_gbps), gbps(c.expected_gbps), pct(c.efficiency), gpus_text(c.worst_pair),
-                     str(c.wrong), str(j["findings"].get("error", 0)), str(j["findings"].get("warning", 0)),
+                     count_cell(c.wrong), str(j["findings"].get("error", 0)), str(j["findings"].get("warning", 0)),
                      c.verdict])
     return head, rows
 
@@ -91,7 +98,7 @@ def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str],
     rows = []
     for p in ordered:
         rows.append([gpus_text(p.gpus), p.link_class or "?", p.headline_series or "-", gbps(p.headline_gbps),
-                     gbps(p.expected.gbps), pct(p.efficiency), str(p.wrong), way_cell(p, "dp", steps),
+                     gbps(p.expected.gbps), pct(p.efficiency), count_cell(p.wrong_or_none), way_cell(p, "dp", steps),
                      way_cell(p, "ddp", steps), ", ".join(sorted({f.kind for f in p.findings})) or "-",
                      p.verdict])
     return head, rows, len(pairs) - len(chosen)
@@ -191,8 +198,7 @@ def figures_note(summary: Summary) -> Optional[str]:
 # --- causes and remedies, explained once per group ------------------------------------------------
 
 #: A list of PCI bridge addresses as causes.py writes it into causes and remedies.
-_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
-_BRIDGES = re.compile(rf"bridge\(s\) ({_BDF}(?:, {_BDF})*)")
+_BRIDGES = BRIDGES
 
 
 def _bridge_key(text: Optional[str]) -> Optional[str]:

@@ -9,6 +9,7 @@ from typing import Optional
 
 from gputopo.report.summary import Summary
 
+from .bridge_names import BridgeNamer
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
@@ -19,6 +20,20 @@ STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "not
 DETAILED_FINDINGS = 5
 #: Longest findings list on the terminal (the reports have all).
 MAX_FINDINGS = 40
+
+
+def hanging(console, lead, body, style: str = "") -> None:
+    """Print ``lead`` then ``body``, the body's wrapped lines starting under its first character
+    (not at column 0), e.g. '    - ' and a remedy longer than the terminal."""
+    from rich.text import Text
+
+    lead = lead if isinstance(lead, Text) else Text(lead)
+    body = body if isinstance(body, Text) else Text(body, style=style)
+    indent = lead.cell_len
+    lines = body.wrap(console, max(20, console.width - indent), overflow="fold")
+    for k, line in enumerate(lines):
+        line.rstrip()
+        console.print((lead if k == 0 else Text(" " * indent)) + line, soft_wrap=True)
 
 
 def print_summary(summary: Summary, console=None, *, max_findings: Optional[int] = MAX_FINDINGS) -> None:
@@ -32,14 +47,15 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))
     points = story(summary)
     told = set()
+    named = BridgeNamer()  # a bridge list is spelled out once on the terminal
     for it in points:
         if it.severity == "info":
             continue  # the figures note goes under the class table
-        console.print(Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]) + Text(it.text))
+        hanging(console, Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]), it.text)
         if it.cause:
-            console.print(Text(f"    likely cause: {it.cause}"))
-        for rem in it.remedies:
-            console.print(Text(f"    - {rem}"))
+            hanging(console, "    likely cause: ", named(it.cause))
+        for rem in named.all(it.remedies):
+            hanging(console, "    - ", rem)
         told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
@@ -79,10 +95,10 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             if not (ex.cause or ex.remedies) or all(id(f) in told for f in ex.findings):
                 continue
             detailed += 1
-            console.print(Text(f"{ex.kind} ({ex.where}): ", style=SEVERITY_STYLE[ex.severity])
-                          + Text(f"likely cause: {ex.cause or 'unknown'}"))
-            for rem in ex.remedies:
-                console.print(Text(f"    - {rem}"))
+            console.print(Text(f"{ex.kind} ({ex.where}):", style=SEVERITY_STYLE[ex.severity]))
+            hanging(console, "    likely cause: ", named(ex.cause) or "unknown")
+            for rem in named.all(ex.remedies):
+                hanging(console, "    - ", rem)
     if summary.run.nccl_tests:
         for log in summary.run.nccl_tests:
             console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
