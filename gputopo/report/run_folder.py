@@ -20,6 +20,8 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
+from .folder_checks import check_schema, summarize_skipped
+
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
 NCCL_TESTS_JSON = "nccl_tests.json"
 
@@ -65,9 +67,11 @@ def load_run(run_dir) -> Run:
         raise UsageError(f"{path}: not a run folder (no {RUN_JSON} or {MEASUREMENTS_JSONL})")
     notes: List[str] = []
     info = _read_json(path / RUN_JSON) if (path / RUN_JSON).exists() else {}
+    check_schema(info, path / RUN_JSON)
     topo = None
     if (path / TOPOLOGY_JSON).exists():
         doc = _read_json(path / TOPOLOGY_JSON)
+        check_schema(doc, path / TOPOLOGY_JSON)
         try:
             topo = topology_from_json(doc)
         except (KeyError, TypeError, ValueError) as e:
@@ -77,6 +81,7 @@ def load_run(run_dir) -> Run:
 
     measurements = []
     for lineno, rec in read_jsonl(path / MEASUREMENTS_JSONL, notes):
+        check_schema(rec, path / MEASUREMENTS_JSONL, lineno)
         try:
             measurements.append(Measurement.from_json(rec))
         except (KeyError, TypeError, ValueError) as e:
@@ -84,6 +89,7 @@ def load_run(run_dir) -> Run:
 
     events, event_findings = [], []
     for lineno, rec in read_jsonl(path / EVENTS_JSONL, notes):
+        check_schema(rec, path / EVENTS_JSONL, lineno)
         events.append(rec)
         if rec.get("type") == "finding":
             try:
@@ -91,10 +97,21 @@ def load_run(run_dir) -> Run:
             except (KeyError, TypeError, ValueError) as e:
                 notes.append(f"{EVENTS_JSONL}:{lineno}: skipped finding ({e})")
 
-    numerics = latest_numerics([rec for _, rec in read_jsonl(path / NUMERICS_JSONL, notes)], notes)
+    numerics = []
+    for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
+        check_schema(rec, path / NUMERICS_JSONL, lineno)
+        numerics.append(rec)
+    numerics = latest_numerics(numerics, notes)
     nccl = []
     if (path / NCCL_TESTS_JSON).exists():
-        nccl = _read_json(path / NCCL_TESTS_JSON).get("logs", [])
+        doc = _read_json(path / NCCL_TESTS_JSON)
+        check_schema(doc, path / NCCL_TESTS_JSON)
+        nccl = doc.get("logs", [])
+    notes = summarize_skipped(notes, {name: _count_lines(path / name)
+                                      for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
+    if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
+        notes.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
+                     "the file was emptied or replaced; no transfer can be judged")
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
                nccl_tests=nccl, notes=notes)
@@ -112,6 +129,15 @@ def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dic
         notes.append(f"{NUMERICS_JSONL}: {len(records) - len(latest)} earlier result(s) superseded by "
                      "later ones for the same GPUs and way")
     return list(latest.values())
+
+
+def _count_lines(path: Path) -> int:
+    """Non-empty lines of a JSON-lines file (0 when it is missing or unreadable)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
 
 
 def _read_json(path: Path) -> Dict[str, Any]:

@@ -263,7 +263,16 @@ def verdict_line(summary: Summary) -> str:
     for f in summary.findings:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]
-    return f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+    line = f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+    lost = data_loss_notes(summary)
+    if lost:
+        line += "; from incomplete data: " + "; ".join(n.split(": ")[0] + ": " + n.split(": ")[1] for n in lost)
+    return line
+
+
+def data_loss_notes(summary: Summary) -> List[str]:
+    """Notes that say part of the run's data could not be read (skipped lines, an emptied file)."""
+    return [n for n in summary.notes if "line(s) skipped" in n or "no measurement in it" in n]
 
 
 # --- the story: what a person needs to read first ------------------------------------------------
@@ -432,9 +441,17 @@ def story(summary: Summary) -> List[StoryItem]:
             + "; ".join(heads) + ".",
             None if told else next((e.cause for e in mine if e.cause), None),
             [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
+    for note in data_loss_notes(summary):
+        items.append(((_SEV_RANK["warning"], 3, 0), StoryItem("warning", f"Run folder: {note}.")))
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
-    fine = [c for c in summary.classes if c.verdict == "ok"]
+    checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}
+    unjudged = [c for c in summary.classes if c.verdict in ("ok", "not-measured") and c.link_class not in checked]
+    if unjudged:
+        out.append(StoryItem("warning", "Links not measured: " + ", ".join(
+            f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''})" for c in unjudged)
+            + ": no transfer on them completed, so their links are not judged (not called ok)."))
+    fine = [c for c in summary.classes if c.verdict == "ok" and c.link_class in checked]
     if fine:
         parts = []
         for c in fine:

@@ -1,0 +1,68 @@
+"""What loading a run folder must not let pass silently: a file written by a gputopo whose
+schema this one does not know, and lines of the JSON-lines files that had to be skipped.
+
+A ``schema_version`` this gputopo does not read is refused (exit 2, naming the file and line):
+guessing at a newer layout would turn a field it renamed into "nothing measured". Skipped lines
+are kept, counted per file, in one note each ("measurements.jsonl: 336 of 1008 lines skipped
+..."), which the verdict line and the story then show: a report built from a third of the data
+must say so, not read like a clean run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Optional
+
+from gputopo import SCHEMA_VERSION
+from gputopo.errors import InputFileError
+
+#: Schema versions of run-folder files this gputopo reads.
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION,)
+#: How read_jsonl words a skipped line: "<file>:<line>: skipped, <why>".
+_SKIPPED = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): skipped, (?P<why>.*)$")
+#: Line numbers listed in a note before "and N more".
+SHOWN_LINES = 5
+
+
+def check_schema(doc: Mapping[str, Any], path, line: Optional[int] = None) -> None:
+    """Refuse a document (or JSON line) whose ``schema_version`` this gputopo does not read."""
+    if "schema_version" not in doc:
+        return
+    v = doc["schema_version"]
+    if isinstance(v, bool) or v not in READABLE_SCHEMA_VERSIONS:
+        readable = ", ".join(map(str, READABLE_SCHEMA_VERSIONS))
+        raise InputFileError(path, f"schema_version {v!r} is not one this gputopo reads (it reads "
+                                   f"{readable}): use the gputopo version that wrote it", line=line)
+
+
+def summarize_skipped(notes: List[str], totals: Dict[str, int]) -> List[str]:
+    """Fold per-line 'skipped' notes into one note per file, with the count, the reasons and the
+    first line numbers; ``totals`` maps a file name to its number of non-empty lines. Other
+    notes are kept as they are, in order."""
+    by_file: Dict[str, List[tuple]] = {}
+    out: List[str] = []
+    for note in notes:
+        m = _SKIPPED.match(note)
+        if m is None:
+            out.append(note)
+            continue
+        if m["file"] not in by_file:
+            by_file[m["file"]] = []
+            out.append(m["file"])  # placeholder, replaced below in the same place
+        by_file[m["file"]].append((int(m["line"]), m["why"]))
+    for name, skipped in by_file.items():
+        lines = [n for n, _ in skipped]
+        whys = list(dict.fromkeys(re.sub(r" \(.*", "", why) for _, why in skipped))
+        shown = ", ".join(map(str, lines[:SHOWN_LINES]))
+        if len(lines) > SHOWN_LINES:
+            shown += f" and {len(lines) - SHOWN_LINES} more"
+        of = f" of {totals[name]}" if totals.get(name) else ""
+        text = (f"{name}: {len(lines)}{of} line(s) skipped ({'; '.join(whys)}): line(s) {shown}; "
+                "the report covers only the lines that were read")
+        out[out.index(name)] = text
+    return out
+
+
+def skipped_line_notes(notes: List[str]) -> List[str]:
+    """The notes that say lines were skipped (as summarize_skipped words them)."""
+    return [n for n in notes if "line(s) skipped" in n]

@@ -1,0 +1,87 @@
+"""`gputopo report` and `diff` on run folders that were damaged after the run: garbage lines, a
+cut or emptied measurements.jsonl, files of an unknown schema_version. Nothing may read like a
+clean run: skipped lines are counted and shown, unknown schemas refused (exit 2, one line), and
+no link class is called OK without a completed transfer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest_report import write_run
+from gputopo.errors import InputFileError
+from gputopo.report.run_folder import load_run
+from gputopo.report.summary import summarize_dir
+from gputopo.report.outputs.tables import story, verdict_line
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gputopo(*args):
+    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _healthy(tmp_path):
+    return write_run(tmp_path / "run", [])
+
+
+def test_garbage_lines_are_counted_in_the_verdict_line_and_the_story(tmp_path):
+    d = _healthy(tmp_path)
+    lines = (d / "measurements.jsonl").read_text().splitlines()
+    lines = [line if k % 3 else f"garbage {k}" for k, line in enumerate(lines)]
+    (d / "measurements.jsonl").write_text("\n".join(lines) + "\n")
+    s = summarize_dir(d)
+    assert "measurements.jsonl: 94 of 280 line(s) skipped (not JSON" in verdict_line(s)
+    warn = [it.text for it in story(s) if it.severity == "warning" and it.text.startswith("Run folder:")]
+    assert warn and "line(s) 1, 4, 7, 10, 13 and 89 more" in warn[0]
+
+
+def test_a_cut_measurements_file_is_said_and_unmeasured_classes_are_not_ok(tmp_path):
+    d = _healthy(tmp_path)
+    text = (d / "measurements.jsonl").read_text()
+    (d / "measurements.jsonl").write_text(text[:3000])  # a few NV4 measurements, then cut mid-line
+    s = summarize_dir(d)
+    assert "truncated last line" in verdict_line(s)
+    items = story(s)
+    ok = " ".join(it.text for it in items if it.severity == "ok")
+    assert "NODE" not in ok and "SYS" not in ok
+    unjudged = next(it.text for it in items if it.text.startswith("Links not measured"))
+    assert "NODE (8 pairs)" in unjudged and "SYS (16 pairs)" in unjudged
+
+
+def test_an_emptied_measurements_file_calls_no_class_ok(tmp_path):
+    d = _healthy(tmp_path)
+    (d / "measurements.jsonl").write_text("")
+    json_run = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps({**json_run, "status": "complete"}))
+    rc, out, err = gputopo("report", d, "--no-plots")
+    assert rc == 0, err
+    assert "no measurement in it, yet run.json says the run completed" in out
+    assert "Link classes without problems" not in out and "Every link class is fine" not in out
+    assert "Links not measured: NV4 (4 pairs), NODE (8 pairs), SYS (16 pairs)" in out.replace("\n", " ")
+
+
+@pytest.mark.parametrize("where", ["run.json", "topology.json", "measurements.jsonl", "numerics.jsonl"])
+def test_an_unknown_schema_version_is_refused(tmp_path, where):
+    d = _healthy(tmp_path)
+    path = d / where
+    if where.endswith(".jsonl"):
+        lines = path.read_text().splitlines()
+        lines[1] = json.dumps({**json.loads(lines[1]), "schema_version": 999})
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 999}))
+    with pytest.raises(InputFileError, match="schema_version 999 is not one this gputopo reads"):
+        load_run(d)
+    line = ":2" if where.endswith(".jsonl") else ""
+    rc, out, err = gputopo("report", d, "--no-plots")
+    assert rc == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"gputopo: error: {path}{line}: schema_version 999 is not one this gputopo reads (it reads 1): "
+        "use the gputopo version that wrote it"]
