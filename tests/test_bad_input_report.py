@@ -37,8 +37,10 @@ def test_garbage_lines_are_counted_in_the_verdict_line_and_the_story(tmp_path):
     lines = [line if k % 3 else f"garbage {k}" for k, line in enumerate(lines)]
     (d / "measurements.jsonl").write_text("\n".join(lines) + "\n")
     s = summarize_dir(d)
-    assert "measurements.jsonl: 94 of 280 line(s) skipped (not JSON" in verdict_line(s)
-    warn = [it.text for it in story(s) if it.severity == "warning" and it.text.startswith("Run folder:")]
+    assert s.verdict == "degraded" and "data is incomplete or invalid" in verdict_line(s)
+    (f,) = [f for f in s.findings if f.kind == "incomplete-data"]
+    assert f.severity == "warning" and "measurements.jsonl: 94 of 280 line(s) skipped (not JSON" in f.message
+    warn = [it.text for it in story(s) if it.severity == "warning" and it.text.startswith("Data:")]
     assert warn and "line(s) 1, 4, 7, 10, 13 and 89 more" in warn[0]
 
 
@@ -47,7 +49,7 @@ def test_a_cut_measurements_file_is_said_and_unmeasured_classes_are_not_ok(tmp_p
     text = (d / "measurements.jsonl").read_text()
     (d / "measurements.jsonl").write_text(text[:3000])  # a few NV4 measurements, then cut mid-line
     s = summarize_dir(d)
-    assert "truncated last line" in verdict_line(s)
+    assert any("truncated last line" in f.message for f in s.findings if f.kind == "incomplete-data")
     items = story(s)
     ok = " ".join(it.text for it in items if it.severity == "ok")
     assert "NODE" not in ok and "SYS" not in ok
@@ -85,3 +87,14 @@ def test_an_unknown_schema_version_is_refused(tmp_path, where):
     assert err.strip().splitlines() == [
         f"gputopo: error: {path}{line}: schema_version 999 is not one this gputopo reads (it reads 1): "
         "use the gputopo version that wrote it"]
+
+
+def test_measurements_appended_twice_are_counted_once_and_said(tmp_path):
+    d = _healthy(tmp_path)
+    text = (d / "measurements.jsonl").read_text()
+    (d / "measurements.jsonl").write_text(text + text)
+    s = summarize_dir(d)
+    assert len(s.run.measurements) == 280
+    (f,) = [f for f in s.findings if f.kind == "invalid-data"]
+    assert "280 line(s) repeat an earlier measurement exactly" in f.message
+    assert s.verdict == "degraded"

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 KINDS = (
     "corrupt", "nan", "diverged", "slow", "outlier", "p2p-slower-than-staged", "hang", "crash",
     "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
-    "topology-mismatch", "slow-node", "gpu-lost", "noisy",
+    "topology-mismatch", "slow-node", "gpu-lost", "noisy", "incomplete-data", "invalid-data",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

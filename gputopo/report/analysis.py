@@ -14,6 +14,7 @@ from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts
+from .data_findings import data_findings
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
@@ -123,7 +124,7 @@ def analyze(run: Run) -> Analysis:
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}
     events = [f for f in event_findings(run) if _identity(f) not in seen]
-    findings: List[Finding] = scan_findings(topo, notes) + events + derived
+    findings: List[Finding] = scan_findings(topo, notes) + events + derived + data_findings(run)
     fabrics = {m.fabric for m in run.measurements}
     if "cpu" in fabrics:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "

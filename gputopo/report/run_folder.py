@@ -20,7 +20,7 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
-from .folder_checks import check_schema, summarize_skipped
+from .folder_checks import check_schema, skipped_line_notes, summarize_skipped
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
 NCCL_TESTS_JSON = "nccl_tests.json"
@@ -39,6 +39,9 @@ class Run:
     numerics: List[Dict[str, Any]] = field(default_factory=list)
     nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    #: What makes the folder's data incomplete (skipped lines, an emptied file) or doubled; the
+    #: report turns each into a finding (data_findings.py) so it never reads like a clean run.
+    problems: List[str] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -79,9 +82,14 @@ def load_run(run_dir) -> Run:
     else:
         notes.append(f"no {TOPOLOGY_JSON}: link classes and expected rates come from the measurements only")
 
-    measurements = []
+    measurements, seen, doubled = [], set(), 0
     for lineno, rec in read_jsonl(path / MEASUREMENTS_JSONL, notes):
         check_schema(rec, path / MEASUREMENTS_JSONL, lineno)
+        key = json.dumps(rec, sort_keys=True)
+        if key in seen:
+            doubled += 1
+            continue
+        seen.add(key)
         try:
             measurements.append(Measurement.from_json(rec))
         except (KeyError, TypeError, ValueError) as e:
@@ -109,12 +117,17 @@ def load_run(run_dir) -> Run:
         nccl = doc.get("logs", [])
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
+    problems = skipped_line_notes(notes)
+    notes = [n for n in notes if n not in problems]
+    if doubled:
+        problems.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
+                        "(the same results appended twice): counted once")
     if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
-        notes.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
-                     "the file was emptied or replaced; no transfer can be judged")
+        problems.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
+                        "the file was emptied or replaced, so no transfer can be judged")
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
-               nccl_tests=nccl, notes=notes)
+               nccl_tests=nccl, notes=notes, problems=problems)
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:

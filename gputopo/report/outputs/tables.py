@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
+from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.summary import Summary
 
 from .bridge_names import BRIDGES
@@ -264,15 +265,9 @@ def verdict_line(summary: Summary) -> str:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]
     line = f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
-    lost = data_loss_notes(summary)
-    if lost:
-        line += "; from incomplete data: " + "; ".join(n.split(": ")[0] + ": " + n.split(": ")[1] for n in lost)
+    if any(f.kind in DATA_KINDS for f in summary.findings):
+        line += "; the run's data is incomplete or invalid (see 'Data:')"
     return line
-
-
-def data_loss_notes(summary: Summary) -> List[str]:
-    """Notes that say part of the run's data could not be read (skipped lines, an emptied file)."""
-    return [n for n in summary.notes if "line(s) skipped" in n or "no measurement in it" in n]
 
 
 # --- the story: what a person needs to read first ------------------------------------------------
@@ -429,7 +424,7 @@ def story(summary: Summary) -> List[StoryItem]:
             it = _class_item(summary, c, exps)
             if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
-    other = [f for f in summary.findings if f.severity in ("error", "warning")
+    other = [f for f in summary.findings if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
@@ -441,8 +436,10 @@ def story(summary: Summary) -> List[StoryItem]:
             + "; ".join(heads) + ".",
             None if told else next((e.cause for e in mine if e.cause), None),
             [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
-    for note in data_loss_notes(summary):
-        items.append(((_SEV_RANK["warning"], 3, 0), StoryItem("warning", f"Run folder: {note}.")))
+    data = [f for f in summary.findings if f.kind in DATA_KINDS]
+    for k, f in enumerate(data):
+        items.append(((_SEV_RANK[f.severity], 3, k), StoryItem(f.severity, f"Data: {f.message}.", None,
+                                                                list(f.remedies), [f])))
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
     checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}

@@ -101,7 +101,9 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
                 hanging(console, "    - ", rem)
     if summary.run.nccl_tests:
         for log in summary.run.nccl_tests:
+            avg = log.get("avg_busbw_gbps")
+            avg_text = (f"{avg} GB/s (nccl-tests' figure: mean over all sizes, not the peak)" if avg is not None
+                        else "not printed (the log has no footer)")
             console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
-                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth "
-                          f"{log.get('avg_busbw_gbps')} GB/s (nccl-tests' figure: mean over all sizes, not the peak)")
+                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth {avg_text}")
     console.print(f"[dim]report: {summary.run.path}/report.html[/dim]")
