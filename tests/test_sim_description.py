@@ -451,3 +451,42 @@ def test_descriptions_pickle_for_worker_processes():
     e = pickle.loads(pickle.dumps(d))
     assert classes(e) == classes(d) and e.faults == d.faults
     assert e.with_faults([{"where": "gpu:1", "what": "nan"}]).faults_for(0, 1)[0].what == "nan"
+
+
+# --------------------------------------------------------------------------- cross-entry checks
+
+UUID = "GPU-11111111-2222-3333-4444-555555555555"
+
+
+@pytest.mark.parametrize("text,key,line,words", [
+    pytest.param(GOOD.replace('bus_id = "0000:07:00.0"\n', f'bus_id = "0000:07:00.0"\nuuid = "{UUID}"\n')
+                 .replace('bus_id = "0000:87:00.0"\n', f'bus_id = "0000:87:00.0"\nuuid = "{UUID}"\n'),
+                 "gpu[2].uuid", 17, ["also GPU 0's"], id="duplicate-uuid"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "pair:0,1"\nwhat = "hang"\nrate = 0.5\n', "fault[0].rate", 20,
+                 ["rate applies to corrupt and nan", "hang fault has none"], id="rate-on-hang"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "pair:0,1"\nwhat = "corrupt"\nfactor = 0.5\n', "fault[0].factor", 20,
+                 ["factor applies to slow and downtrained"], id="factor-on-corrupt"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "class:PIX"\nwhat = "corrupt"\n', "fault[0].where", 18,
+                 ["'class:PIX' matches no pair", "its classes: NV2, SYS"], id="class-fault-matching-no-pair"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "class:NV4"\nwhat = "slow"\n', "fault[0].where", 18,
+                 ["matches no pair"], id="nvlink-class-fault-of-another-width"),
+    pytest.param(GOOD.replace("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SMX4-80GB"), "defaults.name", 7,
+                 ["unknown GPU name 'NVIDIA A100-SMX4-80GB'", "A100-SXM4-80GB", 'model = "generic"'],
+                 id="unknown-gpu-name"),
+    pytest.param(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n', 'name = "Foo"\nmodel = "Z9000"\n'),
+                 "defaults.model", 8, ["unknown GPU model 'Z9000'"], id="unknown-model"),
+])
+def test_cross_entry_errors_name_key_and_line(text, key, line, words):
+    e = bad(text)
+    assert (e.key, e.line) == (key, line), str(e)
+    for w in words:
+        assert w in str(e), str(e)
+
+
+def test_a_gpu_name_no_model_matches_needs_model_generic_or_a_model():
+    generic = parse_description(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n',
+                                             'name = "ACME Accel 1"\nmodel = "generic"\nnvlink_version = 3\n'))
+    assert generic.gpus[0].name == "ACME Accel 1" and generic.gpus[0].pci_device_id == 0x2000
+    named = parse_description(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n',
+                                           'name = "ACME Accel 1"\nmodel = "H100 80GB HBM3"\n'))
+    assert named.gpus[0].pci_device_id == 0x2330 and named.gpus[0].nvlink_version == 4

@@ -42,7 +42,7 @@ from gputopo.model.bandwidth import pcie_gbps
 from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 
-from .gpu_models import gpu_model
+from .description_checks import check_class_faults, check_fault_fields, check_unique_uuids, resolve_model
 from .pci import PciAddress
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_LATENCY_US, DEFAULT_NVSWITCHES,
                       FAULT_KINDS, FAULT_PATHS, IOMMU_MODES, P2P_STATUSES, PCIE_CLASS_DERATE,
@@ -260,7 +260,7 @@ _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pc
              "link_model", "p2p", "fault"}
 _GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
              "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
-             "nvlinks_down", "nvlink_errors", "mig"}
+             "nvlinks_down", "nvlink_errors", "mig", "model"}
 _DEFAULT_KEYS = _GPU_KEYS - {"bus_id", "uuid"}
 _HOST_KEYS = {"iommu", "acs_redirect", "driver_version", "nvml_version", "cuda_driver_version",
               "hostname", "kernel", "cmdline", "cpu_vendor", "iommu_group_type"}
@@ -425,6 +425,7 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     desc = Description(name=name, summary=summary, path=path, gpus=gpus, host=host, faults=faults,
                        nvswitch=nvswitch, nvswitch_bus_ids=switch_ids, source=source,
                        _wired=wired, _pcie=pcie, _nv_active=nv_active, _raw=data, _text=text)
+    check_class_faults(ctx, faults, desc.pairs(), desc.link_class)
     desc._efficiency, desc._link_rules = _parse_link_model(ctx, data.get("link_model", {}))
     desc._p2p_rules = _parse_p2p(ctx, data.get("p2p", {}), n)
 
@@ -580,7 +581,7 @@ def _build_gpus(ctx, machine, entries, defaults, matrix):
         if name is None:
             raise ctx.error("missing GPU name (set name in [defaults] or in the [[gpu]] entry)", *key, "name")
         name = _str(ctx, name, *where("name"))
-        model = gpu_model(name)
+        model, model_key = resolve_model(ctx, name, spec.get("model"), where("name"), where("model"))
 
         if "bus_id" in spec:
             try:
@@ -650,7 +651,9 @@ def _build_gpus(ctx, machine, entries, defaults, matrix):
                             cpu_affinity=cpus, pcie_gen=gen_cur, pcie_gen_max=gen_max,
                             pcie_width=width_cur, pcie_width_max=width_max, pcie_replay=replay,
                             pcie_width_healthy=width_cur,
-                            nvlink_version=version, mig_mode=None if mig == "unsupported" else mig))
+                            nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
+                            model=model_key))
+    check_unique_uuids(ctx, [(g.uuid, ("gpu", g.index, "uuid")) for g in gpus])
     return gpus, specs
 
 
@@ -879,6 +882,7 @@ def _build_faults(ctx, entries, n) -> List[Fault]:
             if not 0 <= g < n:
                 raise ctx.error(f"GPU {g} out of range (the machine has GPUs 0..{n - 1})", "fault", k, "where")
         faults.append(f)
+    check_fault_fields(ctx, entries)
     return faults
 
 
