@@ -72,8 +72,12 @@ _TOML_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _BUILTIN_TEXT_CACHE: Dict[str, Tuple[str, Dict[str, Any]]] = {}
 
 
-#: Generated machines of any size, e.g. "synthetic-64gpu" (see generate.py).
-_SYNTHETIC_RE = re.compile(r"^synthetic-([1-9][0-9]{0,3})gpu$")
+#: Generated machines of any size, e.g. "synthetic-64gpu" (see generate.py), N in SYNTHETIC_GPUS.
+_SYNTHETIC_RE = re.compile(r"^synthetic-([0-9]+)gpu$")
+#: The sizes a synthetic machine may have (a 1024-GPU scan already takes about 25 s of CPU).
+SYNTHETIC_GPUS = range(1, 1025)
+SYNTHETIC_HELP = (f"synthetic-<N>gpu (N GPUs, N = {SYNTHETIC_GPUS.start}..{SYNTHETIC_GPUS.stop - 1}: "
+                  "NV4 pairs, NODE inside a socket, SYS across)")
 
 
 def load_description(name_or_path: str) -> Description:
@@ -90,14 +94,18 @@ def load_description(name_or_path: str) -> Description:
     if synthetic and not os.path.exists(text_arg):
         from .generate import generate_description
 
-        return generate_description(int(synthetic.group(1)))
+        n = int(synthetic.group(1))
+        if n not in SYNTHETIC_GPUS:
+            raise UsageError(f"--sim {text_arg}: a synthetic machine has {SYNTHETIC_GPUS.start} to "
+                             f"{SYNTHETIC_GPUS.stop - 1} GPUs, not {n}")
+        return generate_description(n)
     names = builtin_names()
     is_builtin = text_arg in names and os.sep not in text_arg and "/" not in text_arg
     looks_like_path = (text_arg.endswith(".toml") or os.sep in text_arg or "/" in text_arg
                        or os.path.exists(text_arg))
     if not is_builtin and not looks_like_path:
         raise UsageError(f"unknown simulated machine {text_arg!r}; built-in machines: "
-                         f"{', '.join(names)}, synthetic-<N>gpu (or give the path of a .toml description)")
+                         f"{', '.join(names)}, {SYNTHETIC_HELP} (or give the path of a .toml description)")
     if is_builtin:
         cached = _BUILTIN_TEXT_CACHE.get(text_arg)
         if cached is None:
