@@ -98,3 +98,30 @@ def test_measurements_appended_twice_are_counted_once_and_said(tmp_path):
     (f,) = [f for f in s.findings if f.kind == "invalid-data"]
     assert "280 line(s) repeat an earlier measurement exactly" in f.message
     assert s.verdict == "degraded"
+
+
+def test_records_of_the_wrong_shape_are_skipped_and_counted_not_a_crash(tmp_path):
+    """JSON lines that parse but hold the wrong types (gpus "x", losses "abc", an event finding
+    whose gpus is a string) ended in an internal error (exit 4); they are skipped and counted."""
+    d = write_run(tmp_path / "run", ["hang"])
+    lines = (d / "numerics.jsonl").read_text().splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "gpus": "x"})
+    lines[1] = json.dumps({**json.loads(lines[1]), "losses": "abc"})
+    lines[2] = json.dumps({**json.loads(lines[2]), "step": "nine"})
+    (d / "numerics.jsonl").write_text("\n".join(lines) + "\n")
+    with open(d / "events.jsonl", "a") as f:
+        f.write(json.dumps({"type": "finding", "kind": "hang", "severity": "error", "gpus": "0,1",
+                            "message": "x"}) + "\n")
+    rc, out, err = gputopo("report", d, "--no-plots")
+    assert rc == 0, err
+    flat = " ".join(out.split())
+    assert "numerics.jsonl: 3 of 5 line(s) skipped (not a numerics record): line(s) 1, 2, 3" in flat
+    assert "events.jsonl: 1 of 3 line(s) skipped (not a finding): line(s) 3" in flat
+
+
+def test_nccl_tests_json_with_logs_of_the_wrong_type_is_refused(tmp_path):
+    d = _healthy(tmp_path)
+    (d / "nccl_tests.json").write_text('{"schema_version": 1, "logs": "x"}')
+    rc, out, err = gputopo("report", d, "--no-plots")
+    assert rc == 2 and err.strip() == (f"gputopo: error: {d}/nccl_tests.json: \"logs\" must be a list of objects "
+                                       "(one per imported nccl-tests log)")

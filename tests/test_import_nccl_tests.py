@@ -249,7 +249,7 @@ def test_negative_figures_drop_their_row_and_are_said(tmp_path):
         "  4209.7    3.99    3.99      0", "  4209.7   -3.99   -3.99     -2")
     s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
     assert [f.kind for f in found] == ["invalid-data"]
-    assert "line 31: negative figure(s) (out-of-place algbw -3.99, out-of-place busbw -3.99, " \
+    assert "line 31: negative or non-finite figure(s) (out-of-place algbw -3.99, out-of-place busbw -3.99, " \
            "out-of-place wrong -2): row dropped" in found[0].message
     assert len(s.run.measurements) == 54  # 27 rows x 2 placements
     assert all(m.extra["printed"]["busbw_gbps"] >= 0 for m in s.run.measurements)
@@ -289,3 +289,11 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
     own = load_topo_file(str(DATA.parent / "topo" / "autodl_2x2080ti_pix.txt"))
     res = import_nccl_tests([log], out_dir=tmp_path / "ok", topology=own, render=False)
     assert res.run_dir.exists()
+
+
+def test_nan_figures_drop_their_row_and_are_said(tmp_path):
+    text = (DATA / FIXTURE_NAME).read_text().replace("  4209.7    3.99    3.99      0", "     nan     nan     inf      0")
+    s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
+    assert [f.kind for f in found] == ["invalid-data"] and "non-finite" in found[0].message
+    log = s.run.nccl_tests[0]
+    assert log["peak_busbw_gbps"] == 4.0

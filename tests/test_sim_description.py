@@ -473,6 +473,12 @@ UUID = "GPU-11111111-2222-3333-4444-555555555555"
     pytest.param(GOOD.replace("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SMX4-80GB"), "defaults.name", 7,
                  ["unknown GPU name 'NVIDIA A100-SMX4-80GB'", "A100-SXM4-80GB", 'model = "generic"'],
                  id="unknown-gpu-name"),
+    pytest.param(GOOD + '[link_model]\nSYS = { gbps = nan }\n', "link_model.SYS.gbps", 18,
+                 ["finite positive number, got nan"], id="link-rate-nan"),
+    pytest.param(GOOD + '[link_model]\nefficiency = inf\n', "link_model.efficiency", 18,
+                 ["finite positive number, got inf"], id="efficiency-inf"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "gpu:0"\nwhat = "downtrained"\nwidth = 3\n', "fault[0].width", 20,
+                 ["PCIe width must be 1, 2, 4, 8, 12, 16, 32 lanes, got 3"], id="downtrained-width-3"),
     pytest.param(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n', 'name = "Foo"\nmodel = "Z9000"\n'),
                  "defaults.model", 8, ["unknown GPU model 'Z9000'"], id="unknown-model"),
 ])

@@ -1,5 +1,5 @@
 """What an nccl-tests log must not hide once imported: a log cut short, rows with negative
-figures (the inputs an import refuses outright are in nccl_inputs.py).
+or non-finite figures (the inputs an import refuses outright are in nccl_inputs.py).
 
 A log that stops mid-row or before its footer ("Out of bounds values", "Avg bus bandwidth") is
 from a test that crashed, hung or was killed, or a file that was cut: its last row may be part
@@ -10,6 +10,7 @@ and the report turns it into a finding (report/data_findings.py), so the verdict
 
 from __future__ import annotations
 
+import math
 from typing import List
 
 #: Figures of a cell that can never be negative.
@@ -17,7 +18,8 @@ _CELL_FIGURES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 
 
 def _negative(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0
+    """Negative, or not a finite number at all (nccl-tests printed nan or inf)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not (0 <= v < math.inf)
 
 
 def drop_negative_rows(log) -> List[str]:
@@ -28,13 +30,14 @@ def drop_negative_rows(log) -> List[str]:
                for k, cell in enumerate((row.out_of_place, row.in_place)) if cell is not None
                for name in _CELL_FIGURES if _negative(getattr(cell, name))]
         if bad:
-            problems.append(f"line {row.line}: negative figure(s) ({', '.join(bad)}): row dropped")
+            problems.append(f"line {row.line}: negative or non-finite figure(s) ({', '.join(bad)}): row dropped")
         else:
             kept.append(row)
     log.rows = kept
     for name in ("avg_busbw_gbps", "out_of_bounds"):
         if _negative(getattr(log, name)):
-            problems.append(f"negative {name.replace('_gbps', '').replace('_', ' ')} {getattr(log, name)}")
+            problems.append(f"negative or non-finite {name.replace('_gbps', '').replace('_', ' ')} "
+                            f"{getattr(log, name)}")
     return problems
 
 

@@ -66,3 +66,47 @@ def summarize_skipped(notes: List[str], totals: Dict[str, int]) -> List[str]:
 def skipped_line_notes(notes: List[str]) -> List[str]:
     """The notes that say lines were skipped (as summarize_skipped words them)."""
     return [n for n in notes if "line(s) skipped" in n]
+
+
+def _int_list(v, lengths=(1, 2)) -> bool:
+    return (isinstance(v, list) and len(v) in lengths
+            and all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in v))
+
+
+def _number_or_text(v) -> bool:
+    """A loss as numerics.jsonl writes it: a number, null, or "nan"/"inf"/"-inf"."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in ("nan", "inf", "-inf")
+
+
+def numerics_record_problem(rec: Mapping[str, Any]) -> Optional[str]:
+    """Why a numerics.jsonl line is not a numerics record a report can use, or None."""
+    if not _int_list(rec.get("gpus")):
+        return f"gpus must be a list of one or two GPU indices, got {rec.get('gpus')!r}"
+    if not isinstance(rec.get("way"), str) or not isinstance(rec.get("verdict"), str):
+        return "way and verdict must be strings"
+    step = rec.get("step")
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        return f"step must be a step number or null, got {step!r}"
+    losses = rec.get("losses")
+    if losses is not None and (not isinstance(losses, list) or not all(_number_or_text(x) for x in losses)):
+        return "losses must be a list of numbers"
+    return None
+
+
+def event_finding_problem(rec: Mapping[str, Any]) -> Optional[str]:
+    """Why an events.jsonl finding line cannot be shown, or None (the kind and severity are
+    checked by the Finding itself)."""
+    gpus = rec.get("gpus")
+    if gpus is not None and not _int_list(gpus, lengths=range(1, 1 << 16)):
+        return f"gpus must be a list of GPU indices, got {gpus!r}"
+    if not isinstance(rec.get("message", ""), str):
+        return "message must be a string"
+    return None
+
+
+def nccl_tests_logs(doc: Mapping[str, Any], path) -> List[Dict[str, Any]]:
+    """The ``logs`` of nccl_tests.json: a list of objects, else the file is refused."""
+    logs = doc.get("logs", [])
+    if not isinstance(logs, list) or not all(isinstance(x, dict) for x in logs):
+        raise InputFileError(path, "\"logs\" must be a list of objects (one per imported nccl-tests log)")
+    return logs

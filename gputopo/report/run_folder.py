@@ -20,7 +20,8 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
-from .folder_checks import check_schema, skipped_line_notes, summarize_skipped
+from .folder_checks import (check_schema, event_finding_problem, nccl_tests_logs, numerics_record_problem,
+                            skipped_line_notes, summarize_skipped)
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
 NCCL_TESTS_JSON = "nccl_tests.json"
@@ -101,20 +102,27 @@ def load_run(run_dir) -> Run:
         events.append(rec)
         if rec.get("type") == "finding":
             try:
+                why = event_finding_problem(rec)
+                if why:
+                    raise ValueError(why)
                 event_findings.append(finding_from_event(rec))
             except (KeyError, TypeError, ValueError) as e:
-                notes.append(f"{EVENTS_JSONL}:{lineno}: skipped finding ({e})")
+                notes.append(f"{EVENTS_JSONL}:{lineno}: skipped, not a finding ({e})")
 
     numerics = []
     for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
         check_schema(rec, path / NUMERICS_JSONL, lineno)
+        why = numerics_record_problem(rec)
+        if why:
+            notes.append(f"{NUMERICS_JSONL}:{lineno}: skipped, not a numerics record ({why})")
+            continue
         numerics.append(rec)
     numerics = latest_numerics(numerics, notes)
     nccl = []
     if (path / NCCL_TESTS_JSON).exists():
         doc = _read_json(path / NCCL_TESTS_JSON)
         check_schema(doc, path / NCCL_TESTS_JSON)
-        nccl = doc.get("logs", [])
+        nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
     problems = skipped_line_notes(notes)

@@ -31,6 +31,7 @@ Errors in a file raise :class:`gputopo.errors.InputFileError` naming the file, t
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import sys
@@ -297,8 +298,10 @@ def _str(ctx, value, *key) -> str:
 
 
 def _num(ctx, value, *key, positive=True) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or (positive and value <= 0):
-        raise ctx.error(f"expected a {'positive ' if positive else ''}number, got {value!r}", *key)
+    # TOML has nan and inf: neither is a rate or a latency
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or (positive and value <= 0)):
+        raise ctx.error(f"expected a finite {'positive ' if positive else ''}number, got {value!r}", *key)
     return float(value)
 
 

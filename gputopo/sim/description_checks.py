@@ -8,7 +8,8 @@ the file, the key and the line (exit 2).
 - two GPUs with one ``uuid`` (NVML's UUIDs are unique; the CUDA index mapping relies on it);
 - ``rate`` on a fault that has no rate (only ``corrupt`` and ``nan`` hit a fraction of elements),
   ``factor`` on one without a factor (``slow``, ``downtrained``): silently ignored before;
-- a ``class:`` fault that matches no pair of the machine: a fault that can never fire.
+- a ``class:`` fault that matches no pair of the machine: a fault that can never fire;
+- a downtrained ``width``/``gen`` no PCIe link has.
 """
 
 from __future__ import annotations
@@ -52,10 +53,20 @@ def check_unique_uuids(ctx, uuids: List[Tuple[str, Sequence[Any]]]) -> None:
         seen[uid.lower()] = idx
 
 
+#: PCIe link widths that exist (lanes), for a downtrained fault's ``width``.
+PCIE_WIDTHS = (1, 2, 4, 8, 12, 16, 32)
+
+
 def check_fault_fields(ctx, entries: List[Dict[str, Any]]) -> None:
-    """A ``rate`` or ``factor`` on a fault kind that does not use it."""
+    """A ``rate`` or ``factor`` on a fault kind that does not use it; a downtrained ``width``
+    no PCIe link has, or a ``gen`` beyond the PCIe generations."""
     for k, entry in enumerate(entries):
         what = entry.get("what")
+        if entry.get("width") is not None and entry["width"] not in PCIE_WIDTHS:
+            raise ctx.error(f"PCIe width must be {', '.join(map(str, PCIE_WIDTHS))} lanes, got {entry['width']!r}",
+                            "fault", k, "width")
+        if entry.get("gen") is not None and not 1 <= entry["gen"] <= 6:
+            raise ctx.error(f"PCIe generation must be 1..6, got {entry['gen']!r}", "fault", k, "gen")
         if "rate" in entry and what not in RATE_KINDS:
             raise ctx.error(f"rate applies to {' and '.join(RATE_KINDS)} faults (the fraction of elements hit); "
                             f"a {what} fault has none", "fault", k, "rate")
