@@ -264,6 +264,12 @@ def test_the_same_log_twice_is_refused(tmp_path):
     with pytest.raises(UsageError, match="has the same content as"):
         import_nccl_tests([path, copy], out_dir=tmp_path / "run", render=False)
     assert not (tmp_path / "run").exists()
+    twice = tmp_path / "twice_all_reduce.txt"
+    twice.write_text(path.read_text() * 2)
+    with pytest.raises(UsageError, match=r"twice_all_reduce.txt holds the same all_reduce output twice "
+                                         r"\(rows from line 10 and from line 50\)"):
+        import_nccl_tests([twice], out_dir=tmp_path / "run", render=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_topology_of_another_machine_is_refused(tmp_path):

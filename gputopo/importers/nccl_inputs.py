@@ -82,3 +82,20 @@ def load_topo_file(path: str) -> Topology:
     from gputopo.probe.smi_parser import decode_smi_bytes, topology_from_smi_file_text
 
     return topology_from_smi_file_text(decode_smi_bytes(data), source=path)
+
+
+def refuse_duplicate_logs(logs) -> None:
+    """The same test output twice (one file holding it twice, or two files sharing it): the
+    measurements would be counted twice, exit 2 naming where."""
+    seen = {}
+    for log in logs:
+        rows = [(r.size_bytes, r.count, r.dtype, r.redop, r.root, repr(r.out_of_place), repr(r.in_place))
+                for r in log.rows]
+        key = (log.op, tuple((r.host, r.device, r.bus_id) for r in log.ranks), repr(rows))
+        if key in seen:
+            first = seen[key]
+            where = (f"{Path(log.source).name} holds the same {log.op} output twice (rows from line "
+                     f"{first.rows[0].line} and from line {log.rows[0].line})" if first.source == log.source
+                     else f"{Path(log.source).name} repeats the {log.op} output of {Path(first.source).name}")
+            raise UsageError(f"{where}: its measurements would be counted twice; give each test once")
+        seen[key] = log
