@@ -496,3 +496,17 @@ def test_a_gpu_name_no_model_matches_needs_model_generic_or_a_model():
     named = parse_description(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n',
                                            'name = "ACME Accel 1"\nmodel = "H100 80GB HBM3"\n'))
     assert named.gpus[0].pci_device_id == 0x2330 and named.gpus[0].nvlink_version == 4
+
+
+def test_matrix_file_in_utf16_or_with_bad_bytes(tmp_path):
+    """matrix_file is read as --from-smi reads smi text: PowerShell's UTF-16 works, and bytes
+    that are not text give an input error naming the file, not an internal error (exit 4)."""
+    matrix = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPIX\t0-15\t0\nGPU1\tPIX\t X \t0-15\t0\n"
+    (tmp_path / "m16.txt").write_bytes(matrix.encode("utf-16"))
+    desc_path = tmp_path / "box.toml"
+    desc_path.write_text('name = "t"\nmatrix_file = "m16.txt"\n[defaults]\nname = "NVIDIA RTX A6000"\n')
+    assert str(load_description(str(desc_path)).link_class(0, 1)) == "PIX"
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+    desc_path.write_text('name = "t"\nmatrix_file = "bad.txt"\n[defaults]\nname = "NVIDIA RTX A6000"\n')
+    with pytest.raises(InputFileError, match="bad.txt"):
+        load_description(str(desc_path))

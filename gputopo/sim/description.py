@@ -330,9 +330,11 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
         mpath = _str(ctx, data["matrix_file"], "matrix_file")
         if not os.path.isabs(mpath) and not path.startswith(("<", "builtin:")):
             mpath = os.path.join(os.path.dirname(os.path.abspath(path)), mpath)
+        from gputopo.probe.smi_parser import decode_smi_bytes
+
         try:
-            with open(mpath, encoding="utf-8") as f:
-                mtext = f.read()
+            with open(mpath, "rb") as f:
+                mtext = decode_smi_bytes(f.read())  # as --from-smi reads it: UTF-8 or PowerShell's UTF-16
         except OSError as exc:
             raise ctx.error(f"cannot read matrix file {mpath}: {exc.strerror or exc}", "matrix_file") from None
         matrix = _parse_matrix(_Ctx(mpath, mtext), mtext, offset=0, source=mpath)
