@@ -125,3 +125,18 @@ def test_nccl_tests_json_with_logs_of_the_wrong_type_is_refused(tmp_path):
     rc, out, err = gputopo("report", d, "--no-plots")
     assert rc == 2 and err.strip() == (f"gputopo: error: {d}/nccl_tests.json: \"logs\" must be a list of objects "
                                        "(one per imported nccl-tests log)")
+
+
+def test_classes_a_run_did_not_ask_for_are_not_a_warning(tmp_path):
+    """`bench --pairs 0,1` measures one NV4 pair: NODE and SYS are 'not-measured' in the class
+    table, not a 'Links not measured' warning (that is for classes called ok without a transfer,
+    or for a run whose data was damaged)."""
+    from conftest_report import measurements as make_measurements
+
+    d = write_run(tmp_path / "run", meas=make_measurements(pairs=[(0, 1)]), nums=[])
+    s = summarize_dir(d)
+    texts = [it.text for it in story(s)]
+    assert not any(t.startswith("Links not measured") for t in texts), texts
+    assert any(t.startswith("Every link class is fine: NV4") for t in texts), texts
+    assert {c.link_class: c.verdict for c in s.classes} == {"NV4": "ok", "NODE": "not-measured",
+                                                            "SYS": "not-measured"}

@@ -443,7 +443,10 @@ def story(summary: Summary) -> List[StoryItem]:
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
     checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}
-    unjudged = [c for c in summary.classes if c.verdict in ("ok", "not-measured") and c.link_class not in checked]
+    # Classes nothing ran on are "not-measured" in the class table already; they are named here
+    # too when the run's data is damaged (they may have been measured and lost).
+    unjudged = [c for c in summary.classes if c.link_class not in checked
+                and (c.verdict == "ok" or (c.verdict == "not-measured" and data))]
     if unjudged:
         out.append(StoryItem("warning", "Links not measured: " + ", ".join(
             f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''})" for c in unjudged)
