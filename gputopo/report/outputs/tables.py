@@ -463,7 +463,8 @@ def story(summary: Summary) -> List[StoryItem]:
                 if c.expected_gbps and c.efficiency is not None:
                     p += f" = {pct(c.efficiency)} of {gbps(c.expected_gbps)} GB/s"
             parts.append(p + ")")
-        out.append(StoryItem("ok", ("Link classes without problems: " if out else "Every link class is fine: ")
+        every = not out and len(fine) == len(summary.classes)
+        out.append(StoryItem("ok", ("Every link class is fine: " if every else "Link classes without problems: ")
                              + ", ".join(parts) + "."))
     nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
     good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]
