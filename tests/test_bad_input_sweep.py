@@ -87,3 +87,23 @@ def test_diff_of_two_different_machines_says_so(tmp_path):
     assert d.to_json()["same_machine"] is False
     rc, out, _ = gputopo("diff", a, c, "--json")
     assert json.loads(out)["machine_differences"] == d.machine_differences
+
+
+def test_scan_problems_wrap_under_their_message_not_at_column_0():
+    import io
+
+    from rich.console import Console
+
+    from gputopo.model import Finding
+    from gputopo.report.scan_view import render_problems
+
+    buf = io.StringIO()
+    f = Finding("iommu", "warning", "the IOMMU translates DMA: PCIe peer-to-peer copies between GPUs can be "
+                                    "silently corrupted or fail; this is the known cause of DataParallel NaN")
+    render_problems(Console(file=buf, width=70, color_system=None), [f])
+    lines = buf.getvalue().splitlines()
+    assert lines[1].startswith("  WARNING iommu            [host] the IOMMU")
+    indent = lines[1].index("[host]")
+    assert len(lines) > 3
+    for line in lines[2:]:
+        assert line.startswith(" " * indent) and line[indent] != " " and len(line) <= 70, line

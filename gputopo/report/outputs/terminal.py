@@ -10,6 +10,7 @@ from typing import Optional
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
+from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
@@ -20,20 +21,6 @@ STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "not
 DETAILED_FINDINGS = 5
 #: Longest findings list on the terminal (the reports have all).
 MAX_FINDINGS = 40
-
-
-def hanging(console, lead, body, style: str = "") -> None:
-    """Print ``lead`` then ``body``, the body's wrapped lines starting under its first character
-    (not at column 0), e.g. '    - ' and a remedy longer than the terminal."""
-    from rich.text import Text
-
-    lead = lead if isinstance(lead, Text) else Text(lead)
-    body = body if isinstance(body, Text) else Text(body, style=style)
-    indent = lead.cell_len
-    lines = body.wrap(console, max(20, console.width - indent), overflow="fold")
-    for k, line in enumerate(lines):
-        line.rstrip()
-        console.print((lead if k == 0 else Text(" " * indent)) + line, soft_wrap=True)
 
 
 def print_summary(summary: Summary, console=None, *, max_findings: Optional[int] = MAX_FINDINGS) -> None:
