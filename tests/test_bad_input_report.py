@@ -141,3 +141,20 @@ def test_classes_a_run_did_not_ask_for_are_not_a_warning(tmp_path):
     assert any(t.startswith("Link classes without problems: NV4") for t in texts), texts
     assert {c.link_class: c.verdict for c in s.classes} == {"NV4": "ok", "NODE": "not-measured",
                                                             "SYS": "not-measured"}
+
+
+def test_measurements_with_impossible_values_are_skipped_and_said(tmp_path):
+    """Lines of the right types but impossible values (a negative or zero time, a negative size
+    or #wrong, a GPU twice, a GPU the topology lacks) went into the report silently."""
+    d = _healthy(tmp_path)
+    lines = (d / "measurements.jsonl").read_text().splitlines()
+    changes = [{"samples_s": [-1.0, 0.001]}, {"samples_s": [0.0]}, {"size_bytes": -5}, {"wrong": -3},
+               {"gpus": [3, 3]}, {"gpus": [0, 99]}]
+    for k, change in enumerate(changes):
+        lines[k] = json.dumps({**json.loads(lines[k]), **change})
+    (d / "measurements.jsonl").write_text("\n".join(lines) + "\n")
+    s = summarize_dir(d)
+    assert len(s.run.measurements) == 280 - len(changes)
+    (f,) = [f for f in s.findings if f.kind == "invalid-data"]
+    assert "measurements.jsonl: 6 of 280 line(s) skipped (impossible values): line(s) 1, 2, 3, 4, 5 and 1 more" \
+        in f.message

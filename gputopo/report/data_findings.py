@@ -1,6 +1,7 @@
 """Findings about the run's own data, not the hardware: a run folder with lines that could not be
 read or a measurements file that was emptied (``incomplete-data``), measurements appended twice
-or nccl-tests rows with negative figures (``invalid-data``), and an imported nccl-tests log that
+measurement lines with impossible values (a negative time, a GPU the topology lacks) or nccl-tests
+rows with negative figures (``invalid-data``), and an imported nccl-tests log that
 stops before its footer or mid-row (``incomplete-data``).
 
 They are warnings: the hardware may be fine, but a report built from part of the data cannot say
@@ -22,7 +23,8 @@ REMEDY_RERUN = "re-run the benchmark (or re-import the complete log) to get the 
 
 
 def _kind(problem: str) -> str:
-    return "invalid-data" if ("negative" in problem or "repeat an earlier" in problem) else "incomplete-data"
+    invalid = ("negative", "non-finite", "impossible values", "repeat an earlier")
+    return "invalid-data" if any(w in problem for w in invalid) else "incomplete-data"
 
 
 def data_findings(run: Run) -> List[Finding]:

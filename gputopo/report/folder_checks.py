@@ -10,6 +10,7 @@ must say so, not read like a clean run.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -110,3 +111,28 @@ def nccl_tests_logs(doc: Mapping[str, Any], path) -> List[Dict[str, Any]]:
     if not isinstance(logs, list) or not all(isinstance(x, dict) for x in logs):
         raise InputFileError(path, "\"logs\" must be a list of objects (one per imported nccl-tests log)")
     return logs
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def measurement_value_problem(rec: Mapping[str, Any], gpu_indices: Optional[set]) -> Optional[str]:
+    """Why a measurements.jsonl line of the right types holds values no measurement can have
+    (a negative or zero time, a negative size or #wrong, one GPU twice, a GPU the topology does
+    not have), or None. Lines of the wrong types are left to Measurement.from_json."""
+    gpus = rec.get("gpus")
+    if isinstance(gpus, list) and all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+        if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+            return f"gpus {gpus} names a GPU twice or a negative index"
+        if gpu_indices and any(g not in gpu_indices for g in gpus):
+            return f"gpus {gpus}: the run's topology has no GPU {[g for g in gpus if g not in gpu_indices][0]}"
+    samples = rec.get("samples_s")
+    if isinstance(samples, list) and all(_is_num(x) for x in samples):
+        if any(not 0 < x < math.inf for x in samples):
+            return "samples_s holds a time that is not a positive finite number of seconds"
+    for key in ("size_bytes", "wrong", "bytes_per_iter"):
+        v = rec.get(key)
+        if _is_num(v) and v < 0:
+            return f"{key} is negative ({v})"
+    return None

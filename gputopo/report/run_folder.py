@@ -20,7 +20,8 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
-from .folder_checks import (check_schema, event_finding_problem, nccl_tests_logs, numerics_record_problem,
+from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
+                            numerics_record_problem,
                             skipped_line_notes, summarize_skipped)
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
@@ -84,6 +85,7 @@ def load_run(run_dir) -> Run:
         notes.append(f"no {TOPOLOGY_JSON}: link classes and expected rates come from the measurements only")
 
     measurements, seen, doubled = [], set(), 0
+    gpu_indices = set(topo.indices) if topo is not None and topo.gpus else None
     for lineno, rec in read_jsonl(path / MEASUREMENTS_JSONL, notes):
         check_schema(rec, path / MEASUREMENTS_JSONL, lineno)
         key = json.dumps(rec, sort_keys=True)
@@ -91,6 +93,10 @@ def load_run(run_dir) -> Run:
             doubled += 1
             continue
         seen.add(key)
+        why = measurement_value_problem(rec, gpu_indices)
+        if why:
+            notes.append(f"{MEASUREMENTS_JSONL}:{lineno}: skipped, impossible values ({why})")
+            continue
         try:
             measurements.append(Measurement.from_json(rec))
         except (KeyError, TypeError, ValueError) as e:
