@@ -252,7 +252,7 @@ def test_every_heatmap_paints_pairs_with_wrong_data_as_broken(tmp_path, monkeypa
     thin outline said otherwise): every heatmap paints both cells of a pair with wrong data dark
     and hatched with 'wrong data' written in it, and names it in the legend; healthy pairs keep
     their colour and plain value."""
-    from gputopo.report.outputs import plots
+    from gputopo.report.outputs.wrong_data import WRONG_DATA_LABEL
 
     d = write_run(tmp_path / "run", ("corrupt-sys", "nan-dp"))
     figs = _captured_figures(monkeypatch)
@@ -262,7 +262,7 @@ def test_every_heatmap_paints_pairs_with_wrong_data_as_broken(tmp_path, monkeypa
     for fig in heatmaps:
         ax = fig.axes[0]
         painted = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in ax.patches
-                   if p.get_label() == plots.WRONG_DATA_LABEL}
+                   if p.get_label() == WRONG_DATA_LABEL}
         # corrupt-sys corrupts every SYS pair (GPUs 0-3 x 4-7), both directions: (column, row)
         sys_cells = {(c, r) for r in range(8) for c in range(8) if (r < 4) != (c < 4)}
         assert painted == sys_cells, ax.get_title()

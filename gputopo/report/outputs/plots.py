@@ -23,6 +23,7 @@ from gputopo.numerics.findings import BAD_VERDICTS, record_gpus
 from gputopo.report.summary import Summary
 
 from .tables import headline_facts, timing_text
+from .wrong_data import WRONG_DATA_LABEL, paint_wrong_data, wrong_data_cells, wrong_data_handle
 
 #: Above this many GPUs the cells are too small for numbers.
 ANNOTATE_MAX_GPUS = 16
@@ -32,10 +33,6 @@ MAX_LOSS_PANELS = 16
 SAME_GPU_COLOR = "#9e9e9e"
 NOT_MEASURED_COLOR = "#eeeeee"
 OUTLINE = {"broken": "#c62828", "degraded": "#ef6c00"}
-#: A pair that returned wrong data: its cell is painted this way over whatever it shows.
-WRONG_DATA_COLOR = "#3d0d0d"
-WRONG_DATA_HATCH = "xx"
-WRONG_DATA_LABEL = "wrong data"
 DPI = 90
 
 
@@ -150,41 +147,6 @@ def _outline_flagged(summary: Summary, ax) -> Dict[str, int]:
     return counts
 
 
-def wrong_data_pairs(summary: Summary) -> List[tuple]:
-    """Pairs that returned wrong data: a ``corrupt`` finding, or wrong elements counted."""
-    _, pairs = _pair_rows(summary)
-    return [tuple(p.gpus) for p in pairs
-            if p.wrong > 0 or any(f.kind == "corrupt" for f in p.findings)]
-
-
-def _paint_wrong_data(summary: Summary, ax, texts=None) -> int:
-    """Paint the cells of pairs with wrong data dark and hatched, both directions, and write
-    WRONG_DATA_LABEL under the value (``texts[a][b]``, if any); returns how many pairs."""
-    from matplotlib.patches import Rectangle
-
-    pos, _ = _pair_rows(summary)
-    bad = wrong_data_pairs(summary)
-    small = len(pos) <= ANNOTATE_MAX_GPUS
-    for i, j in bad:
-        a, b = pos[i], pos[j]
-        for r, c in ((a, b), (b, a)):
-            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=WRONG_DATA_COLOR, edgecolor="#d73027",
-                                   hatch=WRONG_DATA_HATCH, lw=0, zorder=3, label=WRONG_DATA_LABEL))
-            if small:
-                value = texts[r][c] if texts is not None else None
-                ax.text(c, r, f"{value}\n{WRONG_DATA_LABEL}" if value else WRONG_DATA_LABEL, ha="center",
-                        va="center", fontsize=6.5, color="white", zorder=5,
-                        bbox=dict(facecolor=WRONG_DATA_COLOR, edgecolor="none", pad=0.8))
-    return len(bad)
-
-
-def _wrong_data_handle(count: int):
-    from matplotlib.patches import Patch
-
-    return Patch(facecolor=WRONG_DATA_COLOR, edgecolor="#d73027", hatch=WRONG_DATA_HATCH,
-                 label=f"{WRONG_DATA_LABEL}: the pair corrupted transfers ({count} pair{'s' if count != 1 else ''})")
-
-
 def _legend_below(ax, handles, ncol: int = 2):
     if handles:
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=ncol, fontsize=8,
@@ -196,7 +158,7 @@ def _data_legend(summary: Summary, counts: Dict[str, int], measured_all: bool, m
 
     handles = [Patch(facecolor=SAME_GPU_COLOR, label="same GPU")]
     if counts.get(WRONG_DATA_LABEL):
-        handles.append(_wrong_data_handle(counts[WRONG_DATA_LABEL]))
+        handles.append(wrong_data_handle(counts[WRONG_DATA_LABEL]))
     if not measured_all:
         handles.append(Patch(facecolor=NOT_MEASURED_COLOR, edgecolor="#cccccc", label=missing_label))
     for verdict, what in (("broken", "error"), ("degraded", "warning")):
@@ -234,9 +196,7 @@ def _heatmap(summary: Summary, mat, title: str, cbar_label: str, path: Path, fmt
         cbar.ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     _axes(ax, idx, xlabel, ylabel)
     _shade_diagonal(ax, n)
-    pos, _ = _pair_rows(summary)
-    wrong = {(pos[i], pos[j]) for i, j in wrong_data_pairs(summary)}
-    wrong |= {(b, a) for a, b in wrong}
+    wrong = wrong_data_cells(*_pair_rows(summary))
     values = [[format(arr[a, b], fmt) if math.isfinite(arr[a, b]) else None for b in range(n)] for a in range(n)]
     if n <= ANNOTATE_MAX_GPUS:
         for a in range(n):
@@ -246,7 +206,7 @@ def _heatmap(summary: Summary, mat, title: str, cbar_label: str, path: Path, fmt
                     ax.text(b, a, values[a][b], ha="center", va="center", fontsize=8, zorder=5,
                             color=_text_color(cm(norm(v))))
     counts = _outline_flagged(summary, ax)
-    counts[WRONG_DATA_LABEL] = _paint_wrong_data(summary, ax, values)
+    counts[WRONG_DATA_LABEL] = paint_wrong_data(ax, *_pair_rows(summary), values, n <= ANNOTATE_MAX_GPUS)
     measured_all = all(math.isfinite(arr[a, b]) for a in range(n) for b in range(n) if a != b)
     _legend_below(ax, _data_legend(summary, counts, measured_all, missing_label))
     ax.set_title(title, fontsize=10)
@@ -281,9 +241,7 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
     ax.imshow(np.ma.masked_invalid(arr), cmap=cmap, vmin=-0.5, vmax=len(cats) - 0.5)
     _axes(ax, idx, xlabel, ylabel)
     texts = texts or labels
-    pos, _ = _pair_rows(summary)
-    wrong = {(pos[i], pos[j]) for i, j in wrong_data_pairs(summary)}
-    wrong |= {(b, a) for a, b in wrong}
+    wrong = wrong_data_cells(*_pair_rows(summary))
     if n <= ANNOTATE_MAX_GPUS:
         for a in range(n):
             for b in range(n):
@@ -299,9 +257,9 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
     names = legend_labels or {}
     handles = [Patch(facecolor=palette[c], edgecolor="#999999", label=names.get(c, c)) for c in used]
     flagged = _outline_flagged(summary, ax)
-    n_wrong = _paint_wrong_data(summary, ax, texts)
+    n_wrong = paint_wrong_data(ax, *_pair_rows(summary), texts, n <= ANNOTATE_MAX_GPUS)
     if n_wrong:
-        handles.append(_wrong_data_handle(n_wrong))
+        handles.append(wrong_data_handle(n_wrong))
     for verdict, what in (("broken", "error"), ("degraded", "warning")):
         if flagged.get(verdict):
             handles.append(Patch(facecolor="white", edgecolor=OUTLINE[verdict], lw=2,
