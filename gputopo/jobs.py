@@ -33,6 +33,10 @@ def choose_machine(sim: Optional[str], fabric: Optional[str], cpu_gpus: int = 2)
     from gputopo.bench.api import cpu_topology, parse_fabric
 
     fabric = parse_fabric(fabric) if fabric else ("sim" if sim else "cuda")
+    if sim and fabric == "cuda":  # refused here, before a run folder exists
+        raise UsageError(f"--fabric cuda measures this machine's real GPUs, but --sim {sim} is a simulated "
+                         "machine: drop --fabric (a --sim run uses the sim fabric) or use --fabric cpu, "
+                         "or drop --sim")
     if sim:
         from gputopo.sim.description import load_description
         from gputopo.sim.scan import scan_description

@@ -193,3 +193,20 @@ def test_nccl_labelled_dp_primitives_count_as_collective_path():
     (f,) = corrupt_findings([m("dp.reduce_add", "nccl", wrong=3), m("p2p.staged", "host")])
     assert f.evidence["tests"]["dp.reduce_add"]["path"] == "collective"
     assert "staged through host memory were correct" not in f.message
+
+
+def test_pair_summary_has_no_wrong_count_where_nothing_completed():
+    """bench's table showed '#wrong 0 hang' for a pair whose every transfer hung: nothing was
+    compared, so the count is None ('-' in the table), and 0 only after a completed transfer."""
+    from gputopo.bench.results import pair_summary
+    from gputopo.model import Measurement
+
+    def m(error=None, wrong=0):
+        return Measurement(test="p2p.copy", gpus=(0, 1), size_bytes=1 << 20,
+                           samples_s=[] if error else [1e-4], timing="modeled", fabric="sim",
+                           direction="0->1", wrong=wrong, error=error)
+
+    assert pair_summary((0, 1), "SYS", [])["wrong"] is None
+    assert pair_summary((0, 1), "SYS", [m(error="TimeoutError: hung")])["wrong"] is None
+    assert pair_summary((0, 1), "SYS", [m(error="TimeoutError: hung"), m()])["wrong"] == 0
+    assert pair_summary((0, 1), "SYS", [m(wrong=5)])["wrong"] == 5

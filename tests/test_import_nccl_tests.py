@@ -211,3 +211,95 @@ def test_bus_id_normalization():
     assert normalize_bus_id("0000:b4:00") == "00000000:B4:00.0"
     assert normalize_bus_id("0x1b") == "00000000:1B:00.0"
     assert normalize_bus_id("weird") == "weird"
+
+
+# --- bad logs: said, not "verdict: ok" (copies of the shared fixtures in tests/data) -------------
+
+def _imported_findings(tmp_path, name, text, **kw):
+    from gputopo.report.summary import summarize_dir
+
+    log = tmp_path / name
+    log.write_text(text)
+    res = import_nccl_tests([log], out_dir=tmp_path / "run", render=False, **kw)
+    s = summarize_dir(res.run_dir)
+    return s, [f for f in s.findings if f.kind in ("incomplete-data", "invalid-data")]
+
+
+def test_a_log_cut_mid_row_is_said(tmp_path):
+    lines = (DATA / FIXTURE_NAME).read_text().splitlines()
+    cut = "\n".join(lines[:30] + [lines[30][:70]]) + "\n"  # stops inside the row of line 31
+    s, found = _imported_findings(tmp_path, "cut_all_reduce.txt", cut)
+    assert s.verdict == "degraded"
+    messages = [f.message for f in found]
+    assert any("line 31: row skipped (7 columns where the header has 13" in m for m in messages), messages
+    assert any("no footer" in m and "after line 30" in m for m in messages), messages
+    assert all(f.severity == "warning" and f.kind == "incomplete-data" for f in found)
+
+
+def test_a_log_without_its_footer_is_said(tmp_path):
+    text = "\n".join(line for line in (DATA / FIXTURE_NAME).read_text().splitlines()
+                     if not line.startswith(("# Out of bounds", "# Avg bus")))
+    s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
+    assert [f.kind for f in found] == ["incomplete-data"] and "the test did not finish" in found[0].message
+    assert s.verdict == "degraded"
+
+
+def test_negative_figures_drop_their_row_and_are_said(tmp_path):
+    text = (DATA / FIXTURE_NAME).read_text().replace(
+        "  4209.7    3.99    3.99      0", "  4209.7   -3.99   -3.99     -2")
+    s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
+    assert [f.kind for f in found] == ["invalid-data"]
+    assert "line 31: negative or non-finite figure(s) (out-of-place algbw -3.99, out-of-place busbw -3.99, " \
+           "out-of-place wrong -2): row dropped" in found[0].message
+    assert len(s.run.measurements) == 54  # 27 rows x 2 placements
+    assert all(m.extra["printed"]["busbw_gbps"] >= 0 for m in s.run.measurements)
+
+
+def test_the_same_log_twice_is_refused(tmp_path):
+    path = DATA / FIXTURE_NAME
+    with pytest.raises(UsageError, match="is given twice: its measurements would be counted twice"):
+        import_nccl_tests([path, path], out_dir=tmp_path / "run", render=False)
+    copy = tmp_path / "copy_all_reduce.txt"
+    copy.write_bytes(path.read_bytes())
+    with pytest.raises(UsageError, match="has the same content as"):
+        import_nccl_tests([path, copy], out_dir=tmp_path / "run", render=False)
+    assert not (tmp_path / "run").exists()
+    twice = tmp_path / "twice_all_reduce.txt"
+    twice.write_text(path.read_text() * 2)
+    with pytest.raises(UsageError, match=r"twice_all_reduce.txt holds the same all_reduce output twice "
+                                         r"\(rows from line 10 and from line 50\)"):
+        import_nccl_tests([twice], out_dir=tmp_path / "run", render=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_topology_of_another_machine_is_refused(tmp_path):
+    from gputopo.importers.nccl_inputs import load_topo_file
+
+    log = DATA / FIXTURE_NAME
+    eight = load_topo_file(str(DATA.parent / "topo" / "seed-8gpu-nv4-pairs.txt"))
+    with pytest.raises(UsageError, match=r"has 8 GPU\(s\), but the log\(s\) ran on 2 \(device\(s\) 0, 1\)"):
+        import_nccl_tests([log], out_dir=tmp_path / "run", topology=eight, render=False)
+    assert not (tmp_path / "run").exists()
+    # a `gputopo scan --json` topology has models and bus ids: another model is seen
+    from gputopo.model import topology_to_json
+    from gputopo.sim.scan import scan_simulated
+
+    two = scan_simulated("pcie-4gpu")
+    doc = topology_to_json(two)
+    doc["gpus"], doc["pairs"] = doc["gpus"][:2], [p for p in doc["pairs"] if p["gpus"] == [0, 1]]
+    (tmp_path / "topo.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="GPU 0 is 'Tesla V100-PCIE-32GB', but .* ran on 'NVIDIA GeForce RTX 2080 Ti'"):
+        import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
+                          render=False)
+    # the machine's own topology is taken
+    own = load_topo_file(str(DATA.parent / "topo" / "autodl_2x2080ti_pix.txt"))
+    res = import_nccl_tests([log], out_dir=tmp_path / "ok", topology=own, render=False)
+    assert res.run_dir.exists()
+
+
+def test_nan_figures_drop_their_row_and_are_said(tmp_path):
+    text = (DATA / FIXTURE_NAME).read_text().replace("  4209.7    3.99    3.99      0", "     nan     nan     inf      0")
+    s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
+    assert [f.kind for f in found] == ["invalid-data"] and "non-finite" in found[0].message
+    log = s.run.nccl_tests[0]
+    assert log["peak_busbw_gbps"] == 4.0

@@ -199,3 +199,35 @@ def test_a_chaotic_job_is_called_out():
                        transport_factory=lambda i, j: LocalTransport(), ways=("reference",))
     (f,) = run.findings
     assert f.kind == "noisy" and f.severity == "warning" and "--lr" in f.message
+
+
+def test_diverged_names_the_step_where_the_curves_part():
+    """A corrupted copy nudges the loss by 3e-5 at step 0 (beyond the fp32-noise tolerance,
+    invisible on a plot) and the run only runs away at step 42. The verdict names step 42, where
+    the curves part (off by more than PART_REL, and staying off); the first step beyond the
+    tolerance stays as first_deviation_step. Seen on seed-8gpu: 'diverged@0' on curves identical
+    until step 42."""
+    from gputopo.numerics.verdict import PART_REL
+
+    ref_losses = [2.0 - 0.02 * k for k in range(50)]
+    ref = _run(ref_losses)
+    tol = measure_tolerance(ref, {"swapped": _run([x * (1 + 2e-7) for x in ref_losses])})
+    nudged = [x * (1 + 3e-5) for x in ref_losses[:42]] + [1e35] * 8
+    j = judge(_run(nudged), ref, tol)
+    assert (j.verdict, j.step, j.first_deviation_step) == ("diverged", 42, 0)
+    # never parts by PART_REL: the first step beyond the tolerance is the step named
+    small = [x * (1 + PART_REL / 10) if k >= 7 else x for k, x in enumerate(ref_losses)]
+    j = judge(_run(small), ref, tol)
+    assert (j.verdict, j.step, j.first_deviation_step) == ("diverged", 7, 7)
+    # a large deviation beyond the tolerance and PART_REL at once: the same step
+    big = ref_losses[:5] + [x * 1.5 for x in ref_losses[5:]]
+    assert judge(_run(big), ref, tol).step == 5
+    # a one-step 2 % blip at 24 while the run only runs away at 43: the curves part at 43
+    blip = list(nudged)
+    blip[24] = ref_losses[24] * 1.02
+    blip[42] = ref_losses[42] * (1 + 3e-5)
+    assert judge(_run(blip), ref, tol).step == 43
+    # a lone spike (the loss value of one step) that never lasts: the spike's step
+    spike = [x * (1 + 3e-5) for x in ref_losses]
+    spike[2] = 1e34
+    assert judge(_run(spike), ref, tol).step == 2

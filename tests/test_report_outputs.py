@@ -233,3 +233,125 @@ def test_grouped_findings_name_each_pair_once():
     assert group_where(one_pair) == "0,1"
     two = one_pair + [Finding("hang", "error", "d", gpus=[2, 3], link_class="PXB")]
     assert group_where(two) == "2 pairs: 0,1 2,3"
+
+
+def _captured_figures(monkeypatch):
+    """Figures the plot code closes, kept (with their axes) for inspection."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    real_close = plt.close
+
+    def close(fig=None):
+        figs.append(fig)
+        real_close(fig)
+
+    monkeypatch.setattr(plt, "close", close)
+    return figs
+
+
+def test_every_heatmap_paints_pairs_with_wrong_data_as_broken(tmp_path, monkeypatch):
+    """seed-8gpu's corrupting SYS pairs were green '71 %' cells in the efficiency heatmap (only a
+    thin outline said otherwise): every heatmap paints both cells of a pair with wrong data dark
+    and hatched with 'wrong data' written in it, and names it in the legend; healthy pairs keep
+    their colour and plain value."""
+    from gputopo.report.outputs.wrong_data import WRONG_DATA_LABEL
+
+    d = write_run(tmp_path / "run", ("corrupt-sys", "nan-dp"))
+    figs = _captured_figures(monkeypatch)
+    render_run(d)
+    heatmaps = [f for f in figs if f is not None and f.axes[0].images]  # GB/s, efficiency, class, numerics
+    assert len(heatmaps) == 4, [f.axes[0].get_title() for f in figs if f is not None]
+    for fig in heatmaps:
+        ax = fig.axes[0]
+        painted = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in ax.patches
+                   if p.get_label() == WRONG_DATA_LABEL}
+        # corrupt-sys corrupts every SYS pair (GPUs 0-3 x 4-7), both directions: (column, row)
+        sys_cells = {(c, r) for r in range(8) for c in range(8) if (r < 4) != (c < 4)}
+        assert painted == sys_cells, ax.get_title()
+        texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in ax.texts}
+        assert all("wrong data" in texts[cell] for cell in sys_cells), ax.get_title()
+        assert "wrong data" not in texts.get((1, 0), ""), ax.get_title()  # 0->1 (NV4) is healthy
+        legend = ax.get_legend() or fig.legends[0]
+        assert any("wrong data" in t.get_text() for t in legend.get_texts()), ax.get_title()
+
+
+def _without_evidence(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if "evidence" not in line)
+
+
+def test_a_bridge_list_is_named_once_per_section(faulty):
+    """seed-8gpu's Causes section listed the same twelve ACS bridges six times (in the cause and
+    the ACS remedy of its corrupt, nan and diverged findings): each section of report.md,
+    report.html and the terminal names a list once, then says 'the same ... as above'."""
+    from rich.console import Console
+
+    from gputopo.report.outputs.terminal import print_summary
+
+    d, s = faulty
+    md = (d / "report.md").read_text()
+    story = md[md.index("## What was found"):md.index("## Link classes")]
+    causes = _without_evidence(md[md.index("### Causes and remedies"):md.index("## Plots")])
+    for section in (story, causes):
+        assert section.count("0000:80:01.0") == 1, section
+        assert "disable PCIe ACS request/completion redirect on the same bridge as above" in section
+    html = (d / "report.html").read_text()
+    html_causes = html[html.index("<h3>Causes and remedies</h3>"):]
+    assert _without_evidence(html_causes.replace("<li>", "\n<li>")).count("0000:80:01.0") == 1
+    buf = io.StringIO()
+    print_summary(s, Console(file=buf, width=100, color_system=None))
+    assert buf.getvalue().count("0000:80:01.0") == 1
+
+
+def test_terminal_wrapped_lines_keep_their_indent(faulty):
+    """A story point, its likely cause and each remedy wrap under their own first character on a
+    narrow terminal, never back to column 0."""
+    from rich.console import Console
+
+    from gputopo.report.outputs.terminal import STORY_TAGS, print_summary
+
+    _, s = faulty
+    buf = io.StringIO()
+    print_summary(s, Console(file=buf, width=70, color_system=None))
+    lines = buf.getvalue().splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("verdict: ")) + 1
+    story = lines[start:next(k for k, line in enumerate(lines) if line.startswith("Link classes"))]
+    assert len(story) > 10
+    tags = tuple(f"{t} " for t in STORY_TAGS.values())
+    prev_indent = 0
+    for line in story:
+        assert line.startswith(tags) or line.startswith("    "), line
+        assert len(line) <= 70 and line == line.rstrip(), line
+        tag = next((t for t in tags if line.startswith(t)), None)
+        if tag:
+            prev_indent = len(tag)
+        elif line.startswith(("    - ", "    likely cause: ", "    why: ", "    underneath: ")):
+            prev_indent = 6 if line.startswith("    - ") else line.index(": ") + 2
+        else:  # a continuation: under the first character of what it continues
+            assert line.startswith(" " * prev_indent) and line[prev_indent] != " ", line
+
+
+def test_unmeasured_pairs_show_no_wrong_count(tmp_path):
+    """A pair where nothing ran, or where every transfer failed (a hang), compared no data: its
+    #wrong is '-' (null in summary.json), not 0; a class with no completed transfer likewise.
+    The bench summary table does the same, and check's no_corruption does not pass such a pair."""
+    import dataclasses
+
+    from conftest_report import measurements as make_measurements
+    from gputopo.report.outputs.tables import class_table, pair_table
+    from gputopo.report.summary import summarize_dir
+
+    ok = make_measurements(pairs=[(0, 1)])
+    failed = [dataclasses.replace(m, samples_s=[], error="TimeoutError: did not finish in 60 s")
+              for m in make_measurements(pairs=[(2, 6)])]
+    d = write_run(tmp_path / "run", meas=ok + failed, nums=[])
+    s = summarize_dir(d)
+    head, rows, _ = pair_table(s, limit=100)
+    col = head.index("#wrong")
+    cells = {r[0]: r[col] for r in rows}
+    assert (cells["0,1"], cells["2,6"], cells["0,2"]) == ("0", "-", "-")
+    doc = {tuple(p["gpus"]): p["wrong"] for p in s.to_json()["pairs"]}
+    assert (doc[(0, 1)], doc[(2, 6)], doc[(0, 2)]) == (0, None, None)
+    head, rows = class_table(s)
+    by_class = {r[0]: r[head.index("#wrong")] for r in rows}
+    assert by_class == {"NV4": "0", "NODE": "-", "SYS": "-"}

@@ -28,7 +28,7 @@ def test_truncated_last_line_is_skipped_with_a_note(tmp_path):
     d = write_run(tmp_path / "r", [], truncate_last=True)
     run = load_run(d)
     assert len(run.measurements) == 28 * 10
-    assert any("truncated last line" in n for n in run.notes)
+    assert any("truncated last line" in n for n in run.problems)
 
 
 def test_garbage_in_the_middle_is_noted_not_fatal(tmp_path):
@@ -38,7 +38,8 @@ def test_garbage_in_the_middle_is_noted_not_fatal(tmp_path):
     (d / "measurements.jsonl").write_text("\n".join(lines) + "\n")
     run = load_run(d)
     assert len(run.measurements) == 28 * 10
-    assert any(":4: skipped, not JSON" in n for n in run.notes)
+    assert "measurements.jsonl: 1 of 281 line(s) skipped (not JSON): line(s) 4; " \
+        "the report covers only the lines that were read" in run.problems
 
 
 def test_not_a_run_folder(tmp_path):

@@ -452,3 +452,62 @@ def test_descriptions_pickle_for_worker_processes():
     e = pickle.loads(pickle.dumps(d))
     assert classes(e) == classes(d) and e.faults == d.faults
     assert e.with_faults([{"where": "gpu:1", "what": "nan"}]).faults_for(0, 1)[0].what == "nan"
+
+
+# --------------------------------------------------------------------------- cross-entry checks
+
+UUID = "GPU-11111111-2222-3333-4444-555555555555"
+
+
+@pytest.mark.parametrize("text,key,line,words", [
+    pytest.param(GOOD.replace('bus_id = "0000:07:00.0"\n', f'bus_id = "0000:07:00.0"\nuuid = "{UUID}"\n')
+                 .replace('bus_id = "0000:87:00.0"\n', f'bus_id = "0000:87:00.0"\nuuid = "{UUID}"\n'),
+                 "gpu[2].uuid", 17, ["also GPU 0's"], id="duplicate-uuid"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "pair:0,1"\nwhat = "hang"\nrate = 0.5\n', "fault[0].rate", 20,
+                 ["rate applies to corrupt and nan", "hang fault has none"], id="rate-on-hang"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "pair:0,1"\nwhat = "corrupt"\nfactor = 0.5\n', "fault[0].factor", 20,
+                 ["factor applies to slow and downtrained"], id="factor-on-corrupt"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "class:PIX"\nwhat = "corrupt"\n', "fault[0].where", 18,
+                 ["'class:PIX' matches no pair", "its classes: NV2, SYS"], id="class-fault-matching-no-pair"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "class:NV4"\nwhat = "slow"\n', "fault[0].where", 18,
+                 ["matches no pair"], id="nvlink-class-fault-of-another-width"),
+    pytest.param(GOOD.replace("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SMX4-80GB"), "defaults.name", 7,
+                 ["unknown GPU name 'NVIDIA A100-SMX4-80GB'", "A100-SXM4-80GB", 'model = "generic"'],
+                 id="unknown-gpu-name"),
+    pytest.param(GOOD + '[link_model]\nSYS = { gbps = nan }\n', "link_model.SYS.gbps", 18,
+                 ["finite positive number, got nan"], id="link-rate-nan"),
+    pytest.param(GOOD + '[link_model]\nefficiency = inf\n', "link_model.efficiency", 18,
+                 ["finite positive number, got inf"], id="efficiency-inf"),
+    pytest.param(GOOD + '[[fault]]\nwhere = "gpu:0"\nwhat = "downtrained"\nwidth = 3\n', "fault[0].width", 20,
+                 ["PCIe width must be 1, 2, 4, 8, 12, 16, 32 lanes, got 3"], id="downtrained-width-3"),
+    pytest.param(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n', 'name = "Foo"\nmodel = "Z9000"\n'),
+                 "defaults.model", 8, ["unknown GPU model 'Z9000'"], id="unknown-model"),
+])
+def test_cross_entry_errors_name_key_and_line(text, key, line, words):
+    e = bad(text)
+    assert (e.key, e.line) == (key, line), str(e)
+    for w in words:
+        assert w in str(e), str(e)
+
+
+def test_a_gpu_name_no_model_matches_needs_model_generic_or_a_model():
+    generic = parse_description(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n',
+                                             'name = "ACME Accel 1"\nmodel = "generic"\nnvlink_version = 3\n'))
+    assert generic.gpus[0].name == "ACME Accel 1" and generic.gpus[0].pci_device_id == 0x2000
+    named = parse_description(GOOD.replace('name = "NVIDIA A100-SXM4-80GB"\n',
+                                           'name = "ACME Accel 1"\nmodel = "H100 80GB HBM3"\n'))
+    assert named.gpus[0].pci_device_id == 0x2330 and named.gpus[0].nvlink_version == 4
+
+
+def test_matrix_file_in_utf16_or_with_bad_bytes(tmp_path):
+    """matrix_file is read as --from-smi reads smi text: PowerShell's UTF-16 works, and bytes
+    that are not text give an input error naming the file, not an internal error (exit 4)."""
+    matrix = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPIX\t0-15\t0\nGPU1\tPIX\t X \t0-15\t0\n"
+    (tmp_path / "m16.txt").write_bytes(matrix.encode("utf-16"))
+    desc_path = tmp_path / "box.toml"
+    desc_path.write_text('name = "t"\nmatrix_file = "m16.txt"\n[defaults]\nname = "NVIDIA RTX A6000"\n')
+    assert str(load_description(str(desc_path)).link_class(0, 1)) == "PIX"
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+    desc_path.write_text('name = "t"\nmatrix_file = "bad.txt"\n[defaults]\nname = "NVIDIA RTX A6000"\n')
+    with pytest.raises(InputFileError, match="bad.txt"):
+        load_description(str(desc_path))

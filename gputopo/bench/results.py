@@ -180,6 +180,14 @@ def _latency(ms: List[Measurement], direction: str):
     return min(cand, key=lambda m: m.size_bytes).median_us
 
 
+def checked_wrong(ms: List[Measurement]) -> Optional[int]:
+    """Wrong elements over ``ms``; None when no transfer completed (nothing was compared, so
+    there is no count: a pair that hung shows '-', not '#wrong 0')."""
+    if not any(m.error is None for m in ms):
+        return None
+    return sum(m.wrong for m in ms)
+
+
 def pair_summary(gpus: Tuple[int, ...], link_class: Optional[str],
                  ms: List[Measurement]) -> Dict[str, Any]:
     """One pair's headline numbers (GB/s at the largest size measured, latency at the smallest)."""
@@ -203,7 +211,7 @@ def pair_summary(gpus: Tuple[int, ...], link_class: Optional[str],
         "dp_gbps": dp,
         "busbw_gbps": coll,
         "nccl_transport": pair_transport(ms),
-        "wrong": sum(m.wrong for m in ms),
+        "wrong": checked_wrong(ms),
         "wrong_by_test": {t: sum(m.wrong for m in ms if m.test == t)
                           for t in sorted({m.test for m in ms if m.wrong})},
         "noisy": sum(1 for m in ms if m.noisy),
@@ -225,7 +233,7 @@ def self_summary(gpu: int, ms: List[Measurement]) -> Dict[str, Any]:
             "h2d_gbps": _r(_peak(ms, "self.h2d", None)),
             "d2h_gbps": _r(_peak(ms, "self.d2h", None)),
             "d2d_gbps": _r(_peak(ms, "self.d2d", None)),
-            "wrong": sum(m.wrong for m in ms), "measurements": len(ms)}
+            "wrong": checked_wrong(ms), "measurements": len(ms)}
 
 
 def group_by_gpus(result: RunResult):

@@ -66,8 +66,12 @@ def claim_out_dir(path) -> Path:
     if p.exists():
         if not p.is_dir():
             raise UsageError(f"--out {p}: exists and is not a folder")
+        if (p / RUN_JSON).exists():
+            raise UsageError(f"--out {p}: holds a run already (use --resume {p} to continue it, or "
+                             "give --out a new or empty folder)")
         if any(p.iterdir()):
-            raise UsageError(f"--out {p}: folder is not empty (use --resume {p} to continue a run)")
+            raise UsageError(f"--out {p}: folder is not empty and not a run folder: give --out a new or "
+                             "empty folder")
     check_writable_dir(p, "--out")
     p.mkdir(parents=True, exist_ok=True)
     return p

@@ -88,10 +88,10 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
         for p in doc["pairs"]:
             i, j = p["gpus"]
             fwd, back = f"{i}->{j}", f"{j}->{i}"
-            wrong = p["wrong"]
+            wrong = "-" if p["wrong"] is None else str(p["wrong"])
             kinds = " ".join(sorted(failed.get((i, j), ())))
-            wrong_cell = Text(f"{wrong} {kinds}".strip() if kinds else str(wrong),
-                              style="bold red" if (wrong or kinds) else "")
+            wrong_cell = Text(f"{wrong} {kinds}".strip() if kinds else wrong,
+                              style="bold red" if (p["wrong"] or kinds) else "")
             table.add_row(
                 f"{i},{j}", p["link_class"] or "?",
                 _two(p["p2p_gbps"][fwd], p["p2p_gbps"][back]),
@@ -108,7 +108,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
             table.add_column(col, justify="right")
         for s in doc["self"]:
             table.add_row(str(s["gpu"]), _num(s["h2d_gbps"]), _num(s["d2h_gbps"]),
-                          _num(s["d2d_gbps"]), str(s["wrong"]))
+                          _num(s["d2d_gbps"]), "-" if s["wrong"] is None else str(s["wrong"]))
         console.print(table)
     timing = ", ".join(doc["timing"]) or "none"
     noisy = sum(p["noisy"] for p in doc["pairs"])

@@ -259,7 +259,7 @@ def integrity_rules(spec: Spec, s: Summary) -> List[Outcome]:
         bad = [f for f in s.findings if f.kind == "corrupt"]
         out += [_finding_outcome("integrity.no_corruption", f) for f in bad]
         bad_keys = {tuple(sorted(f.gpus)) for f in bad if f.gpus}
-        measured = [p for p in s.pairs if p.measurements and p.gpus not in bad_keys]
+        measured = [p for p in s.pairs if p.checked and p.gpus not in bad_keys]
         for p in measured:
             out.append(Outcome("integrity.no_corruption", _pair_subject(p.gpus), PASSED,
                                f"GPUs {_pair_subject(p.gpus)}: {p.measurements} measurements, 0 wrong elements",

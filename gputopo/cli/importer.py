@@ -22,7 +22,8 @@ def import_group():
 @click.option("--op", help="The collective when neither the log nor its file name says it "
               "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...).")
 @click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
-              help="Saved `nvidia-smi topo -m` text of the machine, to name the pairs' link classes.")
+              help="Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine the "
+                   "logs ran on, to name the pairs' link classes; another machine's is refused.")
 def nccl_tests(logs, out_dir, op, topo_file):
     """Read nccl-tests text output (all_reduce_perf & co., any version) into measurements.
 
@@ -33,10 +34,10 @@ def nccl_tests(logs, out_dir, op, topo_file):
 
     topology = None
     if topo_file:
-        from gputopo.cli.scan import load_topology
+        from gputopo.importers.nccl_inputs import load_topo_file
 
-        topology = load_topology(from_smi=topo_file)
-    res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=topology,
+        topology = load_topo_file(topo_file)
+    res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=topology, topology_file=topo_file,
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
 

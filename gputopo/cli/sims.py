@@ -15,8 +15,11 @@ def sims():
     faults. Point --sim at your own .toml file to simulate your machine (format: README).
     """
     from gputopo.sim.catalog import builtin_summaries
+    from gputopo.sim.description import SYNTHETIC_GPUS
 
-    rows = builtin_summaries()
+    rows = builtin_summaries() + [("synthetic-<N>gpu", f"generated: N GPUs (N = {SYNTHETIC_GPUS.start}.."
+                                                        f"{SYNTHETIC_GPUS.stop - 1}) in NV4 pairs, NODE inside a "
+                                                        "socket, SYS across; healthy")]
     width = max(len(n) for n, _ in rows)
     for name, summary in rows:
         click.echo(f"{name.ljust(width)}  {summary}")

@@ -19,6 +19,7 @@ from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
 from gputopo.report.run_folder import NCCL_TESTS_JSON
 from gputopo.writable import check_writable_dir
 
+from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_machine
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)
 
@@ -59,21 +60,26 @@ def _class_for(topo: Optional[Topology], gpus) -> Optional[str]:
 
 def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, op: Optional[str] = None,
                       topology: Optional[Topology] = None, argv: Optional[List[str]] = None,
-                      render: bool = True, console=None) -> ImportResult:
+                      render: bool = True, console=None, topology_file: Optional[str] = None) -> ImportResult:
     """Parse the logs and write a run folder; returns where it went.
 
     ``out_dir``: the exact folder to write (created; refused if it already holds a run, since
     run folders are never overwritten); otherwise a new timestamped folder under ``base_dir``.
     ``op`` names the collective when neither the log nor its file name says it.
-    Raises InputFileError for unreadable logs, UsageError for a bad op or an occupied out_dir.
+    Raises InputFileError for unreadable logs, UsageError for a bad op, an occupied out_dir, a log
+    given twice, or a ``topology`` (read from ``topology_file``) of another machine.
     """
     paths = [Path(p) for p in paths]
     if not paths:
         raise UsageError("no nccl-tests log given")
     op = check_op(op)
+    refuse_duplicates(paths)
     logs: List[NcclTestsLog] = []
     for p in paths:
         logs += parse_nccl_tests_file(p, op=op)
+    refuse_duplicate_logs(logs)
+    if topology is not None:
+        refuse_other_machine(topology, logs, topology_file)
     topo = topology or topology_from_logs(logs)
     if out_dir is not None:
         run_dir = Path(out_dir)

@@ -24,6 +24,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Measurement, NotAvailable
 
+from .nccl_checks import completeness_problems, drop_negative_rows
+
 #: nccl-tests program / op name -> (gputopo test, busbw factor as a function of ranks n).
 OPS = {
     "all_reduce": ("collective.all_reduce", lambda n: 2 * (n - 1) / n),
@@ -114,6 +116,8 @@ class NcclTestsLog:
     avg_busbw_gbps: Optional[float] = None
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    #: What makes this log's data incomplete or invalid (nccl_checks.py); the report says it.
+    problems: List[str] = field(default_factory=list)
 
     @property
     def hosts(self) -> List[str]:
@@ -297,10 +301,13 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
                 row = _parse_row(cur, line.split(), lineno)
             except (ValueError, KeyError) as e:
                 cur.notes.append(f"line {lineno}: skipped row ({e})")
+                cur.problems.append(f"line {lineno}: row skipped ({e}; cut or malformed)")
                 continue
             if row is not None:
                 cur.rows.append(row)
     start_new()
+    for lg in logs:
+        lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     logs = [lg for lg in logs if lg.rows]
     if not logs:
         raise InputFileError(source, "no nccl-tests result rows found (expected the '#  size  count  type ...' "
@@ -429,6 +436,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "wrong": sum(counted) if counted else None,
         "wrong_checked": len(counted) == len(wrong_cells),
         "out_of_bounds": log.out_of_bounds, "errors": list(log.errors), "notes": list(log.notes),
+        "problems": list(log.problems),
     }
 
 

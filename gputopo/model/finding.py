@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 KINDS = (
     "corrupt", "nan", "diverged", "slow", "outlier", "p2p-slower-than-staged", "hang", "crash",
     "nvlink-down", "pcie-downgraded", "link-errors", "p2p-unsupported", "iommu", "acs",
-    "topology-mismatch", "slow-node", "gpu-lost", "noisy",
+    "topology-mismatch", "slow-node", "gpu-lost", "noisy", "incomplete-data", "invalid-data",
     "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
     # The culprit a run's per-pair findings point at (gputopo.report.localise).
     "gpu-fault", "link-fault", "class-fault", "worker-killed",

@@ -63,6 +63,9 @@ def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any
                        gpus=list(gpus) or None, link_class=lc, evidence=evidence)
     what = "loss/gradient went NaN/Inf" if verdict == "nan" else "loss diverged from the reference"
     step = f" from step {rec['step']}" if rec.get("step") is not None else ""
+    first_dev = rec.get("first_deviation_step")
+    if verdict == "diverged" and isinstance(first_dev, int) and rec.get("step") not in (None, first_dev):
+        step += f" (off by more than the tolerance from step {first_dev})"
     msg = f"{who}: {name} {what}{step}"
     other_way = OTHER_WAY.get(way)
     other = others.get(other_way) if other_way else None

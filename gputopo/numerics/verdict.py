@@ -12,9 +12,16 @@ the tolerance zero). A way is then:
 
 - ``nan`` from step N: the first step whose loss or gradient holds NaN/Inf (also when it
   deviated before it went non-finite; that step is kept as ``first_deviation_step``);
-- ``diverged`` from step N: the first step whose loss is off the reference by more than the
-  tolerance, or, if every loss stayed within it, ``N = steps`` when the final parameters are
-  off by more than the parameter tolerance;
+- ``diverged`` from step N: some step's loss is off the reference by more than the tolerance.
+  N is the step where the curves *part* (:func:`part_step`): the first step off by more than
+  ``PART_REL`` (1 %) of the reference loss from which the run stays that far off in most of the
+  steps left; else the first step off by 1 % at all (a spike); else the first step beyond the
+  tolerance. A corrupted copy can nudge the loss by 1e-5 at step 0 (above the fp32-noise
+  tolerance, invisible on a plot), blip by 1 % once at step 24, and only run away at step 43;
+  calling that ``diverged@0`` points at a step where the curves still lie on top of each other.
+  The first step beyond the tolerance is kept as ``first_deviation_step`` (the earliest
+  evidence). If every loss stayed within the tolerance, ``N = steps`` when the final parameters
+  are off by more than the parameter tolerance;
 - ``ok`` otherwise.
 """
 
@@ -28,6 +35,8 @@ from typing import Any, Dict, List, Optional, Sequence
 FACTOR = 10.0
 #: fp32 machine epsilon: the smallest noise the tolerance assumes.
 EPS_FP32 = 2.0 ** -23
+#: Relative loss deviation at which the curves visibly part (the step a ``diverged`` verdict names).
+PART_REL = 0.01
 VERDICTS = ("ok", "diverged", "nan")
 #: Verdicts of a way that produced no numbers (its finding says why).
 FAILED_VERDICTS = ("hang", "crash")
@@ -127,6 +136,22 @@ def measure_tolerance(reference: WayRun, noise_runs: Dict[str, WayRun]) -> Toler
                      noise_param_abs=param_noise, runs=runs)
 
 
+#: Steps that must be left after a step for "stays apart in most of them" to mean anything.
+PART_MIN_STEPS = 3
+
+
+def part_step(devs: Sequence[Optional[float]], loss_tol: float, dev_step: int) -> int:
+    """The step where the loss curves part, given the relative deviation per step (None: not
+    finite, counted as apart) and the first step beyond the tolerance (see the module docstring)."""
+    limit = max(loss_tol, PART_REL)
+    apart = [d is None or d > limit for d in devs]
+    n = len(apart)
+    for k in range(n - PART_MIN_STEPS + 1):
+        if apart[k] and devs[k] is not None and 2 * sum(apart[k:]) > n - k:
+            return k
+    return next((k for k, d in enumerate(devs) if d is not None and d > limit), dev_step)
+
+
 def judge(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
     """The verdict of ``run`` against ``reference`` (see the module docstring)."""
     devs = rel_loss_devs(run.losses, reference.losses)
@@ -143,7 +168,8 @@ def judge(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
     if nonfinite is not None and (ref_nonfinite is None or nonfinite < ref_nonfinite):
         return Judgement("nan", nonfinite, max_dev, param_diff, nonfinite, dev_step)
     if dev_step is not None:
-        return Judgement("diverged", dev_step, max_dev, param_diff, nonfinite, dev_step)
+        return Judgement("diverged", part_step(devs, tol.loss_rel, dev_step), max_dev, param_diff,
+                         nonfinite, dev_step)
     if ref_nonfinite is None and param_diff > tol.param_abs:
         return Judgement("diverged", len(run.losses), max_dev, param_diff, nonfinite, None)
     return Judgement("ok", None, max_dev, param_diff, nonfinite, None)

@@ -49,7 +49,6 @@ from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.cuda_index import cuda_indices
 from gputopo.probe.host import try_bus_key
 from gputopo.probe.host_facts import read_pci_numa_node
-from gputopo.probe.host import try_bus_key
 from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
 from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, nvlink_count, query
 

@@ -16,6 +16,7 @@ from gputopo.model import Finding, Topology, worst_first
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts
 from .culprits import killed
+from .data_findings import data_findings
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
@@ -81,7 +82,7 @@ def _step_failure_cause(run: Run, f: Finding):
     if facts.iommu_translated:
         suspects.append("IOMMU faults on peer DMA (look for DMAR / AMD-Vi messages in dmesg)")
     if facts.acs_bridges:
-        suspects.append(f"peer requests redirected by ACS on {', '.join(facts.acs_bridges)} and never completed")
+        suspects.append(f"peer requests redirected by ACS on bridge(s) {', '.join(facts.acs_bridges)} and never completed")
     if f.kind == "hang":
         cause = "a transfer or collective never completed" + ("; suspects: " + "; ".join(suspects) if suspects else
                                                               ": a peer path that drops requests, or a driver/GPU hang")
@@ -135,7 +136,7 @@ def analyze(run: Run) -> Analysis:
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}
     events = [f for f in event_findings(run) if _identity(f) not in seen]
-    findings: List[Finding] = scan_findings(topo, notes) + events + derived
+    findings: List[Finding] = scan_findings(topo, notes) + events + derived + data_findings(run)
     culprits = localise(findings, topo, run.measurements, run.numerics)
     findings = mark_explained(findings, culprits) + finish(culprits)
     fabrics = {m.fabric for m in run.measurements}

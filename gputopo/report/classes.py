@@ -32,7 +32,7 @@ class ClassRow:
     max_gbps: Optional[float]
     expected_gbps: Optional[float]
     efficiency: Optional[float]
-    wrong: int
+    wrong: Optional[int]  # None: no transfer of the class completed, nothing was compared
     findings: List[Finding] = field(default_factory=list)
     worst_pair: Optional[List[int]] = None
 
@@ -102,7 +102,7 @@ def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
             min_gbps=min(gbps) if gbps else None, max_gbps=max(gbps) if gbps else None,
             expected_gbps=statistics.median(exps) if exps else None,
             efficiency=statistics.median(effs) if effs else None,
-            wrong=sum(p.wrong for p in members),
+            wrong=sum(p.wrong for p in members) if any(p.checked for p in members) else None,
             findings=_class_findings(lc, members, findings),
             worst_pair=list(worst.gpus) if worst else None))
     rows.sort(key=lambda r: _class_sort_key(r.link_class))

@@ -14,6 +14,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import UsageError
 from gputopo.model import Finding
 
+from .machine_identity import machine_differences
 from .summary import Summary, summarize_dir
 
 #: Bandwidth down by more than this fraction is a regression (0.10 = 10 %).
@@ -56,6 +57,8 @@ class RunDiff:
     verdicts_better: List[dict] = field(default_factory=list)
     only_in_a: List[str] = field(default_factory=list)
     only_in_b: List[str] = field(default_factory=list)
+    #: What tells A's machine from B's (empty: the same machine); said at the top of the diff.
+    machine_differences: List[str] = field(default_factory=list)
 
     @property
     def regressions(self) -> int:
@@ -77,6 +80,7 @@ class RunDiff:
             "gone_findings": [f.to_json() for f in self.gone_findings],
             "verdicts_worse": self.verdicts_worse, "verdicts_better": self.verdicts_better,
             "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
+            "same_machine": not self.machine_differences, "machine_differences": self.machine_differences,
         }
 
     def text(self) -> str:
@@ -84,6 +88,9 @@ class RunDiff:
         out = [f"gputopo diff {self.a.run.path} -> {self.b.run.path} (threshold {self.threshold:.0%})"]
         if self.a.simulated or self.b.simulated:
             out.append("SIMULATED: at least one run is from a simulated machine")
+        if self.machine_differences:
+            out.append("DIFFERENT MACHINES: " + "; ".join(self.machine_differences)
+                       + ": this compares two machines, not one machine over time")
         out.append(f"{self.regressions} regression(s)")
         for v in self.verdicts_worse:
             out.append(f"  verdict worse: {v['where']}: {v['before']} -> {v['after']}")
@@ -125,7 +132,7 @@ def _verdict(where: str, before: str, after: str, d: RunDiff):
 
 
 def diff_summaries(a: Summary, b: Summary, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
-    d = RunDiff(a=a, b=b, threshold=threshold)
+    d = RunDiff(a=a, b=b, threshold=threshold, machine_differences=machine_differences(a.run, b.run))
     pa = {p.gpus: p for p in a.pairs}
     pb = {p.gpus: p for p in b.pairs}
     for gpus in sorted(set(pa) | set(pb), key=lambda g: (len(g), g)):

@@ -66,6 +66,16 @@ class PairRow:
         return bool(self.measurements or self.numerics)
 
     @property
+    def checked(self) -> bool:
+        """Whether any transfer on the pair completed, so its data was compared: ``wrong`` means
+        something only then (an unmeasured or only failed pair shows ``-``, not ``#wrong 0``)."""
+        return self.measurements > self.errors
+
+    @property
+    def wrong_or_none(self) -> Optional[int]:
+        return self.wrong if self.checked else None
+
+    @property
     def verdict(self) -> str:
         return verdict_of(self.findings, self.measured)
 
@@ -75,7 +85,7 @@ class PairRow:
             "expected_gbps": self.expected.gbps, "expected_basis": self.expected.basis,
             "headline_series": self.headline_series,
             "headline_gbps": _r(self.headline_gbps), "efficiency": _r(self.efficiency),
-            "series": self.series, "measurements": self.measurements, "wrong": self.wrong,
+            "series": self.series, "measurements": self.measurements, "wrong": self.wrong_or_none,
             "failed_measurements": self.errors, "numerics": self.numerics,
             "nccl_transport": self.nccl_transport,
             "findings": sorted({f.kind for f in self.findings}), "verdict": self.verdict,

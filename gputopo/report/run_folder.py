@@ -20,6 +20,10 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
+from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
+                            numerics_record_problem,
+                            skipped_line_notes, summarize_skipped)
+
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
 NCCL_TESTS_JSON = "nccl_tests.json"
 #: Optional: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
@@ -40,6 +44,9 @@ class Run:
     nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
     nccl_debug: Dict[str, Any] = field(default_factory=dict)  # nccl_debug.json, when imported
     notes: List[str] = field(default_factory=list)
+    #: What makes the folder's data incomplete (skipped lines, an emptied file) or doubled; the
+    #: report turns each into a finding (data_findings.py) so it never reads like a clean run.
+    problems: List[str] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -68,9 +75,11 @@ def load_run(run_dir) -> Run:
         raise UsageError(f"{path}: not a run folder (no {RUN_JSON} or {MEASUREMENTS_JSONL})")
     notes: List[str] = []
     info = _read_json(path / RUN_JSON) if (path / RUN_JSON).exists() else {}
+    check_schema(info, path / RUN_JSON)
     topo = None
     if (path / TOPOLOGY_JSON).exists():
         doc = _read_json(path / TOPOLOGY_JSON)
+        check_schema(doc, path / TOPOLOGY_JSON)
         try:
             topo = topology_from_json(doc)
         except (KeyError, TypeError, ValueError) as e:
@@ -78,8 +87,19 @@ def load_run(run_dir) -> Run:
     else:
         notes.append(f"no {TOPOLOGY_JSON}: link classes and expected rates come from the measurements only")
 
-    measurements = []
+    measurements, seen, doubled = [], set(), 0
+    gpu_indices = set(topo.indices) if topo is not None and topo.gpus else None
     for lineno, rec in read_jsonl(path / MEASUREMENTS_JSONL, notes):
+        check_schema(rec, path / MEASUREMENTS_JSONL, lineno)
+        key = json.dumps(rec, sort_keys=True)
+        if key in seen:
+            doubled += 1
+            continue
+        seen.add(key)
+        why = measurement_value_problem(rec, gpu_indices)
+        if why:
+            notes.append(f"{MEASUREMENTS_JSONL}:{lineno}: skipped, impossible values ({why})")
+            continue
         try:
             measurements.append(Measurement.from_json(rec))
         except (KeyError, TypeError, ValueError) as e:
@@ -87,24 +107,48 @@ def load_run(run_dir) -> Run:
 
     events, event_findings = [], []
     for lineno, rec in read_jsonl(path / EVENTS_JSONL, notes):
+        check_schema(rec, path / EVENTS_JSONL, lineno)
         events.append(rec)
         if rec.get("type") == "step-redo":  # a resume ran the step again: its new result counts
             event_findings = [f for f in event_findings
                               if (f.evidence or {}).get("step") != rec.get("step")]
         if rec.get("type") == "finding":
             try:
+                why = event_finding_problem(rec)
+                if why:
+                    raise ValueError(why)
                 event_findings.append(finding_from_event(rec))
             except (KeyError, TypeError, ValueError) as e:
-                notes.append(f"{EVENTS_JSONL}:{lineno}: skipped finding ({e})")
+                notes.append(f"{EVENTS_JSONL}:{lineno}: skipped, not a finding ({e})")
 
-    numerics = latest_numerics([rec for _, rec in read_jsonl(path / NUMERICS_JSONL, notes)], notes)
+    numerics = []
+    for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
+        check_schema(rec, path / NUMERICS_JSONL, lineno)
+        why = numerics_record_problem(rec)
+        if why:
+            notes.append(f"{NUMERICS_JSONL}:{lineno}: skipped, not a numerics record ({why})")
+            continue
+        numerics.append(rec)
+    numerics = latest_numerics(numerics, notes)
     nccl = []
     if (path / NCCL_TESTS_JSON).exists():
-        nccl = _read_json(path / NCCL_TESTS_JSON).get("logs", [])
+        doc = _read_json(path / NCCL_TESTS_JSON)
+        check_schema(doc, path / NCCL_TESTS_JSON)
+        nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
     nccl_debug = _read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
+    notes = summarize_skipped(notes, {name: _count_lines(path / name)
+                                      for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
+    problems = skipped_line_notes(notes)
+    notes = [n for n in notes if n not in problems]
+    if doubled:
+        problems.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
+                        "(the same results appended twice): counted once")
+    if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
+        problems.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
+                        "the file was emptied or replaced, so no transfer can be judged")
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
-               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes)
+               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes, problems=problems)
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:
@@ -119,6 +163,15 @@ def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dic
         notes.append(f"{NUMERICS_JSONL}: {len(records) - len(latest)} earlier result(s) superseded by "
                      "later ones for the same GPUs and way")
     return list(latest.values())
+
+
+def _count_lines(path: Path) -> int:
+    """Non-empty lines of a JSON-lines file (0 when it is missing or unreadable)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
 
 
 def _read_json(path: Path) -> Dict[str, Any]:

@@ -115,11 +115,12 @@ def render_problems(console, problems: List[Finding]) -> None:
         console.print(Text("No problems visible to the scan.", style="green"))
         return
     console.print(Text(f"Problems ({len(problems)}):", style="bold"))
+    from .outputs.wrap import hanging
+
     for f in problems:
         where = f"GPU {gpu_ranges(f.gpus)}" if f.gpus else "host"
-        console.print(Text.assemble(
-            (f"  {f.severity.upper():7}", SEVERITY_STYLE[f.severity]), (f" {f.kind:16}", "bold"),
-            f" [{where}] {f.message}"))
+        hanging(console, Text.assemble((f"  {f.severity.upper():7}", SEVERITY_STYLE[f.severity]),
+                                       (f" {f.kind:16} ", "bold")), f"[{where}] {f.message}")
 
 
 def _health_table(topo: Topology):

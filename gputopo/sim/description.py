@@ -31,6 +31,7 @@ Errors in a file raise :class:`gputopo.errors.InputFileError` naming the file, t
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import sys
@@ -42,7 +43,7 @@ from gputopo.model.bandwidth import pcie_gbps
 from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 
-from .gpu_models import gpu_model
+from .description_checks import check_class_faults, check_fault_fields, check_unique_uuids, resolve_model
 from .health import HEALTH_KEYS, parse_health
 from .nics import parse_nics
 from .pci import PciAddress
@@ -74,8 +75,12 @@ _TOML_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _BUILTIN_TEXT_CACHE: Dict[str, Tuple[str, Dict[str, Any]]] = {}
 
 
-#: Generated machines of any size, e.g. "synthetic-64gpu" (see generate.py).
-_SYNTHETIC_RE = re.compile(r"^synthetic-([1-9][0-9]{0,3})gpu$")
+#: Generated machines of any size, e.g. "synthetic-64gpu" (see generate.py), N in SYNTHETIC_GPUS.
+_SYNTHETIC_RE = re.compile(r"^synthetic-([0-9]+)gpu$")
+#: The sizes a synthetic machine may have (a 1024-GPU scan already takes about 25 s of CPU).
+SYNTHETIC_GPUS = range(1, 1025)
+SYNTHETIC_HELP = (f"synthetic-<N>gpu (N GPUs, N = {SYNTHETIC_GPUS.start}..{SYNTHETIC_GPUS.stop - 1}: "
+                  "NV4 pairs, NODE inside a socket, SYS across)")
 
 
 def load_description(name_or_path: str) -> Description:
@@ -92,14 +97,18 @@ def load_description(name_or_path: str) -> Description:
     if synthetic and not os.path.exists(text_arg):
         from .generate import generate_description
 
-        return generate_description(int(synthetic.group(1)))
+        n = int(synthetic.group(1))
+        if n not in SYNTHETIC_GPUS:
+            raise UsageError(f"--sim {text_arg}: a synthetic machine has {SYNTHETIC_GPUS.start} to "
+                             f"{SYNTHETIC_GPUS.stop - 1} GPUs, not {n}")
+        return generate_description(n)
     names = builtin_names()
     is_builtin = text_arg in names and os.sep not in text_arg and "/" not in text_arg
     looks_like_path = (text_arg.endswith(".toml") or os.sep in text_arg or "/" in text_arg
                        or os.path.exists(text_arg))
     if not is_builtin and not looks_like_path:
         raise UsageError(f"unknown simulated machine {text_arg!r}; built-in machines: "
-                         f"{', '.join(names)}, synthetic-<N>gpu (or give the path of a .toml description)")
+                         f"{', '.join(names)}, {SYNTHETIC_HELP} (or give the path of a .toml description)")
     if is_builtin:
         cached = _BUILTIN_TEXT_CACHE.get(text_arg)
         if cached is None:
@@ -263,7 +272,7 @@ _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pc
              "cluster"}  # a cluster's [cluster] table: read by cluster_description.py
 _GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
              "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
-             "nvlinks_down", "nvlink_errors", "mig"} | HEALTH_KEYS
+             "nvlinks_down", "nvlink_errors", "mig", "model"} | HEALTH_KEYS
 _DEFAULT_KEYS = _GPU_KEYS - {"bus_id", "uuid"}
 _HOST_KEYS = {"iommu", "acs_redirect", "driver_version", "nvml_version", "cuda_driver_version",
               "hostname", "kernel", "cmdline", "cpu_vendor", "iommu_group_type"}
@@ -292,8 +301,10 @@ def _str(ctx, value, *key) -> str:
 
 
 def _num(ctx, value, *key, positive=True) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or (positive and value <= 0):
-        raise ctx.error(f"expected a {'positive ' if positive else ''}number, got {value!r}", *key)
+    # TOML has nan and inf: neither is a rate or a latency
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or (positive and value <= 0)):
+        raise ctx.error(f"expected a finite {'positive ' if positive else ''}number, got {value!r}", *key)
     return float(value)
 
 
@@ -322,9 +333,11 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
         mpath = _str(ctx, data["matrix_file"], "matrix_file")
         if not os.path.isabs(mpath) and not path.startswith(("<", "builtin:")):
             mpath = os.path.join(os.path.dirname(os.path.abspath(path)), mpath)
+        from gputopo.probe.smi_parser import decode_smi_bytes
+
         try:
-            with open(mpath, encoding="utf-8") as f:
-                mtext = f.read()
+            with open(mpath, "rb") as f:
+                mtext = decode_smi_bytes(f.read())  # as --from-smi reads it: UTF-8 or PowerShell's UTF-16
         except OSError as exc:
             raise ctx.error(f"cannot read matrix file {mpath}: {exc.strerror or exc}", "matrix_file") from None
         matrix = _parse_matrix(_Ctx(mpath, mtext), mtext, offset=0, source=mpath)
@@ -431,6 +444,7 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     desc = Description(name=name, summary=summary, path=path, gpus=gpus, host=host, faults=faults,
                        nvswitch=nvswitch, nvswitch_bus_ids=switch_ids, source=source, nics=nics,
                        _wired=wired, _pcie=pcie, _nv_active=nv_active, _raw=data, _text=text)
+    check_class_faults(ctx, faults, desc.pairs(), desc.link_class)
     desc._efficiency, desc._link_rules = _parse_link_model(ctx, data.get("link_model", {}))
     desc._p2p_rules = _parse_p2p(ctx, data.get("p2p", {}), n)
 
@@ -586,7 +600,7 @@ def _build_gpus(ctx, machine, entries, defaults, matrix):
         if name is None:
             raise ctx.error("missing GPU name (set name in [defaults] or in the [[gpu]] entry)", *key, "name")
         name = _str(ctx, name, *where("name"))
-        model = gpu_model(name)
+        model, model_key = resolve_model(ctx, name, spec.get("model"), where("name"), where("model"))
 
         if "bus_id" in spec:
             try:
@@ -657,7 +671,8 @@ def _build_gpus(ctx, machine, entries, defaults, matrix):
                             pcie_width=width_cur, pcie_width_max=width_max, pcie_replay=replay,
                             pcie_width_healthy=width_cur,
                             nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
-                            health=parse_health(ctx, spec, where, name)))
+                            health=parse_health(ctx, spec, where, name), model=model_key))
+    check_unique_uuids(ctx, [(g.uuid, ("gpu", g.index, "uuid")) for g in gpus])
     return gpus, specs
 
 
@@ -886,6 +901,7 @@ def _build_faults(ctx, entries, n) -> List[Fault]:
             if not 0 <= g < n:
                 raise ctx.error(f"GPU {g} out of range (the machine has GPUs 0..{n - 1})", "fault", k, "where")
         faults.append(f)
+    check_fault_fields(ctx, entries)
     return faults
 
 

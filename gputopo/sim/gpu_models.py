@@ -1,7 +1,7 @@
 """What a simulated GPU model looks like on the PCI bus and how fast it copies on-device.
 
-Looked up by a substring of the NVML name (``"NVIDIA A100-SXM4-80GB"``); unknown models get a
-generic entry, so a description may name any GPU. ``d2d_gbps`` is the on-device copy rate
+Looked up by a substring of the NVML name (``"NVIDIA A100-SXM4-80GB"``); a description whose
+GPU name matches none must say ``model = "generic"`` (or a model's name) to get the generic entry. ``d2d_gbps`` is the on-device copy rate
 (bytes copied per second, ~85 % of half the memory bandwidth: a copy reads and writes each byte).
 """
 
@@ -49,10 +49,20 @@ _MODELS = (
 GENERIC = GpuModel(0x2000, "Device 2000", 0x0302, 900, False, None)
 
 
-def gpu_model(name: str) -> GpuModel:
-    """The model entry for an NVML GPU name; a generic one when the model is not known."""
+#: The model names a GPU name is matched against (a name containing one is that model).
+MODEL_KEYS = tuple(key for key, _ in _MODELS)
+
+
+def find_model(name: str) -> Optional[GpuModel]:
+    """The model entry for an NVML GPU name, or None when no model matches it."""
     upper = name.upper()
     for key, model in _MODELS:
         if key.upper() in upper:
             return model
-    return GENERIC
+    return None
+
+
+def gpu_model(name: str) -> GpuModel:
+    """The model entry for an NVML GPU name (or a model name, or "generic"); the generic one
+    when no model matches (a description refuses such a name unless it says model = "generic")."""
+    return find_model(name) or GENERIC

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .gpu_models import gpu_model
 from .nics import NIC_PCI_IDS
 from .pci import PciAddress
 from .pcie_tree import ROOT_PORT, SWITCH_DOWN, SWITCH_UP
@@ -89,7 +88,7 @@ def pci_devices(desc, iommu_groups: Optional[Dict[str, int]] = None) -> List[Pci
             link_width_max=16, primary=b.addr.bus, secondary=b.secondary, subordinate=b.subordinate,
             acs_ctl=acs, driver="pcieport", modules=None))
     for g in desc.gpus:
-        model = gpu_model(g.name)
+        model = g.sim_model
         addr = g.address
         devices.append(PciDevice(
             addr=addr, class_code=model.pci_class, class_name=model.lspci_class, vendor_id=0x10DE,

@@ -92,6 +92,13 @@ class GpuDesc:
     #: current width as declared, before downtrained faults (what the healthy link model uses)
     pcie_width_healthy: Optional[int] = field(default=None, repr=False)
     health: HealthDesc = field(default_factory=HealthDesc)  # ECC, remapped rows, Xids... (health.py)
+    #: the simulated model when the name alone does not say it (``model =`` in the description)
+    model: str = ""
+
+    @property
+    def sim_model(self):
+        """The simulated hardware model (PCI ids, memory rate): by ``model``, else by name."""
+        return gpu_model(self.model or self.name)
 
     @property
     def address(self) -> PciAddress:
@@ -104,7 +111,7 @@ class GpuDesc:
 
     @property
     def pci_device_id(self) -> int:
-        return gpu_model(self.name).pci_device_id
+        return self.sim_model.pci_device_id
 
     def active_nvlinks(self) -> List[NvLinkDesc]:
         return [lk for lk in self.nvlinks if lk.active]
@@ -369,7 +376,7 @@ class Description:
     def device_link_model(self, i: int) -> LinkModel:
         """On-device copy of GPU i (bytes copied per second)."""
         own = self._link_rules.get("device", {})
-        gbps = own.get("gbps", gpu_model(self.gpus[i].name).d2d_gbps)
+        gbps = own.get("gbps", self.gpus[i].sim_model.d2d_gbps)
         return LinkModel(gbps, own.get("latency_us", DEFAULT_LATENCY_US["device"]))
 
     # ------------------------------------------------------------------ faults

@@ -13,6 +13,7 @@ from typing import List
 
 from gputopo.report.summary import Summary
 
+from .bridge_names import BridgeNamer
 from .plots import Plot
 from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
@@ -70,11 +71,12 @@ def _img(plot: Plot) -> str:
 
 def _story(summary: Summary) -> str:
     out = ['<ul class="story" id="story">']
+    named = BridgeNamer()
     for it in story(summary):
         sub = [f"<li>{escape(d)}</li>" for d in it.details]
         if it.cause:
-            sub.append(f"<li><b>likely cause:</b> {escape(it.cause)}</li>")
-        sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in it.remedies]
+            sub.append(f"<li><b>likely cause:</b> {escape(named(it.cause))}</li>")
+        sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in named.all(it.remedies)]
         out.append(f'<li class="{it.severity}"><span class="tag {it.severity}">{STORY_TAGS[it.severity]}</span>'
                    f"{escape(it.text)}" + (f"<ul>{''.join(sub)}</ul>" if sub else "") + "</li>")
     out.append("</ul>")
@@ -110,12 +112,13 @@ def render_html(summary: Summary, plots: List[Plot] = ()) -> str:
         parts.append(_note("Alike findings (same severity, kind and class) share a row; summary.json lists "
                            "each one."))
         parts.append("<h3>Causes and remedies</h3>")
+        named = BridgeNamer()
         for ex in explanations(summary.findings):
             first = ex.findings[0]
             items = [f"<li>{escape(first.message if len(ex.findings) == 1 else 'e.g. ' + first.message)}</li>"]
             if ex.cause:
-                items.append(f"<li><b>likely cause:</b> {escape(ex.cause)}</li>")
-            items += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in ex.remedies]
+                items.append(f"<li><b>likely cause:</b> {escape(named(ex.cause))}</li>")
+            items += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in named.all(ex.remedies)]
             if first.evidence:
                 ev = json.dumps(first.evidence, sort_keys=True, default=str)
                 label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"

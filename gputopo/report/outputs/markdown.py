@@ -10,6 +10,7 @@ from typing import List
 
 from gputopo.report.summary import Summary
 
+from .bridge_names import BridgeNamer
 from .plots import Plot
 from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
@@ -36,12 +37,13 @@ def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
     if summary.simulated:
         lines += [f"> **SIMULATED**: {simulated_line(summary)}.", ""]
     lines += [f"**{verdict_line(summary)}**", "", "## What was found", ""]
+    named = BridgeNamer()
     for it in story(summary):
         lines.append(f"- {STORY_TAGS[it.severity]} {it.text}")
         lines += [f"  - {d}" for d in it.details]
         if it.cause:
-            lines.append(f"  - likely cause: {it.cause}")
-        lines += [f"  - remedy: {r}" for r in it.remedies]
+            lines.append(f"  - likely cause: {named(it.cause)}")
+        lines += [f"  - remedy: {r}" for r in named.all(it.remedies)]
     lines += ["", md_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
                        [[str(r["machine"]), str(r["fabric"]), str(r["simulated"]).lower(), str(r["started"]),
                          str(r["gpus"]), str(len(summary.run.measurements)), str(r["path"])]]), ""]
@@ -56,13 +58,14 @@ def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
         lines += [md_table(*findings_table(summary.findings)), "",
                   "Alike findings (same severity, kind and class) share a row; summary.json lists each one.", ""]
         lines += ["### Causes and remedies", ""]
+        named = BridgeNamer()
         for ex in explanations(summary.findings):
             first = ex.findings[0]
             lines.append(f"- **{ex.kind}** ({ex.severity}) on {ex.where}")
             lines.append(f"  - {first.message if len(ex.findings) == 1 else 'e.g. ' + first.message}")
             if ex.cause:
-                lines.append(f"  - likely cause: {ex.cause}")
-            for rem in ex.remedies:
+                lines.append(f"  - likely cause: {named(ex.cause)}")
+            for rem in named.all(ex.remedies):
                 lines.append(f"  - remedy: {rem}")
             if first.evidence:
                 label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"

@@ -6,7 +6,9 @@ heatmap shows DataParallel above the diagonal and DDP below it.
 Every figure says what it shows, its unit and where its time came from (``modeled``, ``wall``,
 ``cuda-events``); a simulated run's figures say SIMULATED in the title. On the bandwidth
 heatmaps the pairs with an error finding are outlined in red (a warning: orange), so a pair
-that is fast but corrupts data, or whose GPU lost its NVLinks, does not look healthy.
+that is fast but corrupts data, or whose GPU lost its NVLinks, does not look healthy; a pair that
+returned wrong data is, in addition, painted as such (dark, hatched, "wrong data") in every plot
+instead of its rate's colour: a green 71 % on a pair that corrupts is a lie by colour.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gputopo.numerics.findings import BAD_VERDICTS, record_gpus
 from gputopo.report.summary import Summary
 
 from .tables import headline_facts, timing_text
+from .wrong_data import WRONG_DATA_LABEL, paint_wrong_data, wrong_data_cells, wrong_data_handle
 
 #: Above this many GPUs the cells are too small for numbers.
 ANNOTATE_MAX_GPUS = 16
@@ -154,6 +157,8 @@ def _data_legend(summary: Summary, counts: Dict[str, int], measured_all: bool, m
     from matplotlib.patches import Patch
 
     handles = [Patch(facecolor=SAME_GPU_COLOR, label="same GPU")]
+    if counts.get(WRONG_DATA_LABEL):
+        handles.append(wrong_data_handle(counts[WRONG_DATA_LABEL]))
     if not measured_all:
         handles.append(Patch(facecolor=NOT_MEASURED_COLOR, edgecolor="#cccccc", label=missing_label))
     for verdict, what in (("broken", "error"), ("degraded", "warning")):
@@ -191,14 +196,17 @@ def _heatmap(summary: Summary, mat, title: str, cbar_label: str, path: Path, fmt
         cbar.ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     _axes(ax, idx, xlabel, ylabel)
     _shade_diagonal(ax, n)
+    wrong = wrong_data_cells(*_pair_rows(summary))
+    values = [[format(arr[a, b], fmt) if math.isfinite(arr[a, b]) else None for b in range(n)] for a in range(n)]
     if n <= ANNOTATE_MAX_GPUS:
         for a in range(n):
             for b in range(n):
                 v = arr[a, b]
-                if math.isfinite(v):
-                    ax.text(b, a, format(v, fmt), ha="center", va="center", fontsize=8, zorder=5,
+                if math.isfinite(v) and (a, b) not in wrong:
+                    ax.text(b, a, values[a][b], ha="center", va="center", fontsize=8, zorder=5,
                             color=_text_color(cm(norm(v))))
     counts = _outline_flagged(summary, ax)
+    counts[WRONG_DATA_LABEL] = paint_wrong_data(ax, *_pair_rows(summary), values, n <= ANNOTATE_MAX_GPUS)
     measured_all = all(math.isfinite(arr[a, b]) for a in range(n) for b in range(n) if a != b)
     _legend_below(ax, _data_legend(summary, counts, measured_all, missing_label))
     ax.set_title(title, fontsize=10)
@@ -233,10 +241,11 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
     ax.imshow(np.ma.masked_invalid(arr), cmap=cmap, vmin=-0.5, vmax=len(cats) - 0.5)
     _axes(ax, idx, xlabel, ylabel)
     texts = texts or labels
+    wrong = wrong_data_cells(*_pair_rows(summary))
     if n <= ANNOTATE_MAX_GPUS:
         for a in range(n):
             for b in range(n):
-                if texts[a][b]:
+                if texts[a][b] and (a, b) not in wrong:
                     color = _text_color(_hex_rgb(palette.get(labels[a][b], "#ffffff")))
                     ax.text(b, a, texts[a][b], ha="center", va="center", fontsize=7 if n <= 10 else 6, color=color)
     counts: Dict[str, int] = {}
@@ -246,8 +255,17 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
                 counts[labels[a][b]] = counts.get(labels[a][b], 0) + 1
     used = [c for c in cats if counts.get(c)]
     names = legend_labels or {}
-    ax.legend(handles=[Patch(facecolor=palette[c], edgecolor="#999999", label=names.get(c, c)) for c in used],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title=legend_title, title_fontsize=8)
+    handles = [Patch(facecolor=palette[c], edgecolor="#999999", label=names.get(c, c)) for c in used]
+    flagged = _outline_flagged(summary, ax)
+    n_wrong = paint_wrong_data(ax, *_pair_rows(summary), texts, n <= ANNOTATE_MAX_GPUS)
+    if n_wrong:
+        handles.append(wrong_data_handle(n_wrong))
+    for verdict, what in (("broken", "error"), ("degraded", "warning")):
+        if flagged.get(verdict):
+            handles.append(Patch(facecolor="white", edgecolor=OUTLINE[verdict], lw=2,
+                                 label=f"outlined: pair with an {what} finding"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title=legend_title,
+              title_fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
@@ -507,7 +525,7 @@ def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
     fig.legend(handles=[Line2D([], [], color="#d73027", marker="o", ms=3, label="flagged run (title: way, verdict@step)"),
                         Line2D([], [], color="black", lw=2.2, alpha=0.45, label="same job on one GPU (reference)"),
                         Line2D([], [], color="#4575b4", ls="--", label="the other way on the same GPUs"),
-                        Line2D([], [], color="#d73027", ls=":", label="step it went bad"),
+                        Line2D([], [], color="#d73027", ls=":", label="step it went bad (NaN, or off by > 1 %)"),
                         Patch(facecolor="#d73027", alpha=0.15, label="NaN/Inf from here on")],
                loc="upper center", bbox_to_anchor=(0.5, 1 - title_in / height), ncol=legend_cols,
                fontsize=8, frameon=False)
@@ -516,7 +534,8 @@ def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
     plt.close(fig)
     caption = ("Training loss per step (x: step, y: loss, log scale where the values span more than 50x) of "
                "each run flagged nan or diverged, against the one-GPU reference and the other way on the same "
-               "GPUs; below each, |loss - reference| / reference against the measured tolerance.")
+               "GPUs; below each, |loss - reference| / reference against the measured tolerance. diverged@N: "
+               "the step the curves part (off the reference by more than 1 %); nan@N: the first NaN/Inf.")
     if more:
         caption += f" {n} of {len(flagged)} flagged runs are drawn; numerics_losses.csv has all."
     return Plot(path.name, "Loss curves of flagged pairs against their reference", path, caption)

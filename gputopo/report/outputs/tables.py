@@ -5,7 +5,6 @@ link classes or GPUs are broken, how, the likely cause and what to do, then what
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -13,10 +12,12 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
 from gputopo.bench.nccl_transport import transport_cell
-from gputopo.report.nccl_routes import ddp_survived_clause
+from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.localise import finding_id
+from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
+from .bridge_names import BRIDGES
 from .diagnosis import NESTED, explained, is_localised, localised_story, nested_groups
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
@@ -40,6 +41,11 @@ def gpus_text(g) -> str:
     return gpu_ranges(g) if len(g) > 2 else ",".join(map(str, g))
 
 
+def count_cell(n: Optional[int]) -> str:
+    """A count where nothing was counted is '-', never 0."""
+    return "-" if n is None else str(n)
+
+
 def class_table(summary: Summary) -> Table:
     head = ["class", "pairs", "measured", "series", "median GB/s", "min GB/s", "theoretical GB/s",
             "efficiency", "worst pair", "#wrong", "errors", "warnings", "verdict"]
@@ -48,7 +54,7 @@ def class_table(summary: Summary) -> Table:
         j = c.to_json()
         rows.append([c.link_class, str(c.pairs), str(c.pairs_measured), c.series or "-", gbps(c.median_gbps),
                      gbps(c.min_gbps), gbps(c.expected_gbps), pct(c.efficiency), gpus_text(c.worst_pair),
-                     str(c.wrong), str(j["findings"].get("error", 0)), str(j["findings"].get("warning", 0)),
+                     count_cell(c.wrong), str(j["findings"].get("error", 0)), str(j["findings"].get("warning", 0)),
                      c.verdict])
     return head, rows
 
@@ -97,7 +103,7 @@ def pair_table(summary: Summary, limit: int = MAX_PAIR_ROWS) -> Tuple[List[str],
     rows = []
     for p in ordered:
         rows.append([gpus_text(p.gpus), p.link_class or "?", p.headline_series or "-", gbps(p.headline_gbps),
-                     gbps(p.expected.gbps), pct(p.efficiency), str(p.wrong), way_cell(p, "dp", steps),
+                     gbps(p.expected.gbps), pct(p.efficiency), count_cell(p.wrong_or_none), way_cell(p, "dp", steps),
                      way_cell(p, "ddp", steps), transport_cell(p.nccl_transport),
                      ", ".join(sorted({f.kind for f in p.findings})) or "-",
                      p.verdict])
@@ -198,8 +204,7 @@ def figures_note(summary: Summary) -> Optional[str]:
 # --- causes and remedies, explained once per group ------------------------------------------------
 
 #: A list of PCI bridge addresses as causes.py writes it into causes and remedies.
-_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
-_BRIDGES = re.compile(rf"bridge\(s\) ({_BDF}(?:, {_BDF})*)")
+_BRIDGES = BRIDGES
 
 
 def _bridge_key(text: Optional[str]) -> Optional[str]:
@@ -264,7 +269,10 @@ def verdict_line(summary: Summary) -> str:
     for f in summary.findings:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]
-    return f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+    line = f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+    if any(f.kind in DATA_KINDS for f in summary.findings):
+        line += "; the run's data is incomplete or invalid (see 'Data:')"
+    return line
 
 
 # --- the story: what a person needs to read first ------------------------------------------------
@@ -451,7 +459,7 @@ def story(summary: Summary) -> List[StoryItem]:
             it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
             if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
-    other = [f for f in untold if f.severity in ("error", "warning")
+    other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
@@ -463,9 +471,22 @@ def story(summary: Summary) -> List[StoryItem]:
             + "; ".join(heads) + ".",
             None if told else next((e.cause for e in mine if e.cause), None),
             [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
+    data = [f for f in summary.findings if f.kind in DATA_KINDS]
+    for k, f in enumerate(data):
+        items.append(((_SEV_RANK[f.severity], 3, k), StoryItem(f.severity, f"Data: {f.message}.", None,
+                                                                list(f.remedies), [f])))
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
-    fine = [c for c in summary.classes if c.verdict == "ok"]
+    checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}
+    # Classes nothing ran on are "not-measured" in the class table already; they are named here
+    # too when the run's data is damaged (they may have been measured and lost).
+    unjudged = [c for c in summary.classes if c.link_class not in checked
+                and (c.verdict == "ok" or (c.verdict == "not-measured" and data))]
+    if unjudged:
+        out.append(StoryItem("warning", "Links not measured: " + ", ".join(
+            f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''})" for c in unjudged)
+            + ": no transfer on them completed, so their links are not judged (not called ok)."))
+    fine = [c for c in summary.classes if c.verdict == "ok" and c.link_class in checked]
     if fine:
         parts = []
         for c in fine:
@@ -477,7 +498,8 @@ def story(summary: Summary) -> List[StoryItem]:
                 if c.expected_gbps and c.efficiency is not None:
                     p += f" = {pct(c.efficiency)} of {gbps(c.expected_gbps)} GB/s"
             parts.append(p + ")")
-        out.append(StoryItem("ok", ("Link classes without problems: " if out else "Every link class is fine: ")
+        every = not out and len(fine) == len(summary.classes)
+        out.append(StoryItem("ok", ("Every link class is fine: " if every else "Link classes without problems: ")
                              + ", ".join(parts) + "."))
     nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
     good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]

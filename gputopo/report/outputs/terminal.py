@@ -10,7 +10,9 @@ from typing import Optional
 from gputopo.console import literal_console
 from gputopo.report.summary import Summary
 
+from .bridge_names import BridgeNamer
 from .diagnosis import NESTED, nested_groups
+from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
@@ -33,16 +35,18 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))
     points = story(summary)
     told = set()
+    named = BridgeNamer()  # a bridge list is spelled out once on the terminal
     for it in points:
         if it.severity == "info":
             continue  # the figures note goes under the class table
-        console.print(Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]) + Text(it.text))
-        for d in it.details:
-            console.print(Text(f"    {d}", style="dim"))
+        hanging(console, Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]), it.text)
+        for d in it.details:  # "why: ...", "underneath: ...": wrapped under the text after the label
+            label, sep, rest = d.partition(": ")
+            hanging(console, Text(f"    {label}{sep}", style="dim"), Text(rest if sep else d, style="dim"))
         if it.cause:
-            console.print(Text(f"    likely cause: {it.cause}"))
-        for rem in it.remedies:
-            console.print(Text(f"    - {rem}"))
+            hanging(console, "    likely cause: ", named(it.cause))
+        for rem in named.all(it.remedies):
+            hanging(console, "    - ", rem)
         told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
@@ -84,13 +88,15 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             if not (ex.cause or ex.remedies) or all(id(f) in told for f in ex.findings):
                 continue
             detailed += 1
-            console.print(Text(f"{ex.kind} ({ex.where}): ", style=SEVERITY_STYLE[ex.severity])
-                          + Text(f"likely cause: {ex.cause or 'unknown'}"))
-            for rem in ex.remedies:
-                console.print(Text(f"    - {rem}"))
+            console.print(Text(f"{ex.kind} ({ex.where}):", style=SEVERITY_STYLE[ex.severity]))
+            hanging(console, "    likely cause: ", named(ex.cause) or "unknown")
+            for rem in named.all(ex.remedies):
+                hanging(console, "    - ", rem)
     if summary.run.nccl_tests:
         for log in summary.run.nccl_tests:
+            avg = log.get("avg_busbw_gbps")
+            avg_text = (f"{avg} GB/s (nccl-tests' figure: mean over all sizes, not the peak)" if avg is not None
+                        else "not printed (the log has no footer)")
             console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
-                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth "
-                          f"{log.get('avg_busbw_gbps')} GB/s (nccl-tests' figure: mean over all sizes, not the peak)")
+                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth {avg_text}")
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))

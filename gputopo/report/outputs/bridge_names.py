@@ -1,0 +1,42 @@
+"""Name a list of PCI bridges once per section of a report, not in every cause and remedy.
+
+causes.py writes the redirecting bridges into a finding's cause ("ACS redirect on bridge(s) A, B,
+...") and into its ACS remedy, and the corrupt, nan and diverged findings of one class share that
+cause: the Causes section of seed-8gpu's report listed the same twelve addresses six times. A
+:class:`BridgeNamer` rewrites the texts of one section in reading order: the first text that names
+a list keeps it; later ones say "the same N bridges as above".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Set
+
+#: A PCI bridge address as causes.py writes it.
+BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+#: A list of bridge addresses in a cause or remedy.
+BRIDGES = re.compile(rf"bridge\(s\) ({BDF}(?:, {BDF})*)")
+
+
+class BridgeNamer:
+    """Rewrites texts of one section, in order, so that each bridge list is spelled out once."""
+
+    def __init__(self) -> None:
+        self._named: Set[str] = set()
+
+    def __call__(self, text: Optional[str]) -> Optional[str]:
+        if text is None:
+            return None
+
+        def once(m: "re.Match") -> str:
+            listed = m.group(1)
+            if listed in self._named:
+                n = len(listed.split(", "))
+                return "the same bridge as above" if n == 1 else f"the same {n} bridges as above"
+            self._named.add(listed)
+            return m.group(0)
+
+        return BRIDGES.sub(once, text)
+
+    def all(self, texts: List[str]) -> List[str]:
+        return [self(t) for t in texts]
