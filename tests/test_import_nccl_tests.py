@@ -20,6 +20,7 @@ from gputopo.importers.nccl_tests import (log_measurements, normalize_bus_id, pa
 from gputopo.model import NotAvailable
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
+FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE_NAME = "autodl_2x2080ti_all_reduce.txt"
 
 
@@ -226,7 +227,7 @@ def _imported_findings(tmp_path, name, text, **kw):
 
 
 def test_a_log_cut_mid_row_is_said(tmp_path):
-    lines = (DATA / FIXTURE_NAME).read_text().splitlines()
+    lines = (FIXTURES / "nccl-tests" / FIXTURE_NAME).read_text().splitlines()
     cut = "\n".join(lines[:30] + [lines[30][:70]]) + "\n"  # stops inside the row of line 31
     s, found = _imported_findings(tmp_path, "cut_all_reduce.txt", cut)
     assert s.verdict == "degraded"
@@ -237,7 +238,7 @@ def test_a_log_cut_mid_row_is_said(tmp_path):
 
 
 def test_a_log_without_its_footer_is_said(tmp_path):
-    text = "\n".join(line for line in (DATA / FIXTURE_NAME).read_text().splitlines()
+    text = "\n".join(line for line in (FIXTURES / "nccl-tests" / FIXTURE_NAME).read_text().splitlines()
                      if not line.startswith(("# Out of bounds", "# Avg bus")))
     s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
     assert [f.kind for f in found] == ["incomplete-data"] and "the test did not finish" in found[0].message
@@ -245,7 +246,7 @@ def test_a_log_without_its_footer_is_said(tmp_path):
 
 
 def test_negative_figures_drop_their_row_and_are_said(tmp_path):
-    text = (DATA / FIXTURE_NAME).read_text().replace(
+    text = (FIXTURES / "nccl-tests" / FIXTURE_NAME).read_text().replace(
         "  4209.7    3.99    3.99      0", "  4209.7   -3.99   -3.99     -2")
     s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
     assert [f.kind for f in found] == ["invalid-data"]
@@ -256,7 +257,7 @@ def test_negative_figures_drop_their_row_and_are_said(tmp_path):
 
 
 def test_the_same_log_twice_is_refused(tmp_path):
-    path = DATA / FIXTURE_NAME
+    path = FIXTURES / "nccl-tests" / FIXTURE_NAME
     with pytest.raises(UsageError, match="is given twice: its measurements would be counted twice"):
         import_nccl_tests([path, path], out_dir=tmp_path / "run", render=False)
     copy = tmp_path / "copy_all_reduce.txt"
@@ -275,8 +276,8 @@ def test_the_same_log_twice_is_refused(tmp_path):
 def test_a_topology_of_another_machine_is_refused(tmp_path):
     from gputopo.importers.nccl_inputs import load_topo_file
 
-    log = DATA / FIXTURE_NAME
-    eight = load_topo_file(str(DATA.parent / "topo" / "seed-8gpu-nv4-pairs.txt"))
+    log = FIXTURES / "nccl-tests" / FIXTURE_NAME
+    eight = load_topo_file(str(FIXTURES / "topo" / "seed-8gpu-nv4-pairs.txt"))
     with pytest.raises(UsageError, match=r"has 8 GPU\(s\), but the log\(s\) ran on 2 \(device\(s\) 0, 1\)"):
         import_nccl_tests([log], out_dir=tmp_path / "run", topology=eight, render=False)
     assert not (tmp_path / "run").exists()
@@ -292,13 +293,13 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
         import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
                           render=False)
     # the machine's own topology is taken
-    own = load_topo_file(str(DATA.parent / "topo" / "autodl_2x2080ti_pix.txt"))
+    own = load_topo_file(str(FIXTURES / "topo" / "autodl_2x2080ti_pix.txt"))
     res = import_nccl_tests([log], out_dir=tmp_path / "ok", topology=own, render=False)
     assert res.run_dir.exists()
 
 
 def test_nan_figures_drop_their_row_and_are_said(tmp_path):
-    text = (DATA / FIXTURE_NAME).read_text().replace("  4209.7    3.99    3.99      0", "     nan     nan     inf      0")
+    text = (FIXTURES / "nccl-tests" / FIXTURE_NAME).read_text().replace("  4209.7    3.99    3.99      0", "     nan     nan     inf      0")
     s, found = _imported_findings(tmp_path, "all_reduce.txt", text)
     assert [f.kind for f in found] == ["invalid-data"] and "non-finite" in found[0].message
     log = s.run.nccl_tests[0]
