@@ -505,8 +505,10 @@ def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_ru
     with pytest.raises(SystemExit) as e:  # the report renders, and says what it skipped
         main(["report", str(run_copy), "--json", "--no-plots"])
     assert e.value.code == 0
-    notes = json.loads(capsys.readouterr().out)["notes"]
-    assert any("measurements.jsonl:1: skipped, not a measurement" in n for n in notes), notes
+    doc = json.loads(capsys.readouterr().out)
+    data = [f for f in doc["findings"] if f["kind"] in ("incomplete-data", "invalid-data")]
+    assert any("measurements.jsonl" in f["message"] and "line(s) skipped (not a measurement)" in f["message"]
+               for f in data), doc["findings"]
 
 
 @pytest.mark.slow

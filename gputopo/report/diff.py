@@ -170,7 +170,7 @@ def diff_runs(dir_a, dir_b, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
     from the comparison, and a missing figure looks like no regression."""
     a, b = summarize_dir(dir_a), summarize_dir(dir_b)
     for name, s in (("A", a), ("B", b)):
-        bad = [n for n in s.run.notes if "skipped, not a measurement" in n]
+        bad = [n for n in s.run.skipped_lines if "skipped, not a measurement" in n]
         if bad:
             more = f" (and {len(bad) - 1} more line(s))" if len(bad) > 1 else ""
             raise UsageError(f"diff: run {name} {s.run.path}: {bad[0]}{more}; fix the run "

@@ -47,6 +47,9 @@ class Run:
     #: What makes the folder's data incomplete (skipped lines, an emptied file) or doubled; the
     #: report turns each into a finding (data_findings.py) so it never reads like a clean run.
     problems: List[str] = field(default_factory=list)
+    #: Each line skipped, as read ("measurements.jsonl:4: skipped, not a measurement (...)"),
+    #: before the notes fold them into one per file: diff and resume refuse to go on without them.
+    skipped_lines: List[str] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -136,6 +139,7 @@ def load_run(run_dir) -> Run:
         check_schema(doc, path / NCCL_TESTS_JSON)
         nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
     nccl_debug = _read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
+    skipped_lines = [n for n in notes if ": skipped" in n]
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
     problems = skipped_line_notes(notes)
@@ -148,7 +152,8 @@ def load_run(run_dir) -> Run:
                         "the file was emptied or replaced, so no transfer can be judged")
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
-               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes, problems=problems)
+               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes, problems=problems,
+               skipped_lines=skipped_lines)
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:
