@@ -10,6 +10,7 @@ a simulated one) and from one ``lspci -vvv`` run:
   groups (``DMA``/``DMA-FQ``: translated, ``identity``: passthrough; kernels >= 5.11), else of all
   groups, else the kernel command line (``intel_iommu=on|off``, ``amd_iommu=off``, ``iommu=pt``,
   ``iommu.passthrough=1``). Mode "off" when no IOMMU is registered and no group exists.
+  (gputopo.probe.iommu)
 - ACS: the bridges above each GPU come from the path of its ``sys/bus/pci/devices/<bdf>`` link
   (``../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:07:00.0``); their
   ACS control bits from the ``ACSCtl:`` lines of ``lspci -vvv -D -s BDF``, one call per bridge:
@@ -20,18 +21,31 @@ a simulated one) and from one ``lspci -vvv`` run:
 Commands run through ``run(argv) -> (returncode, stdout, stderr)`` with a 2 s timeout each; the
 lspci calls together get 2 s plus LSPCI_S_PER_BRIDGE per bridge, so the budget scales with the
 machine. A simulated host passes its own ``run``.
+
+This module is the entry (read_host, read_acs, the command runner); its parts, each importing
+only downwards: bus_id (PCI address forms), host_files (files under the root, hostname,
+kernel), iommu (the IOMMU mode), pci_bridges (sysfs bridge chains, lspci ACS blocks).
 """
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from gputopo.model.topology import AcsBridge, HostInfo
 from gputopo.model.values import NotAvailable
+from gputopo.probe.bus_id import bus_key, try_bus_key
 from gputopo.probe.host_facts import read_cpu_vendor
+from gputopo.probe.host_files import host_path, read_hostname, read_kernel
+from gputopo.probe.host_files import host_path as _path, read_host_file as _read  # noqa: F401 (probe.nics)
+from gputopo.probe.iommu import cmdline_iommu_flags, read_iommu
+from gputopo.probe.pci_bridges import parse_acs_controls, parse_lspci_blocks, pci_place, upstream_bridges
+
+__all__ = [
+    "COMMAND_TIMEOUT_S", "LSPCI_S_PER_BRIDGE", "Runner", "bus_key", "cmdline_iommu_flags",
+    "default_run", "parse_acs_controls", "parse_lspci_blocks", "pci_place", "read_acs", "read_host",
+    "read_iommu", "try_bus_key", "upstream_bridges",
+]
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -39,41 +53,6 @@ Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 COMMAND_TIMEOUT_S = 2.0
 #: Seconds added to the lspci budget per bridge queried (on top of COMMAND_TIMEOUT_S).
 LSPCI_S_PER_BRIDGE = 0.5
-
-_BDF_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-_HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
-_LSPCI_HEAD_RE = re.compile(r"^([0-9a-fA-F]{4,8}:)?([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
-_TRANSLATED_TYPES = ("DMA", "DMA-FQ")
-
-
-# ----------------------------------------------------------------------------- PCI addresses
-
-
-def bus_key(bus_id: str) -> str:
-    """Canonical PCI address, sysfs/lspci form: ``"00000000:07:00.0"`` -> ``"0000:07:00.0"``.
-
-    NVML writes an 8-digit domain in upper case, lspci and sysfs a 4-digit one in lower case;
-    compare addresses only through this. Raises ValueError for text that is not an address.
-    """
-    text = str(bus_id).strip()
-    m = _BDF_RE.match(text)
-    if not m:
-        m2 = re.match(r"^([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$", text)
-        if not m2:
-            raise ValueError(f"not a PCI address: {bus_id!r}")
-        return f"0000:{m2.group(1).lower()}:{m2.group(2).lower()}.{m2.group(3)}"
-    domain = int(m.group(1), 16)
-    return f"{domain:04x}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
-
-
-def try_bus_key(bus_id) -> Optional[str]:
-    """:func:`bus_key`, or None when ``bus_id`` is not an address (e.g. a NotAvailable)."""
-    if not isinstance(bus_id, str):
-        return None
-    try:
-        return bus_key(bus_id)
-    except ValueError:
-        return None
 
 
 # ----------------------------------------------------------------------------- commands
@@ -106,214 +85,7 @@ def _call(run: Runner, argv: Sequence[str]) -> Tuple[int, str, str]:
         return 126, "", f"{argv[0]}: {exc}"
 
 
-# ----------------------------------------------------------------------------- files
-
-
-def _path(root: str, rel: str) -> str:
-    return os.path.join(root, rel.lstrip("/"))
-
-
-def _read(root: str, rel: str) -> Optional[str]:
-    try:
-        with open(_path(root, rel), encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _hostname(root: str):
-    for rel in ("proc/sys/kernel/hostname", "etc/hostname"):
-        text = _read(root, rel)
-        if text:
-            return text.splitlines()[0].strip()
-    if os.path.abspath(root) == "/":
-        import socket
-
-        return socket.gethostname()
-    return NotAvailable(f"no hostname under {root} (proc/sys/kernel/hostname, etc/hostname)")
-
-
-def _kernel(root: str):
-    text = _read(root, "proc/sys/kernel/osrelease")
-    if text:
-        return text
-    if os.path.abspath(root) == "/":
-        return os.uname().release
-    return NotAvailable(f"cannot read {_path(root, 'proc/sys/kernel/osrelease')}")
-
-
-# ----------------------------------------------------------------------------- IOMMU
-
-
-def cmdline_iommu_flags(cmdline: str) -> Dict[str, str]:
-    """The IOMMU-related kernel parameters of a command line, e.g. {"intel_iommu": "on", "iommu": "pt"}."""
-    flags = {}
-    for tok in cmdline.split():
-        key, _, val = tok.partition("=")
-        if key in ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict"):
-            flags[key] = val
-    return flags
-
-
-def _cmdline_mode(flags: Dict[str, str]) -> Optional[str]:
-    """What the command line alone says: "passthrough", "off", "translated" or None."""
-    intel = set(flags.get("intel_iommu", "").split(","))
-    if flags.get("iommu") == "pt" or flags.get("iommu.passthrough") in ("1", "y", "on") or "pt" in intel:
-        return "passthrough"
-    if "off" in intel or flags.get("amd_iommu") == "off" or flags.get("iommu") == "off":
-        return "off"
-    if "on" in intel or flags.get("iommu.passthrough") in ("0", "n", "off") or flags.get("iommu") == "force":
-        return "translated"
-    return None
-
-
-def _gpu_group_types(root: str, gpu_bus_ids: Iterable[str]) -> List[Tuple[str, str, Optional[str]]]:
-    """(gpu bus id, iommu group number, group type or None) for GPUs that have an IOMMU group."""
-    out = []
-    for bus in gpu_bus_ids:
-        key = try_bus_key(bus)
-        if key is None:
-            continue
-        link = _path(root, f"sys/bus/pci/devices/{key}/iommu_group")
-        try:
-            group = os.path.basename(os.readlink(link).rstrip("/"))
-        except OSError:
-            continue
-        out.append((bus, group, _read(root, f"sys/kernel/iommu_groups/{group}/type")))
-    return out
-
-
-def read_iommu(root: str = "/", gpu_bus_ids: Sequence[str] = ()) -> Tuple[object, List[str]]:
-    """IOMMU mode ("translated" | "passthrough" | "off" | NotAvailable) and the evidence for it."""
-    evidence: List[str] = []
-    cmdline = _read(root, "proc/cmdline")
-    flags = cmdline_iommu_flags(cmdline) if cmdline is not None else {}
-    if cmdline is not None:
-        shown = " ".join(f"{k}={v}" if v else k for k, v in flags.items())
-        evidence.append(f"kernel cmdline: {shown or 'no IOMMU parameters'}")
-
-    if not os.path.isdir(_path(root, "sys")):
-        return NotAvailable(f"cannot read {_path(root, 'sys')} (no sysfs)"), evidence
-
-    try:
-        units = sorted(os.listdir(_path(root, "sys/class/iommu")))
-    except FileNotFoundError:
-        units = []
-    except OSError as exc:
-        return NotAvailable(f"cannot read /sys/class/iommu: {exc.strerror}"), evidence
-    evidence.append(f"/sys/class/iommu: {', '.join(units) if units else 'empty (no IOMMU registered)'}")
-
-    try:
-        groups = sorted(os.listdir(_path(root, "sys/kernel/iommu_groups")), key=_num_key)
-    except FileNotFoundError:
-        groups = []
-    except OSError as exc:
-        return NotAvailable(f"cannot read /sys/kernel/iommu_groups: {exc.strerror}"), evidence
-
-    if not units and not groups:
-        evidence.append("/sys/kernel/iommu_groups: none")
-        return "off", evidence
-
-    # The GPUs' own groups decide; all groups when the GPUs' cannot be found.
-    gpu_groups = _gpu_group_types(root, gpu_bus_ids)
-    types = [t for _, _, t in gpu_groups if t]
-    by_type: Dict[str, List[str]] = {}
-    for _, group, typ in gpu_groups:
-        by_type.setdefault(typ or "unknown (no type file)", []).append(group)
-    for typ, nums in by_type.items():
-        shown = ", ".join(nums[:16]) + (", ..." if len(nums) > 16 else "")
-        evidence.append(f"iommu groups of {len(nums)} GPU(s): type {typ} (groups {shown})")
-    if not types:
-        all_types = [t for t in (_read(root, f"sys/kernel/iommu_groups/{g}/type") for g in groups) if t]
-        if all_types:
-            counts = {t: all_types.count(t) for t in sorted(set(all_types))}
-            evidence.append("iommu group types: " + ", ".join(f"{t} x{c}" for t, c in counts.items()))
-            types = all_types
-    if types:
-        if any(t in _TRANSLATED_TYPES for t in types):
-            return "translated", evidence
-        if all(t == "identity" for t in types):
-            return "passthrough", evidence
-    if not groups:
-        evidence.append("/sys/kernel/iommu_groups: none (IOMMU registered but no device behind it)")
-        return "off", evidence
-    # Groups exist but no type file (kernel < 5.11): the command line tells.
-    from_cmdline = _cmdline_mode(flags)
-    if from_cmdline in ("passthrough", "translated"):
-        evidence.append(f"iommu groups have no type (kernel < 5.11): {from_cmdline} per kernel cmdline")
-        return from_cmdline, evidence
-    return NotAvailable(f"IOMMU present ({len(groups)} groups) but its mode cannot be told: no group "
-                        "type in sysfs and no iommu=pt / intel_iommu=on on the kernel cmdline"), evidence
-
-
-def _num_key(name: str):
-    return (0, int(name), "") if name.isdigit() else (1, 0, name)
-
-
 # ----------------------------------------------------------------------------- ACS
-
-
-def upstream_bridges(root: str, gpu_bus_id: str) -> Optional[List[str]]:
-    """PCI addresses of the bridges above a GPU, root port first; None when the GPU is not in sysfs.
-
-    Read from the target of ``sys/bus/pci/devices/<bdf>``, whose path under ``sys/devices`` is
-    the chain of bridges down to the device.
-    """
-    place = pci_place(root, gpu_bus_id)
-    return None if place is None else place[1]
-
-
-def pci_place(root: str, bus_id: str) -> Optional[Tuple[Optional[str], List[str]]]:
-    """Where a PCI device sits: its host bridge (``"pci0000:17"``; None when sysfs does not say)
-    and the bridges above it, root port first. None when the device is not in sysfs."""
-    key = try_bus_key(bus_id)
-    if key is None:
-        return None
-    link = _path(root, f"sys/bus/pci/devices/{key}")
-    try:
-        target = os.readlink(link)
-    except OSError:
-        if os.path.isdir(link):  # a plain directory (unusual): no chain to read
-            return None, []
-        return None
-    chain, host_bridge = [], None
-    for part in target.replace("\\", "/").split("/"):
-        if _BDF_RE.match(part):
-            chain.append(bus_key(part))
-        elif _HOST_BRIDGE_RE.match(part):
-            host_bridge = part.lower()
-    if chain and chain[-1] == key:
-        chain.pop()
-    return host_bridge, chain
-
-
-def parse_lspci_blocks(text: str) -> Dict[str, str]:
-    """``lspci -vvv`` output split per device: {"0000:07:00.0": block text}."""
-    blocks: Dict[str, List[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line and not line[0].isspace():
-            m = _LSPCI_HEAD_RE.match(line)
-            if m:
-                current = bus_key((m.group(1) or "0000:") + m.group(2))
-                blocks[current] = [line]
-                continue
-        if current is not None:
-            blocks[current].append(line)
-    return {k: "\n".join(v) for k, v in blocks.items()}
-
-
-def parse_acs_controls(block: str) -> Optional[Dict[str, bool]]:
-    """The ``ACSCtl:`` bits of one device's lspci block, or None when it has no ACS capability."""
-    for line in block.splitlines():
-        line = line.strip()
-        if line.startswith("ACSCtl:"):
-            controls = {}
-            for tok in line[len("ACSCtl:"):].split():
-                if tok.endswith(("+", "-")):
-                    controls[tok[:-1]] = tok.endswith("+")
-            return controls
-    return None
 
 
 def read_acs(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[str] = ()):
@@ -330,7 +102,7 @@ def read_acs(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[s
         for bridge in chain:
             below.setdefault(bridge, []).append(bus)
     if not found:
-        return NotAvailable(f"GPUs not found under {_path(root, 'sys/bus/pci/devices')}")
+        return NotAvailable(f"GPUs not found under {host_path(root, 'sys/bus/pci/devices')}")
     if not below:
         return []
 
@@ -401,6 +173,6 @@ def read_host(root: str = "/", run: Runner = default_run, gpu_bus_ids: Sequence[
     """
     gpu_bus_ids = [b for b in gpu_bus_ids if isinstance(b, str)]
     mode, evidence = read_iommu(root, gpu_bus_ids)
-    return HostInfo(hostname=_hostname(root), kernel=_kernel(root), iommu_mode=mode,
+    return HostInfo(hostname=read_hostname(root), kernel=read_kernel(root), iommu_mode=mode,
                     iommu_evidence=evidence, acs=read_acs(root, run, gpu_bus_ids),
                     cpu_vendor=read_cpu_vendor(root))
