@@ -9,7 +9,7 @@ from typing import Optional
 import click
 
 from gputopo import SCHEMA_VERSION
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import console, finish, sim_option
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 

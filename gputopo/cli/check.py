@@ -9,7 +9,7 @@ import click
 
 from gputopo.cli.bench import (_build, numerics_options, pair_options, refuse_ignored,
                                say_redone)
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError

@@ -9,7 +9,7 @@ import sys
 import click
 
 from gputopo import SCHEMA_VERSION
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import finish
 from gputopo.errors import GputopoError, UsageError
 

@@ -1,7 +1,8 @@
-"""The `gputopo` command group and its error handling: every failure ends as one line + exit code.
+"""The `gputopo` entry point and its error handling: every failure ends as one line + exit code.
 
-Click commands live in the sibling modules, one per command; they only parse options and call
-the layers below. Heavy libraries (torch, pandas, matplotlib) are imported inside the commands
+The click group is in group.py; click commands live in the sibling modules, one per command, and
+add themselves to that group; this module imports them (never the other way round). They only
+parse options and call the layers below. Heavy libraries (torch, pandas, matplotlib) are imported inside the commands
 that need them, never here.
 """
 
@@ -16,18 +17,8 @@ import traceback
 
 import click
 
-from gputopo import __version__
-from gputopo.cli.strict import StrictGroup
+from gputopo.cli.group import cli
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
-
-
-@click.group(cls=StrictGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="gputopo")
-def cli():
-    """gputopo: which GPU pairs of this machine can you trust, and how fast are they?
-
-    Start with `gputopo scan`; without GPUs add `--sim seed-8gpu` (see `gputopo sims`).
-    """
 
 
 def _register():

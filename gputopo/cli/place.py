@@ -6,7 +6,7 @@ import json
 
 import click
 
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import finish, sim_option
 from gputopo.errors import UsageError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gputopo import SCHEMA_VERSION
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import console, finish
 from gputopo.cli.strict import FiniteFloat
 

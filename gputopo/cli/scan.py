@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 from gputopo.cli.options import console, sim_option
 from gputopo.errors import InputFileError, UsageError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gputopo.cli.main import cli
+from gputopo.cli.group import cli
 
 
 @cli.command()

@@ -1,0 +1,113 @@
+"""No import cycle inside gputopo/ (issue 13): data flows one way through the layers.
+
+Every import counts, a lazy one inside a function too: a lazy import hides a cycle from Python's
+import machinery but not from a reader, who still has to hold both modules in mind at once.
+A package's ``__init__`` importing its own submodules is not an edge back to the package from
+those submodules (Python imports the parent first anyway), so only written imports are edges.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gputopo"
+
+
+def _modules() -> Dict[str, Path]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _resolve(name: str, mods: Dict[str, Path]) -> str:
+    """The module ``name`` lives in: itself, or the nearest enclosing module (``a.b.func``)."""
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    """module -> the gputopo modules it imports anywhere in its text."""
+    mods = _modules()
+    graph: Dict[str, Set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+                # `from pkg import sub` imports the submodule; `from mod import name` the module
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t.split(".")[0] == "gputopo":
+                    dep = _resolve(t, mods)
+                    if dep and dep != mod:
+                        graph[mod].add(dep)
+    return graph
+
+
+def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_cycle_inside_gputopo():
+    found = cycles(import_graph())
+    assert not found, "import cycles (each list imports itself round): " + "; ".join(map(str, found))
+
+
+def test_the_cycle_finder_sees_a_lazy_cycle():
+    """The checker itself: a cycle through a lazy import is found, a one-way chain is not."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    graph = import_graph()
+    assert "gputopo.cli.group" in graph["gputopo.cli.scan"]  # commands add themselves to the group
+    assert "gputopo.cli.scan" in graph["gputopo.cli.main"]   # main imports them (lazily), not back
