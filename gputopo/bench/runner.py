@@ -20,16 +20,16 @@ killed and joined in ``finally``; what was written stays a valid partial run. Wo
 forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`starting_workers`,
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
+
+The process machinery (mp_context, starting_workers, stop_forkserver, tail) is in processes.py
+and re-exported here, where the CLI and the numerics worker pool have always found it; the
+wording of a failed step's finding is in step_failure.py.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import multiprocessing.connection as mpc
-import os
-import signal
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -37,131 +37,17 @@ from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
 
 from .memory_check import killed_cause
-from .options import format_size
 from .plan import Step, layout
+from .processes import TAIL_LINES, _exit_text, mp_context, starting_workers, stop_forkserver, tail
 from .runlog import RunLog
+from .step_failure import step_failure_finding
+
+__all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_context",
+           "starting_workers", "stop_forkserver", "tail"]
 
 #: Seconds a worker may take to start (fork + set-up) before its step counts as failed.
 STARTUP_TIMEOUT_S = 120.0
-#: Lines of a worker's log quoted in a crash finding.
-TAIL_LINES = 20
 
-
-def mp_context():
-    """forkserver with torch preloaded where available (Linux, macOS), else spawn."""
-    try:
-        ctx = mp.get_context("forkserver")
-    except ValueError:
-        return mp.get_context("spawn")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "gputopo.bench.worker",
-                                "gputopo.bench.suites"])
-    return ctx
-
-
-@contextmanager
-def starting_workers(ctx):
-    """Start worker processes inside this block. Ctrl-C is held while in it and raised as
-    KeyboardInterrupt when it ends: a Ctrl-C in the middle of ``Process.start()`` left a forked
-    worker whose pid the parent never learnt (so it could not kill it), and that child printed
-    a traceback on the terminal when the objects it was unpickling were already gone.
-
-    On first use it starts ``ctx``'s forkserver with SIGINT blocked: the forkserver is in the
-    terminal's process group and imports torch for seconds before it ignores SIGINT itself (a
-    Ctrl-C then killed it with a traceback); it inherits the blocked signal, and so does every
-    worker it forks, from its first instruction. The parent alone decides what Ctrl-C does."""
-    held = []
-    try:
-        old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    except ValueError:  # not the main thread: Python delivers signals to the main thread only
-        old = None
-    try:
-        if ctx.get_start_method() == "forkserver":
-            from multiprocessing import forkserver, resource_tracker
-
-            resource_tracker.ensure_running()  # first: it unblocks SIGINT when it starts one
-            with _sigint_blocked():
-                forkserver.ensure_running()
-        yield
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
-            if held:
-                if callable(old):
-                    old(signal.SIGINT, None)  # default_int_handler raises KeyboardInterrupt
-                elif old == signal.SIG_DFL:
-                    raise KeyboardInterrupt
-
-
-@contextmanager
-def _sigint_blocked():
-    """SIGINT blocked in this thread (a child forked meanwhile inherits the mask); a SIGINT that
-    arrives is kept pending, not lost."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    except (AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def stop_forkserver() -> None:
-    """End the forkserver this process started, if any, now (the CLI calls this on its way out).
-
-    Left alone it exits by itself once the run and its workers are gone, but only after tearing
-    down an interpreter with torch loaded: a second or more during which a python process,
-    reparented to init, outlives the command. SIGKILL is safe here: it holds no state, and the
-    workers it forked are already gone (those that were not would die with it: PDEATHSIG)."""
-    from multiprocessing import forkserver, util
-
-    fs = getattr(forkserver, "_forkserver", None)
-    pid = getattr(fs, "_forkserver_pid", None)
-    if not pid:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ChildProcessError, ProcessLookupError, PermissionError):
-        pass
-    fd = getattr(fs, "_forkserver_alive_fd", None)
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    address = getattr(fs, "_forkserver_address", None)
-    if address and not util.is_abstract_socket_namespace(address):
-        try:
-            os.unlink(address)
-        except OSError:
-            pass
-    fs._forkserver_pid = fs._forkserver_alive_fd = fs._forkserver_address = None
-
-
-def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    out = "\n".join(text.rstrip("\n").split("\n")[-lines:])
-    return out[-max_chars:]
-
-
-def _exit_text(code: Optional[int]) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 @dataclass
@@ -482,19 +368,7 @@ class Runner:
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
-        gpus = ",".join(map(str, r.step.gpus))
-        where = f"GPUs {gpus}" if len(r.step.gpus) > 1 else f"GPU {gpus}"
-        if r.step.link_class:
-            where += f" ({r.step.link_class})"
-        case = evidence.get("case")
-        during = ""
-        if case:
-            way = f" {case['direction']}" if case.get("direction") else ""
-            during = f" during {case['test']}{way} at {format_size(case['size_bytes'])}"
-        f = Finding(kind=kind, severity="error",
-                    message=f"{where}: {kind} in the {r.step.group} step{during}: {what}",
-                    gpus=list(r.step.gpus), link_class=r.step.link_class, evidence=evidence,
-                    cause=cause, remedies=list(remedies or []))
+        f = step_failure_finding(r.step, kind, what, evidence, cause, remedies)
         self.findings.append(f)
         self.log.finding(f)
         self.log.step_done(r.step.id, kind, measurements=r.delivered,

@@ -15,20 +15,22 @@ for the next job. Each DDP job gets a fresh process group over a FileStore (no T
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
 (DESIGN.md). Workers delete the DDP module and collect garbage before destroying the group, and
 the parent treats a death after every result was delivered as a clean exit.
+
+The worker's side (its entry point and the jobs it runs) is in worker_main.py.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import multiprocessing as mp
 import os
 import queue
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
+
+from .worker_main import _worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
 START_TIMEOUT_S = 120.0
@@ -45,162 +47,6 @@ class WorkerCrash(Exception):
 
 class WorkerStartError(RuntimeError):
     """The workers could not start at all (no job ran): a broken environment, not a finding."""
-
-
-# ----------------------------------------------------------------------------- in the worker
-
-
-def _worker_main(rank: int, jobs, results, backend: str, threads: int,
-                 log_path: Optional[str] = None, parent_pid: Optional[int] = None,
-                 env: Optional[Dict[str, str]] = None) -> None:
-    """Entry point of a worker process. Output goes to ``log_path`` (the run folder's workers/)
-    when given; SIGINT is left to the parent; the worker exits when the parent is gone and
-    leaves with ``os._exit``, so interpreter teardown cannot fail a delivered result."""
-    import signal
-
-    from gputopo.bench.worker import _redirect_output, _watch_parent
-
-    if log_path:
-        _redirect_output(log_path)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if parent_pid:
-        _watch_parent(parent_pid)
-    if env is not None:  # the parent's environment now (NCCL_* settings...), not the forkserver's
-        os.environ.clear()
-        os.environ.update(env)
-    # The topology's CUDA indices are in PCI bus order (gputopo.probe.cuda_index).
-    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    import torch
-
-    torch.set_num_threads(max(1, threads))
-    if backend == "nccl":
-        # fp32 numerics: TF32 would swamp the reduction-order noise the tolerance is made of.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    if log_path:
-        print(f"gputopo numerics worker {rank} pid {os.getpid()} backend {backend}", flush=True)
-    results.put(("ready", None, rank, None))
-    while True:
-        job = jobs.get()
-        if job is None:
-            break
-        try:
-            payload = _run_job(rank, job, backend)
-            results.put(("result", job["id"], rank, payload))
-        except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
-            import traceback
-
-            traceback.print_exc()
-            results.put(("error", job["id"], rank, f"{type(e).__name__}: {e}"))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    results.close()
-    results.join_thread()  # the last result is in the pipe before the process goes
-    os._exit(0)
-
-
-def _run_job(rank: int, job: Dict[str, Any], backend: str) -> Dict[str, Any]:
-    from .job import NumericsOptions, make_data
-    from . import ways
-
-    opts = NumericsOptions(**job["opts"])
-    data = make_data(opts)
-    kind = job["kind"]
-    if job.get("bus_ids") and backend == "nccl":
-        from gputopo.bench.fabrics.cuda import check_bus_ids
-
-        check_bus_ids(job["cuda_devices"], job["bus_ids"])
-    if kind in ("sim-dp", "sim-ddp"):
-        run = _train_sim(opts, data, job)
-    elif kind == "ddp":
-        run = _train_ddp(rank, opts, data, job, backend)
-    elif kind == "reference":
-        run = ways.train_reference(opts, data, device=job["device"], order=job.get("order", "plain"))
-    elif kind == "dp-cuda":
-        run = ways.train_dp_cuda(opts, data, tuple(job["cuda_devices"]))
-    else:
-        raise ValueError(f"unknown job kind {kind!r}")
-    return _run_to_payload(run)
-
-
-def _train_sim(opts, data, job: Dict[str, Any]):
-    """DataParallel's flow or simulated DDP over the bench's sim fabric for one pair."""
-    from gputopo.bench.fabrics.sim import SimModel, SimOps
-
-    from . import ways
-    from .transport import OpsTransport
-
-    i, j = job["pair"]
-    ops = SimOps((i, j), (i, j), SimModel(job["description"]))
-    transport = OpsTransport(ops)
-    if job["kind"] == "sim-dp":
-        return ways.train_dp_flow(opts, data, (i, j), transport, copy_path=ops.peer_route(i, j),
-                                  collective_path=ops.collective_route())
-    return ways.train_ddp_simulated(opts, data, (i, j), transport, ops.collective_route())
-
-
-def _run_to_payload(run) -> Dict[str, Any]:
-    return {"losses": list(run.losses), "final_params": run.final_params.tolist(),
-            "first_nonfinite_step": run.first_nonfinite_step, "nonfinite_in": run.nonfinite_in,
-            "wall_s": run.wall_s, "extra": run.extra}
-
-
-def _train_ddp(rank: int, opts, data, job: Dict[str, Any], backend: str):
-    import datetime
-
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from .job import build_model, flat_params, make_optimizer, rank_loss, split_sizes
-    from .ways import TrainLog, nan_injector
-
-    world = 2
-    if backend == "nccl":
-        dev = int(job["cuda_devices"][rank])
-        torch.cuda.set_device(dev)
-        device = torch.device("cuda", dev)
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group(backend, init_method=f"file://{job['store']}", rank=rank,
-                            world_size=world,
-                            timeout=datetime.timedelta(seconds=max(1.0, job["timeout_s"])))
-    model = ddp = opt = None
-    try:
-        model = build_model(opts).to(device)
-        model.train()
-        ddp = DDP(model, device_ids=[device.index] if backend == "nccl" else None)
-        opt = make_optimizer(ddp.parameters(), opts)
-        params = list(model.parameters())
-        sizes = split_sizes(opts.batch, world)
-        step_ref = [0]
-        inject = nan_injector(opts, rank, step_ref)
-        x_all, y_all = data
-        log = TrainLog()
-        for step in range(opts.steps):
-            step_ref[0] = step
-            x = x_all[step].split(sizes)[rank].to(device)
-            y = y_all[step].split(sizes)[rank].to(device)
-            opt.zero_grad(set_to_none=True)
-            out = ddp(x)
-            if inject is not None:
-                out = inject(out)
-            loss = rank_loss(out, y, opts.batch, world)
-            loss.backward()  # DDP all-reduces the gradients here
-            logged = loss.detach().clone()
-            dist.all_reduce(logged)  # the global loss, as a training script would log it
-            log.step_done(step, float(logged) / world, params, [opt])
-        if backend == "nccl":
-            torch.cuda.synchronize(device)
-        wall = time.perf_counter() - log.t0
-        final = flat_params(model)
-    finally:
-        # DESIGN.md: without this, ~4 % of gloo runs abort at exit after destroy_process_group.
-        del ddp, opt, model
-        gc.collect()
-        dist.destroy_process_group()
-    return log.result(final, {"ddp_split": sizes, "backend": backend, "rank": rank,
-                              "paths": {"all_reduce": backend}}, wall_s=wall)
 
 
 # ----------------------------------------------------------------------------- in the parent
@@ -241,7 +87,7 @@ class WorkerPool:
         return max(0, self.starts - 1)
 
     def _start(self) -> None:
-        from gputopo.bench.runner import starting_workers
+        from gputopo.bench.processes import starting_workers
 
         self.starts += 1
         # Ctrl-C waits until every worker is started (and so known, to be killed)
@@ -278,7 +124,7 @@ class WorkerPool:
         if not path:
             return ""
         try:
-            from gputopo.bench.runner import tail
+            from gputopo.bench.processes import tail
 
             return tail(path, lines=8, max_chars=1500)
         except ImportError:  # pragma: no cover
@@ -385,7 +231,7 @@ def _mp_context():
     """The bench runner's multiprocessing context (forkserver with torch preloaded: a worker
     costs a fork, not an interpreter start), or spawn where that is not available."""
     try:
-        from gputopo.bench.runner import mp_context
+        from gputopo.bench.processes import mp_context
 
         return mp_context()
     except ImportError:  # pragma: no cover - the bench is part of the package

@@ -1,0 +1,132 @@
+"""The worker processes' machinery shared by the bench runner and the numerics worker pool: the
+multiprocessing context (forkserver with torch preloaded), starting workers with Ctrl-C held
+and SIGINT blocked (see runner.py's docstring for why), stopping the forkserver on the way out,
+and reading a worker log's tail and a process's exit for findings."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from contextlib import contextmanager
+from typing import Optional
+
+#: Lines of a worker's log quoted in a crash finding.
+TAIL_LINES = 20
+
+
+def mp_context():
+    """forkserver with torch preloaded where available (Linux, macOS), else spawn."""
+    try:
+        ctx = mp.get_context("forkserver")
+    except ValueError:
+        return mp.get_context("spawn")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "gputopo.bench.worker",
+                                "gputopo.bench.suites"])
+    return ctx
+
+
+@contextmanager
+def starting_workers(ctx):
+    """Start worker processes inside this block. Ctrl-C is held while in it and raised as
+    KeyboardInterrupt when it ends: a Ctrl-C in the middle of ``Process.start()`` left a forked
+    worker whose pid the parent never learnt (so it could not kill it), and that child printed
+    a traceback on the terminal when the objects it was unpickling were already gone.
+
+    On first use it starts ``ctx``'s forkserver with SIGINT blocked: the forkserver is in the
+    terminal's process group and imports torch for seconds before it ignores SIGINT itself (a
+    Ctrl-C then killed it with a traceback); it inherits the blocked signal, and so does every
+    worker it forks, from its first instruction. The parent alone decides what Ctrl-C does."""
+    held = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: Python delivers signals to the main thread only
+        old = None
+    try:
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver, resource_tracker
+
+            resource_tracker.ensure_running()  # first: it unblocks SIGINT when it starts one
+            with _sigint_blocked():
+                forkserver.ensure_running()
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+            if held:
+                if callable(old):
+                    old(signal.SIGINT, None)  # default_int_handler raises KeyboardInterrupt
+                elif old == signal.SIG_DFL:
+                    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread (a child forked meanwhile inherits the mask); a SIGINT that
+    arrives is kept pending, not lost."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def stop_forkserver() -> None:
+    """End the forkserver this process started, if any, now (the CLI calls this on its way out).
+
+    Left alone it exits by itself once the run and its workers are gone, but only after tearing
+    down an interpreter with torch loaded: a second or more during which a python process,
+    reparented to init, outlives the command. SIGKILL is safe here: it holds no state, and the
+    workers it forked are already gone (those that were not would die with it: PDEATHSIG)."""
+    from multiprocessing import forkserver, util
+
+    fs = getattr(forkserver, "_forkserver", None)
+    pid = getattr(fs, "_forkserver_pid", None)
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError, PermissionError):
+        pass
+    fd = getattr(fs, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    address = getattr(fs, "_forkserver_address", None)
+    if address and not util.is_abstract_socket_namespace(address):
+        try:
+            os.unlink(address)
+        except OSError:
+            pass
+    fs._forkserver_pid = fs._forkserver_alive_fd = fs._forkserver_address = None
+
+
+def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    out = "\n".join(text.rstrip("\n").split("\n")[-lines:])
+    return out[-max_chars:]
+
+
+def _exit_text(code: Optional[int]) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

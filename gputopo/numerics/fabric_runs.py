@@ -1,0 +1,245 @@
+"""The three ways per pair, per fabric (the table in run.py's docstring): sim and cpu compute
+the reference once for the run and run DataParallel / DDP per pair (in a worker process, or in
+this process over caller-given transports); cuda runs every way in NCCL worker processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable, Dict, List
+
+from gputopo.errors import NoHardwareError, UsageError
+from gputopo.model import Topology
+from gputopo.model.values import is_value
+
+from .outcome import NumericsRun, Pair, WayFailed
+from .paths import pair_paths
+from .result import WAY_NAMES, num_to_json
+from .judging import _judged, _reference_and_tolerance, _reference_record
+from .sink import _Sink
+from .verdict import WayRun
+
+TransportFactory = Callable[[int, int], Any]
+Train = Callable[[Pair], WayRun]
+
+
+def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", ways, fabric: str,
+                        data, dp_train: Train, ddp_train: Train,
+                        dp_notes: List[str], ddp_notes: List[str]) -> None:
+    """sim and cpu: every device is this CPU, so the reference (and its tolerance) is computed
+    once for the run; DataParallel and DDP run per pair through ``dp_train`` / ``ddp_train``."""
+    from . import ways as W
+
+    ref, tol, per_replica = _reference_and_tolerance(
+        lambda order: W.train_reference(opts, data, order=order), opts)
+    out.tolerances["run"] = tol
+    timing = "modeled" if fabric == "sim" else "wall"
+    for pair in pairs:
+        lc = str(topology.link_class(*pair))
+        if "reference" in ways:
+            note = (f"computed once for the run: on the {fabric} fabric one device's job is the "
+                    "same CPU computation for every pair")
+            sink.add(out, _reference_record(pair, lc, ref, tol, fabric, timing, opts, [note]))
+        if "dp" in ways:
+            _judged(out, sink, pair, lc, "dp", fabric, timing, opts, ref, tol, dp_notes,
+                    lambda p=pair: dp_train(p), per_replica)
+        if "ddp" in ways:
+            _judged(out, sink, pair, lc, "ddp", fabric, timing, opts, ref, tol, ddp_notes,
+                    lambda p=pair: ddp_train(p), per_replica)
+
+
+_SIM_DDP_NOTE = ("two ranks simulated in one process; the gradient all-reduce moves through the "
+                 "simulated links as NCCL's 2-rank ring would, on the path NCCL picks for the pair")
+
+
+def _local_data(opts):
+    import torch
+
+    from .job import make_data
+
+    torch.set_num_threads(1)
+    return make_data(opts)
+
+
+def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s) -> None:
+    """The sim fabric as `gputopo numerics --sim` runs it: the ways that move bytes run in a worker
+    process, because the sim's hang fault blocks and its crash fault aborts that process."""
+    from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run
+
+    pool = WorkerPool("sim", threads=1, size=1, log_dir=sink.log_dir)
+
+    def runner(kind: str, way: str) -> Train:
+        def train(pair: Pair) -> WayRun:
+            job = {"kind": kind, "pair": list(pair), "description": description,
+                   "opts": opts.to_json()}
+            try:
+                res = pool.run(job, ranks=(0,), timeout_s=timeout_s)
+            except WorkerHang as e:
+                raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s "
+                                        f"(simulated transfers): {e}")
+            except WorkerCrash as e:
+                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}")
+            return payload_to_run(res.payloads[0])
+        return train
+
+    with _pool_closed(pool, out, "sim worker"):
+        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
+                            runner("sim-dp", "dp"), runner("sim-ddp", "ddp"), [], [_SIM_DDP_NOTE])
+
+
+@contextlib.contextmanager
+def _pool_closed(pool, out, what: str):
+    """Close a numerics worker pool (None: no pool was needed) when its pairs are done; on
+    Ctrl-C kill the workers at once rather than wait for their job to end. The number of worker
+    starts goes into the notes."""
+    try:
+        yield pool
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.kill()
+        raise
+    finally:
+        if pool is not None:
+            out.notes.append(f"{what} started {pool.starts} time(s)")
+            pool.close()
+
+
+def _run_sim_in_process(topology, pairs, opts, out, sink, ways, factory: TransportFactory) -> None:
+    """The sim fabric over caller-given transports, in this process (tests, embedding)."""
+    from . import ways as W
+    from .transport import OpsTransport, adapt_transport
+
+    data = _local_data(opts)
+
+    def routes(transport, i, j) -> Dict[str, str]:
+        ops = transport.ops if isinstance(transport, OpsTransport) else None
+        if ops is not None and hasattr(ops, "peer_route") and hasattr(ops, "collective_route"):
+            return {"copy": ops.peer_route(i, j), "nccl": ops.collective_route()}
+        return pair_paths(topology, i, j)
+
+    def dp_train(pair):
+        t = adapt_transport(factory(*pair))
+        r = routes(t, *pair)
+        return W.train_dp_flow(opts, data, pair, t, copy_path=r["copy"], collective_path=r["nccl"])
+
+    def ddp_train(pair):
+        t = adapt_transport(factory(*pair))
+        return W.train_ddp_simulated(opts, data, pair, t, routes(t, *pair)["nccl"])
+
+    _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", data, dp_train, ddp_train,
+                        [], [_SIM_DDP_NOTE])
+
+
+def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
+    """cpu fabric: DDP over gloo in 2 real processes; DataParallel emulated in process."""
+    from . import ways as W
+    from .transport import LocalTransport
+    from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run, rank_param_gap
+
+    data = _local_data(opts)
+    pool = WorkerPool("gloo", threads=1, log_dir=sink.log_dir) if "ddp" in ways else None
+
+    def dp_train(pair):
+        return W.train_dp_flow(opts, data, pair, LocalTransport(), copy_path="in-process",
+                               collective_path="in-process")
+
+    def ddp_train(pair):
+        try:
+            res = pool.run({"kind": "ddp", "opts": opts.to_json()}, ranks=(0, 1), timeout_s=timeout_s)
+        except WorkerHang as e:
+            raise WayFailed("hang", f"DDP (gloo) did not finish within {timeout_s:g} s: {e}")
+        except WorkerCrash as e:
+            raise WayFailed("crash", f"DDP (gloo): {e}")
+        run = payload_to_run(res.payloads[0])
+        run.extra["rank_param_gap"] = num_to_json(rank_param_gap(res.payloads[0], res.payloads[1]))
+        return run
+
+    dp_notes = ["emulated: DataParallel's documented flow (broadcast, scatter, gather, reduce_add) "
+                "over plain in-process copies; no GPU link is involved on the cpu fabric"]
+    with _pool_closed(pool, out, "gloo workers"):
+        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "cpu", data, dp_train, ddp_train,
+                            dp_notes, ["DistributedDataParallel over gloo in 2 CPU processes"])
+
+
+# ----------------------------------------------------------------------------- cuda
+
+
+def cuda_index_of(topology: Topology, gpu: int, env=None) -> int:
+    """The CUDA index NVML GPU ``gpu`` has in a numerics worker (which runs with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID), or UsageError when CUDA cannot see it: never another GPU's
+    number (gputopo.bench.visible)."""
+    from gputopo.bench.visible import worker_cuda_map
+
+    idx = worker_cuda_map(topology, env).get(gpu)
+    if not isinstance(idx, int):
+        raise UsageError(f"GPU {gpu} is not visible to CUDA ({getattr(idx, 'reason', idx)}); "
+                         "unset CUDA_VISIBLE_DEVICES or pick visible GPUs")
+    return int(idx)
+
+
+def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
+    cuda_of = {g: cuda_index_of(topology, g) for p in pairs for g in p}  # usage errors first
+    bus_of = {g: topology.gpu(g).pci_bus_id if is_value(topology.gpu(g).pci_bus_id) else None
+              for g in cuda_of}
+
+    import torch
+
+    from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run, rank_param_gap
+
+    if not torch.cuda.is_available():
+        raise NoHardwareError("the cuda fabric needs CUDA GPUs and this torch sees none")
+
+    def call(job, ranks, way):
+        try:
+            return pool.run(job, ranks=ranks, timeout_s=timeout_s)
+        except WorkerHang as e:
+            raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s: {e}")
+        except WorkerCrash as e:
+            raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}")
+
+    pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir)
+    with _pool_closed(pool, out, "NCCL workers"):
+        for i, j in pairs:
+            lc = str(topology.link_class(i, j))
+            ci, cj = cuda_of[i], cuda_of[j]
+            device = f"cuda:{ci}"
+
+            def reference_run(order, device=device, ci=ci, bus=bus_of[i]):
+                job = {"kind": "reference", "opts": opts.to_json(), "device": device, "order": order,
+                       "cuda_devices": [ci], "bus_ids": [bus]}
+                return payload_to_run(call(job, (0,), "reference").payloads[0])
+
+            ref = tol = per_replica = None
+            try:
+                ref, tol, per_replica = _reference_and_tolerance(reference_run, opts)
+                out.tolerances[f"{i},{j}"] = tol
+                if "reference" in ways:
+                    sink.add(out, _reference_record((i, j), lc, ref, tol, "cuda", "wall", opts,
+                                                    [f"GPU {i} (cuda:{ci}) alone"]))
+            except WayFailed as e:
+                if "reference" in ways:
+                    sink.fail(out, (i, j), lc, "reference", e, "cuda", "wall", opts)
+            if "dp" in ways:
+                def dp_run(ci=ci, cj=cj):
+                    job = {"kind": "dp-cuda", "opts": opts.to_json(), "cuda_devices": [ci, cj],
+                           "bus_ids": [bus_of[i], bus_of[j]]}
+                    return payload_to_run(call(job, (0,), "dp").payloads[0])
+
+                _judged(out, sink, (i, j), lc, "dp", "cuda", "wall", opts, ref, tol,
+                        [f"torch.nn.DataParallel(device_ids=[{ci}, {cj}])"], dp_run, per_replica)
+            if "ddp" in ways:
+                def ddp_run(ci=ci, cj=cj):
+                    job = {"kind": "ddp", "opts": opts.to_json(), "cuda_devices": [ci, cj],
+                           "bus_ids": [bus_of[i], bus_of[j]]}
+                    res = call(job, (0, 1), "ddp")
+                    run = payload_to_run(res.payloads[0])
+                    run.extra["rank_param_gap"] = num_to_json(
+                        rank_param_gap(res.payloads[0], res.payloads[1]))
+                    return run
+
+                nccl_env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+                _judged(out, sink, (i, j), lc, "ddp", "cuda", "wall", opts, ref, tol,
+                        [f"DistributedDataParallel over NCCL, ranks on cuda:{ci} and cuda:{cj}"]
+                        + ([f"NCCL environment: {nccl_env}"] if nccl_env else []), ddp_run,
+                        per_replica)
+

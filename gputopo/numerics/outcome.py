@@ -1,0 +1,57 @@
+"""What one numerics run produced (NumericsRun), and how a way that produced nothing fails
+(WayFailed): the types every stage of a run (fabric_runs, judging, sink) shares, so they
+import this module and not run.py, their caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+from gputopo.model import Finding
+
+from .job import NumericsOptions
+from .result import NumericsResult
+from .verdict import Tolerance
+
+Pair = Tuple[int, int]
+
+
+class WayFailed(Exception):
+    """A way produced no numbers: ``kind`` is "hang" or "crash"."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class NumericsRun:
+    """Everything one numerics run produced."""
+
+    options: NumericsOptions
+    fabric: str
+    results: List[NumericsResult] = field(default_factory=list)
+    findings: List[Finding] = field(default_factory=list)
+    #: Tolerance per scope: "run" (sim/cpu: one CPU job for every pair) or "i,j" (cuda).
+    tolerances: Dict[str, Tolerance] = field(default_factory=dict)
+    wall_s: float = 0.0
+    notes: List[str] = field(default_factory=list)
+
+    def verdicts(self) -> Dict[Pair, Dict[str, str]]:
+        """{(i, j): {way: verdict}}."""
+        out: Dict[Pair, Dict[str, str]] = {}
+        for r in self.results:
+            out.setdefault(tuple(r.gpus), {})[r.way] = r.verdict
+        return out
+
+    def tolerance_lines(self) -> List[str]:
+        return [(f"{scope}: " if scope != "run" else "") + tol.describe()
+                for scope, tol in self.tolerances.items()]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"fabric": self.fabric, "options": self.options.to_json(),
+                "tolerances": {k: t.to_json() for k, t in self.tolerances.items()},
+                "results": [r.to_json() for r in self.results],
+                "findings": [f.to_json() for f in self.findings],
+                "wall_s": self.wall_s, "notes": list(self.notes)}
+

@@ -1,0 +1,143 @@
+"""Where a numerics run's records go as they complete: the findings a record makes
+(finding_for, the chaotic-job warning), numerics.jsonl / events.jsonl appends (_Sink), the loss
+curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Optional
+
+from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
+from gputopo.model import Finding
+
+from .findings import BAD_VERDICTS, OTHER_WAY, record_finding
+from .outcome import NumericsRun, Pair, WayFailed
+from .result import WAYS, NumericsResult, num_to_json
+from .verdict import FAILED_VERDICTS
+
+LOSSES_CSV = "numerics_losses.csv"
+
+#: Reduction-order noise above this (relative loss) means the job itself is chaotic at these
+#: settings (normal fp32 noise of this job is ~1e-7): divergence then says little.
+CHAOTIC_NOISE = 1e-4
+
+
+def _warn_if_chaotic(out: NumericsRun) -> None:
+    for scope, tol in out.tolerances.items():
+        if tol.noise_loss_rel > CHAOTIC_NOISE:
+            where = "" if scope == "run" else f" (GPUs {scope})"
+            out.findings.append(Finding(
+                "noisy", "warning",
+                f"numerics{where}: re-running the one-GPU job with only the fp32 summation order "
+                f"changed moves the loss by {tol.noise_loss_rel:.1e} (relative): the job is "
+                f"chaotic at lr {out.options.lr:g}, so the tolerance is wide and only NaN/Inf "
+                "are meaningful; lower --lr",
+                evidence={"test": "numerics", "noise_loss_rel": tol.noise_loss_rel,
+                          "tolerance_loss_rel": tol.loss_rel, "lr": out.options.lr},
+                remedies=["lower --lr"]))
+
+
+
+def finding_for(rec: NumericsResult, others: Dict[str, NumericsResult]) -> Optional[Finding]:
+    """The finding a record makes, if any (findings.py): nan/diverged (with way and step), hang,
+    crash; with a quick cause where the ways alone tell it (the report adds the host's)."""
+    f = record_finding(rec.to_json(), {way: o.to_json() for way, o in others.items()})
+    if f is None or f.kind not in BAD_VERDICTS:
+        return f
+    other = others.get(OTHER_WAY.get(rec.way, ""))
+    if rec.way == "reference":
+        return dataclasses.replace(f, cause="the one-GPU job itself is unstable: the model or "
+                                            "learning rate, not the interconnect",
+                                   remedies=["lower --lr"])
+    if rec.way == "dp" and other is not None and other.verdict == "ok":
+        return dataclasses.replace(f, cause=(
+            "DataParallel's raw peer copies corrupt data between these GPUs while NCCL "
+            f"(DDP, path {other.paths.get('all_reduce', '?')}) trains fine: the PCIe "
+            "peer-to-peer path is likely broken (IOMMU DMA translation or ACS redirect)"),
+            remedies=["use DistributedDataParallel instead of DataParallel",
+                      "boot with iommu=pt (or disable the IOMMU)",
+                      "disable PCIe ACS redirect on the bridges between the GPUs",
+                      "NCCL_P2P_DISABLE=1 keeps NCCL off the peer path"])
+    return f
+
+
+def step_id(pair) -> str:
+    """The id of a pair's numerics in events.jsonl, like the bench's step ids ("dp:5-6")."""
+    return f"numerics:{pair[0]}-{pair[1]}"
+
+
+def done_pairs(run_dir) -> List[Pair]:
+    """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume)."""
+    seen: Dict[Pair, set] = {}
+    for _, rec in read_jsonl(os.path.join(str(run_dir), NUMERICS_JSONL)):
+        pair = tuple(sorted(rec.get("gpus") or ()))
+        if len(pair) == 2:
+            seen.setdefault(pair, set()).add(rec.get("way"))
+    return sorted(p for p, ways in seen.items() if set(WAYS) <= ways)
+
+
+class _Sink:
+    """Collects records and findings, appends them to the run folder as they complete."""
+
+    def __init__(self, run_dir: Optional[str], write_events: bool, progress):
+        self.run_dir = run_dir
+        self.write_events = write_events
+        self.progress = progress
+        self.log_dir = os.path.join(run_dir, "workers") if run_dir else None
+        if run_dir:
+            os.makedirs(run_dir, exist_ok=True)
+
+    def _append(self, name: str, doc: Dict[str, Any]) -> None:
+        if self.run_dir:
+            append_jsonl(os.path.join(self.run_dir, name), doc, allow_nan=False)
+
+    def add(self, out: NumericsRun, rec: NumericsResult) -> None:
+        out.results.append(rec)
+        self._append(NUMERICS_JSONL, rec.to_json())
+        others = {r.way: r for r in out.results if r.gpus == rec.gpus and r is not rec}
+        f = finding_for(rec, others)
+        if f is not None:
+            out.findings.append(f)
+            if f.kind in ("hang", "crash") and self.write_events:
+                self._append(EVENTS_JSONL, {"type": "finding", **f.to_json(),
+                                            "step": step_id(rec.gpus)})
+        if rec.way == "ddp":  # a DP finding made before DDP ran can now name DDP's verdict
+            self._refresh_dp_finding(out, rec)
+        if self.progress is not None:
+            self.progress(rec)
+
+    def pair_done(self, out: NumericsRun, pair) -> None:
+        """A "step-done" event per pair, as the bench's runner writes for its steps."""
+        if not self.write_events:
+            return
+        failed = any(r.verdict in FAILED_VERDICTS for r in out.results if tuple(r.gpus) == tuple(pair))
+        self._append(EVENTS_JSONL, {"type": "step-done", "step": step_id(pair),
+                                    "status": "failed" if failed else "ok"})
+
+    def _refresh_dp_finding(self, out: NumericsRun, ddp: NumericsResult) -> None:
+        for k, f in enumerate(out.findings):
+            if f.gpus == list(ddp.gpus) and f.evidence.get("way") == "dp" and f.kind in ("nan", "diverged"):
+                dp = next(r for r in out.results if r.gpus == ddp.gpus and r.way == "dp")
+                out.findings[k] = finding_for(dp, {"ddp": ddp}) or f
+
+    def fail(self, out: NumericsRun, pair, lc, way, err: WayFailed, fabric, timing, opts,
+             wall_s: float = 0.0) -> None:
+        rec = NumericsResult(gpus=pair, link_class=lc, way=way, verdict=err.kind, step=None,
+                             losses=[], max_rel_loss_dev=None, max_abs_param_diff=None,
+                             tolerance={}, fabric=fabric, timing=timing, wall_s=wall_s,
+                             model=opts.model, steps=opts.steps, lr=opts.lr, batch=opts.batch,
+                             error=str(err))
+        self.add(out, rec)
+
+    def write_losses(self, results: List[NumericsResult]) -> None:
+        """Loss curves, one row per pair, way and step (step 0 first); 'nan'/'inf' as written."""
+        if not self.run_dir or not results:
+            return
+        with open(os.path.join(self.run_dir, LOSSES_CSV), "w", encoding="utf-8") as f:
+            f.write("gpus,link_class,way,step,loss\n")
+            for r in results:
+                g = "-".join(map(str, r.gpus))
+                for step, loss in enumerate(r.losses):
+                    v = num_to_json(loss)
+                    f.write(f"{g},{r.link_class},{r.way},{step},{v if isinstance(v, str) else repr(v)}\n")
