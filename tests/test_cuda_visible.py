@@ -114,23 +114,40 @@ def _gputopo(*args, env_extra, cwd):
                           text=True, timeout=120, env=env)
 
 
+def _as_this_machine(monkeypatch):
+    """`gputopo bench` on "this machine" (fabric cuda) whose NVML shows seed-8gpu's 8 GPUs: the
+    scan is the simulated machine's, everything after it is the real cuda path of the CLI."""
+    import gputopo.jobs as jobs
+
+    topo = scan_description(load_description("seed-8gpu"))
+    monkeypatch.setattr(jobs, "choose_machine", lambda sim, fabric, cpu_gpus=2: jobs.Machine(topo, "cuda"))
+
+
+def _main(capsys, *argv):
+    from gputopo.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    return e.value.code, capsys.readouterr().err
+
+
 @pytest.mark.slow
-def test_cli_exit_2_for_named_hidden_pair_and_one_line_for_skipped(tmp_path):
-    hidden = {"CUDA_VISIBLE_DEVICES": "2,3"}
-    proc = _gputopo("bench", "--sim", "seed-8gpu", "--fabric", "cuda", "--pairs", "0,1",
-                    env_extra=hidden, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
+def test_cli_exit_2_for_named_hidden_pair_and_one_line_for_skipped(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.chdir(tmp_path)
+    _as_this_machine(monkeypatch)
+    code, err = _main(capsys, "bench", "--pairs", "0,1")
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
     assert "--pairs 0,1" in lines[0] and "CUDA_VISIBLE_DEVICES=2,3" in lines[0]
     # not named: the hidden GPUs are skipped with one line; then (no GPU here) exit 3
-    proc = _gputopo("bench", "--sim", "seed-8gpu", "--fabric", "cuda", "--gpus", "1-3",
-                    "--tests", "p2p", "--quick", env_extra=hidden, cwd=tmp_path)
-    notes = [ln for ln in proc.stderr.splitlines() if "skipped GPU(s)" in ln]
+    code, err = _main(capsys, "bench", "--gpus", "1-3", "--tests", "p2p", "--quick", "--timeout", "60")
+    notes = [ln for ln in err.splitlines() if "skipped GPU(s)" in ln]
     assert notes == ["gputopo: skipped GPU(s) 1: not visible to CUDA (CUDA_VISIBLE_DEVICES=2,3); "
-                     "2 pair(s) with them not measured"], proc.stderr
+                     "2 pair(s) with them not measured"], err
     if not torch.cuda.is_available():
-        assert proc.returncode == 3, proc.stderr
+        assert code == 3, err
 
 
 def test_a_lost_gpu_is_never_visible_and_does_not_shift_the_others():
