@@ -6,6 +6,8 @@ import functools
 import os
 from typing import List, Tuple
 
+from .toml_reader import toml_loads
+
 MACHINES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "machines")
 
 
@@ -32,13 +34,11 @@ def builtin_path(name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _summaries() -> Tuple[Tuple[str, str], ...]:
-    from .description import _toml_loads
-
     out = []
     for name in builtin_names():
         path = builtin_path(name)
         with open(path, encoding="utf-8") as f:
-            data = _toml_loads(f.read(), path)
+            data = toml_loads(f.read(), path)
         out.append((name, str(data.get("summary", ""))))
     return tuple(out)
 

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from gputopo.errors import InputFileError
 
 from .description import Description, build_description, load_description
-from .description import _toml_loads  # the one TOML reader (with line numbers in errors)
+from .toml_reader import toml_loads  # the one TOML reader (with line numbers in errors)
 
 CLUSTER_FAULT_KINDS = ("slow", "hang", "crash", "link_down", "driver")
 MAX_NODES = 100_000
@@ -91,7 +91,7 @@ def load_cluster(path: str) -> ClusterDescription:
 
 
 def parse_cluster(text: str, path: str = "<text>") -> ClusterDescription:
-    data = _toml_loads(text, path)
+    data = toml_loads(text, path)
     raw = data.get("cluster")
     if not isinstance(raw, dict):
         raise InputFileError(path, "no [cluster] table: this is a machine description; "

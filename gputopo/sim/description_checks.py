@@ -1,4 +1,4 @@
-"""Checks of a machine description that span entries, kept out of description.py (which builds
+"""Checks of a machine description that span entries, kept out of description_build.py (which builds
 the machine): each refuses a file that would simulate something other than what it says, with
 the file, the key and the line (exit 2).
 

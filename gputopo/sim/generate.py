@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from .description import Description, build_description
+from .description_build import Description, build_description
 
 
 def generate_description(n_gpus: int, *, gpu_name: str = "NVIDIA RTX A6000", gpus_per_socket: int = 0,
