@@ -1,0 +1,48 @@
+"""The text of one table cell, the same in every output: GB/s and percentages ('n/a' where
+nothing was measured), GPU sets ('0,4', '0-3,6'), counts ('-' where nothing was counted), and
+the places of a group of alike findings ('16 pairs: 0,4 0,5 ...').
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from gputopo.model import Finding
+from gputopo.model.finding import gpu_ranges
+
+
+def gbps(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def pct(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
+
+
+def gpus_text(g) -> str:
+    """'0,4' for a pair, '0-3,6' for a larger set, '-' for none."""
+    if not g:
+        return "-"
+    return gpu_ranges(g) if len(g) > 2 else ",".join(map(str, g))
+
+
+def count_cell(n: Optional[int]) -> str:
+    """A count where nothing was counted is '-', never 0."""
+    return "-" if n is None else str(n)
+
+
+def group_findings(findings) -> List[List[Finding]]:
+    """Findings of the same severity, kind and link class, in worst-first order of their first."""
+    groups: Dict[tuple, List] = {}
+    for f in findings:
+        groups.setdefault((f.severity, f.kind, f.link_class), []).append(f)
+    return list(groups.values())
+
+
+def group_where(group: List[Finding]) -> str:
+    """'0,4' for one finding; '16 pairs: 0,4 0,5 ...' for alike findings in several places."""
+    places = list(dict.fromkeys(gpus_text(f.gpus) for f in group))  # one pair may have several
+    if len(places) == 1:
+        return places[0]
+    what = "pairs" if all(f.gpus and len(f.gpus) == 2 for f in group) else "places"
+    return f"{len(places)} {what}: " + " ".join(places)

@@ -1,0 +1,75 @@
+"""Causes and remedies, explained once per group: alike findings (same kind, severity and class,
+and the same cause and remedies but for the PCI bridges above each pair) become one Explanation
+whose bridge lists are merged and whose places are listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from gputopo.model import Finding
+
+from .bridge_names import BRIDGES
+from .cell_text import gpus_text, group_where
+
+
+#: A list of PCI bridge addresses as causes.py writes it into causes and remedies.
+_BRIDGES = BRIDGES
+
+
+def _bridge_key(text: Optional[str]) -> Optional[str]:
+    return None if text is None else _BRIDGES.sub("bridge(s) {}", text)
+
+
+def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:
+    """The first text with every 'bridge(s) A, B' list replaced by the union of all the texts'
+    lists: alike findings of a class each name the bridges above their own GPUs; explained
+    once, they name them all."""
+    if not texts or texts[0] is None:
+        return None
+    union = sorted({b for t in texts if t for m in _BRIDGES.finditer(t) for b in m.group(1).split(", ")})
+    return _BRIDGES.sub(lambda m: "bridge(s) " + ", ".join(union), texts[0]) if union else texts[0]
+
+
+@dataclass
+class Explanation:
+    """Alike findings (same kind, severity and class, and the same cause and remedies but for the
+    bridges above each pair): explained once, their places listed."""
+
+    kind: str
+    severity: str
+    cause: Optional[str]
+    remedies: List[str]
+    findings: List[Finding] = field(default_factory=list)
+
+    @property
+    def link_class(self) -> Optional[str]:
+        return self.findings[0].link_class if self.findings else None
+
+    @property
+    def where(self) -> str:
+        lc, fs = self.link_class, self.findings
+        suffix = f" ({lc})" if lc else ""
+        if not any(f.gpus for f in fs):
+            return "the machine"
+        if len(fs) == 1:
+            g = fs[0].gpus
+            return f"GPU{'s' if len(g) > 1 else ''} {gpus_text(g)}{suffix}"
+        return group_where(fs) + suffix
+
+
+def explanations(findings: List[Finding]) -> List[Explanation]:
+    """Warnings and errors grouped by kind, severity, class, cause and remedies (bridge lists
+    aside, see _merge_bridges), worst first."""
+    groups: Dict[tuple, List[Finding]] = {}
+    for f in findings:
+        if f.severity == "info":
+            continue
+        key = (f.kind, f.severity, f.link_class, _bridge_key(f.cause), tuple(_bridge_key(r) for r in f.remedies))
+        groups.setdefault(key, []).append(f)
+    out = []
+    for (kind, severity, *_), fs in groups.items():
+        remedies = [_merge_bridges([f.remedies[k] for f in fs]) for k in range(len(fs[0].remedies))]
+        out.append(Explanation(kind, severity, _merge_bridges([f.cause for f in fs]), remedies, fs))
+    return out

@@ -1,0 +1,257 @@
+"""The story told at the top of every report, worst first: each GPU whose own links are faulty,
+each broken or degraded link class with what went wrong on how many of its pairs (and
+DataParallel against DDP), the host facts, the run's data problems, then what is fine.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from gputopo.model import Finding
+from gputopo.model.finding import gpu_ranges
+from gputopo.report.data_findings import DATA_KINDS
+from gputopo.report.localise import finding_id
+from gputopo.report.nccl_routes import ddp_survived_clause
+from gputopo.report.summary import Summary
+
+from .cell_text import gbps, gpus_text, group_findings, group_where, pct
+from .diagnosis import explained, is_localised, localised_story
+from .explain import _BRIDGES, Explanation, _bridge_key, explanations
+
+
+@dataclass
+class StoryItem:
+    """One point of the story told at the top of every report: what is wrong (or fine), where,
+    the likely cause and what to do."""
+
+    severity: str  # "error" | "warning" | "ok" | "info"
+    text: str
+    cause: Optional[str] = None
+    remedies: List[str] = field(default_factory=list)
+    findings: List[Finding] = field(default_factory=list)  # the findings this point tells
+    details: List[str] = field(default_factory=list)  # why, and the findings underneath
+
+
+_SEV_RANK = {"error": 0, "warning": 1, "ok": 2, "info": 3}
+WAY_WORDS = {"dp": "nn.DataParallel", "ddp": "DDP", "reference": "the one-GPU reference"}
+VERDICT_WORDS = {"nan": "went NaN", "diverged": "diverged", "hang": "hung", "crash": "crashed"}
+#: How a finding kind reads in "<class>: broken on N pairs: <words> on M".
+KIND_WORDS = {"slow": "below the link's expected rate", "outlier": "below the class median",
+              "p2p-slower-than-staged": "peer copies slower than copies staged through host memory",
+              "hang": "a step hung", "crash": "a worker crashed", "p2p-unsupported": "P2P not OK in NVML",
+              "noisy": "noisy timings"}
+
+
+def pairs_text(pairs, limit: int = 16) -> str:
+    """'every pair between GPUs 0-3 and GPUs 4-7' for a complete block, else the pairs listed."""
+    pairs = sorted(tuple(p) for p in pairs)
+    a, b = sorted({p[0] for p in pairs}), sorted({p[1] for p in pairs})
+    if len(pairs) > 2 and not set(a) & set(b) and len(pairs) == len(a) * len(b):
+        return f"every pair between GPUs {gpu_ranges(a)} and GPUs {gpu_ranges(b)}"
+    txt = " ".join(gpus_text(p) for p in pairs[:limit])
+    return txt + (f" and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def _count(n: int, total: int) -> str:
+    if total <= 1:
+        return str(n)
+    return f"all {n}" if n == total else f"{n} of {total}"
+
+
+def _numerics_clause(rows) -> Optional[str]:
+    """'nn.DataParallel training went NaN on 8 and diverged on 8; DDP on the same GPUs trained fine'
+    (counted over the pairs where some way went bad)."""
+    bad_rows = [p for p in rows if any(v in VERDICT_WORDS for v in p.numerics.values())]
+    if not bad_rows:
+        return None
+    order = list(VERDICT_WORDS)
+    parts, good = [], []
+    for way in ("dp", "ddp"):
+        verdicts = [p.numerics[way] for p in bad_rows if way in p.numerics]
+        bad = {v: verdicts.count(v) for v in order if v in verdicts}
+        if bad:
+            parts.append(f"{WAY_WORDS[way]} training " + " and ".join(f"{VERDICT_WORDS[v]} on {n}" for v, n in bad.items()))
+        elif verdicts:
+            good.append(way)
+    txt = "; ".join(parts)
+    if good:
+        txt += "; " + " and ".join(WAY_WORDS[w] for w in good) + " on the same GPUs trained fine"
+    why = ddp_survived_clause(bad_rows)
+    if why:
+        txt += ": " + why
+    return txt
+
+
+def _nccl_details(summary: Summary, told: List[Finding]) -> List[str]:
+    """Why DDP survived where DataParallel did not, for the pairs a culprit's findings name."""
+    pairs = {tuple(sorted(f.gpus)) for f in told if f.kind in ("nan", "diverged") and f.gpus and len(f.gpus) == 2}
+    rows = [p for p in summary.pairs if tuple(sorted(p.gpus)) in pairs]
+    why = ddp_survived_clause(rows) if rows else None
+    return [why] if why else []
+
+
+def _class_item(summary: Summary, c, exps: List[Explanation], keep=lambda f: True) -> Optional[StoryItem]:
+    """The class's story point, told from its findings that ``keep`` accepts."""
+    lc = c.link_class
+    members = [p for p in summary.pairs if len(p.gpus) == 2 and (p.link_class or "unknown") == lc]
+    own = [f for f in c.findings if f.link_class == lc and not is_localised(f) and keep(f)]
+    if not own:
+        return None  # only a GPU's own finding flags this class: that GPU's item tells it
+    own_ids = {id(f) for f in own}
+    flagged = [p for p in members if any(id(f) in own_ids for f in p.findings)]
+    measured = [p for p in members if p.measured]
+    severity = "error" if any(f.severity == "error" for f in own) else "warning"
+    text = f"{lc} pairs: {'broken' if severity == 'error' else 'degraded'}"
+    if flagged and len(measured) < len(members):
+        text += (f" on {pairs_text([p.gpus for p in flagged])} ({len(flagged)} of {len(measured)} measured; "
+                 f"the class has {len(members)} pairs)")
+    elif flagged:
+        text += f" on {_count(len(flagged), len(members))} ({pairs_text([p.gpus for p in flagged])})"
+    clauses = []
+    kinds: Dict[str, List[Finding]] = {}
+    for f in own:
+        kinds.setdefault(f.kind, []).append(f)
+    for kind, fs in kinds.items():
+        if kind in ("nan", "diverged"):
+            continue  # told from the numerics verdicts, with the DP vs DDP contrast
+        n = len({tuple(sorted(f.gpus)) for f in fs if f.gpus and len(f.gpus) == 2})
+        if kind == "corrupt":
+            tests = sorted({t for f in fs for t in (f.evidence or {}).get("tests", {})})
+            staged_ok = all("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
+            clauses.append(f"wrong data on {_count(n, len(flagged))} in " + (", ".join(tests) or "transfers")
+                           + (", while copies staged through host memory were correct" if staged_ok else ""))
+            continue
+        words = KIND_WORDS.get(kind, kind)
+        clauses.append(f"{words} on {_count(n, len(flagged))}" if n else words)
+    num = _numerics_clause(flagged)
+    if num:
+        clauses.append(num)
+    if clauses:
+        text += ": " + "; ".join(clauses)
+    mine = [e for e in exps if e.link_class == lc and any(f in own for f in e.findings)]
+    worst = [e for e in mine if e.severity == severity] or mine
+    cause = next((e.cause for e in worst if e.cause), None)
+    return StoryItem(severity, text + ".", cause, _remedies(worst), own)
+
+
+def _remedies(exps: List[Explanation]) -> List[str]:
+    """The remedies of several explanations, once each; a generic 'the bridges between the GPUs'
+    remedy is dropped where the same remedy names the bridges."""
+    out = list(dict.fromkeys(r for e in exps for r in e.remedies))
+    named = {_bridge_key(r) for r in out if _BRIDGES.search(r)}
+    return [r for r in out if _bridge_key(r.replace("the bridges between the GPUs", "bridge(s) 00:00.0"))
+            not in named or _BRIDGES.search(r)]
+
+
+def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
+    f = group[0]
+    text = f.message
+    touched = [p for p in summary.pairs if len(p.gpus) == 2 and any(x is f for x in p.findings)]
+    key = tuple(p.gpus for p in touched)
+    if touched and key in told:
+        text += ". The same pairs as above"
+    elif touched:
+        told.add(key)
+        by_class: Dict[str, int] = {}
+        for p in touched:
+            by_class[p.link_class or "?"] = by_class.get(p.link_class or "?", 0) + 1
+        text += (f". Its pair{'s' if len(touched) > 1 else ''} "
+                 + " ".join(gpus_text(p.gpus) for p in touched) + " "
+                 + ("are" if len(touched) > 1 else "is") + " flagged ("
+                 + ", ".join(f"{n} {k}" for k, n in by_class.items()) + ")")
+        mine = [p.headline_gbps for p in touched if p.headline_gbps]
+        rest = [p.headline_gbps for p in summary.pairs
+                if len(p.gpus) == 2 and all(p is not t for t in touched) and p.headline_gbps]
+        if mine and rest and statistics.median(mine) < 0.7 * statistics.median(rest):
+            text += (f": median {gbps(statistics.median(mine))} GB/s against "
+                     f"{gbps(statistics.median(rest))} GB/s for the other pairs")
+    return StoryItem(f.severity, text + ".", f.cause, list(f.remedies), list(group))
+
+
+def _class_fault_of(local: List[StoryItem], findings: List[Finding]) -> Optional[StoryItem]:
+    """The class-fault point that explains any of ``findings``."""
+    ids = {x for f in findings for x in (f.evidence or {}).get("explained_by") or []}
+    return next((lit for lit in local if lit.findings[0].kind == "class-fault"
+                 and finding_id(lit.findings[0]) in ids), None)
+
+
+def story(summary: Summary) -> List[StoryItem]:
+    """The run in a few points, worst first: each GPU whose own links are faulty, each broken or
+    degraded link class with what went wrong on how many of its pairs (and DataParallel against
+    DDP), the host facts, then what is fine. (What the GB/s figures are: figures_note.)"""
+    exps = explanations(summary.findings)
+    local = localised_story(summary.findings, group_where, StoryItem, lambda told: _nccl_details(summary, told))
+    items: List[Tuple[tuple, StoryItem]] = [((_SEV_RANK[it.severity], -1, k), it) for k, it in enumerate(local)]
+    told: set = set()
+    untold = [f for f in summary.findings if not is_localised(f) and not explained(f)]
+    for k, group in enumerate(group_findings(untold)):
+        f = group[0]
+        if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
+            it = _gpu_item(summary, group, told)
+            items.append(((_SEV_RANK[it.severity], 0, k), it))
+    for k, c in enumerate(summary.classes):
+        if c.verdict in ("broken", "degraded"):
+            it = _class_item(summary, c, exps)
+            lit = _class_fault_of(local, it.findings) if it is not None else None
+            if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
+                fid = finding_id(lit.findings[0])
+                told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
+                lit.text = f"{told_here.text} Culprit: {lit.text}"
+                lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
+            it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
+            if it is not None:
+                items.append(((_SEV_RANK[it.severity], 1, k), it))
+    other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
+             and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
+    if other:
+        sev = "error" if any(f.severity == "error" for f in other) else "warning"
+        heads = list(dict.fromkeys(f.message.split(": ")[0] for f in other))
+        told = any(it.remedies for _, it in items)
+        mine = [e for e in exps if any(f in other for f in e.findings)]
+        items.append(((_SEV_RANK[sev], 2, 0), StoryItem(
+            sev, ("Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
+            + "; ".join(heads) + ".",
+            None if told else next((e.cause for e in mine if e.cause), None),
+            [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
+    data = [f for f in summary.findings if f.kind in DATA_KINDS]
+    for k, f in enumerate(data):
+        items.append(((_SEV_RANK[f.severity], 3, k), StoryItem(f.severity, f"Data: {f.message}.", None,
+                                                                list(f.remedies), [f])))
+    items.sort(key=lambda kv: kv[0])
+    out = [it for _, it in items]
+    checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}
+    # Classes nothing ran on are "not-measured" in the class table already; they are named here
+    # too when the run's data is damaged (they may have been measured and lost).
+    unjudged = [c for c in summary.classes if c.link_class not in checked
+                and (c.verdict == "ok" or (c.verdict == "not-measured" and data))]
+    if unjudged:
+        out.append(StoryItem("warning", "Links not measured: " + ", ".join(
+            f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''})" for c in unjudged)
+            + ": no transfer on them completed, so their links are not judged (not called ok)."))
+    fine = [c for c in summary.classes if c.verdict == "ok" and c.link_class in checked]
+    if fine:
+        parts = []
+        for c in fine:
+            p = f"{c.link_class} ({c.pairs} pair{'s' if c.pairs != 1 else ''}"
+            if c.pairs_measured < c.pairs:
+                p += f", {c.pairs_measured} measured"
+            if c.median_gbps is not None:
+                p += f", median {gbps(c.median_gbps)} GB/s"
+                if c.expected_gbps and c.efficiency is not None:
+                    p += f" = {pct(c.efficiency)} of {gbps(c.expected_gbps)} GB/s"
+            parts.append(p + ")")
+        every = not out and len(fine) == len(summary.classes)
+        out.append(StoryItem("ok", ("Every link class is fine: " if every else "Link classes without problems: ")
+                             + ", ".join(parts) + "."))
+    nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
+    good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]
+    if good:
+        if len(nums) == 1:
+            where = "the one pair"
+        else:
+            where = (f"all {len(nums)}" if len(good) == len(nums) else f"the other {len(good)} of {len(nums)}") + " pairs"
+        out.append(StoryItem("ok", f"Training numerics: nn.DataParallel and DDP matched the one-GPU "
+                                   f"reference on {where}."))
+    return out
