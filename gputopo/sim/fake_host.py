@@ -137,7 +137,8 @@ class FakeHost:
                 from .pci import lspci_bdf
 
                 self.iommu_groups[lspci_bdf(sw)] = base + k
-        devices = {d.addr.lspci: d for d in pci_devices(desc, self.iommu_groups)}
+        self._pci_devices = pci_devices(desc, self.iommu_groups or None)  # what lspci answers from
+        devices = {d.addr.lspci: d for d in self._pci_devices}
         for bdf, rel in paths.items():
             dev = devices[bdf]
             folder = f"sys/{rel}"
@@ -174,7 +175,7 @@ class FakeHost:
         prog, rest = os.path.basename(args[0]), args[1:]
         if prog == "lspci":
             return run_lspci(self.desc, rest, as_root=self.as_root,
-                             iommu_groups=self.iommu_groups or None)
+                             iommu_groups=self.iommu_groups or None, devices=self._pci_devices)
         if prog == "nvidia-smi":
             return self._nvidia_smi(rest)
         if prog == "uname":

@@ -277,8 +277,11 @@ def _parse_selector(text: str) -> Optional[Tuple[Optional[int], Optional[int], O
 
 
 def run_lspci(desc, args: Sequence[str], as_root: bool = True,
-              iommu_groups: Optional[Dict[str, int]] = None) -> Tuple[int, str, str]:
-    """Answer ``lspci ARGS`` for a simulated host: (returncode, stdout, stderr)."""
+              iommu_groups: Optional[Dict[str, int]] = None,
+              devices: Optional[List[PciDevice]] = None) -> Tuple[int, str, str]:
+    """Answer ``lspci ARGS`` for a simulated host: (returncode, stdout, stderr). ``devices``:
+    the host's ``pci_devices`` when the caller keeps them (a scan asks once per bridge, and
+    building them is O(devices))."""
     verbosity = numeric = 0
     show_domain = kernel = False
     selector = vendor_filter = None
@@ -309,7 +312,8 @@ def run_lspci(desc, args: Sequence[str], as_root: bool = True,
                     return 1, "", f"lspci: invalid option -- '{ch}'\nFor help, type `lspci --help'.\n"
             continue
         return 1, "", f"lspci: Unexpected argument '{arg}'\nFor help, type `lspci --help'.\n"
-    devices = pci_devices(desc, iommu_groups)
+    if devices is None:
+        devices = pci_devices(desc, iommu_groups)
     if len({d.addr.domain for d in devices}) > 1:
         show_domain = True
     if selector is not None:
