@@ -27,6 +27,8 @@ SIZES = [65536, 64 << 20]
 
 ALL_FAULTS = ("corrupt-sys", "nan-dp", "diverged-dp", "slow-pair", "staged-faster", "hang", "crash",
               "nvlink-down", "pcie-width", "link-errors", "p2p-ns", "iommu", "acs")
+#: Not in ALL_FAULTS (whose story the tests pin): corrupt-node, the seed story's NODE half.
+MORE_FAULTS = ("corrupt-node",)
 
 
 def _class(i, j):
@@ -91,7 +93,7 @@ def measurements(faults: Iterable[str] = (), pairs: Optional[List[tuple]] = None
         staged = STAGED_GBPS
         if "staged-faster" in faults and (i, j) == (1, 3):
             gbps = STAGED_GBPS * 0.6
-        corrupt = "corrupt-sys" in faults and lc == "SYS"
+        corrupt = ("corrupt-sys" in faults and lc == "SYS") or ("corrupt-node" in faults and lc == "NODE")
         for size in SIZES:
             wrong = 1234 if (corrupt and size == SIZES[-1]) else 0
             out.append(_m("p2p.copy", (i, j), size, gbps, f"{i}->{j}", wrong=wrong, fabric=fabric, peer_access=True))

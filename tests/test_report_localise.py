@@ -151,6 +151,18 @@ def test_killed_reads_exit_code_and_out_of_memory_text():
     assert killed_cause(killed(Finding("crash", "error", "x", evidence={"error": "MemoryError"})))[0] == "host-memory"
 
 
+def test_one_culprit_over_two_classes_tells_each_class_once(tmp_path):
+    """The seed story: NODE and SYS both corrupt; one class-fault explains both, and the story
+    point tells each class once, then the culprit once (not one nested inside the other)."""
+    run = write_run(tmp_path / "run", ["corrupt-sys", "corrupt-node", "iommu", "acs"])
+    render_run(run, plots=False)
+    md = (run / "report.md").read_text()
+    story = md[md.index("## What was found"):md.index("## Link classes")]
+    assert story.count("Culprit:") == 1, story
+    assert story.count("NODE pairs: broken on all 8") == 1 and story.count("SYS pairs: broken on all 16") == 1
+    assert story.index("SYS pairs: broken") < story.index("Culprit: every NODE and SYS pair is bad")
+
+
 def test_mark_explained_keeps_every_finding():
     fs = [_corrupt(4, 5, "NV4"), Finding("noisy", "info", "n", gpus=[0, 1])]
     loc = localise(fs, seed_topology(), _ran(ALL8), [])

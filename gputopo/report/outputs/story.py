@@ -191,6 +191,7 @@ def story(summary: Summary) -> List[StoryItem]:
         if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
             it = _gpu_item(summary, group, told)
             items.append(((_SEV_RANK[it.severity], 0, k), it))
+    class_texts: Dict[int, Tuple[StoryItem, str, List[str]]] = {}  # a culprit's classes, each told once
     for k, c in enumerate(summary.classes):
         if c.verdict in ("broken", "degraded"):
             it = _class_item(summary, c, exps)
@@ -198,11 +199,14 @@ def story(summary: Summary) -> List[StoryItem]:
             if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
                 fid = finding_id(lit.findings[0])
                 told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
-                lit.text = f"{told_here.text} Culprit: {lit.text}"
-                lit.details = [d for d in lit.details if not d.startswith("underneath:")]  # the class text lists them
+                class_texts.setdefault(id(lit), (lit, lit.text, []))[2].append(told_here.text)
             it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
             if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
+    for lit, own_text, texts in class_texts.values():
+        lit.text = f"{' '.join(texts)} Culprit: {own_text}"
+        lit.details = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
+                       and not (d.startswith("DDP survived") and "DDP survived" in lit.text)]
     other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:

@@ -42,7 +42,9 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         hanging(console, Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]), it.text)
         for d in it.details:  # "why: ...", "underneath: ...": wrapped under the text after the label
             label, sep, rest = d.partition(": ")
-            hanging(console, Text(f"    {label}{sep}", style="dim"), Text(rest if sep else d, style="dim"))
+            if not sep or " " in label:  # not a "label: text" line
+                label, rest = "", d
+            hanging(console, Text(f"    {label}{sep if label else ''}", style="dim"), Text(rest, style="dim"))
         if it.cause:
             hanging(console, "    likely cause: ", named(it.cause))
         for rem in named.all(it.remedies):
