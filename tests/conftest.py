@@ -51,3 +51,16 @@ def pytest_collection_modifyitems(config, items):
 def fixtures_dir() -> Path:
     assert FIXTURES.is_dir(), f"fixtures missing from the repository: {FIXTURES}"
     return FIXTURES
+
+
+def wait_for_first_line(proc, path: Path, what: str, timeout_s: float = 120.0) -> None:
+    """Wait until ``path`` (a JSONL file a running ``proc`` appends to) has a line, so a test
+    can interrupt the run mid-way; fails if ``proc`` ended before that ("the {what} ended...")."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        if path.exists() and path.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the {what} ended before it could be interrupted"

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_first_line
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_PAIRS = ("3,4", "5,6", "6,7")
@@ -532,12 +533,7 @@ def test_ctrl_c_in_the_numerics_exits_130_naming_resume_and_resume_finishes(tmp_
     p = _start_in_session(["bench", "--sim", "pcie-4gpu", "--quick", "--tests", "numerics",
                            *pairs, "--out", "run"], tmp_path)
     records = tmp_path / "run" / "numerics.jsonl"
-    deadline = time.monotonic() + 120
-    while p.poll() is None and time.monotonic() < deadline:
-        if records.exists() and records.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.05)
-    assert p.poll() is None, "the numerics ended before they could be interrupted"
+    wait_for_first_line(p, records, "numerics")
     os.killpg(p.pid, signal.SIGINT)
     stderr = _finish(p, tmp_path)
     # the forkserver (torch loaded) ends with the command, not a second or more after it

@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_first_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,12 +32,7 @@ def test_sigterm_leaves_the_run_interrupted_not_running(tmp_path):
                               "--quick", "--tests", "p2p", "--out", "run"], cwd=tmp_path,
                              env=_env(), stdout=out, stderr=err, start_new_session=True)
     ms = tmp_path / "run" / "measurements.jsonl"
-    deadline = time.monotonic() + 120
-    while p.poll() is None and time.monotonic() < deadline:
-        if ms.exists() and ms.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.05)
-    assert p.poll() is None, "the run ended before it could be stopped"
+    wait_for_first_line(p, ms, "run")
     os.kill(p.pid, signal.SIGTERM)  # the command only, as `kill PID` or a CI runner does
     try:
         p.wait(timeout=60)
