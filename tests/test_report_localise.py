@@ -161,6 +161,8 @@ def test_one_culprit_over_two_classes_tells_each_class_once(tmp_path):
     assert story.count("Culprit:") == 1, story
     assert story.count("NODE pairs: broken on all 8") == 1 and story.count("SYS pairs: broken on all 16") == 1
     assert story.index("SYS pairs: broken") < story.index("Culprit: every NODE and SYS pair is bad")
+    assert ("P2P DMA between PCIe host bridges inside one CPU socket and across the CPU interconnect "
+            "between sockets (NODE, SYS) is corrupt") in story  # its cause names both classes
 
 
 def test_mark_explained_keeps_every_finding():

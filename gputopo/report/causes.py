@@ -147,21 +147,24 @@ def _unread_host(f: PathFacts) -> str:
     return f" (host {' and '.join(missing)} not read)" if missing else ""
 
 
-def peer_path_broken(f: PathFacts, symptom: str) -> Tuple[str, List[str]]:
+def peer_path_broken(f: PathFacts, symptom: str, classes: Sequence[str] = ()) -> Tuple[str, List[str]]:
     """Cause and remedies when the *peer-to-peer* path of a pair shows ``symptom``.
 
     ``symptom`` completes "P2P DMA ... is <symptom>", e.g. "corrupted" or "slower than staging".
+    ``classes``: the PCIe classes of a group of pairs (a class-fault over NODE and SYS), named
+    together; otherwise the path's own class.
     """
     lc = f.link_class
     if f.is_nvlink:
         return (f"peer transfers over NVLink ({lc}) are {symptom}: a faulty NVLink, bridge or GPU",
                 [REMEDY_NVLINK, REMEDY_GPU_HEALTH, REMEDY_AVOID])
-    where = PATH_WORDS.get(lc or "", "over PCIe")
+    where = " and ".join(PATH_WORDS.get(c, "over PCIe") for c in classes) or PATH_WORDS.get(lc or "", "over PCIe")
+    label = ", ".join(classes) or lc
     suspects, host_remedies = _host_suspects(f)
     if suspects:
-        cause = f"P2P DMA {where} ({lc}) is {symptom}; likely " + " and ".join(suspects)
+        cause = f"P2P DMA {where} ({label}) is {symptom}; likely " + " and ".join(suspects)
     else:
-        cause = (f"P2P DMA {where} ({lc or 'PCIe'}) is {symptom}: the platform's PCIe peer-to-peer "
+        cause = (f"P2P DMA {where} ({label or 'PCIe'}) is {symptom}: the platform's PCIe peer-to-peer "
                  "path is broken (root complex / chipset)" + _unread_host(f))
     remedies = host_remedies + [nccl_remedy(f), REMEDY_DDP]
     if not f.iommu_translated:

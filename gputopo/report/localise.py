@@ -237,7 +237,7 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
             cause, remedies = ("every NVLink pair of this class is bad: the NVLink fabric (NVSwitch, "
                                "fabric manager, driver) rather than one link", [REMEDY_NVLINK, REMEDY_GPU_HEALTH])
         else:
-            cause, remedies = peer_path_broken(facts, symptom_verb(family))
+            cause, remedies = peer_path_broken(facts, symptom_verb(family), group if len(group) > 1 else ())
             remedies = remedies + [REMEDY_AVOID + "; `gputopo place N` picks them"]
         reasoning = [f"all {len(pairs)} measured {lc_text} pairs are bad",
                      ("pairs of the other classes are fine: " + ", ".join(fine)) if fine else "no other class was clean",
