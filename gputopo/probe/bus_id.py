@@ -38,3 +38,10 @@ def try_bus_key(bus_id) -> Optional[str]:
         return bus_key(bus_id)
     except ValueError:
         return None
+
+
+def short_bus_id(bus_id) -> str:
+    """'00000000:07:00.0' / '0000:07:00.0' / '07:00.0' -> '07:00.0' (case-folded), for comparing
+    addresses of one host (the domain dropped); any other text is only case-folded."""
+    s = str(bus_id).lower()
+    return s.split(":", 1)[1] if s.count(":") == 2 else s

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Topology, is_value
+from gputopo.probe.bus_id import short_bus_id
 
 #: Where the traffic of each PCIe class goes (for messages).
 PATH_WORDS = {
@@ -83,11 +84,11 @@ def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Option
         except KeyError:
             continue
         if is_value(b):
-            bus_ids.add(_short(b))
+            bus_ids.add(short_bus_id(b))
     if isinstance(h.acs, list):
         facts.acs_known = True
         facts.acs_bridges = sorted(b.bdf for b in h.acs
-                                   if b.redirects and bus_ids & {_short(x) for x in b.gpus})
+                                   if b.redirects and bus_ids & {short_bus_id(x) for x in b.gpus})
     if len(gpus) == 2:
         try:
             pair = topo.pair(gpus[0], gpus[1])
@@ -119,11 +120,6 @@ def nccl_remedy(f: PathFacts) -> str:
                 "broken path")
     return REMEDY_NCCL_P2P
 
-
-def _short(bus_id) -> str:
-    """'00000000:07:00.0' / '0000:07:00.0' / '07:00.0' -> '07:00.0' (case-folded)."""
-    s = str(bus_id).lower()
-    return s.split(":", 1)[1] if s.count(":") == 2 else s
 
 
 def _host_suspects(f: PathFacts) -> Tuple[List[str], List[str]]:

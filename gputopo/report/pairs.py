@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement, Topology, is_value
+from gputopo.probe.bus_id import short_bus_id
 
 from .expected import ExpectedRate, pair_rate
 from .headline import HEADLINE_ORDER, Headline, link_class_of
@@ -153,10 +154,6 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
 GPU_LINK_KINDS = ("gpu-lost", "nvlink-down", "pcie-downgraded", "link-errors")
 
 
-def _short_bus(bus_id) -> str:
-    s = str(bus_id).lower()
-    return s.split(":", 1)[1] if s.count(":") == 2 else s
-
 
 def nvlink_peers(topo: Optional[Topology], gpu: int) -> Optional[set]:
     """GPUs that ``gpu``'s NVLinks are wired to, active or not (every GPU on the switch fabric
@@ -167,19 +164,19 @@ def nvlink_peers(topo: Optional[Topology], gpu: int) -> Optional[set]:
         g = topo.gpu(gpu)
     except KeyError:
         return None
-    by_bus = {_short_bus(x.pci_bus_id): x.nvml_index for x in topo.gpus if is_value(x.pci_bus_id)}
+    by_bus = {short_bus_id(x.pci_bus_id): x.nvml_index for x in topo.gpus if is_value(x.pci_bus_id)}
     on_switch = {x.nvml_index for x in topo.gpus if any(str(lk.remote_type) == "SWITCH" for lk in x.nvlinks)}
     peers, known = set(), False
     for lk in g.nvlinks:
         if str(lk.remote_type) == "SWITCH":
             peers |= on_switch
             known = True
-        elif is_value(lk.remote_bus_id) and _short_bus(lk.remote_bus_id) in by_bus:
-            peers.add(by_bus[_short_bus(lk.remote_bus_id)])
+        elif is_value(lk.remote_bus_id) and short_bus_id(lk.remote_bus_id) in by_bus:
+            peers.add(by_bus[short_bus_id(lk.remote_bus_id)])
             known = True
     for x in topo.gpus:  # the other end may know the wiring when this end does not
         if x.nvml_index != gpu and any(is_value(lk.remote_bus_id) and is_value(g.pci_bus_id)
-                                       and _short_bus(lk.remote_bus_id) == _short_bus(g.pci_bus_id)
+                                       and short_bus_id(lk.remote_bus_id) == short_bus_id(g.pci_bus_id)
                                        for lk in x.nvlinks):
             peers.add(x.nvml_index)
             known = True

@@ -12,6 +12,7 @@ from typing import List
 
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.finding import gpu_ranges
+from gputopo.probe.bus_id import short_bus_id
 from gputopo.report.health_checks import health_findings
 from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
                                    REMEDY_NCCL_P2P, REMEDY_NVLINK)
@@ -167,8 +168,8 @@ def _acs(topo):
     redirecting = [b for b in h.acs if b.redirects]
     if not redirecting:
         return []
-    by_bus = {_short(g.pci_bus_id): g.nvml_index for g in topo.gpus}
-    gpus = sorted({by_bus[_short(x)] for b in redirecting for x in b.gpus if _short(x) in by_bus})
+    by_bus = {short_bus_id(g.pci_bus_id): g.nvml_index for g in topo.gpus}
+    gpus = sorted({by_bus[short_bus_id(x)] for b in redirecting for x in b.gpus if short_bus_id(x) in by_bus})
     return [Finding(
         "acs", "warning",
         f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) {gpu_ranges(gpus) or '?'}: "
@@ -180,11 +181,6 @@ def _acs(topo):
         remedies=P2P_REMEDIES,
     )]
 
-
-def _short(bus_id) -> str:
-    """'00000000:07:00.0' and '0000:07:00.0' -> '07:00.0' for comparison."""
-    s = str(bus_id).lower()
-    return s.split(":", 1)[1] if s.count(":") == 2 else s
 
 
 def _top(errors: dict, n: int = 3) -> str:
