@@ -1,5 +1,5 @@
 """The nccl-tests text parser: lines and rows of all_reduce_perf & co. into NcclTestsLog
-(nccl_log.py), one per test in the text.
+(nccl_tests_records.py), one per test in the text.
 
 Accepted: the classic header (``# nThread ... validation: 1 graph: 0``) and the newer one (a
 ``# nccl-tests version`` line, ``# Collective test starting:``, ``unalign:``), rank lines of one
@@ -19,7 +19,7 @@ from gputopo.errors import InputFileError
 from gputopo.model import NotAvailable
 
 from .nccl_checks import completeness_problems, drop_negative_rows
-from .nccl_log import Cell, NcclTestsLog, Rank, Row
+from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
 from .nccl_ops import OPS, op_from_name
 
 _PREFIX = re.compile(r"^.*?<std(?:out|err)>:\s?")

@@ -1,6 +1,6 @@
 """Read nccl-tests text output (all_reduce_perf & co.) into gputopo Measurements.
 
-The text is parsed by nccl_parse.py into NcclTestsLog (nccl_log.py); the ops and their busbw
+The text is parsed by nccl_parse.py into NcclTestsLog (nccl_tests_records.py); the ops and their busbw
 factors are in nccl_ops.py. This module turns a parsed log into Measurements and the per-log
 facts of nccl_tests.json, and is the public entry for the names of the other three.
 
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Measurement, NotAvailable
 
-from .nccl_log import Cell, NcclTestsLog, Rank, Row
+from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
 from .nccl_ops import OPS, check_op, op_from_name
 from .nccl_parse import parse_nccl_tests, parse_nccl_tests_file
 
