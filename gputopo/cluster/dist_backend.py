@@ -24,10 +24,11 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import append_jsonl
-from gputopo.errors import NoHardwareError
+from gputopo.errors import UsageError
 
 from .launch import LaunchEnv
 from .patterns import Group
+from .rank_device import choose_device, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
 
@@ -46,15 +47,16 @@ class DistBackend:
         self.size_bytes, self.samples, self.timeout = size_bytes, samples, timedelta(seconds=timeout_s)
         self.rank, self.world = env.rank, env.world_size
         env.export()
+        self.gpu_bus_id: Optional[str] = None
         if fabric == "cuda":
-            if not torch.cuda.is_available() or torch.cuda.device_count() <= env.local_rank:
-                raise NoHardwareError(f"rank {env.rank} ({env.node_name}): no CUDA device for local "
-                                      f"rank {env.local_rank}")
+            # by what this task sees: all the node's GPUs (torchrun) or its own (Slurm binding)
+            index, self.gpu_bus_id = choose_device(torch.cuda, env.local_rank, env.local_world_size,
+                                                   f"rank {env.rank} ({env.node_name})")
             # a collective with a lost peer raises after the timeout instead of NCCL's watchdog
             # tearing this (healthy) rank down, so the liveness barrier can name the lost one
             os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
-            torch.cuda.set_device(env.local_rank)
-            self.device = torch.device("cuda", env.local_rank)
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
         dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
@@ -152,8 +154,13 @@ class DistBackend:
     def meet(self, facts: Dict[str, Any]) -> List[Dict[str, Any]]:
         """Every rank learns every rank's node name (the node order: by first rank); only rank 0
         receives the facts (fingerprint, topology), which only it judges and writes."""
-        mine = {"rank": self.rank, "node": self.env.node_name, "local_rank": self.env.local_rank}
+        mine = {"rank": self.rank, "node": self.env.node_name, "local_rank": self.env.local_rank,
+                "gpu_bus_id": self.gpu_bus_id}
         everyone = self.gather(mine, "start-up")
+        shared = shared_gpus(everyone)  # every rank sees the same list: all stop alike
+        if shared:
+            raise UsageError(f"{shared[0]}: give each rank a GPU of its own (torchrun "
+                             "--nproc-per-node = GPUs per node, or srun --gpus-per-task=1)")
         for rec in sorted(everyone, key=lambda r: r["rank"]):
             if rec["node"] not in self.node_names:
                 self.node_names.append(rec["node"])
@@ -186,10 +193,14 @@ class DistBackend:
             if cuda:
                 torch.cuda.synchronize(self.device)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
+                start.record()  # NCCL's stream waits for this stream before the collective
                 work = dist.all_reduce(x, group=pg, async_op=True)
+                # wait() makes the current stream wait for the work's end event on NCCL's own
+                # stream (WorkNCCL::synchronizeStream); with TORCH_NCCL_BLOCKING_WAIT it also
+                # blocks here, raising when the timeout passes. Only after that is the end
+                # event behind the collective: recorded before, it timed nothing.
+                work.wait()
                 end.record()
-                work.wait()  # blocking wait: raises when the timeout passes
                 end.synchronize()
                 t = start.elapsed_time(end) / 1e3
             else:
