@@ -44,15 +44,26 @@ class DistMixin:
             self._dist().all_reduce(t)
             self.sync(self.local_gpus)
 
+    def _sample_note(self) -> float:
+        """A number this rank adds to the sample's gathered row (the cuda fabric: the GPU whose
+        stream hold ended early, plus one; 0 for nothing to note)."""
+        return 0.0
+
+    def _noted(self, notes) -> None:
+        """Every rank's note of the sample just combined (the same list on every rank)."""
+
     def combine(self, seconds: float, wrong: int, first_bad: Optional[int]):
         if self.world <= 1:
+            self._noted([self._sample_note()])
             return seconds, wrong, first_bad
         dist = self._dist()
-        mine = torch.tensor([seconds, float(wrong), float(-1 if first_bad is None else first_bad)],
+        mine = torch.tensor([seconds, float(wrong), float(-1 if first_bad is None else first_bad),
+                             self._sample_note()],
                             dtype=torch.float64, device=self._sync_device())
         allv = [torch.empty_like(mine) for _ in range(self.world)]
         dist.all_gather(allv, mine)
         rows = [v.tolist() for v in allv]
+        self._noted([r[3] for r in rows])
         t = max(r[0] for r in rows)
         w = int(sum(r[1] for r in rows))
         firsts = [int(r[2]) for r in rows if r[1] > 0 and r[2] >= 0]

@@ -221,36 +221,63 @@ class CudaOps(DistMixin, Ops):
         "while every run is enqueued, then start/end events bracket only GPU work, as "
         "p2pBandwidthLatencyTest holds its stream with a delay kernel")
 
-    def _hold_cycles(self, dev: torch.device) -> int:
-        if not hasattr(self, "_hold"):
-            khz = int(getattr(torch.cuda.get_device_properties(dev), "clock_rate", 0) or 1_500_000)
-            self._cycles_per_s = khz * 1000
-            self._hold = int(self.HOLD_S * self._cycles_per_s)
-        return self._hold
+    def _cycles(self, dev: torch.device, seconds: float) -> int:
+        """``seconds`` of spin on ``dev`` in its clock cycles (clock_rate is in kHz)."""
+        khz = int(getattr(torch.cuda.get_device_properties(dev), "clock_rate", 0) or 1_500_000)
+        return int(seconds * khz * 1000)
+
+    def _agreed_hold_s(self) -> float:
+        """The hold (seconds) every rank of the step uses for the next sample: the longest any
+        rank wants (one rank's hold doubled after its late enqueue). With different holds one
+        rank's NCCL kernel would start early and spin, inside its timed interval, until the
+        other's starts. The all_reduce is also the barrier that starts the sample together."""
+        hold = self.__dict__.setdefault("_hold_s", self.HOLD_S)
+        if self.world > 1:
+            dist = self._dist()
+            t = torch.tensor([hold], dtype=torch.float64, device=self._sync_device())
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            self.sync(self.local_gpus)
+            hold = self._hold_s = float(t.item())
+        return hold
+
+    def _sample_note(self) -> float:
+        gpu = self.__dict__.pop("_short_gpu", None)
+        return 0.0 if gpu is None else float(gpu + 1)
+
+    def _noted(self, notes) -> None:
+        gpus = sorted({int(n) - 1 for n in notes if n > 0})
+        if gpus:  # some rank's hold ended early in this sample: the sample holds launch time
+            self._hold_short = self.__dict__.get("_hold_short", 0) + 1
+            self._short_gpus = sorted(set(self.__dict__.get("_short_gpus", [])) | set(gpus))
+            self._hold_s = min(2 * self._hold_s, self.HOLD_MAX_S)
 
     def timing_facts(self) -> dict:
         short = self.__dict__.pop("_hold_short", 0)
-        facts = {"timing_method": self.HOLD_METHOD}
+        gpus = self.__dict__.pop("_short_gpus", [])
+        facts: dict = {"timing_method": self.HOLD_METHOD}
         if short:
             facts["hold_too_short_samples"] = short
+            facts["hold_too_short_gpus"] = gpus
             facts["timing_method"] += (f"; in {short} sample(s) the hold ended before every run was "
-                                       "enqueued, so those include host launch time")
+                                       f"enqueued (on GPU {', '.join(map(str, gpus))}), so those "
+                                       "include host launch time")
         return facts
 
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
         """Seconds per run of ``run``: CUDA events on the first device's stream, every other
         device's stream fenced inside the interval. The stream is held by a spin kernel until
         every run is enqueued (else small copies would time Python dispatch, not the link);
-        if the start event has already passed when enqueuing ends, the hold was too short:
-        that sample is counted (``hold_too_short_samples``) and the next hold is doubled."""
+        the ranks of a step agree on one hold length first. If the start event has already
+        passed when enqueuing ends, the hold was too short: :meth:`combine` tells every rank
+        (``hold_too_short_samples``, with the GPUs) and every rank doubles the next hold."""
         devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
         self.sync(self.local_gpus)
-        self.barrier()
+        hold_s = self._agreed_hold_s()
         first = torch.cuda.current_stream(devs[0])
         with torch.cuda.device(devs[0]):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(self._hold_cycles(devs[0]))  # the hold, before the start event
+            torch.cuda._sleep(self._cycles(devs[0], hold_s))  # the hold, before the start event
             start.record(first)
         for d in devs[1:]:
             torch.cuda.current_stream(d).wait_event(start)
@@ -265,8 +292,7 @@ class CudaOps(DistMixin, Ops):
         with torch.cuda.device(devs[0]):
             end.record(first)
         if start.query():  # the GPU passed the start event before the last run was enqueued
-            self._hold_short = self.__dict__.get("_hold_short", 0) + 1
-            self._hold = min(2 * self._hold, int(self.HOLD_MAX_S * self._cycles_per_s))
+            self._short_gpu = self.local_gpus[0] if self.local_gpus else 0
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / repeat
 
