@@ -12,7 +12,7 @@ usage error (exit 2). Computed with the workers' own ``CUDA_DEVICE_ORDER=PCI_BUS
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
@@ -40,7 +40,35 @@ def worker_cuda_map(topology: Topology, env: Optional[Mapping[str, str]] = None
     return out
 
 
-def _names(gpus: Sequence[int]) -> str:
+def mig_refusal(topology: Topology, gpus: Iterable[int],
+                env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The one line refusing a cuda run that MIG would turn into a run on MIG slices, or None.
+
+    A MIG-enabled GPU shows CUDA its MIG instances, each with the parent's PCI bus id, so a
+    worker matching GPUs by bus id would time one slice and label it the whole GPU; and
+    ``MIG-...`` entries in CUDA_VISIBLE_DEVICES make every CUDA device a slice. gputopo measures
+    whole GPUs only."""
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and any(e.strip().upper().startswith("MIG-") for e in visible.split(",")):
+        return (f"CUDA_VISIBLE_DEVICES={visible} names MIG instances: gputopo measures whole GPUs, "
+                "never a MIG slice; unset it or name whole GPUs (indices or GPU-... UUIDs)")
+    mig = sorted(g for g in set(gpus) if _mig_enabled(topology, g))
+    if mig:
+        return (f"GPU(s) {_names(mig)} have MIG enabled: CUDA would run on one MIG slice and "
+                "gputopo measures whole GPUs, never a slice labelled as the GPU; disable MIG "
+                f"(sudo nvidia-smi -i {mig[0]} -mig 0) or leave them out (--gpus)")
+    return None
+
+
+def _mig_enabled(topology: Topology, gpu: int) -> bool:
+    try:
+        return topology.gpu(gpu).mig_mode == "enabled"
+    except (KeyError, IndexError):
+        return False
+
+
+def _names(gpus: Iterable[int]) -> str:
     return ", ".join(str(g) for g in sorted(gpus))
 
 
@@ -55,6 +83,9 @@ def restrict_to_cuda_visible(topology: Topology, pairs: Sequence[Pair], self_gpu
     see, or when nothing is left to measure.
     """
     env = os.environ if env is None else env
+    refusal = mig_refusal(topology, {g for p in pairs for g in p} | set(self_gpus), env)
+    if refusal:
+        raise UsageError(refusal)
     cuda = worker_cuda_map(topology, env)
     hidden = {g for g, idx in cuda.items() if not isinstance(idx, int)}
     shown = env.get("CUDA_VISIBLE_DEVICES")

@@ -168,8 +168,11 @@ def cuda_index_of(topology: Topology, gpu: int, env=None) -> int:
     """The CUDA index NVML GPU ``gpu`` has in a numerics worker (which runs with
     CUDA_DEVICE_ORDER=PCI_BUS_ID), or UsageError when CUDA cannot see it: never another GPU's
     number (gputopo.bench.visible)."""
-    from gputopo.bench.visible import worker_cuda_map
+    from gputopo.bench.visible import mig_refusal, worker_cuda_map
 
+    refusal = mig_refusal(topology, [gpu], env)
+    if refusal:
+        raise UsageError(refusal)
     idx = worker_cuda_map(topology, env).get(gpu)
     if not isinstance(idx, int):
         raise UsageError(f"GPU {gpu} is not visible to CUDA ({getattr(idx, 'reason', idx)}); "

@@ -56,9 +56,11 @@ def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
     by_bus = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
+        if " MIG " in f" {getattr(props, 'name', '')} ":
+            continue  # a MIG slice ("... MIG 1g.10gb"): its GPU's bus id, but not the whole GPU
         key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
                getattr(props, "pci_device_id", -1))
-        by_bus.setdefault(key, d)  # MIG instances share their GPU's bus id: the first one
+        by_bus.setdefault(key, d)
     out = {}
     for nvml, info in gpus.items():
         nb = _norm_bus_id(info.get("pci_bus_id") or "")
