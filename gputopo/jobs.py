@@ -85,7 +85,8 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
     from gputopo.bench.api import run_bench
 
     result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
-                       progress=progress)
+                       progress=progress,
+                       numerics_options=numerics_options.to_json() if numerics_options else None)
     from gputopo.bench.runlog import errors_belong_to
 
     nrun = summary = None

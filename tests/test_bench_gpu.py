@@ -116,21 +116,49 @@ def test_cuda_visible_devices_maps_by_bus_id_never_by_number(tmp_path):
         assert "not visible to CUDA" in proc.stderr
 
 
-def test_cuda_collectives_record_what_nccl_did(tmp_path):
-    """NCCL's own INFO log (NCCL_DEBUG_FILE beside each worker's log) names the transport of the
-    pair's collectives: P2P on NVLink/close PCIe pairs, SHM beyond NCCL_P2P_LEVEL."""
-    import torch
-
-    topo = _topology()
-    if torch.cuda.device_count() < 2 or not topo.pairs:
-        pytest.skip("needs two GPUs")
+def _collectives(topo, tmp_path):
     opts = BenchOptions(pairs=[topo.pairs[0].gpus], preset="quick", tests=("collectives",), progress=False,
                         out_dir=str(tmp_path / "run"), timeout_s=120)
     res = run_bench(topo, opts, "cuda")
     coll = [m for m in res.measurements if m.test.startswith("collective.")]
     assert coll
-    for m in coll:
+    return coll
+
+
+def _two_gpus():
+    import torch
+
+    topo = _topology()
+    if torch.cuda.device_count() < 2 or not topo.pairs:
+        pytest.skip("needs two GPUs")
+    return topo
+
+
+def test_cuda_collectives_record_what_nccl_did(tmp_path, monkeypatch):
+    """NCCL's own INFO log (NCCL_DEBUG_FILE beside each worker's log) names the transport of the
+    pair's collectives, and it is the one NCCL's route rule gives for the pair's class, this
+    host's CPU and these NCCL settings: P2P on NVLink/close PCIe pairs, SHM beyond its level.
+    (A user's own NCCL_DEBUG_FILE is kept and then nothing is read: the next test.)"""
+    from gputopo.bench.routes import nccl_route
+
+    monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
+    topo = _two_gpus()
+    pair = topo.pairs[0]
+    peer_ok = all(pair.p2p.get(c) == "OK" for c in ("read", "write"))
+    want = {"p2p": "P2P", "host": "SHM"}[nccl_route(str(pair.link_class), peer_ok,
+                                                     cpu_vendor=topo.host.cpu_vendor)]
+    for m in _collectives(topo, tmp_path):
         nt = m.extra["nccl_transport"]
         assert "not_available" not in nt, nt
-        assert nt["source"] == "nccl-debug" and nt["kind"] in ("P2P", "SHM", "NET") and nt["channels"] > 0
+        assert nt["source"] == "nccl-debug" and nt["channels"] > 0
+        assert nt["kind"] == want, (pair.gpus, str(pair.link_class), nt)
         assert nt["gpus"] == list(m.gpus[:2])
+
+
+def test_a_users_nccl_debug_file_is_kept_and_said(tmp_path, monkeypatch):
+    topo = _two_gpus()
+    mine = str(tmp_path / "mine.%h.%p.log")
+    monkeypatch.setenv("NCCL_DEBUG_FILE", mine)
+    for m in _collectives(topo, tmp_path):
+        why = m.extra["nccl_transport"].get("not_available", "")
+        assert "set by the user" in why and mine in why

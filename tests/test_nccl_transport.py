@@ -78,10 +78,12 @@ def test_lines_with_prefixes_and_noise():
 
 
 def test_nccl_debug_env_keeps_what_the_user_set():
-    assert nccl_debug_env({}, "/r/w0.log") == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH",
+    assert nccl_debug_env({}, "/r/w0.log") == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV",
                                                "NCCL_DEBUG_FILE": "/r/w0.log" + NCCL_LOG_SUFFIX}
     env = {"NCCL_DEBUG": "TRACE", "NCCL_DEBUG_SUBSYS": "NET", "NCCL_DEBUG_FILE": "/tmp/mine.%h.%p"}
-    assert nccl_debug_env(env, "/r/w0.log") == {"NCCL_DEBUG_SUBSYS": "NET,INIT"}
+    # INIT for the channels, ENV for NCCL's "X set by environment to Y" lines
+    assert nccl_debug_env(env, "/r/w0.log") == {"NCCL_DEBUG_SUBSYS": "NET,INIT,ENV"}
+    assert "NCCL_DEBUG_SUBSYS" not in nccl_debug_env({**env, "NCCL_DEBUG_SUBSYS": "env,INIT"}, "w")
     assert nccl_debug_env({"NCCL_DEBUG": "WARN", "NCCL_DEBUG_SUBSYS": "ALL"}, "w")["NCCL_DEBUG"] == "INFO"
 
 

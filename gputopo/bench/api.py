@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value, worst_first
@@ -34,6 +34,7 @@ from .resume_plan import plan_resume
 from .results import RunResult, bench_document, derived_findings
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
+from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from .runner import NullProgress, Runner
 from .summary import make_progress, render_summary
 
@@ -129,11 +130,12 @@ def _pool_size(options: BenchOptions) -> int:
 
 
 def run_bench(topology: Topology, options: BenchOptions, fabric: str, description=None,
-              progress=None) -> RunResult:
+              progress=None, numerics_options: Optional[dict] = None) -> RunResult:
     """Measure ``options.pairs`` (and ``options.self_gpus``) of ``topology`` on ``fabric``.
 
     ``description`` is the simulated machine (gputopo.sim.description.Description) and is
-    required for ``fabric="sim"``. ``progress`` is a hook with start/advance/stop (see
+    required for ``fabric="sim"``. ``numerics_options`` (the numerics phase's, as JSON; None:
+    no numerics) and the NCCL settings go into run.json; a resume runs with the saved NCCL ones. ``progress`` is a hook with start/advance/stop (see
     :func:`make_progress`); None shows a rich progress bar when ``options.progress`` is true
     and stdout is a terminal.
     """
@@ -142,8 +144,11 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     if fabric == "sim" and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
     prior_done, prior_ms, prior_findings = {}, [], []
+    nccl_restored: List[str] = []
     if options.resume_dir:
         info = read_run_info(options.resume_dir)
+        if isinstance(info.get(NCCL_ENV_KEY), dict):  # the workers inherit os.environ
+            nccl_restored = use_saved_nccl_settings(info[NCCL_ENV_KEY])
         if info.get("fabric") != fabric:
             raise UsageError(f"--resume {options.resume_dir}: that run used --fabric "
                              f"{info.get('fabric')}, not {fabric}")
@@ -178,7 +183,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
               sim=(getattr(description, "name", None) if description is not None else None),
               sim_path=(str(getattr(description, "path", "") or "") or None)
               if description is not None else None,
-              concurrent=concurrent, steps=len(steps))
+              concurrent=concurrent, steps=len(steps),
+              **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options})
     for r in redo:
         log.event(r.to_json())
     pool = _pool_size(options) if fabric == "sim" else 1
@@ -217,6 +223,6 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         findings=findings, interrupted=runner.interrupted, concurrent=concurrent,
         elapsed_s=time.monotonic() - t0, steps_total=len(steps), steps_run=runner.steps_done,
         steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids),
-        redone=redo)
+        redone=redo, nccl_restored=nccl_restored)
 
 

@@ -1,7 +1,7 @@
 """Record which transport NCCL chose for each measured pair (cuda fabric), or the route the
 simulated machine models for it (sim fabric, labelled "modeled").
 
-On cuda each worker process runs with ``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,GRAPH`` and
+On cuda each worker process runs with ``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV`` and
 ``NCCL_DEBUG_FILE`` pointing next to its own log (NCCL reads them once, at its first call, so
 they are set before torch is imported: :func:`nccl_debug_env`). Channel connections are made
 lazily (NCCL_RUNTIME_CONNECT, 2.22+), i.e. during the first collective of the step, so the
@@ -21,6 +21,9 @@ from gputopo.probe.nccl_log import parse_nccl_debug, transport_summary
 
 #: Where NCCL's own log of a worker goes: beside the worker's log, one per process.
 NCCL_LOG_SUFFIX = ".nccl.log"
+#: NCCL's subsystems a worker logs: INIT (communicators, channels), GRAPH (the topology it
+#: found) and ENV, under which NCCL logs "NCCL_X set by environment to Y" for every setting read.
+DEBUG_SUBSYS = "INIT,GRAPH,ENV"
 #: Route of the sim model -> the NCCL transport it stands for (one host: SHM when not P2P).
 MODELED_KIND = {"p2p": "P2P", "host": "SHM"}
 
@@ -32,9 +35,12 @@ def nccl_debug_env(env: Mapping[str, str], worker_log: str) -> Dict[str, str]:
         out["NCCL_DEBUG"] = "INFO"
     subsys = env.get("NCCL_DEBUG_SUBSYS")
     if subsys is None:
-        out["NCCL_DEBUG_SUBSYS"] = "INIT,GRAPH"
-    elif not {"INIT", "ALL"} & {s.strip().lstrip("^").upper() for s in subsys.split(",")}:
-        out["NCCL_DEBUG_SUBSYS"] = subsys + ",INIT"
+        out["NCCL_DEBUG_SUBSYS"] = DEBUG_SUBSYS
+    else:
+        named = {s.strip().lstrip("^").upper() for s in subsys.split(",")}
+        missing = [] if "ALL" in named else [s for s in ("INIT", "ENV") if s not in named]
+        if missing:
+            out["NCCL_DEBUG_SUBSYS"] = ",".join([subsys, *missing])
     if not env.get("NCCL_DEBUG_FILE"):
         out["NCCL_DEBUG_FILE"] = worker_log + NCCL_LOG_SUFFIX
     return out

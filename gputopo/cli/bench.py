@@ -70,13 +70,37 @@ def refuse_ignored(resume_dir, sim, fabric, want_numerics=True) -> None:
     ctx = click.get_current_context()
     names = [p.name for p in ctx.command.params]
     if resume_dir:
-        refuse_unused(ctx, [n for n in RUN_DEFINING if n in names],
+        refuse_unused(ctx, [n for n in RUN_DEFINING + NUMERICS_OPTIONS if n in names],
                       f"with --resume (the run folder {resume_dir} says what the run measures)")
     if not want_numerics:
         refuse_unused(ctx, NUMERICS_OPTIONS, "when --tests has no numerics")
     if sim or (fabric != "cpu" and not (resume_dir and fabric is None)):  # (resume: run.json's)
         refuse_unused(ctx, ("cpu_gpus",), "without --fabric cpu (or with --sim, whose machine "
                       "says how many GPUs there are)")
+
+
+def numerics_options_for(resume_dir, wanted: bool, **given):
+    """The numerics phase's options (None: no numerics): from the command line, or on
+    ``--resume`` the run's own from its run.json (a folder from before they were recorded:
+    the defaults, as that run had unless it was given others)."""
+    from gputopo.errors import UsageError
+    from gputopo.numerics import validate_options
+
+    if resume_dir:
+        from gputopo.bench.api import read_run_info
+        from gputopo.bench.run_settings import NUMERICS_KEY, saved_numerics_options
+
+        saved = saved_numerics_options(read_run_info(resume_dir))
+        if saved is None:
+            return None
+        if isinstance(saved, dict):
+            known = ("steps", "lr", "model", "batch", "momentum", "seed", "inject_nan_at_step",
+                     "inject_nan_rank")
+            try:
+                return validate_options(**{k: v for k, v in saved.items() if k in known})
+            except UsageError as e:
+                raise UsageError(f"--resume {resume_dir}: run.json {NUMERICS_KEY}: {e}") from None
+    return validate_options(**given) if wanted else None
 
 
 def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
@@ -134,11 +158,17 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
 
 
 def say_redone(job) -> None:
-    """Tell the user which steps a --resume ran again and why (stderr: --json stays a document)."""
+    """Tell the user which steps a --resume ran again and why, and which NCCL settings it set
+    back to the run's (stderr: --json stays a document)."""
     from gputopo.bench.resume_plan import redo_lines
 
-    for line in redo_lines(getattr(getattr(job, "bench", None), "redone", None) or []):
+    bench = getattr(job, "bench", None)
+    for line in redo_lines(getattr(bench, "redone", None) or []):
         click.echo(line, err=True)
+    restored = getattr(bench, "nccl_restored", None) or []
+    if restored:
+        click.echo("gputopo: --resume runs with the run's NCCL settings: " + "; ".join(restored),
+                   err=True)
 
 
 def _report(job, as_json):
@@ -192,12 +222,11 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
       gputopo bench --fabric cpu --quick         # no GPU: real processes over gloo
     """
     from gputopo.jobs import run_job, split_tests
-    from gputopo.numerics import validate_options
 
     groups, want_numerics = split_tests(tests_text)
     refuse_ignored(resume_dir, sim, fabric, want_numerics)
-    nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed) \
-        if want_numerics else None
+    nopts = numerics_options_for(resume_dir, want_numerics, steps=steps, lr=lr, model=model,
+                                 batch=batch, seed=seed)
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            out_dir, resume_dir, self_test=self_test, sizes=sizes, tests=groups,
                            preset=preset or "default", concurrent=concurrent, progress=not as_json)
@@ -219,10 +248,10 @@ def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout
       gputopo numerics --pairs 5,6 --steps 100
     """
     from gputopo.jobs import run_job
-    from gputopo.numerics import validate_options
 
     refuse_ignored(resume_dir, sim, fabric)
-    nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
+    nopts = numerics_options_for(resume_dir, True, steps=steps, lr=lr, model=model, batch=batch,
+                                 seed=seed)
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            out_dir, resume_dir, tests=(), progress=not as_json)
     _report(run_job(machine, opts, nopts), as_json)

@@ -7,8 +7,8 @@ import os
 
 import click
 
-from gputopo.cli.bench import (_build, numerics_options, pair_options, refuse_ignored,
-                               say_redone)
+from gputopo.cli.bench import (_build, numerics_options, numerics_options_for, pair_options,
+                               refuse_ignored, say_redone)
 from gputopo.cli.group import cli
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
@@ -105,10 +105,10 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
     if run_dir is None:
         from gputopo.jobs import run_job
-        from gputopo.numerics import validate_options
 
         refuse_ignored(resume_dir, sim, fabric)
-        nopts = validate_options(steps=steps, lr=lr, model=model, batch=batch, seed=seed)
+        nopts = numerics_options_for(resume_dir, True, steps=steps, lr=lr, model=model,
+                                     batch=batch, seed=seed)
         machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
                                preset=preset or "default", progress=not as_json)

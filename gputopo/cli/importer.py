@@ -55,7 +55,7 @@ def nccl_debug(logs, into, as_json):
 
     \b
     Examples:
-      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH torchrun ... 2> job.log
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV torchrun ... 2> job.log
       gputopo import nccl-debug job.log
       gputopo import nccl-debug job.log --into reports/gpu-node-07-20260101-120000
     """

@@ -37,7 +37,7 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
         raise InputFileError(getattr(e, "filename", None) or paths[0], e.strerror or str(e)) from None
     if log.lines == 0:
         raise InputFileError(paths[0], "no 'NCCL INFO' lines: run the job with NCCL_DEBUG=INFO "
-                                       "(and NCCL_DEBUG_SUBSYS=INIT,GRAPH)")
+                                       "(and NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV)")
     return log
 
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from gputopo.bench.memory_check import kill_reason_cause
+from gputopo.bench.run_settings import NCCL_ENV_KEY
 from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
-from .causes import path_facts
+from .causes import path_facts, run_nccl_settings
 from .culprits import killed
 from .data_findings import data_findings
 from .expected import class_of
@@ -120,6 +121,13 @@ def _identity(f: Finding):
 
 
 def analyze(run: Run) -> Analysis:
+    """Every finding of ``run``; NCCL routes in causes and remedies are judged under the NCCL
+    settings the run was measured with (run.json ``nccl_env``), not the reader's."""
+    with run_nccl_settings(run.info.get(NCCL_ENV_KEY)):
+        return _analyze(run)
+
+
+def _analyze(run: Run) -> Analysis:
     notes = list(run.notes)
     topo = run.topology
     heads = headlines(run.measurements, topo)

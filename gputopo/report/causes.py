@@ -9,8 +9,10 @@ above the pair's GPUs, NVML's P2P status) and phrase the cause and what to try.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.model import Topology, is_value
 from gputopo.probe.bus_id import short_bus_id
@@ -101,13 +103,33 @@ def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Option
     return facts
 
 
+#: The NCCL_* / TORCH_NCCL_* settings of the run being analysed (its run.json ``nccl_env``), set
+#: by :func:`run_nccl_settings` around an analysis: a remedy must describe the route NCCL took
+#: in that run, not the one the reader's shell would give. None: not known (a run folder from
+#: before they were recorded, or no run at all, as in `place`): this process's environment.
+_RUN_NCCL_ENV: ContextVar[Optional[Mapping[str, str]]] = ContextVar("run_nccl_env", default=None)
+
+
+@contextmanager
+def run_nccl_settings(env: Optional[Mapping[str, str]]) -> Iterator[None]:
+    """Within the block, NCCL routes are judged under ``env`` (a run's saved NCCL settings)."""
+    token = _RUN_NCCL_ENV.set(dict(env) if isinstance(env, Mapping) else None)
+    try:
+        yield
+    finally:
+        _RUN_NCCL_ENV.reset(token)
+
+
 def _nccl_facts(facts: PathFacts, cpu_vendor, n_gpus: int) -> None:
-    """NCCL's route on this path for this host's CPU and this process's NCCL_* settings (the
-    settings the run had when the report is rendered at its end)."""
+    """NCCL's route on this path for this host's CPU and the run's NCCL_* settings (saved in
+    its run.json; this process's own when the run did not save them)."""
     from gputopo.bench.routes import route_and_reason
 
+    if not facts.link_class:
+        return
     facts.nccl_route, facts.nccl_reason = route_and_reason(
-        facts.link_class, not facts.p2p_not_ok, cpu_vendor=cpu_vendor, n_gpus=max(2, n_gpus))
+        facts.link_class, not facts.p2p_not_ok, env=_RUN_NCCL_ENV.get(), cpu_vendor=cpu_vendor,
+        n_gpus=max(2, n_gpus))
 
 
 def nccl_remedy(f: PathFacts) -> str:
