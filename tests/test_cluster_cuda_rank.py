@@ -66,13 +66,16 @@ class FakeGpu:
             assert async_op
             return Work()
 
-        return SimpleNamespace(barrier=lambda group=None: None, all_reduce=all_reduce)
+        def barrier(group=None, device_ids=None):
+            gpu.calls.append(f"barrier {device_ids}")
+
+        return SimpleNamespace(barrier=barrier, all_reduce=all_reduce)
 
 
 def backend(gpu: FakeGpu, n: int) -> DistBackend:
     b = DistBackend.__new__(DistBackend)
     b.torch, b.dist, b.fabric = gpu.torch(), gpu.dist(n), "cuda"
-    b.size_bytes, b.samples, b.device = 1024, 3, "cuda:0"
+    b.size_bytes, b.samples, b.device = 1024, 3, torch.device("cuda", 2)
     return b
 
 
@@ -81,8 +84,8 @@ def test_cluster_all_reduce_time_covers_the_collective():
     out = backend(gpu, 2)._time_all_reduce(None, 2)
     assert out["wrong"] == 0
     assert out["time_s"] == pytest.approx(KERNEL_S)  # the end event waits for NCCL's stream
-    first = gpu.calls[:5]
-    assert first == ["record", "all_reduce", "wait", "record", "synchronize"]
+    first = gpu.calls[:6]
+    assert first == ["barrier [2]", "record", "all_reduce", "wait", "record", "synchronize"]
 
 
 def fake_cuda(bus_ids):

@@ -189,7 +189,9 @@ class DistBackend:
         times, wrong = [], 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
-            dist.barrier(group=pg)  # start together: no rank's time includes waiting for another
+            # start together: no rank's time includes waiting for another (on cuda, on this
+            # rank's own GPU, not one guessed from its rank)
+            dist.barrier(group=pg, **({"device_ids": [self.device.index]} if cuda else {}))
             if cuda:
                 torch.cuda.synchronize(self.device)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
