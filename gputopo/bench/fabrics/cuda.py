@@ -294,7 +294,8 @@ class CudaOps(DistMixin, Ops):
         with torch.cuda.device(devs[0]):
             end.record(first)
         if start.query():  # the GPU passed the start event before the last run was enqueued
-            self._short_gpu = self.local_gpus[0] if self.local_gpus else 0
+            self._short_gpu = next((g for g in gpus if self.is_local(g)),
+                                   self.local_gpus[0] if self.local_gpus else 0)
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / repeat
 
