@@ -105,3 +105,13 @@ def test_saved_nccl_settings_replace_the_shells():
     assert env == {"NCCL_IB_DISABLE": "0", "NCCL_ALGO": "Ring", "PATH": "/bin"}
     assert changes == ["NCCL_ALGO=Ring (this shell: unset)", "NCCL_IB_DISABLE=0 (this shell: 1)",
                        "TORCH_NCCL_ASYNC_ERROR_HANDLING unset (this shell: 3)"]
+
+
+def test_a_cluster_run_json_records_the_nccl_settings(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0,mlx5_1")
+    f = tmp_path / "c.toml"
+    f.write_text('[cluster]\nnodes = 3\nnode = "pcie-4gpu"\n')
+    out = tmp_path / "run"
+    code, err = _main(capsys, "cluster", "--sim", str(f), "--pattern", "pairwise", "--out", str(out))
+    assert code == 0, err
+    assert json.loads((out / RUN_JSON).read_text())["nccl_env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
+from gputopo.bench.run_settings import nccl_settings
 from gputopo.bench.runlog import (EVENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl,
                                   claim_out_dir, new_run_dir, run_info, set_run_status, write_json)
 from gputopo.model import Finding, worst_first
@@ -50,7 +51,8 @@ class ClusterRunFolder:
               options: Dict[str, Any], nodes: List[str], topology=None) -> None:
         write_json(self.dir / RUN_JSON, run_info(
             fabric=fabric, simulated=simulated, machine=machine, argv=argv, options=options,
-            kind="cluster", nodes=len(nodes), status="running"))
+            kind="cluster", nodes=len(nodes), status="running",
+            nccl_env=nccl_settings()))  # rank 0's environment (another node's may differ)
         if topology is not None:
             from gputopo.model import topology_to_json
 
