@@ -6,11 +6,12 @@ Run as a user runs it: `gputopo bench --sim ...` in this process, then the shell
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
 
-from gputopo.bench.run_settings import nccl_settings, use_saved_nccl_settings
+from gputopo.bench.run_settings import NCCL_PREFIXES, nccl_settings, use_saved_nccl_settings
 from gputopo.bench.runlog import NUMERICS_JSONL, RUN_JSON
 
 
@@ -65,9 +66,20 @@ def test_report_judges_nccl_routes_with_the_runs_settings(run_dir, monkeypatch):
     assert any(r.startswith("set NCCL_P2P_DISABLE=1") for r in corrupt[0].remedies)
 
 
+@pytest.fixture
+def nccl_env_kept():
+    """A resume sets this process's NCCL variables to the run's (the workers inherit them):
+    put the test process's own back afterwards."""
+    before = {k: v for k, v in os.environ.items() if k.startswith(NCCL_PREFIXES)}
+    yield
+    for k in [k for k in os.environ if k.startswith(NCCL_PREFIXES)]:
+        del os.environ[k]
+    os.environ.update(before)
+
+
 @pytest.mark.slow
 def test_resume_uses_the_runs_numerics_options_and_nccl_settings(run_dir, tmp_path, monkeypatch,
-                                                                 capsys):
+                                                                 capsys, nccl_env_kept):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     (copy / NUMERICS_JSONL).unlink()  # the numerics phase is still to do
@@ -87,7 +99,7 @@ def test_resume_uses_the_runs_numerics_options_and_nccl_settings(run_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_resume_of_a_run_without_numerics_runs_none(tmp_path, capsys, monkeypatch):
+def test_a_resume_of_a_run_without_numerics_runs_none(tmp_path, capsys, nccl_env_kept):
     out = tmp_path / "run"
     code, err = _main(capsys, "bench", "--sim", "seed-8gpu", "--pairs", "6,7", "--tests", "p2p",
                       "--quick", "--json", "--out", str(out))
