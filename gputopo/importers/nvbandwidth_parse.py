@@ -59,6 +59,10 @@ class _Parser:
         square = m.columns and len(m.cells) == len(m.columns) and m.description.count("GPU(row)")
         full_rows = all(len(r) == len(m.columns) for r in m.cells)
         m.complete = bool(m.cells) and full_rows and (m.printed_sum is not None or bool(square))
+        values = [v for row in m.cells for v in row if v is not None]
+        if m.complete and m.printed_sum is not None and abs(sum(values) - m.printed_sum) > 0.005 * len(values) + 0.01:
+            self.out.problems.append(f"line {m.line}: the {m.key} matrix's cells add up to {sum(values):.2f}, not the "
+                                     f"printed SUM {m.printed_sum}: a cell was changed or misread")
         if not m.complete:
             what = m.key or m.testcase or "a testcase"
             m.problems.append(f"line {m.line}: the {what} matrix ({m.description}) is cut short"

@@ -37,8 +37,8 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
     if f.get("kind") == "pattern-check":
         return Finding(
             "corrupt", "error",
-            f"{where}: the copied data failed nvbandwidth's pattern check ({str(f.get('message', '')).strip()}): "
-            "the bytes that arrived were not the bytes sent",
+            f"{tool} {tc} delivered wrong data ({where.removeprefix(f'{tool} {tc} ').strip('()')}): the copied "
+            f"bytes failed nvbandwidth's pattern check ({str(f.get('message', '')).strip()})",
             evidence=evidence,
             cause="a copy of this testcase delivered wrong data: a peer path that corrupts (IOMMU/ACS on PCIe, a "
                   "failing link or GPU); nvbandwidth stops at the first wrong value, so which pair is not known",
@@ -46,7 +46,8 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
                       "check `dmesg` for Xid and IOMMU (DMAR / AMD-Vi) faults",
                       "rerun nvbandwidth with a smaller -b to see whether it repeats"])
     return Finding(
-        "crash", "error", f"{where}: the run stopped ({str(f.get('message', '')).strip()[:160]})",
+        "crash", "error", f"{tool} {tc} stopped before its results ({where.removeprefix(f'{tool} {tc} ').strip('()')}): "
+                          f"{str(f.get('message', '')).strip()[:160]}",
         evidence=evidence, cause="nvbandwidth aborted this testcase; its results are missing",
         remedies=["read the message above; check `dmesg` for Xid errors", REMEDY_REIMPORT])
 
