@@ -28,7 +28,7 @@ JSON_FORM = NVB / "constructed_json_v0.8_2gpu_read_ce_h2d_waived.json"
 
 def _cli(*args, stdin=None):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True, check=False,
                           env=env, input=stdin, timeout=120)
 
 
@@ -191,3 +191,95 @@ def test_topo_of_another_machine_is_refused(tmp_path):
     topo = Path(__file__).parent / "fixtures" / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt"
     r = _cli("import", "nvbandwidth", A6000, "--topo", topo, "--out", tmp_path / "run")
     assert r.returncode == 2 and "another machine" in r.stderr, r.stderr
+
+
+# Printed as nvbandwidth v0.8's output.cpp / inline_common.h print them (constructed, not a post):
+# the hostname line, v0.6+ bidirectional read1/read2/total matrices, a latency matrix closed by
+# "&&&& PERF", a one-row all-to-one matrix, and a waived testcase.
+V08_FORMS = """nvbandwidth Version: v0.8
+Built from Git version: v0.8
+
+CUDA Runtime Version: 12080
+CUDA Driver Version: 12080
+Driver Version: 570.86.15
+
+gpu-node-07
+Device 0: NVIDIA H100 80GB HBM3 (00000000:18:00)
+Device 1: NVIDIA H100 80GB HBM3 (00000000:2a:00)
+
+Running device_to_device_bidirectional_memcpy_read_ce.
+memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)
+           0         1
+ 0       N/A    365.10
+ 1    366.20       N/A
+
+SUM device_to_device_bidirectional_memcpy_read_ce_read1 731.30
+
+memcpy CE GPU(row) <-> GPU(column) Read2 bandwidth (GB/s)
+           0         1
+ 0       N/A    364.90
+ 1    365.00       N/A
+
+SUM device_to_device_bidirectional_memcpy_read_ce_read2 729.90
+
+memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)
+           0         1
+ 0       N/A    730.00
+ 1    731.20       N/A
+
+SUM device_to_device_bidirectional_memcpy_read_ce_total 1461.20
+
+Running device_to_device_latency_sm.
+Device to Device Latency SM GPU(row) <-> GPU(column) (ns)
+           0         1
+ 0       N/A    912.40
+ 1    915.10       N/A
+
+&&&& PERF device_to_device_latency_sm 1827.50 -ns
+
+Running all_to_one_write_ce.
+memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)
+           0         1
+ 0    370.50    371.00
+
+SUM all_to_one_write_ce 741.50
+
+Waived: 
+NOTE: The reported results may not reflect the full capabilities of the platform.
+Performance can vary with software drivers, hardware clocks, and system topology.
+"""
+
+
+def test_v08_forms_bidirectional_latency_all_to_one(tmp_path):
+    p = tmp_path / "v08.txt"
+    p.write_text(V08_FORMS)
+    out = read_nvbandwidth(str(p))
+    assert out.hostname == "gpu-node-07" and out.problems == [] and len(out.waived) == 1
+    assert [m.key for m in out.matrices] == [
+        "device_to_device_bidirectional_memcpy_read_ce_read1", "device_to_device_bidirectional_memcpy_read_ce_read2",
+        "device_to_device_bidirectional_memcpy_read_ce_total", "device_to_device_latency_sm", "all_to_one_write_ce"]
+    assert {m.testcase for m in out.matrices[:3]} == {"device_to_device_bidirectional_memcpy_read_ce"}
+    ms = output_measurements(out)
+    total = [m for m in ms if m.test.endswith("_total")]
+    assert {round(m.algbw_gbps, 2) for m in total} == {730.0, 731.2} and {m.direction for m in total} == {"both"}
+    lat = [m for m in ms if m.test == "nvbandwidth.device_to_device_latency_sm"]
+    assert sorted(round(m.median_s * 1e9, 2) for m in lat) == [912.4, 915.1] and all(m.size_bytes == 0 for m in lat)
+    a2o = _by_cell(ms, "nvbandwidth.all_to_one_write_ce")
+    assert a2o == {"all->0": 370.5, "all->1": 371.0}
+    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    assert _findings(res.run_dir) == []
+
+
+def test_a_changed_cell_disagrees_with_the_printed_sum(tmp_path):
+    p = tmp_path / "changed.txt"
+    p.write_text(A6000.read_text().replace("26.35       N/A     26.34", "29.35       N/A     26.34"))
+    out = read_nvbandwidth(str(p))
+    assert any("not the printed SUM 715.53" in x for x in out.problems)
+
+
+def test_directions_of_one_pair_compared_without_topo(tmp_path):
+    p = tmp_path / "asym.txt"
+    p.write_text(A6000.read_text().replace(" 3     21.82     21.82", " 3     11.82     21.82"))
+    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    outl = [f for f in _findings(res.run_dir) if f["kind"] == "outlier"]
+    assert [f["gpus"] for f in outl] == [[0, 3]] and "0->3 11.8 GB/s" in outl[0]["message"]

@@ -10,15 +10,30 @@ bus id) and no pairs, so the report judges the pairs against each other only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from gputopo import SCHEMA_VERSION
-from gputopo.bench.runlog import (MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl, new_run_dir,
-                                  run_info, write_json)
+from gputopo.bench.runlog import (
+    MEASUREMENTS_JSONL,
+    RUN_JSON,
+    TOPOLOGY_JSON,
+    append_jsonl,
+    new_run_dir,
+    run_info,
+    write_json,
+)
 from gputopo.errors import UsageError
-from gputopo.model import Gpu, HostInfo, Measurement, Topology, is_value, topology_to_json
+from gputopo.model import (
+    Gpu,
+    HostInfo,
+    Measurement,
+    Topology,
+    is_value,
+    topology_to_json,
+)
 from gputopo.report.run_folder import IMPORTED_JSON
 from gputopo.writable import check_writable_dir
 
@@ -30,8 +45,8 @@ class ImportedDevice:
     """A GPU as the output names it: its device number there, model, bus id (either may be None)."""
 
     index: int
-    name: Optional[str]
-    bus_id: Optional[str]
+    name: str | None
+    bus_id: str | None
 
 
 @dataclass
@@ -40,7 +55,7 @@ class ImportFolder:
     summary: Any = None  # gputopo.report.summary.Summary when rendered
 
 
-def normalize_bus_id(printed: Optional[str]) -> Optional[str]:
+def normalize_bus_id(printed: str | None) -> str | None:
     """'00000000:99:00' / '99' (p2pBandwidthLatencyTest's hex bus) -> NVML's '00000000:99:00.0'."""
     if not printed:
         return None
@@ -56,7 +71,7 @@ def normalize_bus_id(printed: Optional[str]) -> Optional[str]:
     return printed.strip()
 
 
-def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: Optional[str]) -> Topology:
+def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
     gpus = [Gpu(nvml_index=d.index, name=d.name or "?", pci_bus_id=normalize_bus_id(d.bus_id) or "?",
                 cuda_index=d.index) for d in devices]
     machine = hostname or tool
@@ -94,7 +109,7 @@ def _same_model(a: str, b: str) -> bool:
     return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
 
 
-def with_link_classes(ms: List[Measurement], topo: Optional[Topology]) -> List[Measurement]:
+def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Measurement]:
     """Each pair measurement with its pair's link class from the topology (where it has pairs)."""
     if topo is None or not topo.pairs:
         return ms
@@ -107,10 +122,10 @@ def with_link_classes(ms: List[Measurement], topo: Optional[Topology]) -> List[M
     return ms
 
 
-def write_import_folder(*, tool: str, paths: List[str], topo: Topology, measurements: List[Measurement],
-                        summaries: List[Dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
-                        argv: Optional[List[str]] = None, render: bool = True, console=None,
-                        topology_file: Optional[str] = None) -> ImportFolder:
+def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
+                        summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
+                        argv: list[str] | None = None, render: bool = True, console=None,
+                        topology_file: str | None = None) -> ImportFolder:
     if out_dir is not None:
         run_dir = Path(out_dir)
         if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):

@@ -8,13 +8,17 @@ check failed is kept as a failure the report calls ``corrupt``.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 from gputopo.errors import InputFileError
 from gputopo.model import Topology
 
-from .import_folder import (DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, check_topology_matches,
-                            topology_from_devices, write_import_folder)
+from .import_folder import (
+    DEFAULT_BASE_DIR,
+    ImportedDevice,
+    ImportFolder,
+    check_topology_matches,
+    topology_from_devices,
+    write_import_folder,
+)
 from .nvbandwidth_json import parse_nvbandwidth_json
 from .nvbandwidth_measure import output_measurements
 from .nvbandwidth_parse import looks_like_nvbandwidth, parse_nvbandwidth_lines
@@ -61,7 +65,7 @@ def _chain(first, rest):
     yield from rest
 
 
-def nvbandwidth_devices(out: NvbOutput) -> List[ImportedDevice]:
+def nvbandwidth_devices(out: NvbOutput) -> list[ImportedDevice]:
     devs = {d.index: ImportedDevice(d.index, d.name, d.bus_id) for d in out.devices}
     if not devs:  # no device list (cut when posted): the GPUs the matrices name
         from .nvbandwidth_measure import output_measurements as ms
@@ -71,9 +75,9 @@ def nvbandwidth_devices(out: NvbOutput) -> List[ImportedDevice]:
     return [devs[k] for k in sorted(devs)]
 
 
-def import_nvbandwidth(paths: List[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR,
-                       topology: Optional[Topology] = None, topology_file: Optional[str] = None,
-                       argv: Optional[List[str]] = None, render: bool = True, console=None) -> ImportFolder:
+def import_nvbandwidth(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR,
+                       topology: Topology | None = None, topology_file: str | None = None,
+                       argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
     outputs = [read_nvbandwidth(p) for p in paths]
     devices = nvbandwidth_devices(outputs[0])
     for o in outputs[1:]:

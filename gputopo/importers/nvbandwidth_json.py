@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict
+from typing import Any
 
 from gputopo.errors import InputFileError
 
@@ -55,7 +55,7 @@ def parse_nvbandwidth_json(text: str, source: str) -> NvbOutput:
     return out
 
 
-def _testcase(out: NvbOutput, k: int, tc: Dict[str, Any]) -> None:
+def _testcase(out: NvbOutput, k: int, tc: dict[str, Any]) -> None:
     name = _str(tc.get("name"))
     status = _str(tc.get("status")) or "?"
     if status == "Waived":

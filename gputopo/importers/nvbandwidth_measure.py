@@ -12,18 +12,15 @@ diagonal) are not measurements and are skipped; their count is kept in the impor
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 from gputopo.model import Measurement
 
 from .nvbandwidth_records import NvbMatrix, NvbOutput
-
 
 #: Testcases printed as one row with a column per GPU (host side, all-to-one, one-to-all, local).
 ONE_ROW_TESTCASES = ("host_to_", "device_to_host", "all_to_", "one_to_all", "device_local", "host_device_latency")
 
 
-def _flow(tc: str, row: int, col: int) -> Tuple[Tuple[int, ...], str]:
+def _flow(tc: str, row: int, col: int) -> tuple[tuple[int, ...], str]:
     """(GPUs, direction) of one cell of a GPU x GPU matrix, from the testcase's name."""
     gpus = tuple(sorted((row, col)))
     if "latency" in tc:
@@ -49,7 +46,7 @@ def _one_row_flow(tc: str, gpu: int) -> str:
     return f"host<->{gpu}" if tc.startswith("host") else str(gpu)
 
 
-def matrix_measurements(out: NvbOutput, m: NvbMatrix) -> List[Measurement]:
+def matrix_measurements(out: NvbOutput, m: NvbMatrix) -> list[Measurement]:
     key = m.key or m.testcase
     if not key or not m.columns:
         return []
@@ -67,7 +64,7 @@ def matrix_measurements(out: NvbOutput, m: NvbMatrix) -> List[Measurement]:
                 rlabel = m.row_labels[r] if r < len(m.row_labels) else str(r)
                 rr = int(rlabel) if rlabel.isdigit() else r
                 if rr == col:
-                    gpus: Tuple[int, ...] = (col,)
+                    gpus: tuple[int, ...] = (col,)
                     direction = f"{col}->{col}"
                 else:
                     gpus, direction = _flow(tc, rr, col)
@@ -78,7 +75,7 @@ def matrix_measurements(out: NvbOutput, m: NvbMatrix) -> List[Measurement]:
 
 
 def _measurement(out: NvbOutput, m: NvbMatrix, key: str, gpus, direction: str, v: float, size: int,
-                 r: int, c: int, bidir_total: bool) -> Optional[Measurement]:
+                 r: int, c: int, bidir_total: bool) -> Measurement | None:
     extra = {"source": "nvbandwidth", "file": out.source.rsplit("/", 1)[-1], "testcase": m.testcase,
              "matrix": key, "cell": [r, c], "printed": v, "unit": m.unit, "line": m.line or None,
              "size_assumed": f"nvbandwidth {out.version or '?'} default buffer ({out.buffer_mib} MiB); "
@@ -98,8 +95,8 @@ def _measurement(out: NvbOutput, m: NvbMatrix, key: str, gpus, direction: str, v
                        bytes_per_iter=moved, extra=extra)
 
 
-def output_measurements(out: NvbOutput) -> List[Measurement]:
-    res: List[Measurement] = []
+def output_measurements(out: NvbOutput) -> list[Measurement]:
+    res: list[Measurement] = []
     for m in out.matrices:
         res += matrix_measurements(out, m)
     return res

@@ -13,9 +13,15 @@ cut short are said as problems; nothing real is refused.
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional, Tuple
+from collections.abc import Iterable
 
-from .nvbandwidth_records import NvbDevice, NvbFailure, NvbMatrix, NvbOutput, testcase_of_key
+from .nvbandwidth_records import (
+    NvbDevice,
+    NvbFailure,
+    NvbMatrix,
+    NvbOutput,
+    testcase_of_key,
+)
 
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _GIT = re.compile(r"^Built from Git version:\s*(\S*)")
@@ -39,19 +45,19 @@ _KNOWN = ("NOTE:", "Performance can vary", "Additional system-specific", "MPI ve
           "nvbandwidth reports", "Index, Name:", "====")
 
 
-def _cell(tok: str) -> Optional[float]:
+def _cell(tok: str) -> float | None:
     return None if tok.upper() == "N/A" else float(tok)
 
 
 class _Parser:
     def __init__(self, out: NvbOutput):
         self.out = out
-        self.testcase: Optional[str] = None
-        self.matrix: Optional[NvbMatrix] = None
+        self.testcase: str | None = None
+        self.matrix: NvbMatrix | None = None
         self.header_expected = False
 
     # --- matrices
-    def _close(self, why: Optional[str] = None) -> None:
+    def _close(self, why: str | None = None) -> None:
         m = self.matrix
         if m is None:
             return
@@ -166,7 +172,7 @@ class _Parser:
             return
         out.notes.append(f"line {lineno}: not an nvbandwidth line, left out: {s[:80]!r}")
 
-    def _sum(self, sm, lineno: Optional[int] = None) -> None:
+    def _sum(self, sm, lineno: int | None = None) -> None:
         key, value = sm.group(1), float(sm.group(2))
         m = self.matrix
         if m is None:  # a SUM line without its matrix (elided above it)
@@ -213,7 +219,7 @@ class _Parser:
                                          "the output stops or was cut there")
 
 
-def parse_nvbandwidth_lines(lines: Iterable[Tuple[int, str]], source: str) -> NvbOutput:
+def parse_nvbandwidth_lines(lines: Iterable[tuple[int, str]], source: str) -> NvbOutput:
     out = NvbOutput(source=source)
     p = _Parser(out)
     for lineno, line in lines:
@@ -227,5 +233,5 @@ def looks_like_nvbandwidth(out: NvbOutput) -> bool:
     return bool(out.version or out.matrices or out.testcases_run)
 
 
-def matrices_of(out: NvbOutput, testcase: str) -> List[NvbMatrix]:
+def matrices_of(out: NvbOutput, testcase: str) -> list[NvbMatrix]:
     return [m for m in out.matrices if m.testcase == testcase]

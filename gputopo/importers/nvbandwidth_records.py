@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 #: Suffixes of a matrix key beyond its testcase's name (v0.6+ bidirectional device tests).
 KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
@@ -34,8 +33,8 @@ def testcase_of_key(key: str) -> str:
 class NvbDevice:
     index: int
     name: str
-    bus_id: Optional[str]  # as printed: "00000000:99:00" (v0.5+); None before
-    host: Optional[str] = None
+    bus_id: str | None  # as printed: "00000000:99:00" (v0.5+); None before
+    host: str | None = None
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -47,14 +46,14 @@ class NvbMatrix:
 
     description: str
     line: int
-    testcase: Optional[str] = None
-    key: Optional[str] = None
-    columns: List[str] = field(default_factory=list)
-    row_labels: List[str] = field(default_factory=list)
-    cells: List[List[Optional[float]]] = field(default_factory=list)
-    printed_sum: Optional[float] = None
+    testcase: str | None = None
+    key: str | None = None
+    columns: list[str] = field(default_factory=list)
+    row_labels: list[str] = field(default_factory=list)
+    cells: list[list[float | None]] = field(default_factory=list)
+    printed_sum: float | None = None
     complete: bool = False
-    problems: List[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -72,11 +71,11 @@ class NvbFailure:
     """A testcase that stopped: ``kind`` is ``pattern-check`` (the copy's data was wrong),
     ``assert`` / ``cuda-error`` (the run died), or ``error`` (nvbandwidth said ERROR)."""
 
-    testcase: Optional[str]
+    testcase: str | None
     kind: str
     message: str
     line: int
-    details: List[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -86,21 +85,21 @@ class NvbFailure:
 class NvbOutput:
     source: str
     form: str = "text"  # "text" | "json"
-    version: Optional[str] = None
-    git_version: Optional[str] = None
-    cuda_runtime: Optional[int] = None
-    cuda_driver: Optional[int] = None
-    driver: Optional[str] = None
-    hostname: Optional[str] = None
-    devices: List[NvbDevice] = field(default_factory=list)
-    matrices: List[NvbMatrix] = field(default_factory=list)
-    testcases_run: List[str] = field(default_factory=list)
-    waived: List[str] = field(default_factory=list)
-    failures: List[NvbFailure] = field(default_factory=list)
+    version: str | None = None
+    git_version: str | None = None
+    cuda_runtime: int | None = None
+    cuda_driver: int | None = None
+    driver: str | None = None
+    hostname: str | None = None
+    devices: list[NvbDevice] = field(default_factory=list)
+    matrices: list[NvbMatrix] = field(default_factory=list)
+    testcases_run: list[str] = field(default_factory=list)
+    waived: list[str] = field(default_factory=list)
+    failures: list[NvbFailure] = field(default_factory=list)
     #: What makes the data incomplete (cut pastes, unreadable rows): ``incomplete-data``.
-    problems: List[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     #: Lines read but not used (a hostname, notes): said, not judged.
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def buffer_mib(self) -> int:
@@ -109,7 +108,7 @@ class NvbOutput:
             return DEFAULT_BUFFER_MIB["new"]
         return DEFAULT_BUFFER_MIB["old"] if m else DEFAULT_BUFFER_MIB["new"]
 
-    def summary(self) -> Dict:
+    def summary(self) -> dict:
         return {"tool": "nvbandwidth", "file": self.source.rsplit("/", 1)[-1], "path": self.source,
                 "form": self.form, "version": self.version, "git_version": self.git_version,
                 "cuda_runtime_version": self.cuda_runtime, "cuda_driver_version": self.cuda_driver,

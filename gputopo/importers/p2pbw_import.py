@@ -14,13 +14,17 @@ bytes for bidirectional cells, which the sample counts twice).
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
 
-from .import_folder import (DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, check_topology_matches,
-                            topology_from_devices, write_import_folder)
+from .import_folder import (
+    DEFAULT_BASE_DIR,
+    ImportedDevice,
+    ImportFolder,
+    check_topology_matches,
+    topology_from_devices,
+    write_import_folder,
+)
 from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
 from .text_input import TextSource, open_lines
 
@@ -47,7 +51,7 @@ def read_p2pbw(path: str) -> P2pOutput:
     return out
 
 
-def _test_of(m: P2pMatrix) -> Optional[str]:
+def _test_of(m: P2pMatrix) -> str | None:
     if m.kind == "bandwidth":
         return _BANDWIDTH_TESTS.get((m.p2p or "", m.bidirectional, m.mode))
     if m.kind == "latency":
@@ -56,8 +60,8 @@ def _test_of(m: P2pMatrix) -> Optional[str]:
     return None
 
 
-def p2pbw_measurements(out: P2pOutput) -> List[Measurement]:
-    res: List[Measurement] = []
+def p2pbw_measurements(out: P2pOutput) -> list[Measurement]:
+    res: list[Measurement | None] = []
     for m in out.matrices:
         test = _test_of(m)
         if test is None:
@@ -75,8 +79,9 @@ def p2pbw_measurements(out: P2pOutput) -> List[Measurement]:
     return [x for x in res if x is not None]
 
 
-def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Optional[Measurement]:
-    pair = tuple(sorted((i, j)))
+def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Measurement | None:
+    pair: tuple[int, ...] = tuple(sorted((i, j)))
+    gpus: tuple[int, ...]
     if m.kind == "latency":
         if i == j or v <= 0:
             return None
@@ -95,15 +100,15 @@ def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Opti
                        fabric="cuda", direction=direction, bytes_per_iter=moved, extra=extra)
 
 
-def p2pbw_devices(out: P2pOutput) -> List[ImportedDevice]:
+def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:
     if out.devices:
         return [ImportedDevice(d.index, d.name, d.bus_id) for d in out.devices]
     n = max((len(m.columns) for m in out.matrices), default=0)
     return [ImportedDevice(k, None, None) for k in range(n)]
 
 
-def import_p2pbw(paths: List[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Optional[Topology] = None,
-                 topology_file: Optional[str] = None, argv: Optional[List[str]] = None, render: bool = True,
+def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
+                 topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
                  console=None) -> ImportFolder:
     outputs = [read_p2pbw(p) for p in paths]
     devices = p2pbw_devices(outputs[0])

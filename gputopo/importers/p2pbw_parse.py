@@ -12,8 +12,8 @@ read streamed (text_input.py); a matrix cut short and lines that cannot be read 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
 
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
                     r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")
@@ -51,13 +51,13 @@ class P2pMatrix:
     title: str
     line: int
     kind: str
-    p2p: Optional[str] = None
+    p2p: str | None = None
     mode: str = "writes"
     bidirectional: bool = False
     timer: str = "GPU"
     unit: str = "GB/s"
-    columns: List[int] = field(default_factory=list)
-    cells: List[List[float]] = field(default_factory=list)
+    columns: list[int] = field(default_factory=list)
+    cells: list[list[float]] = field(default_factory=list)
     complete: bool = False
 
     @property
@@ -77,16 +77,16 @@ class P2pMatrix:
 @dataclass
 class P2pOutput:
     source: str
-    devices: List[P2pDevice] = field(default_factory=list)
-    access: Dict[Tuple[int, int], bool] = field(default_factory=dict)
-    matrices: List[P2pMatrix] = field(default_factory=list)
-    problems: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    devices: list[P2pDevice] = field(default_factory=list)
+    access: dict[tuple[int, int], bool] = field(default_factory=dict)
+    matrices: list[P2pMatrix] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
-    def matrix(self, name: str) -> Optional[P2pMatrix]:
+    def matrix(self, name: str) -> P2pMatrix | None:
         return next((m for m in self.matrices if m.name == name), None)
 
-    def peer_access(self, i: int, j: int) -> Optional[bool]:
+    def peer_access(self, i: int, j: int) -> bool | None:
         if (i, j) in self.access:
             return self.access[(i, j)]
         conn = self.matrix("connectivity")
@@ -105,8 +105,8 @@ class P2pOutput:
 class _Parser:
     def __init__(self, out: P2pOutput):
         self.out = out
-        self.title: Optional[P2pMatrix] = None  # the titled matrix being read (GPU part first)
-        self.cur: Optional[P2pMatrix] = None
+        self.title: P2pMatrix | None = None  # the titled matrix being read (GPU part first)
+        self.cur: P2pMatrix | None = None
 
     def _close(self, why: str = "") -> None:
         m = self.cur
@@ -189,7 +189,7 @@ class _Parser:
                 self.out.problems.append(f"line {m.line}: the {m.name} matrix has a title but no rows")
 
 
-def parse_p2pbw_lines(lines: Iterable[Tuple[int, str]], source: str) -> P2pOutput:
+def parse_p2pbw_lines(lines: Iterable[tuple[int, str]], source: str) -> P2pOutput:
     out = P2pOutput(source=source)
     p = _Parser(out)
     for lineno, line in lines:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import codecs
 import io
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterator, List, Optional, Tuple
+from typing import BinaryIO
 
 from gputopo.errors import InputFileError
 
@@ -39,11 +40,11 @@ class TextSource:
     name: str
     encoding: str = "utf-8"
     bytes_read: int = 0
-    unread: List[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
     quoted: bool = False
 
 
-def _open_binary(path: str) -> Tuple[BinaryIO, str]:
+def _open_binary(path: str) -> tuple[BinaryIO, str]:
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     p = Path(path)
@@ -68,7 +69,7 @@ def _sniff(head: bytes, name: str) -> str:
     return "utf-8"
 
 
-def open_lines(path: str, source: Optional[TextSource] = None) -> Iterator[Tuple[int, str]]:
+def open_lines(path: str, source: TextSource | None = None) -> Iterator[tuple[int, str]]:
     """(line number, line as the tool printed it) for every line of ``path`` (``-``: stdin).
 
     Launcher/logging prefixes and ANSI codes are removed (line_prefixes.py); in a quoted paste the quote marks are removed too.

@@ -14,7 +14,6 @@ that the measurements alone cannot carry:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement
 
@@ -52,16 +51,16 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
         remedies=["read the message above; check `dmesg` for Xid errors", REMEDY_REIMPORT])
 
 
-def _problem_findings(doc: dict) -> List[Finding]:
+def _problem_findings(doc: dict) -> list[Finding]:
     tool, file = doc.get("tool", "?"), doc.get("file", "?")
     return [Finding("incomplete-data", "warning", f"{tool} output {file}: {p}",
                     evidence={"file": doc.get("path") or file, "tool": tool}, remedies=[REMEDY_REIMPORT])
             for p in doc.get("problems") or []]
 
 
-def asymmetry_findings(measurements: List[Measurement]) -> List[Finding]:
+def asymmetry_findings(measurements: list[Measurement]) -> list[Finding]:
     """Pairs with no link class whose two directions of one imported series differ a lot."""
-    by: Dict[Tuple[str, Tuple[int, ...]], Dict[str, Tuple[float, Measurement]]] = defaultdict(dict)
+    by: dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, Measurement]]] = defaultdict(dict)
     for m in measurements:
         if (m.extra.get("source") not in IMPORT_SOURCES or len(m.gpus) != 2 or m.link_class
                 or is_latency(m.test) or not m.direction or "->" not in m.direction or "<->" in m.direction
@@ -70,7 +69,7 @@ def asymmetry_findings(measurements: List[Measurement]) -> List[Finding]:
         g = measured_gbps(m)
         if g is not None:
             by[(m.test, tuple(m.gpus))][m.direction] = (g, m)
-    hits: Dict[Tuple[int, ...], List[dict]] = defaultdict(list)
+    hits: dict[tuple[int, ...], list[dict]] = defaultdict(list)
     for (test, pair), dirs in sorted(by.items()):
         if len(dirs) != 2:
             continue
@@ -95,8 +94,8 @@ def asymmetry_findings(measurements: List[Measurement]) -> List[Finding]:
     return out
 
 
-def import_findings(run: Run, measurements: Optional[List[Measurement]] = None) -> List[Finding]:
-    out: List[Finding] = []
+def import_findings(run: Run, measurements: list[Measurement] | None = None) -> list[Finding]:
+    out: list[Finding] = []
     for doc in run.imported:
         out += [_failure_finding(doc, f) for f in doc.get("failures") or [] if isinstance(f, dict)]
         out += _problem_findings(doc)
