@@ -283,3 +283,11 @@ def test_directions_of_one_pair_compared_without_topo(tmp_path):
     res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
     outl = [f for f in _findings(res.run_dir) if f["kind"] == "outlier"]
     assert [f["gpus"] for f in outl] == [[0, 3]] and "0->3 11.8 GB/s" in outl[0]["message"]
+
+
+def test_many_unreadable_lines_are_counted_not_kept(tmp_path):
+    p = tmp_path / "noisy.txt"
+    p.write_text(A100_H2D.read_text() + "".join(f"garbage line {k}\n" for k in range(5000)))
+    out = read_nvbandwidth(str(p))
+    assert out.matrices[0].cells == [[25.13]]
+    assert len(out.notes) == 51 and "4950 more" in out.notes[-1]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .text_input import CappedList
+
 #: Suffixes of a matrix key beyond its testcase's name (v0.6+ bidirectional device tests).
 KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
 #: nvbandwidth's default copy size: 64 MiB up to v0.6, 512 MiB from v0.7 (`-b` changes it and
@@ -97,9 +99,9 @@ class NvbOutput:
     waived: list[str] = field(default_factory=list)
     failures: list[NvbFailure] = field(default_factory=list)
     #: What makes the data incomplete (cut pastes, unreadable rows): ``incomplete-data``.
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=lambda: CappedList(200))
     #: Lines read but not used (a hostname, notes): said, not judged.
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=lambda: CappedList(50))
 
     @property
     def buffer_mib(self) -> int:
@@ -118,4 +120,4 @@ class NvbOutput:
                 "testcases_run": self.testcases_run, "waived": self.waived,
                 "matrices": [m.to_json() for m in self.matrices],
                 "failures": [f.to_json() for f in self.failures],
-                "problems": self.problems, "notes": self.notes[:50]}
+                "problems": list(self.problems), "notes": list(self.notes)}

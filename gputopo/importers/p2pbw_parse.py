@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .text_input import CappedList
+
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
                     r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")
 _CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
@@ -80,8 +82,8 @@ class P2pOutput:
     devices: list[P2pDevice] = field(default_factory=list)
     access: dict[tuple[int, int], bool] = field(default_factory=dict)
     matrices: list[P2pMatrix] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=lambda: CappedList(200))
+    notes: list[str] = field(default_factory=lambda: CappedList(50))
 
     def matrix(self, name: str) -> P2pMatrix | None:
         return next((m for m in self.matrices if m.name == name), None)
@@ -99,7 +101,7 @@ class P2pOutput:
                 "devices": [d.to_json() for d in self.devices],
                 "peer_access": [[i, j, ok] for (i, j), ok in sorted(self.access.items())],
                 "matrices": [m.to_json() for m in self.matrices], "failures": [],
-                "problems": self.problems, "notes": self.notes[:50]}
+                "problems": list(self.problems), "notes": list(self.notes)}
 
 
 class _Parser:

@@ -137,3 +137,31 @@ class _Prefixed(io.RawIOBase):
         data = self._rest.read(len(b))
         b[:len(data)] = data
         return len(data)
+
+
+class CappedList(list):
+    """A list of said lines (problems, notes) that keeps the first ``cap`` and counts the rest in
+    one last entry, so a huge file of unreadable lines cannot grow memory without bound."""
+
+    def __init__(self, cap: int = 200):
+        super().__init__()
+        self.cap, self.more = cap, 0
+
+    def append(self, item) -> None:
+        if len(self) < self.cap:
+            super().append(item)
+            return
+        self.more += 1
+        text = f"... and {self.more} more like these (not listed)"
+        if self.more == 1:
+            super().append(text)
+        else:
+            self[-1] = text
+
+    def extend(self, items) -> None:
+        for x in items:
+            self.append(x)
+
+    def __iadd__(self, items):  # type: ignore[override]
+        self.extend(items)
+        return self
