@@ -121,3 +121,35 @@ def test_out_folder_never_overwritten(tmp_path):
     import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", render=False)
     with pytest.raises(UsageError, match="never overwritten"):
         import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", render=False)
+
+
+def _scan_json_topo(tmp_path, buses):
+    from gputopo.model import topology_to_json
+
+    topo = load_topo_file(str(STELLINE_TOPO))
+    for g, bus in zip(topo.gpus, buses):
+        g.pci_bus_id, g.name = bus, "NVIDIA RTX 6000 Ada Generation"
+    p = tmp_path / "scan.json"
+    p.write_text(json.dumps(topology_to_json(topo)))
+    return p
+
+
+def test_topo_with_bus_ids_renumbers_cuda_devices_to_nvml(tmp_path):
+    # NVML (the topology) numbers by bus id; here the topology lists the buses in the opposite order.
+    p = _scan_json_topo(tmp_path, ["00000000:E1:00.0", "00000000:C1:00.0", "00000000:41:00.0", "00000000:01:00.0"])
+    res = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", topology=load_topo_file(str(p)),
+                       topology_file=str(p), render=False)
+    rows = [json.loads(x) for x in (res.run_dir / "measurements.jsonl").read_text().splitlines()]
+    (m,) = [r for r in rows if r["test"] == "p2p.copy" and r["extra"]["output_gpus"] == [0, 2] and r["extra"]["cell"] == [2, 0]]
+    assert m["gpus"] == [1, 3] and m["direction"] == "1->3" and m["extra"]["printed"] == 26.32
+    wrong = _scan_json_topo(tmp_path, ["00000000:E1:00.0", "00000000:C1:00.0", "00000000:42:00.0", "00000000:01:00.0"])
+    with pytest.raises(UsageError, match="no GPU at 00000000:41:00"):
+        import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run2", topology=load_topo_file(str(wrong)),
+                     topology_file=str(wrong), render=False)
+
+
+def test_utf16_file_from_a_windows_shell(tmp_path):
+    p = tmp_path / "p2p-utf16.txt"
+    p.write_bytes(STELLINE.read_text().encode("utf-16"))
+    out = read_p2pbw(str(p))
+    assert out.matrix("bidirectional p2p-enabled bandwidth writes").cells[1] == [52.10, 805.20, 52.12, 52.11]

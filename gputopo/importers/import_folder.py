@@ -10,6 +10,7 @@ bus id) and no pairs, so the report judges the pairs against each other only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,29 +80,63 @@ def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname
                     simulated=False, machine=machine)
 
 
+def _bus_key(bus: str | None) -> str | None:
+    b = normalize_bus_id(bus)
+    return b.rsplit(".", 1)[0] if b and b.count(":") == 2 else None
+
+
+def device_renumbering(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int]:
+    """{output's device number: the topology's NVML index}, matched by bus id where the output and
+    the topology both have every GPU's (CUDA numbers GPUs fastest first, NVML by bus id, so they
+    can differ); {} when they cannot be matched that way (then the numbers are taken as they are)."""
+    by_bus = {_bus_key(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id)}
+    mapping = {}
+    for d in devices:
+        k = _bus_key(d.bus_id)
+        if k is None or k not in by_bus:
+            return {}
+        mapping[d.index] = by_bus[k]
+    return mapping
+
+
 def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], topo_file: str, tool: str) -> None:
     """A --topo of another machine would name other hardware's link classes: exit 2 when its GPU
-    count differs from the output's, or a GPU's model or bus id (where both are known) differs."""
+    count differs from the output's, a GPU's model differs, or a bus id the output prints is not
+    in the topology (where the topology has bus ids: `gputopo scan --json`)."""
     if not devices:
         return
     if len(topo.gpus) != len(devices):
         raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists {len(devices)}: "
                          "it describes another machine (or CUDA_VISIBLE_DEVICES hid some); import without --topo "
                          "or give the topology of the machine it ran on")
+    mapping = device_renumbering(topo, devices)
     by_index = {g.nvml_index: g for g in topo.gpus}
+    topo_buses = {_bus_key(str(g.pci_bus_id)) for g in topo.gpus if is_value(g.pci_bus_id)}
     for d in devices:
-        g = by_index.get(d.index)
+        g = by_index.get(mapping.get(d.index, d.index))
         if g is None:
             raise UsageError(f"{topo_file}: has no GPU {d.index}, which the {tool} output uses")
         name = str(g.name) if is_value(g.name) else ""
         if d.name and name and not _same_model(d.name, name):
-            raise UsageError(f"{topo_file}: GPU {d.index} is {name!r}, but the {tool} output ran on {d.name!r}: "
+            raise UsageError(f"{topo_file}: GPU {g.nvml_index} is {name!r}, but the {tool} output ran on {d.name!r}: "
                              "it describes another machine")
-        bus = normalize_bus_id(d.bus_id)
-        if bus and bus.count(":") == 2 and is_value(g.pci_bus_id) and str(g.pci_bus_id).count(":") == 2 \
-                and normalize_bus_id(str(g.pci_bus_id)) != bus:
-            raise UsageError(f"{topo_file}: GPU {d.index} is at {g.pci_bus_id}, but the {tool} output's device "
-                             f"{d.index} is at {bus}: it describes another machine (or numbers GPUs another way)")
+        bus = _bus_key(d.bus_id)
+        if bus and topo_buses and bus not in topo_buses:
+            raise UsageError(f"{topo_file}: has no GPU at {bus}, where the {tool} output's device {d.index} is: "
+                             "it describes another machine")
+
+
+def renumber(ms: list[Measurement], mapping: dict[int, int]) -> list[Measurement]:
+    """Measurements with the output's device numbers turned into the topology's NVML indices
+    (the output's own numbers kept in ``extra["output_gpus"]``)."""
+    if not mapping or all(k == v for k, v in mapping.items()):
+        return ms
+    for m in ms:
+        m.extra["output_gpus"] = list(m.gpus)
+        m.gpus = tuple(sorted(mapping.get(g, g) for g in m.gpus))
+        if m.direction:
+            m.direction = re.sub(r"\d+", lambda x: str(mapping.get(int(x.group()), x.group())), m.direction)
+    return ms
 
 
 def _same_model(a: str, b: str) -> bool:

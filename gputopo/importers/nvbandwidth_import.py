@@ -16,6 +16,8 @@ from .import_folder import (
     ImportedDevice,
     ImportFolder,
     check_topology_matches,
+    device_renumbering,
+    renumber,
     topology_from_devices,
     write_import_folder,
 )
@@ -90,6 +92,8 @@ def import_nvbandwidth(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_
     hostname = next((o.hostname for o in outputs if o.hostname), None)
     topo = topology or topology_from_devices(devices, "nvbandwidth", hostname)
     measurements = [m for o in outputs for m in output_measurements(o)]
+    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
+        measurements = renumber(measurements, device_renumbering(topology, devices))
     return write_import_folder(tool="nvbandwidth", paths=list(paths), topo=topo, measurements=measurements,
                                summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
                                argv=argv, render=render, console=console, topology_file=topology_file)

@@ -22,6 +22,8 @@ from .import_folder import (
     ImportedDevice,
     ImportFolder,
     check_topology_matches,
+    device_renumbering,
+    renumber,
     topology_from_devices,
     write_import_folder,
 )
@@ -116,6 +118,8 @@ def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, t
         check_topology_matches(topology, devices, topology_file or "--topo", "p2pBandwidthLatencyTest")
     topo = topology or topology_from_devices(devices, "p2pBandwidthLatencyTest", None)
     measurements = [m for o in outputs for m in p2pbw_measurements(o)]
+    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
+        measurements = renumber(measurements, device_renumbering(topology, devices))
     return write_import_folder(tool="p2pbw", paths=list(paths), topo=topo, measurements=measurements,
                                summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
                                argv=argv, render=render, console=console, topology_file=topology_file)
