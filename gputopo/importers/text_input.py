@@ -162,6 +162,6 @@ class CappedList(list):
         for x in items:
             self.append(x)
 
-    def __iadd__(self, items):  # type: ignore[override]
+    def __iadd__(self, items):  # type: ignore[override, misc]
         self.extend(items)
         return self
