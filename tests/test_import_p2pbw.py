@@ -153,3 +153,18 @@ def test_utf16_file_from_a_windows_shell(tmp_path):
     p.write_bytes(STELLINE.read_text().encode("utf-16"))
     out = read_p2pbw(str(p))
     assert out.matrix("bidirectional p2p-enabled bandwidth writes").cells[1] == [52.10, 805.20, 52.12, 52.11]
+
+
+def test_latency_excerpt_pasted_with_editor_line_numbers(tmp_path):
+    path = P2P / "cuda-samples-230_4gpu_latency_vim-line-numbers_excerpt.txt"
+    out = read_p2pbw(str(path))
+    assert [m.name for m in out.matrices] == ["p2p-disabled latency gpu", "p2p-disabled latency cpu",
+                                              "p2p-enabled latency writes gpu", "p2p-enabled latency writes cpu"]
+    assert out.problems == [] and any("line numbers" in n for n in out.notes)
+    assert out.matrix("p2p-disabled latency gpu").cells[2] == [13.34, 16.44, 2.06, 16.80]
+    assert out.matrix("p2p-enabled latency writes cpu").cells[3] == [1.84, 1.91, 1.88, 2.55]
+    ms = p2pbw_measurements(out)
+    assert _gbps(ms, "p2p.latency_staged", "0->2") == 19.61 and _gbps(ms, "p2p.latency_cpu", "2->1") == 1.76
+    assert all(m.timing == "wall" for m in ms if m.test.endswith("_cpu"))
+    res = import_p2pbw([str(path)], out_dir=tmp_path / "run")
+    assert _findings(res.run_dir) == []  # latency alone: nothing to judge, nothing wrong

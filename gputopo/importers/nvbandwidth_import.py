@@ -59,6 +59,8 @@ def read_nvbandwidth(path: str) -> NvbOutput:
     out.problems += src.unread
     if src.quoted:
         out.notes.append("quoted paste: the '>' marks were removed")
+    if src.line_numbered:
+        out.notes.append("pasted with an editor's line numbers: they were removed")
     return out
 
 

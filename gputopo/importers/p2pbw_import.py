@@ -50,6 +50,8 @@ def read_p2pbw(path: str) -> P2pOutput:
     out.problems += src.unread
     if src.quoted:
         out.notes.append("quoted paste: the '>' marks were removed")
+    if src.line_numbered:
+        out.notes.append("pasted with an editor's line numbers: they were removed")
     return out
 
 

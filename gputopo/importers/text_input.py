@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class TextSource:
     bytes_read: int = 0
     unread: list[str] = field(default_factory=list)
     quoted: bool = False
+    line_numbered: bool = False
 
 
 def _open_binary(path: str) -> tuple[BinaryIO, str]:
@@ -83,7 +85,7 @@ def open_lines(path: str, source: TextSource | None = None) -> Iterator[tuple[in
         stream = io.BufferedReader(_Prefixed(head, raw))  # type: ignore[arg-type]
         text = io.TextIOWrapper(stream, encoding=src.encoding, errors="replace", newline=None)
         quoted = 0
-        for lineno, line in enumerate(_bounded(text, src), start=1):
+        for lineno, line in enumerate(_without_line_numbers(_bounded(text, src), src), start=1):
             line = strip_launcher_prefix(line)
             if line.lstrip().startswith(">"):  # none of these tools starts a line with '>'
                 quoted += 1
@@ -93,6 +95,39 @@ def open_lines(path: str, source: TextSource | None = None) -> Iterator[tuple[in
     finally:
         if raw is not sys.stdin.buffer:
             raw.close()
+
+
+_EDITOR_LINENO = re.compile(r"^\s*(\d+)(?: |\n|$)")
+
+
+def _without_line_numbers(lines: Iterator[str], src: TextSource) -> Iterator[str]:
+    """A paste copied from an editor showing line numbers (``  1 P2P=...``, ``  2    GPU ...``):
+    when the first two lines start with 1 and 2, each line's own number is removed while the
+    numbering goes on. Matrix rows start with a number too, so nothing less is taken as numbering."""
+    first = next(lines, None)
+    if first is None:
+        return
+    second = next(lines, None)
+    m1, m2 = _EDITOR_LINENO.match(first), _EDITOR_LINENO.match(second or "")
+    if not (m1 and m2 and m1.group(1) == "1" and m2.group(1) == "2"):
+        yield first
+        if second is not None:
+            yield second
+        yield from lines
+        return
+    src.line_numbered = True
+    expected = 1
+    for line in _chain_lines([first, second], lines):
+        m = _EDITOR_LINENO.match(line)
+        if m and int(m.group(1)) == expected:
+            line = line[m.end():] if m.group(0).endswith(" ") else line[m.end(1):]
+            expected += 1
+        yield line
+
+
+def _chain_lines(head, rest):
+    yield from head
+    yield from rest
 
 
 def _bounded(text: io.TextIOWrapper, src: TextSource) -> Iterator[str]:
