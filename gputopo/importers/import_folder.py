@@ -31,6 +31,7 @@ from gputopo.model import (
     Gpu,
     HostInfo,
     Measurement,
+    NotAvailable,
     Topology,
     is_value,
     topology_to_json,
@@ -73,11 +74,14 @@ def normalize_bus_id(printed: str | None) -> str | None:
 
 
 def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
-    gpus = [Gpu(nvml_index=d.index, name=d.name or "?", pci_bus_id=normalize_bus_id(d.bus_id) or "?",
+    """The GPUs an output names (its device numbers, which are CUDA's; model and bus id where
+    printed, else not available); no pairs, so link classes stay unknown."""
+    gpus = [Gpu(nvml_index=d.index, name=d.name or NotAvailable(f"not printed by {tool}"),
+                pci_bus_id=normalize_bus_id(d.bus_id) or NotAvailable(f"not printed by {tool}"),
                 cuda_index=d.index) for d in devices]
     machine = hostname or tool
-    return Topology(gpus=gpus, pairs=[], host=HostInfo(hostname=hostname or machine), source=tool,
-                    simulated=False, machine=machine)
+    return Topology(gpus=gpus, pairs=[], host=HostInfo(hostname=hostname or NotAvailable(f"not printed by {tool}")),
+                    source=tool, simulated=False, machine=machine)
 
 
 def _bus_key(bus: str | None) -> str | None:
