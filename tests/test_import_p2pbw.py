@@ -168,3 +168,15 @@ def test_latency_excerpt_pasted_with_editor_line_numbers(tmp_path):
     assert all(m.timing == "wall" for m in ms if m.test.endswith("_cpu"))
     res = import_p2pbw([str(path)], out_dir=tmp_path / "run")
     assert _findings(res.run_dir) == []  # latency alone: nothing to judge, nothing wrong
+
+
+def test_place_ranks_an_import_without_topo_by_measured_gbps(tmp_path):
+    res = import_p2pbw([str(NCCL_814)], out_dir=tmp_path / "run", render=False)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "gputopo", "place", "2", "--from", str(res.run_dir), "--json"],
+                       capture_output=True, text=True, check=False, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    best = json.loads(r.stdout)["sets"][0]
+    # the pair whose slower peer-copy direction is fastest: 3,5 (10.23 / 10.22 GB/s)
+    assert best["gpus"] == [3, 5] and best["worst_gbps"] == pytest.approx(10.22, abs=0.01)
+    assert best["worst_link_class"] is None
