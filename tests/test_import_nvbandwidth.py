@@ -291,3 +291,15 @@ def test_many_unreadable_lines_are_counted_not_kept(tmp_path):
     out = read_nvbandwidth(str(p))
     assert out.matrices[0].cells == [[25.13]]
     assert len(out.notes) == 51 and "4950 more" in out.notes[-1]
+
+
+@pytest.mark.parametrize("path, cut", [(A6000, 0), (A100_H2D, 0), (RTX4090_V02, 1)])
+def test_every_printed_number_is_read_in_order(path, cut):
+    """All matrix cells, read independently (every value after a row label), in file order."""
+    import re
+
+    rows = [ln for ln in path.read_text().splitlines() if re.match(r"^\s*\d+\s+(?:[\d.]+|N/A)(?:\s|$)", ln)
+            and not all(t.isdigit() for t in ln.split())]  # not the column-number header
+    naive = [None if t == "N/A" else float(t) for ln in rows for t in ln.split()[1:]]
+    read = [v for m in read_nvbandwidth(str(path)).matrices for row in m.cells for v in row]
+    assert read == naive[: len(naive) - cut] and read

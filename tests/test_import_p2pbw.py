@@ -180,3 +180,16 @@ def test_place_ranks_an_import_without_topo_by_measured_gbps(tmp_path):
     # the pair whose slower peer-copy direction is fastest: 3,5 (10.23 / 10.22 GB/s)
     assert best["gpus"] == [3, 5] and best["worst_gbps"] == pytest.approx(10.22, abs=0.01)
     assert best["worst_link_class"] is None
+
+
+@pytest.mark.parametrize("name, cut", [("stelline_asus-esc8000a_4xrtx6000ada.txt", 0),
+                                       ("nccl-814_6gpu_pcie_p2p-slower-than-staged_excerpt.txt", 1)])
+def test_every_printed_number_is_read_in_order(name, cut):
+    """All matrix cells, read independently (every number after a row label), in file order; an
+    excerpt's last value (cut mid-number) is the one the importer leaves out."""
+    import re
+
+    text = (P2P / name).read_text().splitlines()
+    naive = [float(t) for ln in text if re.match(r"^\s*\d+\s+[\d.]", ln) for t in ln.split()[1:]]
+    read = [v for m in read_p2pbw(str(P2P / name)).matrices for row in m.cells for v in row]
+    assert read == naive[: len(naive) - cut] and len(read) > 50
