@@ -303,3 +303,22 @@ def test_every_printed_number_is_read_in_order(path, cut):
     naive = [None if t == "N/A" else float(t) for ln in rows for t in ln.split()[1:]]
     read = [v for m in read_nvbandwidth(str(path)).matrices for row in m.cells for v in row]
     assert read == naive[: len(naive) - cut] and read
+
+
+def test_multinode_process_lines_and_the_same_file_twice(tmp_path):
+    p = tmp_path / "mn.txt"
+    p.write_text("nvbandwidth Version: v0.8\nBuilt from Git version: v0.8\n\nMPI version: Open MPI v4.1.5\n"
+                 "Process 0 (node-a): device 0: NVIDIA GB200 (00000008:06:00)\n"
+                 "Process 1 (node-b): device 0: NVIDIA GB200 (00000008:06:00)\n\n"
+                 "Running multinode_device_to_device_memcpy_read_ce.\n"
+                 "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n           0         1\n"
+                 " 0       N/A    770.10\n 1    771.20       N/A\n\nSUM multinode_device_to_device_memcpy_read_ce 1541.30\n")
+    out = read_nvbandwidth(str(p))
+    assert [(d.index, d.host, d.bus_id) for d in out.devices] == [(0, "node-a", "00000008:06:00"),
+                                                                   (1, "node-b", "00000008:06:00")]
+    assert _by_cell(output_measurements(out), "nvbandwidth.multinode_device_to_device_memcpy_read_ce") == {
+        "1->0": 770.1, "0->1": 771.2}
+    from gputopo.errors import UsageError
+
+    with pytest.raises(UsageError, match="counted twice"):
+        import_nvbandwidth([str(p), str(p)], out_dir=tmp_path / "run", render=False)

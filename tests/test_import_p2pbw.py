@@ -193,3 +193,10 @@ def test_every_printed_number_is_read_in_order(name, cut):
     naive = [float(t) for ln in text if re.match(r"^\s*\d+\s+[\d.]", ln) for t in ln.split()[1:]]
     read = [v for m in read_p2pbw(str(P2P / name)).matrices for row in m.cells for v in row]
     assert read == naive[: len(naive) - cut] and len(read) > 50
+
+
+def test_the_same_output_twice_is_refused(tmp_path):
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(STELLINE.read_bytes())
+    with pytest.raises(UsageError, match="counted twice"):
+        import_p2pbw([str(STELLINE), str(copy)], out_dir=tmp_path / "run", render=False)

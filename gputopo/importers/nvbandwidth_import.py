@@ -82,6 +82,11 @@ def nvbandwidth_devices(out: NvbOutput) -> list[ImportedDevice]:
 def import_nvbandwidth(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR,
                        topology: Topology | None = None, topology_file: str | None = None,
                        argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
+    from pathlib import Path
+
+    from .nccl_inputs import refuse_duplicates
+
+    refuse_duplicates([Path(p) for p in paths if p != "-"])  # the same output twice would count twice
     outputs = [read_nvbandwidth(p) for p in paths]
     devices = nvbandwidth_devices(outputs[0])
     for o in outputs[1:]:

@@ -114,6 +114,11 @@ def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:
 def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
                  topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
                  console=None) -> ImportFolder:
+    from pathlib import Path
+
+    from .nccl_inputs import refuse_duplicates
+
+    refuse_duplicates([Path(p) for p in paths if p != "-"])  # the same output twice would count twice
     outputs = [read_p2pbw(p) for p in paths]
     devices = p2pbw_devices(outputs[0])
     if topology is not None:
