@@ -322,3 +322,13 @@ def test_multinode_process_lines_and_the_same_file_twice(tmp_path):
 
     with pytest.raises(UsageError, match="counted twice"):
         import_nvbandwidth([str(p), str(p)], out_dir=tmp_path / "run", render=False)
+
+
+def test_a_cuda_error_is_a_crash_naming_the_testcase(tmp_path):
+    p = tmp_path / "oom.txt"
+    p.write_text(A100_H2D.read_text() + "Running device_to_host_memcpy_ce.\n[CUDA_ERROR_ILLEGAL_ADDRESS] an illegal memory access was "
+                 "encountered in expression cuStreamSynchronize(stream) in doMemcpy() : memcpy.cpp:240\n")
+    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    (f,) = _findings(res.run_dir)
+    assert (f["kind"], f["severity"]) == ("crash", "error")
+    assert "device_to_host_memcpy_ce" in f["message"] and "CUDA_ERROR_ILLEGAL_ADDRESS" in f["message"]
