@@ -15,6 +15,72 @@ def import_group():
     """Bring results of other tools into gputopo run folders (reports, diff, check)."""
 
 
+def topo_option(fn):
+    """`--topo FILE`, shared by the importers: the machine's saved `nvidia-smi topo -m` text (or
+    `gputopo scan --json` output), so imported pairs are judged per link class."""
+    return click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
+                        help="Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine "
+                             "the output came from: pairs are then judged per link class; a topology of "
+                             "another machine (other GPU count, model or bus ids) is refused.")(fn)
+
+
+def load_topo_option(topo_file):
+    """The --topo file's Topology, or None; one line and exit 2 when it cannot be read."""
+    if not topo_file:
+        return None
+    from gputopo.importers.nccl_inputs import load_topo_file
+
+    return load_topo_file(topo_file)
+
+
+def out_option(fn):
+    return click.option("--out", "out_dir", type=click.Path(file_okay=False),
+                        help="Run folder to write (default: a new timestamped folder under reports/).")(fn)
+
+
+@import_group.command(name="nvbandwidth")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@out_option
+@topo_option
+def nvbandwidth(files, out_dir, topo_file):
+    """Read nvbandwidth output (text, any version from 0.2 to 0.8, or `nvbandwidth -j` JSON; `-`
+    reads stdin) into a run folder: every testcase's matrix (CE and SM, read and write, uni- and
+    bidirectional, host <-> device, device <-> device, all-to-one / one-to-all, latency).
+
+    \b
+    Examples:
+      nvbandwidth > nvb.txt; gputopo import nvbandwidth nvb.txt --topo topo.txt
+      nvbandwidth -j | gputopo import nvbandwidth -
+    """
+    from gputopo.importers.nvbandwidth_import import import_nvbandwidth
+
+    res = import_nvbandwidth(list(files), out_dir=out_dir, topology=load_topo_option(topo_file),
+                             topology_file=topo_file, argv=["import", "nvbandwidth", *sys.argv[3:]],
+                             console=console())
+    click.echo(f"\nrun folder: {res.run_dir}")
+
+
+@import_group.command(name="p2pbw")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@out_option
+@topo_option
+def p2pbw(files, out_dir, topo_file):
+    """Read cuda-samples' p2pBandwidthLatencyTest output (`-` reads stdin) into a run folder: the
+    connectivity matrix, P2P=Disabled / P2P=Enabled bandwidth (uni- and bidirectional, writes and
+    reads), latency (GPU and CPU timed), device names and bus ids. Peer copies slower than the
+    P2P=Disabled copies of the same pair are reported as `p2p-slower-than-staged`.
+
+    \b
+    Example:
+      ./p2pBandwidthLatencyTest > p2p.txt; gputopo import p2pbw p2p.txt --topo topo.txt
+    """
+    from gputopo.importers.p2pbw_import import import_p2pbw
+
+    res = import_p2pbw(list(files), out_dir=out_dir, topology=load_topo_option(topo_file), topology_file=topo_file,
+                       argv=["import", "p2pbw", *sys.argv[3:]], console=console())
+    click.echo(f"\nrun folder: {res.run_dir}")
+
+
 @import_group.command(name="nccl-tests")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),

@@ -20,6 +20,7 @@ from .culprits import killed
 from .data_findings import data_findings
 from .expected import class_of
 from .headline import Headline, headlines
+from .import_findings import import_findings
 from .integrity_findings import corrupt_findings
 from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_findings
@@ -140,6 +141,7 @@ def _analyze(run: Run) -> Analysis:
     derived += outlier_findings(heads, topo)
     derived += staged_findings(run.measurements, topo)
     derived += noisy_findings(run.measurements, topo)
+    derived += import_findings(run)
     # A writer may also have recorded a finding this analysis derives from the data (e.g. the
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}

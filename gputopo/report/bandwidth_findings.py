@@ -18,6 +18,7 @@ from gputopo.model import Finding, Measurement, Topology
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
+from .imported_tests import is_peer_copy
 
 #: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
 #: Good hardware reaches 0.8-0.9 (DESIGN.md), so 0.5 leaves room for overheads, not for faults.
@@ -44,7 +45,7 @@ def _pair_text(gpus, lc) -> str:
 def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
     by_pair: Dict[tuple, List[Headline]] = defaultdict(list)
     for h in heads:
-        if (h.series in SLOW_SERIES and len(h.gpus) == 2 and h.efficiency is not None
+        if ((h.series in SLOW_SERIES or is_peer_copy(h.series)) and len(h.gpus) == 2 and h.efficiency is not None
                 and h.efficiency < SLOW_EFFICIENCY):
             by_pair[h.pair_key].append(h)
     out = []

@@ -18,6 +18,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from gputopo.model import Measurement, Topology
 
 from .expected import ExpectedRate, class_of, gpu_pcie_rate, group_rate, pair_rate
+from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_latency
 
 #: Sizes below this measure latency more than bandwidth; no headline is taken from them.
 BANDWIDTH_MIN_SIZE_BYTES = 1 << 20
@@ -56,20 +57,25 @@ def expected_for(topo: Optional[Topology], m: Measurement) -> ExpectedRate:
     gpus = list(m.gpus)
     if m.test == "self.d2d":
         return ExpectedRate(None, "on-device copy: no link involved")
-    if m.test.startswith("self.") and gpus:
-        return gpu_pcie_rate(topo, gpus[0])
+    if (m.test.startswith("self.") or is_host_copy(m.test)) and gpus:
+        host = gpu_pcie_rate(topo, gpus[0])
+        if is_host_copy(m.test) and "bidirectional" in m.test and host.gbps is not None:
+            return ExpectedRate(None, "host copy measured while the opposite direction runs: " + host.basis)
+        return host
     if len(gpus) < 2:
         return ExpectedRate(None, "single GPU")
-    if m.test == "p2p.staged":
+    if m.test in STAGED_TESTS:
         # Through pinned host memory: each GPU's own PCIe link, the narrower one limits.
         rates = [gpu_pcie_rate(topo, g) for g in gpus[:2]]
         known = [r for r in rates if r.gbps is not None]
         if len(known) < 2:
             return ExpectedRate(None, "PCIe link of a GPU unknown")
         slow = min(known, key=lambda r: r.gbps)
+        if m.test != "p2p.staged":  # bidirectional: both directions' bytes
+            return ExpectedRate(2 * (slow.gbps or 0.0), f"both directions staged through host memory: 2 x {slow.basis}")
         return ExpectedRate(slow.gbps, f"staged through host memory; narrower PCIe link: {slow.basis}")
     base = pair_rate(topo, gpus[0], gpus[1]) if len(gpus) == 2 else group_rate(topo, gpus)
-    if m.test in BIDIRECTIONAL_TESTS and base.gbps is not None:
+    if (m.test in BIDIRECTIONAL_TESTS or is_bidirectional_total(m.test)) and base.gbps is not None:
         # Bidirectional copies count the bytes of both directions (bytes_per_iter).
         return ExpectedRate(base.gbps * 2, f"both directions: 2 x {base.basis}")
     return base
@@ -128,7 +134,7 @@ def headlines(measurements: Iterable[Measurement], topo: Optional[Topology]) -> 
     """One Headline per series: its largest error-free size of at least BANDWIDTH_MIN_SIZE_BYTES."""
     best: Dict[tuple, Measurement] = {}
     for m in measurements:
-        if m.test in NOT_BANDWIDTH or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES:
+        if m.test in NOT_BANDWIDTH or is_latency(m.test) or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES:
             continue
         if measured_gbps(m) is None:
             continue

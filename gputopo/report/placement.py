@@ -122,8 +122,8 @@ def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int
     findings = summary.findings
     states, out_gpus = scan_states(topo, [f for f in findings if f.kind in DEGRADING])
     for row in summary.pairs:
-        if len(row.gpus) == 2 and row.gpus in states:
-            st = states[row.gpus]
+        if len(row.gpus) == 2 and (row.gpus in states or row.measurements):
+            st = states.setdefault(row.gpus, PairState())  # measured: also where the topology has no pairs (an import)
             st.gbps, st.measured = row.headline_gbps, bool(row.measurements)
             if row.measurements:  # measured: a suspicion from the host facts is replaced by data
                 st.state = "degraded" if st.state == "degraded" else "ok"

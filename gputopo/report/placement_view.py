@@ -28,6 +28,19 @@ def cuda_numbers(topo: Topology) -> Dict[int, Optional[int]]:
     return {g.nvml_index: (i if isinstance(i, int) else None) for g, i in zip(gpus, idx)}
 
 
+def _class(topo: Topology, a: int, b: int):
+    """The pair's link class, or None where the topology has no pairs (an import without --topo)."""
+    try:
+        return topo.link_class(a, b)
+    except KeyError:
+        return None
+
+
+def _is_nvlink(topo: Topology, a: int, b: int) -> bool:
+    lc = _class(topo, a, b)
+    return bool(lc is not None and lc.is_nvlink)
+
+
 def env_for(topo: Topology, pl: Placement) -> Dict[str, str]:
     """The environment that runs a job on ``pl``'s GPUs safely."""
     nums = cuda_numbers(topo)
@@ -37,7 +50,7 @@ def env_for(topo: Topology, pl: Placement) -> Dict[str, str]:
     else:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(topo.gpu(g).uuid) for g in pl.gpus)
     if pl.state == "p2p-broken":
-        has_nv = any(topo.link_class(a, b).is_nvlink for k, a in enumerate(pl.gpus) for b in pl.gpus[k + 1:])
+        has_nv = any(_is_nvlink(topo, a, b) for k, a in enumerate(pl.gpus) for b in pl.gpus[k + 1:])
         if has_nv:
             env["NCCL_P2P_LEVEL"] = "NVL"  # P2P over NVLink only; PCIe pairs through host memory
         else:
@@ -63,14 +76,14 @@ def dp_sentence(topo: Topology, states, usable: List[int]) -> str:
                 + (f" ({len(usable)} of {len(topo.gpus)})." if len(usable) < len(topo.gpus) else "."))
     if not safe:
         return "nn.DataParallel is safe on no pair here: use DDP (with the NCCL setting above)."
-    if all(topo.link_class(*p).is_nvlink for p in safe):
+    if all(_is_nvlink(topo, *p) for p in safe):
         listed = " ".join(f"{a},{b}" for a, b in safe[:12]) + (" ..." if len(safe) > 12 else "")
         return (f"nn.DataParallel is safe only on NVLink pairs here ({listed}); elsewhere use DDP, whose "
                 "NCCL can route around the broken peer path.")
     unsafe = [p for p in allp if p not in safe]
     by_class: Dict[str, List[tuple]] = {}
     for p in unsafe:
-        by_class.setdefault(str(topo.link_class(*p)), []).append(p)
+        by_class.setdefault(str(_class(topo, *p) or "class unknown"), []).append(p)
     listed = "; ".join(f"{lc}: " + " ".join(f"{a},{b}" for a, b in ps[:8]) + (" ..." if len(ps) > 8 else "")
                        for lc, ps in by_class.items())
     return (f"nn.DataParallel is safe on {len(safe)} of {len(allp)} pairs; not on {listed}: there use DDP, "
@@ -81,7 +94,7 @@ def _where(pl: Placement, topo: Topology) -> str:
     if pl.worst_pair is None:
         return "one GPU"
     a, b = pl.worst_pair
-    txt = f"worst pair {a},{b} {topo.link_class(a, b)}"
+    txt = f"worst pair {a},{b} {_class(topo, a, b) or '(class unknown)'}"
     if pl.worst_gbps is not None:
         txt += f" {pl.worst_gbps:.3g} GB/s measured"
     if pl.unmeasured:

@@ -28,6 +28,9 @@ from .folder_checks import (check_schema, event_finding_problem, measurement_val
 NCCL_TESTS_JSON = "nccl_tests.json"
 #: Optional: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
 NCCL_DEBUG_JSON = "nccl_debug.json"
+#: Optional: per-file facts of imported nvbandwidth / p2pBandwidthLatencyTest outputs (matrices as
+#: printed, failed testcases, what could not be read); importers/import_folder.py writes it.
+IMPORTED_JSON = "imported.json"
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Run:
     numerics: List[Dict[str, Any]] = field(default_factory=list)
     nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
     nccl_debug: Dict[str, Any] = field(default_factory=dict)  # nccl_debug.json, when imported
+    imported: List[Dict[str, Any]] = field(default_factory=list)  # imported.json's "imports"
     notes: List[str] = field(default_factory=list)
     #: What makes the folder's data incomplete (skipped lines, an emptied file) or doubled; the
     #: report turns each into a finding (data_findings.py) so it never reads like a clean run.
@@ -139,6 +143,11 @@ def load_run(run_dir) -> Run:
         check_schema(doc, path / NCCL_TESTS_JSON)
         nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
     nccl_debug = _read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
+    imported: List[Dict[str, Any]] = []
+    if (path / IMPORTED_JSON).exists():
+        doc = _read_json(path / IMPORTED_JSON)
+        check_schema(doc, path / IMPORTED_JSON)
+        imported = [d for d in doc.get("imports") or [] if isinstance(d, dict)]
     skipped_lines = [n for n in notes if ": skipped" in n]
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
@@ -152,7 +161,7 @@ def load_run(run_dir) -> Run:
                         "the file was emptied or replaced, so no transfer can be judged")
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
-               nccl_tests=nccl, nccl_debug=nccl_debug, notes=notes, problems=problems,
+               nccl_tests=nccl, nccl_debug=nccl_debug, imported=imported, notes=notes, problems=problems,
                skipped_lines=skipped_lines)
 
 

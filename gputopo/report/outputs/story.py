@@ -215,7 +215,8 @@ def story(summary: Summary) -> List[StoryItem]:
         told = any(it.remedies for _, it in items)
         mine = [e for e in exps if any(f in other for f in e.findings)]
         items.append(((_SEV_RANK[sev], 2, 0), StoryItem(
-            sev, ("Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
+            sev, ("Imported test: " if all((f.evidence or {}).get("tool") for f in other)  # import_findings.py
+                  else "Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
             + "; ".join(heads) + ".",
             None if told else next((e.cause for e in mine if e.cause), None),
             [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))

@@ -1,0 +1,190 @@
+"""The run folder of an imported benchmark output (nvbandwidth, p2pBandwidthLatencyTest), written
+the way bench writes one, so `report`, `check`, `diff` and `place` read it like any run.
+
+What each importer parsed goes to ``imported.json`` (one summary per file: versions, devices,
+every matrix as printed, failed testcases, problems); its measurements go to
+``measurements.jsonl``. The topology is ``--topo``'s (`nvidia-smi topo -m` text or `gputopo scan
+--json`), which gives the pairs their link classes; without it, the GPUs the output lists (model,
+bus id) and no pairs, so the report judges the pairs against each other only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gputopo import SCHEMA_VERSION
+from gputopo.bench.runlog import (
+    MEASUREMENTS_JSONL,
+    RUN_JSON,
+    TOPOLOGY_JSON,
+    append_jsonl,
+    new_run_dir,
+    run_info,
+    write_json,
+)
+from gputopo.errors import UsageError
+from gputopo.model import (
+    Gpu,
+    HostInfo,
+    Measurement,
+    NotAvailable,
+    Topology,
+    is_value,
+    topology_to_json,
+)
+from gputopo.report.run_folder import IMPORTED_JSON
+from gputopo.writable import check_writable_dir
+
+DEFAULT_BASE_DIR = "reports"
+
+
+@dataclass
+class ImportedDevice:
+    """A GPU as the output names it: its device number there, model, bus id (either may be None)."""
+
+    index: int
+    name: str | None
+    bus_id: str | None
+
+
+@dataclass
+class ImportFolder:
+    run_dir: Path
+    summary: Any = None  # gputopo.report.summary.Summary when rendered
+
+
+def normalize_bus_id(printed: str | None) -> str | None:
+    """'00000000:99:00' / '99' (p2pBandwidthLatencyTest's hex bus) -> NVML's '00000000:99:00.0'."""
+    if not printed:
+        return None
+    parts = printed.strip().lower().split(":")
+    try:
+        if len(parts) == 3:
+            dev, _, fn = parts[2].partition(".")
+            return f"{int(parts[0], 16):08X}:{int(parts[1], 16):02X}:{int(dev, 16):02X}.{fn or 0}"
+        if len(parts) == 1:
+            return f"00000000:{int(parts[0], 16):02X}:00.0"
+    except ValueError:
+        pass
+    return printed.strip()
+
+
+def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
+    """The GPUs an output names (its device numbers, which are CUDA's; model and bus id where
+    printed, else not available); no pairs, so link classes stay unknown."""
+    gpus = [Gpu(nvml_index=d.index, name=d.name or NotAvailable(f"not printed by {tool}"),
+                pci_bus_id=normalize_bus_id(d.bus_id) or NotAvailable(f"not printed by {tool}"),
+                cuda_index=d.index) for d in devices]
+    machine = hostname or tool
+    return Topology(gpus=gpus, pairs=[], host=HostInfo(hostname=hostname or NotAvailable(f"not printed by {tool}")),
+                    source=tool, simulated=False, machine=machine)
+
+
+def _bus_key(bus: str | None) -> str | None:
+    b = normalize_bus_id(bus)
+    return b.rsplit(".", 1)[0] if b and b.count(":") == 2 else None
+
+
+def device_renumbering(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int]:
+    """{output's device number: the topology's NVML index}, matched by bus id where the output and
+    the topology both have every GPU's (CUDA numbers GPUs fastest first, NVML by bus id, so they
+    can differ); {} when they cannot be matched that way (then the numbers are taken as they are)."""
+    by_bus = {_bus_key(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id)}
+    mapping = {}
+    for d in devices:
+        k = _bus_key(d.bus_id)
+        if k is None or k not in by_bus:
+            return {}
+        mapping[d.index] = by_bus[k]
+    return mapping
+
+
+def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], topo_file: str, tool: str) -> None:
+    """A --topo of another machine would name other hardware's link classes: exit 2 when its GPU
+    count differs from the output's, a GPU's model differs, or a bus id the output prints is not
+    in the topology (where the topology has bus ids: `gputopo scan --json`)."""
+    if not devices:
+        return
+    if len(topo.gpus) != len(devices):
+        raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists {len(devices)}: "
+                         "it describes another machine (or CUDA_VISIBLE_DEVICES hid some); import without --topo "
+                         "or give the topology of the machine it ran on")
+    mapping = device_renumbering(topo, devices)
+    by_index = {g.nvml_index: g for g in topo.gpus}
+    topo_buses = {_bus_key(str(g.pci_bus_id)) for g in topo.gpus if is_value(g.pci_bus_id)}
+    for d in devices:
+        g = by_index.get(mapping.get(d.index, d.index))
+        if g is None:
+            raise UsageError(f"{topo_file}: has no GPU {d.index}, which the {tool} output uses")
+        name = str(g.name) if is_value(g.name) else ""
+        if d.name and name and not _same_model(d.name, name):
+            raise UsageError(f"{topo_file}: GPU {g.nvml_index} is {name!r}, but the {tool} output ran on {d.name!r}: "
+                             "it describes another machine")
+        bus = _bus_key(d.bus_id)
+        if bus and topo_buses and bus not in topo_buses:
+            raise UsageError(f"{topo_file}: has no GPU at {bus}, where the {tool} output's device {d.index} is: "
+                             "it describes another machine")
+
+
+def renumber(ms: list[Measurement], mapping: dict[int, int]) -> list[Measurement]:
+    """Measurements with the output's device numbers turned into the topology's NVML indices
+    (the output's own numbers kept in ``extra["output_gpus"]``)."""
+    if not mapping or all(k == v for k, v in mapping.items()):
+        return ms
+    for m in ms:
+        m.extra["output_gpus"] = list(m.gpus)
+        m.gpus = tuple(sorted(mapping.get(g, g) for g in m.gpus))
+        if m.direction:
+            m.direction = re.sub(r"\d+", lambda x: str(mapping.get(int(x.group()), x.group())), m.direction)
+    return ms
+
+
+def _same_model(a: str, b: str) -> bool:
+    norm = [s.lower().replace("nvidia", "").replace(" ", "") for s in (a, b)]
+    return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
+
+
+def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Measurement]:
+    """Each pair measurement with its pair's link class from the topology (where it has pairs)."""
+    if topo is None or not topo.pairs:
+        return ms
+    from gputopo.report.expected import class_of
+
+    for m in ms:
+        if len(m.gpus) == 2 and m.link_class is None:
+            lc = class_of(topo, m.gpus)
+            m.link_class = str(lc) if lc is not None else None
+    return ms
+
+
+def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
+                        summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
+                        argv: list[str] | None = None, render: bool = True, console=None,
+                        topology_file: str | None = None) -> ImportFolder:
+    if out_dir is not None:
+        run_dir = Path(out_dir)
+        if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
+            raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
+        check_writable_dir(run_dir, "--out")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = new_run_dir(base_dir, topo.machine or tool)
+    info = run_info(fabric="cuda", simulated=False, machine=topo.machine,
+                    argv=argv if argv is not None else ["import", tool, *paths],
+                    options={"imported_from": list(paths), "topology_file": topology_file}, source=tool)
+    write_json(run_dir / RUN_JSON, info)
+    write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
+    for m in with_link_classes(measurements, topo):
+        append_jsonl(run_dir / MEASUREMENTS_JSONL, m.to_json())
+    (run_dir / MEASUREMENTS_JSONL).touch()
+    write_json(run_dir / IMPORTED_JSON, {"schema_version": SCHEMA_VERSION, "imports": summaries})
+    result = ImportFolder(run_dir=run_dir)
+    if render:
+        from gputopo.report.render import render_run
+
+        result.summary = render_run(run_dir, console=console)
+    return result

@@ -1,0 +1,132 @@
+"""`gputopo import p2pbw FILE`: p2pBandwidthLatencyTest output as a run folder.
+
+Matrices become the bench's own series, so the report judges them the same way: P2P=Enabled
+writes -> ``p2p.copy`` (and ``p2p.copy_read`` for ``--p2p_read``), P2P=Disabled -> ``p2p.staged``
+(the sample's copies through host memory), bidirectional -> ``p2p.copy_bidir`` /
+``p2p.staged_bidir``, the diagonal -> ``self.d2d``, latency -> ``p2p.latency`` /
+``p2p.latency_staged`` (``_cpu`` for the CPU-timed matrix). Peer copies slower than staged ones
+on a pair then show as ``p2p-slower-than-staged``, as in a bench run.
+
+The sample copies 40,000,000 ints (160 MB) 5 times per cell and prints GB/s (1e9), timed with CUDA
+events: each cell becomes one sample, the time that rate gives for 160 MB (both directions'
+bytes for bidirectional cells, which the sample counts twice).
+"""
+
+from __future__ import annotations
+
+from gputopo.errors import InputFileError
+from gputopo.model import Measurement, Topology
+
+from .import_folder import (
+    DEFAULT_BASE_DIR,
+    ImportedDevice,
+    ImportFolder,
+    check_topology_matches,
+    device_renumbering,
+    renumber,
+    topology_from_devices,
+    write_import_folder,
+)
+from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
+from .text_input import TextSource, open_lines
+
+#: Bytes of one copy in p2pBandwidthLatencyTest (numElems = 40000000 ints).
+COPY_BYTES = 40_000_000 * 4
+
+_BANDWIDTH_TESTS = {  # (p2p, bidirectional, mode) -> test
+    ("enabled", False, "writes"): "p2p.copy", ("enabled", False, "reads"): "p2p.copy_read",
+    ("disabled", False, "writes"): "p2p.staged",
+    ("enabled", True, "writes"): "p2p.copy_bidir", ("enabled", True, "reads"): "p2p.copy_bidir_read",
+    ("disabled", True, "writes"): "p2p.staged_bidir",
+}
+
+
+def read_p2pbw(path: str) -> P2pOutput:
+    src = TextSource(path)
+    out = parse_p2pbw_lines(open_lines(path, src), src.name)
+    if not any(m.cells for m in out.matrices) and not out.devices:
+        raise InputFileError(src.name, "not p2pBandwidthLatencyTest output: no '[P2P (Peer-to-Peer) GPU Bandwidth "
+                                       "Latency Test]' device lines and no P2P matrix")
+    out.problems += src.unread
+    if src.quoted:
+        out.notes.append("quoted paste: the '>' marks were removed")
+    if src.line_numbered:
+        out.notes.append("pasted with an editor's line numbers: they were removed")
+    return out
+
+
+def _test_of(m: P2pMatrix) -> str | None:
+    if m.kind == "bandwidth":
+        return _BANDWIDTH_TESTS.get((m.p2p or "", m.bidirectional, m.mode))
+    if m.kind == "latency":
+        return ("p2p.latency" if m.p2p == "enabled" else "p2p.latency_staged") \
+            + ("_read" if m.mode == "reads" and m.p2p == "enabled" else "") + ("_cpu" if m.timer == "CPU" else "")
+    return None
+
+
+def p2pbw_measurements(out: P2pOutput) -> list[Measurement]:
+    res: list[Measurement | None] = []
+    for m in out.matrices:
+        test = _test_of(m)
+        if test is None:
+            continue
+        for i, row in enumerate(m.cells):
+            for k, v in enumerate(row):
+                if k >= len(m.columns):
+                    continue
+                j = m.columns[k]
+                extra = {"source": "p2pBandwidthLatencyTest", "file": out.source.rsplit("/", 1)[-1],
+                         "matrix": m.name, "cell": [i, k], "printed": v, "unit": m.unit, "line": m.line}
+                if i != j:
+                    extra["peer_access"] = out.peer_access(i, j)
+                res.append(_one(m, test, i, j, v, extra))
+    return [x for x in res if x is not None]
+
+
+def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Measurement | None:
+    pair: tuple[int, ...] = tuple(sorted((i, j)))
+    gpus: tuple[int, ...]
+    if m.kind == "latency":
+        if i == j or v <= 0:
+            return None
+        return Measurement(test=test, gpus=pair, size_bytes=0, samples_s=[v * 1e-6],
+                           timing="wall" if m.timer == "CPU" else "cuda-events", fabric="cuda",
+                           direction=f"{i}->{j}", bytes_per_iter=0, extra=extra)
+    if i == j:
+        if test != "p2p.staged":  # the diagonal is the same local copy in every matrix: kept once
+            return None
+        test, gpus, direction = "self.d2d", (i,), f"{i}->{i}"
+    else:
+        gpus, direction = pair, (f"{i}<->{j}" if m.bidirectional else f"{i}->{j}")
+    moved = COPY_BYTES * (2 if m.bidirectional and i != j else 1)
+    samples = [moved / (v * 1e9)] if v > 0 else []
+    return Measurement(test=test, gpus=gpus, size_bytes=COPY_BYTES, samples_s=samples, timing="cuda-events",
+                       fabric="cuda", direction=direction, bytes_per_iter=moved, extra=extra)
+
+
+def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:
+    if out.devices:
+        return [ImportedDevice(d.index, d.name, d.bus_id) for d in out.devices]
+    n = max((len(m.columns) for m in out.matrices), default=0)
+    return [ImportedDevice(k, None, None) for k in range(n)]
+
+
+def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
+                 topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
+                 console=None) -> ImportFolder:
+    from pathlib import Path
+
+    from .nccl_inputs import refuse_duplicates
+
+    refuse_duplicates([Path(p) for p in paths if p != "-"])  # the same output twice would count twice
+    outputs = [read_p2pbw(p) for p in paths]
+    devices = p2pbw_devices(outputs[0])
+    if topology is not None:
+        check_topology_matches(topology, devices, topology_file or "--topo", "p2pBandwidthLatencyTest")
+    topo = topology or topology_from_devices(devices, "p2pBandwidthLatencyTest", None)
+    measurements = [m for o in outputs for m in p2pbw_measurements(o)]
+    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
+        measurements = renumber(measurements, device_renumbering(topology, devices))
+    return write_import_folder(tool="p2pbw", paths=list(paths), topo=topo, measurements=measurements,
+                               summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
+                               argv=argv, render=render, console=console, topology_file=topology_file)

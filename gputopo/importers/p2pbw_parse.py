@@ -1,0 +1,200 @@
+"""cuda-samples' p2pBandwidthLatencyTest output into a P2pOutput: devices (name, PCI bus as
+printed in hex), the CAN / CANNOT Access Peer lines, the connectivity matrix, and every printed
+matrix: unidirectional and bidirectional P2P=Disabled / P2P=Enabled bandwidth (writes, and reads
+with ``--p2p_read``), and the latency matrices with their GPU and CPU timings.
+
+Older samples print ``P2P=Enabled Bandwidth Matrix`` without "(P2P Writes)" and one latency
+matrix without the GPU / CPU split; both are read. Cell (row i, column j) is the copy from GPU i
+to GPU j (the sample's ``matrix[i * n + j]``); the diagonal is a copy inside one GPU. Lines are
+read streamed (text_input.py); a matrix cut short and lines that cannot be read are problems.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .text_input import CappedList
+
+_TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
+                    r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")
+_CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
+_HEADER = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
+_ROW = re.compile(r"^(\d+)((?:\s+[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)+)\s*$")
+_DEVICE = re.compile(r"^Device:\s*(\d+),\s*(.+?),\s*pciBusID:\s*([0-9A-Fa-f]+),\s*pciDeviceID:\s*([0-9A-Fa-f]+),"
+                     r"\s*pciDomainID:\s*([0-9A-Fa-f]+)")
+_ACCESS = re.compile(r"^Device=(\d+)\s+(CAN|CANNOT)\s+Access Peer Device=(\d+)")
+_KNOWN = ("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]", "***NOTE", "So you can see lesser", "NOTE: The CUDA Samples",
+          "Test passed", "Press enter", "[p2pBandwidthLatencyTest]", "Usage:", "Options:", "#")
+
+
+@dataclass
+class P2pDevice:
+    index: int
+    name: str
+    pci_bus: str  # hex, as printed ("1", "c1")
+    pci_device: str
+    pci_domain: str
+
+    @property
+    def bus_id(self) -> str:
+        return f"{int(self.pci_domain, 16):08X}:{int(self.pci_bus, 16):02X}:{int(self.pci_device, 16):02X}"
+
+    def to_json(self) -> dict:
+        return {**vars(self), "bus_id": self.bus_id}
+
+
+@dataclass
+class P2pMatrix:
+    """One printed matrix: ``kind`` is connectivity | bandwidth | latency; ``p2p`` enabled or
+    disabled; ``mode`` writes | reads; ``bidirectional``; ``timer`` GPU | CPU (latency)."""
+
+    title: str
+    line: int
+    kind: str
+    p2p: str | None = None
+    mode: str = "writes"
+    bidirectional: bool = False
+    timer: str = "GPU"
+    unit: str = "GB/s"
+    columns: list[int] = field(default_factory=list)
+    cells: list[list[float]] = field(default_factory=list)
+    complete: bool = False
+
+    @property
+    def name(self) -> str:
+        if self.kind == "connectivity":
+            return "connectivity"
+        parts = ["bidirectional" if self.bidirectional else ("unidirectional" if self.kind == "bandwidth" else ""),
+                 f"p2p-{self.p2p}", self.kind, self.mode if self.p2p == "enabled" else "",
+                 self.timer.lower() if self.kind == "latency" else ""]
+        return " ".join(p for p in parts if p)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "title": self.title, "line": self.line, "unit": self.unit, "timer": self.timer,
+                "columns": self.columns, "cells": self.cells, "complete": self.complete}
+
+
+@dataclass
+class P2pOutput:
+    source: str
+    devices: list[P2pDevice] = field(default_factory=list)
+    access: dict[tuple[int, int], bool] = field(default_factory=dict)
+    matrices: list[P2pMatrix] = field(default_factory=list)
+    problems: list[str] = field(default_factory=lambda: CappedList(200))
+    notes: list[str] = field(default_factory=lambda: CappedList(50))
+
+    def matrix(self, name: str) -> P2pMatrix | None:
+        return next((m for m in self.matrices if m.name == name), None)
+
+    def peer_access(self, i: int, j: int) -> bool | None:
+        if (i, j) in self.access:
+            return self.access[(i, j)]
+        conn = self.matrix("connectivity")
+        if conn and i < len(conn.cells) and j < len(conn.cells[i]):
+            return bool(conn.cells[i][j])
+        return None
+
+    def summary(self) -> dict:
+        return {"tool": "p2pBandwidthLatencyTest", "file": self.source.rsplit("/", 1)[-1], "path": self.source,
+                "devices": [d.to_json() for d in self.devices],
+                "peer_access": [[i, j, ok] for (i, j), ok in sorted(self.access.items())],
+                "matrices": [m.to_json() for m in self.matrices], "failures": [],
+                "problems": list(self.problems), "notes": list(self.notes)}
+
+
+class _Parser:
+    def __init__(self, out: P2pOutput):
+        self.out = out
+        self.title: P2pMatrix | None = None  # the titled matrix being read (GPU part first)
+        self.cur: P2pMatrix | None = None
+
+    def _close(self, why: str = "") -> None:
+        m = self.cur
+        self.cur = None
+        if m is None:
+            return
+        n = len(m.columns)
+        m.complete = len(m.cells) == n and all(len(r) == n for r in m.cells)
+        if not m.complete:
+            self.out.problems.append(f"line {m.line}: the {m.name} matrix is cut short ({len(m.cells)} of {n} rows"
+                                     + (f"; {why}" if why else "") + ")")
+
+    def feed(self, lineno: int, line: str) -> None:
+        s = line.strip()
+        if self.cur is not None:
+            mm = _ROW.match(s)
+            if mm and len(self.cur.cells) < len(self.cur.columns):
+                vals = [float(t) for t in mm.group(2).split()]
+                if len(vals) != len(self.cur.columns):
+                    self.out.problems.append(f"line {lineno}: row {mm.group(1)} of the {self.cur.name} matrix has "
+                                             f"{len(vals)} value(s) for {len(self.cur.columns)} GPUs"
+                                             + ("; its last value may be cut, so it is left out"
+                                                if len(vals) < len(self.cur.columns) else ""))
+                    if len(vals) < len(self.cur.columns):
+                        vals = vals[:-1]
+                    else:
+                        vals = vals[:len(self.cur.columns)]
+                self.cur.cells.append(vals)
+                if len(self.cur.cells) == len(self.cur.columns) and len(vals) == len(self.cur.columns):
+                    self._close()
+                return
+            self._close("next line is not a row of it")
+        if not s:
+            return
+        mm = _HEADER.match(s)
+        if mm and self.title is not None:
+            base = self.title
+            timer = "CPU" if mm.group(1) == "CPU" else "GPU"
+            m = base if not base.columns and timer == base.timer else P2pMatrix(
+                title=base.title, line=lineno, kind=base.kind, p2p=base.p2p, mode=base.mode,
+                bidirectional=base.bidirectional, timer=timer, unit=base.unit)
+            if m is not base:
+                self.out.matrices.append(m)
+            m.columns = [int(t) for t in mm.group(2).split()]
+            self.cur = m
+            return
+        if _CONNECTIVITY.match(s):
+            self._start(P2pMatrix(title=s, line=lineno, kind="connectivity", unit="1 = peer access"))
+            return
+        mm = _TITLE.match(s)
+        if mm:
+            self._start(P2pMatrix(title=s, line=lineno, kind=mm.group("what").lower(), p2p=mm.group("p2p").lower(),
+                                  mode=(mm.group("mode") or "Writes").lower(), bidirectional=bool(
+                                      mm.group("dir") and mm.group("dir").startswith("Bi")), unit=mm.group("unit")))
+            return
+        mm = _DEVICE.match(s)
+        if mm:
+            self.out.devices.append(P2pDevice(int(mm.group(1)), mm.group(2).strip(), mm.group(3), mm.group(4),
+                                              mm.group(5)))
+            return
+        mm = _ACCESS.match(s)
+        if mm:
+            self.out.access[(int(mm.group(1)), int(mm.group(3)))] = mm.group(2) == "CAN"
+            return
+        if s == "..." or s == "…":
+            self.out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted")
+            return
+        if not s.startswith(_KNOWN):
+            self.out.notes.append(f"line {lineno}: not a p2pBandwidthLatencyTest line, left out: {s[:80]!r}")
+
+    def _start(self, m: P2pMatrix) -> None:
+        self.title = m
+        self.out.matrices.append(m)
+
+    def finish(self) -> None:
+        if self.cur is not None:
+            self._close("the output ends here")
+        for m in self.out.matrices:
+            if not m.columns:
+                self.out.problems.append(f"line {m.line}: the {m.name} matrix has a title but no rows")
+
+
+def parse_p2pbw_lines(lines: Iterable[tuple[int, str]], source: str) -> P2pOutput:
+    out = P2pOutput(source=source)
+    p = _Parser(out)
+    for lineno, line in lines:
+        p.feed(lineno, line)
+    p.finish()
+    return out

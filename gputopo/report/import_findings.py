@@ -1,0 +1,104 @@
+"""Findings from imported outputs (imported.json, written by `gputopo import nvbandwidth | p2pbw`)
+that the measurements alone cannot carry:
+
+- a testcase whose copy failed nvbandwidth's data check (``Invalid value when checking the
+  pattern``) is ``corrupt`` (error), naming the testcase: the bytes that arrived were wrong;
+- a testcase that died otherwise (``ASSERT``, a CUDA error, ``ERROR:``) is ``crash`` (error);
+- what could not be read (a matrix cut short, ``...`` in a paste, bytes left unread) is
+  ``incomplete-data`` (warning), one per problem, so a partial import never reads as clean;
+- without link classes (no ``--topo``), a pair whose two directions of the same series differ
+  by more than ASYMMETRY_RATIO is an ``outlier``: both directions cross the same link, so the
+  comparison needs no class. With classes, outlier_findings compares pairs of a class instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gputopo.model import Finding, Measurement
+
+from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
+from .imported_tests import is_latency
+from .run_folder import Run
+
+#: One direction of a pair below this fraction of the other (same series, same size) is an outlier.
+ASYMMETRY_RATIO = 0.7
+IMPORT_SOURCES = ("nvbandwidth", "p2pBandwidthLatencyTest")
+REMEDY_REIMPORT = "import the whole output (or run the test again) to judge what is missing"
+
+
+def _failure_finding(doc: dict, f: dict) -> Finding:
+    tool, file = doc.get("tool", "?"), doc.get("file", "?")
+    tc = f.get("testcase") or "(testcase not named in the output)"
+    where = f"{tool} {tc}" + (f" (line {f['line']} of {file})" if f.get("line") else f" ({file})")
+    evidence = {"file": doc.get("path") or file, "testcase": f.get("testcase"), "message": f.get("message"),
+                "details": f.get("details") or [], "tool": tool}
+    if f.get("kind") == "pattern-check":
+        return Finding(
+            "corrupt", "error",
+            f"{tool} {tc} delivered wrong data ({where.removeprefix(f'{tool} {tc} ').strip('()')}): the copied "
+            f"bytes failed nvbandwidth's pattern check ({str(f.get('message', '')).strip()})",
+            evidence=evidence,
+            cause="a copy of this testcase delivered wrong data: a peer path that corrupts (IOMMU/ACS on PCIe, a "
+                  "failing link or GPU); nvbandwidth stops at the first wrong value, so which pair is not known",
+            remedies=["run the testcase per pair (gputopo bench --pairs I,J) to find the pair",
+                      "check `dmesg` for Xid and IOMMU (DMAR / AMD-Vi) faults",
+                      "rerun nvbandwidth with a smaller -b to see whether it repeats"])
+    return Finding(
+        "crash", "error", f"{tool} {tc} stopped before its results ({where.removeprefix(f'{tool} {tc} ').strip('()')}): "
+                          f"{str(f.get('message', '')).strip()[:160]}",
+        evidence=evidence, cause="nvbandwidth aborted this testcase; its results are missing",
+        remedies=["read the message above; check `dmesg` for Xid errors", REMEDY_REIMPORT])
+
+
+def _problem_findings(doc: dict) -> list[Finding]:
+    tool, file = doc.get("tool", "?"), doc.get("file", "?")
+    return [Finding("incomplete-data", "warning", f"{tool} output {file}: {p}",
+                    evidence={"file": doc.get("path") or file, "tool": tool}, remedies=[REMEDY_REIMPORT])
+            for p in doc.get("problems") or []]
+
+
+def asymmetry_findings(measurements: list[Measurement]) -> list[Finding]:
+    """Pairs with no link class whose two directions of one imported series differ a lot."""
+    by: dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, Measurement]]] = defaultdict(dict)
+    for m in measurements:
+        if (m.extra.get("source") not in IMPORT_SOURCES or len(m.gpus) != 2 or m.link_class
+                or is_latency(m.test) or not m.direction or "->" not in m.direction or "<->" in m.direction
+                or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES):
+            continue
+        g = measured_gbps(m)
+        if g is not None:
+            by[(m.test, tuple(m.gpus))][m.direction] = (g, m)
+    hits: dict[tuple[int, ...], list[dict]] = defaultdict(list)
+    for (test, pair), dirs in sorted(by.items()):
+        if len(dirs) != 2:
+            continue
+        (d1, (g1, _)), (d2, (g2, _)) = sorted(dirs.items(), key=lambda kv: kv[1][0])
+        if g1 < ASYMMETRY_RATIO * g2:
+            hits[pair].append({"series": test, "slow_direction": d1, "gbps": round(g1, 3),
+                               "other_direction": d2, "other_gbps": round(g2, 3), "ratio": round(g1 / g2, 3)})
+    out = []
+    for pair, items in sorted(hits.items()):
+        w = min(items, key=lambda d: d["ratio"])
+        out.append(Finding(
+            "outlier", "warning",
+            f"GPUs {pair[0]},{pair[1]} (class unknown: no --topo): {w['series']} {w['slow_direction']} "
+            f"{w['gbps']:.3g} GB/s is {w['ratio']:.0%} of {w['other_direction']} {w['other_gbps']:.3g} GB/s "
+            f"over the same link (below {ASYMMETRY_RATIO:.0%})",
+            gpus=list(pair), evidence={"threshold_ratio": ASYMMETRY_RATIO, "measured": items,
+                                       "basis": "the pair's two directions (same link)"},
+            cause="one direction of this pair's link is slower: a degraded link lane or retimer, a busy GPU, "
+                  "or ACS/IOMMU on one side of the path",
+            remedies=["import again with --topo (saved `nvidia-smi topo -m`) to compare the pair with its class",
+                      "compare its link state in `gputopo scan`"]))
+    return out
+
+
+def import_findings(run: Run, measurements: list[Measurement] | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    for doc in run.imported:
+        out += [_failure_finding(doc, f) for f in doc.get("failures") or [] if isinstance(f, dict)]
+        out += _problem_findings(doc)
+    if run.imported:
+        out += asymmetry_findings(run.measurements if measurements is None else measurements)
+    return out
