@@ -9,6 +9,7 @@ that its bandwidths are perturbed. The progress bar (with ETA) shows only on a t
 from __future__ import annotations
 
 from gputopo.console import literal_console
+from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import worst_first
 
 from .nccl_transport import transport_cell
@@ -17,6 +18,12 @@ from .results import RunResult, bench_document
 from .runner import NullProgress
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+#: The pair table after a bench: the pair, its class and #wrong stay whole at any width; NCCL's
+#: transport, latency and the staged control leave first on a narrow terminal.
+PAIR_COLUMNS = (Column("pair", keep=True), Column("class", keep=True), Column("P2P GB/s", "right", drop=1),
+                Column("staged GB/s", "right", drop=4), Column("bidir", "right", drop=3),
+                Column("lat us", "right", drop=5), Column("#wrong", "right", keep=True),
+                Column("AR busbw", "right", drop=2), Column("NCCL via", drop=6))
 
 
 def _num(x, fmt="{:.1f}") -> str:
@@ -70,21 +77,11 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
     if doc["pairs"]:
         sizes = sorted({p["size_bytes"] for p in doc["pairs"] if p["size_bytes"]})
         at = f" at {format_size(sizes[-1])}" if sizes else ""
-        table = Table(title=f"GPU pairs (GB/s{at})", title_justify="left",
-                      caption="GB/s as i->j / j->i; bidir: both ways at once; lat: smallest copy "
-                              "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests); NCCL via: the "
-                              "transport NCCL's log names for the pair (modeled on a sim)",
-                      caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col, just, nowrap in (("pair", "left", True), ("class", "left", True),
-                                  ("P2P GB/s", "right", True), ("staged GB/s", "right", True),
-                                  ("bidir", "right", False), ("lat us", "right", True),
-                                  ("#wrong", "right", False), ("AR busbw", "right", False),
-                                  ("NCCL via", "left", True)):
-            table.add_column(col, justify=just, no_wrap=nowrap)
         failed = {}
         for f in result.findings:
             if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
                 failed.setdefault(tuple(f.gpus), set()).add(f.kind)
+        rows = []
         for p in doc["pairs"]:
             i, j = p["gpus"]
             fwd, back = f"{i}->{j}", f"{j}->{i}"
@@ -92,7 +89,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
             kinds = " ".join(sorted(failed.get((i, j), ())))
             wrong_cell = Text(f"{wrong} {kinds}".strip() if kinds else wrong,
                               style="bold red" if (p["wrong"] or kinds) else "")
-            table.add_row(
+            rows.append([
                 f"{i},{j}", p["link_class"] or "?",
                 _two(p["p2p_gbps"][fwd], p["p2p_gbps"][back]),
                 _two(p["staged_gbps"][fwd], p["staged_gbps"][back]),
@@ -100,8 +97,17 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
                 _two(p["latency_us"][fwd], p["latency_us"][back]),
                 wrong_cell,
                 _num(p["busbw_gbps"]["all_reduce"], "{:.2f}"),
-                transport_cell(p["nccl_transport"]))
+                transport_cell(p["nccl_transport"])])
+        table, left_out = fitted_table(
+            PAIR_COLUMNS, rows, console.width, edges=False,
+            title=f"GPU pairs (GB/s{at})", title_justify="left",
+            caption="GB/s as i->j / j->i; bidir: both ways at once; lat: smallest copy "
+                    "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests); NCCL via: the "
+                    "transport NCCL's log names for the pair (modeled on a sim)",
+            caption_justify="left", box=box.SIMPLE_HEAD)
         console.print(table)
+        if left_out:
+            console.print(Text(left_out_note(left_out), style="dim"))
     if doc["self"]:
         table = Table(title="GPUs alone (GB/s)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("gpu", "host->gpu", "gpu->host", "gpu->gpu", "#wrong"):

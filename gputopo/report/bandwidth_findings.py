@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from gputopo.bench.results import noisy_findings as measured_noisy_findings
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
+from .expected_basis import SLOW_EFFICIENCY, Judged, judge_rate
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
-from .imported_tests import is_peer_copy
 
-#: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
-#: Good hardware reaches 0.8-0.9 (DESIGN.md), so 0.5 leaves room for overheads, not for faults.
-SLOW_EFFICIENCY = 0.5
-#: Series judged against the theoretical rate: plain peer copies, nothing else in the way.
-SLOW_SERIES = ("p2p.copy", "p2p.copy_bidir")
 #: A pair below this fraction of its class's median (same series) is an `outlier` (warning).
 OUTLIER_RATIO = 0.7
 #: A class median needs this many measured pairs to mean anything.
@@ -43,23 +38,30 @@ def _pair_text(gpus, lc) -> str:
 
 
 def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
-    by_pair: Dict[tuple, List[Headline]] = defaultdict(list)
+    """Series below their expected rate: a published figure of the same machine kind where one
+    matches (references.py), else the link's theoretical rate x SLOW_EFFICIENCY (plain peer
+    copies only). Each finding says which basis it used and cites the row."""
+    by_pair: Dict[tuple, List[Tuple[Headline, Judged]]] = defaultdict(list)
     for h in heads:
-        if ((h.series in SLOW_SERIES or is_peer_copy(h.series)) and len(h.gpus) == 2 and h.efficiency is not None
-                and h.efficiency < SLOW_EFFICIENCY):
-            by_pair[h.pair_key].append(h)
+        judged = judge_rate(h, topo)
+        if judged is not None and judged.fraction < judged.threshold:
+            by_pair[h.pair_key].append((h, judged))
     out = []
-    for pair, hs in sorted(by_pair.items()):
-        worst = min(hs, key=lambda h: h.efficiency)
+    for pair, hjs in sorted(by_pair.items()):
+        worst, wj = min(hjs, key=lambda hj: hj[1].fraction)
         lc = worst.link_class
         facts = path_facts(topo, list(pair), lc)
         evidence = {
-            "threshold_efficiency": SLOW_EFFICIENCY,
+            "basis": wj.basis, "threshold": wj.threshold,
             "measured": [{"series": h.series, "direction": h.direction, "gbps": round(h.gbps, 3),
-                          "expected_gbps": h.expected.gbps, "efficiency": round(h.efficiency, 3),
-                          "size_bytes": h.size_bytes} for h in hs],
-            "expected_basis": worst.expected.basis, **facts.evidence(),
+                          "expected_gbps": j.expected_gbps, "basis": j.basis,
+                          "efficiency": round(j.fraction, 3), "size_bytes": h.size_bytes,
+                          **({"reference": j.reference.to_json()} if j.reference else {})}
+                         for h, j in hjs],
+            "expected_basis": wj.text, **facts.evidence(),
         }
+        if wj.basis == "theoretical":
+            evidence["threshold_efficiency"] = SLOW_EFFICIENCY
         if facts.is_nvlink:
             cause = "the NVLink pair runs below its rate: links down or retraining, link errors, or a slow GPU"
             remedies = [REMEDY_NVLINK]
@@ -74,9 +76,8 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
             remedies = ["compare with `gputopo scan` (PCIe width/generation under load)", REMEDY_ACS]
         out.append(Finding(
             "slow", "warning",
-            f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s = "
-            f"{worst.efficiency:.0%} of the link's {_fmt(worst.expected.gbps)} GB/s "
-            f"(below {SLOW_EFFICIENCY:.0%})".replace("  ", " "),
+            f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "
+            f"{worst.metric} = {wj.fraction:.0%} of {wj.text} (below {wj.threshold:.0%})".replace("  ", " "),
             gpus=list(pair), link_class=lc, evidence=evidence, cause=cause, remedies=remedies))
     return out
 

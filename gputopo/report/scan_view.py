@@ -10,6 +10,7 @@ import json
 from typing import List
 
 from gputopo import SCHEMA_VERSION
+from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.health import GpuHealth
@@ -22,6 +23,17 @@ from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_lo
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
                "NODE": "yellow", "SYS": "red", "X": "dim"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+#: The scan's GPU table: the ids a user copies (NVML index, bus id) and the link state stay whole
+#: at any width; what the matrix or `--json` also says leaves first on a narrow terminal.
+GPU_COLUMNS = (Column("NVML", keep=True), Column("CUDA", drop=4), Column("name", drop=2),
+               Column("PCI bus id", keep=True), Column("NUMA", drop=3), Column("CPU affinity", drop=5),
+               Column("PCIe now (max)", keep=True), Column("NVLinks up", keep=True), Column("MIG", drop=6))
+#: The health table: error counts, Xids and the verdict stay; readings leave first.
+HEALTH_FIT = {"NVML": Column("NVML", keep=True), "temp": Column("temp", drop=4),
+              "power (limit)": Column("power (limit)", drop=5), "persist": Column("persist", drop=6),
+              "ECC": Column("ECC", drop=2), "uncorr. (vol/agg)": Column("uncorr. (vol/agg)", keep=True),
+              "memory repair": Column("memory repair", drop=1), "clocks held by": Column("clocks held by", drop=3),
+              "Xid": Column("Xid", keep=True), "health": Column("health", keep=True)}
 
 
 def simulated_banner(topo: Topology) -> str:
@@ -56,7 +68,6 @@ def scan_csv(topo: Topology) -> str:
 
 def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     """Print the scan to a rich Console."""
-    from rich.table import Table
     from rich.text import Text
 
     if topo.simulated:
@@ -75,24 +86,23 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
         console.print("NIC Legend: " + ", ".join(f"{n.label}: {n.device}" for n in named))
     console.print()
 
-    gt = Table(title="GPUs", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("NVML", "CUDA", "name", "PCI bus id", "NUMA", "CPU affinity", "PCIe now (max)",
-                "NVLinks up", "MIG"):
-        gt.add_column(col, no_wrap=True)
+    rows = []
     for g in topo.gpus:
         if g.lost is not None:
-            gt.add_row(str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
-                       show(g.pci_bus_id), "", "", "", "", "")
+            rows.append([str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
+                         _short_bus(g.pci_bus_id), "", "", "", "", ""])
             continue
         links = (f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks
                  else "n/a" if topo.source == SMI_SOURCE else "-")  # the text has no per-link states
-        pcie = _pcie_text(g.pcie)
-        gt.add_row(str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
-                   show(g.numa_node), show(g.cpu_affinity), pcie, links, show(g.mig_mode))
+        rows.append([str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
+                     show(g.numa_node), show(g.cpu_affinity), _pcie_text(g.pcie), links, show(g.mig_mode)])
+    gt, left_out = fitted_table(GPU_COLUMNS, rows, console.width, edges=False, title="GPUs", title_justify="left")
     console.print(gt)
+    if left_out:
+        console.print(Text(left_out_note(left_out), style="dim"))
     console.print()
     if any(isinstance(g.health, GpuHealth) for g in topo.gpus):
-        console.print(_health_table(topo))
+        _print_health_table(console, topo)
     else:
         why = {getattr(g.health, "reason", None) or getattr(g.health, "error", "not read") for g in topo.gpus}
         console.print(f"GPU health: n/a ({'; '.join(sorted(why))}; source {topo.source})")
@@ -123,20 +133,21 @@ def render_problems(console, problems: List[Finding]) -> None:
                                        (f" {f.kind:16} ", "bold")), f"[{where}] {f.message}")
 
 
-def _health_table(topo: Topology):
+def _print_health_table(console, topo: Topology) -> None:
     """GPU health, one row per GPU: every figure with its unit, n/a where the GPU cannot say."""
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(title="GPU health", title_justify="left", show_edge=False, pad_edge=False)
-    for col in HEALTH_COLUMNS:
-        t.add_column(col, no_wrap=True)
+    rows = []
     for g in topo.gpus:
         cells = health_cells(g.health)
         verdict = cells[-1]
         style = "green" if verdict == "ok" else "dim" if verdict.startswith("n/a") else "bold red"
-        t.add_row(str(g.nvml_index), *cells[:-1], Text(verdict, style=style))
-    return t
+        rows.append([str(g.nvml_index), *cells[:-1], Text(verdict, style=style)])
+    t, left_out = fitted_table([HEALTH_FIT[h] for h in HEALTH_COLUMNS], rows, console.width, edges=False,
+                               title="GPU health", title_justify="left")
+    console.print(t)
+    if left_out:
+        console.print(Text(left_out_note(left_out), style="dim"))
 
 
 def _link_text(gen, width) -> str:
@@ -180,11 +191,13 @@ def _matrix_table(topo: Topology):
         t.add_column(f"GPU{g.nvml_index}", justify="center")
     for n in topo.nics:
         t.add_column(n.label, justify="center")
-    t.add_column("CPU Affinity")
-    t.add_column("NUMA Affinity")
     with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in topo.gpus)
+    # headers wrap at their spaces ("CPU / Affinity") instead of being cut to "Affini…"
+    affinity_w = max([len("Affinity")] + [len(show(g.cpu_affinity)) for g in topo.gpus])
+    t.add_column("CPU Affinity", min_width=affinity_w, overflow="fold")
+    t.add_column("NUMA Affinity", min_width=len("Affinity"), overflow="fold")
     if with_gnuma:
-        t.add_column("GPU NUMA ID")
+        t.add_column("GPU NUMA ID", min_width=len("NUMA"), overflow="fold")
     x = Text("X", style="dim")
     for g in topo.gpus:
         cells = [x if g.nvml_index == h.nvml_index else cell(gpu_gpu(g.nvml_index, h.nvml_index))

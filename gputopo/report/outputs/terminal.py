@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gputopo.console import literal_console
+from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -19,6 +20,20 @@ from .tables import (class_table, explanations, figures_note, gbps, group_findin
 VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "ok": "green"}
 STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "note"}
+#: The class table's columns: the class, #wrong and the verdict stay whole at any width; the
+#: figures a user can read in report.md leave first on a narrow terminal.
+CLASS_COLUMNS = {
+    "class": Column("class", keep=True), "pairs": Column("pairs", "right", drop=3),
+    "measured": Column("measured", "right", drop=6), "series": Column("series", drop=5),
+    "median GB/s": Column("median GB/s", "right", drop=1), "min GB/s": Column("min GB/s", "right", drop=7),
+    "theoretical GB/s": Column("theoretical GB/s", "right", drop=8), "efficiency": Column("efficiency", "right", drop=2),
+    "worst pair": Column("worst pair", drop=4), "#wrong": Column("#wrong", "right", keep=True),
+    "errors": Column("errors", "right", drop=9), "warnings": Column("warnings", "right", drop=10),
+    "verdict": Column("verdict", keep=True),
+}
+#: Narrower than this, findings are listed one folded entry each instead of a table whose
+#: message column would be a few words wide.
+FINDINGS_TABLE_MIN_WIDTH = 110
 #: Findings shown with cause and remedies; the rest are one line each.
 DETAILED_FINDINGS = 5
 #: Longest findings list on the terminal (the reports have all).
@@ -52,13 +67,13 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
-    t = Table(title="Link classes", title_justify="left")
-    for h in head:
-        t.add_column(h, justify="right" if h not in ("class", "series", "verdict", "worst pair") else "left")
-    for r in rows:
-        t.add_row(*r[:-1], Text(r[-1], style=VERDICT_STYLE.get(r[-1], "")))
     if rows:
+        styled = [[*r[:-1], Text(r[-1], style=VERDICT_STYLE.get(r[-1], ""))] for r in rows]
+        t, left_out = fitted_table([CLASS_COLUMNS[h] for h in head], styled, console.width,
+                                   title="Link classes", title_justify="left")
         console.print(t)
+        if left_out:
+            console.print(Text(left_out_note(left_out), style="dim"))
         note = figures_note(summary)
         if note:
             console.print(Text(note, style="dim"))
@@ -69,18 +84,27 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     else:
         groups = nested_groups(findings, group_findings)
         shown = groups if max_findings is None else groups[:max_findings]
-        ft = Table(title=f"Findings (worst first, each culprit above what it explains; {len(findings)} in all, "
-                   "alike ones grouped)",
-                   title_justify="left")
-        for h in ("severity", "kind", "GPUs", "class", "finding"):
-            ft.add_column(h, overflow="fold")
-        for depth, group in shown:
-            f = group[0]
-            message = f.message if len(group) == 1 else f"e.g. {f.message}"
-            ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), (NESTED if depth else "") + f.kind,
-                       group_where(group),
-                       f.link_class or "-", message)
-        console.print(ft)
+        title = (f"Findings (worst first, each culprit above what it explains; {len(findings)} in all, "
+                 "alike ones grouped)")
+        if console.width >= FINDINGS_TABLE_MIN_WIDTH:
+            ft = Table(title=title, title_justify="left")
+            for h in ("severity", "kind", "GPUs", "class", "finding"):
+                ft.add_column(h, overflow="fold")
+            for depth, group in shown:
+                f = group[0]
+                message = f.message if len(group) == 1 else f"e.g. {f.message}"
+                ft.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), (NESTED if depth else "") + f.kind,
+                           group_where(group),
+                           f.link_class or "-", message)
+            console.print(ft)
+        else:  # a narrow terminal: one folded entry per row, the text under its own first letter
+            console.print(Text(title, style="bold"))
+            for depth, group in shown:
+                f = group[0]
+                message = f.message if len(group) == 1 else f"e.g. {f.message}"
+                lead = Text.assemble(("  " * depth + f"{f.severity.upper():7} ", SEVERITY_STYLE[f.severity]),
+                                     (f"{f.kind} ", "bold"))
+                hanging(console, lead, f"[{group_where(group)}; {f.link_class or '-'}] {message}")
         if len(shown) < len(groups):
             console.print(f"... {len(groups) - len(shown)} more groups of findings in report.md / summary.json")
         detailed = 0
