@@ -42,6 +42,26 @@ def nccl_tests(logs, out_dir, op, topo_file):
     click.echo(f"\nrun folder: {res.run_dir}")
 
 
+@import_group.command(name="kernel-log")
+@click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Run folder to write (default: a new timestamped folder under reports/).")
+def kernel_log(log, out_dir):
+    """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
+    folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
+
+    \b
+    Examples:
+      sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
+      journalctl -k -b -1 | gputopo import kernel-log -
+    """
+    from gputopo.importers.kernel_log_import import import_kernel_log
+
+    res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
+                            console=console())
+    click.echo(f"\nrun folder: {res.run_dir}")
+
+
 @import_group.command(name="nccl-debug")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "into", type=click.Path(file_okay=False),

@@ -28,6 +28,8 @@ from .folder_checks import (check_schema, event_finding_problem, measurement_val
 NCCL_TESTS_JSON = "nccl_tests.json"
 #: Optional: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
 NCCL_DEBUG_JSON = "nccl_debug.json"
+#: Optional: what an imported kernel log held and which of its lines could not be read (import kernel-log).
+KERNEL_LOG_JSON = "kernel_log.json"
 
 
 @dataclass
@@ -139,11 +141,16 @@ def load_run(run_dir) -> Run:
         check_schema(doc, path / NCCL_TESTS_JSON)
         nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
     nccl_debug = _read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
+    unread_kernel_lines = []
+    if (path / KERNEL_LOG_JSON).exists():
+        kernel = _read_json(path / KERNEL_LOG_JSON)
+        unread_kernel_lines = [f"kernel log {kernel.get('file', '?')}: {p}" for p in kernel.get("problems") or []]
     skipped_lines = [n for n in notes if ": skipped" in n]
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
     problems = skipped_line_notes(notes)
     notes = [n for n in notes if n not in problems]
+    problems += unread_kernel_lines
     if doubled:
         problems.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
                         "(the same results appended twice): counted once")
