@@ -25,6 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from gputopo.importers.line_prefixes import strip_launcher_prefix
+from gputopo.probe.nccl_ranks import RankMap, RankSeen
+
 #: Transport families, from the text after "via ".
 TRANSPORT_KINDS = ("P2P", "SHM", "NET", "COLLNET", "NVLS")
 #: Where the bytes of each family go, for sentences.
@@ -35,13 +38,16 @@ KIND_WORDS = {
 }
 
 _PREFIX = re.compile(r"^(?:.*?\s)?(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
+#: "Channel 00/0 : 0[0] -> 1[1] via ...", NCCL <= 2.5 "Ring 00 : 3[3] -> 2[2] via P2P/IPC" and
+#: "Ring 00 : 15 -> 0 [send] via NET/Socket/0" (no device in brackets). The transport is the rest
+#: of the line: NET plugin names hold spaces ("NET/AWS Libfabric/1/GDRDMA").
 _CHANNEL = re.compile(
-    r"Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)\[(?P<sdev>[0-9a-fA-F]+)\] -> "
-    r"(?P<dst>\d+)\[(?P<ddev>[0-9a-fA-F]+)\](?: \[(?P<dir>send|receive)\])? via (?P<via>\S+(?: pointer)?(?:/\S+)*)")
+    r"(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)(?:\[(?P<sdev>[0-9a-fA-F]+)\])? -> "
+    r"(?P<dst>\d+)(?:\[(?P<ddev>[0-9a-fA-F]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
 _INIT = re.compile(
     r"comm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm>0x[0-9a-fA-F]+))?")
-_SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+)")
+_SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to\s*(?P<value>.*?)\s*$")
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
 
 
@@ -64,9 +70,11 @@ class Endpoint:
     host: str
     bus_id: Optional[str] = None
     nvml_dev: Optional[int] = None
+    rank: Optional[int] = None  # only when neither bus id nor NVML index is known
 
     def label(self) -> str:
-        where = self.bus_id if self.bus_id else f"nvml {self.nvml_dev}"
+        where = self.bus_id if self.bus_id else f"nvml {self.nvml_dev}" if self.nvml_dev is not None \
+            else f"rank {self.rank} (GPU not in the log)"
         return f"{self.host}/{where}" if self.host else where
 
 
@@ -98,6 +106,11 @@ class NcclDebugLog:
     settings: Dict[str, str] = field(default_factory=dict)  # NCCL_* read from the environment
     versions: List[str] = field(default_factory=list)
     lines: int = 0  # NCCL INFO lines read
+    #: rank -> the process / machine that printed for it (nccl_ranks.py): the peers' hosts.
+    rank_map: RankMap = field(default_factory=RankMap)
+    #: What the log says that could not be used, per line or connection.
+    problems: List[str] = field(default_factory=list)
+    _raw: List[Tuple[str, int, int, dict]] = field(default_factory=list)  # channel lines not yet finished
 
     def pairs(self) -> Dict[Tuple[Endpoint, Endpoint], List[ChannelLine]]:
         """Channel lines per unordered pair of GPUs (endpoints sorted by label)."""
@@ -108,66 +121,96 @@ class NcclDebugLog:
         return out
 
 
-def _endpoint(host: str, token: str, buses: Dict[Tuple[str, int], str]) -> Endpoint:
-    """The GPU of a ``R[X]`` token: X is a bus id (old NCCL) or an NVML index, whose bus id the
-    Init lines of that host tell (``buses``: (host, nvmlDev) -> bus id)."""
-    bus = bus_id_from_nccl(token)
-    if bus is not None:
-        return Endpoint(host, bus_id=bus)
-    dev = int(token)
-    return Endpoint(host, bus_id=buses.get((host, dev)), nvml_dev=dev)
-
-
 def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebugLog:
     """Read NCCL INFO lines from ``text`` (other lines are ignored). Init lines may come after the
-    channel lines they explain (NCCL < 2.18 logs Init COMPLETE only), so bus ids are filled in
-    at the end."""
+    channel lines they explain (NCCL < 2.18 logs Init COMPLETE only), so hosts and bus ids are
+    filled in at the end (``finish_channels``)."""
     log = into if into is not None else NcclDebugLog()
-    raw: List[Tuple[str, dict]] = []
     for line in text.splitlines():
-        m = _PREFIX.match(line.strip())
-        if not m:
-            continue
-        log.lines += 1
-        host, msg = m.group("host"), m.group("msg")
-        c = _CHANNEL.search(msg)
-        if c:
-            raw.append((host, c.groupdict()))
-            continue
-        i = _INIT.search(msg)
-        if i:
-            nvml = i.group("nvml")
-            bus = bus_id_from_nccl(i.group("bus").rjust(5, "0"))
-            if nvml is not None and bus is not None:
-                log.buses[(host, int(nvml))] = bus
-            log.ranks[(host, int(i.group("rank")))] = {
-                "bus_id": bus,
-                "nvml_dev": int(nvml) if nvml is not None else None, "cuda_dev": int(i.group("cuda")),
-                "nranks": int(i.group("nranks")), "comm_id": i.group("comm")}
-            continue
-        s = _SETTING.search(msg)
-        if s:
-            log.settings[s.group("name")] = s.group("value")
-            continue
-        v = _VERSION.search(msg)
-        if v and v.group("v") not in log.versions:
-            log.versions.append(v.group("v"))
-    buses = log.buses
-    for host, g in raw:
+        read_debug_line(log, line)
+    return finish_channels(log)
+
+
+def read_debug_line(log: NcclDebugLog, line: str) -> None:
+    """Feed one line (launcher prefixes and colours are removed first)."""
+    m = _PREFIX.match(strip_launcher_prefix(line).strip())
+    if not m:
+        return
+    log.lines += 1
+    host, msg, pid, dev = m.group("host"), m.group("msg"), int(m.group("pid")), int(m.group("dev"))
+    c = _CHANNEL.search(msg)
+    if c:
+        g = c.groupdict()
+        g["via"] = g["via"].split(", [", 1)[0].rstrip(".")
+        log._raw.append((host, pid, dev, g))
+        own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
+        log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
+        return
+    i = _INIT.search(msg)
+    if i:
+        nvml = i.group("nvml")
+        bus = bus_id_from_nccl(i.group("bus").rjust(5, "0"))
+        if nvml is not None and bus is not None:
+            log.buses[(host, int(nvml))] = bus
+        rank = int(i.group("rank"))
+        log.ranks[(host, rank)] = {
+            "bus_id": bus,
+            "nvml_dev": int(nvml) if nvml is not None else None, "cuda_dev": int(i.group("cuda")),
+            "nranks": int(i.group("nranks")), "comm_id": i.group("comm")}
+        log.rank_map.from_init(rank, int(i.group("nranks")), RankSeen(
+            host=host, pid=pid, cuda_dev=int(i.group("cuda")), nvml_dev=int(nvml) if nvml is not None else None,
+            bus_id=bus))
+        return
+    s = _SETTING.search(msg)
+    if s:
+        value = s.group("value")
+        log.settings[s.group("name")] = value[:-1] if value.endswith(".") else value  # NCCL's period
+        return
+    v = _VERSION.search(msg)
+    if v and v.group("v") not in log.versions:
+        log.versions.append(v.group("v"))
+
+
+def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
+    """Turn the channel lines read so far into ChannelLines: the printing rank's host is the line's,
+    the peer's comes from the rank -> host map (nccl_ranks.py), never from the line."""
+    log.rank_map.assign_machines()
+    for host, _pid, _dev, g in log._raw:
         src_rank, dst_rank = int(g["src"]), int(g["dst"])
-        via = g["via"]
-        kind = via.split("/", 1)[0].upper()
-        dst_host = host if kind in ("P2P", "SHM") else _host_of(dst_rank, log.ranks)
-        log.channels.append(ChannelLine(
-            src_rank=src_rank, dst_rank=dst_rank, src=_endpoint(host, g["sdev"], buses),
-            dst=_endpoint(dst_host, g["ddev"], buses), via=via, direction=g["dir"]))
+        own = dst_rank if g["dir"] == "receive" else src_rank
+        # P2P and SHM join two GPUs of one machine: the peer is on the printer's machine.
+        local = g["via"].split("/", 1)[0].upper() in ("P2P", "SHM")
+        own_host = log.rank_map.host_of(own) or host
+        src = _endpoint_of(log, src_rank, g["sdev"], own_host if own == src_rank or local else None)
+        dst = _endpoint_of(log, dst_rank, g["ddev"], own_host if own == dst_rank or local else None)
+        if src == dst:
+            log.problems.append(f"rank {src_rank} -> {dst_rank} via {g['via']}: both ends read as {src.label()} "
+                                "(the log does not tell the two GPUs apart): line not counted")
+            continue
+        log.channels.append(ChannelLine(src_rank=src_rank, dst_rank=dst_rank, src=src, dst=dst, via=g["via"],
+                                        direction=g["dir"]))
+    log._raw = []
     return log
 
 
-def _host_of(rank: int, ranks: Dict[Tuple[str, int], dict]) -> str:
-    """The host of a rank of a NET connection, when the Init lines name exactly one."""
-    hosts = {h for (h, r) in ranks if r == rank}
-    return hosts.pop() if len(hosts) == 1 else "?"
+def _endpoint_of(log: NcclDebugLog, rank: int, token: Optional[str], line_host: Optional[str]) -> Endpoint:
+    """The GPU of one end: its machine from the rank map (else the printing line's host for the
+    rank that printed it, else "?"), its device from the bracket token (bus id or NVML index), else
+    from what the rank's own lines said."""
+    host = line_host if line_host and rank not in log.rank_map.labels else log.rank_map.host_of(rank) or "?"
+    seen = log.rank_map.seen(rank)
+    name = seen.host if seen is not None else host
+    if token:
+        bus = bus_id_from_nccl(token)
+        if bus is not None:
+            return Endpoint(host, bus_id=bus)
+        dev = int(token)
+        return Endpoint(host, bus_id=log.buses.get((name, dev)), nvml_dev=dev)
+    if seen is not None and (seen.bus_id or seen.nvml_dev is not None):
+        return Endpoint(host, bus_id=seen.bus_id, nvml_dev=seen.nvml_dev)
+    if seen is not None and seen.cuda_dev is not None:  # NCCL <= 2.5 lines: the printing process's [cudaDev]
+        return Endpoint(host, bus_id=log.buses.get((name, seen.cuda_dev)), nvml_dev=seen.cuda_dev)
+    return Endpoint(host, rank=rank)  # the log never says which GPU this rank drove
 
 
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
@@ -175,8 +218,9 @@ def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
     log = NcclDebugLog()
     for p in paths:
         with open(p, encoding="utf-8", errors="replace") as f:
-            parse_nccl_debug(f.read(), into=log)
-    return log
+            for line in f:
+                read_debug_line(log, line)
+    return finish_channels(log)
 
 
 def transport_summary(lines: List[ChannelLine], source: str) -> dict:
