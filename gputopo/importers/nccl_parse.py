@@ -18,28 +18,35 @@ from typing import Any, List, Optional
 from gputopo.errors import InputFileError
 from gputopo.model import NotAvailable
 
+from .line_prefixes import strip_launcher_prefix
 from .nccl_checks import completeness_problems, drop_negative_rows
 from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
 from .nccl_ops import OPS, op_from_name
 
-_PREFIX = re.compile(r"^.*?<std(?:out|err)>:\s?")
-_SRUN_PREFIX = re.compile(r"^\s*\d+:\s(?=\s*(?:#|\d))")
+#: Header and footer lines older nccl-tests printed without their "#" (read as if they had it).
+_BARE_HEADER = re.compile(r"^\s*(?:nThread\s|Using devices|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s|size\s+count\s"
+                          r"|\(B\)|out-of-place\b|Out of bounds values|Avg bus bandwidth|Collective test starting"
+                          r"|nccl-tests version\s)")
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+\S*)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[([^\]]*)\]\s*(.*)$")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _WORD_KV = re.compile(r"\b(nThread|nGpus|minBytes|maxBytes)\s+(\d+)")
 _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 
 
 def _clean(line: str) -> str:
-    line = line.rstrip("\r\n")
-    line = _PREFIX.sub("", line, count=1)
-    return _SRUN_PREFIX.sub("", line, count=1)
+    """The line without launcher prefixes and colours, with "#" put back on the bare header and
+    footer lines of older nccl-tests."""
+    line = strip_launcher_prefix(line.rstrip("\r\n"))
+    if _BARE_HEADER.match(line):
+        return "# " + line.strip()
+    return line
 
 
 def _num(tok: str):
@@ -128,6 +135,9 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
         s = line.strip()
         if not s:
             continue
+        v = _NCCL_VERSION.search(s)
+        if v and (cur.nccl_version is None or not cur.rows):
+            cur.nccl_version = v.group(1)
         if s.startswith("#"):
             body = s.lstrip("#").strip()
             m = _VERSION.match(s)
@@ -167,6 +177,7 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             m = _OOB.match(s)
             if m:
                 cur.out_of_bounds = int(m.group(1))
+                cur.out_of_bounds_status = m.group(2)
                 continue
             m = _AVG.match(s)
             if m:

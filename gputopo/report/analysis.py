@@ -20,6 +20,7 @@ from .data_findings import data_findings
 from .expected import class_of
 from .headline import Headline, headlines
 from .integrity_findings import corrupt_findings
+from .sweep_findings import cliff_findings
 from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_findings
 from .run_folder import Run
@@ -132,6 +133,7 @@ def analyze(run: Run) -> Analysis:
     derived += outlier_findings(heads, topo)
     derived += staged_findings(run.measurements, topo)
     derived += noisy_findings(run.measurements, topo)
+    derived += cliff_findings(run.measurements)
     # A writer may also have recorded a finding this analysis derives from the data (e.g. the
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}
