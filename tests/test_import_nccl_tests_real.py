@@ -116,3 +116,47 @@ def test_python_logging_and_ansi_prefixes_are_stripped():
     text = "\n".join("\x1b[0m2024-05-01 12:00:00,123 - INFO - " + line for line in CLIFF_LOG.splitlines())
     (log,) = parse_nccl_tests(text, source="all_reduce.log")
     assert len(log.rows) == 7 and log.rows[3].out_of_place.busbw_gbps == 29.90 and log.avg_busbw_gbps == 15.13
+
+
+def _refused(capsys, *argv) -> str:
+    from gputopo.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out, err
+    return err
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "empty file"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+    (b"[ 5.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n", "no nccl-tests result rows"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
+    f = tmp_path / "all_reduce.txt"
+    f.write_bytes(content)
+    assert words in _refused(capsys, "import", "nccl-tests", f, "--out", tmp_path / "r")
+    if words != "no nccl-tests result rows":
+        assert words in _refused(capsys, "import", "nccl-debug", f)
+
+
+def test_cut_log_is_imported_with_incomplete_data(tmp_path):
+    f = tmp_path / "all_reduce_cut.txt"
+    f.write_text(CLIFF_LOG.split("    16777216")[0] + "    16777216       4194304     float     sum")
+    res = import_nccl_tests([f], out_dir=tmp_path / "run", render=False)
+    kinds = [x.kind for x in analyze(load_run(res.run_dir)).findings]
+    assert kinds.count("incomplete-data") == 2  # the cut row (said with its line) and the missing footer
+    assert res.logs[0].rows[-1].size_bytes == 8388608
+
+
+def test_large_log_is_streamed(tmp_path):
+    f = tmp_path / "all_reduce_big.txt"
+    with open(f, "w") as out:
+        out.write(CLIFF_LOG.split("# Out of bounds")[0])
+        noise = "n1:11:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read " + "x" * 40 + "\n"
+        for _ in range(20):
+            out.write(noise * 5000)
+        out.write("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.13\n")
+    (log,) = parse_nccl_tests_file(f)
+    assert len(log.rows) == 7 and log.avg_busbw_gbps == 15.13 and log.problems == []

@@ -31,6 +31,8 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     for p in paths:
         if not Path(p).is_file():
             raise InputFileError(p, "no such file")
+        if Path(p).stat().st_size == 0:
+            raise InputFileError(p, "empty file: expected an NCCL_DEBUG=INFO log")
     try:
         log = parse_nccl_debug_files(paths)
     except OSError as e:

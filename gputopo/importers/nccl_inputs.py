@@ -21,7 +21,11 @@ def refuse_duplicates(paths: List[Path]) -> None:
     seen = {}
     for p in paths:
         try:
-            key = hashlib.sha256(p.read_bytes()).hexdigest()
+            digest = hashlib.sha256()
+            with open(p, "rb") as f:  # in pieces: a log may be larger than memory
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            key = digest.hexdigest()
         except OSError:
             continue  # unreadable: the parser says why
         if key in seen:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterable, List, Optional
 
 from gputopo.errors import InputFileError
 from gputopo.model import NotAvailable
@@ -121,6 +121,12 @@ def _parse_row(log: NcclTestsLog, toks: List[str], lineno: int) -> Optional[Row]
 
 def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None) -> List[NcclTestsLog]:
     """Parse nccl-tests output; one NcclTestsLog per test found. InputFileError if none."""
+    return parse_nccl_tests_lines(text.splitlines(), source=source, op=op)
+
+
+def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
+                           op: Optional[str] = None) -> List[NcclTestsLog]:
+    """Parse nccl-tests output given line by line (a file streams: only rows are kept)."""
     logs: List[NcclTestsLog] = []
     cur = NcclTestsLog(source=source)
 
@@ -130,7 +136,9 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             logs.append(cur)
             cur = NcclTestsLog(source=source)
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    any_line = False
+    for lineno, raw in enumerate(lines, start=1):
+        any_line = True
         line = _clean(raw)
         s = line.strip()
         if not s:
@@ -200,6 +208,8 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             if row is not None:
                 cur.rows.append(row)
     start_new()
+    if not any_line:
+        raise InputFileError(source, "empty file: expected nccl-tests output (all_reduce_perf & co.)")
     for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     logs = [lg for lg in logs if lg.rows]
@@ -225,9 +235,9 @@ def _op_of(log: NcclTestsLog) -> Optional[str]:
 
 
 def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise InputFileError(p, f"cannot read: {e.strerror}") from None
-    return parse_nccl_tests(text, source=str(p), op=op)
+    """Parse a file (streamed; ``-`` is stdin). InputFileError for an unreadable, empty or binary
+    file, or one without nccl-tests rows."""
+    from .text_input import text_lines
+
+    with text_lines(str(path), "nccl-tests output (all_reduce_perf & co.)") as lines:
+        return parse_nccl_tests_lines(lines, source=str(path), op=op)

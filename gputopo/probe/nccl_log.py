@@ -214,11 +214,14 @@ def _endpoint_of(log: NcclDebugLog, rank: int, token: Optional[str], line_host: 
 
 
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
-    """Parse several files (one per rank or one for the job) into one log. OSError propagates."""
+    """Parse several files (one per rank or one for the job) into one log. InputFileError when
+    one cannot be read or is binary."""
+    from gputopo.importers.text_input import text_lines
+
     log = NcclDebugLog()
     for p in paths:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            for line in f:
+        with text_lines(str(p), "an NCCL_DEBUG=INFO log") as lines:  # streamed; binary refused
+            for line in lines:
                 read_debug_line(log, line)
     return finish_channels(log)
 
