@@ -39,7 +39,7 @@ def test_bumblebee_dmesg_xid32_xid31():
 
 
 def test_journal_kernel_prefix_caused_by_previous_xid(tmp_path):
-    read, ev = _events("open-gpu-kernel-modules-1150_xid45_after_149_145.txt")
+    _read, ev = _events("open-gpu-kernel-modules-1150_xid45_after_149_145.txt")
     assert ev == {"0000:dc:00": [(45, 149), (45, 149)], "0000:ed:00": [(45, 145), (45, 145)],
                   "0000:ba:00": [(45, 145), (45, 145)], "0000:97:00": [(45, 145)]}
     run, findings = _findings(tmp_path, "open-gpu-kernel-modules-1150_xid45_after_149_145.txt")
@@ -61,7 +61,7 @@ def test_dmesg_T_with_gpu_uuids_and_a_cut_last_line(tmp_path):
     run, findings = _findings(tmp_path, "akash-support-244_dmesg-T_xid43_31_94_excerpt.txt")
     by_kind = {(f.kind, f.severity) for f in findings}
     assert ("xid", "error") in by_kind  # Xid 94 on the third GPU
-    assert [f for f in findings if f.kind == "xid" and f.severity == "error"][0].gpus == [2]
+    assert next(f for f in findings if f.kind == "xid" and f.severity == "error").gpus == [2]
     incomplete = [f for f in findings if f.kind == "incomplete-data"]
     assert len(incomplete) == 1 and "line 13" in incomplete[0].message
     assert str(run.topology.gpus[2].uuid) == "GPU-c24840ec-8de1-83d5-b126-08000173ae32"
@@ -171,8 +171,7 @@ def test_huge_log_is_streamed(tmp_path):
     f = tmp_path / "big.log"
     line = "[ 12.345678] eth0: link up, 100 Gbps, full duplex " + "x" * 60 + "\n"
     with open(f, "w") as out:
-        for _ in range(20):
-            out.write(line * 5000)
+        out.writelines(line * 5000 for _ in range(20))
         out.write("[ 99.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
     read = read_kernel_log_file(str(f))
     assert read.lines == 100001 and [e.xid for e in read.events[(0, 0x3b, 0)]] == [79]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest_report import seed_topology, write_run
+
 from gputopo.errors import UsageError
 from gputopo.importers.nccl_debug import import_nccl_debug
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
@@ -88,7 +88,7 @@ def test_h800_ranks_on_other_devices_shm():
 def test_one_host_name_on_two_machines_kept_apart():
     lines = []
     for rank in range(4):  # two containers both named "worker", 2 GPUs each, same pids and bus ids
-        node, dev = divmod(rank, 2)
+        _node, dev = divmod(rank, 2)
         lines.append(f"worker:{10 + dev}:{10 + dev} [{dev}] NCCL INFO comm 0x1 rank {rank} nranks 4 cudaDev {dev} "
                      f"nvmlDev {dev} busId {'1b000' if dev == 0 else '3d000'} commId 0x9 - Init COMPLETE")
     lines += ["worker:10:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from gputopo.importers.nccl_import import import_nccl_tests
-from gputopo.importers.nccl_tests import log_summary, parse_nccl_tests, parse_nccl_tests_file
+from gputopo.importers.nccl_tests import (
+    log_summary,
+    parse_nccl_tests,
+    parse_nccl_tests_file,
+)
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from gputopo.report.sweep_findings import find_cliff
@@ -155,8 +159,7 @@ def test_large_log_is_streamed(tmp_path):
     with open(f, "w") as out:
         out.write(CLIFF_LOG.split("# Out of bounds")[0])
         noise = "n1:11:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read " + "x" * 40 + "\n"
-        for _ in range(20):
-            out.write(noise * 5000)
+        out.writelines(noise * 5000 for _ in range(20))
         out.write("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.13\n")
     (log,) = parse_nccl_tests_file(f)
     assert len(log.rows) == 7 and log.avg_busbw_gbps == 15.13 and log.problems == []

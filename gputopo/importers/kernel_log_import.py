@@ -14,10 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from gputopo import SCHEMA_VERSION
-from gputopo.bench.runlog import MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, new_run_dir, run_info, write_json
+from gputopo.bench.runlog import (
+    MEASUREMENTS_JSONL,
+    RUN_JSON,
+    TOPOLOGY_JSON,
+    new_run_dir,
+    run_info,
+    write_json,
+)
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology, topology_to_json
 from gputopo.model.health import GpuHealth
@@ -70,7 +77,7 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     return Topology(gpus=gpus, pairs=[], host=host, source="kernel-log", simulated=False, machine=hostname)
 
 
-def kernel_log_document(read: KernelLogRead, path: str) -> Dict[str, Any]:
+def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "file": display_name(path), "forms": read.forms,
             "hosts": read.hosts, "lines": read.lines, "kernel_lines": read.kernel_lines,
             "nvrm_lines": read.nvrm_lines,
@@ -78,7 +85,7 @@ def kernel_log_document(read: KernelLogRead, path: str) -> Dict[str, Any]:
             "gpus": [bus_label(k) for k in read.buses], "problems": list(read.problems)}
 
 
-def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: Optional[List[str]] = None,
+def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
                       render: bool = True, console=None) -> KernelLogImport:
     """Read the log and write a run folder; returns where it went (InputFileError / UsageError on bad input)."""
     read = read_kernel_log_file(path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
@@ -18,7 +18,7 @@ from .nccl_tests import device_keys, normalize_bus_id
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same log given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
-    seen = {}
+    seen: Dict[str, Path] = {}
     for p in paths:
         try:
             digest = hashlib.sha256()

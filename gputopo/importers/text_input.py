@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from gputopo.errors import InputFileError
 
@@ -29,10 +30,10 @@ def text_lines(path: str, what: str) -> Iterator[Iterator[str]]:
     """The lines of ``path`` (``-``: stdin) as text; InputFileError when it is not readable text.
     ``what`` names the expected content in the refusal ("a kernel log")."""
     try:
-        raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
+        raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as e:
         raise InputFileError(path, f"cannot read: {e.strerror or e}") from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
     try:
         head = buffered.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
         if _is_binary(head):

@@ -13,7 +13,6 @@ pid and rank, never merged).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -22,9 +21,9 @@ class RankSeen:
 
     host: str
     pid: int
-    cuda_dev: Optional[int] = None
-    nvml_dev: Optional[int] = None
-    bus_id: Optional[str] = None
+    cuda_dev: int | None = None
+    nvml_dev: int | None = None
+    bus_id: str | None = None
 
 
 @dataclass
@@ -32,9 +31,9 @@ class RankMap:
     """rank -> RankSeen (the world communicator's: the largest ``nranks`` seen), and each rank's
     machine label (the host name, or ``name#k`` when one name covers several machines)."""
 
-    ranks: Dict[int, RankSeen] = field(default_factory=dict)
-    _init_size: Dict[int, int] = field(default_factory=dict)  # rank -> nranks of the Init line kept
-    labels: Dict[int, str] = field(default_factory=dict)
+    ranks: dict[int, RankSeen] = field(default_factory=dict)
+    _init_size: dict[int, int] = field(default_factory=dict)  # rank -> nranks of the Init line kept
+    labels: dict[int, str] = field(default_factory=dict)
 
     def from_init(self, rank: int, nranks: int, seen: RankSeen) -> None:
         """An Init line: kept when its communicator is at least as large as the one kept before."""
@@ -53,7 +52,7 @@ class RankMap:
         """Split a host name that two machines share: a rank joins the first machine of its name
         not already holding a rank on the same GPU (same bus id or NVML index: NCCL refuses one GPU
         twice in a communicator)."""
-        machines: Dict[str, List[set]] = {}
+        machines: dict[str, list[set]] = {}
         for rank in sorted(self.ranks):
             seen = self.ranks[rank]
             gpu = _gpu_key(seen)
@@ -72,18 +71,18 @@ class RankMap:
             if len(machines.get(host, [])) == 1:
                 self.labels[rank] = host
 
-    def host_of(self, rank: int) -> Optional[str]:
+    def host_of(self, rank: int) -> str | None:
         return self.labels.get(rank)
 
-    def seen(self, rank: int) -> Optional[RankSeen]:
+    def seen(self, rank: int) -> RankSeen | None:
         return self.ranks.get(rank)
 
     @property
-    def machines(self) -> List[str]:
+    def machines(self) -> list[str]:
         return sorted(set(self.labels.values()))
 
 
-def _gpu_key(seen: RankSeen) -> Optional[Tuple[str, object]]:
+def _gpu_key(seen: RankSeen) -> tuple[str, object] | None:
     if seen.bus_id:
         return ("bus", seen.bus_id)
     if seen.nvml_dev is not None:

@@ -23,13 +23,13 @@ size is read in bounded memory.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from gputopo.importers.line_prefixes import strip_launcher_prefix
 from gputopo.model.health import XidEvent
 
-BusKey = Tuple[int, int, int]  # (domain, bus, device): what an Xid line names
+BusKey = tuple[int, int, int]  # (domain, bus, device): what an Xid line names
 
 _BUS = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<xid>\d+)\s*,?\s*(?P<text>.*)$")
@@ -54,7 +54,7 @@ _CONTINUATION_LINES = 4
 FALLEN_TEXT = "GPU has fallen off the bus (printed without an Xid number; read as Xid 79)"
 
 
-def xid_bus_key(bus_id: str) -> Optional[BusKey]:
+def xid_bus_key(bus_id: str) -> BusKey | None:
     """(domain, bus, device) of "0000:3b:00", "00000000:3B:00.0" or "0000:3b:00.0"; None otherwise."""
     parts = re.split(r"[:.]", str(bus_id).strip())
     if len(parts) not in (3, 4):
@@ -73,26 +73,26 @@ def bus_label(key: BusKey) -> str:
 class KernelLogRead:
     """What a kernel log says about the GPUs, per bus, and what could not be read."""
 
-    events: Dict[BusKey, List[XidEvent]] = field(default_factory=dict)
-    uuids: Dict[BusKey, str] = field(default_factory=dict)  # from "NVRM: GPU at PCI:..." lines
-    hosts: List[str] = field(default_factory=list)  # journal/syslog host names, in order seen
-    forms: List[str] = field(default_factory=list)  # "dmesg", "dmesg -T", "journal", ...
+    events: dict[BusKey, list[XidEvent]] = field(default_factory=dict)
+    uuids: dict[BusKey, str] = field(default_factory=dict)  # from "NVRM: GPU at PCI:..." lines
+    hosts: list[str] = field(default_factory=list)  # journal/syslog host names, in order seen
+    forms: list[str] = field(default_factory=list)  # "dmesg", "dmesg -T", "journal", ...
     lines: int = 0
     kernel_lines: int = 0  # lines with a kernel-log time stamp / "kernel:" or an NVRM message
     nvrm_lines: int = 0
-    problems: List[str] = field(default_factory=list)
-    _pending: Optional[Tuple[BusKey, str, int, str]] = None  # (bus, stamp, line no, text so far)
-    _fallen_only: Set[BusKey] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    _pending: tuple[BusKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
+    _fallen_only: set[BusKey] = field(default_factory=set)
 
     @property
-    def buses(self) -> List[BusKey]:
+    def buses(self) -> list[BusKey]:
         return sorted(set(self.events) | set(self.uuids))
 
     def add(self, bus: BusKey, event: XidEvent) -> None:
         self.events.setdefault(bus, []).append(event)
 
 
-def _stamp(line: str, read: KernelLogRead) -> Tuple[str, str, bool]:
+def _stamp(line: str, read: KernelLogRead) -> tuple[str, str, bool]:
     """(time stamp, the text after the stamp/host, whether the line has a kernel-log form)."""
     for form, pattern in _STAMPS:
         m = pattern.match(line)
@@ -113,8 +113,7 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
     """Feed one line of the log to ``read``."""
     read.lines += 1
     line = strip_launcher_prefix(raw.rstrip("\r\n")).strip()
-    if line.startswith("> "):  # quoted paste
-        line = line[2:]
+    line = line.removeprefix("> ")
     stamp, text, dated = _stamp(line, read)
     nvrm = "NVRM:" in text
     if dated or nvrm:
@@ -198,6 +197,6 @@ def read_kernel_log_lines(lines: Iterable[str]) -> KernelLogRead:
     return finish(read)
 
 
-def parse_xid_lines(text: str) -> Dict[BusKey, List[XidEvent]]:
+def parse_xid_lines(text: str) -> dict[BusKey, list[XidEvent]]:
     """Every Xid event of a kernel log text, by the GPU bus it names, in log order."""
     return read_kernel_log_lines(text.splitlines()).events

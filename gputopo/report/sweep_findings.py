@@ -12,8 +12,6 @@ and in-place figures, so one noisy placement alone never makes a cliff; peaks be
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from gputopo.model import Finding, Measurement
 
 #: busbw below this fraction of the best smaller size's, with no larger size back above it.
@@ -22,9 +20,9 @@ CLIFF_FRACTION = 0.5
 MIN_PEAK_GBPS = 1.0
 
 
-def _sweeps(measurements: List[Measurement]) -> Dict[Tuple[str, str, Tuple[int, ...]], Dict[int, float]]:
+def _sweeps(measurements: list[Measurement]) -> dict[tuple[str, str, tuple[int, ...]], dict[int, float]]:
     """(file, test, GPUs) -> size -> printed busbw (the better placement), for nccl-tests imports."""
-    out: Dict[Tuple[str, str, Tuple[int, ...]], Dict[int, float]] = {}
+    out: dict[tuple[str, str, tuple[int, ...]], dict[int, float]] = {}
     for m in measurements:
         extra = m.extra or {}
         if extra.get("source") != "nccl-tests":
@@ -37,7 +35,7 @@ def _sweeps(measurements: List[Measurement]) -> Dict[Tuple[str, str, Tuple[int, 
     return out
 
 
-def find_cliff(busbw_by_size: Dict[int, float]) -> Optional[Tuple[int, float, int, float, float]]:
+def find_cliff(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float, float] | None:
     """(size before, busbw there, size of the drop, busbw there, best busbw after) of the first
     unrecovered cliff, or None."""
     sizes = sorted(busbw_by_size)
@@ -60,7 +58,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def cliff_findings(measurements: List[Measurement]) -> List[Finding]:
+def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
     out = []
     for (file, test, gpus), by_size in sorted(_sweeps(measurements).items()):
         cliff = find_cliff(by_size)
@@ -78,7 +76,7 @@ def cliff_findings(measurements: List[Measurement]) -> List[Finding]:
                       "fraction": CLIFF_FRACTION, "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
             cause="transfers from this size on take a much slower path: a transport fallback (e.g. P2P to SHM "
                   "or socket), a buffer larger than a peer mapping can hold, or a link that degrades under load",
-            remedies=["rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH and import the log with "
-                      "`gputopo import nccl-debug` to see the transport per pair",
+            remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH and import the log with "
+                      "`gputopo import nccl-debug` to see the transport per pair"),
                       "rerun the sizes around the cliff alone (-b/-e) to see whether it moves"]))
     return out
