@@ -34,7 +34,7 @@ def test_bumblebee_dmesg_xid32_xid31():
     read, ev = _events("bumblebee-677_xid32_xid31.txt")
     assert ev == {"0000:01:00": [(32, None), (32, None), (31, None)]}
     assert read.forms == ["dmesg"] and read.problems == []
-    assert read.events[(0, 1, 0)][2].timestamp == "24128.834365"
+    assert read.events[(0, 1, 0)][2].timestamp == "[24128.834365]"
     assert read.events[(0, 1, 0)][2].text.startswith("Ch 00000003, engmask 00000101")
 
 
@@ -56,7 +56,7 @@ def test_dmesg_T_with_gpu_uuids_and_a_cut_last_line(tmp_path):
     assert ev == {"0000:00:05": [(43, None), (43, None)], "0000:00:07": [(31, None)], "0000:00:08": [(94, None)]}
     assert read.forms == ["dmesg -T"]
     assert read.uuids[(0, 0, 8)] == "GPU-c24840ec-8de1-83d5-b126-08000173ae32"
-    assert read.events[(0, 0, 5)][0].timestamp == "Wed Jul 31 23:14:18 2024"
+    assert read.events[(0, 0, 5)][0].timestamp == "[Wed Jul 31 23:14:18 2024]"
     assert len(read.problems) == 1 and read.problems[0].startswith("line 13: an Xid line that could not be read")
     run, findings = _findings(tmp_path, "akash-support-244_dmesg-T_xid43_31_94_excerpt.txt")
     by_kind = {(f.kind, f.severity) for f in findings}
@@ -85,7 +85,7 @@ def test_fallen_off_the_bus_on_three_lines_without_xid(tmp_path):
     read, ev = _events("nvsentinel-155_fallen-off-bus_no-xid_570.txt")
     assert ev == {"0000:b3:00": [(79, None)]}
     event = read.events[(0, 0xb3, 0)][0]
-    assert event.text.startswith(FALLEN_TEXT) and "10de:26b5" in event.text and event.timestamp == "1843.308145"
+    assert event.text.startswith(FALLEN_TEXT) and "10de:26b5" in event.text and event.timestamp == "[ 1843.308145]"
     _, findings = _findings(tmp_path, "nvsentinel-155_fallen-off-bus_no-xid_570.txt")
     assert [(f.kind, f.severity, f.gpus) for f in findings] == [("xid", "error", [0])]
 

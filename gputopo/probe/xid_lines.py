@@ -41,12 +41,13 @@ _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 #: The log's own time stamp and, for journal/syslog lines, the host: (stamp, host).
 _STAMPS = (
-    ("dmesg", re.compile(r"^\[\s*(?P<stamp>\d+\.\d+)\]")),
-    ("dmesg -T", re.compile(r"^\[(?P<stamp>" + _DAYS + r" " + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d \d{4})\]")),
-    ("journal", re.compile(r"^(?P<stamp>" + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d(?:\.\d+)?) (?P<host>\S+) kernel:")),
-    ("journal", re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[\d.,:+-]*Z?) (?P<host>\S+) kernel:")),
-    ("journal", re.compile(r"^\[\s*(?P<stamp>\d+\.\d+)\] (?P<host>\S+) kernel:")),
+    ("journal", re.compile(r"^(?P<stamp>\[\s*\d+\.\d+\]) (?P<host>\S+) kernel:")),
+    ("dmesg", re.compile(r"^(?P<stamp>\[\s*\d+\.\d+\])")),
+    ("dmesg -T", re.compile(r"^(?P<stamp>\[" + _DAYS + r" " + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d \d{4}\])")),
+    ("journal", re.compile(r"^(?P<stamp>" + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d(?:\.\d+)?) (?:(?P<host>\S+) )?kernel:")),
+    ("journal", re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[\d.,:+-]*Z?) (?:(?P<host>\S+) )?kernel:")),
     ("dmesg iso", re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[\d.,:+-]*)\s")),
+    ("syslog", re.compile(r"^(?P<stamp>" + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d)\s")),
     ("kernel:", re.compile(r"^(?P<stamp>)kernel:")),
 )
 #: After a "The NVIDIA GPU <bus>" line, how many lines may hold the rest of its sentence.
