@@ -129,3 +129,17 @@ def test_into_matches_only_the_runs_host(tmp_path):
     assert [(p["endpoints"], p["gpus"]) for p in matched] == [
         (["machine-2/0000:1a:00.0", "machine-2/0000:1b:00.0"], [0, 1])]
     assert doc["hosts"] == ["machine-1", "machine-2"]
+
+
+def test_cut_channel_line_is_said_with_its_line(tmp_path, capsys):
+    from gputopo.cli.main import main
+
+    f = tmp_path / "job.log"
+    f.write_text("n1:5:6 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+                 "n1:5:6 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[")
+    log = parse_nccl_debug_files([f])
+    assert len(log.channels) == 1
+    assert log.problems == [f"{f}:2: a channel line that could not be read (cut or garbled): 'Channel 01/0 : 0[0] -> 1['"]
+    with pytest.raises(SystemExit) as e:
+        main(["import", "nccl-debug", str(f)])
+    assert e.value.code == 0 and f"Not read: {f}:2: a channel line" in capsys.readouterr().out.replace("\n", "")

@@ -114,5 +114,7 @@ def _print_transports(doc) -> None:
     if doc["settings"]:
         c.print("NCCL settings from the environment: "
                 + ", ".join(f"{k}={v}" for k, v in sorted(doc["settings"].items())))
+    for problem in doc.get("problems") or []:
+        c.print(f"Not read: {problem}", markup=False)
     if not doc["pairs"]:
         c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")

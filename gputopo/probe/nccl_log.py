@@ -44,6 +44,7 @@ _PREFIX = re.compile(r"^(?:.*?\s)?(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[
 _CHANNEL = re.compile(
     r"(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)(?:\[(?P<sdev>[0-9a-fA-F]+)\])? -> "
     r"(?P<dst>\d+)(?:\[(?P<ddev>[0-9a-fA-F]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
+_CHANNEL_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+")
 _INIT = re.compile(
     r"comm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm>0x[0-9a-fA-F]+))?")
@@ -131,8 +132,9 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
     return finish_channels(log)
 
 
-def read_debug_line(log: NcclDebugLog, line: str) -> None:
-    """Feed one line (launcher prefixes and colours are removed first)."""
+def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
+    """Feed one line (launcher prefixes and colours are removed first); ``where`` ("file:line")
+    names it when it is a channel line that cannot be read (cut or garbled)."""
     m = _PREFIX.match(strip_launcher_prefix(line).strip())
     if not m:
         return
@@ -145,6 +147,10 @@ def read_debug_line(log: NcclDebugLog, line: str) -> None:
         log._raw.append((host, pid, dev, g))
         own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
         log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
+        return
+    if _CHANNEL_START.match(msg) and "->" in msg:
+        log.problems.append(f"{where or 'a line'}: a channel line that could not be read (cut or garbled): "
+                            f"{msg[:120]!r}")
         return
     i = _INIT.search(msg)
     if i:
@@ -221,8 +227,8 @@ def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
     log = NcclDebugLog()
     for p in paths:
         with text_lines(str(p), "an NCCL_DEBUG=INFO log") as lines:  # streamed; binary refused
-            for line in lines:
-                read_debug_line(log, line)
+            for lineno, line in enumerate(lines, start=1):
+                read_debug_line(log, line, f"{p}:{lineno}")
     return finish_channels(log)
 
 
