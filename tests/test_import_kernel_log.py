@@ -175,3 +175,15 @@ def test_huge_log_is_streamed(tmp_path):
         out.write("[ 99.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
     read = read_kernel_log_file(str(f))
     assert read.lines == 100001 and [e.xid for e in read.events[(0, 0x3b, 0)]] == [79]
+
+
+def test_stdin_as_a_user_pipes_it(tmp_path):
+    import subprocess
+    import sys
+
+    log = (XID / "bumblebee-677_xid32_xid31.txt").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "gputopo", "import", "kernel-log", "-", "--out", str(tmp_path / "r")],
+                          input=log, capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
+    assert doc["file"] == "<stdin>" and doc["xid_events"] == 3 and doc["gpus"] == ["0000:01:00"]
