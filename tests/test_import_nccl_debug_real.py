@@ -143,3 +143,22 @@ def test_cut_channel_line_is_said_with_its_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["import", "nccl-debug", str(f)])
     assert e.value.code == 0 and f"Not read: {f}:2: a channel line" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_sub_communicator_ranks_are_not_world_ranks():
+    """A data-parallel communicator of 2 ranks across nodes: its rank 1 is world rank 2 (node b),
+    not world rank 1 (node a); the peer is looked up in the line's own communicator (the
+    printing process's last Init START)."""
+    init = "{h}:{pid}:{pid} [{d}] NCCL INFO comm 0x{c} rank {r} nranks {n} cudaDev {d} nvmlDev {d} busId {bus} commId {cid} - Init START"
+    lines = [init.format(h="a", pid=1, d=0, c=1, r=0, n=4, bus="1b000", cid="0xw"),
+             init.format(h="a", pid=2, d=1, c=2, r=1, n=4, bus="3d000", cid="0xw"),
+             init.format(h="b", pid=3, d=0, c=3, r=2, n=4, bus="1b000", cid="0xw"),
+             init.format(h="b", pid=4, d=1, c=4, r=3, n=4, bus="3d000", cid="0xw"),
+             "a:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+             init.format(h="a", pid=1, d=0, c=5, r=0, n=2, bus="1b000", cid="0xdp"),
+             init.format(h="b", pid=3, d=0, c=6, r=1, n=2, bus="1b000", cid="0xdp"),
+             "a:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0",
+             "b:3:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0"]
+    got = pairs(parse_nccl_debug("\n".join(lines)))
+    assert got == {("a/0000:1b:00.0", "a/0000:3d:00.0"): (["P2P/IPC"], 1),
+                   ("a/0000:1b:00.0", "b/0000:1b:00.0"): (["NET/IB/0"], 2)}

@@ -109,6 +109,9 @@ class NcclDebugLog:
     lines: int = 0  # NCCL INFO lines read
     #: rank -> the process / machine that printed for it (nccl_ranks.py): the peers' hosts.
     rank_map: RankMap = field(default_factory=RankMap)
+    #: communicator (commId, else "nranks N") -> rank -> the process that printed its Init line
+    comm_ranks: Dict[str, Dict[int, RankSeen]] = field(default_factory=dict)
+    _current_comm: Dict[Tuple[str, int], str] = field(default_factory=dict)  # (host, pid) -> last Init START
     #: What the log says that could not be used, per line or connection.
     problems: List[str] = field(default_factory=list)
     _raw: List[Tuple[str, int, int, dict]] = field(default_factory=list)  # channel lines not yet finished
@@ -144,9 +147,11 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     if c:
         g = c.groupdict()
         g["via"] = g["via"].split(", [", 1)[0].rstrip(".")
+        g["comm"] = log._current_comm.get((host, pid))
         log._raw.append((host, pid, dev, g))
         own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
-        log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
+        if g["comm"] is None:  # ranks of an unknown communicator: only the world map may hold them
+            log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
         return
     if _CHANNEL_START.match(msg) and "->" in msg:
         log.problems.append(f"{where or 'a line'}: a channel line that could not be read (cut or garbled): "
@@ -163,9 +168,13 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
             "bus_id": bus,
             "nvml_dev": int(nvml) if nvml is not None else None, "cuda_dev": int(i.group("cuda")),
             "nranks": int(i.group("nranks")), "comm_id": i.group("comm")}
-        log.rank_map.from_init(rank, int(i.group("nranks")), RankSeen(
-            host=host, pid=pid, cuda_dev=int(i.group("cuda")), nvml_dev=int(nvml) if nvml is not None else None,
-            bus_id=bus))
+        seen = RankSeen(host=host, pid=pid, cuda_dev=int(i.group("cuda")),
+                        nvml_dev=int(nvml) if nvml is not None else None, bus_id=bus)
+        log.rank_map.from_init(rank, int(i.group("nranks")), seen)
+        comm = i.group("comm") or f"nranks {i.group('nranks')}"
+        log.comm_ranks.setdefault(comm, {})[rank] = seen
+        if "Init START" in msg:  # the channel lines this process prints next are this communicator's
+            log._current_comm[(host, pid)] = comm
         return
     s = _SETTING.search(msg)
     if s:
@@ -178,17 +187,30 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
 
 
 def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
-    """Turn the channel lines read so far into ChannelLines: the printing rank's host is the line's,
-    the peer's comes from the rank -> host map (nccl_ranks.py), never from the line."""
+    """Turn the channel lines read so far into ChannelLines. The printing rank is the line's own
+    process; the peer is looked up among the ranks of the communicator the line belongs to (the
+    printing process's last ``Init START``), else in the world map (nccl_ranks.py), never taken
+    from the line's host, except that P2P and SHM peers are on the printer's machine."""
     log.rank_map.assign_machines()
-    for host, _pid, _dev, g in log._raw:
+    for host, pid, dev, g in log._raw:
         src_rank, dst_rank = int(g["src"]), int(g["dst"])
-        own = dst_rank if g["dir"] == "receive" else src_rank
-        # P2P and SHM join two GPUs of one machine: the peer is on the printer's machine.
+        own_rank = dst_rank if g["dir"] == "receive" else src_rank
+        peer_rank = src_rank if own_rank == dst_rank else dst_rank
+        members = log.comm_ranks.get(g["comm"]) if g["comm"] else None
+        own_seen = (members or {}).get(own_rank) if members is not None else log.rank_map.seen(own_rank)
+        own_is_world_rank = members is None and own_seen is not None and (own_seen.host, own_seen.pid) == (host, pid)
+        if own_seen is None or (own_seen.host, own_seen.pid) != (host, pid):
+            own_seen = RankSeen(host=host, pid=pid, cuda_dev=dev)
+        peer_seen = members.get(peer_rank) if members is not None else log.rank_map.seen(peer_rank)
+        # World ranks carry their machine label; a sub-communicator's are labelled by process.
+        own_label = (log.rank_map.host_of(own_rank) if own_is_world_rank else None) or log.rank_map.label_for(own_seen)
         local = g["via"].split("/", 1)[0].upper() in ("P2P", "SHM")
-        own_host = log.rank_map.host_of(own) or host
-        src = _endpoint_of(log, src_rank, g["sdev"], own_host if own == src_rank or local else None)
-        dst = _endpoint_of(log, dst_rank, g["ddev"], own_host if own == dst_rank or local else None)
+        peer_label = (log.rank_map.host_of(peer_rank) if members is None and peer_seen is not None else None) or \
+            (log.rank_map.label_for(peer_seen) if peer_seen is not None else own_label if local else "?")
+        own_ep = _endpoint_of(log, own_seen, own_label, g["sdev"] if own_rank == src_rank else g["ddev"], own_rank)
+        peer_ep = _endpoint_of(log, peer_seen, peer_label, g["ddev"] if own_rank == src_rank else g["sdev"],
+                               peer_rank)
+        src, dst = (own_ep, peer_ep) if own_rank == src_rank else (peer_ep, own_ep)
         if src == dst:
             log.problems.append(f"rank {src_rank} -> {dst_rank} via {g['via']}: both ends read as {src.label()} "
                                 "(the log does not tell the two GPUs apart): line not counted")
@@ -199,24 +221,22 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
     return log
 
 
-def _endpoint_of(log: NcclDebugLog, rank: int, token: Optional[str], line_host: Optional[str]) -> Endpoint:
-    """The GPU of one end: its machine from the rank map (else the printing line's host for the
-    rank that printed it, else "?"), its device from the bracket token (bus id or NVML index), else
-    from what the rank's own lines said."""
-    host = line_host if line_host and rank not in log.rank_map.labels else log.rank_map.host_of(rank) or "?"
-    seen = log.rank_map.seen(rank)
-    name = seen.host if seen is not None else host
+def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token: Optional[str],
+                 rank: int) -> Endpoint:
+    """One end's GPU: from the bracket token (bus id or NVML index), else from what the rank's own
+    lines said (Init: bus id / nvmlDev; NCCL <= 2.5 lines: the printing process's [cudaDev])."""
+    name = seen.host if seen is not None else label
     if token:
         bus = bus_id_from_nccl(token)
         if bus is not None:
-            return Endpoint(host, bus_id=bus)
+            return Endpoint(label, bus_id=bus)
         dev = int(token)
-        return Endpoint(host, bus_id=log.buses.get((name, dev)), nvml_dev=dev)
+        return Endpoint(label, bus_id=log.buses.get((name, dev)), nvml_dev=dev)
     if seen is not None and (seen.bus_id or seen.nvml_dev is not None):
-        return Endpoint(host, bus_id=seen.bus_id, nvml_dev=seen.nvml_dev)
-    if seen is not None and seen.cuda_dev is not None:  # NCCL <= 2.5 lines: the printing process's [cudaDev]
-        return Endpoint(host, bus_id=log.buses.get((name, seen.cuda_dev)), nvml_dev=seen.cuda_dev)
-    return Endpoint(host, rank=rank)  # the log never says which GPU this rank drove
+        return Endpoint(label, bus_id=seen.bus_id, nvml_dev=seen.nvml_dev)
+    if seen is not None and seen.cuda_dev is not None:
+        return Endpoint(label, bus_id=log.buses.get((name, seen.cuda_dev)), nvml_dev=seen.cuda_dev)
+    return Endpoint(label, rank=rank)  # the log never says which GPU this rank drove
 
 
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:

@@ -71,6 +71,15 @@ class RankMap:
             if len(machines.get(host, [])) == 1:
                 self.labels[rank] = host
 
+    def label_for(self, seen: RankSeen) -> str:
+        """The machine label of a process: that of the world rank printed by the same process on
+        the same GPU, else its host name."""
+        for rank, world in self.ranks.items():
+            if (world.host, world.pid) == (seen.host, seen.pid) and \
+                    (_gpu_key(seen) is None or _gpu_key(world) in (None, _gpu_key(seen))):
+                return self.labels.get(rank, seen.host)
+        return seen.host
+
     def host_of(self, rank: int) -> str | None:
         return self.labels.get(rank)
 
