@@ -163,3 +163,26 @@ def test_large_log_is_streamed(tmp_path):
         out.write("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 15.13\n")
     (log,) = parse_nccl_tests_file(f)
     assert len(log.rows) == 7 and log.avg_busbw_gbps == 15.13 and log.problems == []
+
+
+def test_rank_lines_without_hash():
+    """The header lines of NVIDIA/nccl issue 583 (mpirun, no "#"), with two rows after them."""
+    text = """ nThread 1 nGpus 1 minBytes 32 maxBytes 8589934592 step: 2(factor) warmup iters: 5       iters: 20 validation: 1 single_test: 0 test_buffer_kind: 2
+
+ Using devices
+   Rank  0 Pid 1821213 on AI-A100-Beethoven01 device  0 [0x00] NVIDIA A100-SXM4-40GB
+   Rank  1 Pid 1821214 on AI-A100-Beethoven01 device  1 [0x00] NVIDIA A100-SXM4-40GB
+
+                                                     out-of-place                       in-place
+       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+          32             8   float     sum    12.50    0.00    0.00  0e+00    12.40    0.00    0.00  0e+00
+          64            16   float     sum    12.60    0.01    0.01  0e+00    12.50    0.01    0.01  0e+00
+ Out of bounds values : 0 OK
+ Avg bus bandwidth    : 0.005
+"""
+    (log,) = parse_nccl_tests(text, source="all_reduce.txt")
+    assert [(r.rank, r.host, r.device, r.name) for r in log.ranks] == [
+        (0, "AI-A100-Beethoven01", 0, "NVIDIA A100-SXM4-40GB"), (1, "AI-A100-Beethoven01", 1, "NVIDIA A100-SXM4-40GB")]
+    assert log.config["nGpus"] == 1 and log.config["iters"] == 20
+    assert [r.size_bytes for r in log.rows] == [32, 64] and log.out_of_bounds == 0 and log.problems == []
