@@ -143,6 +143,11 @@ def test_scan_with_saved_kernel_log_on_a_sim(tmp_path, capsys):
     xids = {g["nvml_index"]: [e["xid"] for e in g["health"]["xid_events"]] for g in doc["gpus"]}
     assert xids == {0: [], 1: [48], 2: [], 3: []}
     assert doc["host"]["kernel_log"] == f"saved kernel log {log}"
+    log.write_text(log.read_text() + "[ 6.0] NVRM: Xid (PCI:0000:1c\n")
+    with pytest.raises(SystemExit):
+        main(["scan", "--sim", "pcie-4gpu", "--kernel-log", str(log), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert "1 Xid line(s) not readable: line 2: an Xid line that could not be read" in doc["host"]["kernel_log"]
 
 
 def _refused(capsys, *argv) -> str:

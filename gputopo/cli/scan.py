@@ -12,14 +12,15 @@ from gputopo.errors import InputFileError, UsageError
 
 
 def _saved_kernel_log(path: str):
-    """(text, where from) of ``scan --kernel-log FILE`` (- for stdin); exit 2 when not a kernel log."""
+    """(what the saved log says, where from) for ``scan --kernel-log FILE`` (- for stdin), read
+    streamed; exit 2 when it is empty, binary or not a kernel log. Unreadable Xid lines are named."""
     from gputopo.importers.kernel_log_import import read_kernel_log_file
 
-    read_kernel_log_file(path)  # refuses an empty, binary or other file with one line
-    if path == "-":
-        raise UsageError("--kernel-log -: give a file (stdin cannot be read twice)")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read(), f"saved kernel log {path}"
+    read = read_kernel_log_file(path)
+    where = f"saved kernel log {'<stdin>' if path == '-' else path}"
+    if read.problems:
+        where += f" ({len(read.problems)} Xid line(s) not readable: {'; '.join(read.problems[:3])})"
+    return read, where
 
 
 def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_log: str | None = None):

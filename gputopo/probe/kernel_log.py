@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from gputopo.model.values import NotAvailable
 from gputopo.probe.host import Runner, _call, default_run
-from gputopo.probe.xid_lines import BusKey, parse_xid_lines, xid_bus_key
+from gputopo.probe.xid_lines import BusKey, KernelLogRead, parse_xid_lines, xid_bus_key
 
 __all__ = ["KERNEL_LOG_COMMANDS", "BusKey", "parse_xid_lines", "read_kernel_log", "read_xid_events",
            "xid_bus_key"]
@@ -38,11 +38,11 @@ def read_kernel_log(run: Runner = default_run) -> Tuple[Union[str, NotAvailable]
 
 
 def read_xid_events(gpu_bus_ids: Sequence[str], run: Runner = default_run,
-                    saved: Optional[Tuple[str, str]] = None):
+                    saved: Optional[Tuple[Union[str, KernelLogRead], str]] = None):
     """Xid events per GPU bus id given (NVML form), or NotAvailable(why) for the whole machine.
 
-    ``saved``: (text, where from) of a kernel log saved earlier (``scan --kernel-log FILE``),
-    read instead of the live one.
+    ``saved``: (text or what xid_lines read from it, where from) of a kernel log saved earlier
+    (``scan --kernel-log FILE``), read instead of the live one.
 
     Returns ``(events, source, unmatched)``: ``events`` maps each bus id to its list (empty when
     the log holds none for it), ``source`` the command read, ``unmatched`` the Xid lines naming a
@@ -51,7 +51,7 @@ def read_xid_events(gpu_bus_ids: Sequence[str], run: Runner = default_run,
     text, source = saved if saved is not None else read_kernel_log(run)
     if isinstance(text, NotAvailable):
         return text, source, {}
-    by_bus = parse_xid_lines(text)
+    by_bus = dict(text.events) if isinstance(text, KernelLogRead) else parse_xid_lines(text)
     events = {}
     for bus_id in gpu_bus_ids:
         key = xid_bus_key(bus_id)
