@@ -66,7 +66,7 @@ class RankMap:
             else:
                 slots.append({gpu} if gpu is not None else set())
                 self.labels[rank] = f"{seen.host}#{len(slots)}"
-        for rank, label in list(self.labels.items()):
+        for rank in list(self.labels):
             host = self.ranks[rank].host
             if len(machines.get(host, [])) == 1:
                 self.labels[rank] = host
