@@ -108,7 +108,7 @@ def nccl_tests_findings(run: Run) -> List[Finding]:
             lc = class_of(run.topology, gpus) if gpus else None
             out.append(Finding(
                 "corrupt", "error",
-                f"nccl-tests {log.get('op', '?')}: {oob} out-of-bounds value(s) ({log.get('file', '?')})",
+                f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
                 gpus=gpus, link_class=str(lc) if lc else None,
                 evidence={"out_of_bounds": oob, "file": log.get("file")},
                 cause="the collective wrote outside its buffers: a transport or driver fault",

@@ -68,8 +68,8 @@ def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
         op = test.split(".", 1)[-1]
         out.append(Finding(
             "bandwidth-cliff", "warning",
-            f"nccl-tests {op} ({file}): busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at "
-            f"{_size(drop)} and stays below {CLIFF_FRACTION:.0%} of it at every larger size (best {after:g} GB/s)",
+            f"nccl-tests {op} busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at {_size(drop)} "
+            f"and stays below {CLIFF_FRACTION:.0%} of it at every larger size (best {after:g} GB/s; {file})",
             gpus=list(gpus) or None,
             evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
                       "cliff_size_bytes": drop, "busbw_at_cliff_gbps": bw, "best_after_gbps": after,
