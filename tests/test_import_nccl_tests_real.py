@@ -186,3 +186,14 @@ def test_rank_lines_without_hash():
         (0, "AI-A100-Beethoven01", 0, "NVIDIA A100-SXM4-40GB"), (1, "AI-A100-Beethoven01", 1, "NVIDIA A100-SXM4-40GB")]
     assert log.config["nGpus"] == 1 and log.config["iters"] == 20
     assert [r.size_bytes for r in log.rows] == [32, 64] and log.out_of_bounds == 0 and log.problems == []
+
+
+def test_nccl_version_is_shown_as_a_user_runs_it(tmp_path, capsys):
+    from gputopo.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["import", "nccl-tests", str(NT / "aws-efa-eks_p4d-2node-16gpu_all_reduce_tagoutput.txt"),
+              "--out", str(tmp_path / "r")])
+    assert e.value.code == 0
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "(aws-efa-eks_p4d-2node-16gpu_all_reduce_tagoutput.txt, NCCL 2.9.9+cuda11.2): peak busbw 43.8 GB/s" in out
