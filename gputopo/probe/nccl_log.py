@@ -138,8 +138,12 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
 def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     """Feed one line (launcher prefixes and colours are removed first); ``where`` ("file:line")
     names it when it is a channel line that cannot be read (cut or garbled)."""
-    m = _PREFIX.match(strip_launcher_prefix(line).strip())
+    bare = strip_launcher_prefix(line).strip()
+    m = _PREFIX.match(bare)
     if not m:
+        v = _VERSION.match(bare)  # rank 0 prints "NCCL version 2.9.9+cuda11.2" without the INFO prefix
+        if v and v.group("v") not in log.versions:
+            log.versions.append(v.group("v"))
         return
     log.lines += 1
     host, msg, pid, dev = m.group("host"), m.group("msg"), int(m.group("pid")), int(m.group("dev"))
