@@ -192,3 +192,9 @@ def test_stdin_as_a_user_pipes_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
     assert doc["file"] == "<stdin>" and doc["xid_events"] == 3 and doc["gpus"] == ["0000:01:00"]
+
+
+def test_nvrm_lines_that_only_mention_an_xid_are_no_problem():
+    read = read_kernel_log_lines(["[ 1.0] NVRM: GPU0 kgspHealthCheck: handling Xid 62 recovery",
+                                  "[ 2.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32"])
+    assert read.events == {} and read.problems == [] and read.kernel_lines == 2

@@ -124,7 +124,7 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
     read.nvrm_lines += 1
     if read._pending is not None:
         _continue_pending(read, text, lineno)
-    if "Xid" in text:
+    if "NVRM: Xid" in text:  # an event line; other NVRM lines may name an Xid in passing
         m = _XID_RE.search(text)
         key = xid_bus_key(m.group("bus")) if m else None
         if m is None or key is None:
