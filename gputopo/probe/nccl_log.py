@@ -16,7 +16,12 @@ drives is also told by ``comm 0x... rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b
 environment are logged as ``NCCL_P2P_DISABLE set by environment to 1``.
 
 The parser keeps every channel line with the GPUs it joins (host + bus id where known, else host
-+ NVML index), and sums them up per pair of GPUs. No torch, no NCCL needed.
++ NVML index), and sums them up per pair of GPUs. A line's ``host:pid`` prefix is that of the
+process that printed it: the sender, except on ``[receive]`` lines; the other end's host comes
+from the rank -> host map the log holds (nccl_ranks.py), looked up in the line's communicator.
+NCCL <= 2.5 printed ``Ring 00 : 3[3] -> 2[2] via P2P/IPC`` and ``Ring 00 : 15 -> 0 [send] via
+NET/Socket/0``; NET plugins have names with spaces (``NET/AWS Libfabric/1/GDRDMA``), kept whole.
+No torch, no NCCL needed.
 """
 
 from __future__ import annotations
