@@ -198,3 +198,24 @@ def test_nvrm_lines_that_only_mention_an_xid_are_no_problem():
     read = read_kernel_log_lines(["[ 1.0] NVRM: GPU0 kgspHealthCheck: handling Xid 62 recovery",
                                   "[ 2.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32"])
     assert read.events == {} and read.problems == [] and read.kernel_lines == 2
+
+
+def test_a_log_of_several_hosts_needs_host(tmp_path, capsys):
+    """An aggregated syslog: the same bus id on two machines must not become one GPU."""
+    f = tmp_path / "cluster.log"
+    f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+                 "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception\n")
+    err = _refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
+    assert "lines of 2 hosts (node1, node2)" in err and "--host NAME" in err
+    res = import_kernel_log(str(f), out_dir=tmp_path / "r2", render=False, host="node2")
+    run = load_run(res.run_dir)
+    assert [e.xid for e in run.topology.gpus[0].health.xid_events] == [13] and run.topology.host.hostname == "node2"
+    assert "no line of host 'node9'" in _refused(capsys, "import", "kernel-log", f, "--host", "node9",
+                                                  "--out", tmp_path / "r3")
+
+
+def test_scan_refuses_a_log_of_several_hosts(tmp_path, capsys):
+    f = tmp_path / "cluster.log"
+    f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n"
+                 "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:1c:00): 13, Graphics Exception\n")
+    assert "lines of 2 hosts (node1, node2)" in _refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)

@@ -46,7 +46,9 @@ def nccl_tests(logs, out_dir, op, topo_file):
 @click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Run folder to write (default: a new timestamped folder under reports/).")
-def kernel_log(log, out_dir):
+@click.option("--host", "host", metavar="NAME",
+              help="Read only this host's lines of a journal/syslog that holds several hosts.")
+def kernel_log(log, out_dir, host):
     """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
     folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
 
@@ -58,7 +60,7 @@ def kernel_log(log, out_dir):
     from gputopo.importers.kernel_log_import import import_kernel_log
 
     res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
-                            console=console())
+                            console=console(), host=host)
     click.echo(f"\nrun folder: {res.run_dir}")
 
 

@@ -16,8 +16,11 @@ def _saved_kernel_log(path: str):
     streamed; exit 2 when it is empty, binary or not a kernel log. Unreadable Xid lines are named."""
     from gputopo.importers.kernel_log_import import read_kernel_log_file
 
-    read = read_kernel_log_file(path)
+    read = read_kernel_log_file(path, several_hosts_ok=True)
     where = f"saved kernel log {'<stdin>' if path == '-' else path}"
+    if len(read.hosts) > 1:
+        raise UsageError(f"--kernel-log {path}: lines of {len(read.hosts)} hosts ({', '.join(read.hosts[:6])}): "
+                         "give only this machine's lines (e.g. grep ' HOSTNAME kernel:')")
     if read.problems:
         where += f" ({len(read.problems)} Xid line(s) not readable: {'; '.join(read.problems[:3])})"
     return read, where

@@ -44,9 +44,11 @@ class KernelLogImport:
     summary: object = None  # gputopo.report.summary.Summary when rendered
 
 
-def read_kernel_log_file(path: str) -> KernelLogRead:
-    """Stream ``path`` (``-``: stdin) through the Xid reader; InputFileError when it is no kernel log."""
-    read = KernelLogRead()
+def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: bool = False) -> KernelLogRead:
+    """Stream ``path`` (``-``: stdin) through the Xid reader; InputFileError when it is no kernel log,
+    UsageError when it holds several hosts' lines and ``host`` does not pick one (their GPUs share
+    bus ids: one machine's Xids would be put on another's GPU)."""
+    read = KernelLogRead(only_host=host)
     with text_lines(path, "a kernel log (dmesg, journalctl -k, syslog)") as lines:
         for lineno, line in enumerate(lines, start=1):
             read_line(read, line, lineno)
@@ -54,10 +56,16 @@ def read_kernel_log_file(path: str) -> KernelLogRead:
     name = display_name(path)
     if read.lines == 0:
         raise InputFileError(name, "empty file: expected a kernel log (dmesg, journalctl -k, syslog)")
+    if host is not None and host not in read.hosts:
+        raise UsageError(f"{name}: no line of host {host!r} (hosts in the log: {', '.join(read.hosts) or 'none named'})")
     if read.kernel_lines == 0:
         raise InputFileError(name, f"no kernel log line in its {read.lines} line(s) (no dmesg time stamp, "
                                    "no 'kernel:' and no 'NVRM:'): not a kernel log; save one with "
                                    "`dmesg -T > kern.log` or `journalctl -k > kern.log`")
+    if host is None and len(read.hosts) > 1 and not several_hosts_ok:
+        shown = ", ".join(read.hosts[:6]) + (f" and {len(read.hosts) - 6} more" if len(read.hosts) > 6 else "")
+        raise UsageError(f"{name}: lines of {len(read.hosts)} hosts ({shown}): their GPUs would share bus ids; "
+                         "pick one with --host NAME")
     return read
 
 
@@ -71,8 +79,9 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
         gpus.append(Gpu(nvml_index=k, name=f"GPU at {bus} (numbered by the kernel log's bus ids)",
                         uuid=read.uuids.get(key, NotAvailable("not in the kernel log")),
                         pci_bus_id=f"{key[0]:08X}:{key[1]:02X}:{key[2]:02X}.0", health=health))
-    hostname = read.hosts[0] if len(read.hosts) == 1 else "+".join(read.hosts) if read.hosts else "kernel-log"
-    host = HostInfo(hostname=hostname if read.hosts else NotAvailable("the log names no host"))
+    hosts = [read.only_host] if read.only_host else read.hosts
+    hostname = hosts[0] if hosts else "kernel-log"
+    host = HostInfo(hostname=hostname if hosts else NotAvailable("the log names no host"))
     host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
     return Topology(gpus=gpus, pairs=[], host=host, source="kernel-log", simulated=False, machine=hostname)
 
@@ -86,9 +95,9 @@ def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
 
 
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
-                      render: bool = True, console=None) -> KernelLogImport:
+                      render: bool = True, console=None, host: str | None = None) -> KernelLogImport:
     """Read the log and write a run folder; returns where it went (InputFileError / UsageError on bad input)."""
-    read = read_kernel_log_file(path)
+    read = read_kernel_log_file(path, host)
     topo = topology_from_read(read, display_name(path))
     if out_dir is not None:
         run_dir = Path(out_dir)

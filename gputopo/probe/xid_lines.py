@@ -82,6 +82,8 @@ class KernelLogRead:
     kernel_lines: int = 0  # lines with a kernel-log time stamp / "kernel:" or an NVRM message
     nvrm_lines: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Read only this host's lines (journal/syslog lines name their host; others are kept).
+    only_host: str | None = None
     _pending: tuple[BusKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
     _fallen_only: set[BusKey] = field(default_factory=set)
 
@@ -93,8 +95,8 @@ class KernelLogRead:
         self.events.setdefault(bus, []).append(event)
 
 
-def _stamp(line: str, read: KernelLogRead) -> tuple[str, str, bool]:
-    """(time stamp, the text after the stamp/host, whether the line has a kernel-log form)."""
+def _stamp(line: str, read: KernelLogRead) -> tuple[str, str, bool, str | None]:
+    """(time stamp, the text after the stamp/host, whether the line has a kernel-log form, host)."""
     for form, pattern in _STAMPS:
         m = pattern.match(line)
         if m:
@@ -106,8 +108,8 @@ def _stamp(line: str, read: KernelLogRead) -> tuple[str, str, bool]:
             rest = line[m.end():]
             if form != "kernel:" and rest.lstrip().startswith("kernel:"):
                 rest = rest.lstrip()[len("kernel:"):]
-            return m.group("stamp").strip(), rest.strip(), True
-    return "", line.strip(), False
+            return m.group("stamp").strip(), rest.strip(), True, host
+    return "", line.strip(), False, None
 
 
 def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
@@ -115,7 +117,9 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
     read.lines += 1
     line = strip_launcher_prefix(raw.rstrip("\r\n")).strip()
     line = line.removeprefix("> ")
-    stamp, text, dated = _stamp(line, read)
+    stamp, text, dated, host = _stamp(line, read)
+    if read.only_host is not None and host is not None and host != read.only_host:
+        return  # another machine's line of a log that holds several (--host picks one)
     nvrm = "NVRM:" in text
     if dated or nvrm:
         read.kernel_lines += 1
@@ -190,9 +194,9 @@ def finish(read: KernelLogRead) -> KernelLogRead:
     return read
 
 
-def read_kernel_log_lines(lines: Iterable[str]) -> KernelLogRead:
+def read_kernel_log_lines(lines: Iterable[str], only_host: str | None = None) -> KernelLogRead:
     """Every GPU fault line of a kernel log given line by line (a file object streams)."""
-    read = KernelLogRead()
+    read = KernelLogRead(only_host=only_host)
     for lineno, raw in enumerate(lines, start=1):
         read_line(read, raw, lineno)
     return finish(read)
