@@ -62,7 +62,12 @@ def test_autodl_2080ti_values(tmp_path):
 
 def test_srun_label_p5_without_footer():
     (log,) = parse_nccl_tests_file(NT / "awsome-dt_slurm_srun-label_2xp5_all_reduce.txt")
-    assert log.op == "all_reduce" and log.peak[0] == pytest.approx(487, abs=1)
+    assert log.op == "all_reduce" and len(log.rows) == 32
+    first, last = log.rows[0], log.rows[-1]
+    assert (first.size_bytes, first.count, first.out_of_place.time_us, first.in_place.time_us) == (8, 2, 69.12, 72.43)
+    assert (last.size_bytes, last.out_of_place.time_us, last.out_of_place.algbw_gbps, last.out_of_place.busbw_gbps,
+            last.in_place.busbw_gbps, last.in_place.wrong) == (17179869184, 66132.0, 259.78, 487.09, 487.26, 0)
+    assert log.peak == (487.26, 17179869184, True)
     assert log.out_of_bounds is None and any("no footer" in p for p in log.problems)
 
 
