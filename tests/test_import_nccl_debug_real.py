@@ -44,8 +44,9 @@ def test_nccl398_ring_format_and_bare_net_ranks():
     assert got[("ip-172-31-13-129/nvml 5", "ip-172-31-13-129/nvml 7")] == (["P2P/IPC"], 2)
     assert got[("ip-172-31-0-112/nvml 2", "ip-172-31-0-112/nvml 3")] == (["P2P/IPC"], 1)
     # "15 -> 0 [send] via NET/Socket/0" by rank 15 ([7] on ip-172-31-13-129); rank 0 never prints
-    assert got[("?/rank 0 (GPU not in the log)", "ip-172-31-13-129/nvml 7")] == (["NET/Socket/0"], 1)
-    assert got[("?/rank 8 (GPU not in the log)", "ip-172-31-0-112/nvml 7")] == (["NET/Socket/0"], 1)
+    # the printer is known only by its [cudaDev] (a CUDA number, not an NVML index)
+    assert got[("?/rank 0 (GPU not in the log)", "ip-172-31-13-129/cuda 7")] == (["NET/Socket/0"], 1)
+    assert got[("?/rank 8 (GPU not in the log)", "ip-172-31-0-112/cuda 7")] == (["NET/Socket/0"], 1)
 
 
 def test_aws_efa_tag_output_net_plugin_name_whole():

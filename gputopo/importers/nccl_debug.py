@@ -83,7 +83,9 @@ def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
             if is_value(g.pci_bus_id) and try_bus_key(g.pci_bus_id) == try_bus_key(ep.bus_id):
                 return {"gpu": g.nvml_index, "matched_by": "bus id"}
         return {"gpu": None, "matched_by": f"bus id {ep.bus_id} is none of the run's GPUs"}
-    if ep.nvml_dev is not None and ep.nvml_dev in topo.indices:
+    if ep.nvml_dev is None:
+        return {"gpu": None, "matched_by": "the log names no bus id or NVML index for this GPU"}
+    if ep.nvml_dev in topo.indices:
         return {"gpu": ep.nvml_dev, "matched_by": "NVML index (log without bus ids)"}
     return {"gpu": None, "matched_by": f"NVML index {ep.nvml_dev} is none of the run's GPUs"}
 

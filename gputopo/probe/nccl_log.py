@@ -77,10 +77,13 @@ class Endpoint:
     bus_id: Optional[str] = None
     nvml_dev: Optional[int] = None
     rank: Optional[int] = None  # only when neither bus id nor NVML index is known
+    #: only the printing process's ``[cudaDev]`` (NCCL <= 2.5 NET lines): a CUDA number, which
+    #: CUDA_VISIBLE_DEVICES renumbers, so it is never matched to a GPU index
+    cuda_dev: Optional[int] = None
 
     def label(self) -> str:
         where = self.bus_id if self.bus_id else f"nvml {self.nvml_dev}" if self.nvml_dev is not None \
-            else f"rank {self.rank} (GPU not in the log)"
+            else f"cuda {self.cuda_dev}" if self.cuda_dev is not None else f"rank {self.rank} (GPU not in the log)"
         return f"{self.host}/{where}" if self.host else where
 
 
@@ -244,7 +247,7 @@ def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token:
     if seen is not None and (seen.bus_id or seen.nvml_dev is not None):
         return Endpoint(label, bus_id=seen.bus_id, nvml_dev=seen.nvml_dev)
     if seen is not None and seen.cuda_dev is not None:
-        return Endpoint(label, bus_id=log.buses.get((name, seen.cuda_dev)), nvml_dev=seen.cuda_dev)
+        return Endpoint(label, cuda_dev=seen.cuda_dev)
     return Endpoint(label, rank=rank)  # the log never says which GPU this rank drove
 
 
