@@ -54,7 +54,7 @@ def test_journal_kernel_prefix_caused_by_previous_xid(tmp_path):
 def test_dmesg_T_with_gpu_uuids_and_a_cut_last_line(tmp_path):
     read, ev = _events("akash-support-244_dmesg-T_xid43_31_94_excerpt.txt")
     assert ev == {"0000:00:05": [(43, None), (43, None)], "0000:00:07": [(31, None)], "0000:00:08": [(94, None)]}
-    assert read.forms == ["dmesg -T"]
+    assert read.forms == ["dmesg -T"] and read.driver_versions == ["535.183.01"]
     assert read.uuids[(0, 0, 8)] == "GPU-c24840ec-8de1-83d5-b126-08000173ae32"
     assert read.events[(0, 0, 5)][0].timestamp == "[Wed Jul 31 23:14:18 2024]"
     assert len(read.problems) == 1 and read.problems[0].startswith("line 13: an Xid line that could not be read")
@@ -86,7 +86,9 @@ def test_fallen_off_the_bus_on_three_lines_without_xid(tmp_path):
     assert ev == {"0000:b3:00": [(79, None)]}
     event = read.events[(0, 0xb3, 0)][0]
     assert event.text.startswith(FALLEN_TEXT) and "10de:26b5" in event.text and event.timestamp == "[ 1843.308145]"
-    _, findings = _findings(tmp_path, "nvsentinel-155_fallen-off-bus_no-xid_570.txt")
+    assert read.driver_versions == ["570.158.01"]
+    run, findings = _findings(tmp_path, "nvsentinel-155_fallen-off-bus_no-xid_570.txt")
+    assert run.topology.host.driver_version == "570.158.01"
     assert [(f.kind, f.severity, f.gpus) for f in findings] == [("xid", "error", [0])]
 
 

@@ -82,6 +82,8 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     hosts = [read.only_host] if read.only_host else read.hosts
     hostname = hosts[0] if hosts else "kernel-log"
     host = HostInfo(hostname=hostname if hosts else NotAvailable("the log names no host"))
+    if read.driver_versions:  # the one loaded last is the one the later lines come from
+        host.driver_version = read.driver_versions[-1]
     host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
     return Topology(gpus=gpus, pairs=[], host=host, source="kernel-log", simulated=False, machine=hostname)
 
@@ -91,6 +93,7 @@ def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
             "hosts": read.hosts, "lines": read.lines, "kernel_lines": read.kernel_lines,
             "nvrm_lines": read.nvrm_lines,
             "xid_events": sum(len(v) for v in read.events.values()),
+            "driver_versions": read.driver_versions,
             "gpus": [bus_label(k) for k in read.buses], "problems": list(read.problems)}
 
 

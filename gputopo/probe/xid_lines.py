@@ -13,7 +13,8 @@ Forms read (each with or without launcher prefixes / ANSI codes, probe-independe
   ``NVRM: (PCI ID: 10de:26b5) installed in this system has`` / ``NVRM: fallen off the bus and is not
   responding to commands.``: read as Xid 79 (the same fault), unless the log also has that
   bus's Xid 79 line (then it is the same event, counted once).
-- ``NVRM: GPU at PCI:0000:00:05: GPU-efbd...``: a GPU the driver names (its UUID), Xid or not.
+- ``NVRM: GPU at PCI:0000:00:05: GPU-efbd...``: a GPU the driver names (its UUID), Xid or not;
+  ``NVRM: loading NVIDIA UNIX ... Kernel Module  570.158.01``: the driver version.
 
 A line that names ``NVRM: Xid`` but cannot be read (cut, garbled) is kept as a problem with
 its line number, never dropped silently. The reader is fed one line at a time, so a file of any
@@ -37,6 +38,7 @@ _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _FALLEN_ONE_LINE = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>" + _BUS + r"):? (?:GPU )?has fallen off the bus")
 _THE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?:at )?(?:PCI:)?(?P<bus>" + _BUS + r")\b")
 _GPU_AT = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<bus>" + _BUS + r"):\s*(?P<uuid>GPU-[0-9a-fA-F-]+)")
+_DRIVER = re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)")
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 #: The log's own time stamp and, for journal/syslog lines, the host: (stamp, host).
@@ -82,6 +84,7 @@ class KernelLogRead:
     kernel_lines: int = 0  # lines with a kernel-log time stamp / "kernel:" or an NVRM message
     nvrm_lines: int = 0
     problems: list[str] = field(default_factory=list)
+    driver_versions: list[str] = field(default_factory=list)  # "NVRM: loading NVIDIA UNIX ... 570.158.01"
     #: Read only this host's lines (journal/syslog lines name their host; others are kept).
     only_host: str | None = None
     _pending: tuple[BusKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
@@ -153,6 +156,11 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
             key = xid_bus_key(m.group("bus"))
             if key is not None:
                 read._pending = (key, stamp, lineno, text[m.start():])
+        return
+    m = _DRIVER.search(text)
+    if m:
+        if m.group("v") not in read.driver_versions:
+            read.driver_versions.append(m.group("v"))
         return
     m = _GPU_AT.search(text)
     if m:
