@@ -44,3 +44,37 @@ def test_ansi_and_quotes():
     assert strip_quote_marker(">  0     25.13") == " 0     25.13"
     assert strip_quote_marker("> > Device 0") == "Device 0"
     assert strip_quote_marker("Device 0") == "Device 0"
+
+
+# Lines as posted with NCCL / nccl-tests / kernel logs (from the kernel-log and nccl importers' cases)
+BODY = "#  Rank  0 Group  0 Pid 2181762 on GENOA-01 device  0 [0x01] NVIDIA GeForce RTX 5090"
+
+
+@pytest.mark.parametrize("line", [
+    f"[1,0]<stdout>:{BODY}", f"[1,12]<stderr>: {BODY}",            # mpirun --tag-output
+    f"0: {BODY}", f" 12: {BODY}",                                   # srun -l
+    f"2024-05-01 12:00:00,123 - INFO - {BODY}",                     # logging default-ish
+    f"[2024-05-01 12:00:00,123] [INFO] {BODY}", f"INFO:root:{BODY}",
+    f"I0501 12:00:00.123456 1234 train.py:42] {BODY}",              # absl / glog
+    f"\x1b[32m{BODY}\x1b[0m",                                       # colours
+    f"[1,3]<stdout>:3: \x1b[1mINFO:root:{BODY}\x1b[0m",              # several at once
+])
+def test_posted_prefixes_go_text_stays(line):
+    assert strip_launcher_prefix(line) == BODY
+
+
+@pytest.mark.parametrize("line", [
+    "     8388608       2097152   float     sum   1321.5    6.35   11.90  5e-07",   # nccl-tests row
+    "09677202c889:5278:5702 [3] NCCL INFO Channel 12/0 : 3[201d0] -> 2[201c0] via P2P/IPC/read",
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "Feb 14 05:03:41 gpu-1 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.",
+    "2024-01-03T10:00:01+0000 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 63, Row Remapper",
+])
+def test_posted_tool_lines_are_left_alone(line):
+    assert strip_launcher_prefix(line) == line
+
+
+
+def test_ansi_inside_a_header_goes():
+    assert strip_ansi("[4mGPU0[0m	GPU1") == "GPU0	GPU1" and strip_ansi("plain") == "plain"
+

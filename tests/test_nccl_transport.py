@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest_report import write_run
+from conftest_report import seed_topology, write_run
 from gputopo.bench.nccl_transport import (NCCL_LOG_SUFFIX, NcclLogTail, modeled_transport, nccl_debug_env,
                                           step_transport)
 from gputopo.probe.nccl_log import bus_id_from_nccl, parse_nccl_debug, parse_nccl_debug_files
@@ -122,7 +122,9 @@ def run_cli(*args):
 
 
 def test_import_into_a_run_says_why_ddp_survived(tmp_path):
-    run = write_run(tmp_path / "run", faults=["nan-dp"])
+    topo = seed_topology({"nan-dp"})
+    topo.host.hostname = "gpu-node-07"  # the host the log's job ran on (another host is refused)
+    run = write_run(tmp_path / "run", faults=["nan-dp"], topo=topo)
     rc, out, err = run_cli("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
     assert rc == 0, err
     assert "SHM/direct/direct" in out and "P2P/CUMEM/read" in out
@@ -143,7 +145,9 @@ def test_import_into_a_run_says_why_ddp_survived(tmp_path):
 
 
 def test_no_sentence_when_nccl_used_p2p_on_the_failing_pair(tmp_path):
-    run = write_run(tmp_path / "run", faults=["nan-dp"])
+    topo = seed_topology({"nan-dp"})
+    topo.host.hostname = "gpu-node-07"
+    run = write_run(tmp_path / "run", faults=["nan-dp"], topo=topo)
     log = tmp_path / "p2p.log"
     log.write_text("gpu-node-07:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 5 busId 90000 commId 0x1 - Init START\n"
                    "gpu-node-07:2:2 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 nvmlDev 6 busId b7000 commId 0x1 - Init START\n"
@@ -161,6 +165,12 @@ def test_import_errors(tmp_path):
     rc, _, err = run_cli("import", "nccl-debug", tmp_path / "missing.log")
     assert rc == 2 and "gputopo: error:" in err
     run = write_run(tmp_path / "run")
+    rc, _, err = run_cli("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
+    assert rc == 2 and "host(s) task272117-mq5ss are not host seed of run" in err
+    assert len(err.strip().splitlines()) == 1 and not (run / "nccl_debug.json").exists()
+    topo = seed_topology(set())
+    topo.host.hostname = "task272117-mq5ss"  # the right host, but none of its GPUs' bus ids
+    run = write_run(tmp_path / "run2", topo=topo)
     rc, _, err = run_cli("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
     assert rc == 2 and "none of the 3 GPU pair(s)" in err and not (run / "nccl_debug.json").exists()
 

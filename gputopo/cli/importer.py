@@ -108,6 +108,28 @@ def nccl_tests(logs, out_dir, op, topo_file):
     click.echo(f"\nrun folder: {res.run_dir}")
 
 
+@import_group.command(name="kernel-log")
+@click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Run folder to write (default: a new timestamped folder under reports/).")
+@click.option("--host", "host", metavar="NAME",
+              help="Read only this host's lines of a journal/syslog that holds several hosts.")
+def kernel_log(log, out_dir, host):
+    """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
+    folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
+
+    \b
+    Examples:
+      sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
+      journalctl -k -b -1 | gputopo import kernel-log -
+    """
+    from gputopo.importers.kernel_log_import import import_kernel_log
+
+    res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
+                            console=console(), host=host)
+    click.echo(f"\nrun folder: {res.run_dir}")
+
+
 @import_group.command(name="nccl-debug")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "into", type=click.Path(file_okay=False),
@@ -160,5 +182,7 @@ def _print_transports(doc) -> None:
     if doc["settings"]:
         c.print("NCCL settings from the environment: "
                 + ", ".join(f"{k}={v}" for k, v in sorted(doc["settings"].items())))
+    for problem in doc.get("problems") or []:
+        c.print(f"Not read: {problem}", markup=False)
     if not doc["pairs"]:
         c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")

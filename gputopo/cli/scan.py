@@ -11,14 +11,34 @@ from gputopo.cli.options import console, sim_option
 from gputopo.errors import InputFileError, UsageError
 
 
-def load_topology(sim: str | None = None, from_smi: str | None = None):
-    """The topology a command works on: a simulated machine, saved smi text, or this machine."""
+def _saved_kernel_log(path: str):
+    """(what the saved log says, where from) for ``scan --kernel-log FILE`` (- for stdin), read
+    streamed; exit 2 when it is empty, binary or not a kernel log. Unreadable Xid lines are named."""
+    from gputopo.importers.kernel_log_import import read_kernel_log_file
+
+    read = read_kernel_log_file(path, several_hosts_ok=True)
+    where = f"saved kernel log {'<stdin>' if path == '-' else path}"
+    if len(read.hosts) > 1:
+        raise UsageError(f"--kernel-log {path}: lines of {len(read.hosts)} hosts ({', '.join(read.hosts[:6])}): "
+                         "give only this machine's lines (e.g. grep ' HOSTNAME kernel:')")
+    if read.problems:
+        where += f" ({len(read.problems)} Xid line(s) not readable: {'; '.join(read.problems[:3])})"
+    return read, where
+
+
+def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_log: str | None = None):
+    """The topology a command works on: a simulated machine, saved smi text, or this machine
+    (``kernel_log``: a saved kernel log read for Xid events instead of the live one)."""
     if sim and from_smi:
         raise UsageError("--sim and --from-smi are exclusive: pick one source")
+    if kernel_log and from_smi:
+        raise UsageError("--kernel-log needs a scan of the GPUs (NVML or --sim), not --from-smi: "
+                         "use `gputopo import kernel-log FILE` to judge a log on its own")
+    saved = _saved_kernel_log(kernel_log) if kernel_log else None
     if sim:
         from gputopo.sim.scan import scan_simulated
 
-        return scan_simulated(sim)
+        return scan_simulated(sim, saved_kernel_log=saved)
     if from_smi:
         from gputopo.probe.smi_parser import decode_smi_bytes, topology_from_smi_file_text
 
@@ -32,7 +52,7 @@ def load_topology(sim: str | None = None, from_smi: str | None = None):
         return topology_from_smi_file_text(decode_smi_bytes(data), source=from_smi)
     from gputopo.probe.scan import scan_real
 
-    return scan_real()
+    return scan_real(saved_kernel_log=saved)
 
 
 @cli.command()
@@ -44,7 +64,10 @@ def load_topology(sim: str | None = None, from_smi: str | None = None):
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json (with schema_version).")
 @click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv (one row per GPU pair).")
 @click.option("--no-color", is_flag=True, help="No colours in the table.")
-def scan(sim, from_smi, fmt, as_json, as_csv, no_color):
+@click.option("--kernel-log", "kernel_log", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Read Xid events from this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog) "
+                   "instead of the live one.")
+def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
     """Read the GPU interconnect: link class per pair (NV#, PIX, PXB, PHB, NODE, SYS), NVLink
     state and errors, PCIe generation/width, P2P status, NUMA/CPU affinity, host IOMMU/ACS,
     and the problems these facts reveal.
@@ -67,7 +90,7 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color):
     fmt = "json" if as_json else "csv" if as_csv else fmt
     from gputopo.report.topology_checks import topology_findings
 
-    topo = load_topology(sim, from_smi)
+    topo = load_topology(sim, from_smi, kernel_log)
     problems = topology_findings(topo)
     if fmt == "json":
         from gputopo.report.scan_view import scan_json

@@ -31,6 +31,8 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     for p in paths:
         if not Path(p).is_file():
             raise InputFileError(p, "no such file")
+        if Path(p).stat().st_size == 0:
+            raise InputFileError(p, "empty file: expected an NCCL_DEBUG=INFO log")
     try:
         log = parse_nccl_debug_files(paths)
     except OSError as e:
@@ -41,16 +43,49 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     return log
 
 
+def _base_host(host: str) -> str:
+    """A log machine label without its ``#k`` (one host name on several machines) and domain."""
+    return host.split("#", 1)[0].split(".", 1)[0].lower()
+
+
+def run_host(topo: Optional[Topology]) -> Optional[str]:
+    if topo is None or not is_value(topo.host.hostname):
+        return None
+    return str(topo.host.hostname)
+
+
+def log_hosts(log: NcclDebugLog) -> List[str]:
+    return sorted({ep.host for c in log.channels for ep in (c.src, c.dst) if ep.host != "?"})
+
+
+def refuse_other_host(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology], into) -> None:
+    """--into a run of another machine: its GPUs would be matched to another machine's bus ids."""
+    mine = run_host(topo)
+    hosts = log_hosts(log)
+    if mine is None or not hosts or any(_base_host(h) == _base_host(mine) for h in hosts):
+        return
+    where = ", ".join(str(p) for p in paths)
+    raise UsageError(f"{where}: the log's host(s) {', '.join(hosts)} are not host {mine} of run {into}: "
+                     "import the log of a job that ran on that machine")
+
+
 def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
     """The run GPU an endpoint is, and how it was told (bus id / NVML index), or why not."""
     if topo is None:
         return {"gpu": None, "matched_by": "no run given"}
+    mine = run_host(topo)
+    if mine is not None and ep.host != "?" and _base_host(ep.host) != _base_host(mine):
+        return {"gpu": None, "matched_by": f"host {ep.host} is not the run's host {mine}"}
+    if mine is not None and "#" in ep.host:
+        return {"gpu": None, "matched_by": f"host name {mine} is on several machines in the log"}
     if ep.bus_id:
         for g in topo.gpus:
             if is_value(g.pci_bus_id) and try_bus_key(g.pci_bus_id) == try_bus_key(ep.bus_id):
                 return {"gpu": g.nvml_index, "matched_by": "bus id"}
         return {"gpu": None, "matched_by": f"bus id {ep.bus_id} is none of the run's GPUs"}
-    if ep.nvml_dev is not None and ep.nvml_dev in topo.indices:
+    if ep.nvml_dev is None:
+        return {"gpu": None, "matched_by": "the log names no bus id or NVML index for this GPU"}
+    if ep.nvml_dev in topo.indices:
         return {"gpu": ep.nvml_dev, "matched_by": "NVML index (log without bus ids)"}
     return {"gpu": None, "matched_by": f"NVML index {ep.nvml_dev} is none of the run's GPUs"}
 
@@ -71,7 +106,7 @@ def pair_records(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[Dic
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
-            "pairs": pair_records(log, topo)}
+            "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo)}
 
 
 def import_nccl_debug(paths: Sequence, *, into=None) -> Dict[str, Any]:
@@ -84,6 +119,7 @@ def import_nccl_debug(paths: Sequence, *, into=None) -> Dict[str, Any]:
     target = Path(into) / NCCL_DEBUG_JSON
     if target.exists():
         raise UsageError(f"{target}: already imported; run folders are never overwritten")
+    refuse_other_host(log, paths, run.topology, into)
     doc = debug_document(log, paths, run.topology)
     if not any("gpus" in r for r in doc["pairs"]):
         raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "

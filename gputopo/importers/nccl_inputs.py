@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
@@ -18,10 +18,14 @@ from .nccl_tests import device_keys, normalize_bus_id
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same log given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
-    seen = {}
+    seen: Dict[str, Path] = {}
     for p in paths:
         try:
-            key = hashlib.sha256(p.read_bytes()).hexdigest()
+            digest = hashlib.sha256()
+            with open(p, "rb") as f:  # in pieces: a log may be larger than memory
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            key = digest.hexdigest()
         except OSError:
             continue  # unreadable: the parser says why
         if key in seen:

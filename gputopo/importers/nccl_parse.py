@@ -13,33 +13,40 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterable, List, Optional
 
 from gputopo.errors import InputFileError
 from gputopo.model import NotAvailable
 
+from .line_prefixes import strip_launcher_prefix
 from .nccl_checks import completeness_problems, drop_negative_rows
 from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
 from .nccl_ops import OPS, op_from_name
 
-_PREFIX = re.compile(r"^.*?<std(?:out|err)>:\s?")
-_SRUN_PREFIX = re.compile(r"^\s*\d+:\s(?=\s*(?:#|\d))")
+#: Header and footer lines older nccl-tests printed without their "#" (read as if they had it).
+_BARE_HEADER = re.compile(r"^\s*(?:nThread\s|Using devices|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s|size\s+count\s"
+                          r"|\(B\)|out-of-place\b|Out of bounds values|Avg bus bandwidth|Collective test starting"
+                          r"|nccl-tests version\s)")
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+\S*)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[([^\]]*)\]\s*(.*)$")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _WORD_KV = re.compile(r"\b(nThread|nGpus|minBytes|maxBytes)\s+(\d+)")
 _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 
 
 def _clean(line: str) -> str:
-    line = line.rstrip("\r\n")
-    line = _PREFIX.sub("", line, count=1)
-    return _SRUN_PREFIX.sub("", line, count=1)
+    """The line without launcher prefixes and colours, with "#" put back on the bare header and
+    footer lines of older nccl-tests."""
+    line = strip_launcher_prefix(line.rstrip("\r\n"))
+    if _BARE_HEADER.match(line):
+        return "# " + line.strip()
+    return line
 
 
 def _num(tok: str):
@@ -114,6 +121,12 @@ def _parse_row(log: NcclTestsLog, toks: List[str], lineno: int) -> Optional[Row]
 
 def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None) -> List[NcclTestsLog]:
     """Parse nccl-tests output; one NcclTestsLog per test found. InputFileError if none."""
+    return parse_nccl_tests_lines(text.splitlines(), source=source, op=op)
+
+
+def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
+                           op: Optional[str] = None) -> List[NcclTestsLog]:
+    """Parse nccl-tests output given line by line (a file streams: only rows are kept)."""
     logs: List[NcclTestsLog] = []
     cur = NcclTestsLog(source=source)
 
@@ -123,11 +136,16 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             logs.append(cur)
             cur = NcclTestsLog(source=source)
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    any_line = False
+    for lineno, raw in enumerate(lines, start=1):
+        any_line = True
         line = _clean(raw)
         s = line.strip()
         if not s:
             continue
+        v = _NCCL_VERSION.search(s)
+        if v and (cur.nccl_version is None or not cur.rows):
+            cur.nccl_version = v.group(1)
         if s.startswith("#"):
             body = s.lstrip("#").strip()
             m = _VERSION.match(s)
@@ -167,6 +185,7 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             m = _OOB.match(s)
             if m:
                 cur.out_of_bounds = int(m.group(1))
+                cur.out_of_bounds_status = m.group(2)
                 continue
             m = _AVG.match(s)
             if m:
@@ -189,6 +208,8 @@ def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None
             if row is not None:
                 cur.rows.append(row)
     start_new()
+    if not any_line:
+        raise InputFileError(source, "empty file: expected nccl-tests output (all_reduce_perf & co.)")
     for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     logs = [lg for lg in logs if lg.rows]
@@ -214,9 +235,9 @@ def _op_of(log: NcclTestsLog) -> Optional[str]:
 
 
 def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise InputFileError(p, f"cannot read: {e.strerror}") from None
-    return parse_nccl_tests(text, source=str(p), op=op)
+    """Parse a file (streamed; ``-`` is stdin). InputFileError for an unreadable, empty or binary
+    file, or one without nccl-tests rows."""
+    from .text_input import text_lines
+
+    with text_lines(str(path), "nccl-tests output (all_reduce_perf & co.)") as lines:
+        return parse_nccl_tests_lines(lines, source=str(path), op=op)

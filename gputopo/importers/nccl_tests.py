@@ -112,7 +112,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
     return {
         "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[log.op][0],
         "program": log.program, "nccl_tests_version": log.version, "nccl_library": log.nccl_library,
-        "nccl_headers": log.nccl_headers, "config": dict(log.config), "time_column": log.time_kind,
+        "nccl_headers": log.nccl_headers, "nccl_version": log.nccl_version, "config": dict(log.config), "time_column": log.time_kind,
         "ranks": len(log.ranks) or None, "hosts": log.hosts, "gpus": gpus, "gpus_are": "devices" if are_devices else "ranks",
         "devices": [r.to_json() for r in log.ranks], "sizes": len(log.rows),
         "avg_busbw_gbps": log.avg_busbw_gbps,
@@ -121,6 +121,6 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "peak_busbw_gbps": peak, "peak_size_bytes": peak_size, "peak_in_place": peak_inplace,
         "wrong": sum(counted) if counted else None,
         "wrong_checked": len(counted) == len(wrong_cells),
-        "out_of_bounds": log.out_of_bounds, "errors": list(log.errors), "notes": list(log.notes),
+        "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
         "problems": list(log.problems),
     }

@@ -61,6 +61,8 @@ class NcclTestsLog:
     time_kind: str = "time"  # "time" (CUDA events) | "cputime" (host wall clock)
     rows: List[Row] = field(default_factory=list)
     out_of_bounds: Optional[int] = None
+    out_of_bounds_status: Optional[str] = None  # "OK" | "FAILED" as printed
+    nccl_version: Optional[str] = None  # "NCCL version 2.9.9+cuda11.2" as NCCL printed it
     avg_busbw_gbps: Optional[float] = None
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)

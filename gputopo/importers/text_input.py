@@ -16,6 +16,7 @@ import io
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -130,8 +131,9 @@ def _chain_lines(head, rest):
     yield from rest
 
 
-def _bounded(text: io.TextIOWrapper, src: TextSource) -> Iterator[str]:
-    """Lines of at most MAX_LINE_CHARS, until about MAX_INPUT_BYTES have been read."""
+def _bounded(text: io.TextIOWrapper, src: TextSource, capped: bool = True) -> Iterator[str]:
+    """Lines of at most MAX_LINE_CHARS, until about MAX_INPUT_BYTES have been read (``capped``)
+    or to the end."""
     read = 0
     while True:
         line = text.readline(MAX_LINE_CHARS)
@@ -146,12 +148,40 @@ def _bounded(text: io.TextIOWrapper, src: TextSource) -> Iterator[str]:
                 if not rest or rest.endswith("\n"):
                     break
         yield line
-        if read > MAX_INPUT_BYTES:
+        if capped and read > MAX_INPUT_BYTES:
             if text.read(1):
                 src.unread.append(f"only the first {MAX_INPUT_BYTES >> 20} MiB were read; the rest of the "
                                   "file was not (no output of this tool is that large: is it the right file?)")
             break
     src.bytes_read = read
+
+
+@contextmanager
+def text_lines(path: str, what: str) -> Iterator[Iterator[str]]:
+    """The lines of ``path`` (``-``: stdin) exactly as written, streamed to the end whatever the
+    size (bounded memory: a line is cut at MAX_LINE_CHARS), for readers that strip prefixes
+    themselves and must not lose a log's tail (kernel logs, NCCL logs). A missing or binary
+    file is refused (InputFileError, exit 2) naming ``what`` was expected; stray NUL
+    bytes inside a text file (a journal copied while written) are dropped from their line. An
+    empty file gives no lines (the caller says what that means for its format)."""
+    raw, name = _open_binary(path)
+    try:
+        head = raw.read(SNIFF_BYTES)
+        try:  # an empty file is the caller's to judge (it may say more than "empty")
+            encoding = _sniff(head, name) if head.strip() else "utf-8"
+        except InputFileError as e:
+            raise InputFileError(path, f"{str(e).split(': ', 1)[-1]}: expected {what}") from None
+        src = TextSource(name, encoding)
+        stream = io.BufferedReader(_Prefixed(head, raw))  # type: ignore[arg-type]
+        text = io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None)
+        yield (line.replace("\x00", "") if "\x00" in line else line for line in _bounded(text, src, capped=False))
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+
+
+def display_name(path: str) -> str:
+    return "<stdin>" if path == "-" else str(Path(path))
 
 
 class _Prefixed(io.RawIOBase):

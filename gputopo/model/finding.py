@@ -16,6 +16,8 @@ KINDS = (
     "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
     # The culprit a run's per-pair findings point at (gputopo.report.localise).
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
+    # busbw along an imported nccl-tests size sweep falls and does not recover (report/sweep_findings.py).
+    "bandwidth-cliff",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -10,7 +10,7 @@ look alike. Units are in the names (``temperature_c``, ``power_w``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .values import NotAvailable, field_from_json, field_to_json
 
@@ -24,9 +24,14 @@ class XidEvent:
     xid: int
     text: str  # the rest of the line after the code, as the driver wrote it
     timestamp: str = ""  # the log's own time stamp ("[ 1234.567890]" or a journal date), if any
+    #: "..., caused by previous Xid 149": the earlier Xid the driver says made this one.
+    caused_by: Optional[int] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return {"xid": self.xid, "text": self.text, "timestamp": self.timestamp}
+        out: Dict[str, Any] = {"xid": self.xid, "text": self.text, "timestamp": self.timestamp}
+        if self.caused_by is not None:
+            out["caused_by"] = self.caused_by
+        return out
 
 
 @dataclass

@@ -52,6 +52,17 @@ XIDS: Dict[int, XidInfo] = {
     119: XidInfo("GSP firmware RPC timeout (the GPU's system processor stopped answering)", True, "error",
                  "Timeout after 6s of waiting for RPC response from GPU0 GSP!"),
     120: XidInfo("GSP firmware error", True, "error", "GSP task exception"),
+    # Blackwell-era NVLink errors (NVIDIA Xid catalog 144-150): the text says Fatal or Nonfatal.
+    144: XidInfo("NVLink error (SAW/MVB unit)", True, "warning", "SAW_MVB Nonfatal XC0 i0 Link 00"),
+    145: XidInfo("NVLink error (RLW unit)", True, "warning", "RLW_RXPIPE Nonfatal XC0 i0 Link 13"),
+    146: XidInfo("NVLink error (TLW unit)", True, "warning", "TLW Nonfatal XC0 i0 Link 00"),
+    147: XidInfo("NVLink error (TREX unit)", True, "warning", "TREX Nonfatal XC0 i0 Link 00"),
+    148: XidInfo("NVLink error (NVLPW control)", True, "warning", "NVLPW_CTRL Nonfatal XC0 i0 Link 00"),
+    149: XidInfo("NVLink error (NETIR: a link or the fabric beyond it)", True, "warning",
+                "NETIR_LINK_EVT Fatal XC0 i0 Link 00"),
+    150: XidInfo("NVLink error (MSE unit)", True, "warning", "MSE Nonfatal XC0 i0 Link 00"),
+    154: XidInfo("the driver changed the GPU's recovery action (e.g. to 'GPU Reset Required')", True, "warning",
+                 "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
 }
 
 

@@ -131,9 +131,10 @@ def _lost_health() -> GpuHealth:
     return GpuHealth(**{name: na for name in GpuHealth.__dataclass_fields__})
 
 
-def read_health(lib, topo: Topology, run) -> Topology:
+def read_health(lib, topo: Topology, run, saved_kernel_log=None) -> Topology:
     """Fill ``Gpu.health`` of every readable GPU of ``topo`` (in place; returned for chaining),
-    with the Xid events of the kernel log read through ``run`` (one read for the machine)."""
+    with the Xid events of the kernel log read through ``run`` (one read for the machine), or of
+    ``saved_kernel_log`` ((text, where from): ``scan --kernel-log FILE``) when given."""
     from gputopo.probe.kernel_log import read_xid_events
 
     readable = []
@@ -150,7 +151,7 @@ def read_health(lib, topo: Topology, run) -> Topology:
         if isinstance(g.health, GpuHealth):
             readable.append(g)
     bus_ids = [str(g.pci_bus_id) for g in readable if is_value(g.pci_bus_id)]
-    events, source, unmatched = read_xid_events(bus_ids, run)
+    events, source, unmatched = read_xid_events(bus_ids, run, saved=saved_kernel_log)
     for g in readable:
         if isinstance(events, NotAvailable):
             g.health.xid_events = events

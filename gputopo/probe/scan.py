@@ -11,8 +11,10 @@ import socket
 from gputopo.model import Topology
 
 
-def read_machine(lib, root, run, machine: str, source: str, simulated: bool = False) -> Topology:
-    """Read GPUs, links, host facts, NICs and GPU health through an initialised NVML library object."""
+def read_machine(lib, root, run, machine: str, source: str, simulated: bool = False,
+                 saved_kernel_log=None) -> Topology:
+    """Read GPUs, links, host facts, NICs and GPU health through an initialised NVML library object
+    (``saved_kernel_log``: (text, where from) read for Xid events instead of the live kernel log)."""
     from gputopo.model import is_value
     from gputopo.probe.health import read_health
     from gputopo.probe.host import read_host
@@ -24,16 +26,17 @@ def read_machine(lib, root, run, machine: str, source: str, simulated: bool = Fa
                          sysfs_root=root)
     topo.nics = read_nics(root, {g.nvml_index: g.pci_bus_id for g in topo.gpus
                                  if g.lost is None and is_value(g.pci_bus_id)})
-    return read_health(lib, topo, run)
+    return read_health(lib, topo, run, saved_kernel_log=saved_kernel_log)
 
 
-def scan_real() -> Topology:
+def scan_real(saved_kernel_log=None) -> Topology:
     """Read this machine. Raises NoHardwareError when there is no driver or no GPU."""
     from gputopo.probe.host import default_run
     from gputopo.probe.nvml_lib import close_nvml, load_nvml
 
     lib = load_nvml()
     try:
-        return read_machine(lib, "/", default_run, machine=socket.gethostname(), source="nvml")
+        return read_machine(lib, "/", default_run, machine=socket.gethostname(), source="nvml",
+                            saved_kernel_log=saved_kernel_log)
     finally:
         close_nvml(lib)

@@ -22,6 +22,7 @@ from .expected import class_of
 from .headline import Headline, headlines
 from .import_findings import import_findings
 from .integrity_findings import corrupt_findings
+from .sweep_findings import cliff_findings
 from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_findings
 from .run_folder import Run
@@ -109,7 +110,7 @@ def nccl_tests_findings(run: Run) -> List[Finding]:
             lc = class_of(run.topology, gpus) if gpus else None
             out.append(Finding(
                 "corrupt", "error",
-                f"nccl-tests {log.get('op', '?')}: {oob} out-of-bounds value(s) ({log.get('file', '?')})",
+                f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
                 gpus=gpus, link_class=str(lc) if lc else None,
                 evidence={"out_of_bounds": oob, "file": log.get("file")},
                 cause="the collective wrote outside its buffers: a transport or driver fault",
@@ -142,6 +143,7 @@ def _analyze(run: Run) -> Analysis:
     derived += staged_findings(run.measurements, topo)
     derived += noisy_findings(run.measurements, topo)
     derived += import_findings(run)
+    derived += cliff_findings(run.measurements)
     # A writer may also have recorded a finding this analysis derives from the data (e.g. the
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}

@@ -1,8 +1,9 @@
 """Findings about the run's own data, not the hardware: a run folder with lines that could not be
 read or a measurements file that was emptied (``incomplete-data``), measurements appended twice
 measurement lines with impossible values (a negative time, a GPU the topology lacks) or nccl-tests
-rows with negative figures (``invalid-data``), and an imported nccl-tests log that
-stops before its footer or mid-row (``incomplete-data``).
+rows with negative figures (``invalid-data``), an imported nccl-tests log that stops before its
+footer or mid-row, and imported kernel-log / NCCL_DEBUG lines that could not be read
+(``incomplete-data``).
 
 They are warnings: the hardware may be fine, but a report built from part of the data cannot say
 "ok" as if it had all of it. The problems themselves are collected where the data is read
@@ -38,4 +39,8 @@ def data_findings(run: Run) -> List[Finding]:
                                f"nccl-tests {log.get('op', '?')} log {log.get('file', '?')}: {problem}",
                                gpus=None, evidence={"file": log.get("path") or log.get("file")},
                                remedies=[REMEDY_RERUN]))
+    for problem in (run.nccl_debug or {}).get("problems") or []:
+        out.append(Finding("incomplete-data", "warning", f"imported NCCL_DEBUG log: {problem}",
+                           evidence={"files": (run.nccl_debug or {}).get("files")},
+                           remedies=["re-import the complete NCCL_DEBUG=INFO log"]))
     return out

@@ -103,22 +103,28 @@ def _retired(k: int, h: GpuHealth) -> List[Finding]:
 
 
 def _xids(k: int, h: GpuHealth) -> List[Finding]:
-    """One finding per Xid code seen for the GPU: hardware ones at their severity, others as info."""
+    """One finding per Xid code seen for the GPU: hardware ones at their severity, others as info.
+    An Xid the driver says was "caused by previous Xid N" is judged as its cause when N is a
+    hardware Xid (a benign-looking channel cleanup after an NVLink fault is that fault's)."""
     by_code: Dict[int, list] = {}
     for e in xid_list(h):
         by_code.setdefault(e.xid, []).append(e)
     out = []
     for code, events in sorted(by_code.items()):
         info = xid_info(code)
+        causes = sorted({e.caused_by for e in events if e.caused_by is not None})
+        hardware_causes = [c for c in causes if xid_info(c).hardware]
+        judged = xid_info(hardware_causes[0]) if not info.hardware and hardware_causes else info
         times = f" ({len(events)} times)" if len(events) > 1 else ""
+        because = "".join(f"; caused by previous Xid {c}: {xid_info(c).meaning}" for c in causes)
         out.append(Finding(
-            "xid", info.severity if info.hardware else "info",
-            f"GPU {k}: Xid {code} in the kernel log{times}: {info.meaning}",
+            "xid", judged.severity if judged.hardware else "info",
+            f"GPU {k}: Xid {code} in the kernel log{times}: {info.meaning}{because}",
             gpus=[k], evidence={"xid": code, "events": [e.to_json() for e in events[-5:]],
-                                "count": len(events)},
-            cause=info.meaning if info.hardware else None,
-            remedies=([REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if info.severity == "error" else []))
-            if info.hardware else []))
+                                "count": len(events), **({"caused_by": causes} if causes else {})},
+            cause=judged.meaning if judged.hardware else None,
+            remedies=([REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if judged.severity == "error" else []))
+            if judged.hardware else []))
     return out
 
 

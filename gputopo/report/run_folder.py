@@ -31,6 +31,8 @@ NCCL_DEBUG_JSON = "nccl_debug.json"
 #: Optional: per-file facts of imported nvbandwidth / p2pBandwidthLatencyTest outputs (matrices as
 #: printed, failed testcases, what could not be read); importers/import_folder.py writes it.
 IMPORTED_JSON = "imported.json"
+#: Optional: what an imported kernel log held and which of its lines could not be read (import kernel-log).
+KERNEL_LOG_JSON = "kernel_log.json"
 
 
 @dataclass
@@ -148,11 +150,16 @@ def load_run(run_dir) -> Run:
         doc = _read_json(path / IMPORTED_JSON)
         check_schema(doc, path / IMPORTED_JSON)
         imported = [d for d in doc.get("imports") or [] if isinstance(d, dict)]
+    unread_kernel_lines = []
+    if (path / KERNEL_LOG_JSON).exists():
+        kernel = _read_json(path / KERNEL_LOG_JSON)
+        unread_kernel_lines = [f"kernel log {kernel.get('file', '?')}: {p}" for p in kernel.get("problems") or []]
     skipped_lines = [n for n in notes if ": skipped" in n]
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
     problems = skipped_line_notes(notes)
     notes = [n for n in notes if n not in problems]
+    problems += unread_kernel_lines
     if doubled:
         problems.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
                         "(the same results appended twice): counted once")

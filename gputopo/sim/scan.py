@@ -10,14 +10,16 @@ from __future__ import annotations
 from gputopo.model import Topology
 
 
-def scan_simulated(name_or_path: str, **fake_nvml_options) -> Topology:
-    """Load a description (built-in name or TOML path) and scan it. UsageError/InputFileError on bad input."""
+def scan_simulated(name_or_path: str, saved_kernel_log=None, **fake_nvml_options) -> Topology:
+    """Load a description (built-in name or TOML path) and scan it. UsageError/InputFileError on bad input.
+    ``saved_kernel_log``: (text, where from) read for Xid events instead of the machine's own log."""
     from gputopo.sim.description import load_description
 
-    return scan_description(load_description(name_or_path), **fake_nvml_options)
+    return scan_description(load_description(name_or_path), saved_kernel_log=saved_kernel_log,
+                            **fake_nvml_options)
 
 
-def scan_description(desc, **fake_nvml_options) -> Topology:
+def scan_description(desc, saved_kernel_log=None, **fake_nvml_options) -> Topology:
     from gputopo.probe.scan import read_machine
     from gputopo.sim.fake_host import FakeHost
     from gputopo.sim.fake_nvml import FakeNvml
@@ -27,6 +29,7 @@ def scan_description(desc, **fake_nvml_options) -> Topology:
     try:
         with FakeHost(desc) as fake_host:
             return read_machine(lib, fake_host.root, fake_host.run, machine=desc.name,
-                                source=f"sim:{desc.name}", simulated=True)
+                                source=f"sim:{desc.name}", simulated=True,
+                                saved_kernel_log=saved_kernel_log)
     finally:
         lib.nvmlShutdown()

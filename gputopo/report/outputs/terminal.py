@@ -123,6 +123,7 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             avg = log.get("avg_busbw_gbps")
             avg_text = (f"{avg} GB/s (nccl-tests' figure: mean over all sizes, not the peak)" if avg is not None
                         else "not printed (the log has no footer)")
-            console.print(f"nccl-tests {log.get('op')} ({log.get('file')}): peak busbw "
+            nccl = f", NCCL {log['nccl_version']}" if log.get("nccl_version") else ""
+            console.print(f"nccl-tests {log.get('op')} ({log.get('file')}{nccl}): peak busbw "
                           f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth {avg_text}")
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))

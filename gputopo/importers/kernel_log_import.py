@@ -1,0 +1,125 @@
+"""`gputopo import kernel-log FILE`: a saved kernel log (dmesg, dmesg -T, journalctl, syslog) as
+a run folder whose GPUs carry the Xid events the log holds for them, so `report`, `check`,
+`diff` and `place` judge them as they judge a scan's (report/health_checks.py makes the findings).
+
+The log names GPUs only by PCI bus id: each bus id it names becomes one GPU of the folder,
+numbered in bus order (NVML's own order on one machine, but a GPU the log never names is not
+counted, so the numbers are the log's, said in the GPU's name). Lines that name an Xid but
+cannot be read are kept per line in ``kernel_log.json`` and reported as ``incomplete-data``.
+A file with no kernel-log line at all (another tool's output), an empty or a binary file is
+refused with one line (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gputopo import SCHEMA_VERSION
+from gputopo.bench.runlog import (
+    MEASUREMENTS_JSONL,
+    RUN_JSON,
+    TOPOLOGY_JSON,
+    new_run_dir,
+    run_info,
+    write_json,
+)
+from gputopo.errors import InputFileError, UsageError
+from gputopo.model import Gpu, HostInfo, NotAvailable, Topology, topology_to_json
+from gputopo.model.health import GpuHealth
+from gputopo.probe.xid_lines import KernelLogRead, bus_label, finish, read_line
+from gputopo.report.run_folder import KERNEL_LOG_JSON
+from gputopo.writable import check_writable_dir
+
+from .text_input import display_name, text_lines
+
+DEFAULT_BASE_DIR = "reports"
+
+
+@dataclass
+class KernelLogImport:
+    run_dir: Path
+    read: KernelLogRead
+    summary: object = None  # gputopo.report.summary.Summary when rendered
+
+
+def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: bool = False) -> KernelLogRead:
+    """Stream ``path`` (``-``: stdin) through the Xid reader; InputFileError when it is no kernel log,
+    UsageError when it holds several hosts' lines and ``host`` does not pick one (their GPUs share
+    bus ids: one machine's Xids would be put on another's GPU)."""
+    read = KernelLogRead(only_host=host)
+    with text_lines(path, "a kernel log (dmesg, journalctl -k, syslog)") as lines:
+        for lineno, line in enumerate(lines, start=1):
+            read_line(read, line, lineno)
+    finish(read)
+    name = display_name(path)
+    if read.lines == 0:
+        raise InputFileError(name, "empty file: expected a kernel log (dmesg, journalctl -k, syslog)")
+    if host is not None and host not in read.hosts:
+        raise UsageError(f"{name}: no line of host {host!r} (hosts in the log: {', '.join(read.hosts) or 'none named'})")
+    if read.kernel_lines == 0:
+        raise InputFileError(name, f"no kernel log line in its {read.lines} line(s) (no dmesg time stamp, "
+                                   "no 'kernel:' and no 'NVRM:'): not a kernel log; save one with "
+                                   "`dmesg -T > kern.log` or `journalctl -k > kern.log`")
+    if host is None and len(read.hosts) > 1 and not several_hosts_ok:
+        shown = ", ".join(read.hosts[:6]) + (f" and {len(read.hosts) - 6} more" if len(read.hosts) > 6 else "")
+        raise UsageError(f"{name}: lines of {len(read.hosts)} hosts ({shown}): their GPUs would share bus ids; "
+                         "pick one with --host NAME")
+    return read
+
+
+def topology_from_read(read: KernelLogRead, source: str) -> Topology:
+    """One GPU per bus id the log names, in bus order, with its Xid events as its health."""
+    gpus = []
+    for k, key in enumerate(read.buses):
+        bus = bus_label(key)
+        health = GpuHealth(**{name: NotAvailable("not in a kernel log") for name in GpuHealth.__dataclass_fields__})
+        health.xid_events = list(read.events.get(key, []))
+        gpus.append(Gpu(nvml_index=k, name=f"GPU at {bus} (numbered by the kernel log's bus ids)",
+                        uuid=read.uuids.get(key, NotAvailable("not in the kernel log")),
+                        pci_bus_id=f"{key[0]:08X}:{key[1]:02X}:{key[2]:02X}.0", health=health))
+    hosts = [read.only_host] if read.only_host else read.hosts
+    hostname = hosts[0] if hosts else "kernel-log"
+    host = HostInfo(hostname=hostname if hosts else NotAvailable("the log names no host"))
+    if read.driver_versions:  # the one loaded last is the one the later lines come from
+        host.driver_version = read.driver_versions[-1]
+    host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
+    return Topology(gpus=gpus, pairs=[], host=host, source="kernel-log", simulated=False, machine=hostname)
+
+
+def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "file": display_name(path), "forms": read.forms,
+            "hosts": read.hosts, "lines": read.lines, "kernel_lines": read.kernel_lines,
+            "nvrm_lines": read.nvrm_lines,
+            "xid_events": sum(len(v) for v in read.events.values()),
+            "driver_versions": read.driver_versions,
+            "gpus": [bus_label(k) for k in read.buses], "problems": list(read.problems)}
+
+
+def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
+                      render: bool = True, console=None, host: str | None = None) -> KernelLogImport:
+    """Read the log and write a run folder; returns where it went (InputFileError / UsageError on bad input)."""
+    read = read_kernel_log_file(path, host)
+    topo = topology_from_read(read, display_name(path))
+    if out_dir is not None:
+        run_dir = Path(out_dir)
+        if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
+            raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
+        check_writable_dir(run_dir, "--out")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = new_run_dir(base_dir, topo.machine or "kernel-log")
+    info = run_info(fabric="none", simulated=False, machine=topo.machine,
+                    argv=argv if argv is not None else ["import", "kernel-log", str(path)],
+                    options={"imported_from": [display_name(path)]}, source="kernel-log")
+    write_json(run_dir / RUN_JSON, info)
+    write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
+    (run_dir / MEASUREMENTS_JSONL).touch()
+    write_json(run_dir / KERNEL_LOG_JSON, kernel_log_document(read, path))
+    result = KernelLogImport(run_dir=run_dir, read=read)
+    if render:
+        from gputopo.report.render import render_run
+
+        result.summary = render_run(run_dir, console=console)
+    return result

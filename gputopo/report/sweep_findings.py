@@ -1,0 +1,82 @@
+"""`bandwidth-cliff`: along an imported nccl-tests size sweep, busbw that falls at one size to
+below half of what smaller sizes reached, and never comes back at any larger size.
+
+A healthy sweep rises with size and levels off; small dips where NCCL switches algorithm or
+protocol recover at the next sizes. A cliff that does not recover (a real post: 29.9 GB/s at
+8 MB, 1.48 GB/s from 16 MB on) means large transfers take another, much slower path: a fallback
+transport, a buffer beyond what a P2P / BAR mapping can hold, or a link that degrades under
+sustained load. Judged per log on the printed busbw, per size the better of the out-of-place
+and in-place figures, so one noisy placement alone never makes a cliff; peaks below 1 GB/s
+(latency-bound small sizes) are not judged.
+"""
+
+from __future__ import annotations
+
+from gputopo.model import Finding, Measurement
+
+#: busbw below this fraction of the best smaller size's, with no larger size back above it.
+CLIFF_FRACTION = 0.5
+#: A sweep whose best busbw before the drop is below this (GB/s) is latency-bound: not judged.
+MIN_PEAK_GBPS = 1.0
+
+
+def _sweeps(measurements: list[Measurement]) -> dict[tuple[str, str, tuple[int, ...]], dict[int, float]]:
+    """(file, test, GPUs) -> size -> printed busbw (the better placement), for nccl-tests imports."""
+    out: dict[tuple[str, str, tuple[int, ...]], dict[int, float]] = {}
+    for m in measurements:
+        extra = m.extra or {}
+        if extra.get("source") != "nccl-tests":
+            continue
+        busbw = (extra.get("printed") or {}).get("busbw_gbps")
+        if not isinstance(busbw, (int, float)) or isinstance(busbw, bool) or m.size_bytes is None:
+            continue
+        sizes = out.setdefault((str(extra.get("file", "?")), m.test, tuple(m.gpus)), {})
+        sizes[m.size_bytes] = max(sizes.get(m.size_bytes, 0.0), float(busbw))
+    return out
+
+
+def find_cliff(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float, float] | None:
+    """(size before, busbw there, size of the drop, busbw there, best busbw after) of the first
+    unrecovered cliff, or None."""
+    sizes = sorted(busbw_by_size)
+    best_before, best_size = 0.0, None
+    for k, size in enumerate(sizes):
+        bw = busbw_by_size[size]
+        if best_size is not None and best_before >= MIN_PEAK_GBPS and bw < CLIFF_FRACTION * best_before:
+            after = max(busbw_by_size[s] for s in sizes[k:])
+            if after < CLIFF_FRACTION * best_before:
+                return best_size, best_before, size, bw, after
+        if bw >= best_before:
+            best_before, best_size = bw, size
+    return None
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} B"
+
+
+def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
+    out = []
+    for (file, test, gpus), by_size in sorted(_sweeps(measurements).items()):
+        cliff = find_cliff(by_size)
+        if cliff is None:
+            continue
+        at, before, drop, bw, after = cliff
+        op = test.split(".", 1)[-1]
+        out.append(Finding(
+            "bandwidth-cliff", "warning",
+            f"nccl-tests {op} busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at {_size(drop)} "
+            f"and stays below {CLIFF_FRACTION:.0%} of it at every larger size (best {after:g} GB/s; {file})",
+            gpus=list(gpus) or None,
+            evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
+                      "cliff_size_bytes": drop, "busbw_at_cliff_gbps": bw, "best_after_gbps": after,
+                      "fraction": CLIFF_FRACTION, "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
+            cause="transfers from this size on take a much slower path: a transport fallback (e.g. P2P to SHM "
+                  "or socket), a buffer larger than a peer mapping can hold, or a link that degrades under load",
+            remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH and import the log with "
+                      "`gputopo import nccl-debug` to see the transport per pair"),
+                      "rerun the sizes around the cliff alone (-b/-e) to see whether it moves"]))
+    return out
