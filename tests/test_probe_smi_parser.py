@@ -149,10 +149,25 @@ def test_detect_kind_neither():
     assert detect_smi_kind("hello\nworld\n") is None
 
 
+STELLINE = "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
+
+
+def test_fixture_stelline_amd_nics():
+    """4x RTX 6000 Ada on an AMD host (the machine of the p2pbw import fixture): NODE within a
+    socket, SYS across, 4 NICs PIX in pairs, spaces instead of tabs."""
+    m = parse_topo_matrix(fixture(STELLINE), STELLINE)
+    assert m.gpu_count == 4 and m.gpu_indices == [0, 1, 2, 3]
+    assert m.classes == classes(p0_1="NODE", p0_2="SYS", p0_3="SYS", p1_2="SYS", p1_3="SYS", p2_3="NODE")
+    assert m.cpu_affinity == {0: "0-31", 1: "0-31", 2: "32-63", 3: "32-63"}
+    assert m.nics == ["NIC0", "NIC1", "NIC2", "NIC3"]
+    assert m.nic_classes[(0, "NIC0")] == C("NODE") and m.nic_classes[(2, "NIC2")] == C("NODE")
+    assert m.nic_classes[(0, "NIC2")] == C("SYS")
+
+
 def test_every_topo_fixture_file_is_covered():
     """A fixture added to tests/fixtures/ without expectations here should be noticed."""
     names = {p.name for p in TOPO_DIR.glob("*.txt")}
-    assert names == set(TOPO_FIXTURES) | {AUTODL_P2P}
+    assert names == set(TOPO_FIXTURES) | {AUTODL_P2P, STELLINE}
 
 
 # ----------------------------------------------------------------------------- pasted variants
