@@ -16,6 +16,8 @@ KINDS = (
     "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
     # The culprit a run's per-pair findings point at (gputopo.report.localise).
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
+    # A GPU with NVLink ports and none connected (an unbridged PCIe card): info, fails nothing.
+    "nvlink-not-connected",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -45,24 +45,55 @@ def _lost(topo):
     ]
 
 
+def _remote_known(lk) -> bool:
+    """Whether NVML named the link's far end (an all-zero address is no far end)."""
+    rid = lk.remote_bus_id
+    return is_value(rid) and isinstance(rid, str) and rid.strip("0:.") != ""
+
+
 def _nvlinks_down(topo):
-    """A GPU with inactive NVLinks, or with fewer active links than its peers typically have."""
-    counts = {g.nvml_index: len(g.active_nvlinks()) for g in topo.gpus if g.lost is None}
-    with_links = [c for c in counts.values() if c > 0]
-    typical = statistics.median(with_links) if with_links else 0
+    """NVLinks that were meant to be up and are not.
+
+    NVML lists every NVLink port of a GPU that has them, bridged or not: a PCIe card with no
+    bridge fitted (one H100 PCIe, an A100 PCIe box bridged in pairs) reports all its links
+    inactive with no far end, and that is healthy. So an inactive link is *down* only when it
+    was meant to be up: on an NVSwitch system (any GPU's link goes to a switch), or when NVML
+    names its far end; and a GPU is short of links when it has fewer active than its peers of
+    the same model and board (same NVML name) have. A GPU whose links are all inactive and that
+    no other GPU links to has no NVLink connected: one info line, which fails nothing.
+    """
+    live = [g for g in topo.gpus if g.lost is None]
+    switched = any(str(lk.remote_type) == "SWITCH" for g in live for lk in g.nvlinks)
+    remotes = {short_bus_id(lk.remote_bus_id) for g in live for lk in g.nvlinks if _remote_known(lk)}
+    linked_to = {g.nvml_index for g in live if is_value(g.pci_bus_id) and short_bus_id(g.pci_bus_id) in remotes}
+    unconnected = {g.nvml_index for g in live if g.nvlinks and not g.active_nvlinks() and not switched
+                   and g.nvml_index not in linked_to and not any(_remote_known(lk) for lk in g.nvlinks)}
     out = []
-    for g in topo.gpus:
-        if g.lost is not None:
+    for g in live:
+        if g.nvml_index in unconnected:
+            what = ("the only GPU, with no peer to link to" if len(live) == 1 else
+                    "no GPU links to it: its peer traffic goes over PCIe; if an NVLink bridge is fitted, "
+                    "it is not working")
+            out.append(Finding(
+                "nvlink-not-connected", "info",
+                f"GPU {g.nvml_index}: no NVLink connected ({len(g.nvlinks)} NVLink ports, none active; {what})",
+                gpus=[g.nvml_index], evidence={"ports": len(g.nvlinks), "active": 0}))
             continue
-        down = [lk.link for lk in g.nvlinks if lk.active is False]
-        active = counts[g.nvml_index]
-        if not down and not (typical and active < typical):
+        if not g.nvlinks:  # no NVLink ports listed: nothing to judge
+            continue
+        active = len(g.active_nvlinks())
+        down = [lk.link for lk in g.nvlinks if lk.active is False and (switched or _remote_known(lk))]
+        peers = [len(x.active_nvlinks()) for x in live if x.nvml_index != g.nvml_index
+                 and x.nvml_index not in unconnected and is_value(x.name) and x.name == g.name]
+        typical = statistics.median(peers) if peers else 0
+        short = bool(typical and active < typical)
+        if not down and not short:
             continue
         msg = f"GPU {g.nvml_index}: {active} NVLinks active"
         if down:
             msg += f", {len(down)} down (links {gpu_ranges(down)})"
-        if typical and active < typical:
-            msg += f"; its peers have {typical:g}"
+        if short:
+            msg += f"; its peers of the same model have {typical:g}"
         out.append(Finding(
             "nvlink-down", "error" if active == 0 else "warning",
             msg + ": its peer traffic falls back to PCIe or to fewer links, at a fraction of the speed",
