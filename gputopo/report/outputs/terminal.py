@@ -57,7 +57,11 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         t.add_column(h, justify="right" if h not in ("class", "series", "verdict", "worst pair") else "left")
     for r in rows:
         t.add_row(*r[:-1], Text(r[-1], style=VERDICT_STYLE.get(r[-1], "")))
-    if rows:
+    if rows and not any(c.pairs_measured for c in summary.classes):
+        # a run of GPUs alone (--self, or a one-GPU machine): a table of "not-measured" classes
+        # would only repeat that no pair was measured
+        console.print("Link classes: not judged (no GPU pair was measured in this run).")
+    elif rows:
         console.print(t)
         note = figures_note(summary)
         if note:
