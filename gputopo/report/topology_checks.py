@@ -175,11 +175,29 @@ def _pcie_pairs(topo):
     return [list(p.gpus) for p in topo.pairs if not p.link_class.is_nvlink]
 
 
+def _no_pcie_pair_text(topo, acs: bool = False) -> str:
+    """What IOMMU translation or ACS redirect means where no GPU pair talks over PCIe."""
+    if len(topo.gpus) < 2:
+        if acs:
+            return ("with one GPU there are no GPU peer-to-peer requests to redirect; its host<->GPU "
+                    "copies are not redirected")
+        return ("with one GPU there are no GPU peer-to-peer copies; its host<->GPU copies are "
+                "translated as on any IOMMU host (`gputopo bench` checks them bit for bit)")
+    return ("no GPU pair reaches another over PCIe now (every pair is joined by NVLink), so no peer "
+            "copy is at risk; a pair whose NVLinks go down falls back to PCIe peer-to-peer, which "
+            "this setting can corrupt")
+
+
 def _iommu(topo):
     h = topo.host
     if h.iommu_mode != "translated":
         return []
     pcie = _pcie_pairs(topo)
+    if not pcie:  # nothing peer-to-peer over PCIe now: say what is true, as info
+        return [Finding(
+            "iommu", "info", "the IOMMU translates DMA: " + _no_pcie_pair_text(topo),
+            evidence={"iommu_mode": h.iommu_mode, "evidence": list(h.iommu_evidence), "pcie_pairs": []},
+            cause="IOMMU in DMA-translation mode remaps peer DMA addresses")]
     return [Finding(
         "iommu", "warning",
         "the IOMMU translates DMA: PCIe peer-to-peer copies between GPUs can be silently corrupted "
@@ -201,6 +219,12 @@ def _acs(topo):
         return []
     by_bus = {short_bus_id(g.pci_bus_id): g.nvml_index for g in topo.gpus}
     gpus = sorted({by_bus[short_bus_id(x)] for b in redirecting for x in b.gpus if short_bus_id(x) in by_bus})
+    if not _pcie_pairs(topo):
+        return [Finding(
+            "acs", "info", f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) "
+            f"{gpu_ranges(gpus) or '?'}: " + _no_pcie_pair_text(topo, acs=True), gpus=gpus or None,
+            evidence={"bridges": {b.bdf: {"gpus": b.gpus, "controls": b.controls} for b in redirecting}},
+            cause="ACS request/completion redirect enabled (often together with the IOMMU)")]
     return [Finding(
         "acs", "warning",
         f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) {gpu_ranges(gpus) or '?'}: "
