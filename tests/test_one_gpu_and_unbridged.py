@@ -164,3 +164,35 @@ def test_iommu_on_an_all_nvlink_machine_says_only_a_fallback_is_at_risk(tmp_path
     found = [f for f in scan_problems(str(desc)) if f["kind"] == "iommu"]
     assert len(found) == 1 and found[0]["severity"] == "info"
     assert "0 GPU pair" not in found[0]["message"] and "falls back to PCIe" in found[0]["message"]
+
+
+def _gpus_with_links(name, active_per_gpu, ports):
+    from gputopo.model import Gpu
+    from gputopo.model.topology import NvLink
+    from gputopo.model.values import NotAvailable
+
+    na = NotAvailable("NVML_ERROR_NOT_SUPPORTED")
+    return [Gpu(nvml_index=i, name=name, pci_bus_id=f"00000000:{0x10 + i:02X}:00.0",
+                nvlinks=[NvLink(link=k, active=k < a, remote_bus_id=na, remote_type=na) for k in range(ports)])
+            for i, a in enumerate(active_per_gpu)]
+
+
+def test_rule_sxm_modules_with_links_down_and_no_far_end_are_errors():
+    """Fabric manager not running on an HGX board: every link inactive, NVML names no far end.
+    SXM links are wired by the baseboard, so that is nvlink-down, not 'no NVLink connected'."""
+    from gputopo.model import Topology
+    from gputopo.report.topology_checks import topology_findings
+
+    topo = Topology(gpus=_gpus_with_links("NVIDIA H100 80GB HBM3", [0, 0], 18), pairs=[])
+    found = [(f.kind, f.severity) for f in topology_findings(topo) if f.kind.startswith("nvlink")]
+    assert found == [("nvlink-down", "error")] * 2
+
+
+def test_rule_pcie_cards_short_of_their_peers_warn_and_unbridged_ones_are_info():
+    """Same model: bridged cards with 12 active, one with 8 (a bridge half seated), one with none."""
+    from gputopo.model import Topology
+    from gputopo.report.topology_checks import topology_findings
+
+    topo = Topology(gpus=_gpus_with_links("NVIDIA A100 80GB PCIe", [12, 12, 8, 0], 12), pairs=[])
+    found = {f.gpus[0]: (f.kind, f.severity) for f in topology_findings(topo) if f.kind.startswith("nvlink")}
+    assert found == {2: ("nvlink-down", "warning"), 3: ("nvlink-not-connected", "info")}

@@ -51,6 +51,17 @@ def _remote_known(lk) -> bool:
     return is_value(rid) and isinstance(rid, str) and rid.strip("0:.") != ""
 
 
+def _board_wired(name) -> bool:
+    """Whether a GPU's NVLinks are wired by its baseboard (SXM modules: HGX/DGX, every link to a
+    switch or a peer), so an inactive link was meant to be up even when NVML names no far end
+    (e.g. every link down because the fabric manager is not running). PCIe and NVL cards, and
+    GH200 (its links unused outside an NVLink-switch rack), are wired only by bridges."""
+    u = str(name).upper() if is_value(name) else ""
+    if not u or "PCIE" in u or "NVL" in u or "GH200" in u:
+        return False
+    return any(k in u for k in ("SXM", "HBM3", "H200", "B100", "B200", "B300"))
+
+
 def _nvlinks_down(topo):
     """NVLinks that were meant to be up and are not.
 
@@ -59,7 +70,8 @@ def _nvlinks_down(topo):
     inactive with no far end, and that is healthy. So an inactive link is *down* only when it
     was meant to be up: on an NVSwitch system (any GPU's link goes to a switch), or when NVML
     names its far end; and a GPU is short of links when it has fewer active than its peers of
-    the same model and board (same NVML name) have. A GPU whose links are all inactive and that
+    the same model and board (same NVML name) have; an SXM module's links are all wired by its
+    baseboard (_board_wired). A GPU whose links are all inactive and that
     no other GPU links to has no NVLink connected: one info line, which fails nothing.
     """
     live = [g for g in topo.gpus if g.lost is None]
@@ -67,7 +79,8 @@ def _nvlinks_down(topo):
     remotes = {short_bus_id(lk.remote_bus_id) for g in live for lk in g.nvlinks if _remote_known(lk)}
     linked_to = {g.nvml_index for g in live if is_value(g.pci_bus_id) and short_bus_id(g.pci_bus_id) in remotes}
     unconnected = {g.nvml_index for g in live if g.nvlinks and not g.active_nvlinks() and not switched
-                   and g.nvml_index not in linked_to and not any(_remote_known(lk) for lk in g.nvlinks)}
+                   and not _board_wired(g.name) and g.nvml_index not in linked_to
+                   and not any(_remote_known(lk) for lk in g.nvlinks)}
     out = []
     for g in live:
         if g.nvml_index in unconnected:
@@ -82,7 +95,8 @@ def _nvlinks_down(topo):
         if not g.nvlinks:  # no NVLink ports listed: nothing to judge
             continue
         active = len(g.active_nvlinks())
-        down = [lk.link for lk in g.nvlinks if lk.active is False and (switched or _remote_known(lk))]
+        wired = switched or _board_wired(g.name)
+        down = [lk.link for lk in g.nvlinks if lk.active is False and (wired or _remote_known(lk))]
         peers = [len(x.active_nvlinks()) for x in live if x.nvml_index != g.nvml_index
                  and x.nvml_index not in unconnected and is_value(x.name) and x.name == g.name]
         typical = statistics.median(peers) if peers else 0
