@@ -118,14 +118,16 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
         cpu_gpus = _stand_in_gpus(resume_dir)  # the run's --cpu-gpus
     machine = choose_machine(sim, fabric, cpu_gpus or 2)
     topo = machine.topology
-    if len(topo.gpus) == 1 and not pairs_values and not class_text and not resume_dir:
+    if len(topo.gpus) == 1 and not pairs_values and not class_text:
         if not alone_ok:
             raise OneGpuError(ONE_GPU_NUMERICS)
-        if not self_test:  # one GPU has no pair: measure it alone, as --self does, and say so
+        if resume_dir:  # what a resumed run measures comes from its run.json
+            self_test = True
+        elif not self_test:  # one GPU has no pair: measure it alone, as --self does, and say so
             click.echo(f"gputopo: this machine has one GPU ({_gpu_name(topo)}): no pair to measure, "
                        "so it is measured alone (as --self: host<->GPU and on-device copies)", err=True)
             self_test = True
-        if want_numerics:
+        if want_numerics and not resume_dir:
             click.echo(f"gputopo: numerics not run: {ONE_GPU_WHY}", err=True)
     if self_test and not pairs_values and not class_text:
         pairs, self_gpus = [], parse_gpus(gpus_text, len(topo.gpus))
