@@ -199,3 +199,12 @@ def test_rule_pcie_cards_short_of_their_peers_warn_and_unbridged_ones_are_info()
     topo = Topology(gpus=_gpus_with_links("NVIDIA A100 80GB PCIe", [12, 12, 8, 0], 12), pairs=[])
     found = {f.gpus[0]: (f.kind, f.severity) for f in topology_findings(topo) if f.kind.startswith("nvlink")}
     assert found == {2: ("nvlink-down", "warning"), 3: ("nvlink-not-connected", "info")}
+
+
+def test_fake_nvml_version_of_an_untrained_port_is_invalid_and_the_probe_says_so():
+    lib = FakeNvml(load_description(ONE))
+    lib.nvmlInit()
+    assert lib.nvmlDeviceGetNvLinkVersion(lib.nvmlDeviceGetHandleByIndex(0), 0) == 0  # VERSION_INVALID
+    proc = gputopo("scan", "--sim", ONE, "--json")
+    link = json.loads(proc.stdout)["gpus"][0]["nvlinks"][0]
+    assert link["active"] is False and "invalid (0)" in link["version"]["not_available"]
