@@ -189,6 +189,11 @@ def _pcie_pairs(topo):
     return [list(p.gpus) for p in topo.pairs if not p.link_class.is_nvlink]
 
 
+def _no_pcie_pair(topo) -> bool:
+    """One GPU, or GPUs whose every pair (all of them read) is joined by NVLink."""
+    return len(topo.gpus) < 2 or (bool(topo.pairs) and not _pcie_pairs(topo))
+
+
 def _no_pcie_pair_text(topo, acs: bool = False) -> str:
     """What IOMMU translation or ACS redirect means where no GPU pair talks over PCIe."""
     if len(topo.gpus) < 2:
@@ -207,7 +212,7 @@ def _iommu(topo):
     if h.iommu_mode != "translated":
         return []
     pcie = _pcie_pairs(topo)
-    if not pcie:  # nothing peer-to-peer over PCIe now: say what is true, as info
+    if _no_pcie_pair(topo):  # nothing peer-to-peer over PCIe now: say what is true, as info
         return [Finding(
             "iommu", "info", "the IOMMU translates DMA: " + _no_pcie_pair_text(topo),
             evidence={"iommu_mode": h.iommu_mode, "evidence": list(h.iommu_evidence), "pcie_pairs": []},
@@ -233,7 +238,7 @@ def _acs(topo):
         return []
     by_bus = {short_bus_id(g.pci_bus_id): g.nvml_index for g in topo.gpus}
     gpus = sorted({by_bus[short_bus_id(x)] for b in redirecting for x in b.gpus if short_bus_id(x) in by_bus})
-    if not _pcie_pairs(topo):
+    if _no_pcie_pair(topo):
         return [Finding(
             "acs", "info", f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) "
             f"{gpu_ranges(gpus) or '?'}: " + _no_pcie_pair_text(topo, acs=True), gpus=gpus or None,
