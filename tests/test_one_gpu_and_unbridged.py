@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from gputopo.probe.nvml_codes import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_nvml import FakeNvml, NVMLError
+from gputopo.sim.fake_nvml_constants import NVML_FI_DEV_NVLINK_LINK_COUNT
 
 REPO = Path(__file__).resolve().parents[1]
 ONE = "h100-pcie-1gpu"
@@ -137,16 +139,16 @@ def test_fake_nvml_answers_for_an_unbridged_card_as_the_driver_does():
     lib = FakeNvml(load_description(ONE))
     lib.nvmlInit()
     h = lib.nvmlDeviceGetHandleByIndex(0)
-    field = lib.nvmlDeviceGetFieldValues(h, [lib.NVML_FI_DEV_NVLINK_LINK_COUNT])[0]
+    field = lib.nvmlDeviceGetFieldValues(h, [NVML_FI_DEV_NVLINK_LINK_COUNT])[0]
     assert field.nvmlReturn == 0 and field.value.uiVal == 18
     assert [lib.nvmlDeviceGetNvLinkState(h, k) for k in range(18)] == [0] * 18
     for k in (0, 17):
         with pytest.raises(NVMLError) as ei:
             lib.nvmlDeviceGetNvLinkRemotePciInfo(h, k)
-        assert ei.value.value == lib.NVML_ERROR_NOT_SUPPORTED
+        assert ei.value.value == NVML_ERROR_NOT_SUPPORTED
     with pytest.raises(NVMLError) as ei:
         lib.nvmlDeviceGetNvLinkState(h, 18)
-    assert ei.value.value == lib.NVML_ERROR_INVALID_ARGUMENT
+    assert ei.value.value == NVML_ERROR_INVALID_ARGUMENT
 
 
 def test_fake_nvml_lists_the_ports_of_a_card_without_a_partner():
@@ -154,7 +156,7 @@ def test_fake_nvml_lists_the_ports_of_a_card_without_a_partner():
     lib = FakeNvml(load_description("synthetic-3gpu"))
     lib.nvmlInit()
     h = lib.nvmlDeviceGetHandleByIndex(2)
-    assert lib.nvmlDeviceGetFieldValues(h, [lib.NVML_FI_DEV_NVLINK_LINK_COUNT])[0].value.uiVal == 4
+    assert lib.nvmlDeviceGetFieldValues(h, [NVML_FI_DEV_NVLINK_LINK_COUNT])[0].value.uiVal == 4
     assert [lib.nvmlDeviceGetNvLinkState(h, k) for k in range(4)] == [0] * 4
     h0 = lib.nvmlDeviceGetHandleByIndex(0)
     assert [lib.nvmlDeviceGetNvLinkState(h0, k) for k in range(4)] == [1] * 4
@@ -197,7 +199,8 @@ def test_rule_pcie_cards_short_of_their_peers_warn_and_unbridged_ones_are_info()
     from gputopo.report.topology_checks import topology_findings
 
     topo = Topology(gpus=_gpus_with_links("NVIDIA A100 80GB PCIe", [12, 12, 8, 0], 12), pairs=[])
-    found = {f.gpus[0]: (f.kind, f.severity) for f in topology_findings(topo) if f.kind.startswith("nvlink")}
+    found = {(f.gpus or [-1])[0]: (f.kind, f.severity) for f in topology_findings(topo)
+             if f.kind.startswith("nvlink")}
     assert found == {2: ("nvlink-down", "warning"), 3: ("nvlink-not-connected", "info")}
 
 
