@@ -243,8 +243,14 @@ def test_unknown_top_level_key_names_its_line():
 def test_no_gpus_and_no_classes():
     e = bad('name = "x"\nsummary = "y"\n[[fault]]\nwhere = "pair:0,1"\nwhat = "melt"\n')
     assert "m.toml" in str(e)
-    e = bad('[[gpu]]\nname = "NVIDIA A100-SXM4-80GB"\n')
+    e = bad('[[gpu]]\nname = "NVIDIA A100-SXM4-80GB"\n[[gpu]]\nname = "NVIDIA A100-SXM4-80GB"\n')
     assert e.key == "pairs" and "matrix" in str(e)
+
+
+def test_one_gpu_needs_no_pair_table():
+    """One GPU has no pair: its description needs no matrix, [pairs] or nvswitch."""
+    d = parse_description('[[gpu]]\nname = "NVIDIA H100 PCIe"\n', "one.toml")
+    assert len(d.gpus) == 1 and d.pairs() == []
 
 
 def test_bad_matrix_error_points_into_the_file():
@@ -342,8 +348,10 @@ def test_link_down_fault_shows_as_inactive_links_and_pcie_class():
 def test_nvlinks_down_on_one_end_downs_the_cable():
     d = parse_description(GOOD.replace('bus_id = "0000:0f:00.0"', 'bus_id = "0000:0f:00.0"\nnvlinks_down = [1]'),
                           "x.toml")
-    assert [lk.active for lk in d.gpus[1].nvlinks] == [True, False]
-    assert [lk.active for lk in d.gpus[0].nvlinks] == [True, False]
+    # the pair's two cables; the model's other ports are unused (inactive, nothing attached)
+    assert [lk.active for lk in d.gpus[1].nvlinks[:2]] == [True, False]
+    assert [lk.active for lk in d.gpus[0].nvlinks[:2]] == [True, False]
+    assert all(not lk.active and lk.remote_bus_id is None for lk in d.gpus[0].nvlinks[2:])
     assert str(d.link_class(0, 1)) == "NV1" and d.nvlink_count(0, 1) == 1
 
 
@@ -414,7 +422,9 @@ def test_generated_machines(n):
 
 def test_generated_odd_and_invalid():
     d = generate_description(3)
-    assert d.gpus[2].nvlinks == [] and str(d.link_class(1, 2)) == "NODE"
+    # GPU 2 has no partner: an RTX A6000 still lists its 4 NVLink ports, inactive, no far end
+    assert [(lk.active, lk.remote_bus_id) for lk in d.gpus[2].nvlinks] == [(False, None)] * 4
+    assert str(d.link_class(1, 2)) == "NODE"
     with pytest.raises(ValueError):
         generate_description(0)
 

@@ -12,6 +12,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.cli.group import cli
 from gputopo.cli.options import console, finish, sim_option
 from gputopo.cli.strict import FiniteFloat, refuse_unused
+from gputopo.errors import EXIT_NO_HARDWARE, GputopoError
 
 #: A week: longer is no hang detection at all (and overflows the workers' timedelta).
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -101,11 +102,29 @@ def numerics_options_for(resume_dir, wanted: bool, **given):
             except UsageError as e:
                 raise UsageError(f"--resume {resume_dir}: run.json {NUMERICS_KEY}: {e}") from None
     return validate_options(**given) if wanted else None
+#: Why numerics needs a GPU pair (a one-GPU machine gets this line instead of a run).
+ONE_GPU_WHY = ("it compares nn.DataParallel and DDP over a GPU pair with one-GPU training, and on one "
+               "GPU both run the reference's own single-device step (DataParallel calls the module, "
+               "DDP at world size 1 has nothing to all-reduce), so they can show nothing")
+ONE_GPU_NUMERICS = f"numerics needs two GPUs and this machine has one: {ONE_GPU_WHY}; `gputopo bench` measures the GPU alone"
+
+
+class OneGpuError(GputopoError):
+    """A command that needs a GPU pair on a one-GPU machine (exit 3: a GPU it needs is missing)."""
+
+    exit_code = EXIT_NO_HARDWARE
+
+
+def _gpu_name(topo) -> str:
+    g = topo.gpus[0]
+    return f"GPU {g.nvml_index}, {g.name}" if isinstance(g.name, str) else f"GPU {g.nvml_index}"
 
 
 def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
            resume_dir, *, self_test=False, sizes=None, tests=(), preset="default",
-           concurrent=False, progress=True):
+           concurrent=False, progress=True, alone_ok=True, want_numerics=False):
+    """The machine and the BenchOptions of a bench/numerics command. On a one-GPU machine bench
+    measures the GPU alone (``alone_ok``) and numerics refuses in one line (OneGpuError)."""
     from gputopo.bench.api import BenchOptions, parse_gpus, parse_sizes, select_pairs
     from gputopo.jobs import choose_machine
 
@@ -121,6 +140,17 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
         cpu_gpus = _stand_in_gpus(resume_dir)  # the run's --cpu-gpus
     machine = choose_machine(sim, fabric, cpu_gpus or 2)
     topo = machine.topology
+    if len(topo.gpus) == 1 and not pairs_values and not class_text:
+        if not alone_ok:
+            raise OneGpuError(ONE_GPU_NUMERICS)
+        if resume_dir:  # what a resumed run measures comes from its run.json
+            self_test = True
+        elif not self_test:  # one GPU has no pair: measure it alone, as --self does, and say so
+            click.echo(f"gputopo: this machine has one GPU ({_gpu_name(topo)}): no pair to measure, "
+                       "so it is measured alone (as --self: host<->GPU and on-device copies)", err=True)
+            self_test = True
+        if want_numerics and not resume_dir:
+            click.echo(f"gputopo: numerics not run: {ONE_GPU_WHY}", err=True)
     if self_test and not pairs_values and not class_text:
         pairs, self_gpus = [], parse_gpus(gpus_text, len(topo.gpus))
     else:
@@ -229,7 +259,8 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                                  batch=batch, seed=seed)
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            out_dir, resume_dir, self_test=self_test, sizes=sizes, tests=groups,
-                           preset=preset or "default", concurrent=concurrent, progress=not as_json)
+                           preset=preset or "default", concurrent=concurrent, progress=not as_json,
+                           want_numerics=want_numerics)
     _report(run_job(machine, opts, nopts), as_json)
 
 
@@ -253,5 +284,5 @@ def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout
     nopts = numerics_options_for(resume_dir, True, steps=steps, lr=lr, model=model, batch=batch,
                                  seed=seed)
     machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
-                           out_dir, resume_dir, tests=(), progress=not as_json)
+                           out_dir, resume_dir, tests=(), progress=not as_json, alone_ok=False)
     _report(run_job(machine, opts, nopts), as_json)

@@ -111,7 +111,7 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
                                      batch=batch, seed=seed)
         machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
                                timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
-                               preset=preset or "default", progress=not as_json)
+                               preset=preset or "default", progress=not as_json, want_numerics=True)
         job = run_job(machine, opts, nopts)
         say_redone(job)
         run_dir = str(job.run_dir)

@@ -18,6 +18,8 @@ KINDS = (
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
     # busbw along an imported nccl-tests size sweep falls and does not recover (report/sweep_findings.py).
     "bandwidth-cliff",
+    # A GPU with NVLink ports and none connected (an unbridged PCIe card): info, fails nothing.
+    "nvlink-not-connected",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

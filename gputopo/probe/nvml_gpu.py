@@ -67,7 +67,9 @@ def _read_nvlink(lib, handle, link: int) -> Optional[NvLink]:
         return None
     active = bool(state) if is_value(state) else state
     version = query(lib, "nvmlDeviceGetNvLinkVersion", handle, link, default_reason="NVLink version")
-    if is_value(version):
+    if is_value(version) and int(version) == 0:  # NVML_NVLINK_VERSION_INVALID: a link not up
+        version = NotAvailable("NVLink version: NVML says invalid (0), as for a link that is not up")
+    elif is_value(version):
         version = NVLINK_GENERATION.get(int(version), NotAvailable(
             f"NVLink version: unknown nvmlNvlinkVersion_t value {version}"))
     remote = pci_info_bus_id(query(lib, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link,

@@ -71,6 +71,8 @@ def dp_sentence(topo: Topology, states, usable: List[int]) -> str:
     """Where nn.DataParallel (raw peer copies between every pair) is safe on this machine."""
     safe = dp_safe_pairs(topo, states, usable)
     allp = sorted(p for p in states if set(p) <= set(usable))
+    if not allp:
+        return "No GPU pair to place on: nn.DataParallel on one GPU makes no peer copies."
     if safe == allp:
         return ("nn.DataParallel is safe on every pair of the GPUs that can be placed"
                 + (f" ({len(usable)} of {len(topo.gpus)})." if len(usable) < len(topo.gpus) else "."))

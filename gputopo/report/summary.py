@@ -87,8 +87,11 @@ def summarize(run: Run) -> Summary:
                       pair_numerics(run.numerics), analysis.findings)
     attach_imported_transports(pairs, run.nccl_debug)
     classes = class_rows(pairs, analysis.findings)
-    return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes,
-                   verdict=overall_verdict(classes, analysis.findings, pairs))
+    verdict = overall_verdict(classes, analysis.findings, pairs)
+    if verdict == "not-measured" and any(len(m.gpus) == 1 and m.error is None and m.samples_s
+                                         for m in run.measurements):
+        verdict = "ok"  # GPUs measured alone (--self, a one-GPU machine) and nothing found in them
+    return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes, verdict=verdict)
 
 
 def summarize_dir(run_dir) -> Summary:

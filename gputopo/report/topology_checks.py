@@ -45,24 +45,69 @@ def _lost(topo):
     ]
 
 
+def _remote_known(lk) -> bool:
+    """Whether NVML named the link's far end (an all-zero address is no far end)."""
+    rid = lk.remote_bus_id
+    return is_value(rid) and isinstance(rid, str) and rid.strip("0:.") != ""
+
+
+def _board_wired(name) -> bool:
+    """Whether a GPU's NVLinks are wired by its baseboard (SXM modules: HGX/DGX, every link to a
+    switch or a peer), so an inactive link was meant to be up even when NVML names no far end
+    (e.g. every link down because the fabric manager is not running). PCIe and NVL cards, and
+    GH200 (its links unused outside an NVLink-switch rack), are wired only by bridges."""
+    u = str(name).upper() if is_value(name) else ""
+    if not u or "PCIE" in u or "NVL" in u or "GH200" in u:
+        return False
+    return any(k in u for k in ("SXM", "HBM3", "H200", "B100", "B200", "B300"))
+
+
 def _nvlinks_down(topo):
-    """A GPU with inactive NVLinks, or with fewer active links than its peers typically have."""
-    counts = {g.nvml_index: len(g.active_nvlinks()) for g in topo.gpus if g.lost is None}
-    with_links = [c for c in counts.values() if c > 0]
-    typical = statistics.median(with_links) if with_links else 0
+    """NVLinks that were meant to be up and are not.
+
+    NVML lists every NVLink port of a GPU that has them, bridged or not: a PCIe card with no
+    bridge fitted (one H100 PCIe, an A100 PCIe box bridged in pairs) reports all its links
+    inactive with no far end, and that is healthy. So an inactive link is *down* only when it
+    was meant to be up: on an NVSwitch system (any GPU's link goes to a switch), or when NVML
+    names its far end; and a GPU is short of links when it has fewer active than its peers of
+    the same model and board (same NVML name) have; an SXM module's links are all wired by its
+    baseboard (_board_wired). A GPU whose links are all inactive and that
+    no other GPU links to has no NVLink connected: one info line, which fails nothing.
+    """
+    live = [g for g in topo.gpus if g.lost is None]
+    switched = any(str(lk.remote_type) == "SWITCH" for g in live for lk in g.nvlinks)
+    remotes = {short_bus_id(lk.remote_bus_id) for g in live for lk in g.nvlinks if _remote_known(lk)}
+    linked_to = {g.nvml_index for g in live if is_value(g.pci_bus_id) and short_bus_id(g.pci_bus_id) in remotes}
+    unconnected = {g.nvml_index for g in live if g.nvlinks and not g.active_nvlinks() and not switched
+                   and not _board_wired(g.name) and g.nvml_index not in linked_to
+                   and not any(_remote_known(lk) for lk in g.nvlinks)}
     out = []
-    for g in topo.gpus:
-        if g.lost is not None:
+    for g in live:
+        if g.nvml_index in unconnected:
+            what = ("the only GPU, with no peer to link to" if len(live) == 1 else
+                    "no GPU links to it: its peer traffic goes over PCIe; if an NVLink bridge is fitted, "
+                    "it is not working")
+            out.append(Finding(
+                "nvlink-not-connected", "info",
+                f"GPU {g.nvml_index}: no NVLink connected ({len(g.nvlinks)} NVLink ports, none active; {what})",
+                gpus=[g.nvml_index], evidence={"ports": len(g.nvlinks), "active": 0}))
             continue
-        down = [lk.link for lk in g.nvlinks if lk.active is False]
-        active = counts[g.nvml_index]
-        if not down and not (typical and active < typical):
+        if not g.nvlinks:  # no NVLink ports listed: nothing to judge
+            continue
+        active = len(g.active_nvlinks())
+        wired = switched or _board_wired(g.name)
+        down = [lk.link for lk in g.nvlinks if lk.active is False and (wired or _remote_known(lk))]
+        peers = [len(x.active_nvlinks()) for x in live if x.nvml_index != g.nvml_index
+                 and x.nvml_index not in unconnected and is_value(x.name) and x.name == g.name]
+        typical = statistics.median(peers) if peers else 0
+        short = bool(typical and active < typical)
+        if not down and not short:
             continue
         msg = f"GPU {g.nvml_index}: {active} NVLinks active"
         if down:
             msg += f", {len(down)} down (links {gpu_ranges(down)})"
-        if typical and active < typical:
-            msg += f"; its peers have {typical:g}"
+        if short:
+            msg += f"; its peers of the same model have {typical:g}"
         out.append(Finding(
             "nvlink-down", "error" if active == 0 else "warning",
             msg + ": its peer traffic falls back to PCIe or to fewer links, at a fraction of the speed",
@@ -144,11 +189,34 @@ def _pcie_pairs(topo):
     return [list(p.gpus) for p in topo.pairs if not p.link_class.is_nvlink]
 
 
+def _no_pcie_pair(topo) -> bool:
+    """One GPU, or GPUs whose every pair (all of them read) is joined by NVLink."""
+    return len(topo.gpus) < 2 or (bool(topo.pairs) and not _pcie_pairs(topo))
+
+
+def _no_pcie_pair_text(topo, acs: bool = False) -> str:
+    """What IOMMU translation or ACS redirect means where no GPU pair talks over PCIe."""
+    if len(topo.gpus) < 2:
+        if acs:
+            return ("with one GPU there are no GPU peer-to-peer requests to redirect; its host<->GPU "
+                    "copies are not redirected")
+        return ("with one GPU there are no GPU peer-to-peer copies; its host<->GPU copies are "
+                "translated as on any IOMMU host (`gputopo bench` checks them bit for bit)")
+    return ("no GPU pair reaches another over PCIe now (every pair is joined by NVLink), so no peer "
+            "copy is at risk; a pair whose NVLinks go down falls back to PCIe peer-to-peer, which "
+            "this setting can corrupt")
+
+
 def _iommu(topo):
     h = topo.host
     if h.iommu_mode != "translated":
         return []
     pcie = _pcie_pairs(topo)
+    if _no_pcie_pair(topo):  # nothing peer-to-peer over PCIe now: say what is true, as info
+        return [Finding(
+            "iommu", "info", "the IOMMU translates DMA: " + _no_pcie_pair_text(topo),
+            evidence={"iommu_mode": h.iommu_mode, "evidence": list(h.iommu_evidence), "pcie_pairs": []},
+            cause="IOMMU in DMA-translation mode remaps peer DMA addresses")]
     return [Finding(
         "iommu", "warning",
         "the IOMMU translates DMA: PCIe peer-to-peer copies between GPUs can be silently corrupted "
@@ -170,6 +238,12 @@ def _acs(topo):
         return []
     by_bus = {short_bus_id(g.pci_bus_id): g.nvml_index for g in topo.gpus}
     gpus = sorted({by_bus[short_bus_id(x)] for b in redirecting for x in b.gpus if short_bus_id(x) in by_bus})
+    if _no_pcie_pair(topo):
+        return [Finding(
+            "acs", "info", f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) "
+            f"{gpu_ranges(gpus) or '?'}: " + _no_pcie_pair_text(topo, acs=True), gpus=gpus or None,
+            evidence={"bridges": {b.bdf: {"gpus": b.gpus, "controls": b.controls} for b in redirecting}},
+            cause="ACS request/completion redirect enabled (often together with the IOMMU)")]
     return [Finding(
         "acs", "warning",
         f"ACS redirect is on in {len(redirecting)} PCIe bridge(s) above GPU(s) {gpu_ranges(gpus) or '?'}: "

@@ -69,7 +69,7 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
 
     entries = gpu_entries(ctx, data, matrix)
     n = len(entries)
-    if not (matrix is not None or "pairs" in data or nvswitch):
+    if n > 1 and not (matrix is not None or "pairs" in data or nvswitch):  # one GPU has no pair
         raise ctx.error("no pair classes: give `matrix` (nvidia-smi topo -m text), a [pairs] table, "
                         "or nvswitch = true", "pairs")
     gpus, specs = build_gpus(ctx, name, entries, defaults, matrix)

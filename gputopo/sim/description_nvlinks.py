@@ -37,14 +37,17 @@ def wire_nvlinks(ctx: DescContext, data: Dict[str, Any], gpus: List[GpuDesc], sp
     return switch_ids, nv_active
 
 
-def _ports(ctx, spec, idx, needed) -> int:
+def _ports(ctx, spec, idx, needed, model_ports: int = 0) -> int:
+    """The GPU's NVLink ports: ``nvlinks`` when given, else its model's (NVML lists every port of
+    an NVLink-capable GPU, bridged or not: the unused ones inactive, with no far end), else as
+    many as its pairs need."""
     if "nvlinks" in spec:
         ports = check_int(ctx, spec["nvlinks"], 0, 36, "gpu", idx, "nvlinks")
         if ports < needed:
             raise ctx.error(f"GPU {idx} has {ports} NVLink ports but its pairs need {needed}",
                             "gpu", idx, "nvlinks")
         return ports
-    return needed
+    return max(needed, model_ports)
 
 
 def _error_counts(ctx, spec, idx, ports) -> Dict[int, Dict[str, int]]:
@@ -99,7 +102,8 @@ def _wire_direct(ctx, gpus, specs, wired):
             need[i] += cls.nvlinks
             need[j] += cls.nvlinks
     for g in gpus:
-        ports = _ports(ctx, specs[g.index], g.index, need[g.index])
+        model_ports = g.sim_model.nvlink_ports if g.nvlink_version is not None else 0
+        ports = _ports(ctx, specs[g.index], g.index, need[g.index], model_ports)
         if ports and g.nvlink_version is None:
             raise ctx.error(f"GPU {g.index} ({g.name}) has NVLinks: set its nvlink_version",
                             "gpu", g.index, "nvlink_version")

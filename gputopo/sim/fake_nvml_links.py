@@ -45,7 +45,9 @@ class NvLinkCalls(NvmlPlumbing):
 
     @device_call()
     def nvmlDeviceGetNvLinkVersion(self, i, link):
-        self._link(i, link)
+        lk = self._link(i, link)
+        if not lk.active and lk.remote_bus_id is None:  # a port nothing ever trained on (no bridge):
+            return NVML_NVLINK_VERSION_INVALID  # an H100's inactive links answer this (cuda-python #2154)
         return NVLINK_VERSION_TO_NVML.get(self._gpu(i).nvlink_version or 0, NVML_NVLINK_VERSION_INVALID)
 
     @device_call()

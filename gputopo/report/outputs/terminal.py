@@ -67,7 +67,11 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
-    if rows:
+    if rows and not any(c.pairs_measured for c in summary.classes):
+        # a run of GPUs alone (--self, or a one-GPU machine): a table of "not-measured" classes
+        # would only repeat that no pair was measured
+        console.print("Link classes: not judged (no GPU pair was measured in this run).")
+    elif rows:
         styled = [[*r[:-1], Text(r[-1], style=VERDICT_STYLE.get(r[-1], ""))] for r in rows]
         t, left_out = fitted_table([CLASS_COLUMNS[h] for h in head], styled, console.width,
                                    title="Link classes", title_justify="left")
