@@ -7,6 +7,7 @@ import sys
 import click
 
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import after_scan, history_options
 from gputopo.cli.options import console, sim_option
 from gputopo.errors import InputFileError, UsageError
 
@@ -44,6 +45,7 @@ def load_topology(sim: str | None = None, from_smi: str | None = None):
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json (with schema_version).")
 @click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv (one row per GPU pair).")
 @click.option("--no-color", is_flag=True, help="No colours in the table.")
+@history_options
 def scan(sim, from_smi, fmt, as_json, as_csv, no_color):
     """Read the GPU interconnect: link class per pair (NV#, PIX, PXB, PHB, NODE, SYS), NVLink
     state and errors, PCIe generation/width, P2P status, NUMA/CPU affinity, host IOMMU/ACS,
@@ -85,3 +87,5 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color):
         from gputopo.report.scan_view import render_scan
 
         render_scan(console(no_color), topo, problems)
+    if not from_smi:  # saved text has no counters and no time of its own: not a scan of now
+        after_scan(topo, problems, sim)

@@ -16,6 +16,8 @@ KINDS = (
     "ecc", "remapped-rows", "retired-pages", "xid", "thermal",
     # The culprit a run's per-pair findings point at (gputopo.report.localise).
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
+    # Against the machine's own history (gputopo.report.history_findings).
+    "drift", "counter-growth",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

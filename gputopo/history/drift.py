@@ -1,0 +1,73 @@
+"""Compare a run's figures with the machine's baseline: the measurements the `drift` finding
+is made of (gputopo/report/history_findings.py judges them).
+
+Only headline figures are compared (the size a series is judged at), each with the baseline
+of the very same pair, series, direction, size and time source. A class is compared by the
+median of its pairs' figures against the median of their baselines, so a class-wide slowdown
+is one statement, not one per pair.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .query import BaselineFigure, FigureKey
+from .record import Figure
+
+#: Fraction of the baseline below which a figure has drifted (check's [history] can change it).
+DEFAULT_FRACTION = 0.8
+#: How many earlier error-free runs the baseline is the median of.
+DEFAULT_RUNS = 5
+
+
+@dataclass
+class DriftPoint:
+    """One figure (a pair's, or a class's median) against its baseline."""
+
+    scope: str  # "pair" | "class"
+    gpus: Optional[Tuple[int, ...]]  # None for a class
+    link_class: Optional[str]
+    series: str
+    direction: Optional[str]
+    size_bytes: int
+    timing: str
+    gbps: float
+    baseline_gbps: float
+    baseline_runs: int
+    baseline_since_s: float
+    pairs: int = 1  # pairs behind a class figure
+
+    @property
+    def ratio(self) -> float:
+        return self.gbps / self.baseline_gbps if self.baseline_gbps > 0 else float("inf")
+
+
+def compare(figures: List[Figure], base: Dict[FigureKey, BaselineFigure]) -> List[DriftPoint]:
+    """Every headline figure that has a baseline, pair by pair and class by class."""
+    points: List[DriftPoint] = []
+    by_class: Dict[Tuple[Optional[str], str, Optional[str], int, str], List[Tuple[float, BaselineFigure]]] = {}
+    for f in figures:
+        if not f.headline or f.gbps is None:
+            continue
+        b = base.get((",".join(map(str, f.gpus)), f.series, f.direction, f.size_bytes, f.timing))
+        if b is None:
+            continue
+        points.append(DriftPoint("pair", tuple(f.gpus), f.link_class, f.series, f.direction,
+                                 f.size_bytes, f.timing, f.gbps, b.median_gbps, b.runs, b.first_s))
+        if len(f.gpus) == 2 and f.link_class:
+            by_class.setdefault((f.link_class, f.series, f.direction, f.size_bytes, f.timing), []).append((f.gbps, b))
+    for (lc, series, direction, size, timing), vs in by_class.items():
+        if len(vs) < 2:  # one pair: its own point says it
+            continue
+        points.append(DriftPoint("class", None, lc, series, direction, size, timing,
+                                 statistics.median(g for g, _b in vs),
+                                 statistics.median(b.median_gbps for _g, b in vs),
+                                 min(b.runs for _g, b in vs), min(b.first_s for _g, b in vs),
+                                 pairs=len(vs)))
+    return points
+
+
+def drifted(points: List[DriftPoint], fraction: float = DEFAULT_FRACTION) -> List[DriftPoint]:
+    return [p for p in points if p.ratio < fraction]
