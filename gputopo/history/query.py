@@ -160,10 +160,10 @@ def last_figures(conn: sqlite3.Connection, mid: int) -> Tuple[Optional[float], L
                        "r.id DESC LIMIT 1", (mid,)).fetchone()
     if not row:
         return None, []
-    figs = [{"gpus": g, "link_class": lc, "series": s, "gbps": gbps, "wrong": wrong}
-            for g, lc, s, gbps, wrong in conn.execute(
-                "SELECT gpus, link_class, series, gbps, wrong FROM figures WHERE run_id = ? AND "
-                "headline = 1", (row[0],))]
+    figs = [{"gpus": g, "link_class": lc, "series": s, "direction": d, "gbps": gbps, "wrong": wrong}
+            for g, lc, s, d, gbps, wrong in conn.execute(
+                "SELECT gpus, link_class, series, direction, gbps, wrong FROM figures WHERE "
+                "run_id = ? AND headline = 1", (row[0],))]
     return float(row[1]), figs
 
 
