@@ -119,6 +119,11 @@ def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
     """Judge ``rec`` against the history at ``path`` and record both (HistoryError on a bad DB)."""
     conn = open_history(path)
     try:
+        if rec.run_dir and conn.execute("SELECT 1 FROM runs WHERE run_dir = ? LIMIT 1",
+                                        (rec.run_dir,)).fetchone():
+            # a folder recorded before (`check DIR` of a bench run): the run row again, its
+            # figures and counters not, so they never count twice in a baseline
+            rec.figures, rec.counters = [], []
         found = history_findings(conn, identity, rec)
         run_id = record_run(conn, identity, rec, [f.to_json() for f in found])
     finally:
