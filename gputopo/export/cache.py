@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from gputopo.model import Failed, Finding, Topology
+from gputopo.model.health import GpuHealth
 
 
 @dataclass
@@ -51,8 +52,16 @@ def nvml_failures(topo: Topology) -> int:
                   g.pcie.width_current, g.pcie.width_max, g.pcie.replay_counter, g.health]
         for lk in g.nvlinks:
             values += [lk.active, *lk.errors.values()]
-        n += sum(isinstance(v, Failed) for v in values)
+        if isinstance(g.health, GpuHealth):  # ECC, remapped rows, temperature, power...
+            values += [getattr(g.health, name) for name in g.health.__dataclass_fields__]
+        n += sum(_failed(v) for v in values)
     return n
+
+
+def _failed(v: Any) -> int:
+    if isinstance(v, dict):
+        return sum(_failed(x) for x in v.values())
+    return int(isinstance(v, Failed))
 
 
 class ScanCache:
