@@ -13,15 +13,26 @@ import datetime as _dt
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 from gputopo import __version__
 from gputopo.history.counters import SCANS_BACK, growth
 from gputopo.history.db import open_history
-from gputopo.history.drift import DEFAULT_FRACTION, DEFAULT_RUNS, DriftPoint, compare, drifted
+from gputopo.history.drift import (
+    DEFAULT_FRACTION,
+    DEFAULT_RUNS,
+    DriftPoint,
+    compare,
+    drifted,
+)
 from gputopo.history.query import baseline, counter_history, machine_id
-from gputopo.history.record import (Figure, MachineIdentity, RunRecord, counters_of,
-                                    machine_identity, record_run)
+from gputopo.history.record import (
+    Figure,
+    MachineIdentity,
+    RunRecord,
+    counters_of,
+    machine_identity,
+    record_run,
+)
 from gputopo.model import Finding, Topology
 
 
@@ -31,10 +42,10 @@ class Recorded:
 
     path: Path
     run_id: int
-    findings: List[Finding]
+    findings: list[Finding]
 
 
-def sim_clock(sim: Optional[str]) -> Optional[float]:
+def sim_clock(sim: str | None) -> float | None:
     """The ``clock`` of a simulated machine's description, when it sets one."""
     if not sim:
         return None
@@ -43,7 +54,7 @@ def sim_clock(sim: Optional[str]) -> Optional[float]:
     return load_description(sim).clock
 
 
-def _started_s(text: Optional[str]) -> Optional[float]:
+def _started_s(text: str | None) -> float | None:
     if not text:
         return None
     try:
@@ -52,9 +63,14 @@ def _started_s(text: Optional[str]) -> Optional[float]:
         return None
 
 
-def figures_of(summary) -> List[Figure]:
+def figures_of(summary) -> list[Figure]:
     """Every measured point of a run, the headline ones marked (report/headline.py decides which)."""
-    from gputopo.report.headline import link_class_of, measured_gbps, metric_of, series_name
+    from gputopo.report.headline import (
+        link_class_of,
+        measured_gbps,
+        metric_of,
+        series_name,
+    )
 
     topo = summary.run.topology
     heads = {(h.series, tuple(h.gpus), h.direction, h.size_bytes) for h in summary.analysis.headlines}
@@ -69,7 +85,7 @@ def figures_of(summary) -> List[Figure]:
     return out
 
 
-def record_from_summary(summary, command: str, argv: List[str], clock: Optional[float]) -> Tuple[MachineIdentity, RunRecord]:
+def record_from_summary(summary, command: str, argv: list[str], clock: float | None) -> tuple[MachineIdentity, RunRecord]:
     run, topo = summary.run, summary.run.topology
     sim_name = run.machine if run.simulated else None
     if topo is None:
@@ -86,8 +102,8 @@ def record_from_summary(summary, command: str, argv: List[str], clock: Optional[
     return identity, rec
 
 
-def record_from_scan(topo: Topology, findings: List[Finding], argv: List[str],
-                     clock: Optional[float]) -> Tuple[MachineIdentity, RunRecord]:
+def record_from_scan(topo: Topology, findings: list[Finding], argv: list[str],
+                     clock: float | None) -> tuple[MachineIdentity, RunRecord]:
     sim_name = topo.machine if topo.simulated else None
     rec = RunRecord(command="scan", time_s=clock if clock is not None else time.time(),
                     time_source="sim-clock" if clock is not None else "wall", argv=list(argv),
@@ -100,7 +116,7 @@ def record_from_scan(topo: Topology, findings: List[Finding], argv: List[str],
 
 
 def history_findings(conn, identity: MachineIdentity, rec: RunRecord,
-                     fraction: float = DEFAULT_FRACTION, runs: int = DEFAULT_RUNS) -> List[Finding]:
+                     fraction: float = DEFAULT_FRACTION, runs: int = DEFAULT_RUNS) -> list[Finding]:
     """`drift` and `counter-growth` of this run against the history recorded before it."""
     from gputopo.report.history_findings import counter_growth_findings, drift_findings
 
@@ -131,21 +147,21 @@ def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
     return Recorded(Path(path), run_id, found)
 
 
-def record_folder(path, run_dir, command: str, argv: List[str], sim: Optional[str] = None) -> Recorded:
+def record_folder(path, run_dir, command: str, argv: list[str], sim: str | None = None) -> Recorded:
     from gputopo.report.summary import summarize_dir
 
     identity, rec = record_from_summary(summarize_dir(run_dir), command, argv, sim_clock(sim))
     return save(path, identity, rec)
 
 
-def record_scan(path, topo: Topology, findings: List[Finding], argv: List[str],
-                sim: Optional[str] = None) -> Recorded:
+def record_scan(path, topo: Topology, findings: list[Finding], argv: list[str],
+                sim: str | None = None) -> Recorded:
     identity, rec = record_from_scan(topo, findings, argv, sim_clock(sim))
     return save(path, identity, rec)
 
 
-def baseline_drift(path, summary, runs: int, sim: Optional[str] = None
-                   ) -> Tuple[List[DriftPoint], int]:
+def baseline_drift(path, summary, runs: int, sim: str | None = None
+                   ) -> tuple[list[DriftPoint], int]:
     """For `gputopo check`'s [history] rule: every headline figure of ``summary`` against the
     baseline of ``runs`` earlier runs, and how many runs that baseline had (0: none yet)."""
     identity, rec = record_from_summary(summary, "check", [], sim_clock(sim))

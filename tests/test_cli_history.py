@@ -52,7 +52,7 @@ def invoke(args):
 
 
 def run(args, timeout=300, env=None):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env=env)
     return proc.returncode, proc.stdout, proc.stderr
 

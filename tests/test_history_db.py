@@ -13,8 +13,20 @@ import pytest
 from gputopo.history import db as hdb
 from gputopo.history.counters import growth
 from gputopo.history.db import HistoryError, open_history
-from gputopo.history.query import RunFilter, baseline, counter_history, list_runs, machine_id
-from gputopo.history.record import CounterValue, Figure, MachineIdentity, RunRecord, record_run
+from gputopo.history.query import (
+    RunFilter,
+    baseline,
+    counter_history,
+    list_runs,
+    machine_id,
+)
+from gputopo.history.record import (
+    CounterValue,
+    Figure,
+    MachineIdentity,
+    RunRecord,
+    record_run,
+)
 from gputopo.recording import save
 
 DAY = 86400.0
@@ -29,9 +41,15 @@ def machine(simulated=False, host="node07"):
 def run(t, gbps=100.0, counters=(), errors=0, status="complete", gpus=(0, 1), series="p2p.copy"):
     figs = [Figure(gpus, "NV4", series, "0->1", 64 << 20, gbps, "algbw", 0, "cuda-events", True),
             Figure(gpus, "NV4", series, "0->1", 1 << 20, gbps / 2, "algbw", 0, "cuda-events", False)]
-    return RunRecord("bench", t, "wall", ["bench"], "/r", False, None, "cuda", status, "ok", errors,
+    return RunRecord("bench", t, "wall", ["bench"], None, False, None, "cuda", status, "ok", errors,
                      "test", figs, [], [CounterValue("GPU-a", 0, "0000:1b:00.0", "nvlink_recovery", 3, v)
                                     for v in counters])
+
+
+def _mid(conn) -> int:
+    mid = machine_id(conn, machine())
+    assert mid is not None
+    return mid
 
 
 def test_new_database_has_the_current_schema_and_wal(tmp_path):
@@ -145,10 +163,10 @@ def test_baseline_is_the_median_of_error_free_complete_runs_of_the_same_machine(
     save(path, machine(), run(T0 + 6 * DAY, gbps=5, status="interrupted"))
     save(path, machine(simulated=True), run(T0 + 7 * DAY, gbps=1))  # a sim: never in the real baseline
     conn = open_history(path)
-    base = baseline(conn, machine_id(conn, machine()), runs=5)
+    base = baseline(conn, _mid(conn), runs=5)
     b = base[("0,1", "p2p.copy", "0->1", 64 << 20, "cuda-events")]
     assert b.runs == 4 and b.median_gbps == pytest.approx(102.5)
-    b3 = baseline(conn, machine_id(conn, machine()), runs=3)[("0,1", "p2p.copy", "0->1", 64 << 20, "cuda-events")]
+    b3 = baseline(conn, _mid(conn), runs=3)[("0,1", "p2p.copy", "0->1", 64 << 20, "cuda-events")]
     assert b3.median_gbps == pytest.approx(105)  # 90, 110, 105
 
 
@@ -216,4 +234,16 @@ def test_list_runs_filters(tmp_path):
     assert len(runs[0]["figures"]) == 1  # headline figures only
     assert len(list_runs(conn, RunFilter(link_class="NV4"))) == 5
     assert list_runs(conn, RunFilter(link_class="SYS")) == []
-    assert counter_history(conn, machine_id(conn, machine())) == {}
+    assert counter_history(conn, _mid(conn)) == {}
+
+
+def test_a_folder_recorded_again_keeps_its_figures_once(tmp_path):
+    """`gputopo check DIR` of a recorded bench run adds a run row, not the figures again."""
+    path = tmp_path / "h.sqlite"
+    first, again = run(T0, gbps=100), run(T0 + DAY, gbps=100)
+    first.run_dir = again.run_dir = "/reports/one"
+    save(path, machine(), first)
+    save(path, machine(), again)
+    conn = open_history(path)
+    assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    assert conn.execute("SELECT count(DISTINCT run_id) FROM figures").fetchone()[0] == 1

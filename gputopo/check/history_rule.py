@@ -8,8 +8,6 @@ why (a strict spec fails it): nothing was measured to judge against.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 from gputopo.history.drift import DriftPoint
 
 from .rules import FAILED, PASSED, SKIPPED, Outcome
@@ -18,8 +16,8 @@ from .spec import Spec
 RULE = "history.baseline_fraction"
 
 
-def history_outcomes(spec: Spec, points: List[DriftPoint], baseline_runs: int,
-                     unavailable: Optional[str] = None) -> List[Outcome]:
+def history_outcomes(spec: Spec, points: list[DriftPoint], baseline_runs: int,
+                     unavailable: str | None = None) -> list[Outcome]:
     fraction = spec.history_fraction
     assert fraction is not None
     if unavailable or not points:

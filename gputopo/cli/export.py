@@ -40,8 +40,8 @@ def export(sim, textfile_dir, listen, interval_s):
     from gputopo.export.sources import make_cache
 
     if textfile_dir:
-        from gputopo.writable import check_writable_dir
         from gputopo.export.textfile import write_textfile
+        from gputopo.writable import check_writable_dir
 
         check_writable_dir(textfile_dir, "--textfile")
         os.makedirs(textfile_dir, exist_ok=True)
@@ -52,8 +52,7 @@ def export(sim, textfile_dir, listen, interval_s):
 
     host, port = parse_listen(listen)
     server = make_server(make_cache(sim, history_path(), interval_s), host, port)
-    where = server.server_address
-    click.echo(f"serving http://{listen if port else f'{where[0]}:{where[1]}'}/metrics "
+    click.echo(f"serving http://{host}:{server.server_address[1]}/metrics "
                f"(scans at most every {interval_s:g} s{', SIMULATED ' + sim if sim else ''}); Ctrl-C stops",
                err=True)
     try:

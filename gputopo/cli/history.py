@@ -7,7 +7,6 @@ import datetime as _dt
 import json
 import re
 import time
-from typing import Optional, Tuple
 
 import click
 
@@ -20,7 +19,7 @@ _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_since(text: str, now: Optional[float] = None) -> float:
+def parse_since(text: str, now: float | None = None) -> float:
     """``30d``/``12h``/``2w`` ago, or a date / date-time (UTC unless it says otherwise)."""
     m = _SPAN.match(text)
     if m:
@@ -34,7 +33,7 @@ def parse_since(text: str, now: Optional[float] = None) -> float:
     return t.timestamp()
 
 
-def parse_pair(text: str) -> Tuple[int, int]:
+def parse_pair(text: str) -> tuple[int, int]:
     m = re.match(r"^\s*(\d+)\s*[,\-]\s*(\d+)\s*$", text)
     if not m or m.group(1) == m.group(2):
         raise UsageError(f"--pair {text!r}: write two different GPU indices as I,J (e.g. 5,6)")

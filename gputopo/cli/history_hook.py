@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import click
 
@@ -35,7 +34,7 @@ def history_options(f):
                              "$XDG_DATA_HOME/gputopo/history.sqlite).")(f)
 
 
-def history_path(required: bool = False) -> Optional[Path]:
+def history_path(required: bool = False) -> Path | None:
     """The database this command uses; None with --no-history (UsageError if ``required``)."""
     from gputopo.history.db import default_history_path
 
@@ -50,7 +49,7 @@ def history_path(required: bool = False) -> Optional[Path]:
     return Path(given) if given else default_history_path()
 
 
-def _argv() -> List[str]:
+def _argv() -> list[str]:
     return list(sys.argv[1:])
 
 
@@ -59,14 +58,14 @@ def _say(recorded) -> None:
         click.echo(f"history: {f.severity.upper()} {f.kind}: {f.message}", err=True)
 
 
-def after_run(run_dir, command: str, sim: Optional[str] = None) -> None:
+def after_run(run_dir, command: str, sim: str | None = None) -> None:
     """Record a finished run folder; print its drift/counter-growth findings (stderr); a
     database problem ends the command with exit 2 (the folder stays)."""
     if record_exit_code(run_dir, command, sim):
         finish(EXIT_USAGE)
 
 
-def record_exit_code(run_dir, command: str, sim: Optional[str] = None) -> int:
+def record_exit_code(run_dir, command: str, sim: str | None = None) -> int:
     """As after_run, for callers that exit by themselves (a cluster rank): 0, or 2 after the
     one line when the database cannot be used."""
     path = history_path()
@@ -84,7 +83,7 @@ def record_exit_code(run_dir, command: str, sim: Optional[str] = None) -> int:
     return 0
 
 
-def after_scan(topo, findings, sim: Optional[str] = None) -> None:
+def after_scan(topo, findings, sim: str | None = None) -> None:
     path = history_path()
     if path is None:
         return
@@ -98,7 +97,7 @@ def after_scan(topo, findings, sim: Optional[str] = None) -> None:
         finish(EXIT_USAGE)
 
 
-def history_outcomes(spec, summary, sim: Optional[str] = None) -> list:
+def history_outcomes(spec, summary, sim: str | None = None) -> list:
     """`gputopo check`'s [history] rule outcomes for ``summary`` (before this run is recorded)."""
     from gputopo.check.history_rule import history_outcomes as judge
     from gputopo.recording import baseline_drift

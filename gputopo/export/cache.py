@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from gputopo.model import Failed, Finding, Topology
 from gputopo.model.health import GpuHealth
@@ -22,23 +23,23 @@ from gputopo.model.health import GpuHealth
 class HistoryFacts:
     """What the exporter shows from the history database for the scanned machine."""
 
-    last_run_s: Optional[float] = None
-    last_figures_run_s: Optional[float] = None
-    figures: List[Dict[str, Any]] = field(default_factory=list)  # headline figures of that run
-    findings: List[Dict[str, Any]] = field(default_factory=list)  # of the machine's newest run
-    error: Optional[str] = None  # the database could not be read
+    last_run_s: float | None = None
+    last_figures_run_s: float | None = None
+    figures: list[dict[str, Any]] = field(default_factory=list)  # headline figures of that run
+    findings: list[dict[str, Any]] = field(default_factory=list)  # of the machine's newest run
+    error: str | None = None  # the database could not be read
 
 
 @dataclass
 class Snapshot:
-    topology: Optional[Topology]
-    findings: List[Finding]
+    topology: Topology | None
+    findings: list[Finding]
     history: HistoryFacts
-    scanned_s: Optional[float]  # wall-clock time of the last successful scan
-    scan_duration_s: Optional[float]
+    scanned_s: float | None  # wall-clock time of the last successful scan
+    scan_duration_s: float | None
     scans: int  # scans attempted
     scan_errors: int  # NVML errors met while scanning (per GPU/field) and scans that failed whole
-    last_error: Optional[str] = None
+    last_error: str | None = None
 
 
 def nvml_failures(topo: Topology) -> int:
@@ -68,7 +69,7 @@ class ScanCache:
     """``scan()`` returns a Topology; ``judge(topo)`` its findings; ``history(topo)`` the
     HistoryFacts. ``current()`` is what one scrape calls."""
 
-    def __init__(self, scan: Callable[[], Topology], judge: Callable[[Topology], List[Finding]],
+    def __init__(self, scan: Callable[[], Topology], judge: Callable[[Topology], list[Finding]],
                  history: Callable[[Topology], HistoryFacts], interval_s: float,
                  clock: Callable[[], float] = time.time):
         self._scan, self._judge, self._history = scan, judge, history
@@ -76,7 +77,7 @@ class ScanCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._snap = Snapshot(None, [], HistoryFacts(), None, None, 0, 0)
-        self._attempted_s: Optional[float] = None
+        self._attempted_s: float | None = None
 
     def current(self) -> Snapshot:
         with self._lock:  # one scan at a time; the others wait and then serve its result

@@ -8,7 +8,8 @@ NVML could not give is left out, never exported as 0.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -19,7 +20,7 @@ from gputopo.model.topology import NVLINK_ERROR_COUNTERS
 from .cache import Snapshot
 
 
-def _num(v: Any) -> Optional[float]:
+def _num(v: Any) -> float | None:
     if is_value(v) and isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
     return None
@@ -29,9 +30,9 @@ class _Families:
     """Families by name, created on first use with their HELP text and type."""
 
     def __init__(self) -> None:
-        self.items: Dict[str, Metric] = {}
+        self.items: dict[str, Any] = {}  # Gauge/CounterMetricFamily by name
 
-    def add(self, kind: str, name: str, doc: str, labels: List[str], values: List[str], v: Optional[float]) -> None:
+    def add(self, kind: str, name: str, doc: str, labels: list[str], values: list[str], v: float | None) -> None:
         if v is None:
             return
         fam = self.items.get(name)
@@ -56,7 +57,7 @@ def snapshot_families(snap: Snapshot) -> Iterator[Metric]:
               ["machine"], [topo.machine], 1.0 if topo.simulated else 0.0)
         _gpus(f, topo)
         _pairs(f, topo)
-    counts: Dict[tuple, int] = {}
+    counts: dict[tuple, int] = {}
     for fd in snap.findings:
         counts[(fd.kind, fd.severity, "scan")] = counts.get((fd.kind, fd.severity, "scan"), 0) + 1
     for d in snap.history.findings:

@@ -11,7 +11,6 @@ import errno
 import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Tuple
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -25,7 +24,7 @@ CONNECTION_TIMEOUT_S = 30.0
 _GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout)
 
 
-def parse_listen(text: str) -> Tuple[str, int]:
+def parse_listen(text: str) -> tuple[str, int]:
     """``127.0.0.1:9400``, ``[::1]:9400`` or ``:9400`` (loopback) -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -52,7 +51,7 @@ def make_server(cache, host: str = "127.0.0.1", port: int = 9400) -> ThreadingHT
     class Handler(BaseHTTPRequestHandler):
         timeout = CONNECTION_TIMEOUT_S
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self._send(404, b"not found: gputopo serves /metrics\n", "text/plain; charset=utf-8")
                 return
@@ -68,7 +67,7 @@ def make_server(cache, host: str = "127.0.0.1", port: int = 9400) -> ThreadingHT
             except _GONE:
                 self.close_connection = True
 
-        def log_message(self, format, *args) -> None:  # noqa: A002 - quiet: one line per scrape is noise
+        def log_message(self, format, *args) -> None:
             pass
 
     server_cls = type("Server", (_Server,), {"address_family": socket.AF_INET6 if ":" in host

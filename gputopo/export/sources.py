@@ -4,15 +4,15 @@ exporter never records its scans, so scraping every 15 s does not fill the histo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Optional
 
 from gputopo.model import Finding, Topology
 
 from .cache import HistoryFacts, ScanCache
 
 
-def scanner(sim: Optional[str]) -> Callable[[], Topology]:
+def scanner(sim: str | None) -> Callable[[], Topology]:
     """A function that scans once: the simulated machine ``sim`` (loaded once), or this one."""
     if sim:
         from gputopo.sim.description import load_description
@@ -25,13 +25,13 @@ def scanner(sim: Optional[str]) -> Callable[[], Topology]:
     return scan_real
 
 
-def judge(topo: Topology) -> List[Finding]:
+def judge(topo: Topology) -> list[Finding]:
     from gputopo.report.topology_checks import topology_findings
 
     return topology_findings(topo)
 
 
-def history_reader(path: Optional[Path]) -> Callable[[Topology], HistoryFacts]:
+def history_reader(path: Path | None) -> Callable[[Topology], HistoryFacts]:
     def read(topo: Topology) -> HistoryFacts:
         if path is None or not Path(path).exists():
             return HistoryFacts()
@@ -61,5 +61,5 @@ def history_reader(path: Optional[Path]) -> Callable[[Topology], HistoryFacts]:
     return read
 
 
-def make_cache(sim: Optional[str], history_path: Optional[Path], interval_s: float) -> ScanCache:
+def make_cache(sim: str | None, history_path: Path | None, interval_s: float) -> ScanCache:
     return ScanCache(scanner(sim), judge, history_reader(history_path), interval_s)

@@ -10,7 +10,6 @@ the one before, so four scans: fewer say only that it grew.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 from .query import CounterKey
 from .record import CounterValue
@@ -25,14 +24,14 @@ SCANS_BACK = 30
 class CounterGrowth:
     gpu_uuid: str
     nvml_index: int
-    bus_id: Optional[str]
+    bus_id: str | None
     counter: str
-    link: Optional[int]
+    link: int | None
     previous: int
     current: int
     previous_s: float
     current_s: float
-    rates_per_day: List[Optional[float]]  # each growth interval's rate, oldest first (None: no time passed)
+    rates_per_day: list[float | None]  # each growth interval's rate, oldest first (None: no time passed)
     since_s: float  # the first scan of the unbroken run of growing scans that saw it higher
 
     @property
@@ -40,7 +39,7 @@ class CounterGrowth:
         return self.current - self.previous
 
     @property
-    def rate_per_day(self) -> Optional[float]:
+    def rate_per_day(self) -> float | None:
         return self.rates_per_day[-1] if self.rates_per_day else None
 
     @property
@@ -51,10 +50,10 @@ class CounterGrowth:
                 and r[0] < r[1] < r[2])  # type: ignore[operator]
 
 
-def growth(current: List[CounterValue], now_s: float,
-           history: Dict[CounterKey, List[Tuple[float, int]]]) -> List[CounterGrowth]:
+def growth(current: list[CounterValue], now_s: float,
+           history: dict[CounterKey, list[tuple[float, int]]]) -> list[CounterGrowth]:
     """The counters of ``current`` that are higher than at the last scan (history oldest first)."""
-    out: List[CounterGrowth] = []
+    out: list[CounterGrowth] = []
     for c in current:
         past = history.get((c.gpu_uuid, c.counter, c.link))
         if not past:
@@ -65,7 +64,7 @@ def growth(current: List[CounterValue], now_s: float,
         series = series[start:]
         if len(series) < 2 or series[-1][1] <= series[-2][1]:
             continue
-        rates: List[Optional[float]] = []
+        rates: list[float | None] = []
         since_s = series[-1][0]
         for k in range(len(series) - 1, 0, -1):  # back through the growing intervals
             (t0, v0), (t1, v1) = series[k - 1], series[k]

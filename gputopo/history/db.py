@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Any
 
 from gputopo.errors import UsageError
 
@@ -106,7 +107,7 @@ CREATE INDEX counters_by_gpu ON counters(gpu_uuid, counter, link);
 
 #: Ordered migrations: entry k brings a database from version k to k + 1. Never edit one that
 #: shipped; append a new one (and a test that migrates a database of the old version).
-MIGRATIONS: List[Tuple[str, Callable[[sqlite3.Connection], None]]] = [
+MIGRATIONS: list[tuple[str, Callable[[Any], Any]]] = [
     ("machines, runs, figures, findings, counters", lambda c: c.executescript(_SCHEMA_V1)),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -150,7 +151,7 @@ def _reason(e: BaseException) -> str:
     return text
 
 
-def schema_version(conn: sqlite3.Connection) -> Optional[int]:
+def schema_version(conn: sqlite3.Connection) -> int | None:
     """The version the database says it has; None for an empty (new) database."""
     has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
     if not has:
@@ -187,10 +188,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def _statements(step: Callable[[sqlite3.Connection], None]) -> List[str]:
+def _statements(step: Callable[[Any], Any]) -> list[str]:
     """The SQL statements of a migration, run one by one inside the open transaction
     (``executescript`` would commit it)."""
-    collected: List[str] = []
+    collected: list[str] = []
 
     class _Collect:
         def executescript(self, script: str) -> None:
@@ -199,5 +200,5 @@ def _statements(step: Callable[[sqlite3.Connection], None]) -> List[str]:
         def execute(self, sql: str, *args) -> None:
             collected.append(sql)
 
-    step(_Collect())  # type: ignore[arg-type]
+    step(_Collect())
     return collected

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 from .query import BaselineFigure, FigureKey
 from .record import Figure
@@ -27,10 +26,10 @@ class DriftPoint:
     """One figure (a pair's, or a class's median) against its baseline."""
 
     scope: str  # "pair" | "class"
-    gpus: Optional[Tuple[int, ...]]  # None for a class
-    link_class: Optional[str]
+    gpus: tuple[int, ...] | None  # None for a class
+    link_class: str | None
     series: str
-    direction: Optional[str]
+    direction: str | None
     size_bytes: int
     timing: str
     gbps: float
@@ -44,10 +43,10 @@ class DriftPoint:
         return self.gbps / self.baseline_gbps if self.baseline_gbps > 0 else float("inf")
 
 
-def compare(figures: List[Figure], base: Dict[FigureKey, BaselineFigure]) -> List[DriftPoint]:
+def compare(figures: list[Figure], base: dict[FigureKey, BaselineFigure]) -> list[DriftPoint]:
     """Every headline figure that has a baseline, pair by pair and class by class."""
-    points: List[DriftPoint] = []
-    by_class: Dict[Tuple[Optional[str], str, Optional[str], int, str], List[Tuple[float, BaselineFigure]]] = {}
+    points: list[DriftPoint] = []
+    by_class: dict[tuple[str | None, str, str | None, int, str], list[tuple[float, BaselineFigure]]] = {}
     for f in figures:
         if not f.headline or f.gbps is None:
             continue
@@ -69,5 +68,5 @@ def compare(figures: List[Figure], base: Dict[FigureKey, BaselineFigure]) -> Lis
     return points
 
 
-def drifted(points: List[DriftPoint], fraction: float = DEFAULT_FRACTION) -> List[DriftPoint]:
+def drifted(points: list[DriftPoint], fraction: float = DEFAULT_FRACTION) -> list[DriftPoint]:
     return [p for p in points if p.ratio < fraction]

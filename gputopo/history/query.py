@@ -11,37 +11,37 @@ import json
 import sqlite3
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from .record import MachineIdentity
 
 #: (gpus "5,6", series, direction, size_bytes, timing) -> the figure's identity across runs.
-FigureKey = Tuple[str, str, Optional[str], int, str]
+FigureKey = tuple[str, str, str | None, int, str]
 #: (gpu uuid, counter, link) -> one counter's identity across scans.
-CounterKey = Tuple[str, str, Optional[int]]
+CounterKey = tuple[str, str, int | None]
 
 
 @dataclass
 class BaselineFigure:
     median_gbps: float
     runs: int  # how many runs the median is over
-    link_class: Optional[str]
+    link_class: str | None
     first_s: float
     last_s: float
 
 
-def machine_id(conn: sqlite3.Connection, identity: MachineIdentity) -> Optional[int]:
+def machine_id(conn: sqlite3.Connection, identity: MachineIdentity) -> int | None:
     row = conn.execute("SELECT id FROM machines WHERE key = ?", (identity.key,)).fetchone()
     return int(row[0]) if row else None
 
 
 def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
-             before_s: Optional[float] = None) -> Dict[FigureKey, BaselineFigure]:
+             before_s: float | None = None) -> dict[FigureKey, BaselineFigure]:
     """Median GB/s per figure over the machine's last ``runs`` complete error-free runs that
     measured something (before ``before_s`` when given)."""
     sql = ("SELECT id FROM runs WHERE machine_id = ? AND errors = 0 AND status = 'complete' "
            "AND EXISTS (SELECT 1 FROM figures f WHERE f.run_id = runs.id AND f.gbps IS NOT NULL)")
-    args: List[Any] = [mid]
+    args: list[Any] = [mid]
     if before_s is not None:
         sql += " AND time_s < ?"
         args.append(before_s)
@@ -49,7 +49,7 @@ def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    values: Dict[FigureKey, List[Tuple[float, Optional[str], float]]] = {}
+    values: dict[FigureKey, list[tuple[float, str | None, float]]] = {}
     for gpus, series, direction, size, timing, gbps, lc, t in conn.execute(
             "SELECT f.gpus, f.series, f.direction, f.size_bytes, f.timing, f.gbps, f.link_class, r.time_s "
             f"FROM figures f JOIN runs r ON r.id = f.run_id WHERE f.run_id IN ({marks}) "
@@ -61,16 +61,16 @@ def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
 
 
 def counter_history(conn: sqlite3.Connection, mid: int, scans: int = 3,
-                    before_s: Optional[float] = None) -> Dict[CounterKey, List[Tuple[float, int]]]:
+                    before_s: float | None = None) -> dict[CounterKey, list[tuple[float, int]]]:
     """Each counter's (time, value) over the machine's last ``scans`` runs that read counters,
     oldest first."""
     sql = "SELECT id FROM runs WHERE machine_id = ? AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = runs.id)"
-    args: List[Any] = [mid]
+    args: list[Any] = [mid]
     if before_s is not None:
         sql += " AND time_s <= ?"
         args.append(before_s)
     ids = [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, scans))]
-    out: Dict[CounterKey, List[Tuple[float, int]]] = {}
+    out: dict[CounterKey, list[tuple[float, int]]] = {}
     if not ids:
         return out
     marks = ",".join("?" * len(ids))
@@ -83,23 +83,25 @@ def counter_history(conn: sqlite3.Connection, mid: int, scans: int = 3,
 
 @dataclass
 class RunFilter:
-    machine: Optional[str] = None  # hostname or sim name, substring
-    since_s: Optional[float] = None
-    pair: Optional[Tuple[int, int]] = None
-    link_class: Optional[str] = None
-    limit: Optional[int] = None
+    machine: str | None = None  # hostname or sim name, substring
+    since_s: float | None = None
+    pair: tuple[int, int] | None = None
+    link_class: str | None = None
+    limit: int | None = None
 
 
-def list_runs(conn: sqlite3.Connection, flt: RunFilter) -> List[Dict[str, Any]]:
+def list_runs(conn: sqlite3.Connection, flt: RunFilter) -> list[dict[str, Any]]:
     """Runs newest first, each with its findings and (with --pair/--class) its headline figures."""
-    where, args = ["1 = 1"], []  # type: Tuple[List[str], List[Any]]
+    where: list[str] = ["1 = 1"]
+    args: list[Any] = []
     if flt.machine:
         where.append("(m.hostname LIKE ? OR coalesce(r.sim_name, '') LIKE ?)")
         args += [f"%{flt.machine}%"] * 2
     if flt.since_s is not None:
         where.append("r.time_s >= ?")
         args.append(flt.since_s)
-    fig_where, fig_args = "", []  # type: Tuple[str, List[Any]]
+    fig_where: str = ""
+    fig_args: list[Any] = []
     if flt.pair:
         fig_where, fig_args = "f.gpus = ?", [f"{flt.pair[0]},{flt.pair[1]}"]
     elif flt.link_class:
@@ -126,7 +128,7 @@ def list_runs(conn: sqlite3.Connection, flt: RunFilter) -> List[Dict[str, Any]]:
     return runs
 
 
-def _attach(conn: sqlite3.Connection, runs: List[Dict[str, Any]], fig_where: str, fig_args: List[Any]) -> None:
+def _attach(conn: sqlite3.Connection, runs: list[dict[str, Any]], fig_where: str, fig_args: list[Any]) -> None:
     """Findings of each run, and its headline figures matching the pair/class filter."""
     by_id = {r["id"]: r for r in runs}
     ids = list(by_id)
@@ -149,11 +151,11 @@ def _attach(conn: sqlite3.Connection, runs: List[Dict[str, Any]], fig_where: str
                                           "metric": metric, "wrong": wrong, "timing": timing})
 
 
-def _gpus(text: Optional[str]) -> Optional[List[int]]:
+def _gpus(text: str | None) -> list[int] | None:
     return [int(x) for x in text.split(",")] if text else None
 
 
-def last_figures(conn: sqlite3.Connection, mid: int) -> Tuple[Optional[float], List[Dict[str, Any]]]:
+def last_figures(conn: sqlite3.Connection, mid: int) -> tuple[float | None, list[dict[str, Any]]]:
     """The headline figures of the machine's newest run that measured any (for the exporter)."""
     row = conn.execute("SELECT r.id, r.time_s FROM runs r WHERE r.machine_id = ? AND EXISTS "
                        "(SELECT 1 FROM figures f WHERE f.run_id = r.id) ORDER BY r.time_s DESC, "
@@ -167,6 +169,6 @@ def last_figures(conn: sqlite3.Connection, mid: int) -> Tuple[Optional[float], L
     return float(row[1]), figs
 
 
-def last_run_time(conn: sqlite3.Connection, mid: int) -> Optional[float]:
+def last_run_time(conn: sqlite3.Connection, mid: int) -> float | None:
     row = conn.execute("SELECT max(time_s) FROM runs WHERE machine_id = ?", (mid,)).fetchone()
     return float(row[0]) if row and row[0] is not None else None

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from gputopo.model import Topology, is_value
 from gputopo.model.health import GpuHealth, xid_list
@@ -26,9 +26,9 @@ class MachineIdentity:
 
     hostname: str
     simulated: bool
-    sim_name: Optional[str]
-    driver: Optional[str]
-    gpus: List[Tuple[int, Optional[str], Optional[str], Optional[str]]]  # index, uuid, bus, model
+    sim_name: str | None
+    driver: str | None
+    gpus: list[tuple[int, str | None, str | None, str | None]]  # index, uuid, bus, model
 
     @property
     def key(self) -> str:
@@ -40,14 +40,14 @@ class MachineIdentity:
 class Figure:
     """One measured point: a series on a pair (or group) at one size."""
 
-    gpus: Tuple[int, ...]
-    link_class: Optional[str]
+    gpus: tuple[int, ...]
+    link_class: str | None
     series: str
-    direction: Optional[str]
+    direction: str | None
     size_bytes: int
-    gbps: Optional[float]  # None: the measurement failed
+    gbps: float | None  # None: the measurement failed
     metric: str  # "algbw" | "busbw"
-    wrong: Optional[int]
+    wrong: int | None
     timing: str  # where the time came from: cuda-events | wall | modeled
     headline: bool  # the size the report takes the series' figure from
 
@@ -58,9 +58,9 @@ class CounterValue:
 
     gpu_uuid: str
     nvml_index: int
-    bus_id: Optional[str]
+    bus_id: str | None
     counter: str
-    link: Optional[int]
+    link: int | None
     value: int
 
 
@@ -69,45 +69,45 @@ class RunRecord:
     command: str
     time_s: float
     time_source: str  # "wall" | "sim-clock"
-    argv: List[str]
-    run_dir: Optional[str]
+    argv: list[str]
+    run_dir: str | None
     simulated: bool
-    sim_name: Optional[str]
-    fabric: Optional[str]
+    sim_name: str | None
+    fabric: str | None
     status: str
-    verdict: Optional[str]
+    verdict: str | None
     errors: int
     gputopo_version: str
-    figures: List[Figure] = field(default_factory=list)
-    findings: List[Dict[str, Any]] = field(default_factory=list)  # Finding.to_json() of the run
-    counters: List[CounterValue] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_json() of the run
+    counters: list[CounterValue] = field(default_factory=list)
 
 
-def _text(v: Any) -> Optional[str]:
+def _text(v: Any) -> str | None:
     return str(v) if is_value(v) and v is not None else None
 
 
-def machine_identity(topo: Topology, sim_name: Optional[str] = None) -> MachineIdentity:
+def machine_identity(topo: Topology, sim_name: str | None = None) -> MachineIdentity:
     hostname = _text(topo.host.hostname) or topo.machine or "unknown"
     gpus = [(g.nvml_index, _text(g.uuid), _text(g.pci_bus_id), _text(g.name)) for g in topo.gpus]
     return MachineIdentity(hostname=hostname, simulated=bool(topo.simulated), sim_name=sim_name,
                            driver=_text(topo.host.driver_version), gpus=gpus)
 
 
-def _count(v: Any) -> Optional[int]:
+def _count(v: Any) -> int | None:
     return int(v) if is_value(v) and isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def counters_of(topo: Topology) -> List[CounterValue]:
+def counters_of(topo: Topology) -> list[CounterValue]:
     """Every error counter the scan read, per GPU (keyed by UUID) and NVLink."""
-    out: List[CounterValue] = []
+    out: list[CounterValue] = []
     for g in topo.gpus:
         uuid = _text(g.uuid)
         if g.lost is not None or uuid is None:
             continue
         bus = _text(g.pci_bus_id)
 
-        def add(counter: str, value: Any, link: Optional[int] = None) -> None:
+        def add(counter: str, value: Any, link: int | None = None) -> None:
             n = _count(value)
             if n is not None:
                 out.append(CounterValue(uuid, g.nvml_index, bus, counter, link, n))  # noqa: B023
@@ -133,7 +133,7 @@ def counters_of(topo: Topology) -> List[CounterValue]:
 
 
 def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecord,
-               history_findings: List[Dict[str, Any]] = ()) -> int:  # type: ignore[assignment]
+               history_findings: list[dict[str, Any]] = ()) -> int:  # type: ignore[assignment]
     """Write the run (machine row, run row, figures, findings, counters) in one transaction;
     returns the run's id. A crash before COMMIT leaves the database as it was."""
     now = time.time()
@@ -180,5 +180,5 @@ def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecor
     return run_id
 
 
-def _gpus_text(gpus: Any) -> Optional[str]:
+def _gpus_text(gpus: Any) -> str | None:
     return ",".join(map(str, gpus)) if gpus else None

@@ -11,7 +11,6 @@ for five days before the link died).
 from __future__ import annotations
 
 import datetime as _dt
-from typing import List, Optional
 
 from gputopo.history.counters import CounterGrowth
 from gputopo.history.drift import DriftPoint
@@ -31,7 +30,7 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
-def drift_findings(points: List[DriftPoint], fraction: float) -> List[Finding]:
+def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
     out = []
     for p in points:
         series = p.series + (f" {p.direction}" if p.direction and p.direction != "both" else "")
@@ -60,11 +59,11 @@ def _link_text(g: CounterGrowth) -> str:
     return f"GPU {g.nvml_index} NVLink {g.link}" if g.link is not None else f"GPU {g.nvml_index}"
 
 
-def _rate(r: Optional[float]) -> str:
+def _rate(r: float | None) -> str:
     return "n/a (no time between the scans)" if r is None else f"{r:,.1f}/day"
 
 
-def counter_growth_findings(growths: List[CounterGrowth]) -> List[Finding]:
+def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
     out = []
     for g in growths:
         rising = g.keeps_rising

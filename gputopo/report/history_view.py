@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from .history_findings import when
 
@@ -11,11 +11,11 @@ from .history_findings import when
 MAX_FINDINGS_SHOWN = 6
 
 
-def _machine(r: Dict[str, Any]) -> str:
+def _machine(r: dict[str, Any]) -> str:
     return f"{r['hostname']} (SIMULATED {r['sim_name']})" if r["simulated"] else r["hostname"]
 
 
-def _figure(f: Dict[str, Any]) -> str:
+def _figure(f: dict[str, Any]) -> str:
     gbps = "failed" if f["gbps"] is None else f"{f['gbps']:.2f} GB/s {f['metric']}"
     wrong = "" if f["wrong"] is None else f", #wrong {f['wrong']}"
     d = f" {f['direction']}" if f["direction"] else ""
@@ -23,13 +23,13 @@ def _figure(f: Dict[str, Any]) -> str:
     return f"    {f['series']}{d} on {pair} ({f['link_class'] or '?'}): {gbps}{wrong} ({f['timing']})"
 
 
-def history_lines(runs: List[Dict[str, Any]], database: str) -> List[str]:
+def history_lines(runs: list[dict[str, Any]], database: str) -> list[str]:
     if not runs:
         return [f"no runs recorded in {database} match"]
-    lines = [f"{len(runs)} run(s) in {database}, newest first (time source: wall clock, or a "
-             "simulated machine's clock)"]
+    lines = [(f"{len(runs)} run(s) in {database}, newest first (time source: wall clock, or a "
+              "simulated machine's clock)")]
     for r in runs:
-        counts: Dict[str, int] = {}
+        counts: dict[str, int] = {}
         for f in r["findings"]:
             counts[f["severity"]] = counts.get(f["severity"], 0) + 1
         found = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in sorted(counts.items())) or "no findings"

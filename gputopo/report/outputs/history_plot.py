@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 
-def draw_history(runs: List[Dict[str, Any]], what: str, path) -> Path:
+def draw_history(runs: list[dict[str, Any]], what: str, path) -> Path:
     """Draw the figures of ``runs`` (history.query.list_runs with a pair/class filter)."""
     from .plot_common import _plt
 
     plt = _plt()
-    lines: Dict[Tuple[str, str], List[Tuple[_dt.datetime, float, Dict[str, Any]]]] = {}
+    lines: dict[tuple[str, str], list[tuple[_dt.datetime, float, dict[str, Any]]]] = {}
     for r in runs:
         t = _dt.datetime.fromtimestamp(r["time_s"], _dt.timezone.utc)
-        by_series: Dict[Tuple[str, str], List[float]] = {}
+        by_series: dict[tuple[str, str], list[float]] = {}
         for f in r["figures"]:
             if f["gbps"] is not None:
                 by_series.setdefault((f["series"], f["direction"] or ""), []).append(f["gbps"])
