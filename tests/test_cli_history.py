@@ -179,3 +179,29 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
                          "--quick", "--out", str(out5), "--history", str(bad)])
     assert code == 2 and "corrupt" in err and str(out5) in err
     assert (out5 / "summary.json").exists() and json.loads((out5 / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_bad_clock_in_a_description_names_the_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('extends = "pcie-4gpu"\nclock = "yesterday"\n')
+    code, _out, err = run(["scan", "--sim", str(bad)], timeout=60)
+    assert code == 2 and "clock" in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_history_rule_is_skipped_without_a_baseline_and_fails_when_strict(tmp_path):
+    from gputopo.check.history_rule import history_outcomes
+    from gputopo.check.spec import parse_spec
+
+    spec = parse_spec({"history": {"baseline_fraction": 0.9}})
+    assert spec.history_fraction == 0.9 and spec.history_runs == 5
+    (o,) = history_outcomes(spec, [], 0)
+    assert o.status == "skipped" and "no baseline" in o.message
+    strict = parse_spec({"strict": True, "history": {}})
+    assert strict.history_fraction == 0.8
+    assert history_outcomes(strict, [], 0)[0].status == "failed"
+    from gputopo.errors import InputFileError
+
+    with pytest.raises(InputFileError, match="history.baseline_fraction"):
+        parse_spec({"history": {"baseline_fraction": 2}})
+    with pytest.raises(InputFileError, match="history"):
+        parse_spec({"history": {"fraction": 0.8}})

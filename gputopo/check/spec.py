@@ -299,7 +299,7 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
     spec.cluster_no_slow_node = r.boolean(cl.get("no_slow_node", False), "cluster.no_slow_node")
     hist = r.table(doc.get("history", {}), "history")
     r.only(hist, _ALLOWED["history"], "history")
-    if hist:
+    if "history" in doc:  # an empty [history] table: the defaults
         spec.history_fraction = r.number(hist.get("baseline_fraction", 0.8), "history.baseline_fraction",
                                          0.01, 1.0)
         spec.history_runs = r.integer(hist.get("runs", 5), "history.runs", 1, 1000)

@@ -88,6 +88,8 @@ CREATE TABLE figures (
     headline INTEGER NOT NULL          -- 1: the series' headline size
 );
 CREATE INDEX figures_by_run ON figures(run_id);
+CREATE INDEX figures_by_pair ON figures(gpus, run_id);
+CREATE INDEX figures_by_class ON figures(link_class, run_id);
 CREATE TABLE findings (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     kind TEXT NOT NULL, severity TEXT NOT NULL, gpus TEXT, link_class TEXT, message TEXT,
@@ -128,6 +130,9 @@ def open_history(path, *, create: bool = True) -> sqlite3.Connection:
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
+        # WAL + NORMAL: a commit survives a killed process (not a power cut's last commit) and
+        # never corrupts the database; FULL would fsync every commit for no gain here
+        conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn, path)
     except sqlite3.Error as e:

@@ -37,8 +37,9 @@ def machine_id(conn: sqlite3.Connection, identity: MachineIdentity) -> int | Non
 
 def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
              before_s: float | None = None) -> dict[FigureKey, BaselineFigure]:
-    """Median GB/s per figure over the machine's last ``runs`` complete error-free runs that
-    measured something (before ``before_s`` when given)."""
+    """Median GB/s per headline figure (the size each series is judged at; drift compares
+    nothing else) over the machine's last ``runs`` complete error-free runs that measured
+    something (before ``before_s`` when given)."""
     sql = ("SELECT id FROM runs WHERE machine_id = ? AND errors = 0 AND status = 'complete' "
            "AND EXISTS (SELECT 1 FROM figures f WHERE f.run_id = runs.id AND f.gbps IS NOT NULL)")
     args: list[Any] = [mid]
@@ -53,7 +54,7 @@ def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
     for gpus, series, direction, size, timing, gbps, lc, t in conn.execute(
             "SELECT f.gpus, f.series, f.direction, f.size_bytes, f.timing, f.gbps, f.link_class, r.time_s "
             f"FROM figures f JOIN runs r ON r.id = f.run_id WHERE f.run_id IN ({marks}) "
-            "AND f.gbps IS NOT NULL", ids):
+            "AND f.gbps IS NOT NULL AND f.headline = 1", ids):
         values.setdefault((gpus, series, direction, size, timing), []).append((gbps, lc, t))
     return {k: BaselineFigure(statistics.median(g for g, _lc, _t in v), len(v), v[0][1],
                               min(t for *_x, t in v), max(t for *_x, t in v))
