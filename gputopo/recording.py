@@ -131,16 +131,28 @@ def history_findings(conn, identity: MachineIdentity, rec: RunRecord,
     return found
 
 
+def recorded_before(conn, rec: RunRecord) -> bool:
+    """Whether ``rec``'s run folder is in the history already (`check DIR` of a bench run). If
+    so, ``rec`` takes that run's time, so that its baseline is the runs before the folder's own
+    run (the folder itself and later runs excluded), whenever it is judged."""
+    if not rec.run_dir:
+        return False
+    row = conn.execute("SELECT time_s, time_source FROM runs WHERE run_dir = ? ORDER BY id LIMIT 1",
+                       (rec.run_dir,)).fetchone()
+    if row is None:
+        return False
+    rec.time_s, rec.time_source = float(row[0]), str(row[1])
+    return True
+
+
 def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
     """Judge ``rec`` against the history at ``path`` and record both (HistoryError on a bad DB)."""
     conn = open_history(path)
     try:
-        if rec.run_dir and conn.execute("SELECT 1 FROM runs WHERE run_dir = ? LIMIT 1",
-                                        (rec.run_dir,)).fetchone():
-            # a folder recorded before (`check DIR` of a bench run): the run row again, its
-            # figures and counters not, so they never count twice in a baseline
-            rec.figures, rec.counters = [], []
+        again = recorded_before(conn, rec)
         found = history_findings(conn, identity, rec)
+        if again:  # the run row again; its figures and counters never count twice in a baseline
+            rec.figures, rec.counters = [], []
         run_id = record_run(conn, identity, rec, [f.to_json() for f in found])
     finally:
         conn.close()
@@ -167,6 +179,7 @@ def baseline_drift(path, summary, runs: int, sim: str | None = None
     identity, rec = record_from_summary(summary, "check", [], sim_clock(sim))
     conn = open_history(path)
     try:
+        recorded_before(conn, rec)
         mid = machine_id(conn, identity)
         if mid is None:
             return [], 0

@@ -247,3 +247,18 @@ def test_a_folder_recorded_again_keeps_its_figures_once(tmp_path):
     conn = open_history(path)
     assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
     assert conn.execute("SELECT count(DISTINCT run_id) FROM figures").fetchone()[0] == 1
+
+
+def test_a_folder_judged_again_later_is_compared_with_the_runs_before_it(tmp_path):
+    """`check DIR` of an old run folder: its baseline is the runs before that run, not the
+    later ones (nor itself), and it keeps that run's time."""
+    path = tmp_path / "h.sqlite"
+    old = run(T0, gbps=50)
+    old.run_dir = "/reports/old"
+    save(path, machine(), old)
+    save(path, machine(), run(T0 + DAY, gbps=100))
+    save(path, machine(), run(T0 + 2 * DAY, gbps=100))
+    again = run(T0 + 30 * DAY, gbps=50)
+    again.run_dir = "/reports/old"
+    assert save(path, machine(), again).findings == []  # nothing before it: no baseline, no drift
+    assert again.time_s == T0

@@ -29,9 +29,10 @@ def history_outcomes(spec: Spec, points: list[DriftPoint], baseline_runs: int,
     out = []
     for p in points:
         subject = "-".join(map(str, p.gpus)) if p.gpus else f"class {p.link_class}"
+        series = p.series + (f" {p.direction}" if p.direction and p.direction != "both" else "")
         ok = p.ratio >= fraction
         out.append(Outcome(
-            RULE, f"{subject} {p.series}", PASSED if ok else FAILED,
+            RULE, f"{subject} {series}", PASSED if ok else FAILED,
             f"{p.gbps:.2f} GB/s is {p.ratio:.0%} of the baseline {p.baseline_gbps:.2f} GB/s "
             f"(median of {p.baseline_runs} runs; needs >= {fraction:.0%})",
             gpus=list(p.gpus) if p.gpus else None, link_class=p.link_class,

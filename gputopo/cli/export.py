@@ -45,13 +45,13 @@ def export(sim, textfile_dir, listen, interval_s):
 
         check_writable_dir(textfile_dir, "--textfile")
         os.makedirs(textfile_dir, exist_ok=True)
-        path = write_textfile(make_cache(sim, history_path(), 0.0), textfile_dir)
+        path = write_textfile(make_cache(sim, history_path(reading=True), 0.0), textfile_dir)
         click.echo(f"wrote {path}")
         return
     from gputopo.export.server import make_server, parse_listen
 
     host, port = parse_listen(listen)
-    server = make_server(make_cache(sim, history_path(), interval_s), host, port)
+    server = make_server(make_cache(sim, history_path(reading=True), interval_s), host, port)
     click.echo(f"serving http://{host}:{server.server_address[1]}/metrics "
                f"(scans at most every {interval_s:g} s{', SIMULATED ' + sim if sim else ''}); Ctrl-C stops",
                err=True)

@@ -27,19 +27,22 @@ def _store(ctx: click.Context, param: click.Parameter, value) -> None:
 def history_options(f):
     """Add --history PATH and --no-history to a command."""
     f = click.option("--no-history", "no_history", is_flag=True, expose_value=False,
-                     callback=_store, help="Do not record this run in the history database.")(f)
+                     callback=_store,
+                     help="Do not record this run in the history database (check and export "
+                          "still read it).")(f)
     return click.option("--history", "history_path", metavar="PATH", expose_value=False,
                         callback=_store, type=click.Path(dir_okay=False),
                         help="History database (default: $GPUTOPO_HISTORY, else "
                              "$XDG_DATA_HOME/gputopo/history.sqlite).")(f)
 
 
-def history_path(required: bool = False) -> Path | None:
-    """The database this command uses; None with --no-history (UsageError if ``required``)."""
+def history_path(required: bool = False, reading: bool = False) -> Path | None:
+    """The database this command uses; None with --no-history (UsageError if ``required``).
+    ``reading``: --no-history (do not record this run) does not stop a read of the history."""
     from gputopo.history.db import default_history_path
 
     meta = click.get_current_context().meta
-    if meta.get(_OFF):
+    if meta.get(_OFF) and not reading:
         if required:
             from gputopo.errors import UsageError
 
@@ -102,9 +105,8 @@ def history_outcomes(spec, summary, sim: str | None = None) -> list:
     from gputopo.check.history_rule import history_outcomes as judge
     from gputopo.recording import baseline_drift
 
-    path = history_path()
-    if path is None:
-        return judge(spec, [], 0, "--no-history: the history baseline was not read")
+    path = history_path(reading=True)  # --no-history: this run is not recorded, still judged
+    assert path is not None
     if not path.exists():
         return judge(spec, [], 0, f"no history database at {path} yet")
     points, runs = baseline_drift(path, summary, spec.history_runs, sim)

@@ -68,7 +68,7 @@ def counter_history(conn: sqlite3.Connection, mid: int, scans: int = 3,
     sql = "SELECT id FROM runs WHERE machine_id = ? AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = runs.id)"
     args: list[Any] = [mid]
     if before_s is not None:
-        sql += " AND time_s <= ?"
+        sql += " AND time_s < ?"
         args.append(before_s)
     ids = [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, scans))]
     out: dict[CounterKey, list[tuple[float, int]]] = {}

@@ -47,7 +47,7 @@ def draw_history(runs: list[dict[str, Any]], what: str, path) -> Path:
         ax.set_xlabel("run time (UTC)")
         ax.set_ylim(bottom=0)
         if lines:
-            ax.legend(fontsize=7, loc="lower left")
+            ax.legend(fontsize=7, loc="best")
         fig.autofmt_xdate()
         fig.tight_layout()
         out = Path(path)
