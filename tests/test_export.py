@@ -230,3 +230,21 @@ def test_listen_is_loopback_unless_an_address_is_given_and_options_are_checked()
     for args in (["export"], ["export", "--listen", "nohost"], ["export", "--listen", ":1", "--textfile", "x"]):
         code, _o, err = run(args)
         assert code == 2 and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_no_driver_is_exit_3_before_serving(monkeypatch):
+    """Without --sim on a machine with no NVIDIA driver the first scan fails: exit 3, one line."""
+    from click.testing import CliRunner
+
+    from gputopo.cli.main import _register, cli
+    from gputopo.errors import NoHardwareError
+    from gputopo.export import sources
+
+    _register()
+
+    def no_driver():
+        raise NoHardwareError("no NVIDIA driver (NVML library not found)")
+
+    monkeypatch.setattr(sources, "scanner", lambda sim: no_driver)
+    r = CliRunner().invoke(cli, ["export", "--listen", "127.0.0.1:0"])
+    assert isinstance(r.exception, NoHardwareError) and r.exception.exit_code == 3

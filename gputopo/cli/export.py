@@ -37,21 +37,26 @@ def export(sim, textfile_dir, listen, interval_s):
     """
     if bool(textfile_dir) == bool(listen):
         raise UsageError("give one of --textfile DIR or --listen HOST:PORT")
+    from gputopo.export.server import make_server, parse_listen
     from gputopo.export.sources import make_cache
 
+    host, port = parse_listen(listen) if listen else ("", 0)  # bad input before any scan
     if textfile_dir:
-        from gputopo.export.textfile import write_textfile
         from gputopo.writable import check_writable_dir
 
         check_writable_dir(textfile_dir, "--textfile")
+    cache = make_cache(sim, history_path(reading=True), float("inf") if textfile_dir else interval_s)
+    cache.current()  # the first scan now: no driver or GPU is exit 3, not a server of nothing
+    if cache.last_exception is not None:
+        raise cache.last_exception
+    if textfile_dir:
+        from gputopo.export.textfile import write_textfile
+
         os.makedirs(textfile_dir, exist_ok=True)
-        path = write_textfile(make_cache(sim, history_path(reading=True), 0.0), textfile_dir)
+        path = write_textfile(cache, textfile_dir)
         click.echo(f"wrote {path}")
         return
-    from gputopo.export.server import make_server, parse_listen
-
-    host, port = parse_listen(listen)
-    server = make_server(make_cache(sim, history_path(reading=True), interval_s), host, port)
+    server = make_server(cache, host, port)
     click.echo(f"serving http://{host}:{server.server_address[1]}/metrics "
                f"(scans at most every {interval_s:g} s{', SIMULATED ' + sim if sim else ''}); Ctrl-C stops",
                err=True)

@@ -78,6 +78,9 @@ class ScanCache:
         self._lock = threading.Lock()
         self._snap = Snapshot(None, [], HistoryFacts(), None, None, 0, 0)
         self._attempted_s: float | None = None
+        #: why the last scan failed as a whole (None after a good one): `export` refuses to
+        #: start when its very first scan fails (no driver: exit 3)
+        self.last_exception: BaseException | None = None
 
     def current(self) -> Snapshot:
         with self._lock:  # one scan at a time; the others wait and then serve its result
@@ -93,9 +96,11 @@ class ScanCache:
         try:
             topo = self._scan()
         except Exception as e:  # noqa: BLE001 - a scrape must answer; the failure is a metric
+            self.last_exception = e
             self._snap = Snapshot(s.topology, s.findings, s.history, s.scanned_s, s.scan_duration_s,
                                   s.scans + 1, s.scan_errors + 1, f"{type(e).__name__}: {e}")
             return
         duration = time.monotonic() - started
+        self.last_exception = None
         self._snap = Snapshot(topo, self._judge(topo), self._history(topo), now, duration,
                               s.scans + 1, s.scan_errors + nvml_failures(topo), None)
