@@ -262,3 +262,23 @@ def test_a_folder_judged_again_later_is_compared_with_the_runs_before_it(tmp_pat
     again.run_dir = "/reports/old"
     assert save(path, machine(), again).findings == []  # nothing before it: no baseline, no drift
     assert again.time_s == T0
+
+
+def test_a_class_that_drifts_as_a_whole_is_one_class_finding_beside_its_pairs(tmp_path):
+    def node_run(t, gbps, slow_pair_gbps=None):
+        rec = run(t)
+        rec.figures = [Figure(p, "NODE", "p2p.copy", f"{p[0]}->{p[1]}", 64 << 20,
+                              slow_pair_gbps if (slow_pair_gbps and p == (0, 2)) else gbps, "algbw",
+                              0, "cuda-events", True) for p in ((0, 2), (1, 3), (0, 3))]
+        return rec
+
+    path = tmp_path / "h.sqlite"
+    for k in range(3):
+        save(path, machine(), node_run(T0 + k * DAY, 25.0))
+    one = save(path, machine(), node_run(T0 + 3 * DAY, 25.0, slow_pair_gbps=10.0)).findings
+    assert [(f.evidence["scope"], f.gpus) for f in one] == [("pair", [0, 2])]  # the class median holds
+    everyone = save(path, machine(), node_run(T0 + 4 * DAY, 12.0)).findings
+    scopes = sorted(f.evidence["scope"] for f in everyone)
+    assert scopes == ["class", "pair", "pair", "pair"]
+    (cls,) = [f for f in everyone if f.evidence["scope"] == "class"]
+    assert cls.link_class == "NODE" and cls.gpus is None and "NODE pairs (median of 3)" in cls.message

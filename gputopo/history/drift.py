@@ -56,7 +56,8 @@ def compare(figures: list[Figure], base: dict[FigureKey, BaselineFigure]) -> lis
         points.append(DriftPoint("pair", tuple(f.gpus), f.link_class, f.series, f.direction,
                                  f.size_bytes, f.timing, f.gbps, b.median_gbps, b.runs, b.first_s))
         if len(f.gpus) == 2 and f.link_class:
-            by_class.setdefault((f.link_class, f.series, f.direction, f.size_bytes, f.timing), []).append((f.gbps, b))
+            key = (f.link_class, f.series, class_direction(f.gpus, f.direction), f.size_bytes, f.timing)
+            by_class.setdefault(key, []).append((f.gbps, b))
     for (lc, series, direction, size, timing), vs in by_class.items():
         if len(vs) < 2:  # one pair: its own point says it
             continue
@@ -66,6 +67,13 @@ def compare(figures: list[Figure], base: dict[FigureKey, BaselineFigure]) -> lis
                                  min(b.runs for _g, b in vs), min(b.first_s for _g, b in vs),
                                  pairs=len(vs)))
     return points
+
+
+def class_direction(gpus: tuple[int, ...], direction: str | None) -> str | None:
+    """A pair's direction as its class sees it: "i->j" (lower GPU to higher), "j->i", or as is
+    ("both", None), so that the same way over every pair of a class is one series."""
+    lo, hi = sorted(gpus)
+    return {f"{lo}->{hi}": "i->j", f"{hi}->{lo}": "j->i"}.get(direction or "", direction)
 
 
 def drifted(points: list[DriftPoint], fraction: float = DEFAULT_FRACTION) -> list[DriftPoint]:
