@@ -137,8 +137,10 @@ def recorded_before(conn, rec: RunRecord) -> bool:
     run (the folder itself and later runs excluded), whenever it is judged."""
     if not rec.run_dir:
         return False
-    row = conn.execute("SELECT time_s, time_source FROM runs WHERE run_dir = ? ORDER BY id LIMIT 1",
-                       (rec.run_dir,)).fetchone()
+    # an interrupted recording of the folder does not count: a --resume that completes it is
+    # recorded with its figures (the interrupted row never enters a baseline)
+    row = conn.execute("SELECT time_s, time_source FROM runs WHERE run_dir = ? AND status = 'complete' "
+                       "ORDER BY id LIMIT 1", (rec.run_dir,)).fetchone()
     if row is None:
         return False
     rec.time_s, rec.time_source = float(row[0]), str(row[1])

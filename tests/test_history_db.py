@@ -282,3 +282,18 @@ def test_a_class_that_drifts_as_a_whole_is_one_class_finding_beside_its_pairs(tm
     assert scopes == ["class", "pair", "pair", "pair"]
     (cls,) = [f for f in everyone if f.evidence["scope"] == "class"]
     assert cls.link_class == "NODE" and cls.gpus is None and "NODE pairs (median of 3)" in cls.message
+
+
+def test_a_resumed_folder_is_recorded_with_its_figures_after_an_interrupted_recording(tmp_path):
+    path = tmp_path / "h.sqlite"
+    part = run(T0, status="interrupted")
+    part.run_dir = "/reports/resumed"
+    save(path, machine(), part)
+    done = run(T0 + 60)
+    done.run_dir = "/reports/resumed"
+    save(path, machine(), done)
+    conn = open_history(path)
+    rows = conn.execute("SELECT r.status, count(f.run_id) FROM runs r LEFT JOIN figures f ON f.run_id = r.id "
+                        "GROUP BY r.id ORDER BY r.id").fetchall()
+    assert rows == [("interrupted", 2), ("complete", 2)]
+    assert len(baseline(conn, _mid(conn))) == 1  # the complete one is a baseline run

@@ -143,7 +143,7 @@ def say_redone(job) -> None:
 
 
 def _report(job, as_json):
-    from gputopo.cli.history_hook import after_run
+    from gputopo.cli.history_hook import after_run, record_exit_code
 
     say_redone(job)
     if as_json:
@@ -162,7 +162,10 @@ def _report(job, as_json):
                 c.print(line, markup=False, highlight=False)
         print_summary(job.summary, c)  # ends with the report's path
     ctx = click.get_current_context()
-    after_run(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
+    if job.interrupted:  # recorded as interrupted (never a baseline); the exit code stays 130
+        record_exit_code(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
+    else:
+        after_run(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
     if job.interrupted:
         cmd = click.get_current_context().info_name or "bench"
         click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "
