@@ -47,6 +47,17 @@ def pytest_collection_modifyitems(config, items):
             it.add_marker(skip)
 
 
+def pytest_configure(config):
+    """Before anything runs (module- and session-scoped fixtures that run the CLI included),
+    the history database is one under a temporary folder, never the real
+    ~/.local/share/gputopo/history.sqlite (issue 19); each test then gets its own below."""
+    import os
+    import tempfile
+
+    os.environ["GPUTOPO_HISTORY"] = os.path.join(tempfile.mkdtemp(prefix="gputopo-test-history-"),
+                                                 "history.sqlite")
+
+
 @pytest.fixture(autouse=True)
 def _history_in_tmp(tmp_path_factory, monkeypatch):
     """Every test (and every CLI it starts) records its runs in a database of its own under

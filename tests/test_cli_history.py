@@ -205,3 +205,10 @@ def test_check_history_rule_is_skipped_without_a_baseline_and_fails_when_strict(
         parse_spec({"history": {"baseline_fraction": 2}})
     with pytest.raises(InputFileError, match="history"):
         parse_spec({"history": {"fraction": 0.8}})
+
+
+def test_tests_never_use_the_real_history_database():
+    from gputopo.history.db import default_history_path
+
+    home_db = Path.home() / ".local" / "share" / "gputopo" / "history.sqlite"
+    assert default_history_path() != home_db and not str(default_history_path()).startswith(str(Path.home() / ".local"))

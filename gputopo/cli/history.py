@@ -96,7 +96,7 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
         from gputopo.report.outputs.history_plot import draw_history
 
         what = f"pair {flt.pair[0]},{flt.pair[1]}" if flt.pair else f"class {flt.link_class}"
-        draw_history(list(reversed(runs)), what, plot_file)
+        draw_history(list(reversed(runs)), what, plot_file, scope="pair" if flt.pair else "class")
     if as_json:
         click.echo(json.dumps({"schema_version": SCHEMA_VERSION, "database": str(path),
                                "runs": runs}, indent=2))

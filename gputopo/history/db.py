@@ -93,7 +93,8 @@ CREATE INDEX figures_by_class ON figures(link_class, run_id);
 CREATE TABLE findings (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     kind TEXT NOT NULL, severity TEXT NOT NULL, gpus TEXT, link_class TEXT, message TEXT,
-    origin TEXT NOT NULL               -- "run" (the run's own report) | "history"
+    origin TEXT NOT NULL,              -- "run" (the run's own report) | "history"
+    evidence TEXT                      -- JSON, history findings only (a run's stays in its folder)
 );
 CREATE INDEX findings_by_run ON findings(run_id);
 CREATE TABLE counters (

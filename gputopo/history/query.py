@@ -136,11 +136,12 @@ def _attach(conn: sqlite3.Connection, runs: list[dict[str, Any]], fig_where: str
     for k in range(0, len(ids), 500):  # SQLite's limit on bound parameters
         chunk = ids[k:k + 500]
         marks = ",".join("?" * len(chunk))
-        for rid, kind, sev, gpus, lc, msg, origin in conn.execute(
-                f"SELECT run_id, kind, severity, gpus, link_class, message, origin FROM findings "
-                f"WHERE run_id IN ({marks})", chunk):
+        for rid, kind, sev, gpus, lc, msg, origin, evidence in conn.execute(
+                f"SELECT run_id, kind, severity, gpus, link_class, message, origin, evidence "
+                f"FROM findings WHERE run_id IN ({marks})", chunk):
             by_id[rid]["findings"].append({"kind": kind, "severity": sev, "gpus": _gpus(gpus),
-                                           "link_class": lc, "message": msg, "origin": origin})
+                                           "link_class": lc, "message": msg, "origin": origin,
+                                           "evidence": json.loads(evidence) if evidence else None})
         if not fig_where:
             continue
         for rid, gpus, lc, series, direction, size, gbps, metric, wrong, timing in conn.execute(

@@ -165,9 +165,10 @@ def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecor
             [(run_id, ",".join(map(str, f.gpus)), f.link_class, f.series, f.direction, f.size_bytes,
               f.gbps, f.metric, f.wrong, f.timing, int(f.headline)) for f in rec.figures])
         conn.executemany(
-            "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [(run_id, d["kind"], d["severity"], _gpus_text(d.get("gpus")), d.get("link_class"),
-              d.get("message"), origin)
+              d.get("message"), origin,
+              json.dumps(d.get("evidence")) if origin == "history" and d.get("evidence") else None)
              for origin, ds in (("run", rec.findings), ("history", history_findings)) for d in ds])
         conn.executemany(
             "INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?)",
