@@ -33,7 +33,7 @@ def history_outcomes(spec: Spec, points: list[DriftPoint], baseline_runs: int,
         ok = p.ratio >= fraction
         out.append(Outcome(
             RULE, f"{subject} {series}", PASSED if ok else FAILED,
-            f"{p.gbps:.2f} GB/s is {p.ratio:.0%} of the baseline {p.baseline_gbps:.2f} GB/s "
+            f"{p.gbps:.2f} GB/s is {p.ratio:.1%} of the baseline {p.baseline_gbps:.2f} GB/s "
             f"(median of {p.baseline_runs} runs; needs >= {fraction:.0%})",
             gpus=list(p.gpus) if p.gpus else None, link_class=p.link_class,
             evidence={"gbps": round(p.gbps, 4), "baseline_gbps": round(p.baseline_gbps, 4),

@@ -40,7 +40,7 @@ def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
             kind="drift", severity="warning", gpus=list(p.gpus) if p.gpus else None,
             link_class=p.link_class,
             message=(f"{where}: {series} at {_size(p.size_bytes)} {p.gbps:.1f} GB/s is "
-                     f"{p.ratio:.0%} of this machine's baseline {p.baseline_gbps:.1f} GB/s (median "
+                     f"{p.ratio:.1%} of this machine's baseline {p.baseline_gbps:.1f} GB/s (median "
                      f"of its last {p.baseline_runs} error-free runs since {when(p.baseline_since_s)}; "
                      f"below {fraction:.0%} is drift)"),
             evidence={"scope": p.scope, "series": p.series, "direction": p.direction,
