@@ -213,3 +213,17 @@ def test_tests_never_use_the_real_history_database():
 
     home_db = Path.home() / ".local" / "share" / "gputopo" / "history.sqlite"
     assert default_history_path() != home_db and not str(default_history_path()).startswith(str(Path.home() / ".local"))
+
+
+def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtures_dir):
+    db = tmp_path / "h.sqlite"
+    log = fixtures_dir / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
+    code, _out, err = run(["import", "nccl-tests", str(log), "--out", str(tmp_path / "imported"),
+                           "--history", str(db)], timeout=120)
+    assert code == 0, err
+    c = sqlite3.connect(db)
+    (command, simulated, run_dir), = c.execute("SELECT command, simulated, run_dir FROM runs").fetchall()
+    assert command == "import" and simulated == 0 and run_dir.endswith("imported")
+    series = {s for (s,) in c.execute("SELECT DISTINCT series FROM figures")}
+    assert any(s.startswith("collective.all_reduce") for s in series)
+    assert c.execute("SELECT count(*) FROM figures WHERE headline = 1").fetchone()[0] >= 1
