@@ -23,7 +23,7 @@ from gputopo.errors import UsageError
                    "expose it beyond this machine).")
 @click.option("--interval", "interval_s", type=click.FloatRange(min=0), default=15.0, show_default=True,
               help="--listen: scan at most once per this many seconds; scrapes in between get the last scan.")
-@history_options
+@history_options(records=False)
 def export(sim, textfile_dir, listen, interval_s):
     """Export GPU and link state as Prometheus metrics: NVLinks up, PCIe width/generation,
     NVLink/PCIe/ECC error counters, remapped rows, Xids, temperature, power, each pair's link

@@ -60,7 +60,7 @@ def parse_class(text: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Draw the --pair's or --class's GB/s over time into this PNG, findings marked.")
-@history_options
+@history_options(records=False)
 def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     """List the runs recorded in the history database (every scan, bench, numerics, check,
     cluster and import run is recorded unless --no-history), newest first, with their
@@ -86,7 +86,8 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     flt = RunFilter(machine=machine, since_s=parse_since(since) if since else None,
                     pair=parse_pair(pair_text) if pair_text else None,
                     link_class=parse_class(class_text) if class_text else None, limit=limit)
-    path = history_path(required=True)
+    path = history_path()
+    assert path is not None  # history has no --no-history
     conn = open_history(path, create=False)
     try:
         runs = list_runs(conn, flt)

@@ -24,29 +24,29 @@ def _store(ctx: click.Context, param: click.Parameter, value) -> None:
         ctx.meta[_PATH if param.name == "history_path" else _OFF] = value
 
 
-def history_options(f):
-    """Add --history PATH and --no-history to a command."""
-    f = click.option("--no-history", "no_history", is_flag=True, expose_value=False,
-                     callback=_store,
-                     help="Do not record this run in the history database (check and export "
-                          "still read it).")(f)
-    return click.option("--history", "history_path", metavar="PATH", expose_value=False,
-                        callback=_store, type=click.Path(dir_okay=False),
-                        help="History database (default: $GPUTOPO_HISTORY, else "
-                             "$XDG_DATA_HOME/gputopo/history.sqlite).")(f)
+def history_options(f=None, *, records: bool = True):
+    """Add --history PATH (and, on a command that records its run, --no-history)."""
+    def add(f):
+        if records:
+            f = click.option("--no-history", "no_history", is_flag=True, expose_value=False,
+                             callback=_store,
+                             help="Do not record this run in the history database (check still "
+                                  "reads it).")(f)
+        return click.option("--history", "history_path", metavar="PATH", expose_value=False,
+                            callback=_store, type=click.Path(dir_okay=False),
+                            help="History database (default: $GPUTOPO_HISTORY, else "
+                                 "$XDG_DATA_HOME/gputopo/history.sqlite).")(f)
+
+    return add(f) if f is not None else add
 
 
-def history_path(required: bool = False, reading: bool = False) -> Path | None:
-    """The database this command uses; None with --no-history (UsageError if ``required``).
-    ``reading``: --no-history (do not record this run) does not stop a read of the history."""
+def history_path(reading: bool = False) -> Path | None:
+    """The database this command uses; None with --no-history, unless ``reading`` (the run is
+    not recorded, but check's [history] rule still reads the baseline)."""
     from gputopo.history.db import default_history_path
 
     meta = click.get_current_context().meta
     if meta.get(_OFF) and not reading:
-        if required:
-            from gputopo.errors import UsageError
-
-            raise UsageError("--no-history: this command reads the history database; drop it")
         return None
     given = meta.get(_PATH)
     return Path(given) if given else default_history_path()
