@@ -297,3 +297,52 @@ def test_a_resumed_folder_is_recorded_with_its_figures_after_an_interrupted_reco
                         "GROUP BY r.id ORDER BY r.id").fetchall()
     assert rows == [("interrupted", 2), ("complete", 2)]
     assert len(baseline(conn, _mid(conn))) == 1  # the complete one is a baseline run
+
+
+_KILLED_WRITER = r"""
+import sys, time
+sys.path.insert(0, {repo!r})
+from gputopo.history.db import open_history
+from gputopo.history.record import record_run
+import test_history_db as t
+
+class Stalls:
+    '''Delegates to the connection; stalls forever at the counters insert (mid-transaction).'''
+    def __init__(self, conn):
+        self.conn = conn
+    def execute(self, *a):
+        return self.conn.execute(*a)
+    def executemany(self, sql, rows):
+        if "INTO counters" in sql:
+            print("inside", flush=True)
+            time.sleep(120)
+        return self.conn.executemany(sql, rows)
+
+record_run(Stalls(open_history({path!r})), t.machine(), t.run(t.T0, counters=[1, 2]))
+"""
+
+
+def test_a_run_killed_mid_write_leaves_nothing_and_no_damage(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "h.sqlite"
+    save(path, machine(), run(T0 - DAY))
+    repo = str(Path(__file__).resolve().parents[1])
+    code = _KILLED_WRITER.format(repo=repo, path=str(path))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).parent), env={**__import__("os").environ, "PYTHONPATH": repo})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    conn = open_history(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1  # the earlier run only
+    assert conn.execute("SELECT count(*) FROM figures").fetchone()[0] == 2
+    conn.close()
+    assert save(path, machine(), run(T0)).run_id == 2  # writable again at once
