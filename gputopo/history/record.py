@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +134,7 @@ def counters_of(topo: Topology) -> list[CounterValue]:
 
 
 def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecord,
-               history_findings: list[dict[str, Any]] = ()) -> int:  # type: ignore[assignment]
+               history_findings: Sequence[dict[str, Any]] = ()) -> int:
     """Write the run (machine row, run row, figures, findings, counters) in one transaction;
     returns the run's id. A crash before COMMIT leaves the database as it was."""
     now = time.time()
