@@ -27,14 +27,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputopo.export.cache import ScanCache  # noqa: E402
-from gputopo.export.server import make_server  # noqa: E402
-from gputopo.export.sources import history_reader, judge  # noqa: E402
-from gputopo.history.db import open_history  # noqa: E402
-from gputopo.history.record import Figure, RunRecord, counters_of, machine_identity, record_run  # noqa: E402
-from gputopo.recording import save  # noqa: E402
-from gputopo.sim.description import load_description  # noqa: E402
-from gputopo.sim.scan import scan_description  # noqa: E402
+from gputopo.export.cache import ScanCache
+from gputopo.export.server import make_server
+from gputopo.export.sources import history_reader, judge
+from gputopo.history.db import open_history
+from gputopo.history.record import (
+    Figure,
+    RunRecord,
+    counters_of,
+    machine_identity,
+    record_run,
+)
+from gputopo.recording import save
+from gputopo.sim.description import load_description
+from gputopo.sim.scan import scan_description
 
 SERIES = [("p2p.copy", "i->j"), ("p2p.copy", "j->i"), ("p2p.copy_bidir", "both"), ("p2p.staged", "i->j"),
           ("p2p.staged", "j->i"), ("dp.scatter", None), ("dp.gather", None), ("dp.broadcast_coalesced", None),
@@ -130,7 +136,7 @@ def main():
                 urllib.request.urlopen(url, timeout=60).read()  # warm: imports, first scan
                 size = [0]
 
-                def scrape():
+                def scrape(url=url, size=size):
                     size[0] = len(urllib.request.urlopen(url, timeout=60).read())
 
                 ms = median_ms(scrape, args.runs)
