@@ -47,6 +47,24 @@ def pytest_collection_modifyitems(config, items):
             it.add_marker(skip)
 
 
+def pytest_configure(config):
+    """Before anything runs (module- and session-scoped fixtures that run the CLI included),
+    the history database is one under a temporary folder, never the real
+    ~/.local/share/gputopo/history.sqlite (issue 19); each test then gets its own below."""
+    import os
+    import tempfile
+
+    os.environ["GPUTOPO_HISTORY"] = os.path.join(tempfile.mkdtemp(prefix="gputopo-test-history-"),
+                                                 "history.sqlite")
+
+
+@pytest.fixture(autouse=True)
+def _history_in_tmp(tmp_path_factory, monkeypatch):
+    """Every test (and every CLI it starts) records its runs in a database of its own under
+    pytest's tmp folder, never in the real ~/.local/share/gputopo/history.sqlite (issue 19)."""
+    monkeypatch.setenv("GPUTOPO_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     assert FIXTURES.is_dir(), f"fixtures missing from the repository: {FIXTURES}"

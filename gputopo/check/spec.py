@@ -31,13 +31,14 @@ ANY_NVLINK, ANY_PCIE, ANY = "NV", "PCIe", "*"
 
 _ALLOWED = {
     "": {"schema_version", "name", "description", "strict", "topology", "nvlink", "pcie",
-         "bandwidth", "busbw", "integrity", "findings", "cluster"},
+         "bandwidth", "busbw", "integrity", "findings", "cluster", "history"},
     "topology": {"gpu_count", "matrix", "pairs", "all_pairs"},
     "nvlink": {"min_links_up", "links_up", "max_errors"},
     "pcie": {"min_gen", "min_width", "full_width", "max_replay"},
     "integrity": set(INTEGRITY_KEYS),
     "findings": {"fail_on"},
     "cluster": {"min_inter_node_busbw_gbps", "nodes_alike", "no_slow_node"},
+    "history": {"baseline_fraction", "runs"},
 }
 _BANDWIDTH_KEYS = {"min_gbps", "min_efficiency", "series"}
 #: Upper bounds of what hardware has: PCIe generations (Gen6 is the newest with a known rate),
@@ -78,6 +79,10 @@ class Spec:
     cluster_min_inter_gbps: Optional[float] = None
     cluster_nodes_alike: bool = False
     cluster_no_slow_node: bool = False
+    #: [history]: every headline figure at least this fraction of the machine's own baseline
+    #: (median of its last ``history_runs`` error-free runs in the history database)
+    history_fraction: Optional[float] = None
+    history_runs: int = 5
 
 
 def selector_matches(selector: str, link_class: Optional[str]) -> bool:
@@ -292,6 +297,12 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
                                                "cluster.min_inter_node_busbw_gbps")
     spec.cluster_nodes_alike = r.boolean(cl.get("nodes_alike", False), "cluster.nodes_alike")
     spec.cluster_no_slow_node = r.boolean(cl.get("no_slow_node", False), "cluster.no_slow_node")
+    hist = r.table(doc.get("history", {}), "history")
+    r.only(hist, _ALLOWED["history"], "history")
+    if "history" in doc:  # an empty [history] table: the defaults
+        spec.history_fraction = r.number(hist.get("baseline_fraction", 0.8), "history.baseline_fraction",
+                                         0.01, 1.0)
+        spec.history_runs = r.integer(hist.get("runs", 5), "history.runs", 1, 1000)
     if not _requires_anything(spec):
         raise InputFileError(path, "states no requirement, so every run would pass; add a rule (e.g. "
                    "[integrity] no_corruption = true) or start from a shipped spec: "
@@ -308,7 +319,7 @@ def _requires_anything(spec: Spec) -> bool:
                 or spec.pcie_max_replay is not None or spec.bandwidth or spec.busbw
                 or any(spec.integrity.values()) or spec.fail_on
                 or spec.cluster_min_inter_gbps is not None or spec.cluster_nodes_alike
-                or spec.cluster_no_slow_node)
+                or spec.cluster_no_slow_node or spec.history_fraction is not None)
 
 
 def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:

@@ -10,6 +10,7 @@ import click
 
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import console, finish, sim_option
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import EXIT_NO_HARDWARE, GputopoError
@@ -202,6 +203,8 @@ def say_redone(job) -> None:
 
 
 def _report(job, as_json):
+    from gputopo.cli.history_hook import after_run, record_exit_code
+
     say_redone(job)
     if as_json:
         click.echo(json.dumps({"schema_version": SCHEMA_VERSION, **job.document()}, indent=2))
@@ -218,6 +221,11 @@ def _report(job, as_json):
             for line in summary_lines(job.numerics):
                 c.print(line, markup=False, highlight=False)
         print_summary(job.summary, c)  # ends with the report's path
+    ctx = click.get_current_context()
+    if job.interrupted:  # recorded as interrupted (never a baseline); the exit code stays 130
+        record_exit_code(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
+    else:
+        after_run(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
     if job.interrupted:
         cmd = click.get_current_context().info_name or "bench"
         click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "
@@ -237,6 +245,7 @@ def _report(job, as_json):
 @click.option("--concurrent", is_flag=True,
               help="Run disjoint pairs at once (faster sweep; perturbs bandwidth, and says so).")
 @numerics_options
+@history_options
 def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
           resume_dir, as_json, self_test, sizes, tests_text, preset, concurrent,
           steps, lr, model, batch, seed):
@@ -267,6 +276,7 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
 @cli.command()
 @pair_options
 @numerics_options
+@history_options
 def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
              resume_dir, as_json, steps, lr, model, batch, seed):
     """Train the same small job three ways on each pair: one GPU (reference), nn.DataParallel

@@ -10,6 +10,7 @@ import click
 from gputopo.cli.bench import (_build, numerics_options, numerics_options_for, pair_options,
                                refuse_ignored, say_redone)
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import after_run, history_options
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
@@ -58,6 +59,7 @@ MEASURING = ("sim", "fabric", "pairs_values", "class_text", "gpus_text", "cpu_gp
 @click.option("--full", "preset", flag_value="full", help="When measuring: many sizes and samples.")
 @pair_options
 @numerics_options
+@history_options
 def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
           sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
           resume_dir, as_json, steps, lr, model, batch, seed):
@@ -124,21 +126,26 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
                        + (f" (JUnit XML of the partial run: {junit_file})" if junit_file else ""),
                        err=True)
             finish(130)
-    verdict = _judge(spec_path, run_dir, junit_file)
+    verdict = _judge(spec_path, run_dir, junit_file, sim)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))
     else:
         click.echo(verdict.text())
         if junit_file:
             click.echo(f"JUnit XML: {junit_file}")
+    after_run(run_dir, "check", sim)
     finish(verdict.exit_code)
 
 
-def _judge(spec_path, run_dir, junit_file):
+def _judge(spec_path, run_dir, junit_file, sim=None):
     """Judge ``run_dir`` against the spec and write the JUnit XML when asked; the verdict."""
     from gputopo.check.verdict import run_check
 
     verdict = run_check(spec_path, run_dir)
+    if verdict.spec.history_fraction is not None:  # [history]: against this machine's baseline
+        from gputopo.cli.history_hook import history_outcomes
+
+        verdict.outcomes += history_outcomes(verdict.spec, verdict.summary, sim)
     if junit_file:
         from gputopo.check.junit import write_junit
 

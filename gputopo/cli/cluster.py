@@ -10,6 +10,7 @@ import click
 
 from gputopo import SCHEMA_VERSION
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import after_run, history_options, record_exit_code
 from gputopo.cli.options import finish
 from gputopo.errors import GputopoError, UsageError
 
@@ -69,6 +70,7 @@ def _print_result(res, as_json: bool) -> None:
               help="--plan: inter-node busbw assumed for the estimate (GB/s).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: under reports/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@history_options
 def cluster(sim, plan_only, nodes, pattern, fabric, size_text, samples, timeout_s, slow_below,
             seed, gbps, out_dir, as_json):
     """Check many nodes at once: every node scans itself (mismatches by hostname), measures its
@@ -108,6 +110,7 @@ def cluster(sim, plan_only, nodes, pattern, fabric, size_text, samples, timeout_
 
         res = run_sim_cluster(load_cluster(sim), opts)
         _print_result(res, as_json)
+        after_run(res.run_dir, "cluster")
         finish(1 if res.outcome.lost_phase else 0)
         return
     _run_rank(fabric, opts, as_json)
@@ -130,6 +133,7 @@ def _run_rank(fabric: str, opts, as_json: bool) -> None:
                            f"{res.outcome.lost_phase}; rank 0 names the lost ranks", err=True)
         if env.rank == 0:
             _print_result(res, as_json)
+            code = record_exit_code(res.run_dir, "cluster") or code
     except GputopoError as e:  # every rank says it (a rank's own problem), with its exit code
         click.echo(f"gputopo: error: {e}", err=True)
         code = e.exit_code

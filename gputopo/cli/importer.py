@@ -7,6 +7,7 @@ import sys
 import click
 
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import after_run, history_options
 from gputopo.cli.options import console
 
 
@@ -90,6 +91,7 @@ def p2pbw(files, out_dir, topo_file):
 @click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
               help="Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine the "
                    "logs ran on, to name the pairs' link classes; another machine's is refused.")
+@history_options
 def nccl_tests(logs, out_dir, op, topo_file):
     """Read nccl-tests text output (all_reduce_perf & co., any version) into measurements.
 
@@ -106,6 +108,7 @@ def nccl_tests(logs, out_dir, op, topo_file):
     res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=topology, topology_file=topo_file,
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
 
 
 @import_group.command(name="kernel-log")

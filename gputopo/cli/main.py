@@ -23,7 +23,18 @@ from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 
 def _register():
     # Each module adds its commands to `cli`; they import their layers lazily, so this is cheap.
-    from gputopo.cli import bench, check, cluster, importer, place, report, scan, sims  # noqa: F401
+    from gputopo.cli import (  # noqa: F401
+        bench,
+        check,
+        cluster,
+        export,
+        history,
+        importer,
+        place,
+        report,
+        scan,
+        sims,
+    )
 
 
 def save_traceback(folder: str | None = None) -> str:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import after_scan, history_options
 from gputopo.cli.options import console, sim_option
 from gputopo.errors import InputFileError, UsageError
 
@@ -67,6 +68,7 @@ def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_lo
 @click.option("--kernel-log", "kernel_log", metavar="FILE", type=click.Path(dir_okay=False),
               help="Read Xid events from this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog) "
                    "instead of the live one.")
+@history_options
 def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
     """Read the GPU interconnect: link class per pair (NV#, PIX, PXB, PHB, NODE, SYS), NVLink
     state and errors, PCIe generation/width, P2P status, NUMA/CPU affinity, host IOMMU/ACS,
@@ -108,3 +110,5 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
         from gputopo.report.scan_view import render_scan
 
         render_scan(console(no_color), topo, problems)
+    if not from_smi:  # saved text has no counters and no time of its own: not a scan of now
+        after_scan(topo, problems, sim)

@@ -20,6 +20,8 @@ KINDS = (
     "bandwidth-cliff",
     # A GPU with NVLink ports and none connected (an unbridged PCIe card): info, fails nothing.
     "nvlink-not-connected",
+    # Against the machine's own history (gputopo.report.history_findings).
+    "drift", "counter-growth",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

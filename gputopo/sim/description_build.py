@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable
 
 from .description_checks import check_class_faults
-from .description_context import DescContext, check_keys, check_str
+from .description_context import DescContext, check_keys, check_str, parse_clock
 from .description_faults import apply_downtrained, build_faults
 from .description_gpus import DEFAULT_KEYS, build_gpus, gpu_entries
 from .description_host import HOST_KEYS, acs_redirect_bridges, build_host, parse_link_model, parse_p2p
@@ -28,7 +28,7 @@ from .records import MachineDesc
 
 _TOP_KEYS = {"extends", "name", "summary", "matrix", "matrix_file", "pairs", "pcie_pairs", "nvswitch",
              "nvswitches", "nvswitch_bus_ids", "gpu_count", "defaults", "gpu", "host",
-             "link_model", "p2p", "fault", "nic",
+             "link_model", "p2p", "fault", "nic", "clock",
              "cluster"}  # a cluster's [cluster] table: read by cluster_description.py
 
 
@@ -88,5 +88,6 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     check_class_faults(ctx, faults, desc.pairs(), desc.link_class)
     desc._efficiency, desc._link_rules = parse_link_model(ctx, data.get("link_model", {}))
     desc._p2p_rules = parse_p2p(ctx, data.get("p2p", {}), n)
+    desc.clock = parse_clock(ctx, data["clock"]) if "clock" in data else None
     host.acs_redirect_bridges = acs_redirect_bridges(ctx, host_raw, desc)
     return desc

@@ -121,3 +121,22 @@ def check_num(ctx, value, *key, positive=True) -> float:
             or (positive and value <= 0)):
         raise ctx.error(f"expected a finite {'positive ' if positive else ''}number, got {value!r}", *key)
     return float(value)
+
+
+def parse_clock(ctx, value) -> float:
+    """``clock``: a TOML date-time or an ISO 8601 string, as a UTC epoch time (a time without
+    a zone is UTC). The history records a simulated run at this time (issue 19)."""
+    import datetime as _dt
+
+    if isinstance(value, str):
+        try:
+            value = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ctx.error(f"expected a date-time like 2026-11-01T08:00:00Z, got {value!r}", "clock") from None
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        value = _dt.datetime(value.year, value.month, value.day)
+    if not isinstance(value, _dt.datetime):
+        raise ctx.error(f"expected a date-time like 2026-11-01T08:00:00Z, got {value!r}", "clock")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return value.timestamp()

@@ -150,6 +150,9 @@ class MachineDesc:
     nvswitch_bus_ids: List[str] = field(default_factory=list)
     source: str = "file"  # "builtin" | "file" | "generated"
     nics: List[Any] = field(default_factory=list)  # gputopo.sim.nics.NicDesc, declared order
+    #: ``clock``: the simulated time (UTC epoch s) a run of this machine happens; recorded in the
+    #: history instead of now, so a series of descriptions can stand for days (issue 19)
+    clock: Optional[float] = None
     # internals, filled by the builder
     _wired: Dict[Tuple[int, int], LinkClass] = field(default_factory=dict, repr=False)
     _pcie: Dict[Tuple[int, int], str] = field(default_factory=dict, repr=False)

@@ -1,0 +1,113 @@
+"""`--history PATH` / `--no-history` and the one hook each measuring command calls when its run
+is finished: record it in the history database and print what the history says about it.
+
+The options store into the click context's ``meta`` (shared by the group and its commands), so
+the commands' signatures do not change. The hook runs after the run folder is complete: a
+database problem prints one line naming the kept folder and ends the command with exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gputopo.cli.options import finish
+from gputopo.errors import EXIT_USAGE
+
+_PATH, _OFF = "gputopo.history_path", "gputopo.no_history"
+
+
+def _store(ctx: click.Context, param: click.Parameter, value) -> None:
+    if value:
+        ctx.meta[_PATH if param.name == "history_path" else _OFF] = value
+
+
+def history_options(f=None, *, records: bool = True):
+    """Add --history PATH (and, on a command that records its run, --no-history)."""
+    def add(f):
+        if records:
+            f = click.option("--no-history", "no_history", is_flag=True, expose_value=False,
+                             callback=_store,
+                             help="Do not record this run in the history database (check still "
+                                  "reads it).")(f)
+        return click.option("--history", "history_path", metavar="PATH", expose_value=False,
+                            callback=_store, type=click.Path(dir_okay=False),
+                            help="History database (default: $GPUTOPO_HISTORY, else "
+                                 "$XDG_DATA_HOME/gputopo/history.sqlite).")(f)
+
+    return add(f) if f is not None else add
+
+
+def history_path(reading: bool = False) -> Path | None:
+    """The database this command uses; None with --no-history, unless ``reading`` (the run is
+    not recorded, but check's [history] rule still reads the baseline)."""
+    from gputopo.history.db import default_history_path
+
+    meta = click.get_current_context().meta
+    if meta.get(_OFF) and not reading:
+        return None
+    given = meta.get(_PATH)
+    return Path(given) if given else default_history_path()
+
+
+def _argv() -> list[str]:
+    return list(sys.argv[1:])
+
+
+def _say(recorded) -> None:
+    for f in recorded.findings:
+        click.echo(f"history: {f.severity.upper()} {f.kind}: {f.message}", err=True)
+
+
+def after_run(run_dir, command: str, sim: str | None = None) -> None:
+    """Record a finished run folder; print its drift/counter-growth findings (stderr); a
+    database problem ends the command with exit 2 (the folder stays)."""
+    if record_exit_code(run_dir, command, sim):
+        finish(EXIT_USAGE)
+
+
+def record_exit_code(run_dir, command: str, sim: str | None = None) -> int:
+    """As after_run, for callers that exit by themselves (a cluster rank): 0, or 2 after the
+    one line when the database cannot be used."""
+    path = history_path()
+    if path is None or run_dir is None:
+        return 0
+    from gputopo.history.db import HistoryError
+    from gputopo.recording import record_folder
+
+    try:
+        _say(record_folder(path, run_dir, command, _argv(), sim))
+    except HistoryError as e:
+        click.echo(f"gputopo: error: {e} (the run is complete and its folder {run_dir} is kept; "
+                   "not recorded)", err=True)
+        return EXIT_USAGE
+    return 0
+
+
+def after_scan(topo, findings, sim: str | None = None) -> None:
+    path = history_path()
+    if path is None:
+        return
+    from gputopo.history.db import HistoryError
+    from gputopo.recording import record_scan
+
+    try:
+        _say(record_scan(path, topo, findings, _argv(), sim))
+    except HistoryError as e:
+        click.echo(f"gputopo: error: {e} (the scan above is complete; not recorded)", err=True)
+        finish(EXIT_USAGE)
+
+
+def history_outcomes(spec, summary, sim: str | None = None) -> list:
+    """`gputopo check`'s [history] rule outcomes for ``summary`` (before this run is recorded)."""
+    from gputopo.check.history_rule import history_outcomes as judge
+    from gputopo.recording import baseline_drift
+
+    path = history_path(reading=True)  # --no-history: this run is not recorded, still judged
+    assert path is not None
+    if not path.exists():
+        return judge(spec, [], 0, f"no history database at {path} yet")
+    points, runs = baseline_drift(path, summary, spec.history_runs, sim)
+    return judge(spec, points, runs)

@@ -1,0 +1,65 @@
+"""Where the exporter's facts come from: the scan (this machine's NVML, or a simulated
+machine), its findings (report/topology_checks.py) and the history database (read only: the
+exporter never records its scans, so scraping every 15 s does not fill the history)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from gputopo.model import Finding, Topology
+
+from .cache import HistoryFacts, ScanCache
+
+
+def scanner(sim: str | None) -> Callable[[], Topology]:
+    """A function that scans once: the simulated machine ``sim`` (loaded once), or this one."""
+    if sim:
+        from gputopo.sim.description import load_description
+        from gputopo.sim.scan import scan_description
+
+        desc = load_description(sim)  # bad input fails here, before serving
+        return lambda: scan_description(desc)
+    from gputopo.probe.scan import scan_real
+
+    return scan_real
+
+
+def judge(topo: Topology) -> list[Finding]:
+    from gputopo.report.topology_checks import topology_findings
+
+    return topology_findings(topo)
+
+
+def history_reader(path: Path | None) -> Callable[[Topology], HistoryFacts]:
+    def read(topo: Topology) -> HistoryFacts:
+        if path is None or not Path(path).exists():
+            return HistoryFacts()
+        from gputopo.history.db import HistoryError, open_history
+        from gputopo.history.query import last_figures, last_run_time, machine_id
+        from gputopo.history.record import machine_identity
+
+        try:
+            conn = open_history(path, create=False)
+        except HistoryError as e:
+            return HistoryFacts(error=str(e))
+        try:
+            mid = machine_id(conn, machine_identity(topo))
+            if mid is None:
+                return HistoryFacts()
+            fig_s, figs = last_figures(conn, mid)
+            last = conn.execute("SELECT id FROM runs WHERE machine_id = ? ORDER BY time_s DESC, "
+                                "id DESC LIMIT 1", (mid,)).fetchone()
+            findings = [{"kind": k, "severity": s} for k, s in conn.execute(
+                "SELECT kind, severity FROM findings WHERE run_id = ?", (last[0],))] if last else []
+            return HistoryFacts(last_run_time(conn, mid), fig_s, figs, findings)
+        except Exception as e:  # noqa: BLE001 - a scrape still answers; history_up says it
+            return HistoryFacts(error=f"{type(e).__name__}: {e}")
+        finally:
+            conn.close()
+
+    return read
+
+
+def make_cache(sim: str | None, history_path: Path | None, interval_s: float) -> ScanCache:
+    return ScanCache(scanner(sim), judge, history_reader(history_path), interval_s)

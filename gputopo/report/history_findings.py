@@ -1,0 +1,89 @@
+"""Findings against the machine's own history: `drift` and `counter-growth`.
+
+The history package measures (gputopo/history/drift.py, counters.py); this module judges, as
+every finding is made in report/. A drift is a warning: a pair or class below a fraction of
+its own baseline, even when it still passes the link-rate and class thresholds. A counter that
+grew since the last scan is a warning; one whose rate rose over three growth intervals in a
+row is an error (the link is failing; a public report had an NVLink's recovery counter climb
+for five days before the link died).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from gputopo.history.counters import CounterGrowth
+from gputopo.history.drift import DriftPoint
+from gputopo.model import Finding
+from gputopo.model.finding import where_text
+
+
+def when(t: float) -> str:
+    """A history time as people read it: UTC, to the minute."""
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _size(n: int) -> str:
+    for unit, k in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= k and n % k == 0:
+            return f"{n // k}{unit}"
+    return f"{n}B"
+
+
+def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
+    out = []
+    for p in points:
+        series = p.series + (f" {p.direction}" if p.direction and p.direction != "both" else "")
+        where = (f"{p.link_class} pairs (median of {p.pairs})" if p.scope == "class"
+                 else where_text(list(p.gpus or ()), p.link_class))
+        out.append(Finding(
+            kind="drift", severity="warning", gpus=list(p.gpus) if p.gpus else None,
+            link_class=p.link_class,
+            message=(f"{where}: {series} at {_size(p.size_bytes)} {p.gbps:.1f} GB/s is "
+                     f"{p.ratio:.1%} of this machine's baseline {p.baseline_gbps:.1f} GB/s (median "
+                     f"of its last {p.baseline_runs} error-free runs since {when(p.baseline_since_s)}; "
+                     f"below {fraction:.0%} is drift)"),
+            evidence={"scope": p.scope, "series": p.series, "direction": p.direction,
+                      "size_bytes": p.size_bytes, "gbps": round(p.gbps, 4),
+                      "baseline_gbps": round(p.baseline_gbps, 4), "baseline_runs": p.baseline_runs,
+                      "ratio": round(p.ratio, 4), "fraction": fraction, "timing": p.timing,
+                      "pairs": p.pairs},
+            cause="this machine measures slower than it used to (a link, a GPU's clocks or "
+                  "its PCIe link changed since the baseline runs)",
+            remedies=["compare with an earlier run: `gputopo history --pair I,J` / `gputopo diff A B`",
+                      "scan for downtrained PCIe, NVLinks down or growing error counters: `gputopo scan`"]))
+    return out
+
+
+def _link_text(g: CounterGrowth) -> str:
+    return f"GPU {g.nvml_index} NVLink {g.link}" if g.link is not None else f"GPU {g.nvml_index}"
+
+
+def _rate(r: float | None) -> str:
+    return "n/a (no time between the scans)" if r is None else f"{r:,.1f}/day"
+
+
+def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
+    out = []
+    for g in growths:
+        rising = g.keeps_rising
+        rates = ", ".join(_rate(r) for r in g.rates_per_day[-3:])
+        msg = (f"{_link_text(g)}: {g.counter} grew by {g.delta:,} ({g.previous:,} -> {g.current:,}) "
+               f"since the scan of {when(g.previous_s)}, {_rate(g.rate_per_day)}; growing at every "
+               f"scan since {when(g.since_s)}")
+        if rising:
+            msg += f"; the rate rose over the last three scans ({rates}): the link is getting worse"
+        out.append(Finding(
+            kind="counter-growth", severity="error" if rising else "warning",
+            gpus=[g.nvml_index], link_class=None, message=msg,
+            evidence={"counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
+                      "bus_id": g.bus_id, "previous": g.previous, "current": g.current,
+                      "delta": g.delta, "previous_time": when(g.previous_s),
+                      "time": when(g.current_s), "rate_per_day": g.rate_per_day,
+                      "rates_per_day": g.rates_per_day, "since": when(g.since_s),
+                      "keeps_rising": rising},
+            cause=("error counters only grow while something is wrong: a marginal NVLink (cable, "
+                   "connector, NVSwitch port) or PCIe link, or a GPU's memory"),
+            remedies=["watch it: `gputopo history` after each scan, or `gputopo export` to Prometheus",
+                      "reseat or replace the part if it keeps growing; drain the node before the link fails"]))
+    return out

@@ -1,0 +1,229 @@
+"""`gputopo history`, the recording hook of every command and its bad-input paths, as a user
+runs them: a series of simulated machine descriptions whose clock and counters change from
+day to day stands for a machine scanned once a day (issue 19)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gputopo.cli.main import _register, cli
+
+_register()
+
+BOX = '''name = "lab-box"
+summary = "4x RTX A6000, NV4 pairs 0-1 2-3, NODE between them"
+matrix = """
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV4\tNODE\tNODE\t0-31\t0
+GPU1\tNV4\t X \tNODE\tNODE\t0-31\t0
+GPU2\tNODE\tNODE\t X \tNV4\t0-31\t0
+GPU3\tNODE\tNODE\tNV4\t X \t0-31\t0
+"""
+clock = 2026-11-01T08:00:00Z
+[defaults]
+name = "NVIDIA RTX A6000"
+[host]
+iommu = "passthrough"
+'''
+
+
+def day(tmp: Path, n: int, recovery: int, slow: float = 0.0) -> str:
+    """Day ``n`` of the lab box: its clock, GPU 2's NVLink 1 recovery counter, maybe a slow pair."""
+    (tmp / "lab-box.toml").write_text(BOX)
+    text = (f'extends = "lab-box.toml"\nname = "lab-box"\nclock = 2026-11-{n:02d}T08:00:00Z\n'
+            f'gpu = [{{}}, {{}}, {{ nvlink_errors = {{ "1" = {{ recovery = {recovery} }} }} }}, {{}}]\n')
+    if slow:
+        text += f'[[fault]]\nwhere = "pair:2,3"\nwhat = "slow"\nfactor = {slow}\n'
+    path = tmp / f"day{n}.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def run(args, timeout=300, env=None):
+    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_daily_scans_show_counter_growth_then_an_error_when_the_rate_keeps_rising(tmp_path):
+    errs = []
+    for n, recovery in enumerate([0, 3, 9, 30, 90], start=1):
+        r = invoke(["scan", "--sim", day(tmp_path, n, recovery), "--json"])
+        assert r.exit_code == 0, r.stderr
+        json.loads(r.stdout)  # stdout stays the JSON document; history lines go to stderr
+        errs.append(r.stderr)
+    assert "counter-growth" not in errs[0]
+    assert "WARNING counter-growth: GPU 2 NVLink 1: nvlink_recovery grew by 3 (0 -> 3)" in errs[1]
+    assert "3.0/day" in errs[1]
+    assert "WARNING counter-growth" in errs[2] and "6.0/day" in errs[2]
+    assert "ERROR counter-growth" in errs[3] and "(3.0/day, 6.0/day, 21.0/day)" in errs[3]
+    assert "since 2026-11-02 08:00 UTC" in errs[4]
+
+    r = invoke(["history", "--json"])
+    doc = json.loads(r.stdout)
+    runs = doc["runs"]
+    assert [x["command"] for x in runs] == ["scan"] * 5
+    assert all(x["simulated"] and x["time_source"] == "sim-clock" for x in runs)
+    assert runs[0]["time_s"] > runs[-1]["time_s"]  # newest first
+    growth = [f for f in runs[0]["findings"] if f["kind"] == "counter-growth"]
+    assert growth[0]["severity"] == "error" and growth[0]["origin"] == "history"
+
+    text = invoke(["history"]).stdout
+    assert "SIMULATED lab-box" in text and "ERROR counter-growth" in text
+    assert len(json.loads(invoke(["history", "--since", "2026-11-04", "--json"]).stdout)["runs"]) == 2
+    assert json.loads(invoke(["history", "--machine", "nope", "--json"]).stdout)["runs"] == []
+
+
+def test_no_history_records_nothing(tmp_path):
+    db = tmp_path / "h.sqlite"
+    r = invoke(["scan", "--sim", "pcie-4gpu", "--history", str(db), "--no-history"])
+    assert r.exit_code == 0 and not db.exists()
+
+
+def test_history_option_and_default_location(tmp_path, monkeypatch):
+    db = tmp_path / "chosen.sqlite"
+    assert invoke(["scan", "--sim", "pcie-4gpu", "--history", str(db)]).exit_code == 0
+    assert db.exists()
+    monkeypatch.delenv("GPUTOPO_HISTORY")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert invoke(["scan", "--sim", "pcie-4gpu"]).exit_code == 0
+    assert (tmp_path / "xdg" / "gputopo" / "history.sqlite").exists()
+
+
+@pytest.mark.parametrize("make", ["corrupt", "newer", "not-writable"])
+def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
+    db = tmp_path / "h.sqlite"
+    if make == "corrupt":
+        db.write_bytes(b"garbage, not SQLite " * 200)
+    elif make == "newer":
+        assert invoke(["scan", "--sim", "pcie-4gpu", "--history", str(db)]).exit_code == 0
+        c = sqlite3.connect(db)
+        c.execute("UPDATE schema_version SET version = 99")
+        c.commit()
+        c.close()
+    else:
+        (tmp_path / "a-file").write_text("x")
+        db = tmp_path / "a-file" / "h.sqlite"
+    code, out, err = run(["scan", "--sim", "pcie-4gpu", "--json", "--history", str(db)], timeout=120)
+    assert code == 2
+    assert json.loads(out)["gpus"]  # the scan itself completed and printed
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gputopo: error: history database")
+    assert {"corrupt": "corrupt", "newer": "newer", "not-writable": "cannot open"}[make] in lines[0]
+    assert "Traceback" not in err
+
+
+def test_history_without_a_database_and_bad_options(tmp_path):
+    code, _out, err = run(["history", "--history", str(tmp_path / "none.sqlite")], timeout=60)
+    assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+    for args, words in ((["--pair", "3,3"], "two different"), (["--since", "yesterday"], "--since"),
+                        (["--class", "FOO"], "link class"), (["--plot", "x.png"], "--pair")):
+        code, _out, err = run(["history", *args], timeout=60)
+        assert code == 2 and words in err, (args, err)
+
+
+@pytest.mark.slow
+def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_path):
+    """Three good days, then pair 2,3 at 60 %: still above the link-rate thresholds, but a drift
+    against this machine's own baseline; check's [history] rule fails it; the plot marks it."""
+    runs = []
+    for n in (1, 2, 3, 4):
+        out = tmp_path / f"run{n}"
+        code, _o, err = run(["bench", "--sim", day(tmp_path, n, 0, slow=0.6 if n == 4 else 0.0),
+                             "--pairs", "2,3", "--tests", "p2p", "--quick", "--out", str(out)])
+        assert code == 0, err
+        runs.append((out, err))
+    assert all("drift" not in err for _o, err in runs[:3])
+    drift = [ln for ln in runs[3][1].splitlines() if "WARNING drift" in ln]
+    assert drift and all("GPUs 2,3 (NV4)" in ln for ln in drift)
+    assert any("p2p.copy 2->3" in ln and re.search(r"is 60\.\d% of this machine's baseline", ln) for ln in drift)
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[history]\nbaseline_fraction = 0.8\nruns = 5\n")
+    code, out, _e = run(["check", "--spec", str(spec), str(runs[3][0]), "--json"])
+    verdict = json.loads(out)
+    assert code == 1 and not verdict["passed"]
+    failed = [o for o in verdict["failures"] if o["rule"] == "history.baseline_fraction"]
+    assert failed and all(o["gpus"] == [2, 3] for o in failed)
+    code, out, _e = run(["check", "--spec", str(spec), str(runs[2][0]), "--json"])
+    assert code == 0, out  # day 3 against days 1-2: fine
+
+    plot = tmp_path / "pair23.png"
+    code, out, err = run(["history", "--pair", "2,3", "--plot", str(plot)])
+    assert code == 0, err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "p2p.copy 2->3 on 2,3 (NV4)" in out
+    counts = json.loads(run(["history", "--json"])[1])["runs"]
+    assert len(counts) == 6  # 4 benches + 2 checks of folders already recorded
+    db = Path(os.environ["GPUTOPO_HISTORY"])
+    c = sqlite3.connect(db)
+    per_dir = c.execute("SELECT run_dir, count(DISTINCT f.run_id) FROM runs r JOIN figures f "
+                        "ON f.run_id = r.id GROUP BY run_dir").fetchall()
+    assert len(per_dir) == 4 and all(n == 1 for _d, n in per_dir)  # no folder's figures twice
+
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"not a database " * 300)
+    out5 = tmp_path / "run5"
+    code, _o, err = run(["bench", "--sim", day(tmp_path, 5, 0), "--pairs", "2,3", "--tests", "p2p",
+                         "--quick", "--out", str(out5), "--history", str(bad)])
+    assert code == 2 and "corrupt" in err and str(out5) in err
+    assert (out5 / "summary.json").exists() and json.loads((out5 / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_bad_clock_in_a_description_names_the_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('extends = "pcie-4gpu"\nclock = "yesterday"\n')
+    code, _out, err = run(["scan", "--sim", str(bad)], timeout=60)
+    assert code == 2 and "clock" in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_history_rule_is_skipped_without_a_baseline_and_fails_when_strict(tmp_path):
+    from gputopo.check.history_rule import history_outcomes
+    from gputopo.check.spec import parse_spec
+
+    spec = parse_spec({"history": {"baseline_fraction": 0.9}})
+    assert spec.history_fraction == 0.9 and spec.history_runs == 5
+    (o,) = history_outcomes(spec, [], 0)
+    assert o.status == "skipped" and "no baseline" in o.message
+    strict = parse_spec({"strict": True, "history": {}})
+    assert strict.history_fraction == 0.8
+    assert history_outcomes(strict, [], 0)[0].status == "failed"
+    from gputopo.errors import InputFileError
+
+    with pytest.raises(InputFileError, match="history.baseline_fraction"):
+        parse_spec({"history": {"baseline_fraction": 2}})
+    with pytest.raises(InputFileError, match="history"):
+        parse_spec({"history": {"fraction": 0.8}})
+
+
+def test_tests_never_use_the_real_history_database():
+    from gputopo.history.db import default_history_path
+
+    home_db = Path.home() / ".local" / "share" / "gputopo" / "history.sqlite"
+    assert default_history_path() != home_db and not str(default_history_path()).startswith(str(Path.home() / ".local"))
+
+
+def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtures_dir):
+    db = tmp_path / "h.sqlite"
+    log = fixtures_dir / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
+    code, _out, err = run(["import", "nccl-tests", str(log), "--out", str(tmp_path / "imported"),
+                           "--history", str(db)], timeout=120)
+    assert code == 0, err
+    c = sqlite3.connect(db)
+    (command, simulated, run_dir), = c.execute("SELECT command, simulated, run_dir FROM runs").fetchall()
+    assert command == "import" and simulated == 0 and run_dir.endswith("imported")
+    series = {s for (s,) in c.execute("SELECT DISTINCT series FROM figures")}
+    assert any(s.startswith("collective.all_reduce") for s in series)
+    assert c.execute("SELECT count(*) FROM figures WHERE headline = 1").fetchone()[0] >= 1
