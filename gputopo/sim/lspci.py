@@ -268,9 +268,9 @@ def _parse_selector(text: str) -> Optional[Tuple[Optional[int], Optional[int], O
     parts = text.split(":")
     if len(parts) > 3:
         return None
-    parts = [None] * (3 - len(parts)) + parts
+    padded: List[Optional[str]] = [None] * (3 - len(parts)) + list(parts)
     try:
-        dom, bus, slot = (int(p, 16) if p else None for p in parts)
+        dom, bus, slot = (int(p, 16) if p else None for p in padded)
     except ValueError:
         return None
     return dom, bus, slot, func

@@ -146,7 +146,7 @@ class _BusPool:
 
     def take(self, domain: int, count: int, below: int) -> List[int]:
         used = self.used.setdefault(domain, set())
-        got = []
+        got: List[int] = []
         for bus in list(range(below - 1, -1, -1)) + list(range(below + 1, 256)):
             if len(got) == count:
                 break
