@@ -8,6 +8,8 @@ that its bandwidths are perturbed. The progress bar (with ETA) shows only on a t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Dict, Set, Tuple
+
 from gputopo.console import literal_console
 from gputopo.model import worst_first
 
@@ -15,6 +17,9 @@ from .nccl_transport import transport_cell
 from .options import format_size
 from .results import RunResult, bench_document
 from .runner import NullProgress
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -75,13 +80,14 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
                               "in µs; AR busbw: all_reduce bus bandwidth (nccl-tests); NCCL via: the "
                               "transport NCCL's log names for the pair (modeled on a sim)",
                       caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        just: JustifyMethod
         for col, just, nowrap in (("pair", "left", True), ("class", "left", True),
                                   ("P2P GB/s", "right", True), ("staged GB/s", "right", True),
                                   ("bidir", "right", False), ("lat us", "right", True),
                                   ("#wrong", "right", False), ("AR busbw", "right", False),
                                   ("NCCL via", "left", True)):
             table.add_column(col, justify=just, no_wrap=nowrap)
-        failed = {}
+        failed: Dict[Tuple[int, ...], Set[str]] = {}
         for f in result.findings:
             if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
                 failed.setdefault(tuple(f.gpus), set()).add(f.kind)

@@ -12,7 +12,7 @@ usage error (exit 2). Computed with the workers' own ``CUDA_DEVICE_ORDER=PCI_BUS
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
@@ -40,7 +40,7 @@ def worker_cuda_map(topology: Topology, env: Optional[Mapping[str, str]] = None
     return out
 
 
-def _names(gpus: Sequence[int]) -> str:
+def _names(gpus: Iterable[int]) -> str:
     return ", ".join(str(g) for g in sorted(gpus))
 
 

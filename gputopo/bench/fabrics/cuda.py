@@ -53,7 +53,7 @@ def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
     (CUDA_VISIBLE_DEVICES), and guessing a number for it measured another GPU. The parent only
     plans steps on visible GPUs (gputopo.bench.visible); :meth:`CudaOps.device` refuses others.
     """
-    by_bus = {}
+    by_bus: Dict[tuple, int] = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
         key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
