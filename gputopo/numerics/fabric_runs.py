@@ -5,6 +5,7 @@ this process over caller-given transports); cuda runs every way in NCCL worker p
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any, Callable, Dict, List
 
@@ -42,10 +43,10 @@ def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", 
             sink.add(out, _reference_record(pair, lc, ref, tol, fabric, timing, opts, [note]))
         if "dp" in ways:
             _judged(out, sink, pair, lc, "dp", fabric, timing, opts, ref, tol, dp_notes,
-                    lambda p=pair: dp_train(p), per_replica)
+                    functools.partial(dp_train, pair), per_replica)
         if "ddp" in ways:
             _judged(out, sink, pair, lc, "ddp", fabric, timing, opts, ref, tol, ddp_notes,
-                    lambda p=pair: ddp_train(p), per_replica)
+                    functools.partial(ddp_train, pair), per_replica)
 
 
 _SIM_DDP_NOTE = ("two ranks simulated in one process; the gradient all-reduce moves through the "
@@ -144,6 +145,8 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                                collective_path="in-process")
 
     def ddp_train(pair):
+        if pool is None:  # made above whenever the ddp way is asked for
+            raise RuntimeError("DDP asked for without its worker pool")
         try:
             res = pool.run({"kind": "ddp", "opts": opts.to_json()}, ranks=(0, 1), timeout_s=timeout_s)
         except WorkerHang as e:
