@@ -180,9 +180,11 @@ def write_init_spec(run_dir, out_path, margin: float = DEFAULT_MARGIN, force: bo
 
 def baseline_spec(summary: Summary, margin: float = DEFAULT_MARGIN, force: bool = False):
     """The baseline as a parsed Spec (what `check` would load from the written text)."""
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
 
     from .spec import parse_spec

@@ -324,9 +324,11 @@ def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:
 
 def load_spec(path) -> Spec:
     """Read and validate a spec file. InputFileError (exit 2) on any problem, naming the key."""
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
 
     p = Path(path)

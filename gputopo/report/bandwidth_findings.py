@@ -41,6 +41,11 @@ def _pair_text(gpus, lc) -> str:
     return f"GPUs {','.join(map(str, gpus))} ({lc or '?'})"
 
 
+def _efficiency(h: Headline) -> float:
+    """The efficiency of a headline slow_findings kept (only those with one are kept)."""
+    return h.efficiency if h.efficiency is not None else 0.0
+
+
 def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
     by_pair: Dict[tuple, List[Headline]] = defaultdict(list)
     for h in heads:
@@ -49,13 +54,13 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
             by_pair[h.pair_key].append(h)
     out = []
     for pair, hs in sorted(by_pair.items()):
-        worst = min(hs, key=lambda h: h.efficiency)
+        worst = min(hs, key=_efficiency)
         lc = worst.link_class
         facts = path_facts(topo, list(pair), lc)
         evidence = {
             "threshold_efficiency": SLOW_EFFICIENCY,
             "measured": [{"series": h.series, "direction": h.direction, "gbps": round(h.gbps, 3),
-                          "expected_gbps": h.expected.gbps, "efficiency": round(h.efficiency, 3),
+                          "expected_gbps": h.expected.gbps, "efficiency": round(_efficiency(h), 3),
                           "size_bytes": h.size_bytes} for h in hs],
             "expected_basis": worst.expected.basis, **facts.evidence(),
         }
@@ -143,6 +148,8 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
     lcs: Dict[tuple, Optional[str]] = {}
     for (gpus, direction), (size, mp, ms) in best.items():
         gp, gs = measured_gbps(mp), measured_gbps(ms)
+        if gp is None or gs is None:  # (left out above)
+            continue
         if gp < STAGED_RATIO * gs:
             pair = tuple(sorted(gpus))
             hits[pair].append({"direction": direction, "size_bytes": size, "p2p_gbps": round(gp, 3),

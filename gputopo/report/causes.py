@@ -106,6 +106,8 @@ def _nccl_facts(facts: PathFacts, cpu_vendor, n_gpus: int) -> None:
     settings the run had when the report is rendered at its end)."""
     from gputopo.bench.routes import route_and_reason
 
+    if not facts.link_class:  # (path_facts asks only for a path of a known class)
+        return
     facts.nccl_route, facts.nccl_reason = route_and_reason(
         facts.link_class, not facts.p2p_not_ok, cpu_vendor=cpu_vendor, n_gpus=max(2, n_gpus))
 

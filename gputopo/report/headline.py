@@ -66,7 +66,7 @@ def expected_for(topo: Optional[Topology], m: Measurement) -> ExpectedRate:
         known = [r for r in rates if r.gbps is not None]
         if len(known) < 2:
             return ExpectedRate(None, "PCIe link of a GPU unknown")
-        slow = min(known, key=lambda r: r.gbps)
+        slow = min(known, key=lambda r: r.gbps or 0.0)  # (every known rate has gbps)
         return ExpectedRate(slow.gbps, f"staged through host memory; narrower PCIe link: {slow.basis}")
     base = pair_rate(topo, gpus[0], gpus[1]) if len(gpus) == 2 else group_rate(topo, gpus)
     if m.test in BIDIRECTIONAL_TESTS and base.gbps is not None:
@@ -139,6 +139,8 @@ def headlines(measurements: Iterable[Measurement], topo: Optional[Topology]) -> 
     out = []
     for (series, gpus, direction), m in best.items():
         gbps = measured_gbps(m)
+        if gbps is None:  # (left out above)
+            continue
         eff, exp = efficiency_of(topo, m, gbps)
         out.append(Headline(series=series, test=m.test, gpus=gpus, direction=direction,
                             link_class=link_class_of(topo, m), size_bytes=m.size_bytes, gbps=gbps,
