@@ -130,7 +130,7 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[Cluster
                           timeout_s=opts.timeout_s)
     everyone = backend.meet(_local_facts(env, fabric))
     names, ranks = backend.node_names, backend.node_ranks
-    facts = []
+    facts: List[Dict[str, Any]] = []
     for k, rs in enumerate(ranks):
         recs = [everyone[r] for r in rs]
         facts.append(next((r["facts"] for r in recs if r["local_rank"] == 0 and r["facts"]), {}))
