@@ -79,7 +79,10 @@ def init_spec_text(summary: Summary, margin: float = DEFAULT_MARGIN, force: bool
 
 
 def _nvlink_section(summary: Summary) -> List[str]:
-    gpus = [g for g in summary.run.topology.gpus if g.lost is None]
+    topo = summary.run.topology
+    if topo is None:
+        return []
+    gpus = [g for g in topo.gpus if g.lost is None]
     if not any(g.nvlinks for g in gpus):
         return []
     L = ["[nvlink]", "# NVLinks up per GPU on the baseline (a GPU may have more, never fewer).", "[nvlink.links_up]"]
@@ -101,7 +104,10 @@ def _nvlink_section(summary: Summary) -> List[str]:
 
 
 def _pcie_section(summary: Summary) -> List[str]:
-    gpus = [g for g in summary.run.topology.gpus if g.lost is None]
+    topo = summary.run.topology
+    if topo is None:
+        return []
+    gpus = [g for g in topo.gpus if g.lost is None]
     gens = [g.pcie.gen_max if is_value(g.pcie.gen_max) else g.pcie.gen_current for g in gpus]
     gens = [x for x in gens if is_value(x)]
     widths = [g.pcie.width_current for g in gpus if is_value(g.pcie.width_current)]
