@@ -122,8 +122,9 @@ def _local_facts(env, fabric: str) -> Dict[str, Any]:
     return {"fingerprint": fp, "topology": topo_json}
 
 
-def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[ClusterResult]:
-    """This rank's part of a real cluster run; rank 0 returns the result, the others None."""
+def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
+    """This rank's part of a real cluster run; rank 0 returns the result, the others their
+    outcome only (no run folder, no findings)."""
     from .dist_backend import DistBackend
 
     backend = DistBackend(env, fabric, size_bytes=opts.size_bytes, samples=opts.samples,
