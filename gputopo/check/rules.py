@@ -138,7 +138,7 @@ def pcie_rules(spec: Spec, s: Summary) -> List[Outcome]:
     for g in _gpus(s):
         subj, p, gi = f"GPU{g.nvml_index}", g.pcie, g.nvml_index
 
-        def add(rule, value, ok_fn, text):
+        def add(rule, value, ok_fn, text, subj=subj, gi=gi):
             if not is_value(value):
                 out.append(Outcome(rule, subj, SKIPPED, f"GPU {gi}: {text} not available", gpus=[gi]))
             else:

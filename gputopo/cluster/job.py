@@ -132,7 +132,7 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
     everyone = backend.meet(_local_facts(env, fabric))
     names, ranks = backend.node_names, backend.node_ranks
     facts: List[Dict[str, Any]] = []
-    for k, rs in enumerate(ranks):
+    for rs in ranks:
         recs = [everyone[r] for r in rs]
         facts.append(next((r["facts"] for r in recs if r["local_rank"] == 0 and r["facts"]), {}))
     fingerprints = [f.get("fingerprint") or {} for f in facts]

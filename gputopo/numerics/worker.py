@@ -194,7 +194,7 @@ class WorkerPool:
                     last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
                     self.kill()
                     raise WorkerCrash(f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
-                                      + (f"; log: {last}" if last else ""))
+                                      + (f"; log: {last}" if last else "")) from None
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them, at most ``timeout_s``

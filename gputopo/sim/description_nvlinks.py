@@ -32,7 +32,7 @@ def wire_nvlinks(ctx: DescContext, data: Dict[str, Any], gpus: List[GpuDesc], sp
     _apply_link_downs(ctx, gpus, specs, faults, wired, nvswitch, peer_links)
     nv_active: Dict[Tuple[int, int], int] = {}
     if not nvswitch:
-        for (i, j), (li, lj) in peer_links.items():
+        for (i, j), (li, _lj) in peer_links.items():
             nv_active[(i, j)] = sum(1 for a in li if gpus[i].nvlinks[a].active)
     return switch_ids, nv_active
 

@@ -143,7 +143,7 @@ class CudaOps(DistMixin, Ops):
                 s.wait_stream(torch.cuda.current_stream(s.device))
             with torch.cuda.stream(s_src), torch.cuda.stream(s_dst):
                 dst.copy_(src, non_blocking=True)
-        for k, (dst, src, dst_gpu, src_gpu) in enumerate(items):
+        for k, (_dst, _src, dst_gpu, src_gpu) in enumerate(items):
             for s in self._side_streams(k, src_gpu, dst_gpu):
                 torch.cuda.current_stream(s.device).wait_stream(s)
 

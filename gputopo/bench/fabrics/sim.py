@@ -64,7 +64,7 @@ class _Link:
 
 
 def _as_link(m) -> _Link:
-    return _Link(getattr(m, "gbps"), getattr(m, "latency_us", 0.0))
+    return _Link(m.gbps, getattr(m, "latency_us", 0.0))
 
 
 class SimModel:

@@ -198,7 +198,7 @@ def story(summary: Summary) -> List[StoryItem]:
             lit = _class_fault_of(local, cit.findings) if cit is not None else None
             if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
                 fid = finding_id(lit.findings[0])
-                told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
+                told_here = _class_item(summary, c, exps, lambda f, fid=fid: fid in ((f.evidence or {}).get("explained_by") or []))
                 if told_here is not None:  # none of the class's findings is the culprit's: nothing to tell
                     class_texts.setdefault(id(lit), (lit, lit.text, []))[2].append(told_here.text)
             cit = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
