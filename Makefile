@@ -8,7 +8,7 @@ SIM    ?= seed-8gpu
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test perf clean
+.PHONY: setup demo lint test perf clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,14 @@ demo: setup
 	$(VENV)/bin/gputopo scan --sim $(SIM)
 	$(VENV)/bin/gputopo bench --sim $(SIM) --quick
 
-test: setup
+# Type-check the package (config in pyproject's [tool.mypy]) and lint it with ruff (pyflakes,
+# bugbear): the code that cannot run without a GPU must at least agree with the libraries it calls.
+lint: setup
+	$(VENV)/bin/mypy gputopo
+	$(VENV)/bin/ruff check gputopo tests benchmarks
+
+# What CI runs (.ci/run): fails on a type or lint error as on a failing test.
+test: lint
 	$(PY) -m pytest -q
 
 perf: setup

@@ -11,7 +11,10 @@ which ones in a note, so a narrow terminal never hides that something is missing
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 #: Narrowest a folding column (free text) is given before other columns are left out.
 WRAP_MIN = 24
@@ -23,7 +26,7 @@ class Column:
     column stays whole while it is shown, and ``drop`` orders which leave first (higher first)."""
 
     header: str
-    justify: str = "left"
+    justify: "JustifyMethod" = "left"
     keep: bool = False
     wrap: bool = False
     drop: int = 0
@@ -74,7 +77,7 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width
     per_column, fixed = (3, 1) if edges else (3, -1)
     shown = fit_columns(columns, rows, width, per_column, fixed)
     widths = natural_widths(columns, rows)
-    table = Table(**({} if edges else {"show_edge": False, "pad_edge": False}), **table_options)
+    table = Table(show_edge=edges, pad_edge=edges, **table_options)
     for k in shown:
         col = columns[k]
         if col.wrap:

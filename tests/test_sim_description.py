@@ -458,7 +458,7 @@ def test_descriptions_pickle_for_worker_processes():
     import pickle
 
     d = load_description("degraded-nvlink")
-    d.pcie_tree  # built trees travel too
+    _ = d.pcie_tree  # built trees travel too
     e = pickle.loads(pickle.dumps(d))
     assert classes(e) == classes(d) and e.faults == d.faults
     assert e.with_faults([{"where": "gpu:1", "what": "nan"}]).faults_for(0, 1)[0].what == "nan"

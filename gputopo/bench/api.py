@@ -20,10 +20,10 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from gputopo.errors import UsageError
-from gputopo.model import Topology, is_value, worst_first
+from gputopo.model import Finding, Measurement, Topology, is_value, worst_first
 from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
@@ -143,9 +143,12 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     fabric = parse_fabric(fabric)
     if fabric == "sim" and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
-    prior_done, prior_ms, prior_findings = {}, [], []
+    prior_done: Dict[str, str] = {}
+    prior_ms: List[Measurement] = []
+    prior_findings: List[Finding] = []
     nccl_restored: List[str] = []
     if options.resume_dir:
+        resume_dir = options.resume_dir
         info = read_run_info(options.resume_dir)
         if isinstance(info.get(NCCL_ENV_KEY), dict):  # the workers inherit os.environ
             nccl_restored = use_saved_nccl_settings(info[NCCL_ENV_KEY])
@@ -155,8 +158,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         if info.get("machine") and topology.machine and info["machine"] != topology.machine:
             raise UsageError(f"--resume {options.resume_dir}: that run measured machine "
                              f"{info['machine']!r}, not {topology.machine!r}")
-        options = resume_options(options.resume_dir, options)
-        run_dir = Path(options.resume_dir)
+        options = resume_options(resume_dir, options)
+        run_dir = Path(resume_dir)  # (resume_options keeps it)
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)

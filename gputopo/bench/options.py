@@ -79,7 +79,7 @@ class BenchOptions:
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise UsageError(f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
-        self.pairs = [tuple(sorted(p)) for p in self.pairs]
+        self.pairs = [(lo, hi) for lo, hi in (sorted(p) for p in self.pairs)]
         self.tests = tuple(self.tests)
         if self.sizes_bytes is not None:
             self.sizes_bytes = tuple(self.sizes_bytes)
@@ -272,7 +272,7 @@ def select_pairs(topology: Topology, pairs_values: Optional[Sequence[str]] = Non
     A pair named explicitly that ``--gpus`` or ``--class`` excludes is an error, not a silent skip.
     """
     n = len(topology.gpus)
-    explicit = bool(pairs_values) and not any(str(v).strip().lower() == "all" for v in pairs_values)
+    explicit = pairs_values is not None and bool(pairs_values) and not any(str(v).strip().lower() == "all" for v in pairs_values)
     pairs = parse_pairs(pairs_values, n)
     gpus = set(parse_gpus(gpus_text, n))
     known = {p.gpus for p in topology.pairs}

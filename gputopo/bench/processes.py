@@ -86,7 +86,7 @@ def stop_forkserver() -> None:
 
     fs = getattr(forkserver, "_forkserver", None)
     pid = getattr(fs, "_forkserver_pid", None)
-    if not pid:
+    if fs is None or not pid:
         return
     try:
         os.kill(pid, signal.SIGKILL)

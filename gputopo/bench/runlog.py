@@ -255,7 +255,7 @@ def errors_belong_to(run_dir):
     except Exception as e:
         if getattr(e, "run_dir", None) is None:
             try:
-                e.run_dir = str(run_dir)
+                setattr(e, "run_dir", str(run_dir))  # noqa: B010 (a tag no Exception type declares)
             except AttributeError:  # exceptions without a __dict__
                 pass
         raise
@@ -285,7 +285,9 @@ def read_progress(run_dir) -> Tuple[Dict[str, str], List[Measurement], List[Find
     findings: List[Finding] = []
     for _, rec in read_jsonl(p / EVENTS_JSONL):
         if rec.get("type") == "step-done":
-            done[rec.get("step")] = rec.get("status")
+            step, status = rec.get("step"), rec.get("status")
+            if isinstance(step, str) and isinstance(status, str):  # else not a step we can resume
+                done[step] = status
         elif rec.get("type") == "finding":
             try:
                 findings.append(finding_from_event(rec))

@@ -31,7 +31,8 @@ from __future__ import annotations
 import multiprocessing.connection as mpc
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from multiprocessing.process import BaseProcess
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
@@ -53,8 +54,8 @@ STARTUP_TIMEOUT_S = 120.0
 @dataclass
 class _Worker:
     key: str
-    proc: object
-    conn: object
+    proc: BaseProcess
+    conn: mpc.Connection
     log_path: str
     ready: bool = False
     info: dict = field(default_factory=dict)
@@ -210,8 +211,8 @@ class Runner:
                 self._try_send(r)
 
     def _try_send(self, r: _Running) -> None:
-        ws = [self.workers.get(k) for k in r.keys]
-        if any(w is None or not w.ready for w in ws):
+        ws = [w for w in (self.workers.get(k) for k in r.keys) if w is not None and w.ready]
+        if len(ws) < len(r.keys):  # a worker still starting (or to be restarted)
             return
         self._seq += 1
         world = len(r.keys)
@@ -237,7 +238,7 @@ class Runner:
         now = time.monotonic()
         deadlines = [r.deadline for r in running.values()]
         wait_s = max(0.0, min(deadlines) - now) if deadlines else 0.2
-        by_obj = {}
+        by_obj: Dict[Any, _Worker] = {}  # its pipe and its process sentinel (an fd) -> worker
         for w in self.workers.values():
             by_obj[w.conn] = w
             by_obj[w.proc.sentinel] = w

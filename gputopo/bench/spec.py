@@ -28,8 +28,8 @@ Verify = Callable[[], Tuple[int, Optional[int]]]
 class Prepared:
     """A prepared test: buffers allocated, closures over them."""
 
-    refill: Callable[[], None]
-    run: Callable[[], None]
+    refill: Callable[[], Any]  # what it returns (a poisoned buffer, say) is not used
+    run: Callable[[], Any]
     verify: Verify
     #: Released after the measurement; poisoned first so a reused block never looks right.
     release: Callable[[], None] = lambda: None

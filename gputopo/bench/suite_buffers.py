@@ -7,7 +7,7 @@ these helpers do that once. The seeds differ per role so no buffer can pass for 
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 
@@ -28,7 +28,8 @@ def _count(size_bytes: int) -> int:
 def param_shapes(count: int) -> List[Tuple[int, ...]]:
     """A model-like parameter set of exactly ``count`` fp32 elements: weights of 1/2, 1/4, 1/8,
     1/16 of the total (2-D when they divide into rows of 64) and the rest as a last tensor."""
-    shapes, used = [], 0
+    shapes: List[Tuple[int, ...]] = []
+    used = 0
     for div in (2, 4, 8, 16):
         n = count // div
         if n <= 0:
@@ -60,6 +61,14 @@ def _patterned(ops, gpu, shapes, seed, small=False, first_offset=0) -> Optional[
     return out
 
 
+def _patterned_here(ops, gpu, shapes, seed) -> List[torch.Tensor]:
+    """:func:`_patterned` on a GPU this process drives (None there would be a caller's bug)."""
+    out = _patterned(ops, gpu, shapes, seed)
+    if out is None:
+        raise RuntimeError(f"GPU {gpu} is not driven by this process")
+    return out
+
+
 def _expect(ops, gpu, n, seed, offset=0) -> Optional[torch.Tensor]:
     """The copy pattern as expected on ``gpu`` (None when ``gpu`` is another process's)."""
     return expected(n, seed, ops.device(gpu), offset) if ops.is_local(gpu) else None
@@ -76,7 +85,7 @@ class _Holder:
     DataParallel returns as the master's share)."""
 
     def __init__(self, fresh):
-        self.value = None
+        self.value: Any = None  # what the timed op returned (tensors, a list or a dict of them)
         self.fresh = fresh
 
     def drop(self):

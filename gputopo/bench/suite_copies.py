@@ -10,7 +10,7 @@ from __future__ import annotations
 from .patterns import compare, expected, fill_pattern, merge, poison
 from .plan import Case
 from .spec import Prepared, Spec
-from .suite_buffers import SEED_SRC, SEED_SRC2, _count, _expect, _local, _patterned
+from .suite_buffers import SEED_SRC, SEED_SRC2, _count, _expect, _local, _patterned, _patterned_here
 
 
 def _copy(ops, case: Case) -> Spec:
@@ -49,9 +49,9 @@ def _copy(ops, case: Case) -> Spec:
 
         def verify():
             parts = []
-            if dst is not None:
+            if dst is not None and exp is not None:  # (exp is, where dst is: both on a local GPU)
                 parts.append((*compare(dst, exp), n))
-            if dst2 is not None:
+            if dst2 is not None and exp2 is not None:
                 parts.append((*compare(dst2, exp2), n))
             return merge(parts)
 
@@ -83,11 +83,11 @@ def _self(ops, case: Case) -> Spec:
             dst = ops.empty(g, n)
             run = lambda: ops.h2d(dst, src, g)  # noqa: E731
         elif case.test == "self.d2h":
-            src = _patterned(ops, g, [(n,)], SEED_SRC)[0]
+            src = _patterned_here(ops, g, [(n,)], SEED_SRC)[0]
             dst = ops.host_empty(n)
             run = lambda: ops.d2h(dst, src, g)  # noqa: E731
         else:
-            src = _patterned(ops, g, [(n,)], SEED_SRC)[0]
+            src = _patterned_here(ops, g, [(n,)], SEED_SRC)[0]
             dst = ops.empty(g, n)
             run = lambda: ops.d2d(dst, src, g)  # noqa: E731
         exp = expected(n, SEED_SRC, dst.device)

@@ -74,13 +74,13 @@ def _dp(ops, case: Case) -> Spec:
                 t = _patterned(ops, g, shapes, SEED_RANK[gpus.index(g)], small=True)
                 if t is not None:
                     grads[g] = t
-            exp = _sum_expected(ops, m, shapes, SEED_RANK) if ops.is_local(m) else None
+            exp_grads = _sum_expected(ops, m, shapes, SEED_RANK) if ops.is_local(m) else None
 
             def run():
                 held.value = ops.dp_reduce_add_coalesced(grads, shapes, m, gpus)
 
             def verify():
-                return _check_list(held.value, exp) if exp is not None else (0, None)
+                return _check_list(held.value, exp_grads) if exp_grads is not None else (0, None)
 
         return Prepared(refill=held.drop, run=run, verify=verify, release=held.drop)
 

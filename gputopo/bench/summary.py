@@ -8,6 +8,8 @@ that its bandwidths are perturbed. The progress bar (with ETA) shows only on a t
 
 from __future__ import annotations
 
+from typing import Dict, Set, Tuple
+
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import worst_first
@@ -77,7 +79,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
     if doc["pairs"]:
         sizes = sorted({p["size_bytes"] for p in doc["pairs"] if p["size_bytes"]})
         at = f" at {format_size(sizes[-1])}" if sizes else ""
-        failed = {}
+        failed: Dict[Tuple[int, ...], Set[str]] = {}
         for f in result.findings:
             if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
                 failed.setdefault(tuple(f.gpus), set()).add(f.kind)

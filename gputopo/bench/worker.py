@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any, Dict, Tuple
 
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
@@ -172,7 +173,7 @@ class WorkerState:
         torch.set_num_threads(max(1, int(config.get("threads") or 1)))
         self.store = None
         self.store_port = None
-        self._clients = {}
+        self._clients: Dict[Tuple[str, int], Any] = {}  # (host, port) -> TCPStore
         self.cuda_index = {}
         self.model = None
         self.nccl_tail = None
@@ -216,6 +217,8 @@ class WorkerState:
 
         st = step["store"]
         store = self.store if step["rank"] == 0 else self._client(st["host"], st["port"])
+        if store is None:  # rank 0's own store exists on the cpu and cuda fabrics only
+            raise RuntimeError(f"no TCP store for a process group on the {self.fabric} fabric")
         backend = "nccl" if self.fabric == "cuda" else "gloo"
         if self.fabric == "cuda":
             import torch
@@ -233,6 +236,8 @@ class WorkerState:
         if self.fabric == "sim":
             from .fabrics.sim import SimOps
 
+            if self.model is None:  # set in __init__ for the sim fabric
+                raise RuntimeError("the sim fabric's worker has no machine model")
             return SimOps(local, gpus, self.model)
         if self.fabric == "cpu":
             from .fabrics.cpu import CpuOps

@@ -10,7 +10,7 @@ A run that is not a cluster run (no cluster.json) gives one skipped outcome per 
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from gputopo.report.cluster_view import CLUSTER_JSON, inter_groups, read_cluster_doc
 from gputopo.report.summary import Summary
@@ -41,7 +41,7 @@ def cluster_rules(spec: Spec, s: Summary) -> List[Outcome]:
 
 def _busbw(limit: float, doc, names) -> List[Outcome]:
     rule = "cluster.min_inter_node_busbw_gbps"
-    lowest = {}
+    lowest: Dict[str, dict] = {}  # node pair -> its slowest group record
     for g in inter_groups(doc):
         subject = "-".join(names[n] for n in sorted(g["nodes"]))
         prev = lowest.get(subject)

@@ -79,7 +79,10 @@ def init_spec_text(summary: Summary, margin: float = DEFAULT_MARGIN, force: bool
 
 
 def _nvlink_section(summary: Summary) -> List[str]:
-    gpus = [g for g in summary.run.topology.gpus if g.lost is None]
+    topo = summary.run.topology
+    if topo is None:
+        return []
+    gpus = [g for g in topo.gpus if g.lost is None]
     if not any(g.nvlinks for g in gpus):
         return []
     L = ["[nvlink]", "# NVLinks up per GPU on the baseline (a GPU may have more, never fewer).", "[nvlink.links_up]"]
@@ -101,7 +104,10 @@ def _nvlink_section(summary: Summary) -> List[str]:
 
 
 def _pcie_section(summary: Summary) -> List[str]:
-    gpus = [g for g in summary.run.topology.gpus if g.lost is None]
+    topo = summary.run.topology
+    if topo is None:
+        return []
+    gpus = [g for g in topo.gpus if g.lost is None]
     gens = [g.pcie.gen_max if is_value(g.pcie.gen_max) else g.pcie.gen_current for g in gpus]
     gens = [x for x in gens if is_value(x)]
     widths = [g.pcie.width_current for g in gpus if is_value(g.pcie.width_current)]
@@ -180,9 +186,11 @@ def write_init_spec(run_dir, out_path, margin: float = DEFAULT_MARGIN, force: bo
 
 def baseline_spec(summary: Summary, margin: float = DEFAULT_MARGIN, force: bool = False):
     """The baseline as a parsed Spec (what `check` would load from the written text)."""
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
 
     from .spec import parse_spec

@@ -57,6 +57,8 @@ def topology_rules(spec: Spec, s: Summary) -> List[Outcome]:
     wants = spec.gpu_count is not None or spec.expected_classes or spec.all_pairs
     if wants and topo is None:
         return [Outcome("topology", "machine", SKIPPED, "the run has no topology.json")]
+    if topo is None:  # and nothing asked of it
+        return out
     if spec.gpu_count is not None:
         n = len(topo.gpus)
         out.append(_judge("topology.gpu_count", "machine", n == spec.gpu_count,
@@ -136,7 +138,7 @@ def pcie_rules(spec: Spec, s: Summary) -> List[Outcome]:
     for g in _gpus(s):
         subj, p, gi = f"GPU{g.nvml_index}", g.pcie, g.nvml_index
 
-        def add(rule, value, ok_fn, text):
+        def add(rule, value, ok_fn, text, subj=subj, gi=gi):
             if not is_value(value):
                 out.append(Outcome(rule, subj, SKIPPED, f"GPU {gi}: {text} not available", gpus=[gi]))
             else:
@@ -172,7 +174,7 @@ def _fabric_measures_links(s: Summary) -> bool:
 
 
 def bandwidth_rules(spec: Spec, s: Summary) -> List[Outcome]:
-    out = []
+    out: List[Outcome] = []
     links_measured = _fabric_measures_links(s)
     for rule in spec.bandwidth:
         base = f"bandwidth.{rule.selector}"
@@ -278,13 +280,13 @@ def integrity_rules(spec: Spec, s: Summary) -> List[Outcome]:
         for rec in recs:
             gpus = sorted(int(g) for g in (rec.get("gpus") or []))
             subj = f"{_pair_subject(gpus)} {rec.get('way')}"
-            bad = rec.get("verdict") == kind and not rec.get("expected_difference")
+            went_bad = rec.get("verdict") == kind and not rec.get("expected_difference")
             f = next((x for x in s.findings if x.kind == kind and sorted(x.gpus or []) == gpus
                       and x.evidence.get("way") == rec.get("way")), None)
-            msg = (f.message + (f"; likely cause: {f.cause}" if f and f.cause else "")) if (bad and f) else \
+            msg = (f.message + (f"; likely cause: {f.cause}" if f and f.cause else "")) if (went_bad and f) else \
                 f"GPUs {_pair_subject(gpus)} {rec.get('way')}: verdict {rec.get('verdict')}" + (
-                    f" at step {rec.get('step')}" if bad and rec.get("step") is not None else "")
-            out.append(Outcome(rule, subj, FAILED if bad else PASSED, msg, gpus=gpus or None,
+                    f" at step {rec.get('step')}" if went_bad and rec.get("step") is not None else "")
+            out.append(Outcome(rule, subj, FAILED if went_bad else PASSED, msg, gpus=gpus or None,
                                evidence={k: v for k, v in rec.items() if k not in ("losses", "reference_losses")}))
     for key, kind in (("no_hang", "hang"), ("no_crash", "crash")):
         if on.get(key):

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 from gputopo.errors import InputFileError
 from gputopo.model import LinkClass
@@ -107,7 +107,7 @@ class _Reader:
     def __init__(self, path: str):
         self.path = path
 
-    def fail(self, key: str, msg: str):
+    def fail(self, key: str, msg: str) -> NoReturn:
         raise InputFileError(self.path, msg, key=key)
 
     def table(self, doc, key) -> Dict[str, Any]:
@@ -207,7 +207,7 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
             idx = {g for p in spec.expected_classes for g in p}
             spec.gpu_count = len(idx) or None
     pairs = r.table(topo.get("pairs", {}), "topology.pairs")
-    written = {}  # pair -> the key that gave it ("0,1" and "1,0" are one pair)
+    written: Dict[Tuple[int, int], str] = {}  # pair -> the key that gave it ("0,1" and "1,0" are one pair)
     for k, v in pairs.items():
         key = f"topology.pairs.{k}"
         pair, lc = r.pair(k, key), r.link_class(v, key)
@@ -335,9 +335,11 @@ def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:
 
 def load_spec(path) -> Spec:
     """Read and validate a spec file. InputFileError (exit 2) on any problem, naming the key."""
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
 
     p = Path(path)

@@ -14,6 +14,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from typing import Optional
 
 import click
 
@@ -53,11 +54,12 @@ def _caused_by_interrupt(e: BaseException) -> bool:
     """Whether a KeyboardInterrupt is behind ``e`` (Python wraps one raised inside a class body's
     ``__set_name__`` in a RuntimeError, so Ctrl-C while matplotlib imports looked like a bug)."""
     seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
+    cur: Optional[BaseException] = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
             return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
     return False
 
 

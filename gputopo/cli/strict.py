@@ -10,7 +10,7 @@ each of these is a silent misreading of what the user asked, so every gputopo co
 from __future__ import annotations
 
 import math
-from typing import Iterable, List
+from typing import Dict, Iterable, List
 
 import click
 from click.core import ParameterSource
@@ -42,7 +42,7 @@ class StrictCommand(click.Command):
 
 
 def _refuse_repeats(order: List[click.Parameter]) -> None:
-    seen = {}  # parameter name -> the parameter given first
+    seen: Dict[str, click.Parameter] = {}  # parameter name -> the parameter given first
     for param in order:
         if not isinstance(param, click.Option) or param.multiple or param.count:
             continue

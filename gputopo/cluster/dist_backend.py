@@ -65,7 +65,7 @@ class DistBackend:
         self.run_dir: Optional[str] = None
         self.node_names: List[str] = []
         self.node_ranks: List[List[int]] = []
-        self._store = None
+        self._store: Optional[Any] = None  # the launcher's TCPStore, once reached
         self._start_heartbeat()
 
     # ------------------------------------------------------------------ liveness
@@ -178,8 +178,11 @@ class DistBackend:
     def share_run_dir(self, run_dir: Optional[str]) -> str:
         box = [run_dir]
         self.dist.broadcast_object_list(box, src=0, group=self.control)
-        self.run_dir = box[0]
-        return self.run_dir
+        shared = box[0]
+        if shared is None:  # rank 0 always has its folder (cluster.job)
+            raise RuntimeError("rank 0 shared no run folder")
+        self.run_dir = shared
+        return shared
 
     # ------------------------------------------------------------------ measuring
     def _time_all_reduce(self, pg, n: int) -> Dict[str, Any]:

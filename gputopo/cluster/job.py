@@ -122,16 +122,17 @@ def _local_facts(env, fabric: str) -> Dict[str, Any]:
     return {"fingerprint": fp, "topology": topo_json}
 
 
-def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> Optional[ClusterResult]:
-    """This rank's part of a real cluster run; rank 0 returns the result, the others None."""
+def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
+    """This rank's part of a real cluster run; rank 0 returns the result, the others their
+    outcome only (no run folder, no findings)."""
     from .dist_backend import DistBackend
 
     backend = DistBackend(env, fabric, size_bytes=opts.size_bytes, samples=opts.samples,
                           timeout_s=opts.timeout_s)
     everyone = backend.meet(_local_facts(env, fabric))
     names, ranks = backend.node_names, backend.node_ranks
-    facts = []
-    for k, rs in enumerate(ranks):
+    facts: List[Dict[str, Any]] = []
+    for rs in ranks:
         recs = [everyone[r] for r in rs]
         facts.append(next((r["facts"] for r in recs if r["local_rank"] == 0 and r["facts"]), {}))
     fingerprints = [f.get("fingerprint") or {} for f in facts]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from gputopo.errors import UsageError
 
@@ -49,7 +49,7 @@ def random_pairs(nodes: Sequence[int], rng: random.Random) -> Round:
 
 def round_robin(nodes: Sequence[int]) -> List[Round]:
     """Every pair of ``nodes`` exactly once, in rounds of disjoint pairs (circle method)."""
-    ring: List[object] = list(nodes)
+    ring: List[Optional[int]] = list(nodes)
     if len(ring) < 2:
         return []
     if len(ring) % 2:
@@ -58,7 +58,7 @@ def round_robin(nodes: Sequence[int]) -> List[Round]:
     rounds: List[Round] = []
     for _ in range(n - 1):
         pairs = [(ring[k], ring[n - 1 - k]) for k in range(n // 2)]
-        rounds.append([tuple(sorted(p)) for p in pairs if None not in p])
+        rounds.append([(min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None])
         ring = [ring[0], ring[-1]] + ring[1:-1]
     return rounds
 

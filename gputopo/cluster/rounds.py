@@ -143,7 +143,7 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
             plan = round_robin(nodes)
         else:
             plan = [random_pairs(nodes, rng)]
-        ref: Optional[float] = None
+        ref = None
         first: List[GroupResult] = []
         for groups in plan:
             res = backend.measure_round(len(out.inter_rounds) + 1, groups)

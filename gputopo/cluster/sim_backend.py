@@ -150,6 +150,7 @@ class SimBackend:
     def measure_round(self, index: int, groups: List[Group]) -> List[GroupResult]:
         self._lost(groups, f"round {index}")
         res = []
+        one_gpu_times: List[float] = []  # seconds of each group's one-GPU-per-node all_reduce
         for grp in groups:
             gbps = min(self._node_gbps(k) for k in grp)
             for a in grp:
@@ -159,9 +160,9 @@ class SimBackend:
                             gbps *= f.factor
             r = self._result(grp, gbps, len(grp) * self.gpus_per_node, index)
             one = min(self._one_gpu_gbps(k) for k in grp) * (gbps / min(self._node_gbps(k) for k in grp))
-            r.one_gpu_busbw_gbps = one * self._jitter(-index, grp)
+            r.one_gpu_busbw_gbps = one_gbps = one * self._jitter(-index, grp)
+            one_gpu_times.append(self.size_bytes * 2 * (len(r.nodes) - 1) / len(r.nodes) / (one_gbps * 1e9))
             res.append(r)
-        one_gpu_s = max(self.size_bytes * 2 * (len(r.nodes) - 1) / len(r.nodes)
-                        / (r.one_gpu_busbw_gbps * 1e9) for r in res)
-        self.elapsed_s += 2 * SETUP_S + (self.samples + 1) * (max(r.time_s for r in res) + one_gpu_s)
+        one_gpu_s = max(one_gpu_times)
+        self.elapsed_s += 2 * SETUP_S + (self.samples + 1) * (max(r.time_s or 0.0 for r in res) + one_gpu_s)
         return res

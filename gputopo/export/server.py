@@ -46,7 +46,7 @@ def make_server(cache, host: str = "127.0.0.1", port: int = 9400) -> ThreadingHT
     """Bind (UsageError, one line, when the address is taken or not ours) and return the server;
     the caller runs ``serve_forever()`` and ``shutdown()``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GputopoCollector(cache))  # type: ignore[arg-type]
+    registry.register(GputopoCollector(cache))
 
     class Handler(BaseHTTPRequestHandler):
         timeout = CONNECTION_TIMEOUT_S

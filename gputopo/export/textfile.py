@@ -15,7 +15,7 @@ TEXTFILE_NAME = "gputopo.prom"
 
 def write_textfile(cache, folder) -> Path:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GputopoCollector(cache))  # type: ignore[arg-type]
+    registry.register(GputopoCollector(cache))
     path = Path(folder) / TEXTFILE_NAME
     write_to_textfile(str(path), registry)  # writes PATH.<pid>.<thread> then os.replace
     return path

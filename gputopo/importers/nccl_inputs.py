@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value
@@ -18,7 +18,7 @@ from .nccl_tests import device_keys, normalize_bus_id
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same log given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
-    seen: Dict[str, Path] = {}
+    seen: Dict[str, Path] = {}  # content hash -> the first file with it
     for p in paths:
         try:
             digest = hashlib.sha256()
@@ -91,7 +91,7 @@ def load_topo_file(path: str) -> Topology:
 def refuse_duplicate_logs(logs) -> None:
     """The same test output twice (one file holding it twice, or two files sharing it): the
     measurements would be counted twice, exit 2 naming where."""
-    seen = {}
+    seen: Dict[tuple, Any] = {}  # (op, ranks, rows) -> the first log holding them
     for log in logs:
         rows = [(r.size_bytes, r.count, r.dtype, r.redop, r.root, repr(r.out_of_place), repr(r.in_place))
                 for r in log.rows]

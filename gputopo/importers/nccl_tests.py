@@ -54,21 +54,28 @@ def device_keys(log: NcclTestsLog) -> Tuple[List[int], bool]:
     return [r.rank for r in log.ranks], False
 
 
+def _op(log: NcclTestsLog) -> str:
+    """The log's collective (the parser names it or refuses the log)."""
+    if log.op is None:
+        raise ValueError(f"{log.source}: which collective the log holds is not known")
+    return log.op
+
+
 def busbw_factor(log: NcclTestsLog) -> float:
-    test, fn = OPS[log.op]
+    test, fn = OPS[_op(log)]
     n = len(log.ranks)
     if n >= 1:
         return fn(n) if n > 1 else 1.0
     # No rank lines: recover n from the printed busbw/algbw ratio at the largest size.
     for r in reversed(log.rows):
         c = r.out_of_place or r.in_place
-        if isinstance(c.algbw_gbps, float) and isinstance(c.busbw_gbps, float) and c.algbw_gbps > 0:
+        if c is not None and isinstance(c.algbw_gbps, float) and isinstance(c.busbw_gbps, float) and c.algbw_gbps > 0:
             return c.busbw_gbps / c.algbw_gbps
     return 1.0
 
 
 def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> List[Measurement]:
-    test, _ = OPS[log.op]
+    test, _ = OPS[_op(log)]
     gpus, _ = device_keys(log)
     factor = busbw_factor(log)
     timing = "wall" if log.time_kind == "cputime" else "cuda-events"
@@ -110,7 +117,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
     wrong_cells = [c.wrong for _, _, c in log.cells()]
     counted = [w for w in wrong_cells if isinstance(w, int)]
     return {
-        "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[log.op][0],
+        "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[_op(log)][0],
         "program": log.program, "nccl_tests_version": log.version, "nccl_library": log.nccl_library,
         "nccl_headers": log.nccl_headers, "nccl_version": log.nccl_version, "config": dict(log.config), "time_column": log.time_kind,
         "ranks": len(log.ranks) or None, "hosts": log.hosts, "gpus": gpus, "gpus_are": "devices" if are_devices else "ranks",

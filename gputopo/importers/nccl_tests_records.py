@@ -84,7 +84,7 @@ class NcclTestsLog:
     @property
     def peak(self) -> Tuple[Optional[float], Optional[int], Optional[bool]]:
         """(printed busbw max, the largest size reaching it, in place?)."""
-        best = (None, None, None)
+        best: Tuple[Optional[float], Optional[int], Optional[bool]] = (None, None, None)
         for r, inplace, c in self.cells():
             b = c.busbw_gbps
             if isinstance(b, float) and (best[0] is None or b > best[0] or (b == best[0] and r.size_bytes >= best[1])):

@@ -83,7 +83,7 @@ def open_lines(path: str, source: TextSource | None = None) -> Iterator[tuple[in
     try:
         head = raw.read(SNIFF_BYTES)
         src.encoding = _sniff(head, name)
-        stream = io.BufferedReader(_Prefixed(head, raw))  # type: ignore[arg-type]
+        stream = io.BufferedReader(_Prefixed(head, raw))
         text = io.TextIOWrapper(stream, encoding=src.encoding, errors="replace", newline=None)
         quoted = 0
         for lineno, line in enumerate(_without_line_numbers(_bounded(text, src), src), start=1):
@@ -172,7 +172,7 @@ def text_lines(path: str, what: str) -> Iterator[Iterator[str]]:
         except InputFileError as e:
             raise InputFileError(path, f"{str(e).split(': ', 1)[-1]}: expected {what}") from None
         src = TextSource(name, encoding)
-        stream = io.BufferedReader(_Prefixed(head, raw))  # type: ignore[arg-type]
+        stream = io.BufferedReader(_Prefixed(head, raw))
         text = io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None)
         yield (line.replace("\x00", "") if "\x00" in line else line for line in _bounded(text, src, capped=False))
     finally:
@@ -193,7 +193,7 @@ class _Prefixed(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b) -> int:
         if self._head:
             n = min(len(b), len(self._head))
             b[:n] = self._head[:n]
@@ -227,6 +227,6 @@ class CappedList(list):
         for x in items:
             self.append(x)
 
-    def __iadd__(self, items):  # type: ignore[override, misc]
+    def __iadd__(self, items):  # type: ignore[misc]
         self.extend(items)
         return self

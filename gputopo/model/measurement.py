@@ -87,7 +87,8 @@ class Measurement:
     def algbw_gbps(self) -> float:
         """Bytes per second over the median time, in GB/s (1e9)."""
         m = self.median_s
-        return self.bytes_per_iter / m / 1e9 if m and m > 0 else math.nan
+        moved = self.bytes_per_iter if self.bytes_per_iter is not None else self.size_bytes
+        return moved / m / 1e9 if m and m > 0 else math.nan
 
     @property
     def busbw_gbps(self) -> float:

@@ -122,7 +122,7 @@ class DataParallelFlow:
         params = [p for _, p in self.module.named_parameters()]
         buf_names = [n for n, _ in self.module.named_buffers()]
         bufs = [b for _, b in self.module.named_buffers()]
-        master = dict(zip(names, params))
+        master: Dict[str, torch.Tensor] = dict(zip(names, params))
         master.update(zip(buf_names, bufs))
         copies = _Broadcast.apply(self.transport, src, dst, self.collective_path, *params)
         replica = dict(zip(names, copies))

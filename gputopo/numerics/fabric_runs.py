@@ -5,6 +5,7 @@ this process over caller-given transports); cuda runs every way in NCCL worker p
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any, Callable, Dict, List
 
@@ -42,10 +43,10 @@ def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", 
             sink.add(out, _reference_record(pair, lc, ref, tol, fabric, timing, opts, [note]))
         if "dp" in ways:
             _judged(out, sink, pair, lc, "dp", fabric, timing, opts, ref, tol, dp_notes,
-                    lambda p=pair: dp_train(p), per_replica)
+                    functools.partial(dp_train, pair), per_replica)
         if "ddp" in ways:
             _judged(out, sink, pair, lc, "ddp", fabric, timing, opts, ref, tol, ddp_notes,
-                    lambda p=pair: ddp_train(p), per_replica)
+                    functools.partial(ddp_train, pair), per_replica)
 
 
 _SIM_DDP_NOTE = ("two ranks simulated in one process; the gradient all-reduce moves through the "
@@ -76,9 +77,9 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
                 res = pool.run(job, ranks=(0,), timeout_s=timeout_s)
             except WorkerHang as e:
                 raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s "
-                                        f"(simulated transfers): {e}")
+                                        f"(simulated transfers): {e}") from e
             except WorkerCrash as e:
-                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}")
+                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}") from e
             return payload_to_run(res.payloads[0])
         return train
 
@@ -144,12 +145,14 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                                collective_path="in-process")
 
     def ddp_train(pair):
+        if pool is None:  # made above whenever the ddp way is asked for
+            raise RuntimeError("DDP asked for without its worker pool")
         try:
             res = pool.run({"kind": "ddp", "opts": opts.to_json()}, ranks=(0, 1), timeout_s=timeout_s)
         except WorkerHang as e:
-            raise WayFailed("hang", f"DDP (gloo) did not finish within {timeout_s:g} s: {e}")
+            raise WayFailed("hang", f"DDP (gloo) did not finish within {timeout_s:g} s: {e}") from e
         except WorkerCrash as e:
-            raise WayFailed("crash", f"DDP (gloo): {e}")
+            raise WayFailed("crash", f"DDP (gloo): {e}") from e
         run = payload_to_run(res.payloads[0])
         run.extra["rank_param_gap"] = num_to_json(rank_param_gap(res.payloads[0], res.payloads[1]))
         return run
@@ -196,9 +199,9 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
         try:
             return pool.run(job, ranks=ranks, timeout_s=timeout_s)
         except WorkerHang as e:
-            raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s: {e}")
+            raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s: {e}") from e
         except WorkerCrash as e:
-            raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}")
+            raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}") from e
 
     pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir)
     with _pool_closed(pool, out, "NCCL workers"):
@@ -223,17 +226,17 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                 if "reference" in ways:
                     sink.fail(out, (i, j), lc, "reference", e, "cuda", "wall", opts)
             if "dp" in ways:
-                def dp_run(ci=ci, cj=cj):
+                def dp_run(ci=ci, cj=cj, bi=bus_of[i], bj=bus_of[j]):
                     job = {"kind": "dp-cuda", "opts": opts.to_json(), "cuda_devices": [ci, cj],
-                           "bus_ids": [bus_of[i], bus_of[j]]}
+                           "bus_ids": [bi, bj]}
                     return payload_to_run(call(job, (0,), "dp").payloads[0])
 
                 _judged(out, sink, (i, j), lc, "dp", "cuda", "wall", opts, ref, tol,
                         [f"torch.nn.DataParallel(device_ids=[{ci}, {cj}])"], dp_run, per_replica)
             if "ddp" in ways:
-                def ddp_run(ci=ci, cj=cj):
+                def ddp_run(ci=ci, cj=cj, bi=bus_of[i], bj=bus_of[j]):
                     job = {"kind": "ddp", "opts": opts.to_json(), "cuda_devices": [ci, cj],
-                           "bus_ids": [bus_of[i], bus_of[j]]}
+                           "bus_ids": [bi, bj]}
                     res = call(job, (0, 1), "ddp")
                     run = payload_to_run(res.payloads[0])
                     run.extra["rank_param_gap"] = num_to_json(

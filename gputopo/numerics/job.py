@@ -152,7 +152,7 @@ def build_model(opts: NumericsOptions):
                 nn.Linear(MLP_HIDDEN, MLP_HIDDEN), nn.Tanh(),
                 nn.Linear(MLP_HIDDEN, CLASSES))
         bn = opts.model == "cnn-bn"
-        layers = [nn.Conv2d(IMG_CHANNELS, 8, 3, padding=1)]
+        layers: List[nn.Module] = [nn.Conv2d(IMG_CHANNELS, 8, 3, padding=1)]
         if bn:
             layers.append(nn.BatchNorm2d(8))
         layers += [nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1)]

@@ -37,9 +37,9 @@ class NumericsRun:
     wall_s: float = 0.0
     notes: List[str] = field(default_factory=list)
 
-    def verdicts(self) -> Dict[Pair, Dict[str, str]]:
+    def verdicts(self) -> Dict[Tuple[int, ...], Dict[str, str]]:
         """{(i, j): {way: verdict}}."""
-        out: Dict[Pair, Dict[str, str]] = {}
+        out: Dict[Tuple[int, ...], Dict[str, str]] = {}
         for r in self.results:
             out.setdefault(tuple(r.gpus), {})[r.way] = r.verdict
         return out

@@ -45,7 +45,7 @@ def num_from_json(x) -> Optional[float]:
 
 @dataclass
 class NumericsResult:
-    gpus: Tuple[int, int]
+    gpus: Tuple[int, ...]  # the pair trained on (any list given is kept as a tuple)
     link_class: str
     way: str
     verdict: str

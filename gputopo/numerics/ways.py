@@ -253,8 +253,9 @@ def train_ddp_simulated(opts: NumericsOptions, data, devices: Tuple[int, int], t
                 rank_losses.append(0.0)
                 continue
             out = models[r](xs[r])
-            if injectors[r] is not None:
-                out = injectors[r](out)
+            inject = injectors[r]
+            if inject is not None:
+                out = inject(out)
             loss = rank_loss(out, ys[r], opts.batch, world)
             loss.backward()
             rank_losses.append(float(loss.detach()))

@@ -28,7 +28,7 @@ import queue
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .worker_main import _worker_main
 
@@ -75,7 +75,7 @@ class WorkerPool:
         self._ctx = _mp_context()
         self._procs: List[Any] = []
         self._jobs: List[Any] = []
-        self._results = None
+        self._results: Any = None  # the queue every worker answers on, once started
         self._next_id = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="gputopo-numerics-")
         self.starts = 0
@@ -103,7 +103,7 @@ class WorkerPool:
                            for r in range(self.size)]
             for p in self._procs:
                 p.start()
-        ready = set()
+        ready: Set[int] = set()
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
             while len(ready) < self.size:
@@ -194,7 +194,7 @@ class WorkerPool:
                     last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
                     self.kill()
                     raise WorkerCrash(f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
-                                      + (f"; log: {last}" if last else ""))
+                                      + (f"; log: {last}" if last else "")) from None
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them, at most ``timeout_s``

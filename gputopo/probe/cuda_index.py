@@ -43,9 +43,10 @@ def _pci_order(bus_ids: Sequence[Optional[str]]) -> List[int]:
     """Positions 0..n-1 sorted by PCI bus id; NVML order when any bus id is unknown (NVML enumerates
     by bus id too, so this only matters for a lost GPU whose bus id cannot be read)."""
     n = len(bus_ids)
-    if any(not isinstance(b, str) or not b for b in bus_ids):
+    known = [b for b in bus_ids if isinstance(b, str) and b]
+    if len(known) < n:
         return list(range(n))
-    return sorted(range(n), key=lambda k: _bus_sort_key(bus_ids[k]))
+    return sorted(range(n), key=lambda k: _bus_sort_key(known[k]))
 
 
 def _bus_sort_key(bus_id: str) -> Tuple[int, ...]:

@@ -40,7 +40,7 @@ def _numa(root: str, bdf: str) -> Optional[int]:
 def _place(root: str, bus_id: str) -> Optional[Place]:
     bdf = try_bus_key(bus_id)
     where = pci_place(root, bus_id) if bdf else None
-    if where is None:
+    if bdf is None or where is None:
         return None
     host_bridge, chain = where
     numa = _numa(root, bdf)
@@ -111,6 +111,6 @@ def read_nics(root: str, gpu_bus_ids: Mapping[int, str]) -> List[Nic]:
             numa_node=(here[2] if here[2] is not None
                        else NotAvailable("sysfs numa_node is -1 for it and its bridges")),
             gpu_classes={i: pcie_class(here, p) for i, p in sorted(gpu_places.items())},
-            nic_classes={labels[other]: pcie_class(here, places[other]) for _, other in devices
-                         if other != bdf and places[other] is not None}))
+            nic_classes={labels[other]: pcie_class(here, there) for other, there in places.items()
+                         if other != bdf and there is not None}))
     return nics

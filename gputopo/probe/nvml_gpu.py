@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, Gpu, NvLink, PcieLink
 from gputopo.model.values import Failed, NotAvailable, is_value
@@ -30,7 +30,7 @@ def cpulist_from_mask(words) -> str:
             low = word & -word
             cpus.append(base + low.bit_length() - 1)
             word ^= low
-    ranges = []
+    ranges: List[List[int]] = []
     for c in cpus:
         if ranges and c == ranges[-1][1] + 1:
             ranges[-1][1] = c

@@ -66,7 +66,8 @@ def _split_lines(text: str) -> List[_Line]:
 def _tokens(s: str) -> List[_Tok]:
     """Whitespace-separated tokens with their start columns (tabs expanded to 8)."""
     toks: List[_Tok] = []
-    col, start, cur = 0, 0, []
+    col, start = 0, 0
+    cur: List[str] = []
     for ch in s:
         if ch.isspace():
             if cur:

@@ -34,10 +34,13 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
     if grid.trailing:
         raise _err(source, f"the header has {_q(grid.trailing[0].text)}: this looks like {_TOPO} "
                    f"output, not {_P2P}", grid.header_no)
+    gpu_of: Dict[str, int] = {}  # every column (and so every row: rows are columns) is a GPU
     for d in grid.devices:
-        if _gpu_index(d) is None:
+        index = _gpu_index(d)
+        if index is None:
             raise _err(source, f"column {d} is not a GPU ({_P2P} has GPU columns only)",
                        grid.header_no)
+        gpu_of[d] = index
     missing = [g for g in grid.devices if g not in grid.rows]
     if missing:
         expected_at = grid.last_row_no + 1 if grid.last_row_no < lines[-1].no else grid.last_row_no
@@ -47,7 +50,7 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
     status: Dict[Tuple[int, int], str] = {}
     for label in grid.row_order:
         row = grid.rows[label]
-        i = _gpu_index(label)
+        i = gpu_of[label]
         for col, cell in zip(grid.devices, row.cells):
             u = cell.upper()
             if col == label:
@@ -64,9 +67,9 @@ def _parse_p2p_lines(lines: Sequence[_Line], source: str, stop_at_command: bool 
                     pass
                 raise _err(source, f"unknown P2P status {_q(cell)} in row {label}, column {col} "
                            f"(expected one of {', '.join(P2P_STATUSES)}){hint}", row.no)
-            status[(i, _gpu_index(col))] = u
+            status[(i, gpu_of[col])] = u
     legend_present, _, _ = _parse_after(grid.rest, source, _P2P, stop_at_command)
-    return _P2pMatrix(grid.header_no, sorted(_gpu_index(d) for d in grid.devices), status,
+    return _P2pMatrix(grid.header_no, sorted(gpu_of[d] for d in grid.devices), status,
                       legend_present)
 
 

@@ -35,7 +35,7 @@ one file, kind detection).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from gputopo.model import Gpu, HostInfo, Nic, NotAvailable, P2P_CAPS, Pair, PcieLink, Topology
 from gputopo.probe.smi_grid import AFFINITY_COLUMNS
@@ -82,6 +82,7 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
         else:
             cpu = NotAvailable(NOT_IN_TEXT)
         numa_v = matrix.numa_affinity[i]
+        numa: Union[int, NotAvailable]
         if "NUMA Affinity" not in matrix.columns:
             numa = NotAvailable(NOT_IN_TEXT)
         elif numa_v is None:
@@ -133,7 +134,7 @@ def _nics(matrix: SmiMatrix) -> List[Nic]:
     """The NIC columns: label, device name (NIC Legend, or the label old drivers print), classes."""
     out = []
     for label in matrix.nics:
-        device = matrix.nic_devices.get(label)
+        device: Union[str, NotAvailable, None] = matrix.nic_devices.get(label)
         if device is None:
             device = (NotAvailable("no NIC Legend entry in nvidia-smi topo text")
                       if re.fullmatch(r"NIC\d+", label) else label)

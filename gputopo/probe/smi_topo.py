@@ -147,17 +147,21 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
         raise _err(source, f"this is {_P2P} output (its legend names P2P statuses), not {_TOPO}",
                    grid.header_no)
 
-    idx = {g: _gpu_index(g) for g in gpu_labels}
+    idx: Dict[str, int] = {}
+    for g in gpu_labels:
+        index = _gpu_index(g)
+        if index is not None:  # gpu_labels are the labels with a GPU index
+            idx[g] = index
     classes: Dict[Tuple[int, int], LinkClass] = {}
     for a in gpu_labels:
         for b in gpu_labels:
             if idx[a] < idx[b]:
                 classes[(idx[a], idx[b])] = classes_by_label[(a, b)]
     nic_classes = {(idx[g], n): classes_by_label[(g, n)] for g in gpu_labels for n in nics}
-    for (g, n), cls in sorted(nic_classes.items(), key=lambda kv: kv[0][0]):
+    for (gi, n), cls in sorted(nic_classes.items(), key=lambda kv: kv[0][0]):
         if cls.is_nvlink:
-            raise _err(source, f"{cls} between GPU{g} and NIC {n}: a NIC's path to a GPU is a PCIe "
-                       "class (PIX, PXB, PHB, NODE, SYS)", grid.rows[f"GPU{g}"].no)
+            raise _err(source, f"{cls} between GPU{gi} and NIC {n}: a NIC's path to a GPU is a PCIe "
+                       "class (PIX, PXB, PHB, NODE, SYS)", grid.rows[f"GPU{gi}"].no)
     nic_pairs = {(a, b): classes_by_label[(a, b)] for k, a in enumerate(nics) for b in nics[k + 1:]}
 
     names = [t.text for t in grid.trailing]

@@ -37,6 +37,11 @@ def _pair_text(gpus, lc) -> str:
     return f"GPUs {','.join(map(str, gpus))} ({lc or '?'})"
 
 
+def _efficiency(h: Headline) -> float:
+    """The efficiency of a headline slow_findings kept (only those with one are kept)."""
+    return h.efficiency if h.efficiency is not None else 0.0
+
+
 def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
     """Series below their expected rate: a published figure of the same machine kind where one
     matches (references.py), else the link's theoretical rate x SLOW_EFFICIENCY (plain peer
@@ -145,6 +150,8 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
     lcs: Dict[tuple, Optional[str]] = {}
     for (gpus, direction), (size, mp, ms) in best.items():
         gp, gs = measured_gbps(mp), measured_gbps(ms)
+        if gp is None or gs is None:  # (left out above)
+            continue
         if gp < STAGED_RATIO * gs:
             pair = tuple(sorted(gpus))
             hits[pair].append({"direction": direction, "size_bytes": size, "p2p_gbps": round(gp, 3),

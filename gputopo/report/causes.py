@@ -125,7 +125,7 @@ def _nccl_facts(facts: PathFacts, cpu_vendor, n_gpus: int) -> None:
     its run.json; this process's own when the run did not save them)."""
     from gputopo.bench.routes import route_and_reason
 
-    if not facts.link_class:
+    if not facts.link_class:  # (path_facts asks only for a path of a known class)
         return
     facts.nccl_route, facts.nccl_reason = route_and_reason(
         facts.link_class, not facts.p2p_not_ok, env=_RUN_NCCL_ENV.get(), cpu_vendor=cpu_vendor,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from gputopo.model import Finding, LinkClass
 
@@ -92,10 +92,12 @@ def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
         present = {s for p in members for s in p.series}
         series = next((s for s in HEADLINE_ORDER if s in present), next(iter(sorted(present)), None))
         with_series = [p for p in members if series and series in p.series]
-        gbps = [p.series[series]["gbps"] for p in with_series]
-        effs = [p.series[series]["efficiency"] for p in with_series if p.series[series]["efficiency"] is not None]
+        series_key = series or ""  # (with_series is empty when there is no series)
+        gbps = [p.series[series_key]["gbps"] for p in with_series]
+        effs = [p.series[series_key]["efficiency"] for p in with_series
+                if p.series[series_key]["efficiency"] is not None]
         exps = [p.expected.gbps for p in members if p.expected.gbps is not None]
-        worst = min(with_series, key=lambda p: p.series[series]["gbps"]) if with_series else None
+        worst = min(with_series, key=lambda p: p.series[series_key]["gbps"]) if with_series else None
         rows.append(ClassRow(
             link_class=lc, pairs=len(members), pairs_measured=sum(1 for p in members if p.measured),
             series=series, median_gbps=statistics.median(gbps) if gbps else None,
@@ -109,7 +111,7 @@ def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
     return rows
 
 
-def overall_verdict(rows: List[ClassRow], findings: List[Finding], pairs: List[PairRow] = ()) -> str:
+def overall_verdict(rows: List[ClassRow], findings: List[Finding], pairs: Sequence[PairRow] = ()) -> str:
     """The machine's verdict: worst class (or pair/group) verdict, or worse if a machine-wide
     finding says so."""
     order = ["not-measured", "ok", "degraded", "broken"]

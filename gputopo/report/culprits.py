@@ -100,6 +100,8 @@ def machine_wide(family, left) -> Finding:
 
 def killed_finding(f: Finding) -> Finding:
     reason = killed(f)
+    if reason is None:
+        raise ValueError(f"not a finding of a killed worker: {f.message}")
     culprit, cause, remedies = kill_reason_cause(reason)
     where = gpu_ranges(f.gpus) if f.gpus else "?"
     what = "ran out of host memory" if culprit == "host-memory" and "SIGKILL" not in reason else \
@@ -142,7 +144,7 @@ def staged_only(fs: List[Finding]) -> bool:
 
 def figures_text(mine: Dict[Pair, List[Finding]]) -> str:
     """'0,6 1,6 2,6 (25 % of the SYS median), 4,6 5,6 (25-26 % of the NODE median)'."""
-    groups: Dict[str, List[Tuple[Pair, float]]] = {}
+    groups: Dict[str, List[Tuple[Pair, Optional[float]]]] = {}
     for p, fs in sorted(mine.items()):
         unit, ratio = speed_figure(fs)
         groups.setdefault(unit or "", []).append((p, ratio))

@@ -55,7 +55,7 @@ def group_rate(topo: Optional[Topology], gpus: Iterable[int]) -> ExpectedRate:
     if not known or len(known) < len(rates):
         missing = next((r for r in rates if r.gbps is None), None)
         return ExpectedRate(None, missing.basis if missing else "no pairs")
-    slowest = min(known, key=lambda r: r.gbps)
+    slowest = min(known, key=lambda r: r.gbps or 0.0)  # (every known rate has gbps)
     if len(gpus) == 2:
         return slowest
     return ExpectedRate(slowest.gbps, f"slowest pair link among GPUs {','.join(map(str, gpus))}: {slowest.basis}")

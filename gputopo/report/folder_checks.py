@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, TypeGuard
 
 from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError
@@ -113,7 +113,7 @@ def nccl_tests_logs(doc: Mapping[str, Any], path) -> List[Dict[str, Any]]:
     return logs
 
 
-def _is_num(v) -> bool:
+def _is_num(v) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 

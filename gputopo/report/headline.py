@@ -70,7 +70,7 @@ def expected_for(topo: Optional[Topology], m: Measurement) -> ExpectedRate:
         known = [r for r in rates if r.gbps is not None]
         if len(known) < 2:
             return ExpectedRate(None, "PCIe link of a GPU unknown")
-        slow = min(known, key=lambda r: r.gbps)
+        slow = min(known, key=lambda r: r.gbps or 0.0)  # (every known rate has gbps)
         if m.test != "p2p.staged":  # bidirectional: both directions' bytes
             return ExpectedRate(2 * (slow.gbps or 0.0), f"both directions staged through host memory: 2 x {slow.basis}")
         return ExpectedRate(slow.gbps, f"staged through host memory; narrower PCIe link: {slow.basis}")
@@ -145,6 +145,8 @@ def headlines(measurements: Iterable[Measurement], topo: Optional[Topology]) -> 
     out = []
     for (series, gpus, direction), m in best.items():
         gbps = measured_gbps(m)
+        if gbps is None:  # (left out above)
+            continue
         eff, exp = efficiency_of(topo, m, gbps)
         out.append(Headline(series=series, test=m.test, gpus=gpus, direction=direction,
                             link_class=link_class_of(topo, m), size_bytes=m.size_bytes, gbps=gbps,

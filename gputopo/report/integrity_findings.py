@@ -22,7 +22,7 @@ def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) 
     out = []
     for f in measured_corrupt_findings(measurements, lambda m: link_class_of(topo, m)):
         bad_paths = {t["path"] for t in f.evidence["tests"].values()}
-        facts = path_facts(topo, list(f.gpus), f.link_class)
+        facts = path_facts(topo, list(f.gpus or ()), f.link_class)
         if "staged" in bad_paths:
             cause, remedies = staged_path_broken(facts)
         elif "peer" in bad_paths:

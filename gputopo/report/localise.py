@@ -90,7 +90,7 @@ def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict]
         g = sorted(int(x) for x in rec.get("gpus") or [])
         if len(g) == 2:
             ran.add((g[0], g[1]))
-    failed = {_pair(f) for f in findings if f.kind in SYMPTOMS["failure"] and _pair(f)}
+    failed = {p for f in findings if f.kind in SYMPTOMS["failure"] for p in [_pair(f)] if p is not None}
     return {"data": ran, "failure": ran | failed, "speed": timed}
 
 
@@ -99,8 +99,9 @@ def pair_classes(topo: Optional[Topology], measurements: Iterable[Measurement],
     """Each pair's link class: the topology's, else what its measurements or findings recorded."""
     out: Dict[Pair, str] = {}
     for f in findings:
-        if _pair(f) and f.link_class:
-            out[_pair(f)] = f.link_class
+        fp = _pair(f)
+        if fp and f.link_class:
+            out[fp] = f.link_class
     for m in measurements:
         if len(m.gpus) == 2 and m.link_class:
             out[(min(m.gpus), max(m.gpus))] = m.link_class
@@ -120,8 +121,9 @@ def localise(findings: List[Finding], topo: Optional[Topology], measurements: Li
     for family, kinds in SYMPTOMS.items():
         bad: Dict[Pair, List[Finding]] = defaultdict(list)
         for f in findings:
-            if f.kind in kinds and _pair(f) and _hardware_symptom(f):
-                bad[_pair(f)].append(f)
+            fp = _pair(f)
+            if f.kind in kinds and fp and _hardware_symptom(f):
+                bad[fp].append(f)
         if bad:
             out += _localise_family(family, bad, measured[family] | set(bad), findings, topo, classes)
     return out

@@ -38,6 +38,6 @@ def ddp_survived_clause(rows: List[Any]) -> Optional[str]:
     sources = {t.get("source") for t in known}
     where = "this pair" if len(survived) == 1 else f"these {len(survived)} pairs"
     how = " or ".join(_KIND_SHORT.get(k, k) for k in kinds)
-    told = " and ".join(_SOURCE_WORDS.get(s, str(s)) for s in sorted(sources, key=str))
+    told = " and ".join(_SOURCE_WORDS.get(str(s), str(s)) for s in sorted(sources, key=str))
     return (f"DDP survived because NCCL used {how} on {where}, not the peer-to-peer path "
             f"nn.DataParallel copies over ({told})")

@@ -11,7 +11,7 @@ the GPUs; the reference bad too points at the model or the learning rate, not th
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Set
+from typing import AbstractSet, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.numerics.findings import BAD_VERDICTS, OTHER_WAY, record_finding, record_gpus
@@ -22,12 +22,12 @@ from .expected import class_of
 
 
 def numerics_findings(records: List[Dict], topo: Optional[Topology],
-                      corrupt_pairs: Set[tuple] = frozenset()) -> List[Finding]:
+                      corrupt_pairs: AbstractSet[tuple] = frozenset()) -> List[Finding]:
     """The numerics' own findings of the bad records (gputopo.numerics.findings), with the host
     facts on their path and the cause and remedies the ways and the host together point at."""
     by_gpus: Dict[tuple, Dict[str, Dict]] = {}
     for rec in records:
-        by_gpus.setdefault(record_gpus(rec), {})[rec.get("way")] = rec
+        by_gpus.setdefault(record_gpus(rec), {})[str(rec.get("way"))] = rec
     # A reference that goes bad itself (on the same GPUs, or a shared one-GPU reference) means
     # the job is unstable: then no way's failure says anything about the interconnect.
     shared_ref_bad = any(r.get("way") == "reference" and r.get("verdict") in BAD_VERDICTS
@@ -41,7 +41,9 @@ def numerics_findings(records: List[Dict], topo: Optional[Topology],
         lc = rec.get("link_class") or (str(class_of(topo, gpus)) if class_of(topo, gpus) else None)
         others = by_gpus.get(gpus, {})
         f = record_finding(rec, others, lc)
-        other_way = OTHER_WAY.get(way)
+        if f is None:  # (a bad verdict always makes one)
+            continue
+        other_way = OTHER_WAY.get(str(way))
         other = others.get(other_way) if other_way else None
         facts = path_facts(topo, list(gpus), f.link_class)
         evidence = {**f.evidence, **facts.evidence()}
@@ -65,7 +67,7 @@ def numerics_findings(records: List[Dict], topo: Optional[Topology],
             remedies = [REMEDY_DDP] + [r for r in host_remedies if r != REMEDY_DDP] + [REMEDY_AVOID]
         else:
             cause = ("training goes bad on these GPUs with " + ("both ways" if other is not None and
-                     other.get("verdict") in BAD_VERDICTS else WAY_NAMES.get(way, str(way)))
+                     other.get("verdict") in BAD_VERDICTS else WAY_NAMES.get(str(way), str(way)))
                      + ": a GPU fault (memory, ECC) or the collective transport on this path")
             remedies = [REMEDY_GPU_HEALTH, REMEDY_NCCL_P2P]
         out.append(dataclasses.replace(f, evidence=evidence, cause=cause,

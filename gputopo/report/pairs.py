@@ -189,6 +189,8 @@ def gpu_finding_touches(topo: Optional[Topology], f: Finding, pair: tuple, link_
     pairs; NVLinks down or erring on the pairs those links connect (by wiring, else the pair's
     NVLink class, else all pairs when no NVLink of the GPU is up); a narrow PCIe link on its
     PCIe pairs."""
+    if not f.gpus:  # a GPU finding names its GPU; one that does not bears on no pair
+        return False
     gpu = f.gpus[0]
     other = pair[1] if pair[0] == gpu else pair[0]
     nvlink_pair = bool(link_class and link_class.startswith("NV"))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from gputopo.model import Finding, LinkClass, Topology
 
@@ -92,7 +92,7 @@ def _lc(topo: Topology, p: Pair) -> Optional[LinkClass]:
 def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair, PairState], Dict[int, str]]:
     """Pair states and excluded GPUs from what the scan sees alone: lost GPUs, NVLinks down, and
     the IOMMU / ACS facts that break PCIe peer copies (suspected until a run clears the pair)."""
-    states: Dict[Pair, PairState] = {tuple(p.gpus): PairState() for p in topo.pairs}
+    states: Dict[Pair, PairState] = {(p.gpus[0], p.gpus[1]): PairState() for p in topo.pairs}
     out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
                                if g.lost is not None}
     for f in findings:
@@ -165,6 +165,7 @@ def rank(topo: Topology, n: int, states: Dict[Pair, PairState], out_gpus: Dict[i
     usable = [g.nvml_index for g in topo.gpus if g.nvml_index not in exclude and g.nvml_index not in out_gpus]
     notes = []
     numa = {g.nvml_index: g.numa_node for g in topo.gpus}
+    sets: Iterable[Tuple[int, ...]]
     if n == 1:
         sets = [(g,) for g in usable]
     elif math.comb(len(usable), n) <= MAX_SETS:
@@ -199,7 +200,8 @@ def _rank_of(lc: Optional[str]):
 
 def _place(topo: Topology, gpus: Tuple[int, ...], states: Dict[Pair, PairState], numa) -> Optional[Placement]:
     pairs = list(itertools.combinations(gpus, 2))
-    worst_state, reasons = "ok", {}
+    worst_state = "ok"
+    reasons: Dict[str, List[Pair]] = {}
     for p in pairs:
         st = states.get(p, PairState())
         if STATES.index(st.state) > STATES.index(worst_state):
@@ -209,13 +211,13 @@ def _place(topo: Topology, gpus: Tuple[int, ...], states: Dict[Pair, PairState],
     if worst_state == "broken":
         return None
     measured = [p for p in pairs if states.get(p, PairState()).gbps is not None]
-    worst_pair = min(measured, key=lambda p: states[p].gbps) if measured else \
+    worst_pair = min(measured, key=lambda p: states[p].gbps or 0.0) if measured else \
         (max(pairs, key=lambda p: _rank_of(str(_lc(topo, p)))) if pairs else None)
     classes = [str(_lc(topo, p)) for p in pairs if _lc(topo, p) is not None]
     worst_class = max(classes, key=_rank_of) if classes else None
     nodes = {numa.get(g) for g in gpus}
     return Placement(gpus=gpus, state=worst_state, worst_pair=worst_pair, worst_class=worst_class,
-                     worst_gbps=states[worst_pair].gbps if measured else None,
+                     worst_gbps=states[worst_pair].gbps if measured and worst_pair is not None else None,
                      unmeasured=len(pairs) - len(measured), numa_nodes=len(nodes),
                      reasons=[f"{r}: " + " ".join(f"{a},{b}" for a, b in ps) for r, ps in reasons.items()])
 

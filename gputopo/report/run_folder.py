@@ -114,7 +114,8 @@ def load_run(run_dir) -> Run:
         except (KeyError, TypeError, ValueError) as e:
             notes.append(f"{MEASUREMENTS_JSONL}:{lineno}: skipped, not a measurement ({e})")
 
-    events, event_findings = [], []
+    events: List[dict] = []
+    event_findings: List[Finding] = []
     for lineno, rec in read_jsonl(path / EVENTS_JSONL, notes):
         check_schema(rec, path / EVENTS_JSONL, lineno)
         events.append(rec)

@@ -104,7 +104,7 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     if any(isinstance(g.health, GpuHealth) for g in topo.gpus):
         _print_health_table(console, topo)
     else:
-        why = {getattr(g.health, "reason", None) or getattr(g.health, "error", "not read") for g in topo.gpus}
+        why = {str(getattr(g.health, "reason", None) or getattr(g.health, "error", "not read")) for g in topo.gpus}
         console.print(f"GPU health: n/a ({'; '.join(sorted(why))}; source {topo.source})")
 
     h = topo.host

@@ -171,7 +171,7 @@ def _fault(path: str, f: Any, k: int, nodes: int, nics: int) -> NodeFault:
         version = f.get("version")
         if not isinstance(version, str) or not version:
             raise InputFileError(path, "a driver fault needs version = \"X.Y.Z\"", key=f"{key}.version")
-    return NodeFault(where=where, what=what, nodes=ids, link=kind == "pair", factor=factor, nic=nic,
+    return NodeFault(where=m.group(0), what=what, nodes=ids, link=kind == "pair", factor=factor, nic=nic,
                      version=version, description=str(f.get("description", "")))
 
 

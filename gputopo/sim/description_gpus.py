@@ -64,7 +64,7 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
         spec.update(entry)
         specs.append(spec)
 
-        def where(k):
+        def where(k, key=key, entry=entry):
             return key + (k,) if k in entry else ("defaults", k)
 
         name = spec.get("name")

@@ -69,7 +69,7 @@ def acs_redirect_bridges(ctx: DescContext, raw: Dict[str, Any], desc: MachineDes
     if isinstance(acs, list):
         known = desc.pcie_tree.by_bdf
         out = []
-        for k, bdf in enumerate(acs):
+        for bdf in acs:
             try:
                 key = PciAddress.parse(check_str(ctx, bdf, "host", "acs_redirect")).lspci
             except ValueError as exc:

@@ -5,7 +5,7 @@ taken down by ``nvlinks_down`` and ``link_down`` faults (a scan then sees the pa
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Set, Tuple
 
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS
@@ -32,7 +32,7 @@ def wire_nvlinks(ctx: DescContext, data: Dict[str, Any], gpus: List[GpuDesc], sp
     _apply_link_downs(ctx, gpus, specs, faults, wired, nvswitch, peer_links)
     nv_active: Dict[Tuple[int, int], int] = {}
     if not nvswitch:
-        for (i, j), (li, lj) in peer_links.items():
+        for (i, j), (li, _lj) in peer_links.items():
             nv_active[(i, j)] = sum(1 for a in li if gpus[i].nvlinks[a].active)
     return switch_ids, nv_active
 
@@ -180,7 +180,7 @@ def _wire_switch(ctx, data, gpus, specs, wired) -> List[str]:
 
 
 def _apply_link_downs(ctx, gpus, specs, faults, wired, nvswitch, peer_links) -> None:
-    down = set()  # (gpu, link)
+    down: Set[Tuple[int, int]] = set()  # (gpu, link)
     for g in gpus:
         spec = specs[g.index]
         if "nvlinks_down" not in spec:

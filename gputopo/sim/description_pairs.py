@@ -151,7 +151,7 @@ def _parse_pairs_table(ctx, table, n, gpus, name, pcie_only, need_all=True) -> D
             raise ctx.error(f"pair {pair[0]},{pair[1]} given twice ({out[pair]} and {cls})", name, key)
         out[pair] = cls
 
-    default = None
+    default: Optional[LinkClass | str] = None  # a class, "numa" or none given
     for key, value in table.items():
         if key == "default":
             if value == "numa":
@@ -177,6 +177,6 @@ def _parse_pairs_table(ctx, table, n, gpus, name, pcie_only, need_all=True) -> D
             if default is None:
                 raise ctx.error(f"pair {i},{j} has no class; list it or set default = \"SYS\" "
                                 "(or \"numa\": NODE on one NUMA node, SYS across)", name)
-            out[(i, j)] = _lc(_numa_kind(gpus[i], gpus[j])) if default == "numa" else default
+            out[(i, j)] = default if isinstance(default, LinkClass) else _lc(_numa_kind(gpus[i], gpus[j]))
     return out
 

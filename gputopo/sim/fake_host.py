@@ -249,16 +249,15 @@ def format_topo_text(desc) -> str:
     """``nvidia-smi topo -m`` text for a description (tab separated, legend, as the driver prints)."""
     n = len(desc.gpus)
     nics = [f"NIC{k}" for k in range(len(desc.nics))]
-    tree = desc.pcie_tree if nics else None  # NIC k is endpoint n + k of the tree
     head = "\t" + "\t".join([f"GPU{i}" for i in range(n)] + nics) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
     rows = [head]
     for i, g in enumerate(desc.gpus):
         cells = [" X " if i == j else str(desc.link_class(i, j)) for j in range(n)]
-        cells += [tree.derived_kind(i, n + k) for k in range(len(nics))]
+        cells += [desc.pcie_tree.derived_kind(i, n + k) for k in range(len(nics))]  # NIC k: endpoint n + k
         numa = str(g.numa_node) if g.numa_node is not None else "N/A"
         rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{g.cpu_affinity or 'N/A'}\t{numa}\t\tN/A")
     for k, label in enumerate(nics):
-        cells = [" X " if k == m else tree.derived_kind(n + k, e) for m, e in
+        cells = [" X " if k == m else desc.pcie_tree.derived_kind(n + k, e) for m, e in
                  [(None, i) for i in range(n)] + [(m, n + m) for m in range(len(nics))]]
         rows.append(f"{label}\t" + "\t".join(cells))
     legend = ["", "Legend:", ""]

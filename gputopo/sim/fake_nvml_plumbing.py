@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Dict, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 
 from gputopo.probe import nvml_codes as _codes  # plain data: the fake never imports pynvml
 from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID_ARGUMENT,
                                       NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED)
 
 from .pci import PciAddress
+
+if TYPE_CHECKING:
+    from .records import MachineDesc
 
 
 # --------------------------------------------------------------------------- errors
@@ -123,6 +126,7 @@ def device_call(n_handles=1):
         def wrapper(self, *args):
             if len(args) < n_handles:
                 raise TypeError(f"{name}() missing device handle")
+            indices: Tuple[int, ...]
             if n_handles == 1:
                 indices = (self._index_of(args[0]),)
             else:
@@ -137,7 +141,19 @@ def device_call(n_handles=1):
 
 class NvmlPlumbing:
     """What every call of the fake needs: the checks, handle -> GPU index, strings, NVLink ports.
-    The state they read (desc, calls, errors, lost...) is set by FakeNvml.__init__."""
+    The state they read (desc, calls, errors, lost...) is set by FakeNvml.__init__; it is declared
+    here, once, so that every mixin (and its reader) knows what it may use."""
+
+    desc: "MachineDesc"
+    lost: FrozenSet[int]
+    unsupported: FrozenSet[str]
+    errors: Dict[Tuple[str, Optional[int]], int]
+    bytes_strings: bool
+    _init_count: int
+    _handles: List[DeviceHandle]
+    _addrs: List[PciAddress]
+    calls: Dict[str, int]
+    _p2p_cache: Dict[Tuple[int, int], Dict[str, str]]
 
     def _raise(self, code: int):
         raise NVMLError(code)

@@ -108,7 +108,7 @@ class Fault:
         return str(cls) == target
 
     def to_json(self) -> Dict[str, Any]:
-        d = {"where": self.where, "what": self.what, "path": self.path}
+        d: Dict[str, Any] = {"where": self.where, "what": self.what, "path": self.path}
         if self.what in ("corrupt", "nan"):
             d["rate"] = self.rate
         if self.what == "slow" or (self.what == "downtrained" and self.factor_given):

@@ -96,7 +96,7 @@ def pci_devices(desc, iommu_groups: Optional[Dict[str, int]] = None) -> List[Pci
             numa_node=g.numa_node, iommu_group=groups.get(addr.lspci), link_gen=g.pcie_gen,
             link_width=g.pcie_width, link_gen_max=g.pcie_gen_max, link_width_max=g.pcie_width_max,
             driver="nvidia", modules="nvidiafb, nouveau, nvidia_drm, nvidia", gpu_index=g.index))
-    for k, nic in enumerate(desc.nics):
+    for nic in desc.nics:
         vendor, device, code, class_name, name = NIC_PCI_IDS
         devices.append(PciDevice(
             addr=nic.address, class_code=code, class_name=class_name, vendor_id=vendor,
@@ -268,9 +268,9 @@ def _parse_selector(text: str) -> Optional[Tuple[Optional[int], Optional[int], O
     parts = text.split(":")
     if len(parts) > 3:
         return None
-    parts = [None] * (3 - len(parts)) + parts
+    padded: List[Optional[str]] = [None] * (3 - len(parts)) + list(parts)
     try:
-        dom, bus, slot = (int(p, 16) if p else None for p in parts)
+        dom, bus, slot = (int(p, 16) if p else None for p in padded)
     except ValueError:
         return None
     return dom, bus, slot, func

@@ -123,10 +123,16 @@ def endpoint_kind(gpu_kind: Callable[[int, int], str], gpu_numa: Sequence[Option
     def by_numa(numa, other_numa) -> str:
         return "NODE" if numa == other_numa else "SYS"
 
+    def near_class(a: NicDesc) -> str:
+        # parse_nics sets a NIC's class to its GPU whenever it sets the GPU
+        if a.near_class is None:
+            raise ValueError(f"NIC {a.name} is placed beside GPU {a.gpu} without a class to it")
+        return a.near_class
+
     def nic_to_gpu(a: NicDesc, g: int) -> str:
         if a.gpu is None:
             return by_numa(a.numa_node, gpu_numa[g])
-        return a.near_class if g == a.gpu else _worse(a.near_class, gpu_kind(a.gpu, g))
+        return near_class(a) if g == a.gpu else _worse(near_class(a), gpu_kind(a.gpu, g))
 
     def kind(i: int, j: int) -> str:
         if i < n and j < n:
@@ -135,13 +141,12 @@ def endpoint_kind(gpu_kind: Callable[[int, int], str], gpu_numa: Sequence[Option
             g, a = (i, nics[j - n]) if i < n else (j, nics[i - n])
             return nic_to_gpu(a, g)
         a, b = nics[i - n], nics[j - n]
-        if a.gpu is None and b.gpu is None:
-            return by_numa(a.numa_node, b.numa_node)
-        if a.gpu is None or b.gpu is None:
-            near, far = (a, b) if a.gpu is not None else (b, a)
-            return nic_to_gpu(far, near.gpu)
+        if a.gpu is None:
+            return by_numa(a.numa_node, b.numa_node) if b.gpu is None else nic_to_gpu(a, b.gpu)
+        if b.gpu is None:
+            return nic_to_gpu(b, a.gpu)
         if a.gpu == b.gpu:
-            return _worse(a.near_class, b.near_class)
-        return _worse(a.near_class, b.near_class, gpu_kind(a.gpu, b.gpu))
+            return _worse(near_class(a), near_class(b))
+        return _worse(near_class(a), near_class(b), gpu_kind(a.gpu, b.gpu))
 
     return kind

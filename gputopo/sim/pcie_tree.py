@@ -146,7 +146,7 @@ class _BusPool:
 
     def take(self, domain: int, count: int, below: int) -> List[int]:
         used = self.used.setdefault(domain, set())
-        got = []
+        got: List[int] = []
         for bus in list(range(below - 1, -1, -1)) + list(range(below + 1, 256)):
             if len(got) == count:
                 break
@@ -197,13 +197,15 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
             root_bus = next(buses)
             host = f"pci{domain:04x}:{root_bus:02x}"
 
+            # bridge, switch and attach are called only within this iteration, so the loop's
+            # variables they read (B023) are this iteration's
             def bridge(addr, role, parent, gpus):
                 if role == ROOT_PORT:
                     ids = (rp_vendor, rp_device, rp_name)
                 else:
-                    ids = (sw_vendor, sw_device, sw_name)
-                b = PciBridge(addr=addr, role=role, parent=parent, host_bridge=host, vendor_id=ids[0],
-                              device_id=ids[1], lspci_name=ids[2], pcie_gen=gen, numa_node=numa,
+                    ids = (sw_vendor, sw_device, sw_name)  # noqa: B023
+                b = PciBridge(addr=addr, role=role, parent=parent, host_bridge=host, vendor_id=ids[0],  # noqa: B023
+                              device_id=ids[1], lspci_name=ids[2], pcie_gen=gen, numa_node=numa,  # noqa: B023
                               gpus=list(gpus))
                 bridges.append(b)
                 return b
@@ -211,15 +213,15 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
             def switch(parent, groups_below):
                 """A switch below ``parent``; each entry of groups_below is a GPU index or a list
                 (a PIX group that gets its own second-level switch). Returns its DSPs."""
-                usp_bus = next(buses)
+                usp_bus = next(buses)  # noqa: B023
                 parent.secondary = usp_bus
                 all_gpus = [g for e in groups_below for g in (e if isinstance(e, list) else [e])]
-                usp = bridge(PciAddress(domain, usp_bus, 0, 0), SWITCH_UP, parent, all_gpus)
-                dsp_bus = next(buses)
+                usp = bridge(PciAddress(domain, usp_bus, 0, 0), SWITCH_UP, parent, all_gpus)  # noqa: B023
+                dsp_bus = next(buses)  # noqa: B023
                 usp.secondary = dsp_bus
                 for k, entry in enumerate(groups_below):
                     gpus = entry if isinstance(entry, list) else [entry]
-                    dsp = bridge(PciAddress(domain, dsp_bus, k % 32, k // 32), SWITCH_DOWN, usp, gpus)
+                    dsp = bridge(PciAddress(domain, dsp_bus, k % 32, k // 32), SWITCH_DOWN, usp, gpus)  # noqa: B023
                     if isinstance(entry, list):
                         switch(dsp, entry)
                     else:

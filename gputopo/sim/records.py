@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from gputopo.model.bandwidth import nvlink_gbps, pcie_gbps
+from gputopo.model.bandwidth import PCIE_X16_GBPS, nvlink_gbps, pcie_gbps
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
 
@@ -271,7 +271,7 @@ class MachineDesc:
                 continue
             if f.scope == "gpu":
                 hit = f.gpus[0] == i or (j is not None and f.gpus[0] == j)
-            elif key is None:
+            elif key is None or cls is None:
                 hit = False
             elif f.scope == "pair":
                 hit = f.gpus == key
@@ -305,4 +305,4 @@ def _pcie_theory(g: GpuDesc) -> float:
     """Theoretical GB/s of a GPU's healthy PCIe link under load: max generation (idle GPUs drop
     the generation, load brings it back), declared width (before downtrained faults)."""
     width = g.pcie_width_healthy if g.pcie_width_healthy is not None else g.pcie_width
-    return pcie_gbps(g.pcie_gen_max, width) or pcie_gbps(4, 16)
+    return pcie_gbps(g.pcie_gen_max, width) or PCIE_X16_GBPS[4]  # an unknown generation: Gen4 x16

@@ -33,6 +33,15 @@ DP_BUFFER_BYTES = 10 * 1024 * 1024
 Transfer = Tuple[Optional[torch.Tensor], Optional[torch.Tensor], int, int]  # dst, src, dst_gpu, src_gpu
 
 
+def local_buffer(t: Optional[torch.Tensor], gpu: int) -> torch.Tensor:
+    """``t``, a buffer on ``gpu``, which this process drives: Ops.empty (and the benchmarks'
+    buffers) are None only for another process's GPU, so None here is a caller's bug, raised
+    rather than passed on."""
+    if t is None:
+        raise RuntimeError(f"no buffer on GPU {gpu}, which this process drives")
+    return t
+
+
 def chunk_rows(rows: int, parts: int) -> List[Tuple[int, int]]:
     """(start, stop) rows of ``torch.chunk(rows, parts)``: pieces of ceil(rows/parts)."""
     step = -(-rows // parts)
@@ -44,7 +53,9 @@ def buckets(shapes: Sequence[Tuple[int, ...]], limit_bytes: int = DP_BUFFER_BYTE
 
     Like torch's ``_take_tensors``: a tensor larger than the limit gets a bucket of its own.
     """
-    out, cur, cur_bytes = [], [], 0
+    out: List[List[int]] = []
+    cur: List[int] = []
+    cur_bytes = 0
     for k, shp in enumerate(shapes):
         nbytes = 4 * _numel(shp)
         if cur and cur_bytes + nbytes > limit_bytes:
@@ -150,8 +161,9 @@ class Ops:
             recv = {g: self.empty(g, n) for g in others}
             self.transfers([(recv[g], flat, g, master) for g in others], route)
             for g in others:
-                if recv[g] is not None:
-                    out[g].extend(_unflatten(recv[g], [shapes[k] for k in idx]))
+                got = recv[g]
+                if got is not None:
+                    out[g].extend(_unflatten(got, [shapes[k] for k in idx]))
                     self.local_cost(g, 4 * n)
         if self.is_local(master):
             out[master] = list(params[master])
@@ -166,10 +178,10 @@ class Ops:
         for g, (a, b) in zip(gpus, pieces):
             if g == master:
                 if self.is_local(g):
-                    out[g] = batch[a:b]  # the master keeps a view of its piece
+                    out[g] = local_buffer(batch, master)[a:b]  # the master keeps a view of its piece
                 continue
             dst = self.empty(g, (b - a,) + tuple(shape[1:]))
-            src = batch[a:b] if self.is_local(master) else None
+            src = local_buffer(batch, master)[a:b] if self.is_local(master) else None
             items.append((dst, src, g, master))
             if dst is not None:
                 out[g] = dst
@@ -185,7 +197,7 @@ class Ops:
         for g, (a, b) in zip(gpus, chunk_rows(shape[0], len(gpus))):
             dst = out[a:b] if out is not None else None
             if g == master:
-                if out is not None:
+                if dst is not None:  # (when out is)
                     dst.copy_(pieces[g])
                     self.local_cost(master, 4 * dst.numel())
                 continue
@@ -212,7 +224,7 @@ class Ops:
             if self.is_local(master):
                 total = flat[master]
                 for g in others:
-                    total = total + recv[g]
+                    total = total + local_buffer(recv[g], master)
                     self.local_cost(master, 4 * n)
                 result.extend(_unflatten(total, [shapes[k] for k in idx]))
         return result if self.is_local(master) else None

@@ -25,7 +25,7 @@ def _first_available(mod, *names):
     raise NotImplementedError(f"torch.distributed has none of {names}")
 
 
-class DistMixin:
+class DistMixin(Ops):
     """Rank-level collectives and the cross-rank sample combine, over torch.distributed."""
 
     world = 1
@@ -102,16 +102,15 @@ class CpuOps(DistMixin, Ops):
         return torch.device("cpu")
 
     def transfers(self, items, route: str = "p2p") -> None:
-        dist = self._dist() if self.world > 1 else None
         reqs = []
         for tag, (dst, src, dst_gpu, src_gpu) in enumerate(items):
             here_src, here_dst = self.is_local(src_gpu), self.is_local(dst_gpu)
             if here_src and here_dst:
                 dst.copy_(src)
             elif here_src:
-                reqs.append(dist.isend(src, dst=self.rank_of(dst_gpu), tag=tag))
+                reqs.append(self._dist().isend(src, dst=self.rank_of(dst_gpu), tag=tag))
             elif here_dst:
-                reqs.append(dist.irecv(dst, src=self.rank_of(src_gpu), tag=tag))
+                reqs.append(self._dist().irecv(dst, src=self.rank_of(src_gpu), tag=tag))
         for r in reqs:
             r.wait()
 

@@ -53,7 +53,7 @@ def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
     (CUDA_VISIBLE_DEVICES), and guessing a number for it measured another GPU. The parent only
     plans steps on visible GPUs (gputopo.bench.visible); :meth:`CudaOps.device` refuses others.
     """
-    by_bus = {}
+    by_bus: Dict[tuple, int] = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
         if " MIG " in f" {getattr(props, 'name', '')} ":
@@ -145,7 +145,7 @@ class CudaOps(DistMixin, Ops):
                 s.wait_stream(torch.cuda.current_stream(s.device))
             with torch.cuda.stream(s_src), torch.cuda.stream(s_dst):
                 dst.copy_(src, non_blocking=True)
-        for k, (dst, src, dst_gpu, src_gpu) in enumerate(items):
+        for k, (_dst, _src, dst_gpu, src_gpu) in enumerate(items):
             for s in self._side_streams(k, src_gpu, dst_gpu):
                 torch.cuda.current_stream(s.device).wait_stream(s)
 

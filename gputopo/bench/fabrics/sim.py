@@ -42,7 +42,7 @@ import random
 import sys
 import time
 import zlib
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import torch
 
@@ -64,13 +64,13 @@ class _Link:
 
 
 def _as_link(m) -> _Link:
-    return _Link(getattr(m, "gbps"), getattr(m, "latency_us", 0.0))
+    return _Link(m.gbps, getattr(m, "latency_us", 0.0))
 
 
 class SimModel:
     """Routes, modeled times and faults of one simulated machine description."""
 
-    def __init__(self, desc, env: Optional[Dict[str, str]] = None):
+    def __init__(self, desc, env: Optional[Mapping[str, str]] = None):
         self.desc = desc
         self.base = _without_downtrained(desc)
         env = os.environ if env is None else env
@@ -160,6 +160,8 @@ class SimModel:
 def _factor(f, default: float) -> float:
     """The fraction of throughput a fault leaves (FORMAT.md), in (0, 1]."""
     v = getattr(f, "factor", None)
+    if v is None:
+        return default
     try:
         v = float(v)
     except (TypeError, ValueError):
@@ -367,7 +369,7 @@ class SimOps(Ops):
             route = self.collective_route()
             return {"path": "nccl", "nccl_route": route,
                     "healthy_model": self.model.model_facts(i, j, route)}
-        a, b = (src, dst) if src is not None else (i, j)
+        a, b = (src, dst) if src is not None and dst is not None else (i, j)
         route = "host" if test == "p2p.staged" else self.peer_route(a, b)
         return {"path": route, "peer_access": self.peer_access(a, b),
                 "healthy_model": self.model.model_facts(a, b, route)}

@@ -10,7 +10,7 @@ a list keeps it; later ones say "the same N bridges as above".
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Set
+from typing import List, Optional, Set, overload
 
 #: A PCI bridge address as causes.py writes it.
 BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
@@ -23,6 +23,12 @@ class BridgeNamer:
 
     def __init__(self) -> None:
         self._named: Set[str] = set()
+
+    @overload
+    def __call__(self, text: str) -> str: ...
+
+    @overload
+    def __call__(self, text: None) -> None: ...
 
     def __call__(self, text: Optional[str]) -> Optional[str]:
         if text is None:

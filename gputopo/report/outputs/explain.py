@@ -53,8 +53,8 @@ class Explanation:
         suffix = f" ({lc})" if lc else ""
         if not any(f.gpus for f in fs):
             return "the machine"
-        if len(fs) == 1:
-            g = fs[0].gpus
+        g = fs[0].gpus
+        if len(fs) == 1 and g:  # (it has GPUs: some finding has)
             return f"GPU{'s' if len(g) > 1 else ''} {gpus_text(g)}{suffix}"
         return group_where(fs) + suffix
 
@@ -70,6 +70,7 @@ def explanations(findings: List[Finding]) -> List[Explanation]:
         groups.setdefault(key, []).append(f)
     out = []
     for (kind, severity, *_), fs in groups.items():
-        remedies = [_merge_bridges([f.remedies[k] for f in fs]) for k in range(len(fs[0].remedies))]
+        merged = [_merge_bridges([f.remedies[k] for f in fs]) for k in range(len(fs[0].remedies))]
+        remedies = [r for r in merged if r is not None]  # (all are: remedies are texts)
         out.append(Explanation(kind, severity, _merge_bridges([f.cause for f in fs]), remedies, fs))
     return out

@@ -96,13 +96,15 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
         for a in range(n):
             for b in range(n):
                 if texts[a][b] and (a, b) not in wrong:
-                    color = _text_color(_hex_rgb(palette.get(labels[a][b], "#ffffff")))
+                    lab = labels[a][b]
+                    color = _text_color(_hex_rgb(palette.get(lab, "#ffffff") if lab is not None else "#ffffff"))
                     ax.text(b, a, texts[a][b], ha="center", va="center", fontsize=7 if n <= 10 else 6, color=color)
     counts: Dict[str, int] = {}
     for a in range(n):
         for b in range(n):
-            if labels[a][b] in code:
-                counts[labels[a][b]] = counts.get(labels[a][b], 0) + 1
+            lab = labels[a][b]
+            if lab is not None and lab in code:
+                counts[lab] = counts.get(lab, 0) + 1
     used = [c for c in cats if counts.get(c)]
     names = legend_labels or {}
     handles = [Patch(facecolor=palette[c], edgecolor="#999999", label=names.get(c, c)) for c in used]

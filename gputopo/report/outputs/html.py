@@ -9,7 +9,7 @@ import base64
 import json
 from html import escape
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 from gputopo.report.summary import Summary
 
@@ -87,7 +87,7 @@ def _note(text) -> str:
     return f'<p class="note">{escape(text)}</p>' if text else ""
 
 
-def render_html(summary: Summary, plots: List[Plot] = ()) -> str:
+def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     r = summary.run_json()
     title = f"gputopo report: {r['machine'] or 'run'}" + (" (SIMULATED)" if summary.simulated else "")
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -151,7 +151,7 @@ def render_html(summary: Summary, plots: List[Plot] = ()) -> str:
     return "\n".join(parts)
 
 
-def write_html(summary: Summary, out_dir, plots: List[Plot] = ()) -> Path:
+def write_html(summary: Summary, out_dir, plots: Sequence[Plot] = ()) -> Path:
     path = Path(out_dir) / FILENAME
     path.write_text(render_html(summary, plots), encoding="utf-8")
     return path

@@ -64,7 +64,7 @@ def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
         ax = fig.add_subplot(inner[0])
         dax = fig.add_subplot(inner[1], sharex=ax)
         gpus = record_gpus(rec)
-        way, verdict, step = rec.get("way"), rec.get("verdict"), rec.get("step")
+        way, verdict, step = str(rec.get("way")), rec.get("verdict"), rec.get("step")
         ref = next((r for r in refs if record_gpus(r) == gpus), None) or (refs[0] if refs else None)
         if isinstance(rec.get("reference_losses"), list):
             ref_losses = rec["reference_losses"]
@@ -84,7 +84,7 @@ def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
             op = _finite(other["losses"])
             series.append(op)
             ax.plot([p[0] for p in op], [p[1] for p in op], "--", color="#4575b4", lw=1.2, zorder=3,
-                    label=f"{WAY_LABELS.get(other_way, other_way)} ({other.get('verdict')})")
+                    label=f"{WAY_LABELS.get(str(other_way), str(other_way))} ({other.get('verdict')})")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color="#d73027", ms=2.5, lw=1.2, zorder=4,
                 label=f"{WAY_LABELS.get(way, way)} ({verdict})")
         values = [v for s in series for _, v in s]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 from gputopo.report.summary import Summary
 
@@ -31,7 +31,7 @@ def md_table(head: List[str], rows: List[List[str]]) -> str:
     return "\n".join(out)
 
 
-def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
+def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     r = summary.run_json()
     lines = [f"# gputopo report: {r['machine'] or 'run'}", ""]
     if summary.simulated:
@@ -98,7 +98,7 @@ def render_markdown(summary: Summary, plots: List[Plot] = ()) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(summary: Summary, out_dir, plots: List[Plot] = ()) -> Path:
+def write_markdown(summary: Summary, out_dir, plots: Sequence[Plot] = ()) -> Path:
     path = Path(out_dir) / FILENAME
     path.write_text(render_markdown(summary, plots), encoding="utf-8")
     return path

@@ -73,7 +73,7 @@ def figures_note(summary: Summary) -> Optional[str]:
 # --- the verdict and the raw files ------------------------------------------------------------
 
 def verdict_line(summary: Summary) -> str:
-    counts = {}
+    counts: Dict[str, int] = {}
     for f in summary.findings:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]

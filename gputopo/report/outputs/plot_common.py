@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
+from gputopo.report.pairs import PairRow
 from gputopo.report.summary import Summary
 
 from .wrong_data import WRONG_DATA_LABEL, wrong_data_handle
@@ -45,7 +46,7 @@ def gpu_indices(summary: Summary) -> List[int]:
     topo = summary.run.topology
     if topo is not None and topo.gpus:
         return sorted(topo.indices)
-    found = set()
+    found: Set[int] = set()
     for p in summary.pairs:
         found.update(p.gpus)
     for m in summary.run.measurements:
@@ -53,7 +54,7 @@ def gpu_indices(summary: Summary) -> List[int]:
     return sorted(found)
 
 
-def _pair_rows(summary: Summary):
+def _pair_rows(summary: Summary) -> Tuple[Dict[int, int], List[PairRow]]:
     idx = gpu_indices(summary)
     pos = {g: k for k, g in enumerate(idx)}
     return pos, [p for p in summary.pairs if len(p.gpus) == 2 and p.gpus[0] in pos and p.gpus[1] in pos]
@@ -62,7 +63,7 @@ def _pair_rows(summary: Summary):
 def _matrix(summary: Summary, value) -> List[List[Optional[float]]]:
     """N x N of value(pair_row, i, j) for directions i -> j; None where nothing was measured."""
     pos, pairs = _pair_rows(summary)
-    mat = [[None] * len(pos) for _ in pos]
+    mat: List[List[Optional[float]]] = [[None] * len(pos) for _ in pos]
     for p in pairs:
         i, j = p.gpus
         mat[pos[i]][pos[j]] = value(p, i, j)

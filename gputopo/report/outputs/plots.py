@@ -38,7 +38,7 @@ __all__ = ["ANNOTATE_MAX_GPUS", "CLASS_WORDS", "DPI", "KIND_COLORS", "MAX_LOSS_P
 def write_plots(summary: Summary, out_dir) -> List[Plot]:
     """Every plot that has data; returns them in display order."""
     out_dir = Path(out_dir)
-    plots = []
+    plots: List[Plot] = []
     if not gpu_indices(summary):
         return plots
     if summary.pairs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from gputopo.report.headline import efficiency_of, link_class_of, measured_gbps, metric_of
 from gputopo.report.summary import Summary
@@ -33,7 +33,7 @@ def result_rows(summary: Summary) -> List[dict]:
         gbps = measured_gbps(m)
         eff, exp = efficiency_of(topo, m, gbps)
         ok_time = m.error is None and bool(m.samples_s)
-        wrong = m.wrong
+        wrong: Optional[int] = m.wrong
         if m.extra.get("wrong_not_available"):
             wrong = None  # nccl-tests printed N/A: validation was off, nothing was checked
         rows.append({

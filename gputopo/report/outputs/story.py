@@ -194,15 +194,16 @@ def story(summary: Summary) -> List[StoryItem]:
     class_texts: Dict[int, Tuple[StoryItem, str, List[str]]] = {}  # a culprit's classes, each told once
     for k, c in enumerate(summary.classes):
         if c.verdict in ("broken", "degraded"):
-            it = _class_item(summary, c, exps)
-            lit = _class_fault_of(local, it.findings) if it is not None else None
+            cit = _class_item(summary, c, exps)
+            lit = _class_fault_of(local, cit.findings) if cit is not None else None
             if lit is not None:  # the class's own story (e.g. DataParallel against DDP) leads its culprit's
                 fid = finding_id(lit.findings[0])
-                told_here = _class_item(summary, c, exps, lambda f: fid in ((f.evidence or {}).get("explained_by") or []))
-                class_texts.setdefault(id(lit), (lit, lit.text, []))[2].append(told_here.text)
-            it = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
-            if it is not None:
-                items.append(((_SEV_RANK[it.severity], 1, k), it))
+                told_here = _class_item(summary, c, exps, lambda f, fid=fid: fid in ((f.evidence or {}).get("explained_by") or []))
+                if told_here is not None:  # none of the class's findings is the culprit's: nothing to tell
+                    class_texts.setdefault(id(lit), (lit, lit.text, []))[2].append(told_here.text)
+            cit = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
+            if cit is not None:
+                items.append(((_SEV_RANK[cit.severity], 1, k), cit))
     for lit, own_text, texts in class_texts.values():
         lit.text = f"{' '.join(texts)} Culprit: {own_text}"
         lit.details = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
@@ -212,14 +213,14 @@ def story(summary: Summary) -> List[StoryItem]:
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
         heads = list(dict.fromkeys(f.message.split(": ")[0] for f in other))
-        told = any(it.remedies for _, it in items)
+        remedied = any(it.remedies for _, it in items)
         mine = [e for e in exps if any(f in other for f in e.findings)]
         items.append(((_SEV_RANK[sev], 2, 0), StoryItem(
             sev, ("Imported test: " if all((f.evidence or {}).get("tool") for f in other)  # import_findings.py
                   else "Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
             + "; ".join(heads) + ".",
-            None if told else next((e.cause for e in mine if e.cause), None),
-            [] if told else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
+            None if remedied else next((e.cause for e in mine if e.cause), None),
+            [] if remedied else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
     data = [f for f in summary.findings if f.kind in DATA_KINDS]
     for k, f in enumerate(data):
         items.append(((_SEV_RANK[f.severity], 3, k), StoryItem(f.severity, f"Data: {f.message}.", None,

@@ -5,7 +5,7 @@ did not tell."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Set
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
@@ -49,7 +49,7 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
         console.print(Text(f"SIMULATED: {simulated_line(summary)}", style="bold black on yellow"))
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))
     points = story(summary)
-    told = set()
+    told: Set[int] = set()  # id() of the findings the story told
     named = BridgeNamer()  # a bridge list is spelled out once on the terminal
     for it in points:
         if it.severity == "info":
