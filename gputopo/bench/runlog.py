@@ -126,6 +126,11 @@ def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, D
         if notes is not None:
             notes.append(f"{path.name}:{lineno}: skipped, {why}")
 
+    from gputopo.inputs import user_file_problem
+
+    problem = user_file_problem(path)  # /dev/zero has no lines to end; a FIFO blocks the open
+    if problem:
+        raise InputFileError(path, f"cannot read: {problem}")
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError as e:  # a directory, no permission: the user's file, not our bug
@@ -237,9 +242,13 @@ def read_run_info(run_dir) -> Dict[str, Any]:
     path = p / RUN_JSON
     if not path.is_file():
         raise UsageError(f"--resume {p}: not a gputopo run folder (no {RUN_JSON})")
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        info = json.loads(read_user_text(path, RUN_JSON, MAX_TEXT_BYTES))
+    except InputFileError as e:
+        raise UsageError(f"--resume {p}: {e}") from None
+    except json.JSONDecodeError as e:
         raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
     from .resume_check import check_run_info
 

@@ -18,12 +18,11 @@ from .nccl_tests import device_keys, normalize_bus_id
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same log given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_bytes
+
     seen = {}
     for p in paths:
-        try:
-            key = hashlib.sha256(p.read_bytes()).hexdigest()
-        except OSError:
-            continue  # unreadable: the parser says why
+        key = hashlib.sha256(read_user_bytes(p, "nccl-tests log", MAX_TEXT_BYTES)).hexdigest()
         if key in seen:
             same = "is given twice" if seen[key].resolve() == p.resolve() else f"has the same content as {seen[key]}"
             raise UsageError(f"{p} {same}: its measurements would be counted twice; give each log once")
@@ -68,12 +67,10 @@ def load_topo_file(path: str) -> Topology:
     import json
 
     from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_bytes
     from gputopo.model import topology_from_json
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputFileError(path, f"cannot read: {e.strerror}") from None
+    data = read_user_bytes(path, "topology", MAX_DESCRIPTION_BYTES)
     if data.lstrip()[:1] == b"{":
         try:
             return topology_from_json(json.loads(data))

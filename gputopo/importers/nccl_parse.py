@@ -214,9 +214,8 @@ def _op_of(log: NcclTestsLog) -> Optional[str]:
 
 
 def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise InputFileError(p, f"cannot read: {e.strerror}") from None
+    text = read_user_text(p, "nccl-tests log", MAX_TEXT_BYTES, errors="replace")
     return parse_nccl_tests(text, source=str(p), op=op)

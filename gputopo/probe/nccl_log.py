@@ -171,11 +171,13 @@ def _host_of(rank: int, ranks: Dict[Tuple[str, int], dict]) -> str:
 
 
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
-    """Parse several files (one per rank or one for the job) into one log. OSError propagates."""
+    """Parse several files (one per rank or one for the job) into one log; InputFileError (one
+    line) for a file that is not a readable regular file or is larger than any real log."""
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     log = NcclDebugLog()
     for p in paths:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            parse_nccl_debug(f.read(), into=log)
+        parse_nccl_debug(read_user_text(p, "NCCL log", MAX_TEXT_BYTES, errors="replace"), into=log)
     return log
 
 
