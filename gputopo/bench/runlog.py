@@ -49,7 +49,8 @@ def new_run_dir(base, machine: str, now: Optional[_dt.datetime] = None) -> Path:
     check_writable_dir(base, "reports folder")
     base.mkdir(parents=True, exist_ok=True)
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    name = f"{stamp}-{_UNSAFE.sub('_', machine or '').strip('_') or 'machine'}"
+    # the machine's name is user text (a description's `name`): only safe characters, and short
+    name = f"{stamp}-{_UNSAFE.sub('_', machine or '').strip('_')[:60] or 'machine'}"
     for k in range(1, 10_000):
         cand = base / (name if k == 1 else f"{name}-{k}")
         try:

@@ -101,7 +101,7 @@ def _stop_helpers() -> None:
 
 #: OSErrors about a path the user gave (a read-only folder, a folder where a file goes...).
 _USER_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
-                     errno.ENAMETOOLONG, errno.ENOSPC}
+                     errno.ENAMETOOLONG, errno.ENOSPC, errno.ELOOP, errno.EEXIST}
 
 
 def _internal_error(e: Exception):
