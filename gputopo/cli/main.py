@@ -75,15 +75,70 @@ def _terminate_as_interrupt():
     return None
 
 
+#: A reader that closed the pipe (`gputopo scan | head -1`): no message, the status a shell
+#: gives a program killed by SIGPIPE (128 + 13), so `set -o pipefail` still sees the output cut.
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _plain_streams() -> None:
+    """stdout/stderr that cannot encode a character (PYTHONIOENCODING=ascii, a C locale) print
+    it as '?' instead of failing with UnicodeEncodeError; a bogus MPLBACKEND (matplotlib refuses
+    to import) is replaced by Agg, which every gputopo plot uses anyway."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc and not enc.startswith("utf") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
+    if "matplotlib" not in sys.modules and os.environ.get("MPLBACKEND", "").lower() != "agg":
+        os.environ["MPLBACKEND"] = "Agg"
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
     old_sigterm = _terminate_as_interrupt()
+    _plain_streams()
     try:
         _main(argv)
+        _flush_stdout()
+    except SystemExit as e:
+        if e.code not in (None, 0, EXIT_BROKEN_PIPE):
+            _flush_stdout(quiet_exit=False)
+        elif e.code in (None, 0):
+            _flush_stdout()
+        raise
     finally:
         _stop_helpers()
         if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
             signal.signal(signal.SIGTERM, old_sigterm)
+
+
+def _flush_stdout(quiet_exit: bool = True) -> None:
+    """Flush what is left of stdout now, while an error can still be said in one line: a
+    closed pipe ends quietly (141), a full disk (`> /dev/full`) says so (exit 2)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+        if quiet_exit:
+            sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as e:
+        _stdout_gone()
+        if quiet_exit:
+            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e}", err=True)
+            sys.exit(EXIT_USAGE)
+    except (ValueError, AttributeError):  # stdout closed or None
+        pass
 
 
 def _stop_helpers() -> None:
@@ -132,8 +187,14 @@ def _main(argv=None):
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except BrokenPipeError:
-        sys.exit(0)
+        _stdout_gone()
+        sys.exit(EXIT_BROKEN_PIPE)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO) and e.filename is None:
+            _stdout_gone()  # stdout itself, or a file whose name the error lost: not our bug
+            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e} "
+                       "(a full disk or quota?)", err=True)
+            sys.exit(EXIT_USAGE)
         if e.errno not in _USER_PATH_ERRNOS or e.filename is None:
             _internal_error(e)
         from gputopo.writable import os_error_line  # a path the user gave: not our bug
