@@ -83,8 +83,10 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
            resume_dir, *, self_test=False, sizes=None, tests=(), preset="default",
            concurrent=False, progress=True):
     from gputopo.bench.api import BenchOptions, parse_gpus, parse_sizes, select_pairs
+    from gputopo.errors import require_torch
     from gputopo.jobs import choose_machine
 
+    require_torch(f"gputopo {click.get_current_context().info_name}")  # bench, numerics, check
     if resume_dir and sim is None and fabric is None:
         from gputopo.bench.api import read_run_info
 

@@ -120,6 +120,9 @@ def cluster(sim, plan_only, nodes, pattern, fabric, size_text, samples, timeout_
         _print_result(res, as_json)
         finish(1 if res.outcome.lost_phase else 0)
         return
+    from gputopo.errors import require_torch
+
+    require_torch("gputopo cluster (a real run's ranks meet through torch.distributed)")
     _run_rank(fabric, opts, as_json)
 
 

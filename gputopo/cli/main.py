@@ -65,7 +65,13 @@ def _terminate_as_interrupt():
     a valid partial run marked "interrupted", never "running" with its workers orphaned.
     Returns the handler it replaced (None when it left SIGTERM alone)."""
     def on_sigterm(signum, frame):
-        signal.raise_signal(signal.SIGINT)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):  # Python's own (KeyboardInterrupt), or a runner's "hold it" window
+            handler(signal.SIGINT, frame)
+        else:
+            # SIG_IGN: a background job of a non-interactive shell (`gputopo bench ... &`) starts
+            # with SIGINT ignored, so re-raising SIGINT did nothing and TERM was lost
+            raise KeyboardInterrupt
 
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
