@@ -159,7 +159,7 @@ def _sweep(cases, tmp_path):
 
     def one(argv):
         try:
-            rc, out, err = gputopo(*argv, cwd=tmp_path)
+            rc, _, err = gputopo(*argv, cwd=tmp_path)
         except subprocess.TimeoutExpired:
             return (argv, "hang")
         lines = err.strip().splitlines()

@@ -24,7 +24,7 @@ def run_cli(*args, cwd=None, env=None, stdin=subprocess.DEVNULL, timeout=60):
         else:
             full_env[k] = v
     proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd or REPO, env=full_env, stdin=stdin)
+                          text=True, timeout=timeout, cwd=cwd or REPO, env=full_env, stdin=stdin, check=False)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -76,7 +76,7 @@ def test_a_measurements_file_that_is_a_device_is_refused(tmp_path):
 def test_closed_stdin_with_dash_says_so(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(f"{sys.executable} -m gputopo scan --from-smi - <&-", shell=True, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=30, env=env)
+                          capture_output=True, text=True, timeout=30, env=env, check=False)
     assert "stdin is closed" in one_line_error(proc.returncode, proc.stderr)
 
 
@@ -204,7 +204,7 @@ def test_one_rank_of_two_alone_names_the_rendezvous_within_the_timeout(tmp_path)
 
 def _shell(cmd, tmp_path, env=None):
     full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run(["bash", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=full)
+    return subprocess.run(["bash", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=full, check=False)
 
 
 def test_a_full_disk_on_stdout_is_one_line(tmp_path):
@@ -242,7 +242,7 @@ def test_sigterm_stops_a_background_bench_like_ctrl_c(tmp_path):
               "pid=$!\nfor i in $(seq 1 240); do [ -s run/measurements.jsonl ] && break; sleep 0.5; done\n"
               "kill -TERM $pid\nwait $pid\necho $?\n")
     proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), check=False)
     assert proc.stdout.strip() == "130", (proc.stdout, (tmp_path / "err.txt").read_text())
     import json
 

@@ -117,11 +117,8 @@ def main(argv=None):
     try:
         _main(argv)
         _flush_stdout()
-    except SystemExit as e:
-        if e.code not in (None, 0, EXIT_BROKEN_PIPE):
-            _flush_stdout(quiet_exit=False)
-        elif e.code in (None, 0):
-            _flush_stdout()
+    except SystemExit as e:  # a failure keeps its own exit code; a success may still fail to write
+        _flush_stdout(quiet_exit=e.code in (None, 0))
         raise
     finally:
         _stop_helpers()
@@ -131,7 +128,8 @@ def main(argv=None):
 
 def _flush_stdout(quiet_exit: bool = True) -> None:
     """Flush what is left of stdout now, while an error can still be said in one line: a
-    closed pipe ends quietly (141), a full disk (`> /dev/full`) says so (exit 2)."""
+    closed pipe ends quietly (141), a full disk (`> /dev/full`) says so (exit 2). With
+    ``quiet_exit`` False (the command failed already) stdout is only silenced."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:

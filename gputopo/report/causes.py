@@ -104,14 +104,14 @@ def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Option
 #: (the acs list, its length) -> GPU short bus id -> bdfs of the redirecting bridges above it.
 #: Why: placing GPUs on a 256-GPU machine asks for the facts of 32,640 pairs, and walking every
 #: bridge of the host per pair took 39 s of a 60 s `gputopo place` (cProfile).
-_ACS_INDEX: Dict[int, Tuple[list, int, Dict[str, List[str]]]] = {}
+_ACS_INDEX: dict[int, tuple[list, int, dict[str, list[str]]]] = {}
 
 
-def _redirecting_bridges(acs: list) -> Dict[str, List[str]]:
+def _redirecting_bridges(acs: list) -> dict[str, list[str]]:
     cached = _ACS_INDEX.get(id(acs))
     if cached is not None and cached[0] is acs and cached[1] == len(acs):
         return cached[2]
-    index: Dict[str, List[str]] = {}
+    index: dict[str, list[str]] = {}
     for b in acs:
         if b.redirects:
             for x in {short_bus_id(x) for x in b.gpus}:

@@ -11,7 +11,13 @@ import uuid as uuid_mod
 from typing import Any, Dict, List, Optional, Tuple
 
 from .description_checks import check_unique_uuids, resolve_model
-from .description_context import DescContext, check_int, check_keys, check_label, check_str
+from .description_context import (
+    DescContext,
+    check_int,
+    check_keys,
+    check_label,
+    check_str,
+)
 from .health import HEALTH_KEYS, parse_health
 from .pci import PciAddress
 from .records import GpuDesc

@@ -19,7 +19,7 @@ SYS on a triangle) still gives a tree; :meth:`PcieTree.derived_kind` then says w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 from .pci import PciAddress
 
@@ -144,7 +144,7 @@ class _BusPool:
         for a in addrs:
             self.used.setdefault(a.domain, set()).add(a.bus)
 
-    def take(self, domain: int, count: int, below: int) -> List[Tuple[int, int]]:
+    def take(self, domain: int, count: int, below: int) -> list[tuple[int, int]]:
         """``count`` free (domain, bus) numbers, from ``domain`` just below bus ``below`` first.
         A group of GPUs that needs more bridges than its domain has buses (hundreds of GPUs
         behind one host bridge in a big description) gets the rest in fresh domains: a real
