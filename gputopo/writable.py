@@ -59,6 +59,13 @@ def check_writable_file(path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: is a folder; give a file name")
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag} {path}: cannot write that file: permission denied")
+    if p.is_fifo():  # a pipe with a reader (/dev/stdout | xmllint) is fine; without one, open blocks
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
+                                 "wait forever)") from None
     check_writable_dir(p.parent if str(p.parent) else Path("."), flag)
 
 

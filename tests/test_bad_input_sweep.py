@@ -150,6 +150,7 @@ _FOLDER_ARGS = [  # {f}: a run folder under test
     ("report", "{f}"), ("diff", "{f}", "{run}"), ("diff", "{run}", "{f}"), ("place", "2", "--from", "{f}"),
     ("bench", "--resume", "{f}"), ("check", "{f}", "--spec", "pcie-box"),
     ("check", "--init", "--from", "{f}", "--spec", "{out}/spec.toml"),
+    ("check", "{run}", "--spec", "pcie-box", "--junit", "{f}"),
 ]
 
 

@@ -275,3 +275,11 @@ def test_without_torch_says_how_to_install_it_and_writes_nothing(argv, tmp_path)
     rc, _, err = run_cli(*argv, cwd=work, env=env)
     assert "pip install torch==2.13.0" in one_line_error(rc, err, code=3)
     assert list(work.iterdir()) == []
+
+
+def test_junit_into_a_fifo_nobody_reads_is_refused_not_waited_on(fifo, tmp_path):
+    from conftest_report import write_run
+
+    run = write_run(tmp_path / "run", [])
+    rc, _, err = run_cli("check", run, "--spec", "pcie-box", "--junit", fifo, cwd=tmp_path, timeout=60)
+    assert "no process reads" in one_line_error(rc, err)

@@ -127,11 +127,13 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
     from pathlib import Path
 
     from gputopo.bench.runlog import TOPOLOGY_JSON
+    from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
     try:
-        gpus = json.loads((Path(run_dir) / TOPOLOGY_JSON).read_text(encoding="utf-8"))["gpus"]
+        gpus = json.loads(read_user_text(Path(run_dir) / TOPOLOGY_JSON, TOPOLOGY_JSON, MAX_TEXT_BYTES))["gpus"]
         return len(gpus) or None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputFileError, ValueError, KeyError, TypeError):
         return None
 
 
