@@ -90,12 +90,13 @@ def _read_stdin(what: str, max_bytes: int) -> bytes:
         raise InputFileError("-", f"stdin is closed; pipe the {what} in, or give a file name") from None
 
 
-def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
-    """The bytes of the file the user named ``path`` (``-``: stdin), at most ``max_bytes``.
+def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_ok: bool = False) -> bytes:
+    """The bytes of the file the user named ``path`` (with ``stdin_ok``, ``-`` is stdin; else it is
+    a file named "-"), at most ``max_bytes``.
     ``what`` names the input in the message ("description", "smi text"...). InputFileError
     (exit 2, one line naming ``path``) for anything else: missing, a folder, a FIFO, a device,
     unreadable, a symlink loop, larger than ``max_bytes``."""
-    if str(path) == "-":
+    if stdin_ok and str(path) == "-":
         return _read_stdin(what, max_bytes)
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking forever
@@ -126,14 +127,15 @@ def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
             os.close(fd)
 
 
-def read_user_text(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, errors: str = "strict") -> str:
+def read_user_text(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, errors: str = "strict",
+                   stdin_ok: bool = False) -> str:
     """:func:`read_user_bytes` decoded as UTF-8 (a leading BOM dropped). With ``errors="strict"``
     text that is not UTF-8 is refused in one line naming the byte offset; ``"replace"`` keeps
     going (for logs, where one odd byte must not lose the rest)."""
-    data = read_user_bytes(path, what, max_bytes)
+    data = read_user_bytes(path, what, max_bytes, stdin_ok=stdin_ok)
     try:
         return data.decode("utf-8-sig", errors=errors)
     except UnicodeDecodeError as e:
-        where = "<stdin>" if str(path) == "-" else path
+        where = "<stdin>" if stdin_ok and str(path) == "-" else path
         raise InputFileError(where, f"the {what} is not UTF-8 text (byte {e.start}: "
                                     f"{data[e.start:e.start + 1]!r}); is this the right file?") from None

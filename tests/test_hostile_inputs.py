@@ -283,3 +283,14 @@ def test_junit_into_a_fifo_nobody_reads_is_refused_not_waited_on(fifo, tmp_path)
     run = write_run(tmp_path / "run", [])
     rc, _, err = run_cli("check", run, "--spec", "pcie-box", "--junit", fifo, cwd=tmp_path, timeout=60)
     assert "no process reads" in one_line_error(rc, err)
+
+
+def test_an_error_naming_a_path_with_a_newline_or_escape_stays_one_line(tmp_path):
+    rc, _, err = run_cli("scan", "--sim", "a\nb\x1b[31m.toml", cwd=tmp_path)
+    line = one_line_error(rc, err)
+    assert "a\\nb\\x1b[31m.toml" in line and "\x1b" not in err
+
+
+def test_dash_is_stdin_only_where_the_option_says_so(tmp_path):
+    rc, _, err = run_cli("import", "nccl-tests", "-", cwd=tmp_path, stdin=subprocess.PIPE, timeout=30)
+    assert "-: cannot read the nccl-tests log: no such file" in one_line_error(rc, err)

@@ -18,6 +18,7 @@ import traceback
 import click
 
 from gputopo.cli.group import cli
+from gputopo.console import clip, printable
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 
 
@@ -168,7 +169,8 @@ def _internal_error(e: Exception):
         click.echo("gputopo: aborted", err=True)
         sys.exit(130)
     path = save_traceback(getattr(e, "run_dir", None))
-    click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+    click.echo(f"gputopo: internal error: {type(e).__name__}: {printable(clip(str(e), 2000))} "
+               f"(traceback in {path})", err=True)
     sys.exit(EXIT_INTERNAL)
 
 
@@ -177,7 +179,7 @@ def _main(argv=None):
     try:
         rv = cli.main(args=argv, prog_name="gputopo", standalone_mode=False)
     except GputopoError as e:
-        click.echo(f"gputopo: error: {e}", err=True)
+        click.echo(f"gputopo: error: {printable(clip(str(e), 4000))}", err=True)  # one line, whatever paths it names
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("gputopo: aborted", err=True)
@@ -186,7 +188,7 @@ def _main(argv=None):
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `gputopo`: the help, as click shows it
             e.show()
             sys.exit(EXIT_USAGE)
-        click.echo(f"gputopo: error: {_one_line(e)}", err=True)
+        click.echo(f"gputopo: error: {printable(clip(_one_line(e), 4000))}", err=True)
         sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
@@ -203,7 +205,7 @@ def _main(argv=None):
             _internal_error(e)
         from gputopo.writable import os_error_line  # a path the user gave: not our bug
 
-        click.echo(f"gputopo: error: {os_error_line(e)}", err=True)
+        click.echo(f"gputopo: error: {printable(os_error_line(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except Exception as e:  # internal error: one line here, the traceback in a file
         _internal_error(e)

@@ -24,7 +24,7 @@ def load_topology(sim: str | None = None, from_smi: str | None = None):
             topology_from_smi_file_text,
         )
 
-        data = read_user_bytes(from_smi, "smi text", MAX_SMI_BYTES)
+        data = read_user_bytes(from_smi, "smi text", MAX_SMI_BYTES, stdin_ok=True)
         source = "<stdin>" if from_smi == "-" else from_smi
         return topology_from_smi_file_text(decode_smi_bytes(data), source=source)
     from gputopo.probe.scan import scan_real
