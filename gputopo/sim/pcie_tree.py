@@ -229,7 +229,10 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
                 usp.secondary = dsp_bus
                 for k, entry in enumerate(groups_below):
                     gpus = entry if isinstance(entry, list) else [entry]
-                    dsp = bridge(PciAddress(dsp_domain, dsp_bus, k % 32, k // 32), SWITCH_DOWN, usp, gpus)
+                    if k and k % 256 == 0:  # a bus holds 32 devices x 8 functions: the next on a new bus
+                        dsp_domain, dsp_bus = pool.take(dsp_domain, 1, dsp_bus)[0]
+                    slot = k % 256
+                    dsp = bridge(PciAddress(dsp_domain, dsp_bus, slot % 32, slot // 32), SWITCH_DOWN, usp, gpus)
                     if isinstance(entry, list):
                         switch(dsp, entry)
                     else:
