@@ -178,6 +178,13 @@ def _main(argv=None):
     _register()
     try:
         rv = cli.main(args=argv, prog_name="gputopo", standalone_mode=False)
+    except SystemExit:
+        # click answers EPIPE itself (even outside standalone mode): it wraps stdout in its
+        # _PacifyFlushWrapper and exits 1, a failure with nothing said; end as a closed pipe does
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            _stdout_gone()
+            sys.exit(EXIT_BROKEN_PIPE)
+        raise
     except GputopoError as e:
         click.echo(f"gputopo: error: {printable(clip(str(e), 4000))}", err=True)  # one line, whatever paths it names
         sys.exit(e.exit_code)
