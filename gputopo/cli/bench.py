@@ -86,7 +86,8 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
     from gputopo.errors import require_torch
     from gputopo.jobs import choose_machine
 
-    require_torch(f"gputopo {click.get_current_context().info_name}")  # bench, numerics, check
+    ctx = click.get_current_context(silent=True)
+    require_torch(f"gputopo {ctx.info_name if ctx else 'bench'}")  # bench, numerics, check
     if resume_dir and sim is None and fabric is None:
         from gputopo.bench.api import read_run_info
 
