@@ -36,6 +36,32 @@ class InputFileError(UsageError):
         self.path, self.line, self.key = path, line, key
 
 
+class MissingTorchError(GputopoError):
+    """PyTorch is not installed where a command moves bytes through it (exit 3, like a missing
+    driver: the machine lacks what the command needs; nothing was written)."""
+
+    exit_code = EXIT_NO_HARDWARE
+
+    def __init__(self, what: str):
+        super().__init__(
+            f"{what} needs PyTorch, which is not installed: pip install torch==2.13.0 (CPU build, "
+            "enough for --sim and --fabric cpu) or the CUDA build for your driver "
+            "(https://pytorch.org/get-started/locally/)")
+
+
+def require_torch(what: str) -> None:
+    """MissingTorchError unless ``import torch`` can find the package; checked before a run
+    folder is made, without importing torch (seconds) here."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise MissingTorchError(what)
+
+
 class NoHardwareError(GputopoError):
     """No NVIDIA driver or GPU where the command needs one (exit 3)."""
 

@@ -8,6 +8,7 @@ re-render deletes the old plots.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -22,9 +23,20 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
+def _refuse_link_loop(p: Path, flag: str) -> None:
+    """A symlink loop on the way to ``p`` (``--out loop/x`` with ``loop -> loop``) is the user's
+    path, not a bug: one line (Path.exists() says False there, and mkdir then fails)."""
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError(f"{flag} {p}: symbolic links loop (too many levels of links)") from None
+
+
 def check_writable_dir(path, flag: str) -> None:
     """UsageError unless ``path`` is a folder (or can become one) that files can be written in."""
     p = Path(path)
+    _refuse_link_loop(p, flag)
     base = _nearest_existing(p.absolute())
     if not base.is_dir():
         what = "is not a folder" if base == p.absolute() else f"is inside {base}, a file"
@@ -42,10 +54,18 @@ def check_writable_dir(path, flag: str) -> None:
 def check_writable_file(path, flag: str) -> None:
     """UsageError unless a file can be written at ``path`` (its folder may not exist yet)."""
     p = Path(path)
+    _refuse_link_loop(p, flag)
     if p.is_dir():
         raise UsageError(f"{flag} {path}: is a folder; give a file name")
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag} {path}: cannot write that file: permission denied")
+    if p.is_fifo():  # a pipe with a reader (/dev/stdout | xmllint) is fine; without one, open blocks
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
+                                 "wait forever)") from None
     check_writable_dir(p.parent if str(p.parent) else Path("."), flag)
 
 

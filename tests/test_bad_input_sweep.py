@@ -20,7 +20,7 @@ def gputopo(*args, cwd=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=cwd or REPO, env=env)
+                          timeout=120, cwd=cwd or REPO, env=env, stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -107,3 +107,118 @@ def test_scan_problems_wrap_under_their_message_not_at_column_0():
     assert len(lines) > 3
     for line in lines[2:]:
         assert line.startswith(" " * indent) and line[indent] != " " and len(line) <= 70, line
+
+
+# ---------------------------------------------------------------------------------------------
+# The issue-18 sweep: every command that reads a file or a folder the user names, given every
+# kind of thing that is not a good file, and the numeric options given values no one means.
+# Each case: no rc 4, no traceback, at most one line on stderr when it fails, and no hang (a
+# subprocess timeout). Cases run four at a time (each CLI start is ~0.2 s without torch).
+
+_KINDS = ("regular", "empty", "binary", "devzero", "fifo", "folder", "missing", "unreadable", "loop")
+
+
+def _make_kind(base: Path, kind: str) -> Path:
+    p = base / f"in-{kind}"
+    if kind == "regular":
+        p.write_text("hello = 1\nthis is not what any gputopo input looks like\n")
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "binary":
+        p.write_bytes(bytes(range(256)) * 8)
+    elif kind == "devzero":
+        p.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "folder":
+        p.mkdir()
+    elif kind == "unreadable":
+        p.write_text("name = 'x'\n")
+        p.chmod(0)
+    elif kind == "loop":
+        p.symlink_to(p)
+    return p
+
+
+_FILE_ARGS = [  # {f}: the input under test
+    ("scan", "--sim", "{f}"), ("scan", "--from-smi", "{f}"), ("place", "2", "--sim", "{f}"),
+    ("bench", "--sim", "{f}", "--quick"), ("numerics", "--sim", "{f}"), ("cluster", "--sim", "{f}"),
+    ("check", "{run}", "--spec", "{f}"), ("import", "nccl-tests", "{f}"), ("import", "nccl-debug", "{f}"),
+    ("import", "nccl-tests", "--topo", "{f}", "{log}"),
+]
+_FOLDER_ARGS = [  # {f}: a run folder under test
+    ("report", "{f}"), ("diff", "{f}", "{run}"), ("diff", "{run}", "{f}"), ("place", "2", "--from", "{f}"),
+    ("bench", "--resume", "{f}"), ("check", "{f}", "--spec", "pcie-box"),
+    ("check", "--init", "--from", "{f}", "--spec", "{out}/spec.toml"),
+    ("check", "{run}", "--spec", "pcie-box", "--junit", "{f}"),
+]
+
+
+def _sweep(cases, tmp_path):
+    """Run every argv; return the cases that broke the rules (empty when all is well)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(argv):
+        try:
+            rc, _, err = gputopo(*argv, cwd=tmp_path)
+        except subprocess.TimeoutExpired:
+            return (argv, "hang")
+        lines = err.strip().splitlines()
+        if rc == 4 or "Traceback" in err or "internal error" in err:
+            return (argv, f"rc {rc}: {err[-300:]}")
+        if rc != 0 and len(lines) != 1:
+            return (argv, f"rc {rc} with {len(lines)} stderr lines: {err[-300:]}")
+        return None
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return [bad for bad in pool.map(one, cases) if bad]
+
+
+def _short(argv):
+    return [str(a)[:80] for a in argv]
+
+
+def test_sweep_every_input_file_kind_through_every_command_that_reads_one(tmp_path):
+    if os.geteuid() == 0:
+        kinds = [k for k in _KINDS if k != "unreadable"]  # root reads a mode-000 file anyway
+    else:
+        kinds = list(_KINDS)
+    run = write_run(tmp_path / "good-run", [])
+    log = REPO / "tests/fixtures/nccl-tests/autodl_2x2080ti_all_reduce.txt"
+    (tmp_path / "out").mkdir()
+    cases = []
+    for kind in kinds:
+        f = _make_kind(tmp_path, kind)
+        for argv in _FILE_ARGS + _FOLDER_ARGS:
+            cases.append(tuple(str(a).replace("{f}", str(f)).replace("{run}", str(run))
+                               .replace("{log}", str(log)).replace("{out}", str(tmp_path / "out"))
+                               for a in argv))
+    bad = _sweep(cases, tmp_path)
+    assert not bad, "\n".join(f"{_short(a)}: {why}" for a, why in bad)
+
+
+_BIG = "9" * 5000
+_VALUES = ("", "nan", "inf", "-1", "0", _BIG, "1\x1b[31m", "0,0")
+_VALUE_ARGS = [  # {v}: the value under test; every base command is refused or fast
+    ("place", "{v}", "--sim", "seed-8gpu"), ("place", "2", "--exclude", "{v}", "--sim", "seed-8gpu"),
+    ("place", "2", "--top", "{v}", "--sim", "seed-8gpu"),
+    ("diff", "{run}", "{run}", "--threshold", "{v}"),
+    ("cluster", "--plan", "--nodes", "{v}"), ("cluster", "--plan", "--nodes", "8", "--gbps", "{v}"),
+    ("cluster", "--plan", "--nodes", "8", "--size", "{v}"), ("cluster", "--plan", "--nodes", "8", "--samples", "{v}"),
+    ("bench", "--sim", "seed-8gpu", "--pairs", "{v}", "--resume", "{run}"),
+    ("bench", "--sim", "seed-8gpu", "--gpus", "{v}", "--class", "NV9"),
+    ("bench", "--sim", "seed-8gpu", "--pairs", "0,1", "--timeout", "{v}", "--class", "NV9"),
+    ("bench", "--sim", "seed-8gpu", "--pairs", "0,1", "--sizes", "{v}", "--class", "NV9"),
+    ("bench", "--fabric", "cpu", "--cpu-gpus", "{v}", "--class", "NV9"),
+    ("check", "--init", "--from", "{run}", "--margin", "{v}", "--spec", "{out}/s.toml"),
+    ("numerics", "--sim", "seed-8gpu", "--pairs", "0,1", "--steps", "{v}", "--class", "NV9"),
+]
+
+
+def test_sweep_odd_values_through_the_numeric_options(tmp_path):
+    run = write_run(tmp_path / "good-run", [])
+    (tmp_path / "out").mkdir()
+    cases = [tuple(a.replace("{v}", v).replace("{run}", str(run)).replace("{out}", str(tmp_path / "out"))
+                   for a in argv) for argv in _VALUE_ARGS for v in _VALUES]
+    bad = _sweep(cases, tmp_path)
+    assert not bad, "\n".join(f"{_short(a)}: {why}" for a, why in bad)

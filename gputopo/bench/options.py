@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from gputopo.console import clip
 from gputopo.errors import UsageError
 from gputopo.model import LinkClass, Topology
 
@@ -128,7 +129,11 @@ def _gpu_index(text: str, flag: str, whole: str, n_gpus: int) -> int:
     if not m:
         what = f"{text.strip()!r} is not a GPU index" if text.strip() else "a GPU index is missing"
         raise UsageError(f"{flag} {whole}: {what} (e.g. 0,1 or 0-3)")
-    k = int(m.group(1))
+    digits = m.group(1).lstrip("0") or "0"
+    if len(digits) > 9:  # 100,000 digits: past what int() converts, and no machine's GPU
+        raise UsageError(f"{flag} {clip(whole)}: GPU index {clip(digits, 30)} is far too large (this "
+                         f"machine has {_gpu_range_text(n_gpus)})")
+    k = int(digits)
     if k >= n_gpus:
         raise UsageError(f"{flag} {whole}: GPU {k} does not exist (this machine has "
                          f"{_gpu_range_text(n_gpus)})")
@@ -206,7 +211,9 @@ def parse_size(text: str, flag: str = "--sizes") -> int:
     t = str(text).strip()
     m = _SIZE.match(t)
     if not m:
-        raise UsageError(f"{flag}: {t!r} is not a size (use bytes or K/M/G, e.g. 1M,64M)")
+        raise UsageError(f"{flag}: {clip(t)!r} is not a size (use bytes or K/M/G, e.g. 1M,64M)")
+    if len(m.group(1).lstrip("0")) > 18:
+        raise UsageError(f"{flag}: size {clip(t)!r} is far larger than any GPU memory")
     n = int(m.group(1)) * _MULT[m.group(2).lower()]
     if n <= 0:
         raise UsageError(f"{flag}: size {t!r} must be positive")

@@ -49,7 +49,8 @@ def new_run_dir(base, machine: str, now: Optional[_dt.datetime] = None) -> Path:
     check_writable_dir(base, "reports folder")
     base.mkdir(parents=True, exist_ok=True)
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    name = f"{stamp}-{_UNSAFE.sub('_', machine or '').strip('_') or 'machine'}"
+    # the machine's name is user text (a description's `name`): only safe characters, and short
+    name = f"{stamp}-{_UNSAFE.sub('_', machine or '').strip('_')[:60] or 'machine'}"
     for k in range(1, 10_000):
         cand = base / (name if k == 1 else f"{name}-{k}")
         try:
@@ -126,6 +127,11 @@ def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, D
         if notes is not None:
             notes.append(f"{path.name}:{lineno}: skipped, {why}")
 
+    from gputopo.inputs import user_file_problem
+
+    problem = user_file_problem(path)  # /dev/zero has no lines to end; a FIFO blocks the open
+    if problem:
+        raise InputFileError(path, f"cannot read: {problem}")
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError as e:  # a directory, no permission: the user's file, not our bug
@@ -237,9 +243,13 @@ def read_run_info(run_dir) -> Dict[str, Any]:
     path = p / RUN_JSON
     if not path.is_file():
         raise UsageError(f"--resume {p}: not a gputopo run folder (no {RUN_JSON})")
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        info = json.loads(read_user_text(path, RUN_JSON, MAX_TEXT_BYTES))
+    except InputFileError as e:
+        raise UsageError(f"--resume {p}: {e}") from None
+    except json.JSONDecodeError as e:
         raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
     from .resume_check import check_run_info
 

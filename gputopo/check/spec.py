@@ -342,11 +342,10 @@ def load_spec(path) -> Spec:
     else:  # Python 3.10
         import tomli as tomllib
 
+    from gputopo.inputs import MAX_SPEC_BYTES, read_user_bytes
+
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise InputFileError(p, f"cannot read the spec: {e.strerror}") from None
+    raw = read_user_bytes(p, "spec", MAX_SPEC_BYTES)
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

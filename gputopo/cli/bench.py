@@ -127,8 +127,11 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
     """The machine and the BenchOptions of a bench/numerics command. On a one-GPU machine bench
     measures the GPU alone (``alone_ok``) and numerics refuses in one line (OneGpuError)."""
     from gputopo.bench.api import BenchOptions, parse_gpus, parse_sizes, select_pairs
+    from gputopo.errors import require_torch
     from gputopo.jobs import choose_machine
 
+    ctx = click.get_current_context(silent=True)
+    require_torch(f"gputopo {ctx.info_name if ctx else 'bench'}")  # bench, numerics, check
     if resume_dir and sim is None and fabric is None:
         from gputopo.bench.api import read_run_info
 
@@ -180,11 +183,13 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
     from pathlib import Path
 
     from gputopo.bench.runlog import TOPOLOGY_JSON
+    from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
     try:
-        gpus = json.loads((Path(run_dir) / TOPOLOGY_JSON).read_text(encoding="utf-8"))["gpus"]
+        gpus = json.loads(read_user_text(Path(run_dir) / TOPOLOGY_JSON, TOPOLOGY_JSON, MAX_TEXT_BYTES))["gpus"]
         return len(gpus) or None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputFileError, ValueError, KeyError, TypeError):
         return None
 
 

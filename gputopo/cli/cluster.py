@@ -14,6 +14,10 @@ from gputopo.cli.history_hook import after_run, history_options, record_exit_cod
 from gputopo.cli.options import finish
 from gputopo.errors import GputopoError, UsageError
 
+#: Pairwise on a simulated cluster is N^2/2 modeled pairs: 256 nodes took 0.72 s (README,
+#: Performance), so 2,048 take about 45 s; 100,000 (the format's limit) would take days.
+MAX_SIM_PAIRWISE_NODES = 2048
+
 
 def _print_result(res, as_json: bool) -> None:
     doc = res.doc
@@ -108,11 +112,20 @@ def cluster(sim, plan_only, nodes, pattern, fabric, size_text, samples, timeout_
         from gputopo.cluster.job import run_sim_cluster
         from gputopo.sim.cluster_description import load_cluster
 
-        res = run_sim_cluster(load_cluster(sim), opts)
+        desc = load_cluster(sim)
+        if pattern == "pairwise" and desc.nodes > MAX_SIM_PAIRWISE_NODES:
+            raise UsageError(f"--pattern pairwise on {desc.nodes:,} simulated nodes is "
+                             f"{desc.nodes * (desc.nodes - 1) // 2:,} node pairs: more than this process "
+                             f"simulates in minutes (at most {MAX_SIM_PAIRWISE_NODES:,} nodes); use "
+                             "random2pass, or --plan for the estimate")
+        res = run_sim_cluster(desc, opts)
         _print_result(res, as_json)
         after_run(res.run_dir, "cluster")
         finish(1 if res.outcome.lost_phase else 0)
         return
+    from gputopo.errors import require_torch
+
+    require_torch("gputopo cluster (a real run's ranks meet through torch.distributed)")
     _run_rank(fabric, opts, as_json)
 
 

@@ -19,6 +19,7 @@ from typing import Optional
 import click
 
 from gputopo.cli.group import cli
+from gputopo.console import clip, printable
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
 
 
@@ -78,7 +79,13 @@ def _terminate_as_interrupt():
     a valid partial run marked "interrupted", never "running" with its workers orphaned.
     Returns the handler it replaced (None when it left SIGTERM alone)."""
     def on_sigterm(signum, frame):
-        signal.raise_signal(signal.SIGINT)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):  # Python's own (KeyboardInterrupt), or a runner's "hold it" window
+            handler(signal.SIGINT, frame)
+        else:
+            # SIG_IGN: a background job of a non-interactive shell (`gputopo bench ... &`) starts
+            # with SIGINT ignored, so re-raising SIGINT did nothing and TERM was lost
+            raise KeyboardInterrupt
 
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
@@ -88,15 +95,68 @@ def _terminate_as_interrupt():
     return None
 
 
+#: A reader that closed the pipe (`gputopo scan | head -1`): no message, the status a shell
+#: gives a program killed by SIGPIPE (128 + 13), so `set -o pipefail` still sees the output cut.
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _plain_streams() -> None:
+    """stdout/stderr that cannot encode a character (PYTHONIOENCODING=ascii, a C locale) print
+    it as '?' instead of failing with UnicodeEncodeError; a bogus MPLBACKEND (matplotlib refuses
+    to import) is replaced by Agg, which every gputopo plot uses anyway."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc and not enc.startswith("utf") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
+    if "matplotlib" not in sys.modules and os.environ.get("MPLBACKEND", "").lower() != "agg":
+        os.environ["MPLBACKEND"] = "Agg"
+
+
 def main(argv=None):
     """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
     old_sigterm = _terminate_as_interrupt()
+    _plain_streams()
     try:
         _main(argv)
+        _flush_stdout()
+    except SystemExit as e:  # a failure keeps its own exit code; a success may still fail to write
+        _flush_stdout(quiet_exit=e.code in (None, 0))
+        raise
     finally:
         _stop_helpers()
         if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
             signal.signal(signal.SIGTERM, old_sigterm)
+
+
+def _flush_stdout(quiet_exit: bool = True) -> None:
+    """Flush what is left of stdout now, while an error can still be said in one line: a
+    closed pipe ends quietly (141), a full disk (`> /dev/full`) says so (exit 2). With
+    ``quiet_exit`` False (the command failed already) stdout is only silenced."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+        if quiet_exit:
+            sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as e:
+        _stdout_gone()
+        if quiet_exit:
+            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e}", err=True)
+            sys.exit(EXIT_USAGE)
+    except (ValueError, AttributeError):  # stdout closed or None
+        pass
 
 
 def _stop_helpers() -> None:
@@ -114,7 +174,7 @@ def _stop_helpers() -> None:
 
 #: OSErrors about a path the user gave (a read-only folder, a folder where a file goes...).
 _USER_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
-                     errno.ENAMETOOLONG, errno.ENOSPC}
+                     errno.ENAMETOOLONG, errno.ENOSPC, errno.ELOOP, errno.EEXIST}
 
 
 def _internal_error(e: Exception):
@@ -122,7 +182,8 @@ def _internal_error(e: Exception):
         click.echo("gputopo: aborted", err=True)
         sys.exit(130)
     path = save_traceback(getattr(e, "run_dir", None))
-    click.echo(f"gputopo: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+    click.echo(f"gputopo: internal error: {type(e).__name__}: {printable(clip(str(e), 2000))} "
+               f"(traceback in {path})", err=True)
     sys.exit(EXIT_INTERNAL)
 
 
@@ -130,8 +191,15 @@ def _main(argv=None):
     _register()
     try:
         rv = cli.main(args=argv, prog_name="gputopo", standalone_mode=False)
+    except SystemExit:
+        # click answers EPIPE itself (even outside standalone mode): it wraps stdout in its
+        # _PacifyFlushWrapper and exits 1, a failure with nothing said; end as a closed pipe does
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            _stdout_gone()
+            sys.exit(EXIT_BROKEN_PIPE)
+        raise
     except GputopoError as e:
-        click.echo(f"gputopo: error: {e}", err=True)
+        click.echo(f"gputopo: error: {printable(clip(str(e), 4000))}", err=True)  # one line, whatever paths it names
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("gputopo: aborted", err=True)
@@ -140,18 +208,24 @@ def _main(argv=None):
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `gputopo`: the help, as click shows it
             e.show()
             sys.exit(EXIT_USAGE)
-        click.echo(f"gputopo: error: {_one_line(e)}", err=True)
+        click.echo(f"gputopo: error: {printable(clip(_one_line(e), 4000))}", err=True)
         sys.exit(EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except BrokenPipeError:
-        sys.exit(0)
+        _stdout_gone()
+        sys.exit(EXIT_BROKEN_PIPE)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO) and e.filename is None:
+            _stdout_gone()  # stdout itself, or a file whose name the error lost: not our bug
+            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e} "
+                       "(a full disk or quota?)", err=True)
+            sys.exit(EXIT_USAGE)
         if e.errno not in _USER_PATH_ERRNOS or e.filename is None:
             _internal_error(e)
         from gputopo.writable import os_error_line  # a path the user gave: not our bug
 
-        click.echo(f"gputopo: error: {os_error_line(e)}", err=True)
+        click.echo(f"gputopo: error: {printable(os_error_line(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except Exception as e:  # internal error: one line here, the traceback in a file
         _internal_error(e)

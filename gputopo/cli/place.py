@@ -12,13 +12,39 @@ from gputopo.errors import UsageError
 
 
 def _count(text: str) -> int:
+    from gputopo.console import clip
+
     try:
-        n = int(text)
+        n = int(text) if len(text) < 20 else int("x")  # 100,000 digits: no machine has that many
     except ValueError:
-        raise UsageError(f"N must be a number of GPUs, not {text!r}") from None
+        raise UsageError(f"N must be a number of GPUs (1 to the machine's count), not {clip(text)!r}") from None
     if n < 1:
         raise UsageError(f"N must be at least 1 GPU (got {n})")
     return n
+
+
+#: Ranking looks at every GPU pair (and grows sets greedily from the best pairs): 256 GPUs
+#: (32,640 pairs) take seconds, 1,024 (523,776 pairs) took minutes. No host has more GPUs than
+#: this; a bigger simulated machine is refused before it is built.
+MAX_PLACE_GPUS = 256
+
+
+def _refuse_too_many(n_gpus: int, where: str) -> None:
+    if n_gpus > MAX_PLACE_GPUS:
+        raise UsageError(f"{where} has {n_gpus:,} GPUs: place ranks machines of up to {MAX_PLACE_GPUS} "
+                         "GPUs (every pair is weighed; no single host has more)")
+
+
+def _sim_gpu_count(sim: str) -> int:
+    """How many GPUs the --sim machine has, known before it is scanned (a synthetic name says
+    it; a description is loaded, which costs far less than the scan)."""
+    from gputopo.sim.description import load_description
+    from gputopo.sim.machine_lookup import _SYNTHETIC_RE
+
+    m = _SYNTHETIC_RE.match(sim)
+    if m and len(m.group(1)) < 8:
+        return int(m.group(1))
+    return len(load_description(sim).gpus)
 
 
 def _excluded(values, indices) -> set:
@@ -29,9 +55,13 @@ def _excluded(values, indices) -> set:
             if not part:
                 continue
             try:
-                g = int(part)
+                g = int(part) if len(part) < 20 else -1
             except ValueError:
-                raise UsageError(f"--exclude {part!r}: not a GPU number") from None
+                g = -1
+            if g < 0:
+                from gputopo.console import clip
+
+                raise UsageError(f"--exclude {clip(part)!r}: not a GPU number") from None
             if g not in indices:
                 raise UsageError(f"--exclude {g}: this machine has no GPU {g} (its GPUs are "
                                  f"{min(indices)}-{max(indices)})")
@@ -71,13 +101,17 @@ def place(n, exclude, from_run, sim, top, as_json):
         topo = summary.run.topology
         if topo is None:
             raise UsageError(f"{from_run}: the run folder has no topology.json to place GPUs on")
+        _refuse_too_many(len(topo.gpus), f"the run {from_run}")
         states, out_gpus = run_states(topo, summary)
         source = f"run {from_run} (measured)"
     else:
         from gputopo.cli.scan import load_topology
         from gputopo.report.topology_checks import topology_findings
 
+        if sim:
+            _refuse_too_many(_sim_gpu_count(sim), f"--sim {sim}")
         topo = load_topology(sim)
+        _refuse_too_many(len(topo.gpus), "this machine")
         states, out_gpus = scan_states(topo, topology_findings(topo))
         source = "scan (link classes; nothing measured)"
     indices = [g.nvml_index for g in topo.gpus]

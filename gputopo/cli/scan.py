@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import after_scan, history_options
 from gputopo.cli.options import console, sim_option
-from gputopo.errors import InputFileError, UsageError
+from gputopo.errors import UsageError
 
 
 def _saved_kernel_log(path: str):
@@ -41,16 +39,15 @@ def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_lo
 
         return scan_simulated(sim, saved_kernel_log=saved)
     if from_smi:
-        from gputopo.probe.smi_parser import decode_smi_bytes, topology_from_smi_file_text
+        from gputopo.inputs import MAX_SMI_BYTES, read_user_bytes
+        from gputopo.probe.smi_parser import (
+            decode_smi_bytes,
+            topology_from_smi_file_text,
+        )
 
-        if from_smi == "-":
-            return topology_from_smi_file_text(decode_smi_bytes(sys.stdin.buffer.read()), source="<stdin>")
-        try:
-            with open(from_smi, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise InputFileError(from_smi, e.strerror or str(e)) from None
-        return topology_from_smi_file_text(decode_smi_bytes(data), source=from_smi)
+        data = read_user_bytes(from_smi, "smi text", MAX_SMI_BYTES, stdin_ok=True)
+        source = "<stdin>" if from_smi == "-" else from_smi
+        return topology_from_smi_file_text(decode_smi_bytes(data), source=source)
     from gputopo.probe.scan import scan_real
 
     return scan_real(saved_kernel_log=saved)

@@ -24,7 +24,8 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import append_jsonl
-from gputopo.errors import UsageError
+from gputopo.console import clip
+from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 
 from .launch import LaunchEnv
 from .patterns import Group
@@ -37,9 +38,27 @@ DONE_KEY = "gputopo/written"
 _RANKS_RE = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 
 
+class RendezvousError(GputopoError):
+    """The ranks never met (exit 2: the launch's settings or network, not gputopo): one line
+    naming the rendezvous address, so the user sees which MASTER_ADDR:MASTER_PORT was tried."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, env: LaunchEnv, timeout_s: float, cause: BaseException):
+        why = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), type(cause).__name__)
+        super().__init__(
+            f"rank {env.rank} of {env.world_size} ({env.node_name}): the ranks did not all meet at the "
+            f"rendezvous {env.master_addr}:{env.master_port} within --timeout {timeout_s:g} s ({clip(why, 160)}); "
+            "check that every rank was started with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE "
+            "and that rank 0's host accepts connections on that port")
+
+
 class DistBackend:
     def __init__(self, env: LaunchEnv, fabric: str, *, size_bytes: int, samples: int,
                  timeout_s: float):
+        # c10d logs each failed connect with a C++ stack (dozens of lines per retry): the one
+        # line that matters is ours (a user's own TORCH_CPP_LOG_LEVEL is kept)
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
         import torch
         import torch.distributed as dist
 
@@ -59,9 +78,12 @@ class DistBackend:
             self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
-        dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
-                                rank=env.rank, world_size=env.world_size, timeout=self.timeout)
-        self.control = dist.new_group(backend="gloo", timeout=self.timeout)
+        try:
+            dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
+                                    rank=env.rank, world_size=env.world_size, timeout=self.timeout)
+            self.control = dist.new_group(backend="gloo", timeout=self.timeout)
+        except (RuntimeError, ValueError, OSError) as e:  # DistStoreError, DistNetworkError...
+            raise RendezvousError(env, timeout_s, e) from None
         self.run_dir: Optional[str] = None
         self.node_names: List[str] = []
         self.node_ranks: List[List[int]] = []

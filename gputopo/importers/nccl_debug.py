@@ -28,9 +28,12 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     """Parse the logs; InputFileError for an unreadable file or one without NCCL INFO lines."""
     if not paths:
         raise UsageError("no NCCL log given")
+    from gputopo.inputs import user_file_problem
+
     for p in paths:
-        if not Path(p).is_file():
-            raise InputFileError(p, "no such file")
+        problem = user_file_problem(p)
+        if problem:
+            raise InputFileError(p, f"cannot read the NCCL log: {problem}")
         if Path(p).stat().st_size == 0:
             raise InputFileError(p, "empty file: expected an NCCL_DEBUG=INFO log")
     try:

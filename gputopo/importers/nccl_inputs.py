@@ -9,7 +9,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from gputopo.errors import UsageError
+from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
 
 from .nccl_tests import device_keys, normalize_bus_id
@@ -18,8 +18,13 @@ from .nccl_tests import device_keys, normalize_bus_id
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same log given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
+    from gputopo.inputs import user_file_problem
+
     seen: Dict[str, Path] = {}  # content hash -> the first file with it
     for p in paths:
+        problem = user_file_problem(p)
+        if problem:
+            raise InputFileError(p, f"cannot read the nccl-tests log: {problem}")
         try:
             digest = hashlib.sha256()
             with open(p, "rb") as f:  # in pieces: a log may be larger than memory
@@ -72,12 +77,10 @@ def load_topo_file(path: str) -> Topology:
     import json
 
     from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_bytes
     from gputopo.model import topology_from_json
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputFileError(path, f"cannot read: {e.strerror}") from None
+    data = read_user_bytes(path, "topology", MAX_DESCRIPTION_BYTES)
     if data.lstrip()[:1] == b"{":
         try:
             return topology_from_json(json.loads(data))

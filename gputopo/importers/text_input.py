@@ -50,9 +50,12 @@ class TextSource:
 def _open_binary(path: str) -> tuple[BinaryIO, str]:
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
+    from gputopo.inputs import user_file_problem
+
     p = Path(path)
-    if p.is_dir():
-        raise InputFileError(path, "is a directory, not a saved output")
+    problem = user_file_problem(p)  # a folder, FIFO, device or loop: refused before open() can block
+    if problem:
+        raise InputFileError(path, problem)
     try:
         return open(p, "rb"), str(path)
     except OSError as e:

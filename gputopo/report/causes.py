@@ -89,8 +89,8 @@ def path_facts(topo: Optional[Topology], gpus: Sequence[int], link_class: Option
             bus_ids.add(short_bus_id(b))
     if isinstance(h.acs, list):
         facts.acs_known = True
-        facts.acs_bridges = sorted(b.bdf for b in h.acs
-                                   if b.redirects and bus_ids & {short_bus_id(x) for x in b.gpus})
+        by_gpu = _redirecting_bridges(h.acs)
+        facts.acs_bridges = sorted({bdf for b in bus_ids for bdf in by_gpu.get(b, ())})
     if len(gpus) == 2:
         try:
             pair = topo.pair(gpus[0], gpus[1])
@@ -118,6 +118,26 @@ def run_nccl_settings(env: Optional[Mapping[str, str]]) -> Iterator[None]:
         yield
     finally:
         _RUN_NCCL_ENV.reset(token)
+
+
+#: (the acs list, its length) -> GPU short bus id -> bdfs of the redirecting bridges above it.
+#: Why: placing GPUs on a 256-GPU machine asks for the facts of 32,640 pairs, and walking every
+#: bridge of the host per pair took 39 s of a 60 s `gputopo place` (cProfile).
+_ACS_INDEX: dict[int, tuple[list, int, dict[str, list[str]]]] = {}
+
+
+def _redirecting_bridges(acs: list) -> dict[str, list[str]]:
+    cached = _ACS_INDEX.get(id(acs))
+    if cached is not None and cached[0] is acs and cached[1] == len(acs):
+        return cached[2]
+    index: dict[str, list[str]] = {}
+    for b in acs:
+        if b.redirects:
+            for x in {short_bus_id(x) for x in b.gpus}:
+                index.setdefault(x, []).append(b.bdf)
+    _ACS_INDEX.clear()  # one host at a time: never grows
+    _ACS_INDEX[id(acs)] = (acs, len(acs), index)
+    return index
 
 
 def _nccl_facts(facts: PathFacts, cpu_vendor, n_gpus: int) -> None:

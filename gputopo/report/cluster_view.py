@@ -23,10 +23,14 @@ PNG_MATRIX_MAX = 512
 
 def read_cluster_doc(run_dir) -> Optional[Dict[str, Any]]:
     """``cluster.json`` of a run folder, or None when the run is not a cluster run."""
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     p = Path(run_dir) / CLUSTER_JSON
+    if not p.exists():
+        return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(read_user_text(p, CLUSTER_JSON, MAX_TEXT_BYTES))
+    except ValueError:
         return None
 
 

@@ -189,6 +189,10 @@ def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dic
 
 def _count_lines(path: Path) -> int:
     """Non-empty lines of a JSON-lines file (0 when it is missing or unreadable)."""
+    from gputopo.inputs import user_file_problem
+
+    if user_file_problem(path):
+        return 0
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return sum(1 for line in f if line.strip())
@@ -197,13 +201,12 @@ def _count_lines(path: Path) -> int:
 
 
 def _read_json(path: Path) -> Dict[str, Any]:
+    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
+
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(read_user_text(path, path.name, MAX_TEXT_BYTES))
     except json.JSONDecodeError as e:
         raise InputFileError(path, f"not valid JSON: {e.msg}", line=e.lineno) from None
-    except OSError as e:
-        raise InputFileError(path, f"cannot read: {e.strerror}") from None
     if not isinstance(doc, dict):
         raise InputFileError(path, "expected a JSON object")
     return doc

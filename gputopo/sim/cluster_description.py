@@ -72,22 +72,20 @@ class ClusterDescription:
 
 def is_cluster_file(path: str) -> bool:
     """Whether the file at ``path`` declares a ``[cluster]`` table (cheap: text search)."""
+    from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_text
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return any(line.strip().startswith("[cluster") for line in f)
-    except (OSError, UnicodeDecodeError):
-        return False
+        text = read_user_text(path, "description", MAX_DESCRIPTION_BYTES)
+    except InputFileError:
+        return False  # not readable: the description loader says why, in one line
+    return any(line.strip().startswith("[cluster") for line in text.splitlines())
 
 
 def load_cluster(path: str) -> ClusterDescription:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputFileError(path, f"cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise InputFileError(path, "not UTF-8 text") from None
-    return parse_cluster(text, path)
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_text
+
+    return parse_cluster(read_user_text(path, "cluster description", MAX_DESCRIPTION_BYTES), path)
 
 
 def parse_cluster(text: str, path: str = "<text>") -> ClusterDescription:

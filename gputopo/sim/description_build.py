@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable
 
 from .description_checks import check_class_faults
-from .description_context import DescContext, check_keys, check_str, parse_clock
+from .description_context import DescContext, check_keys, check_label, parse_clock
 from .description_faults import apply_downtrained, build_faults
 from .description_gpus import DEFAULT_KEYS, build_gpus, gpu_entries
 from .description_host import HOST_KEYS, acs_redirect_bridges, build_host, parse_link_model, parse_p2p
@@ -54,8 +54,8 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     """
     ctx = DescContext(path, text)
     check_keys(ctx, data, _TOP_KEYS)
-    name = check_str(ctx, data.get("name", default_name), "name")
-    summary = check_str(ctx, data.get("summary", ""), "summary")
+    name = check_label(ctx, data.get("name", default_name), "name")
+    summary = check_label(ctx, data.get("summary", ""), "summary")
 
     defaults = check_keys(ctx, data.get("defaults", {}), DEFAULT_KEYS, "defaults")
     host_raw = check_keys(ctx, data.get("host", {}), HOST_KEYS, "host")

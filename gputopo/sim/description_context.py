@@ -114,6 +114,14 @@ def check_str(ctx, value, *key) -> str:
     return value
 
 
+def check_label(ctx, value, *key) -> str:
+    """A string that gputopo prints (a machine, GPU or host name): control characters (an ANSI
+    escape, a newline) are kept as visible escapes (``\\x1b``, ``\\n``), never sent to the terminal."""
+    from gputopo.console import printable
+
+    return printable(check_str(ctx, value, *key))
+
+
 def check_num(ctx, value, *key, positive=True) -> float:
     """``value`` as a float when it is a finite number (and > 0 unless ``positive`` is False)."""
     # TOML has nan and inf: neither is a rate or a latency

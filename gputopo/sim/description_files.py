@@ -62,12 +62,15 @@ def resolve_extends(data: Dict[str, Any], path: str, text: str, depth: int = 0) 
     else:
         base_path = ref if os.path.isabs(ref) or path.startswith(("<", "builtin:")) else \
             os.path.join(os.path.dirname(os.path.abspath(path)), ref)
+    from gputopo.errors import InputFileError
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_text
+
     try:
-        with open(base_path, encoding="utf-8") as f:
-            base_text = f.read()
-    except OSError:
+        base_text = read_user_text(base_path, "description", MAX_DESCRIPTION_BYTES)
+    except InputFileError as e:
+        why = str(e).split(": ", 1)[-1]
         raise ctx.error(f"cannot read {ref!r}: not a built-in machine ({', '.join(builtin_names())}) "
-                        "nor a readable file", "extends") from None
+                        f"nor a readable file ({why})", "extends") from None
     base = resolve_extends(toml_loads(base_text, base_path), base_path, base_text, depth + 1)
     base = {k: v for k, v in base.items() if k not in ("name", "summary")}
     over = {k: v for k, v in data.items() if k != "extends"}

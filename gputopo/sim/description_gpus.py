@@ -11,7 +11,13 @@ import uuid as uuid_mod
 from typing import Any, Dict, List, Optional, Tuple
 
 from .description_checks import check_unique_uuids, resolve_model
-from .description_context import DescContext, check_int, check_keys, check_str
+from .description_context import (
+    DescContext,
+    check_int,
+    check_keys,
+    check_label,
+    check_str,
+)
 from .health import HEALTH_KEYS, parse_health
 from .pci import PciAddress
 from .records import GpuDesc
@@ -70,7 +76,7 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
         name = spec.get("name")
         if name is None:
             raise ctx.error("missing GPU name (set name in [defaults] or in the [[gpu]] entry)", *key, "name")
-        name = check_str(ctx, name, *where("name"))
+        name = check_label(ctx, name, *where("name"))
         model, model_key = resolve_model(ctx, name, spec.get("model"), where("name"), where("model"))
 
         if "bus_id" in spec:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 from gputopo.model.linkclass import PCIE_KINDS
 from gputopo.model.topology import P2P_CAPS
 
-from .description_context import DescContext, check_int, check_keys, check_num, check_str
+from .description_context import DescContext, check_int, check_keys, check_label, check_num, check_str
 from .description_pairs import parse_class, parse_pair_ref
 from .fault import _PAIR_KEY_RE
 from .pci import PciAddress
@@ -34,7 +34,7 @@ def build_host(ctx: DescContext, raw: Dict[str, Any], machine: str) -> HostDesc:
         allowed = ", ".join(group_types) if group_types else "nothing (no IOMMU groups when iommu = \"off\")"
         raise ctx.error(f"with iommu = {iommu!r} the group type is {allowed}; got {gtype!r}",
                         "host", "iommu_group_type")
-    driver = check_str(ctx, raw.get("driver_version", "535.154.05"), "host", "driver_version")
+    driver = check_label(ctx, raw.get("driver_version", "535.154.05"), "host", "driver_version")
     cuda = raw.get("cuda_driver_version", 12020)
     if isinstance(cuda, str):
         m = re.match(r"^(\d+)\.(\d+)$", cuda.strip())
@@ -42,10 +42,10 @@ def build_host(ctx: DescContext, raw: Dict[str, Any], machine: str) -> HostDesc:
             raise ctx.error(f"expected e.g. 12040 or \"12.4\", got {cuda!r}", "host", "cuda_driver_version")
         cuda = int(m.group(1)) * 1000 + int(m.group(2)) * 10
     cuda = check_int(ctx, cuda, 1000, 99990, "host", "cuda_driver_version")
-    nvml = check_str(ctx, raw.get("nvml_version", f"{cuda // 1000}.{driver}"), "host", "nvml_version")
-    kernel = check_str(ctx, raw.get("kernel", "5.15.0-91-generic"), "host", "kernel")
+    nvml = check_label(ctx, raw.get("nvml_version", f"{cuda // 1000}.{driver}"), "host", "nvml_version")
+    kernel = check_label(ctx, raw.get("kernel", "5.15.0-91-generic"), "host", "kernel")
     if "cmdline" in raw:
-        cmdline = check_str(ctx, raw["cmdline"], "host", "cmdline")
+        cmdline = check_label(ctx, raw["cmdline"], "host", "cmdline")
     else:
         flags = {
             ("intel", "translated"): "intel_iommu=on", ("intel", "passthrough"): "intel_iommu=on iommu=pt",
@@ -56,7 +56,7 @@ def build_host(ctx: DescContext, raw: Dict[str, Any], machine: str) -> HostDesc:
         cmdline += f" {flags}" if flags else ""
     return HostDesc(iommu=iommu, acs_redirect_bridges=[], driver_version=driver, nvml_version=nvml,
                     cuda_driver_version=cuda,
-                    hostname=check_str(ctx, raw.get("hostname", f"sim-{machine}"), "host", "hostname"),
+                    hostname=check_label(ctx, raw.get("hostname", f"sim-{machine}"), "host", "hostname"),
                     kernel=kernel, cmdline=cmdline, cpu_vendor=vendor, iommu_group_type=gtype)
 
 

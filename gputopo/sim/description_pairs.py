@@ -30,13 +30,13 @@ def read_matrix(ctx: DescContext, data: Dict[str, Any], path: str):
         mpath = check_str(ctx, data["matrix_file"], "matrix_file")
         if not os.path.isabs(mpath) and not path.startswith(("<", "builtin:")):
             mpath = os.path.join(os.path.dirname(os.path.abspath(path)), mpath)
+        from gputopo.inputs import MAX_SMI_BYTES, read_user_bytes
         from gputopo.probe.smi_parser import decode_smi_bytes
 
-        try:
-            with open(mpath, "rb") as f:
-                mtext = decode_smi_bytes(f.read())  # as --from-smi reads it: UTF-8 or PowerShell's UTF-16
-        except OSError as exc:
-            raise ctx.error(f"cannot read matrix file {mpath}: {exc.strerror or exc}", "matrix_file") from None
+        try:  # as --from-smi reads it: UTF-8 or PowerShell's UTF-16
+            mtext = decode_smi_bytes(read_user_bytes(mpath, "matrix file", MAX_SMI_BYTES))
+        except InputFileError as exc:
+            raise ctx.error(f"{exc}", "matrix_file") from None
         matrix = _parse_matrix(DescContext(mpath, mtext), mtext, offset=0, source=mpath)
     return matrix
 

@@ -29,6 +29,7 @@ a host with default permissions.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -52,7 +53,9 @@ class FakeHost:
         self.desc = desc
         self.as_root = as_root
         self._own_root = root is None
-        self.root = root if root is not None else tempfile.mkdtemp(prefix=f"gputopo-host-{desc.name}-",
+        # desc.name is user text ("../x", 10,000 characters): never part of a path as written
+        safe = re.sub(r"[^A-Za-z0-9_-]+", "_", desc.name or "")[:40]
+        self.root = root if root is not None else tempfile.mkdtemp(prefix=f"gputopo-host-{safe}-",
                                                                    dir=_fast_tmp_dir())
         self.commands: List[List[str]] = []  # every argv run, in order
         self.iommu_groups: Dict[str, int] = {}

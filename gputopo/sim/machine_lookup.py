@@ -48,12 +48,9 @@ def load_description(name_or_path: str) -> Description:
     if is_builtin:
         return load_builtin(text_arg)
     path = text_arg
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise InputFileError(path, "no such file (give a built-in machine name or the path of a "
-                             f"description; built-ins: {', '.join(builtin_names())})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, f"cannot read: {exc}") from None
-    return parse_description(text, path)
+                             f"description; built-ins: {', '.join(builtin_names())})")
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_text
+
+    return parse_description(read_user_text(path, "description", MAX_DESCRIPTION_BYTES), path)

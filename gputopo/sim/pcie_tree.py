@@ -144,7 +144,12 @@ class _BusPool:
         for a in addrs:
             self.used.setdefault(a.domain, set()).add(a.bus)
 
-    def take(self, domain: int, count: int, below: int) -> List[int]:
+    def take(self, domain: int, count: int, below: int) -> list[tuple[int, int]]:
+        """``count`` free (domain, bus) numbers, from ``domain`` just below bus ``below`` first.
+        A group of GPUs that needs more bridges than its domain has buses (hundreds of GPUs
+        behind one host bridge in a big description) gets the rest in fresh domains: a real
+        host would have run out of buses, but the simulated machine must still build (the
+        classes come from the tree's shape, never from bus numbers)."""
         used = self.used.setdefault(domain, set())
         got: List[int] = []
         for bus in list(range(below - 1, -1, -1)) + list(range(below + 1, 256)):
@@ -152,11 +157,16 @@ class _BusPool:
                 break
             if bus not in used:
                 got.append(bus)
-        if len(got) < count:
-            raise ValueError(f"PCI domain {domain:04x} has no free bus numbers left for bridges "
-                             "(put some GPUs in another domain)")
         used.update(got)
-        return sorted(got)
+        out = [(domain, b) for b in sorted(got)]
+        while len(out) < count:  # spill into a domain no GPU uses
+            spare = max(self.used) + 1
+            if spare > 0xFFFF:
+                raise ValueError("no free PCI domain left for the simulated machine's bridges")
+            take = min(256, count - len(out))
+            self.used[spare] = set(range(take))
+            out += [(spare, b) for b in range(take)]
+        return out
 
 
 def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
@@ -194,8 +204,8 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
                 else:
                     switches += 1 + len(pix_groups)
             buses = iter(pool.take(domain, 1 + 2 * switches, min(addrs[m].bus for m in phb)))
-            root_bus = next(buses)
-            host = f"pci{domain:04x}:{root_bus:02x}"
+            root_domain, root_bus = next(buses)
+            host = f"pci{root_domain:04x}:{root_bus:02x}"
 
             # bridge, switch and attach are called only within this iteration, so the loop's
             # variables they read (B023) are this iteration's
@@ -213,15 +223,18 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
             def switch(parent, groups_below):
                 """A switch below ``parent``; each entry of groups_below is a GPU index or a list
                 (a PIX group that gets its own second-level switch). Returns its DSPs."""
-                usp_bus = next(buses)  # noqa: B023
+                usp_domain, usp_bus = next(buses)  # noqa: B023
                 parent.secondary = usp_bus
                 all_gpus = [g for e in groups_below for g in (e if isinstance(e, list) else [e])]
-                usp = bridge(PciAddress(domain, usp_bus, 0, 0), SWITCH_UP, parent, all_gpus)  # noqa: B023
-                dsp_bus = next(buses)  # noqa: B023
+                usp = bridge(PciAddress(usp_domain, usp_bus, 0, 0), SWITCH_UP, parent, all_gpus)
+                dsp_domain, dsp_bus = next(buses)  # noqa: B023
                 usp.secondary = dsp_bus
                 for k, entry in enumerate(groups_below):
                     gpus = entry if isinstance(entry, list) else [entry]
-                    dsp = bridge(PciAddress(domain, dsp_bus, k % 32, k // 32), SWITCH_DOWN, usp, gpus)  # noqa: B023
+                    if k and k % 256 == 0:  # a bus holds 32 devices x 8 functions: the next on a new bus
+                        dsp_domain, dsp_bus = pool.take(dsp_domain, 1, dsp_bus)[0]
+                    slot = k % 256
+                    dsp = bridge(PciAddress(dsp_domain, dsp_bus, slot % 32, slot // 32), SWITCH_DOWN, usp, gpus)
                     if isinstance(entry, list):
                         switch(dsp, entry)
                     else:
@@ -238,7 +251,7 @@ def build_tree(addrs: Sequence[PciAddress], numa_nodes: Sequence[Optional[int]],
 
             for k, pix_groups in enumerate(plan):
                 members = [m for g in pix_groups for m in g]
-                rp = bridge(PciAddress(domain, root_bus, 1 + k // 8, k % 8), ROOT_PORT, None, members)
+                rp = bridge(PciAddress(root_domain, root_bus, 1 + k // 8, k % 8), ROOT_PORT, None, members)
                 if len(pix_groups) == 1 and len(pix_groups[0]) == 1:
                     rp.secondary = addrs[members[0]].bus
                     attach(members[0], rp)
