@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 def gputopo(*args, cwd=None, timeout=240):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], check=False,
+                          cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 

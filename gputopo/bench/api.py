@@ -31,9 +31,9 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
+from .results import RunResult, bench_document, derived_findings
 from .resume_line import resume_line
 from .resume_plan import plan_resume
-from .results import RunResult, bench_document, derived_findings
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
 from .runner import NullProgress, Runner

@@ -6,7 +6,7 @@ progress bar and the user cannot tell whether it picked up the run they meant.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def resume_line(run_dir: str, machine: str, fabric: str, simulated: bool, tests: Sequence[str],
