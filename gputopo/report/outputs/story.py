@@ -204,9 +204,12 @@ def story(summary: Summary) -> List[StoryItem]:
             if it is not None:
                 items.append(((_SEV_RANK[it.severity], 1, k), it))
     for lit, own_text, texts in class_texts.values():
-        lit.text = f"{' '.join(texts)} Culprit: {own_text}"
-        lit.details = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
-                       and not (d.startswith("DDP survived") and "DDP survived" in lit.text)]
+        # The root cause leads (its own short text); the class texts are its evidence, below it.
+        said = " ".join(texts)
+        keep = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
+                and not (d.startswith("DDP survived") and "DDP survived" in said)]
+        why = [d for d in keep if d.startswith("why:")]
+        lit.details = why + [f"evidence: {t}" for t in texts] + [d for d in keep if d not in why]
     other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
