@@ -104,6 +104,7 @@ def evidence_entries(summary: Summary, items: Sequence[StoryItem] | None = None)
     for ex in sorted(exps, key=lambda e: not is_localised(e.findings[0])):
         first: Finding = ex.findings[0]
         ids = [x for f in ex.findings for x in (f.evidence or {}).get("explained_by") or []]
+        by: str | None = None
         if is_localised(first) and finding_id(first) in by_id:
             by = by_id[finding_id(first)]
         else:
