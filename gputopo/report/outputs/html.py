@@ -89,7 +89,7 @@ def _story(summary: Summary, items: List[StoryItem]) -> str:
     for it in items:
         sub = []
         if it.cause:
-            sub.append(f"<li><b>likely cause:</b> {escape(named(it.cause) or "")}</li>")
+            sub.append(f"<li><b>likely cause:</b> {escape(named(it.cause) or '')}</li>")
         sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in named.all(it.remedies)]
         ev = "".join(_detail(d) for d in it.details)
         tag = tags[id(it)] + ":" if id(it) in tags else STORY_TAGS[it.severity]
@@ -112,7 +112,7 @@ def _evidence(summary: Summary, items: List[StoryItem]) -> List[str]:
         if note:
             li.append(f'<li class="explained">{escape(note)}</li>')
         if e.cause:
-            li.append(f"<li><b>likely cause:</b> {escape(named(e.cause) or "")}</li>")
+            li.append(f"<li><b>likely cause:</b> {escape(named(e.cause) or '')}</li>")
         li += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in named.all(e.remedies)]
         if first.evidence:
             ev = json.dumps(first.evidence, sort_keys=True, default=str)
