@@ -48,3 +48,35 @@ def test_concurrent_on_a_simulated_machine_is_refused_in_one_line(tmp_path):
     assert len(lines) == 1 and "--concurrent" in lines[0] and "sim" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()  # nothing started
+
+
+# --- `import nccl-tests`: a log has no topology ------------------------------------------------
+
+NCCL_DATA = REPO / "tests" / "data" / "nccl_tests"
+NCCL_FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
+
+
+def test_import_of_a_log_with_wrong_elements_headlines_them_not_also_or_a_question_mark(tmp_path):
+    """It headlined "PROBLEM Also: GPUs 0,1; nccl-tests broadcast." (an "Also" with nothing
+    before it, and the pair's finding cut to its GPUs) with the likely cause "collectives PCIe (?)
+    return wrong results"."""
+    proc = gputopo("import", "nccl-tests", NCCL_DATA / "h200_broadcast_mpi.log", "--out", tmp_path / "run",
+                   cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    for text in (proc.stdout, md):
+        assert "Also:" not in text and "(?)" not in text, text
+        assert "1024 wrong element(s) in collective.broadcast" in text
+        assert "3 out-of-bounds value(s)" in text
+        assert "pass --topo FILE" in " ".join(text.split())  # (the terminal may fold the line)
+    first = next(line for line in md.splitlines() if line.startswith("- "))
+    assert first.startswith("- **Problem:** GPUs 0,1: 1024 wrong element(s)"), first
+
+
+def test_import_of_a_clean_log_does_not_call_an_unknown_class_fine(tmp_path):
+    proc = gputopo("import", "nccl-tests", NCCL_FIXTURES / "autodl_2x2080ti_all_reduce.txt",
+                   "--out", tmp_path / "run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "Every link class is fine: unknown" not in out
+    assert "No problem found on 1 pair of unknown link class (no topology: pass --topo FILE)" in out
