@@ -14,6 +14,8 @@ def resume_line(run_dir: str, machine: str, fabric: str, simulated: bool, tests:
     """'resuming D: bench on seed-8gpu (SIMULATED), 312 of 1008 measurements done, 696 to go;
     tests p2p,dp,collectives'."""
     on = f"{machine or 'an unnamed machine'} ({'SIMULATED' if simulated else f'fabric {fabric}'})"
+    if not tests and not self_gpus:  # `numerics --resume`: its pairs are counted as they start
+        return f"resuming {run_dir}: numerics on {on}"
     done = total - to_go
     left = "nothing to go" if to_go == 0 else f"{to_go} to go"
     what = ",".join(tests) or "none"
