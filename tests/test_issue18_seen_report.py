@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from conftest_report import write_run
+
 from gputopo.report.render import render_run
 
 SEED_FAULTS = ["corrupt-sys", "corrupt-node", "iommu", "acs"]  # one fault of the host's PCIe path
@@ -17,7 +18,7 @@ REMEDY = "boot with iommu=pt"
 
 def _no_json(text: str) -> str:
     """The text without the findings' raw evidence (JSON in <code> or backticks)."""
-    return re.sub(r"<code>.*?</code>|`\{.*?`", "", text, flags=re.S)
+    return re.sub(r"<code>.*?</code>|`\{.*?`", "", text, flags=re.DOTALL)
 
 
 def test_one_root_cause_leads_counted_with_each_remedy_once(tmp_path):
