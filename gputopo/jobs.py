@@ -8,6 +8,7 @@ caller; the CLI only parses options and calls it.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
@@ -112,6 +113,9 @@ def _run_numerics_phase(machine: Machine, result, numerics_options, bench_option
 
     done = set(done_pairs(result.run_dir))
     todo = [p for p in result.options.pairs if p not in done]
+    if bench_options.resume_dir:  # (stderr: --json stays a document)
+        n = len(result.options.pairs)
+        print(f"resuming numerics: {n - len(todo)} of {n} pair(s) done, {len(todo)} to go", file=sys.stderr)
     bar = make_progress(enabled=bool(bench_options.progress))
 
     def advance(rec) -> None:

@@ -153,14 +153,14 @@ def test_killed_reads_exit_code_and_out_of_memory_text():
 
 def test_one_culprit_over_two_classes_tells_each_class_once(tmp_path):
     """The seed story: NODE and SYS both corrupt; one class-fault explains both, and the story
-    point tells each class once, then the culprit once (not one nested inside the other)."""
+    point leads with the root cause once, then tells each class once as its evidence."""
     run = write_run(tmp_path / "run", ["corrupt-sys", "corrupt-node", "iommu", "acs"])
     render_run(run, plots=False)
     md = (run / "report.md").read_text()
     story = md[md.index("## What was found"):md.index("## Link classes")]
-    assert story.count("Culprit:") == 1, story
+    assert story.count("**Root cause:**") == 1, story
     assert story.count("NODE pairs: broken on all 8") == 1 and story.count("SYS pairs: broken on all 16") == 1
-    assert story.index("SYS pairs: broken") < story.index("Culprit: every NODE and SYS pair is bad")
+    assert story.index("**Root cause:** every NODE and SYS pair is bad") < story.index("evidence: SYS pairs: broken")
     assert ("P2P DMA between PCIe host bridges inside one CPU socket and across the CPU interconnect "
             "between sockets (NODE, SYS) is corrupt") in story  # its cause names both classes
 
@@ -181,11 +181,11 @@ def test_outputs_show_the_culprit_with_its_pairs_underneath(tmp_path):
     assert len(cf["evidence"]["explains"]) >= 16
     md = (run / "report.md").read_text()
     story = md[md.index("## What was found"):md.index("## Link classes")]
-    assert "SYS pairs: broken on all 16" in story and "Culprit: every SYS pair is bad" in story
+    assert "evidence: SYS pairs: broken on all 16" in story and "**Root cause:** every SYS pair is bad" in story
     table = md[md.index("## Findings"):]
     assert table.index("| class-fault |") < table.index("└ corrupt |") < table.index("└ iommu |")
     html = (run / "report.html").read_text()
-    assert "Culprit: every SYS pair is bad" in html and "└ corrupt" in html
+    assert "Root cause:</span>every SYS pair is bad" in html and "└ corrupt" in html
 
 
 def test_gpu_fault_story_lists_the_pairs_underneath(tmp_path):
@@ -197,7 +197,7 @@ def test_gpu_fault_story_lists_the_pairs_underneath(tmp_path):
     render_run(run, plots=False)
     md = (run / "report.md").read_text()
     story = md[md.index("## What was found"):md.index("## Link classes")]
-    assert "**Problem:** GPU 2 corrupts on every peer path" in story
+    assert "**Root cause:** GPU 2 corrupts on every peer path" in story
     assert "underneath: corrupt on 7 pairs: 0,2 1,2 2,3 2,4 2,5 2,6 2,7" in story
     assert "NODE pairs:" not in story  # the pairs are told under their culprit, not again per class
 
@@ -213,5 +213,6 @@ def test_class_story_tells_only_what_no_culprit_explains(tmp_path):
     # 6,7's divergence is told by its link-fault; the NV4 class point keeps only NVML's P2P status
     assert "NV4 pairs: degraded on 1 of 4 (0,1): P2P not OK in NVML on 1." in texts
     assert any(t.startswith("GPUs 6,7 (NV4): diverging training on this pair only") for t in texts)
-    sys_point = next(t for t in texts if t.startswith("SYS pairs:"))
-    assert "Culprit: every SYS pair is bad" in sys_point and "hung" not in sys_point
+    root = next(it for it in story(s) if it.text.startswith("every SYS pair is bad"))
+    sys_point = next(d for d in root.details if d.startswith("evidence: SYS pairs:"))
+    assert "hung" not in sys_point

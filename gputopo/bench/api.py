@@ -17,6 +17,7 @@ Nothing here imports torch; only worker processes do.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,8 +31,9 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
-from .resume_plan import plan_resume
 from .results import RunResult, bench_document, derived_findings
+from .resume_line import resume_line
+from .resume_plan import plan_resume
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
 from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
@@ -174,7 +176,11 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
 
     simulated = bool(topology.simulated or fabric == "sim")
     steps = plan_steps(topology, options)
+    total_cases = count_cases(steps)  # (plan_resume trims the steps to their missing cases)
     todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms})
+    if options.resume_dir:  # before anything runs: which run this continues, how far it got
+        print(resume_line(str(run_dir), topology.machine, fabric, simulated, options.tests,
+                          options.self_gpus, total_cases, count_cases(todo)), file=sys.stderr)
     redone_ids = {r.step for r in redo}  # their earlier crash findings are superseded
     prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
     concurrent = bool(options.concurrent and fabric != "sim")

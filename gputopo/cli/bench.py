@@ -143,6 +143,12 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
     if resume_dir and cpu_gpus is None and sim is None and fabric == "cpu":
         cpu_gpus = _stand_in_gpus(resume_dir)  # the run's --cpu-gpus
     machine = choose_machine(sim, fabric, cpu_gpus or 2)
+    if concurrent and machine.fabric == "sim":
+        from gputopo.errors import UsageError
+
+        raise UsageError("--concurrent does nothing on the sim fabric: modeled times do not depend "
+                         "on what runs beside them, and sim pairs already run side by side in "
+                         "worker processes; leave it out")
     topo = machine.topology
     if len(topo.gpus) == 1 and not pairs_values and not class_text:
         if not alone_ok:

@@ -219,9 +219,12 @@ def staged_path_broken(f: PathFacts) -> Tuple[str, List[str]]:
 
 def collective_broken(f: PathFacts) -> Tuple[str, List[str]]:
     """Wrong results from collectives only: the collective library's transport on this path."""
-    where = "NVLink" if f.is_nvlink else PATH_WORDS.get(f.link_class or "", "PCIe")
     suspects, host_remedies = _host_suspects(f)
-    cause = f"collectives {where} ({f.link_class or '?'}) return wrong results"
+    if not f.link_class:  # e.g. an imported nccl-tests log without --topo: no path to name
+        cause = "collectives on these GPUs return wrong results (their link class is unknown)"
+    else:
+        where = "over NVLink" if f.is_nvlink else PATH_WORDS.get(f.link_class, "over PCIe")
+        cause = f"collectives {where} ({f.link_class}) return wrong results"
     if suspects:
         cause += "; suspects: " + " and ".join(suspects)
     return cause, host_remedies + [nccl_remedy(f), REMEDY_GPU_HEALTH]

@@ -2,7 +2,9 @@
 
 Regressions: a pair's or a class's bandwidth down by more than a threshold (same series, so
 like is compared with like), findings that B has and A had not, verdicts that got worse.
-Findings A had and B has not are listed as gone. Findings are matched by (kind, GPUs, class).
+Findings A had and B has not are listed as gone, but only where B measured what A judged them
+from: a finding on a pair B never measured (a subset run, a partial one) is "not measured in B",
+never "gone". Findings are matched by (kind, GPUs, class).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import UsageError
 from gputopo.model import Finding
 
+from .localise import LOCALISED_KINDS
 from .machine_identity import machine_differences
 from .summary import Summary, summarize_dir
 
@@ -53,6 +56,8 @@ class RunDiff:
     bandwidth_up: List[Change] = field(default_factory=list)
     new_findings: List[Finding] = field(default_factory=list)
     gone_findings: List[Finding] = field(default_factory=list)
+    #: A's findings on pairs B did not measure (with those pairs): neither gone nor still there.
+    unmeasured_findings: List[Tuple[Finding, List[Tuple[int, ...]]]] = field(default_factory=list)
     verdicts_worse: List[dict] = field(default_factory=list)
     verdicts_better: List[dict] = field(default_factory=list)
     only_in_a: List[str] = field(default_factory=list)
@@ -78,6 +83,8 @@ class RunDiff:
             "bandwidth_up": [c.to_json() for c in self.bandwidth_up],
             "new_findings": [f.to_json() for f in self.new_findings],
             "gone_findings": [f.to_json() for f in self.gone_findings],
+            "not_measured_in_b": [{**f.to_json(), "unmeasured_pairs": [list(g) for g in gs]}
+                                  for f, gs in self.unmeasured_findings],
             "verdicts_worse": self.verdicts_worse, "verdicts_better": self.verdicts_better,
             "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
             "same_machine": not self.machine_differences, "machine_differences": self.machine_differences,
@@ -100,6 +107,13 @@ class RunDiff:
             out.append(f"  new finding: {f.severity} {f.kind}: {f.message}")
         for f in self.gone_findings:
             out.append(f"  finding gone: {f.severity} {f.kind}: {f.message}")
+        alike: Dict[Tuple[str, str], List[Tuple[Finding, List[Tuple[int, ...]]]]] = {}
+        for f, gs in self.unmeasured_findings:  # alike ones on one line: a subset leaves out many
+            alike.setdefault((f.severity, f.kind), []).append((f, gs))
+        for (sev, kind), group in alike.items():
+            pairs = list(dict.fromkeys(g for _, gs in group for g in gs))
+            what = f"{group[0][0].message}" if len(group) == 1 else f"{len(group)} findings"
+            out.append(f"  not measured in B: {sev} {kind}: {what} (B did not measure {_pairs_text(pairs)})")
         for v in self.verdicts_better:
             out.append(f"  verdict better: {v['where']}: {v['before']} -> {v['after']}")
         for c in sorted(self.bandwidth_up, key=lambda c: -c.ratio):
@@ -109,6 +123,38 @@ class RunDiff:
         for w in self.only_in_b:
             out.append(f"  only in B: {w}")
         return "\n".join(out)
+
+
+def _pairs_text(pairs: List[Tuple[int, ...]], limit: int = 8) -> str:
+    words = " ".join(",".join(map(str, g)) for g in pairs[:limit])
+    more = f" and {len(pairs) - limit} more" if len(pairs) > limit else ""
+    return f"pair{'s' if len(pairs) != 1 else ''} {words}{more}"
+
+
+#: Findings judged from the training numerics of a pair (not from its transfers).
+_NUMERICS_KINDS = ("nan", "diverged")
+
+
+def unmeasured_in(f: Finding, a: Summary, b: Summary) -> List[Tuple[int, ...]]:
+    """The pairs A judged ``f`` from that B did not measure (empty: B measured them all, so a
+    finding B lacks is gone). Host and scan findings come from the topology, in both runs."""
+    pb = {p.gpus: p for p in b.pairs}
+
+    def in_b(g: Tuple[int, ...], numerics: bool) -> bool:
+        p = pb.get(g)
+        return bool(p and (p.numerics if numerics else p.measured))
+
+    if f.gpus and len(f.gpus) == 2:
+        g = tuple(sorted(f.gpus))
+        return [] if in_b(g, f.kind in _NUMERICS_KINDS) else [g]
+    if f.kind not in LOCALISED_KINDS:
+        return []
+    classes = set((f.link_class or "").split(","))
+    if f.kind == "class-fault":
+        judged = [p.gpus for p in a.pairs if len(p.gpus) == 2 and p.measured and p.link_class in classes]
+    else:  # a GPU's (or a worker's) fault: judged from the measured pairs it is in
+        judged = [p.gpus for p in a.pairs if len(p.gpus) == 2 and p.measured and set(p.gpus) & set(f.gpus or ())]
+    return [g for g in judged if not in_b(g, False)]
 
 
 def _compare(where: str, series: str, before: Optional[float], after: Optional[float], d: RunDiff):
@@ -160,7 +206,14 @@ def diff_summaries(a: Summary, b: Summary, threshold: float = DEFAULT_THRESHOLD)
     ka: Dict[Tuple, Finding] = {finding_key(f): f for f in a.findings}
     kb: Dict[Tuple, Finding] = {finding_key(f): f for f in b.findings}
     d.new_findings = [f for k, f in kb.items() if k not in ka]
-    d.gone_findings = [f for k, f in ka.items() if k not in kb]
+    for k, f in ka.items():
+        if k in kb:
+            continue
+        unmeasured = unmeasured_in(f, a, b)
+        if unmeasured:
+            d.unmeasured_findings.append((f, unmeasured))
+        else:
+            d.gone_findings.append(f)
     return d
 
 

@@ -15,7 +15,9 @@ from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
 from .plots import Plot
-from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
+from .root_causes import evidence_entries, explained_note, root_cause_tags
+from .story import StoryItem
+from .tables import (class_table, figures_note, findings_table, gpus_text, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
 
 FILENAME = "report.html"
@@ -37,6 +39,7 @@ img{max-width:100%;border:1px solid #ddd;margin:.3em 0}
 .story>li.error{border-color:#b71c1c;font-weight:normal;color:#222} .story>li.warning{border-color:#e65100;color:#222}
 .story>li.ok{border-color:#2e7d32;color:#222} .story>li.info{border-color:#90a4ae;color:#444;font-size:.9em}
 .story .tag{font-weight:bold;margin-right:.4em} .story ul{margin:.3em 0 0 0}
+.story ul.evidence{color:#555;font-size:.85em;margin-top:.4em} .finding .explained{color:#555;font-style:italic}
 .note{color:#555;font-size:.85em;max-width:75em}
 .plots{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}
 .plots figure{margin:0;display:table} .plots figure.wide{flex-basis:100%}
@@ -69,18 +72,56 @@ def _img(plot: Plot) -> str:
             f"<figcaption>{escape(plot.caption or plot.title)}</figcaption></figure>")
 
 
-def _story(summary: Summary) -> str:
+def _detail(d: str) -> str:
+    """'why: ...' / 'evidence: ...' with its label in bold."""
+    label, sep, rest = d.partition(": ")
+    if sep and " " not in label:
+        return f"<li><b>{escape(label)}:</b> {escape(rest)}</li>"
+    return f"<li>{escape(d)}</li>"
+
+
+def _story(summary: Summary, items: List[StoryItem]) -> str:
+    """Each point: its text, then the likely cause and the remedies, then why and the evidence
+    (smaller): a root cause leads, its per-class evidence follows it."""
     out = ['<ul class="story" id="story">']
     named = BridgeNamer()
-    for it in story(summary):
-        sub = [f"<li>{escape(d)}</li>" for d in it.details]
+    tags = root_cause_tags(items)
+    for it in items:
+        sub = []
         if it.cause:
-            sub.append(f"<li><b>likely cause:</b> {escape(named(it.cause))}</li>")
+            sub.append(f"<li><b>likely cause:</b> {escape(named(it.cause) or '')}</li>")
         sub += [f"<li><b>remedy:</b> {escape(r)}</li>" for r in named.all(it.remedies)]
-        out.append(f'<li class="{it.severity}"><span class="tag {it.severity}">{STORY_TAGS[it.severity]}</span>'
-                   f"{escape(it.text)}" + (f"<ul>{''.join(sub)}</ul>" if sub else "") + "</li>")
+        ev = "".join(_detail(d) for d in it.details)
+        tag = tags[id(it)] + ":" if id(it) in tags else STORY_TAGS[it.severity]
+        out.append(f'<li class="{it.severity}"><span class="tag {it.severity}">{escape(tag)}</span>'
+                   f"{escape(it.text)}" + (f"<ul>{''.join(sub)}</ul>" if sub else "")
+                   + (f'<ul class="evidence">{ev}</ul>' if ev else "") + "</li>")
     out.append("</ul>")
     return "\n".join(out)
+
+
+def _evidence(summary: Summary, items: List[StoryItem]) -> List[str]:
+    """Per group of alike findings: where, an example, its evidence; the root cause that explains
+    it instead of its cause and remedies again (root_causes.evidence_entries)."""
+    parts = ["<h3>Evidence per finding</h3>"]
+    named = BridgeNamer()
+    for e in evidence_entries(summary, items):
+        ex, first = e.explanation, e.explanation.findings[0]
+        li = [f"<li>{escape(e.example)}</li>"]
+        note = explained_note(e)
+        if note:
+            li.append(f'<li class="explained">{escape(note)}</li>')
+        if e.cause:
+            li.append(f"<li><b>likely cause:</b> {escape(named(e.cause) or '')}</li>")
+        li += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in named.all(e.remedies)]
+        if first.evidence:
+            ev = json.dumps(first.evidence, sort_keys=True, default=str)
+            label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
+            li.append(f"<li><details><summary>{escape(label)}</summary><code>{escape(ev[:3000])}</code>"
+                      "</details></li>")
+        parts.append(f'<div class="finding"><span class="{ex.severity}">{escape(ex.kind)}</span> '
+                     f"({escape(ex.severity)}) on {escape(ex.where)}<ul>{''.join(li)}</ul></div>")
+    return parts
 
 
 def _note(text) -> str:
@@ -97,7 +138,8 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     parts.append(f"<h1>{escape(title)}</h1>")
     parts.append(f'<p class="{escape(summary.verdict)}">{escape(verdict_line(summary))}</p>')
     parts.append("<h2>What was found</h2>")
-    parts.append(_story(summary))
+    items = story(summary)
+    parts.append(_story(summary, items))
     parts.append(_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
                         [[str(r["machine"]), str(r["fabric"]), str(r["simulated"]).lower(), str(r["started"]),
                           str(r["gpus"]), str(len(summary.run.measurements)), str(r["path"])]], "run-table"))
@@ -111,21 +153,7 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
         parts.append(_table(*findings_table(summary.findings), "findings-table"))
         parts.append(_note("Alike findings (same severity, kind and class) share a row; summary.json lists "
                            "each one."))
-        parts.append("<h3>Causes and remedies</h3>")
-        named = BridgeNamer()
-        for ex in explanations(summary.findings):
-            first = ex.findings[0]
-            items = [f"<li>{escape(first.message if len(ex.findings) == 1 else 'e.g. ' + first.message)}</li>"]
-            if ex.cause:
-                items.append(f"<li><b>likely cause:</b> {escape(named(ex.cause))}</li>")
-            items += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in named.all(ex.remedies)]
-            if first.evidence:
-                ev = json.dumps(first.evidence, sort_keys=True, default=str)
-                label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
-                items.append(f"<li><details><summary>{escape(label)}</summary><code>{escape(ev[:3000])}</code>"
-                             "</details></li>")
-            parts.append(f'<div class="finding"><span class="{ex.severity}">{escape(ex.kind)}</span> '
-                         f"({escape(ex.severity)}) on {escape(ex.where)}<ul>{''.join(items)}</ul></div>")
+        parts += _evidence(summary, items)
     else:
         parts.append("<p>No findings.</p>")
     if plots:

@@ -12,7 +12,8 @@ from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
 from .plots import Plot
-from .tables import (class_table, explanations, figures_note, findings_table, gpus_text, nccl_tests_table,
+from .root_causes import evidence_entries, explained_note, root_cause_tags
+from .tables import (class_table, figures_note, findings_table, gpus_text, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
 
 #: The word in front of each story point.
@@ -38,12 +39,15 @@ def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
         lines += [f"> **SIMULATED**: {simulated_line(summary)}.", ""]
     lines += [f"**{verdict_line(summary)}**", "", "## What was found", ""]
     named = BridgeNamer()
-    for it in story(summary):
-        lines.append(f"- {STORY_TAGS[it.severity]} {it.text}")
-        lines += [f"  - {d}" for d in it.details]
+    items = story(summary)
+    tags = root_cause_tags(items)
+    for it in items:  # the point, its likely cause and remedies, then why and the evidence
+        tag = f"**{tags[id(it)]}:**" if id(it) in tags else STORY_TAGS[it.severity]
+        lines.append(f"- {tag} {it.text}")
         if it.cause:
             lines.append(f"  - likely cause: {named(it.cause)}")
         lines += [f"  - remedy: {r}" for r in named.all(it.remedies)]
+        lines += [f"  - {d}" for d in it.details]
     lines += ["", md_table(["machine", "fabric", "simulated", "started", "GPUs", "measurements", "folder"],
                        [[str(r["machine"]), str(r["fabric"]), str(r["simulated"]).lower(), str(r["started"]),
                          str(r["gpus"]), str(len(summary.run.measurements)), str(r["path"])]]), ""]
@@ -57,16 +61,18 @@ def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     if summary.findings:
         lines += [md_table(*findings_table(summary.findings)), "",
                   "Alike findings (same severity, kind and class) share a row; summary.json lists each one.", ""]
-        lines += ["### Causes and remedies", ""]
+        lines += ["### Evidence per finding", ""]
         named = BridgeNamer()
-        for ex in explanations(summary.findings):
-            first = ex.findings[0]
+        for e in evidence_entries(summary, items):
+            ex, first = e.explanation, e.explanation.findings[0]
             lines.append(f"- **{ex.kind}** ({ex.severity}) on {ex.where}")
-            lines.append(f"  - {first.message if len(ex.findings) == 1 else 'e.g. ' + first.message}")
-            if ex.cause:
-                lines.append(f"  - likely cause: {named(ex.cause)}")
-            for rem in named.all(ex.remedies):
-                lines.append(f"  - remedy: {rem}")
+            lines.append(f"  - {e.example}")
+            note = explained_note(e)
+            if note:
+                lines.append(f"  - _{note}_")
+            if e.cause:
+                lines.append(f"  - likely cause: {named(e.cause)}")
+            lines += [f"  - remedy: {rem}" for rem in named.all(e.remedies)]
             if first.evidence:
                 label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
                 lines.append(f"  - {label}: `{json.dumps(first.evidence, sort_keys=True, default=str)[:600]}`")

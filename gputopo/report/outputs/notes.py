@@ -10,6 +10,8 @@ from typing import Dict, List, Optional
 from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.summary import Summary
 
+from .root_causes import verdict_counts
+
 
 def simulated_line(summary: Summary) -> str:
     """Follows the word SIMULATED wherever a person sees the run."""
@@ -77,7 +79,9 @@ def verdict_line(summary: Summary) -> str:
     for f in summary.findings:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts.get(s)]
-    line = f"verdict: {summary.verdict}" + (f" ({', '.join(parts)})" if parts else " (no findings)")
+    problems = verdict_counts(summary)  # root causes first: "1 root cause (49 errors in 24 pairs, ...)"
+    line = f"verdict: {summary.verdict}" + (f": {problems}" if problems else
+                                            f" ({', '.join(parts)})" if parts else " (no findings)")
     if any(f.kind in DATA_KINDS for f in summary.findings):
         line += "; the run's data is incomplete or invalid (see 'Data:')"
     return line

@@ -177,6 +177,28 @@ def _class_fault_of(local: List[StoryItem], findings: List[Finding]) -> Optional
                  and finding_id(lit.findings[0]) in ids), None)
 
 
+def _other_text(summary: Summary, other: List[Finding], after_others: bool) -> str:
+    """The point telling findings no class, GPU or culprit tells: host settings ("Host: the IOMMU
+    translates DMA; ...") by their heads; pair findings whose link class is unknown (an imported
+    nccl-tests log without --topo) in full, saying so. "Also:" only after other points."""
+    if all((f.evidence or {}).get("tool") for f in other):  # an imported tool's own failure (import_findings.py)
+        return "Imported test: " + "; ".join(dict.fromkeys(f.message.split(": ")[0] for f in other)) + "."
+    if all(not f.gpus or len(f.gpus) > 2 for f in other):
+        return "Host: " + "; ".join(dict.fromkeys(f.message.split(": ")[0] for f in other)) + "."
+    unknown = list(dict.fromkeys(gpus_text(f.gpus) for f in other if f.gpus and len(f.gpus) == 2
+                                 and not f.link_class))
+    texts = []
+    for group in group_findings(other):
+        texts += [f.message for f in group[:3]] + ([f"{len(group) - 3} more alike"] if len(group) > 3 else [])
+    text = ("Also: " if after_others else "") + "; ".join(texts) + "."
+    if unknown:
+        topo = summary.run.topology
+        why = "no topology: pass --topo FILE" if not (topo and topo.pairs) else "not in the topology"
+        text += (f" The link class of GPUs {' '.join(unknown)} is unknown ({why}), so no path is named"
+                 " and no rate is expected.")
+    return text
+
+
 def story(summary: Summary) -> List[StoryItem]:
     """The run in a few points, worst first: each GPU whose own links are faulty, each broken or
     degraded link class with what went wrong on how many of its pairs (and DataParallel against
@@ -204,21 +226,21 @@ def story(summary: Summary) -> List[StoryItem]:
             cit = _class_item(summary, c, exps, lambda f: not explained(f))  # what no culprit explains
             if cit is not None:
                 items.append(((_SEV_RANK[cit.severity], 1, k), cit))
-    for lit, own_text, texts in class_texts.values():
-        lit.text = f"{' '.join(texts)} Culprit: {own_text}"
-        lit.details = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
-                       and not (d.startswith("DDP survived") and "DDP survived" in lit.text)]
+    for lit, _own_text, texts in class_texts.values():
+        # The root cause leads (its own short text); the class texts are its evidence, below it.
+        said = " ".join(texts)
+        keep = [d for d in lit.details if not d.startswith("underneath:")  # the class texts list them
+                and not (d.startswith("DDP survived") and "DDP survived" in said)]
+        why = [d for d in keep if d.startswith("why:")]
+        lit.details = why + [f"evidence: {t}" for t in texts] + [d for d in keep if d not in why]
     other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
-        heads = list(dict.fromkeys(f.message.split(": ")[0] for f in other))
         remedied = any(it.remedies for _, it in items)
         mine = [e for e in exps if any(f in other for f in e.findings)]
         items.append(((_SEV_RANK[sev], 2, 0), StoryItem(
-            sev, ("Imported test: " if all((f.evidence or {}).get("tool") for f in other)  # import_findings.py
-                  else "Host: " if all(not f.gpus or len(f.gpus) > 2 for f in other) else "Also: ")
-            + "; ".join(heads) + ".",
+            sev, _other_text(summary, other, bool(items)),
             None if remedied else next((e.cause for e in mine if e.cause), None),
             [] if remedied else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
     data = [f for f in summary.findings if f.kind in DATA_KINDS]
@@ -249,8 +271,14 @@ def story(summary: Summary) -> List[StoryItem]:
                     p += f" = {pct(c.efficiency)} of {gbps(c.expected_gbps)} GB/s"
             parts.append(p + ")")
         every = not out and len(fine) == len(summary.classes)
-        out.append(StoryItem("ok", ("Every link class is fine: " if every else "Link classes without problems: ")
-                             + ", ".join(parts) + "."))
+        head = "Every link class is fine: " if every else "Link classes without problems: "
+        if [c.link_class for c in fine] == ["unknown"]:  # no topology (an imported log): no class to call fine
+            topo, c = summary.run.topology, fine[0]
+            unknown_why = "no topology: pass --topo FILE" if not (topo and topo.pairs) else "not in the topology"
+            head = f"No problem found on {c.pairs_measured} pair{'s' if c.pairs_measured != 1 else ''} "
+            parts = [f"of unknown link class ({unknown_why})" + (f": median {gbps(c.median_gbps)} GB/s, no rate expected"
+                                                         if c.median_gbps is not None else "")]
+        out.append(StoryItem("ok", head + ", ".join(parts) + "."))
     nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
     good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]
     if good:

@@ -1,0 +1,15 @@
+"""Issue 18, "What a person sees": gputopo/sim/FORMAT.md is shipped inside the package, so every
+document it cites must be in the repository (it once cited a DESIGN.md that is not)."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_format_md_cites_only_files_in_the_repository():
+    doc = (ROOT / "gputopo" / "sim" / "FORMAT.md").read_text(encoding="utf-8")
+    cited = set(re.findall(r"\b([A-Za-z_][\w./-]*\.md)\b", doc))
+    missing = [c for c in sorted(cited)
+               if not (ROOT / c).exists() and not (ROOT / "gputopo" / "sim" / c).exists()]
+    assert not missing, f"FORMAT.md cites files the repository does not have: {missing}"
