@@ -10,6 +10,7 @@ which ones in a note, so a narrow terminal never hides that something is missing
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
 
@@ -45,47 +46,68 @@ def _header_width(header: str) -> int:
     return max((len(w) for w in header.split()), default=0)
 
 
-def natural_widths(columns: Sequence[Column], rows: Sequence[Sequence[Any]]) -> List[int]:
+def natural_widths(columns: Sequence[Column], rows: Sequence[Sequence[Any]],
+                   compact_headers: bool = True) -> List[int]:
     """The width each column needs to show every cell on one line (a folding column: at most
-    WRAP_MIN, the rest of its text folds)."""
+    WRAP_MIN, the rest of its text folds); headers wrapped at their spaces when ``compact_headers``."""
     widths = []
     for k, col in enumerate(columns):
-        w = max([_header_width(col.header)] + [cell_width(r[k]) for r in rows if k < len(r)])
+        head = _header_width(col.header) if compact_headers else len(col.header)
+        w = max([head] + [cell_width(r[k]) for r in rows if k < len(r)])
         widths.append(min(w, WRAP_MIN) if col.wrap else w)
     return widths
 
 
+def _build(columns: Sequence[Column], rows: Sequence[Sequence[Any]], shown: Sequence[int],
+           widths: Sequence[int], edges: bool, table_options: dict) -> Any:
+    from rich.table import Table
+
+    table = Table(show_edge=edges, pad_edge=edges, **table_options)
+    for k in shown:
+        col = columns[k]
+        if col.wrap:
+            table.add_column(col.header, justify=col.justify, overflow="fold", ratio=1, min_width=widths[k])
+        else:  # whole: exactly as wide as its widest cell (rich never narrows a column of a
+            # set width; a long header wraps at its spaces)
+            table.add_column(col.header, justify=col.justify, width=widths[k], overflow="fold")
+    for r in rows:
+        table.add_row(*(r[k] for k in shown))
+    return table
+
+
+def _min_width(table: Any) -> int:
+    """The narrowest rich can draw ``table`` in (its own measure: padding, rules, edges),
+    measured on an unbounded console (rich clamps a measure to the console's width)."""
+    from rich.console import Console
+
+    console = Console(width=100_000, file=io.StringIO())
+    return table.__rich_measure__(console, console.options).minimum
+
+
 def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int,
-                per_column: int = 3, fixed: int = 1) -> List[int]:
+                edges: bool = True) -> List[int]:
     """Indices of the columns to show within ``width`` cells: left out in ``drop`` order
-    (higher first, then the rightmost) until the table fits; ``keep`` columns always stay.
-    ``per_column`` / ``fixed`` are the table's own cells (padding, rules, edges)."""
+    (higher first, then the rightmost) until rich can draw the rest whole; ``keep`` columns
+    always stay."""
     widths = natural_widths(columns, rows)
     shown = list(range(len(columns)))
     candidates = sorted((k for k, c in enumerate(columns) if not c.keep),
                         key=lambda k: (columns[k].drop, k), reverse=True)
-    while sum(widths[k] + per_column for k in shown) + fixed > width and candidates:
+    while candidates and _min_width(_build(columns, rows, shown, widths, edges, {})) > width:
         shown.remove(candidates.pop(0))
     return shown
 
 
 def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int,
                  edges: bool = True, **table_options) -> Tuple[Any, List[str]]:
-    """(a rich Table of the columns that fit, the headers left out)."""
-    from rich.table import Table
-
-    per_column, fixed = (3, 1) if edges else (3, -1)
-    shown = fit_columns(columns, rows, width, per_column, fixed)
-    widths = natural_widths(columns, rows)
-    table = Table(show_edge=edges, pad_edge=edges, **table_options)
-    for k in shown:
-        col = columns[k]
-        if col.wrap:
-            table.add_column(col.header, justify=col.justify, overflow="fold", ratio=1)
-        else:  # whole: as wide as its widest cell; a long header may wrap at its spaces
-            table.add_column(col.header, justify=col.justify, min_width=widths[k], overflow="fold")
-    for r in rows:
-        table.add_row(*(r[k] for k in shown))
+    """(a rich Table of the columns that fit, the headers left out). Where every column fits
+    with its header on one line, that is how it is drawn."""
+    everything = list(range(len(columns)))
+    wide = natural_widths(columns, rows, compact_headers=False)
+    if _min_width(_build(columns, rows, everything, wide, edges, {})) <= width:
+        return _build(columns, rows, everything, wide, edges, table_options), []
+    shown = fit_columns(columns, rows, width, edges)
+    table = _build(columns, rows, shown, natural_widths(columns, rows), edges, table_options)
     return table, [columns[k].header for k in range(len(columns)) if k not in shown]
 
 

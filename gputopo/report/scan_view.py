@@ -74,7 +74,7 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
         console.print(Text(simulated_banner(topo), style="bold magenta reverse"))
     if topo.source == SMI_SOURCE:
         console.print(Text(SMI_BANNER, style="bold"))
-    console.print(_matrix_table(topo))
+    console.print(_matrix_table(topo, console.width))
     classes = set(topo.classes()) | {c for n in topo.nics for c in n.gpu_classes.values()}
     present = sorted({("NV#" if c.is_nvlink else c.kind) for c in classes},
                      key=lambda k: list(LEGEND).index(k))
@@ -172,7 +172,7 @@ def _short_bus(bus_id) -> str:
     return f"{dom[-4:]}:{rest}".lower() if sep and len(dom) == 8 else s
 
 
-def _matrix_table(topo: Topology):
+def _matrix_table(topo: Topology, width: int = 10_000):
     from rich.table import Table
     from rich.text import Text
 
@@ -192,12 +192,16 @@ def _matrix_table(topo: Topology):
     for n in topo.nics:
         t.add_column(n.label, justify="center")
     with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in topo.gpus)
-    # headers wrap at their spaces ("CPU / Affinity") instead of being cut to "Affini…"
-    affinity_w = max([len("Affinity")] + [len(show(g.cpu_affinity)) for g in topo.gpus])
-    t.add_column("CPU Affinity", min_width=affinity_w, overflow="fold")
-    t.add_column("NUMA Affinity", min_width=len("Affinity"), overflow="fold")
+    tail = [("CPU Affinity", [show(g.cpu_affinity) for g in topo.gpus]),
+            ("NUMA Affinity", [show(g.numa_node) for g in topo.gpus])]
     if with_gnuma:
-        t.add_column("GPU NUMA ID", min_width=len("NUMA"), overflow="fold")
+        tail.append(("GPU NUMA ID", [show(g.gpu_memory_numa_node) for g in topo.gpus]))
+    # on a narrow terminal the headers wrap at their spaces ("CPU / Affinity"), never cut to "Affini…"
+    full = sum(max(len(header), *map(len, texts)) + 2 for header, texts in tail)
+    compact = full + 6 * (len(topo.gpus) + len(topo.nics)) + 6 > width
+    for header, texts in tail:
+        head_w = max(map(len, header.split())) if compact else len(header)
+        t.add_column(header, width=max(head_w, *map(len, texts)), overflow="fold")
     x = Text("X", style="dim")
     for g in topo.gpus:
         cells = [x if g.nvml_index == h.nvml_index else cell(gpu_gpu(g.nvml_index, h.nvml_index))

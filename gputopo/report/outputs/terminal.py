@@ -12,6 +12,7 @@ from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
+from .root_causes import root_cause_tags
 from .diagnosis import NESTED, nested_groups
 from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
@@ -51,19 +52,23 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     points = story(summary)
     told: Set[int] = set()  # id() of the findings the story told
     named = BridgeNamer()  # a bridge list is spelled out once on the terminal
+    tags = root_cause_tags(points)
     for it in points:
         if it.severity == "info":
             continue  # the figures note goes under the class table
-        hanging(console, Text(f"{STORY_TAGS[it.severity]} ", style=SEVERITY_STYLE[it.severity]), it.text)
-        for d in it.details:  # "why: ...", "underneath: ...": wrapped under the text after the label
-            label, sep, rest = d.partition(": ")
-            if not sep or " " in label:  # not a "label: text" line
-                label, rest = "", d
-            hanging(console, Text(f"    {label}{sep if label else ''}", style="dim"), Text(rest, style="dim"))
+        # as report.html: the root cause first, its likely cause and remedies once, then the
+        # reasoning and the per-class evidence under it
+        tag = tags.get(id(it), STORY_TAGS[it.severity]).upper()
+        hanging(console, Text(f"{tag} ", style=SEVERITY_STYLE[it.severity]), it.text)
         if it.cause:
             hanging(console, "    likely cause: ", named(it.cause))
         for rem in named.all(it.remedies):
             hanging(console, "    - ", rem)
+        for d in it.details:  # "why: ...", "evidence: ...": wrapped under the text after the label
+            label, sep, rest = d.partition(": ")
+            if not sep or " " in label:  # not a "label: text" line
+                label, rest = "", d
+            hanging(console, Text(f"    {label}{sep if label else ''}", style="dim"), Text(rest, style="dim"))
         told.update(id(f) for f in it.findings)
 
     head, rows = class_table(summary)
