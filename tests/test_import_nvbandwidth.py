@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.errors import InputFileError
-from gputopo.importers import text_input
+from gputopo import text_input
 from gputopo.importers.nvbandwidth_import import import_nvbandwidth, read_nvbandwidth
 from gputopo.importers.nvbandwidth_measure import output_measurements
 

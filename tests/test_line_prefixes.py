@@ -2,7 +2,7 @@
 
 import pytest
 
-from gputopo.importers.line_prefixes import (
+from gputopo.line_prefixes import (
     strip_ansi,
     strip_launcher_prefix,
     strip_quote_marker,

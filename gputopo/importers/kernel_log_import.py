@@ -32,7 +32,7 @@ from gputopo.probe.xid_lines import KernelLogRead, bus_label, finish, read_line
 from gputopo.report.run_folder import KERNEL_LOG_JSON
 from gputopo.writable import check_writable_dir
 
-from .text_input import display_name, text_lines
+from gputopo.text_input import display_name, text_lines
 
 DEFAULT_BASE_DIR = "reports"
 

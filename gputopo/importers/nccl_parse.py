@@ -18,7 +18,7 @@ from typing import Any, Iterable, List, Optional
 from gputopo.errors import InputFileError
 from gputopo.model import NotAvailable
 
-from .line_prefixes import strip_launcher_prefix
+from gputopo.line_prefixes import strip_launcher_prefix
 from .nccl_checks import completeness_problems, drop_negative_rows
 from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
 from .nccl_ops import OPS, op_from_name
@@ -237,7 +237,7 @@ def _op_of(log: NcclTestsLog) -> Optional[str]:
 def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
     """Parse a file (streamed; ``-`` is stdin). InputFileError for an unreadable, empty or binary
     file, or one without nccl-tests rows."""
-    from .text_input import text_lines
+    from gputopo.text_input import text_lines
 
     with text_lines(str(path), "nccl-tests output (all_reduce_perf & co.)") as lines:
         return parse_nccl_tests_lines(lines, source=str(path), op=op)

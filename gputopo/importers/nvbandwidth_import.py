@@ -25,7 +25,7 @@ from .nvbandwidth_json import parse_nvbandwidth_json
 from .nvbandwidth_measure import output_measurements
 from .nvbandwidth_parse import looks_like_nvbandwidth, parse_nvbandwidth_lines
 from .nvbandwidth_records import NvbOutput
-from .text_input import MAX_INPUT_BYTES, TextSource, open_lines
+from gputopo.text_input import MAX_INPUT_BYTES, TextSource, open_lines
 
 #: The JSON form is read whole: at most this many bytes of it.
 MAX_JSON_BYTES = 64 << 20

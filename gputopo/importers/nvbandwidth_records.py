@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .text_input import CappedList
+from gputopo.text_input import CappedList
 
 #: Suffixes of a matrix key beyond its testcase's name (v0.6+ bidirectional device tests).
 KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")

@@ -28,7 +28,7 @@ from .import_folder import (
     write_import_folder,
 )
 from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
-from .text_input import TextSource, open_lines
+from gputopo.text_input import TextSource, open_lines
 
 #: Bytes of one copy in p2pBandwidthLatencyTest (numElems = 40000000 ints).
 COPY_BYTES = 40_000_000 * 4

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .text_input import CappedList
+from gputopo.text_input import CappedList
 
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
                     r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from gputopo.importers.line_prefixes import strip_launcher_prefix
+from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.probe.nccl_ranks import RankMap, RankSeen
 
 #: Transport families, from the text after "via ".
@@ -254,7 +254,7 @@ def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token:
 def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
     """Parse several files (one per rank or one for the job) into one log. InputFileError when
     one cannot be read or is binary."""
-    from gputopo.importers.text_input import text_lines
+    from gputopo.text_input import text_lines
 
     log = NcclDebugLog()
     for p in paths:

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gputopo.importers.line_prefixes import strip_launcher_prefix
+from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model.health import XidEvent
 
 BusKey = tuple[int, int, int]  # (domain, bus, device): what an Xid line names

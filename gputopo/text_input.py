@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from gputopo.errors import InputFileError
 
-from .line_prefixes import strip_launcher_prefix, strip_quote_marker
+from gputopo.line_prefixes import strip_launcher_prefix, strip_quote_marker
 
 #: Reading stops after this many bytes (a real nvbandwidth or p2pBandwidthLatencyTest output is
 #: a few hundred kB at most); the rest of the file is said to be unread.
