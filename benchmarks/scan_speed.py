@@ -34,6 +34,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     gputopo = [sys.executable, "-m", "gputopo"]
+    # each scan records into the history as a user's does, but into a throw-away database, not
+    # the user's own (simulated runs would clutter it)
+    import os
+    import tempfile
+
+    os.environ["GPUTOPO_HISTORY"] = os.path.join(tempfile.mkdtemp(prefix="gputopo-bench-"), "history.sqlite")
 
     base = wall([sys.executable, "-c", "pass"], args.runs)
     help_s = wall(gputopo + ["--help"], args.runs)
