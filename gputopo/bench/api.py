@@ -7,7 +7,8 @@
 ``run_bench(topology, options, fabric, description)`` plans the steps, writes the run folder
 (run.json, topology.json, measurements.jsonl line by line, events.jsonl, workers/*.log), runs
 the steps in worker processes and returns a :class:`RunResult` with every measurement and the
-findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` from the measurements).
+findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` judged from the
+measurements by gputopo.report.measured_findings).
 It never raises for a hung or crashed step; it raises UsageError for bad options and
 NoHardwareError when ``--fabric cuda`` finds no usable CUDA device. Ctrl-C returns a result
 with ``interrupted=True`` (the folder stays a valid partial run; ``--resume`` finishes it).
@@ -24,6 +25,7 @@ from typing import Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology, is_value, worst_first
+from gputopo.report.measured_findings import derived_findings
 from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
@@ -31,7 +33,7 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
 from .resume_plan import plan_resume
-from .results import RunResult, bench_document, derived_findings
+from .results import RunResult, bench_document
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
 from .runner import NullProgress, Runner

@@ -1,65 +1,20 @@
-"""Where a numerics run's records go as they complete: the findings a record makes
-(finding_for, the chaotic-job warning), numerics.jsonl / events.jsonl appends (_Sink), the loss
-curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
+"""Where a numerics run's records go as they complete: the findings a record makes (judged by
+gputopo.report.numerics_record.finding_for), numerics.jsonl / events.jsonl appends (_Sink), the
+loss curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
-from gputopo.model import Finding
+from gputopo.report.numerics_record import finding_for
 
-from .findings import BAD_VERDICTS, OTHER_WAY, record_finding
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json
 from .verdict import FAILED_VERDICTS
 
 LOSSES_CSV = "numerics_losses.csv"
-
-#: Reduction-order noise above this (relative loss) means the job itself is chaotic at these
-#: settings (normal fp32 noise of this job is ~1e-7): divergence then says little.
-CHAOTIC_NOISE = 1e-4
-
-
-def _warn_if_chaotic(out: NumericsRun) -> None:
-    for scope, tol in out.tolerances.items():
-        if tol.noise_loss_rel > CHAOTIC_NOISE:
-            where = "" if scope == "run" else f" (GPUs {scope})"
-            out.findings.append(Finding(
-                "noisy", "warning",
-                f"numerics{where}: re-running the one-GPU job with only the fp32 summation order "
-                f"changed moves the loss by {tol.noise_loss_rel:.1e} (relative): the job is "
-                f"chaotic at lr {out.options.lr:g}, so the tolerance is wide and only NaN/Inf "
-                "are meaningful; lower --lr",
-                evidence={"test": "numerics", "noise_loss_rel": tol.noise_loss_rel,
-                          "tolerance_loss_rel": tol.loss_rel, "lr": out.options.lr},
-                remedies=["lower --lr"]))
-
-
-
-def finding_for(rec: NumericsResult, others: Dict[str, NumericsResult]) -> Optional[Finding]:
-    """The finding a record makes, if any (findings.py): nan/diverged (with way and step), hang,
-    crash; with a quick cause where the ways alone tell it (the report adds the host's)."""
-    f = record_finding(rec.to_json(), {way: o.to_json() for way, o in others.items()})
-    if f is None or f.kind not in BAD_VERDICTS:
-        return f
-    other = others.get(OTHER_WAY.get(rec.way, ""))
-    if rec.way == "reference":
-        return dataclasses.replace(f, cause="the one-GPU job itself is unstable: the model or "
-                                            "learning rate, not the interconnect",
-                                   remedies=["lower --lr"])
-    if rec.way == "dp" and other is not None and other.verdict == "ok":
-        return dataclasses.replace(f, cause=(
-            "DataParallel's raw peer copies corrupt data between these GPUs while NCCL "
-            f"(DDP, path {other.paths.get('all_reduce', '?')}) trains fine: the PCIe "
-            "peer-to-peer path is likely broken (IOMMU DMA translation or ACS redirect)"),
-            remedies=["use DistributedDataParallel instead of DataParallel",
-                      "boot with iommu=pt (or disable the IOMMU)",
-                      "disable PCIe ACS redirect on the bridges between the GPUs",
-                      "NCCL_P2P_DISABLE=1 keeps NCCL off the peer path"])
-    return f
 
 
 def step_id(pair) -> str:

@@ -12,12 +12,12 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Optional
 
-from gputopo.bench.results import noisy_findings as measured_noisy_findings
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
+from .measured_findings import noisy_findings as measured_noisy_findings
 
 #: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
 #: Good hardware reaches 0.8-0.9 (DESIGN.md), so 0.5 leaves room for overheads, not for faults.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from gputopo.numerics.findings import record_gpus
+from gputopo.numerics.result import record_gpus
 from gputopo.report.summary import Summary
 
 from .heatmap_draw import _categorical
