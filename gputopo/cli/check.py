@@ -99,6 +99,8 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         return
     if junit_file:  # before measuring: a gate whose report cannot be written is no gate
         check_writable_file(junit_file, "--junit")
+        if run_dir:
+            refuse_run_file(junit_file, run_dir)
     spec_path = _spec_path(spec)
     from gputopo.check.spec import load_spec
 
@@ -134,9 +136,28 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     finish(verdict.exit_code)
 
 
+#: Files a run folder holds (its raw data and the report's outputs): --junit never writes them.
+RUN_FILES = ("run.json", "topology.json", "measurements.jsonl", "events.jsonl", "numerics.jsonl",
+             "summary.json", "report.md", "report.html", "results.csv", "cluster.json")
+
+
+def refuse_run_file(junit_file, run_dir) -> None:
+    """--junit must not write over a file of the run folder it judges (its run.json is the
+    run's own record: overwriting it loses data). One line, exit 2."""
+    target = os.path.realpath(junit_file)
+    folder = os.path.realpath(run_dir)
+    if os.path.dirname(target) == folder and (os.path.exists(target)
+                                               or os.path.basename(target) in RUN_FILES):
+        raise UsageError(f"--junit {junit_file}: that is a file of the run folder {run_dir}; "
+                         "write the JUnit XML elsewhere (e.g. --junit gate.xml)")
+
+
 def _judge(spec_path, run_dir, junit_file):
     """Judge ``run_dir`` against the spec and write the JUnit XML when asked; the verdict."""
     from gputopo.check.verdict import run_check
+
+    if junit_file:
+        refuse_run_file(junit_file, run_dir)
 
     verdict = run_check(spec_path, run_dir)
     if junit_file:
