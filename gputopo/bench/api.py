@@ -17,6 +17,7 @@ Nothing here imports torch; only worker processes do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import replace
@@ -33,6 +34,7 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
 from .resume_plan import plan_resume
+from .resume_scope import clear_cut_lines, refuse_non_bench, run_folder_lock
 from .results import RunResult, bench_document
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
@@ -48,7 +50,7 @@ __all__ = [
 ]
 
 #: Options taken from the command line even when resuming (the rest come from run.json).
-_RUNTIME_FIELDS = ("timeout_s", "progress", "resume_dir", "sim_workers", "argv")
+_RUNTIME_FIELDS = ("timeout_s", "progress", "resume_dir", "sim_workers", "argv", "retry_hung")
 
 
 def resume_options(run_dir, current: Optional[BenchOptions] = None) -> BenchOptions:
@@ -144,6 +146,15 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     if fabric == "sim" and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
     prior_done, prior_ms, prior_findings = {}, [], []
+    cut_notes: list = []
+    with contextlib.ExitStack() as lock:
+        return _run_bench(topology, options, fabric, description, progress, t0, lock,
+                          prior_done, prior_ms, prior_findings, cut_notes)
+
+
+def _run_bench(topology, options, fabric, description, progress, t0, lock,
+               prior_done, prior_ms, prior_findings, cut_notes) -> RunResult:
+    """run_bench's body, with ``lock`` (an ExitStack) holding the run folder's write lock."""
     if options.resume_dir:
         info = read_run_info(options.resume_dir)
         if info.get("fabric") != fabric:
@@ -152,9 +163,12 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         if info.get("machine") and topology.machine and info["machine"] != topology.machine:
             raise UsageError(f"--resume {options.resume_dir}: that run measured machine "
                              f"{info['machine']!r}, not {topology.machine!r}")
+        refuse_non_bench(options.resume_dir, info)
         options = resume_options(options.resume_dir, options)
         run_dir = Path(options.resume_dir)
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
+        lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
+        cut_notes = clear_cut_lines(run_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
     if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
@@ -165,10 +179,12 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     if not options.resume_dir:
         run_dir = (claim_out_dir(options.out_dir) if options.out_dir
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))
+        lock.enter_context(run_folder_lock(run_dir))
 
     simulated = bool(topology.simulated or fabric == "sim")
     steps = plan_steps(topology, options)
-    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms})
+    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms},
+                             retry_hung=options.retry_hung)
     redone_ids = {r.step for r in redo}  # their earlier crash findings are superseded
     prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
     concurrent = bool(options.concurrent and fabric != "sim")
@@ -181,6 +197,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
               sim_path=(str(getattr(description, "path", "") or "") or None)
               if description is not None else None,
               concurrent=concurrent, steps=len(steps))
+    for note in cut_notes:
+        log.event({"type": "cut-line-cleared", "note": note})
     for r in redo:
         log.event(r.to_json())
     pool = _pool_size(options) if fabric == "sim" else 1

@@ -71,6 +71,11 @@ def place(n, exclude, from_run, sim, top, as_json):
         topo = summary.run.topology
         if topo is None:
             raise UsageError(f"{from_run}: the run folder has no topology.json to place GPUs on")
+        n_gpus = len(topo.gpus)
+        if len(topo.pairs) < n_gpus * (n_gpus - 1) // 2:  # e.g. an import of nccl-tests output
+            raise UsageError(f"{from_run}: its topology.json does not say how every pair of its "
+                             f"{n_gpus} GPUs is linked (source: {topo.source or 'unknown'}), so "
+                             "no placement can be ranked; run `gputopo place N` on the machine")
         states, out_gpus = run_states(topo, summary)
         source = f"run {from_run} (measured)"
     else:

@@ -22,14 +22,20 @@ def step_id(pair) -> str:
     return f"numerics:{pair[0]}-{pair[1]}"
 
 
-def done_pairs(run_dir) -> List[Pair]:
-    """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume)."""
+def done_pairs(run_dir, retry_hung: bool = False) -> List[Pair]:
+    """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume),
+    and pairs with a way that recorded a hang: the hang is their result (running them again
+    would wait out the timeout again), unless ``retry_hung`` (--retry-hung)."""
     seen: Dict[Pair, set] = {}
+    hung: set = set()
     for _, rec in read_jsonl(os.path.join(str(run_dir), NUMERICS_JSONL)):
         pair = tuple(sorted(rec.get("gpus") or ()))
         if len(pair) == 2:
             seen.setdefault(pair, set()).add(rec.get("way"))
-    return sorted(p for p, ways in seen.items() if set(WAYS) <= ways)
+            if rec.get("verdict") == "hang":
+                hung.add(pair)
+    return sorted(p for p, ways in seen.items()
+                  if set(WAYS) <= ways or (p in hung and not retry_hung))
 
 
 class _Sink:

@@ -226,8 +226,10 @@ def story(summary: Summary) -> List[StoryItem]:
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
     # A class is judged where a transfer completed or a training run reached a verdict on it
-    # (a numerics-only run moved its data over the link too).
-    checked = {lc for p in summary.pairs if len(p.gpus) == 2 and (p.checked or _trained(p))
+    # (a numerics-only run moved its data over the link too), the latter only while the run's
+    # data is whole (a lost measurements file leaves the transfers unjudged).
+    checked = {lc for p in summary.pairs
+               if len(p.gpus) == 2 and (p.checked or (_trained(p) and not data))
                for lc in [p.link_class or "unknown"]}
     # Classes nothing ran on are "not-measured" in the class table already; they are named here
     # too when the run's data is damaged (they may have been measured and lost).
