@@ -164,3 +164,63 @@ def test_resume_and_place_of_an_import_are_usage_errors(tmp_path):
     proc = gputopo("place", "2", "--from", d)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def _full_disk(monkeypatch, folder: str, allow=("run.json.tmp",)):
+    """Every write into ``folder`` fails with ENOSPC (but the names in ``allow``)."""
+    import builtins
+    import errno
+    import io
+
+    real_open = builtins.open
+
+    def full_disk_open(file, mode="r", *a, **k):
+        if any(c in mode for c in "wax") and str(file).startswith(folder) \
+                and not str(file).endswith(allow):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    monkeypatch.setattr(io, "open", full_disk_open)
+
+
+def test_a_disk_that_fills_while_the_report_is_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """ENOSPC on every write into the run folder (the report, and the error handler's own
+    error.txt): one line, exit 2, no traceback (was a 77-line traceback)."""
+    from conftest_report import write_run
+    from gputopo.cli.main import main
+
+    run = write_run(tmp_path / "run", ())
+    _full_disk(monkeypatch, str(run), allow=())
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(run)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "disk full" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_full_disk_during_a_job_marks_the_run_failed_not_running(tmp_path, monkeypatch, capsys):
+    """The job's report fails on a full disk while run.json says running (the numerics phase):
+    run.json becomes "failed" where the disk still takes it (best effort)."""
+    from conftest_report import write_run
+    from gputopo import jobs
+    from gputopo.bench.runlog import errors_belong_to, set_run_status
+    from gputopo.cli.main import main
+
+    run = write_run(tmp_path / "run", ())
+    set_run_status(run, "running")
+
+    def job_whose_report_hits_a_full_disk(*a, **k):
+        import errno
+        with errors_belong_to(run):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jobs, "run_job", job_whose_report_hits_a_full_disk)
+    _full_disk(monkeypatch, str(run))
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--sim", "seed-8gpu", "--pairs", "0,1", "--tests", "p2p"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    monkeypatch.undo()
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
