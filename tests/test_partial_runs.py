@@ -26,6 +26,12 @@ ALL_PAIRS = [(i, j) for i in range(8) for j in range(i + 1, 8)]
 SEED_FAULTS = ("corrupt-sys", "corrupt-node", "iommu", "acs")
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands that write a default folder (reports/) write it under the test's tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
 def gputopo(*args, cwd=None, timeout=120):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)

@@ -20,6 +20,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands that write a default folder (reports/) write it under the test's tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
 def gputopo(*args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)

@@ -104,8 +104,12 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     spec_path = _spec_path(spec)
     from gputopo.check.spec import load_spec
 
-    load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
+    loaded = load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
     if run_dir is None:
+        if (loaded.cluster_min_inter_gbps is not None or loaded.cluster_nodes_alike
+                or loaded.cluster_no_slow_node):
+            raise UsageError(f"--spec {spec}: its [cluster] table judges a `gputopo cluster` run; "
+                             "check measures a bench run here: use a spec without [cluster]")
         from gputopo.jobs import run_job
         from gputopo.numerics import validate_options
 
