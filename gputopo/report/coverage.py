@@ -14,7 +14,7 @@ over the pairs that were measured looks like a faulty GPU. So the report reads, 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from gputopo.bench.runlog import (MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, TOPOLOGY_JSON)
 from gputopo.model import Finding, Measurement
@@ -36,8 +36,8 @@ def planned_pairs(info: Dict[str, Any]) -> List[Pair]:
     return sorted(set(out))
 
 
-def measured_pairs(measurements: List[Measurement], numerics: List[Dict[str, Any]],
-                   findings: List[Finding] = ()) -> Set[Pair]:
+def measured_pairs(measurements: Sequence[Measurement], numerics: Sequence[Dict[str, Any]],
+                   findings: Sequence[Finding] = ()) -> Set[Pair]:
     """Pairs the folder holds any result for: a measurement, a numerics record, a failure."""
     out: Set[Pair] = set()
     for m in measurements:

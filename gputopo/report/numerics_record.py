@@ -47,7 +47,7 @@ def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any
     gpus = record_gpus(rec)
     lc = rec.get("link_class") or link_class
     who = where_text(gpus, lc) if gpus else "reference run"
-    name = WAY_NAMES.get(way, str(way))
+    name = WAY_NAMES.get(str(way), str(way))
     evidence: Dict[str, Any] = {
         "way": way, "step": rec.get("step"), "test": "numerics",
         **{k: v for k, v in rec.items() if k not in _BULKY and k != "step" and _scalar(v)},
@@ -62,9 +62,9 @@ def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any
     if verdict == "diverged" and isinstance(first_dev, int) and rec.get("step") not in (None, first_dev):
         step += f" (off by more than the tolerance from step {first_dev})"
     msg = f"{who}: {name} {what}{step}"
-    other_way = OTHER_WAY.get(way)
+    other_way = OTHER_WAY.get(str(way))
     other = others.get(other_way) if other_way else None
-    if other is not None:
+    if other is not None and other_way is not None:
         evidence[f"{other_way}_verdict"] = other.get("verdict")
         msg += f"; {WAY_NAMES[other_way]} on the same GPUs: {other.get('verdict')}"
     severity = "error"
