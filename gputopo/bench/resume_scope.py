@@ -39,8 +39,6 @@ def refuse_non_bench(run_dir, info: Dict[str, Any]) -> None:
     kind = ("an import of nccl-tests output" if info.get("source") == "nccl-tests"
             or "imported_from" in options else
             "a cluster run" if info.get("kind") == "cluster" else None)
-    if kind is None and "pairs" not in options and "self_gpus" not in options:
-        kind = "a run without bench options"
     if kind:
         raise UsageError(f"--resume {run_dir}: not a bench run ({kind}); nothing to resume")
 

@@ -58,8 +58,8 @@ def coverage(run) -> Optional[Dict[str, Any]]:
     (it did not finish, or planned pairs have no result), else None."""
     planned = planned_pairs(run.info)
     status = run.info.get("status")
-    if not planned:
-        return None if status not in UNFINISHED else {
+    if not planned:  # a cluster run that lost ranks ("failed") names them in its own findings
+        return None if status not in ("running", "interrupted") else {
             "pairs_measured": None, "pairs_planned": None, "status": status, "unmeasured": []}
     have = measured_pairs(run.measurements, run.numerics, run.event_findings)
     missing = [p for p in planned if p not in have]
@@ -97,7 +97,7 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     if bench and any(t in MEASURING_TESTS for t in tests) and not (path / MEASUREMENTS_JSONL).exists():
         out.append(f"no {MEASUREMENTS_JSONL}: the run's measurements are gone")
     status = info.get("status")
-    if status in UNFINISHED:
+    if status in (UNFINISHED if bench else ("running", "interrupted")):
         out.append(f"{RUN_JSON} says the run is {status}: it did not finish, so what it did not "
                    "measure is unknown")
     delivered: Dict[str, int] = {}
