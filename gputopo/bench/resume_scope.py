@@ -84,10 +84,12 @@ def run_folder_lock(run_dir) -> Iterator[None]:
     fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         os.close(fd)
         raise UsageError(f"{run_dir}: another gputopo is writing this run folder (it holds "
                          f"{LOCK_FILE}); wait for it to finish, then resume") from None
+    except OSError:  # a filesystem without flock (ENOLCK on some NFS): go on unlocked
+        pass
     _HELD[key] = [fd, 1]
     try:
         yield

@@ -8,7 +8,6 @@ import os
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
-from gputopo.report.numerics_record import finding_for
 
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json
@@ -57,6 +56,10 @@ class _Sink:
         out.results.append(rec)
         self._append(NUMERICS_JSONL, rec.to_json())
         others = {r.way: r for r in out.results if r.gpus == rec.gpus and r is not rec}
+        # imported here, not at the top: the numerics worker processes import this package,
+        # and importing the report there made a restarted worker miss a 3 s timeout (measured)
+        from gputopo.report.numerics_record import finding_for
+
         f = finding_for(rec, others)
         if f is not None:
             out.findings.append(f)
@@ -80,6 +83,8 @@ class _Sink:
         for k, f in enumerate(out.findings):
             if f.gpus == list(ddp.gpus) and f.evidence.get("way") == "dp" and f.kind in ("nan", "diverged"):
                 dp = next(r for r in out.results if r.gpus == ddp.gpus and r.way == "dp")
+                from gputopo.report.numerics_record import finding_for
+
                 out.findings[k] = finding_for(dp, {"ddp": ddp}) or f
 
     def fail(self, out: NumericsRun, pair, lc, way, err: WayFailed, fabric, timing, opts,

@@ -171,13 +171,14 @@ def diff_runs(dir_a, dir_b, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
     from the comparison, and a missing figure looks like no regression."""
     a, b = summarize_dir(dir_a), summarize_dir(dir_b)
     for name, s in (("A", a), ("B", b)):
-        why = unreadable(s.run)
-        if why:  # a finding "gone" from a run that lost its data is no fix
-            raise UsageError(f"diff: run {name} {s.run.path} cannot be compared: {why}")
         bad = [n for n in s.run.skipped_lines if "skipped, not a measurement" in n]
         if bad:
             more = f" (and {len(bad) - 1} more line(s))" if len(bad) > 1 else ""
             raise UsageError(f"diff: run {name} {s.run.path}: {bad[0]}{more}; fix the run "
                              "folder or measure again: a missing figure would look like no "
                              "regression")
+    for name, s in (("A", a), ("B", b)):
+        why = unreadable(s.run)
+        if why:  # a finding "gone" from a run that lost its data is no fix
+            raise UsageError(f"diff: run {name} {s.run.path} cannot be compared: {why}")
     return diff_summaries(a, b, threshold)

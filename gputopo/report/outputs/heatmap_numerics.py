@@ -45,9 +45,11 @@ def plot_numerics(summary: Summary, out_dir: Path) -> Optional[Plot]:
             texts[r][c] = v if step is None or v == "ok" else f"{v}\n@{step}"
     for k in range(n):
         labels[k][k] = "same GPU"
-    # Wrong data is painted over DataParallel's cell only (raw peer copies, the path the bench
-    # found wrong); DDP's NCCL may route around it, and its "ok" is its own measured verdict.
-    wrong = {(r, c) for r, c in wrong_data_cells(pos, pairs) if r < c}
+    # Wrong data is painted over DataParallel's cell (raw peer copies, the path the bench found
+    # wrong) and over cells with no verdict, never over a verdict DDP measured itself: its NCCL
+    # may route around the broken path, and its "ok" is its own result.
+    wrong = {(r, c) for r, c in wrong_data_cells(pos, pairs)
+             if r < c or labels[r][c] == "not measured"}
     path = _categorical(summary, labels, NUMERICS_PALETTE,
                         _title(summary, "training numerics verdict per pair",
                                "above the diagonal: nn.DataParallel  |  below the diagonal: DDP  (@N: from step N)"),
