@@ -8,6 +8,7 @@ caller; the CLI only parses options and calls it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
@@ -84,21 +85,51 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
     made), then numerics on the same pairs when ``numerics_options`` is given, then render
     the report into the run folder. Every result is on disk as soon as it exists."""
     from gputopo.bench.api import run_bench
-
-    result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
-                       progress=progress,
-                       numerics_options=numerics_options.to_json() if numerics_options else None)
+    from gputopo.bench.resume_scope import run_folder_lock
     from gputopo.bench.runlog import errors_belong_to
 
-    nrun = summary = None
-    with errors_belong_to(result.run_dir):
+    with contextlib.ExitStack() as lock:  # one writer per run folder, over both phases
+        if bench_options.resume_dir:
+            lock.enter_context(run_folder_lock(bench_options.resume_dir))
+        result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
+                           progress=progress,
+                           numerics_options=numerics_options.to_json() if numerics_options else None)
+        nrun = None
         if numerics_options is not None and result.options.pairs and not result.interrupted:
-            nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
+            with errors_belong_to(result.run_dir), run_folder_lock(result.run_dir):
+                nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
+    summary = None
+    with errors_belong_to(result.run_dir):
         if render:
             from gputopo.report.render import render_run
 
             summary = render_run(result.run_dir)
     return JobResult(result.run_dir, result, nrun, summary)
+
+
+def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> bool:
+    """Whether ``--resume`` of a run run.json calls complete has nothing left to do: every
+    step's results are in the folder (or kept as a hang) and numerics, when the run had them,
+    are recorded for every pair."""
+    from gputopo.bench.api import resume_options
+    from gputopo.bench.plan import measurement_key, plan_steps
+    from gputopo.bench.resume_plan import plan_resume
+    from gputopo.bench.runlog import read_progress, read_run_info
+    from gputopo.numerics.run import done_pairs
+
+    run_dir = bench_options.resume_dir
+    if read_run_info(run_dir).get("status") != "complete":
+        return False
+    options = resume_options(run_dir, bench_options)
+    done, measured, _ = read_progress(run_dir)
+    todo, redo = plan_resume(plan_steps(machine.topology, options), done,
+                             {measurement_key(m) for m in measured}, options.retry_hung)
+    if todo or redo:
+        return False
+    if want_numerics and options.pairs:
+        have = set(done_pairs(run_dir, retry_hung=options.retry_hung))
+        return all(tuple(p) in have for p in options.pairs)
+    return True
 
 
 def _run_numerics_phase(machine: Machine, result, numerics_options, bench_options):
@@ -111,7 +142,7 @@ def _run_numerics_phase(machine: Machine, result, numerics_options, bench_option
     from gputopo.numerics.result import WAY_NAMES, WAYS
     from gputopo.numerics.run import done_pairs
 
-    done = set(done_pairs(result.run_dir))
+    done = set(done_pairs(result.run_dir, retry_hung=result.options.retry_hung))
     todo = [p for p in result.options.pairs if p not in done]
     if bench_options.resume_dir:  # (stderr: --json stays a document)
         n = len(result.options.pairs)

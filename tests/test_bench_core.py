@@ -179,7 +179,7 @@ def test_case_preparation_stuck_for_ever_stops_beating(monkeypatch):
 def test_nccl_labelled_dp_primitives_count_as_collective_path():
     """Issue 8: dp.broadcast_coalesced / dp.reduce_add run through torch.cuda.nccl; a wrong
     result there is the collective transport's, not a raw peer copy's."""
-    from gputopo.bench.results import corrupt_findings, path_kind
+    from gputopo.report.measured_findings import corrupt_findings, path_kind
     from gputopo.model import Measurement
 
     def m(test, path, wrong=0):

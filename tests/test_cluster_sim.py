@@ -214,15 +214,18 @@ def test_check_judges_a_cluster_run_per_node_and_pair(tmp_path):
     assert run_check(spec, healthy.run_dir).exit_code == 0
 
 
-def test_check_cluster_keys_on_a_single_machine_run_are_skipped(tmp_path):
+def test_check_cluster_keys_on_a_single_machine_run_are_refused(tmp_path):
+    """Issue 18: a [cluster] table on a run that is not a cluster run passed as "1 skipped";
+    it is refused (exit 2): those keys cannot judge it."""
     from gputopo.check.spec import parse_spec
     from gputopo.check.verdict import check_summary
+    from gputopo.errors import UsageError
     from gputopo.report.summary import summarize_dir
 
     res = run(cluster(4), tmp_path=tmp_path)
     (res.run_dir / "cluster.json").unlink()
-    v = check_summary(parse_spec({"cluster": {"no_slow_node": True}}), summarize_dir(res.run_dir))
-    assert [o.status for o in v.outcomes if o.rule.startswith("cluster")] == ["skipped"]
+    with pytest.raises(UsageError, match=r"\[cluster\]"):
+        check_summary(parse_spec({"cluster": {"no_slow_node": True}}), summarize_dir(res.run_dir))
     with pytest.raises(InputFileError, match="cluster.no_such"):
         parse_spec({"cluster": {"no_such": 1}})
 

@@ -7,7 +7,8 @@
 ``run_bench(topology, options, fabric, description)`` plans the steps, writes the run folder
 (run.json, topology.json, measurements.jsonl line by line, events.jsonl, workers/*.log), runs
 the steps in worker processes and returns a :class:`RunResult` with every measurement and the
-findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` from the measurements).
+findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` judged from the
+measurements by gputopo.report.measured_findings).
 It never raises for a hung or crashed step; it raises UsageError for bad options and
 NoHardwareError when ``--fabric cuda`` finds no usable CUDA device. Ctrl-C returns a result
 with ``interrupted=True`` (the folder stays a valid partial run; ``--resume`` finishes it).
@@ -16,6 +17,7 @@ Nothing here imports torch; only worker processes do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -25,15 +27,17 @@ from typing import Dict, List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value, worst_first
+from gputopo.report.measured_findings import derived_findings
 from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .plan import count_cases, measurement_key, plan_steps
-from .results import RunResult, bench_document, derived_findings
 from .resume_line import resume_line
 from .resume_plan import plan_resume
+from .resume_scope import clear_cut_lines, refuse_non_bench, run_folder_lock
+from .results import RunResult, bench_document
 from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
                      read_run_info)
 from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
@@ -49,7 +53,7 @@ __all__ = [
 ]
 
 #: Options taken from the command line even when resuming (the rest come from run.json).
-_RUNTIME_FIELDS = ("timeout_s", "progress", "resume_dir", "sim_workers", "argv")
+_RUNTIME_FIELDS = ("timeout_s", "progress", "resume_dir", "sim_workers", "argv", "retry_hung")
 
 
 def resume_options(run_dir, current: Optional[BenchOptions] = None) -> BenchOptions:
@@ -148,6 +152,15 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     prior_done: Dict[str, str] = {}
     prior_ms: List[Measurement] = []
     prior_findings: List[Finding] = []
+    cut_notes: List[str] = []
+    with contextlib.ExitStack() as lock:
+        return _run_bench(topology, options, fabric, description, progress, t0, lock,
+                          prior_done, prior_ms, prior_findings, cut_notes, numerics_options)
+
+
+def _run_bench(topology, options, fabric, description, progress, t0, lock,
+               prior_done, prior_ms, prior_findings, cut_notes, numerics_options) -> RunResult:
+    """run_bench's body, with ``lock`` (an ExitStack) holding the run folder's write lock."""
     nccl_restored: List[str] = []
     if options.resume_dir:
         resume_dir = options.resume_dir
@@ -160,9 +173,12 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
         if info.get("machine") and topology.machine and info["machine"] != topology.machine:
             raise UsageError(f"--resume {options.resume_dir}: that run measured machine "
                              f"{info['machine']!r}, not {topology.machine!r}")
+        refuse_non_bench(options.resume_dir, info)
         options = resume_options(resume_dir, options)
         run_dir = Path(resume_dir)  # (resume_options keeps it)
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
+        lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
+        cut_notes = clear_cut_lines(run_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)
     _validate(topology, options)
     if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
@@ -173,11 +189,13 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     if not options.resume_dir:
         run_dir = (claim_out_dir(options.out_dir) if options.out_dir
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))
+        lock.enter_context(run_folder_lock(run_dir))
 
     simulated = bool(topology.simulated or fabric == "sim")
     steps = plan_steps(topology, options)
     total_cases = count_cases(steps)  # (plan_resume trims the steps to their missing cases)
-    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms})
+    todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms},
+                             retry_hung=options.retry_hung)
     if options.resume_dir:  # before anything runs: which run this continues, how far it got
         print(resume_line(str(run_dir), topology.machine, fabric, simulated, options.tests,
                           options.self_gpus, total_cases, count_cases(todo)), file=sys.stderr)
@@ -194,6 +212,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
               if description is not None else None,
               concurrent=concurrent, steps=len(steps),
               **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options})
+    for note in cut_notes:
+        log.event({"type": "cut-line-cleared", "note": note})
     for r in redo:
         log.event(r.to_json())
     pool = _pool_size(options) if fabric == "sim" else 1

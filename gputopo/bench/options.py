@@ -76,6 +76,8 @@ class BenchOptions:
     progress: bool = True
     argv: List[str] = field(default_factory=list)
     sim_workers: Optional[int] = None
+    #: --resume --retry-hung: run steps again that recorded a hang (else a hang is a result).
+    retry_hung: bool = False
 
     def __post_init__(self):
         if self.preset not in PRESETS:

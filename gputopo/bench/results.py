@@ -1,10 +1,8 @@
-"""What a bench run returns: the RunResult, the findings read straight off the measurements
-(``corrupt``, ``noisy``), and the ``--json`` document.
+"""What a bench run returns: the RunResult and the ``--json`` document.
 
-The runner's findings (``hang``, ``crash``) come with the run; ``corrupt`` is every pair whose
-measurements had wrong elements, named by test and data path; ``noisy`` every pair whose samples
-spread. The report layer builds on these two (adding host facts, cause and remedies) and adds
-the analysis against expected rates (``slow``, ``outlier``...). Missing numbers are JSON ``null``
+The runner's findings (``hang``, ``crash``) come with the run; the findings read off the
+measurements (``corrupt``, ``noisy``) are made by the report layer
+(gputopo.report.measured_findings), which judges. Missing numbers are JSON ``null``
 ("not measured"), never NaN.
 """
 
@@ -14,14 +12,12 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, worst_first
-from gputopo.model.finding import where_text
-from gputopo.model.measurement import NOISE_THRESHOLD
 
-from .options import BenchOptions, format_size
+from .options import BenchOptions
 
 
 @dataclass
@@ -50,110 +46,6 @@ class RunResult:
     @property
     def failed_findings(self) -> List[Finding]:
         return [f for f in self.findings if f.kind in ("corrupt", "hang", "crash")]
-
-
-# ----------------------------------------------------------------------------- findings
-
-
-#: Tests whose data is staged through host memory (a peer copy may be too: ``path == "host"``).
-STAGED_TESTS_PREFIX = ("p2p.staged", "self.")
-
-LinkClassOf = Callable[[Measurement], Optional[str]]
-
-
-def path_kind(m: Measurement) -> str:
-    """'peer', 'staged' or 'collective': which data path a measurement exercised (NCCL's,
-    labelled "nccl", is a collective's whatever route NCCL took)."""
-    if m.extra.get("path") == "nccl":
-        return "collective"
-    if m.extra.get("path") == "host" or m.test.startswith(STAGED_TESTS_PREFIX):
-        return "staged"
-    if m.test.startswith("collective."):
-        return "collective"
-    return "peer"
-
-
-def _recorded_class(m: Measurement) -> Optional[str]:
-    return m.link_class
-
-
-def _by_gpus(measurements: List[Measurement]) -> Dict[Tuple[int, ...], List[Measurement]]:
-    by: Dict[Tuple[int, ...], List[Measurement]] = defaultdict(list)
-    for m in measurements:
-        by[tuple(sorted(m.gpus))].append(m)
-    return by
-
-
-def corrupt_findings(measurements: List[Measurement],
-                     link_class_of: LinkClassOf = _recorded_class) -> List[Finding]:
-    """One ``corrupt`` finding per pair (or GPU, or collective group) with wrong elements after
-    any transfer, gathering every test that returned wrong data on it: the *pattern* is the
-    diagnosis (the report adds cause and remedies from it). ``evidence.tests`` has, per test,
-    the data path it exercised (``path_kind``); ``link_class_of`` names a measurement's class
-    (default: the one it recorded)."""
-    out = []
-    for gpus, ms in sorted(_by_gpus(measurements).items()):
-        bad = [m for m in ms if m.wrong and m.wrong > 0]
-        if not bad:
-            continue
-        lc = link_class_of(bad[0])
-        tests: Dict[str, dict] = {}
-        for m in bad:
-            t = tests.setdefault(m.test, {"wrong": 0, "runs": 0, "sizes": [], "directions": [],
-                                          "first_bad_index": None, "path": path_kind(m)})
-            t["wrong"] += int(m.wrong)
-            t["runs"] += 1
-            if m.size_bytes not in t["sizes"]:
-                t["sizes"].append(m.size_bytes)
-            if m.direction and m.direction not in t["directions"]:
-                t["directions"].append(m.direction)
-            if t["first_bad_index"] is None and m.first_bad_index is not None:
-                t["first_bad_index"] = m.first_bad_index
-            count = m.extra.get("count")
-            if isinstance(count, int) and count > 0:
-                t["max_wrong_fraction"] = max(t.get("max_wrong_fraction", 0.0), round(m.wrong / count, 6))
-            route = m.extra.get("path")
-            if route and route not in t.setdefault("routes", []):
-                t["routes"].append(route)
-        bad_paths = {t["path"] for t in tests.values()}
-        clean = sorted({m.test for m in ms if m.ok and m.test not in tests})
-        clean_paths = {path_kind(m) for m in ms if m.ok and m.test not in tests}
-        total = sum(t["wrong"] for t in tests.values())
-        msg = f"{where_text(gpus, lc)}: {total} wrong element(s) in {', '.join(sorted(tests))}"
-        if "peer" in bad_paths and "staged" not in bad_paths and "staged" in clean_paths:
-            msg += "; copies staged through host memory were correct"
-        out.append(Finding("corrupt", "error", msg, gpus=list(gpus), link_class=lc,
-                           evidence={"total_wrong": total, "tests": tests, "clean_tests": clean}))
-    return out
-
-
-def noisy_findings(measurements: List[Measurement],
-                   link_class_of: LinkClassOf = _recorded_class) -> List[Finding]:
-    """One ``noisy`` (info) finding per pair whose samples spread (IQR/median above the model's
-    NOISE_THRESHOLD): its figures are less certain; nothing is concluded from the spread."""
-    out = []
-    for gpus, all_ms in sorted(_by_gpus(measurements).items()):
-        ms = [m for m in all_ms if m.noisy]
-        if not ms:
-            continue
-        lc = link_class_of(ms[0])
-        names = sorted({f"{m.test} {format_size(m.size_bytes)}" for m in ms})
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        out.append(Finding(
-            "noisy", "info",
-            f"{where_text(gpus, lc)}: {len(ms)} of {len(all_ms)} measurements noisy (IQR/median > "
-            f"{NOISE_THRESHOLD:g}): {shown}; repeat them or run with fewer other loads",
-            gpus=list(gpus), link_class=lc,
-            evidence={"measurements": [{"test": m.test, "direction": m.direction,
-                                        "size_bytes": m.size_bytes,
-                                        "iqr_over_median": _r(m.iqr_s / m.median_s)}
-                                       for m in ms[:20]],
-                      "noisy": len(ms), "total": len(all_ms)}))
-    return out
-
-
-def derived_findings(measurements: List[Measurement]) -> List[Finding]:
-    return corrupt_findings(measurements) + noisy_findings(measurements)
 
 
 # ----------------------------------------------------------------------------- per pair

@@ -29,19 +29,22 @@ class Redo:
                 "cases": self.cases}
 
 
-def plan_resume(steps: List, status_by_step: Dict[str, str], done_keys: Set[str]):
+def plan_resume(steps: List, status_by_step: Dict[str, str], done_keys: Set[str],
+                retry_hung: bool = False):
     """(steps still to run, each with only its missing cases; the Redo of each that had been
-    marked done). ``status_by_step`` is the last step-done status per step id."""
+    marked done). ``status_by_step`` is the last step-done status per step id; ``retry_hung``
+    (--retry-hung) runs steps that hung again instead of keeping the hang as their result."""
     todo, redo = [], []
     for s in steps:
         status = status_by_step.get(s.id)
-        if status in KEPT_FAILURES:
+        if status in KEPT_FAILURES and not retry_hung:
             continue
         missing = [c for c in s.cases if c.key not in done_keys]
         if not missing:
             continue
         if status is not None:  # it was marked done, yet measurements are missing
-            why = (f"its worker ended with {status}" if status != "ok"
+            why = ("--retry-hung: it hung" if status in KEPT_FAILURES
+                   else f"its worker ended with {status}" if status != "ok"
                    else f"{len(missing)} of its {len(s.cases)} measurement(s) are missing")
             redo.append(Redo(s.id, why, len(missing)))
         s.cases = missing

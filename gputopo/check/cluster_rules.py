@@ -5,13 +5,15 @@ testcase) per node and per measured node pair, named by host.
 - ``nodes_alike``: no node differs from the majority (``topology-mismatch``);
 - ``no_slow_node``: no ``slow-node`` finding names the node.
 
-A run that is not a cluster run (no cluster.json) gives one skipped outcome per key asked.
+A run that is not a cluster run (no cluster.json) is refused (exit 2): those keys cannot judge
+it, and "skipped" would let the gate pass.
 """
 
 from __future__ import annotations
 
 from typing import Dict, List
 
+from gputopo.errors import UsageError
 from gputopo.report.cluster_view import CLUSTER_JSON, inter_groups, read_cluster_doc
 from gputopo.report.summary import Summary
 
@@ -26,8 +28,10 @@ def cluster_rules(spec: Spec, s: Summary) -> List[Outcome]:
     if not asked:
         return []
     doc = read_cluster_doc(s.run.path)
-    if doc is None:
-        return [Outcome(k, "cluster", SKIPPED, f"not a cluster run (no {CLUSTER_JSON})") for k in asked]
+    if doc is None:  # a gate whose rules cannot apply is a wrong gate, not a skipped rule
+        raise UsageError(f"spec {spec.name}: its [cluster] table ({', '.join(asked)}) judges a "
+                         f"`gputopo cluster` run, and {s.run.path} is not one (no {CLUSTER_JSON}); "
+                         "use a spec without [cluster] for this run")
     names = [n["name"] for n in doc.get("nodes", [])]
     out: List[Outcome] = []
     if spec.cluster_min_inter_gbps is not None:

@@ -16,6 +16,7 @@ from typing import Dict, List
 
 from gputopo.errors import UsageError
 from gputopo.model import is_value
+from gputopo.report.coverage import unreadable
 from gputopo.report.classes import UNKNOWN_CLASS
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary, summarize_dir
@@ -42,6 +43,9 @@ def init_spec_text(summary: Summary, margin: float = DEFAULT_MARGIN, force: bool
     error findings) unless ``force``."""
     if not 0 <= margin < 1:
         raise UsageError(f"--margin must be in [0, 1), got {margin}")
+    why = unreadable(summary.run)
+    if why:  # not even --force: a partial or damaged run has no figures for what it lacks
+        raise UsageError(f"{summary.run.path}: not a baseline: {why}")
     errors = [f for f in summary.findings if f.severity == "error"]
     if errors and not force:
         kinds = ", ".join(sorted({f.kind for f in errors}))

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
 from gputopo.model import Finding, is_value
+from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.cluster_view import read_cluster_doc
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary
@@ -328,6 +329,14 @@ def run_rules(spec: Spec, summary: Summary) -> List[Outcome]:
                            f"the run is {status}: " + ("run `gputopo cluster` again" if cluster is not None
                                                        else f"finish it with `gputopo bench --resume {run.path}`"),
                            evidence={"status": status}))
+    # A run the report cannot fully read (a file deleted or cut short, impossible values, an
+    # unfinished run) never passes, whatever the spec says about warnings: what is missing
+    # would count as clean.
+    for f in summary.findings:
+        if f.kind in DATA_KINDS:
+            out.append(Outcome("run.readable", "machine", FAILED,
+                               f"{f.message}: the run cannot be judged as a whole; measure again",
+                               evidence={"kind": f.kind}))
     if not run.measurements and not run.numerics and not (cluster or {}).get("rounds"):
         # an emptied file must not pass as clean
         out.append(Outcome("run.measured", "machine", FAILED,

@@ -13,7 +13,7 @@ from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import console, finish, sim_option
 from gputopo.cli.strict import FiniteFloat, refuse_unused
-from gputopo.errors import EXIT_NO_HARDWARE, GputopoError
+from gputopo.errors import EXIT_NO_HARDWARE, GputopoError, UsageError
 
 #: A week: longer is no hang detection at all (and overflows the workers' timedelta).
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -132,6 +132,11 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
 
     ctx = click.get_current_context(silent=True)
     require_torch(f"gputopo {ctx.info_name if ctx else 'bench'}")  # bench, numerics, check
+    if resume_dir:  # an import or a cluster run has nothing to resume (exit 2, not "no GPU")
+        from gputopo.bench.api import read_run_info
+        from gputopo.bench.resume_scope import refuse_non_bench
+
+        refuse_non_bench(resume_dir, read_run_info(resume_dir))
     if resume_dir and sim is None and fabric is None:
         from gputopo.bench.api import read_run_info
 
@@ -255,10 +260,13 @@ def _report(job, as_json):
 @click.option("--full", "preset", flag_value="full", help="Many sizes and samples: thorough.")
 @click.option("--concurrent", is_flag=True,
               help="Run disjoint pairs at once (faster sweep; perturbs bandwidth, and says so).")
+@click.option("--retry-hung", is_flag=True,
+              help="With --resume: run the steps that recorded a hang again (else a hang is "
+                   "their result).")
 @numerics_options
 @history_options
 def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
-          resume_dir, as_json, self_test, sizes, tests_text, preset, concurrent,
+          resume_dir, as_json, self_test, sizes, tests_text, preset, concurrent, retry_hung,
           steps, lr, model, batch, seed):
     """Measure GPU pairs: peer copies (GB/s each way, both at once, staged through host,
     latency, bit-exact check), DataParallel's scatter/gather/broadcast/reduce, collectives
@@ -271,9 +279,18 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
       gputopo bench --class SYS --tests p2p,numerics
       gputopo bench --fabric cpu --quick         # no GPU: real processes over gloo
     """
-    from gputopo.jobs import run_job, split_tests
+    from gputopo.jobs import nothing_to_resume, run_job, split_tests
 
+    if retry_hung and not resume_dir:
+        raise UsageError("--retry-hung applies only with --resume DIR (a new run has no hang)")
     groups, want_numerics = split_tests(tests_text)
+    if resume_dir:  # the tests the run was started with, never this command line's defaults
+        from gputopo.bench.api import read_run_info
+        from gputopo.bench.resume_scope import refuse_non_bench, resumed_tests
+
+        info = read_run_info(resume_dir)
+        refuse_non_bench(resume_dir, info)
+        groups, want_numerics = resumed_tests(info)
     refuse_ignored(resume_dir, sim, fabric, want_numerics)
     nopts = numerics_options_for(resume_dir, want_numerics, steps=steps, lr=lr, model=model,
                                  batch=batch, seed=seed)
@@ -281,6 +298,11 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            out_dir, resume_dir, self_test=self_test, sizes=sizes, tests=groups,
                            preset=preset or "default", concurrent=concurrent, progress=not as_json,
                            want_numerics=want_numerics)
+    opts.retry_hung = retry_hung
+    if resume_dir and nothing_to_resume(machine, opts, want_numerics):
+        click.echo(f"gputopo: --resume {resume_dir}: the run is complete, nothing to do "
+                   f"(`gputopo report {resume_dir}` shows it)", err=True)
+        return
     _report(run_job(machine, opts, nopts), as_json)
 
 

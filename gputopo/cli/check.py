@@ -101,11 +101,17 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         return
     if junit_file:  # before measuring: a gate whose report cannot be written is no gate
         check_writable_file(junit_file, "--junit")
+        if run_dir:
+            refuse_run_file(junit_file, run_dir)
     spec_path = _spec_path(spec)
     from gputopo.check.spec import load_spec
 
-    load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
+    loaded = load_spec(spec_path)  # a bad spec fails (exit 2) before any measuring
     if run_dir is None:
+        if (loaded.cluster_min_inter_gbps is not None or loaded.cluster_nodes_alike
+                or loaded.cluster_no_slow_node):
+            raise UsageError(f"--spec {spec}: its [cluster] table judges a `gputopo cluster` run; "
+                             "check measures a bench run here: use a spec without [cluster]")
         from gputopo.jobs import run_job
 
         refuse_ignored(resume_dir, sim, fabric)
@@ -137,9 +143,28 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
     finish(verdict.exit_code)
 
 
+#: Files a run folder holds (its raw data and the report's outputs): --junit never writes them.
+RUN_FILES = ("run.json", "topology.json", "measurements.jsonl", "events.jsonl", "numerics.jsonl",
+             "summary.json", "report.md", "report.html", "results.csv", "cluster.json")
+
+
+def refuse_run_file(junit_file, run_dir) -> None:
+    """--junit must not write over a file of the run folder it judges (its run.json is the
+    run's own record: overwriting it loses data). One line, exit 2."""
+    target = os.path.realpath(junit_file)
+    folder = os.path.realpath(run_dir)
+    if os.path.dirname(target) == folder and (os.path.exists(target)
+                                               or os.path.basename(target) in RUN_FILES):
+        raise UsageError(f"--junit {junit_file}: that is a file of the run folder {run_dir}; "
+                         "write the JUnit XML elsewhere (e.g. --junit gate.xml)")
+
+
 def _judge(spec_path, run_dir, junit_file, sim=None):
     """Judge ``run_dir`` against the spec and write the JUnit XML when asked; the verdict."""
     from gputopo.check.verdict import run_check
+
+    if junit_file:
+        refuse_run_file(junit_file, run_dir)
 
     verdict = run_check(spec_path, run_dir)
     if verdict.spec.history_fraction is not None:  # [history]: against this machine's baseline

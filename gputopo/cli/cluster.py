@@ -12,6 +12,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import after_run, history_options, record_exit_code
 from gputopo.cli.options import finish
+from gputopo.cli.strict import FiniteFloat
 from gputopo.errors import GputopoError, UsageError
 
 #: Pairwise on a simulated cluster is N^2/2 modeled pairs: 256 nodes took 0.72 s (README,
@@ -65,12 +66,12 @@ def _print_result(res, as_json: bool) -> None:
 @click.option("--size", "size_text", default="64M", show_default=True, help="all_reduce message size.")
 @click.option("--samples", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Timed all_reduces per group and round (after one warm-up).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=120, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=1, max=7 * 24 * 3600.0), default=120, show_default=True,
               help="Seconds a rank may stay silent before it is named lost (hang or crash).")
-@click.option("--slow-below", type=click.FloatRange(0.05, 0.99), default=0.8, show_default=True,
+@click.option("--slow-below", type=FiniteFloat(0.05, 0.99), default=0.8, show_default=True,
               help="A group below this fraction of the cluster's median busbw is slow.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random pairing (same on all ranks).")
-@click.option("--gbps", type=click.FloatRange(min=0.001), default=45.0, show_default=True,
+@click.option("--gbps", type=FiniteFloat(min=0.001, max=1e6), default=45.0, show_default=True,
               help="--plan: inter-node busbw assumed for the estimate (GB/s).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: under reports/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -40,15 +40,47 @@ def _register():
 
 
 def save_traceback(folder: str | None = None) -> str:
-    """Write the current exception's traceback to a file and return its path."""
-    if folder and os.path.isdir(folder):
-        path = os.path.join(folder, "error.txt")
-    else:
-        fd, path = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
-        os.close(fd)
-    with open(path, "w") as f:
-        traceback.print_exc(file=f)
-    return path
+    """Write the current exception's traceback to a file and return its path: the run folder's
+    error.txt, else a temporary file; never raises (the disk may be what failed): then it
+    returns why nothing was saved."""
+    text = traceback.format_exc()
+    for where in ([os.path.join(folder, "error.txt")] if folder and os.path.isdir(folder) else []) + [None]:
+        try:
+            if where is None:
+                fd, where = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
+                os.close(fd)
+            with open(where, "w") as f:
+                f.write(text)
+            return where
+        except OSError:
+            continue
+    return "nowhere: the disk refused the file too"
+
+
+#: errnos of a full disk or an exhausted quota.
+_DISK_FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _disk_full(e: OSError):
+    """A full disk is the machine's state, not a bug: one line, exit 2, and run.json's status
+    set to "failed" where the run was still marked running (best effort: the same disk)."""
+    run_dir = getattr(e, "run_dir", None)
+    where = e.filename or run_dir or "a file"
+    if run_dir:
+        try:
+            from gputopo.bench.runlog import read_run_info, set_run_status
+
+            if read_run_info(run_dir).get("status") == "running":
+                set_run_status(run_dir, "failed", error="disk full")
+        except Exception:  # noqa: BLE001 - best effort on a full disk; the line below matters
+            pass
+    if e.filename is None and not run_dir:
+        _stdout_gone()  # stdout itself (`> /dev/full`), so the interpreter's last flush is quiet
+    resume = (f"; free space, then `gputopo bench --resume {run_dir}` or `gputopo report "
+              f"{run_dir}`") if run_dir else "; free space and run it again"
+    click.echo(f"gputopo: error: disk full ({e.strerror or e}) while writing {where}{resume}",
+               err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _caused_by_interrupt(e: BaseException) -> bool:
@@ -216,10 +248,11 @@ def _main(argv=None):
         _stdout_gone()
         sys.exit(EXIT_BROKEN_PIPE)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO) and e.filename is None:
+        if e.errno in _DISK_FULL_ERRNOS:
+            _disk_full(e)  # one line; a run folder's run.json marked failed where it was running
+        if e.errno in (errno.EFBIG, errno.EIO) and e.filename is None:
             _stdout_gone()  # stdout itself, or a file whose name the error lost: not our bug
-            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e} "
-                       "(a full disk or quota?)", err=True)
+            click.echo(f"gputopo: error: cannot write the output: {e.strerror or e}", err=True)
             sys.exit(EXIT_USAGE)
         if e.errno not in _USER_PATH_ERRNOS or e.filename is None:
             _internal_error(e)

@@ -103,6 +103,19 @@ def place(n, exclude, from_run, sim, top, as_json):
             raise UsageError(f"{from_run}: the run folder has no topology.json to place GPUs on")
         _refuse_too_many(len(topo.gpus), f"the run {from_run}")
         states, out_gpus = run_states(topo, summary)
+        # A pair is known by its link class, or by peer copies measured on it (an imported
+        # p2pBandwidthLatencyTest matrix); a collective alone (an nccl-tests import) says nothing
+        # about the raw peer copies DataParallel makes, so such a set cannot be judged.
+        known = {tuple(p.gpus) for p in topo.pairs} | {
+            (min(m.gpus), max(m.gpus)) for m in summary.run.measurements
+            if len(m.gpus) == 2 and m.test.startswith("p2p.")}
+        unknown = [(a, b) for k, a in enumerate(topo.indices) for b in topo.indices[k + 1:]
+                   if (a, b) not in known]
+        if unknown:
+            raise UsageError(f"{from_run}: {len(unknown)} GPU pair(s) of the run (e.g. {unknown[0][0]},"
+                             f"{unknown[0][1]}) have neither a link class nor measured peer copies "
+                             f"(source: {topo.source or 'unknown'}), so no placement can be ranked; "
+                             "run `gputopo place N` on the machine")
         source = f"run {from_run} (measured)"
     else:
         from gputopo.cli.scan import load_topology

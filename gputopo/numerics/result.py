@@ -17,12 +17,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gputopo import SCHEMA_VERSION
 
 WAYS = ("reference", "dp", "ddp")
 WAY_NAMES = {"reference": "one GPU (reference)", "dp": "DataParallel", "ddp": "DDP"}
+#: The way compared with each way on the same GPUs.
+OTHER_WAY = {"dp": "ddp", "ddp": "dp"}
+
+
+def record_gpus(rec: Mapping[str, Any]) -> tuple:
+    """The sorted GPUs of a numerics.jsonl record (a dict)."""
+    return tuple(sorted(int(g) for g in (rec.get("gpus") or [])))
+
 
 
 def num_to_json(x: Optional[float]):

@@ -48,11 +48,11 @@ from .job import NumericsOptions
 from .judging import BN_BASELINE_NOTE, BN_EXPECTED
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult
-from .sink import CHAOTIC_NOISE, LOSSES_CSV, _Sink, _warn_if_chaotic, done_pairs, finding_for, step_id
+from .sink import LOSSES_CSV, _Sink, done_pairs, step_id
 
-__all__ = ["BN_BASELINE_NOTE", "BN_EXPECTED", "CHAOTIC_NOISE", "DEFAULT_TIMEOUT_S", "FABRICS",
+__all__ = ["BN_BASELINE_NOTE", "BN_EXPECTED", "DEFAULT_TIMEOUT_S", "FABRICS",
            "LOSSES_CSV", "NumericsRun", "Pair", "TransportFactory", "WayFailed", "cuda_index_of",
-           "done_pairs", "finding_for", "run_numerics", "step_id"]
+           "done_pairs", "run_numerics", "step_id"]
 
 FABRICS = ("cuda", "cpu", "sim")
 #: Seconds a way may run before it counts as hung (real fabrics; excludes worker start-up).
@@ -102,7 +102,9 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
         _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s)
     for pair in pairs:
         sink.pair_done(out, pair)
-    _warn_if_chaotic(out)
+    from gputopo.report.numerics_record import warn_if_chaotic  # (not at the top: see sink.py)
+
+    warn_if_chaotic(out)
     out.wall_s = time.perf_counter() - t0
     sink.write_losses(out.results)
     return out

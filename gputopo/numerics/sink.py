@@ -1,65 +1,19 @@
-"""Where a numerics run's records go as they complete: the findings a record makes
-(finding_for, the chaotic-job warning), numerics.jsonl / events.jsonl appends (_Sink), the loss
-curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
+"""Where a numerics run's records go as they complete: the findings a record makes (judged by
+gputopo.report.numerics_record.finding_for), numerics.jsonl / events.jsonl appends (_Sink), the
+loss curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Dict, List, Optional
 
 from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
-from gputopo.model import Finding
 
-from .findings import BAD_VERDICTS, OTHER_WAY, record_finding
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json
 from .verdict import FAILED_VERDICTS
 
 LOSSES_CSV = "numerics_losses.csv"
-
-#: Reduction-order noise above this (relative loss) means the job itself is chaotic at these
-#: settings (normal fp32 noise of this job is ~1e-7): divergence then says little.
-CHAOTIC_NOISE = 1e-4
-
-
-def _warn_if_chaotic(out: NumericsRun) -> None:
-    for scope, tol in out.tolerances.items():
-        if tol.noise_loss_rel > CHAOTIC_NOISE:
-            where = "" if scope == "run" else f" (GPUs {scope})"
-            out.findings.append(Finding(
-                "noisy", "warning",
-                f"numerics{where}: re-running the one-GPU job with only the fp32 summation order "
-                f"changed moves the loss by {tol.noise_loss_rel:.1e} (relative): the job is "
-                f"chaotic at lr {out.options.lr:g}, so the tolerance is wide and only NaN/Inf "
-                "are meaningful; lower --lr",
-                evidence={"test": "numerics", "noise_loss_rel": tol.noise_loss_rel,
-                          "tolerance_loss_rel": tol.loss_rel, "lr": out.options.lr},
-                remedies=["lower --lr"]))
-
-
-
-def finding_for(rec: NumericsResult, others: Dict[str, NumericsResult]) -> Optional[Finding]:
-    """The finding a record makes, if any (findings.py): nan/diverged (with way and step), hang,
-    crash; with a quick cause where the ways alone tell it (the report adds the host's)."""
-    f = record_finding(rec.to_json(), {way: o.to_json() for way, o in others.items()})
-    if f is None or f.kind not in BAD_VERDICTS:
-        return f
-    other = others.get(OTHER_WAY.get(rec.way, ""))
-    if rec.way == "reference":
-        return dataclasses.replace(f, cause="the one-GPU job itself is unstable: the model or "
-                                            "learning rate, not the interconnect",
-                                   remedies=["lower --lr"])
-    if rec.way == "dp" and other is not None and other.verdict == "ok":
-        return dataclasses.replace(f, cause=(
-            "DataParallel's raw peer copies corrupt data between these GPUs while NCCL "
-            f"(DDP, path {other.paths.get('all_reduce', '?')}) trains fine: the PCIe "
-            "peer-to-peer path is likely broken (IOMMU DMA translation or ACS redirect)"),
-            remedies=["use DistributedDataParallel instead of DataParallel",
-                      "boot with iommu=pt (or disable the IOMMU)",
-                      "disable PCIe ACS redirect on the bridges between the GPUs",
-                      "NCCL_P2P_DISABLE=1 keeps NCCL off the peer path"])
-    return f
 
 
 def step_id(pair) -> str:
@@ -67,14 +21,20 @@ def step_id(pair) -> str:
     return f"numerics:{pair[0]}-{pair[1]}"
 
 
-def done_pairs(run_dir) -> List[Pair]:
-    """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume)."""
+def done_pairs(run_dir, retry_hung: bool = False) -> List[Pair]:
+    """Pairs whose three ways are all recorded in ``run_dir``'s numerics.jsonl (for --resume),
+    and pairs with a way that recorded a hang: the hang is their result (running them again
+    would wait out the timeout again), unless ``retry_hung`` (--retry-hung)."""
     seen: Dict[Pair, set] = {}
+    hung: set = set()
     for _, rec in read_jsonl(os.path.join(str(run_dir), NUMERICS_JSONL)):
         pair = tuple(sorted(rec.get("gpus") or ()))
         if len(pair) == 2:
             seen.setdefault(pair, set()).add(rec.get("way"))
-    return sorted(p for p, ways in seen.items() if set(WAYS) <= ways)
+            if rec.get("verdict") == "hang":
+                hung.add(pair)
+    return sorted(p for p, ways in seen.items()
+                  if set(WAYS) <= ways or (p in hung and not retry_hung))
 
 
 class _Sink:
@@ -96,6 +56,10 @@ class _Sink:
         out.results.append(rec)
         self._append(NUMERICS_JSONL, rec.to_json())
         others = {r.way: r for r in out.results if r.gpus == rec.gpus and r is not rec}
+        # imported here, not at the top: the numerics worker processes import this package,
+        # and importing the report there made a restarted worker miss a 3 s timeout (measured)
+        from gputopo.report.numerics_record import finding_for
+
         f = finding_for(rec, others)
         if f is not None:
             out.findings.append(f)
@@ -119,6 +83,8 @@ class _Sink:
         for k, f in enumerate(out.findings):
             if f.gpus == list(ddp.gpus) and f.evidence.get("way") == "dp" and f.kind in ("nan", "diverged"):
                 dp = next(r for r in out.results if r.gpus == ddp.gpus and r.way == "dp")
+                from gputopo.report.numerics_record import finding_for
+
                 out.findings[k] = finding_for(dp, {"ddp": ddp}) or f
 
     def fail(self, out: NumericsRun, pair, lc, way, err: WayFailed, fabric, timing, opts,

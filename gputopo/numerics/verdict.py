@@ -40,6 +40,8 @@ PART_REL = 0.01
 VERDICTS = ("ok", "diverged", "nan")
 #: Verdicts of a way that produced no numbers (its finding says why).
 FAILED_VERDICTS = ("hang", "crash")
+#: Verdicts of a way that ran to the end with bad numbers.
+BAD_VERDICTS = ("nan", "diverged")
 
 
 @dataclass

@@ -39,6 +39,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from gputopo.model import Gpu, HostInfo, Nic, NotAvailable, P2P_CAPS, Pair, PcieLink, Topology
 from gputopo.probe.smi_grid import AFFINITY_COLUMNS
+from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
 from gputopo.probe.smi_lines import _P2P, _TOPO, P2P_STATUSES, _err, _split_lines, decode_smi_bytes
 from gputopo.probe.smi_p2p import (P2P_CAP_LETTERS, _parse_p2p_lines, normalize_p2p_cap,
                                    parse_p2p_matrix)
@@ -79,6 +80,8 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
         if "CPU Affinity" in matrix.columns:
             cpu = matrix.cpu_affinity[i] if matrix.cpu_affinity[i] is not None \
                 else NotAvailable("N/A in nvidia-smi topo text")
+            if isinstance(cpu, str) and re.fullmatch(r"[\d,\- ]+", cpu) and cpu_list_problem(cpu):
+                raise _err(source, f"GPU{i}'s CPU Affinity: {cpu_list_problem(cpu)}")
         else:
             cpu = NotAvailable(NOT_IN_TEXT)
         numa_v = matrix.numa_affinity[i]
@@ -88,6 +91,8 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
         elif numa_v is None:
             numa = NotAvailable("N/A in nvidia-smi topo text")
         elif isinstance(numa_v, int):
+            if numa_node_problem(numa_v):
+                raise _err(source, f"GPU{i}'s NUMA Affinity: {numa_node_problem(numa_v)}")
             numa = numa_v
         else:
             numa = NotAvailable(f"NUMA Affinity {numa_v!r} in nvidia-smi topo text is not one node")

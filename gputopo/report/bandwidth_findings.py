@@ -12,13 +12,13 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
-from gputopo.bench.results import noisy_findings as measured_noisy_findings
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
 from .expected_basis import SLOW_EFFICIENCY, Judged, judge_rate
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
+from .measured_findings import noisy_findings as measured_noisy_findings
 
 #: A pair below this fraction of its class's median (same series) is an `outlier` (warning).
 OUTLIER_RATIO = 0.7

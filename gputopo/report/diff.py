@@ -17,6 +17,7 @@ from gputopo.errors import UsageError
 from gputopo.model import Finding
 
 from .localise import LOCALISED_KINDS
+from .coverage import unreadable
 from .machine_identity import machine_differences
 from .summary import Summary, summarize_dir
 
@@ -229,4 +230,8 @@ def diff_runs(dir_a, dir_b, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
             raise UsageError(f"diff: run {name} {s.run.path}: {bad[0]}{more}; fix the run "
                              "folder or measure again: a missing figure would look like no "
                              "regression")
+    for name, s in (("A", a), ("B", b)):
+        why = unreadable(s.run)
+        if why:  # a finding "gone" from a run that lost its data is no fix
+            raise UsageError(f"diff: run {name} {s.run.path} cannot be compared: {why}")
     return diff_summaries(a, b, threshold)

@@ -1,7 +1,7 @@
 """`corrupt` findings: wrong elements after a copy, a DataParallel primitive or a collective.
 
-The bench gathers, per pair (or GPU, or collective group), every test that returned wrong data
-on it and the data path each exercised (gputopo.bench.results.corrupt_findings); the *pattern*
+measured_findings.py gathers, per pair (or GPU, or collective group), every test that returned wrong data
+on it and the data path each exercised (measured_findings.corrupt_findings); the *pattern*
 is the diagnosis, added here with the host facts: peer copies wrong while staged copies are
 right points at the P2P path (IOMMU/ACS); staged copies wrong too points at a GPU or its link.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional
 
-from gputopo.bench.results import corrupt_findings as measured_corrupt_findings
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
 from .headline import link_class_of
+from .measured_findings import corrupt_findings as measured_corrupt_findings
 
 
 def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:

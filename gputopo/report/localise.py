@@ -166,7 +166,12 @@ def _localise_family(family: str, bad: Dict[Pair, List[Finding]], measured: Set[
         if len(left) >= 3:
             out.append(machine_wide(family, left))
         return out
-    out += _gpus(family, left, bad, measured, findings, topo)
+    # A GPU whose measured pairs all lie in classes bad on every measured pair is no culprit
+    # by itself: the class explains it (an interrupted run that measured only GPU 0's and 1's
+    # pairs would otherwise blame every other GPU for the host path's fault).
+    in_bad_class = {p for lc in _fully_bad_classes(bad, measured, classes) for p in measured
+                    if classes.get(p) == lc}
+    out += _gpus(family, left, bad, measured, findings, topo, in_bad_class)
     out += _classes(family, left, bad, measured, findings, topo, classes)
     fine_with: Dict[int, Set[int]] = defaultdict(set)
     for a, b in good:
@@ -208,17 +213,27 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
     return out
 
 
-def _classes(family, left, bad, measured, findings, topo, classes) -> List[Finding]:
-    """Fully bad classes (at least 2 measured pairs, not all sharing one GPU); fully bad PCIe
-    classes are one host-path finding. No class is judged while a measured pair's is unknown."""
+def _fully_bad_classes(bad, measured: Set[Pair], classes: Dict[Pair, str]) -> List[str]:
+    """Classes with at least 2 measured pairs, all bad, not all sharing one GPU (none while a
+    measured pair's class is unknown)."""
     if any(p not in classes for p in measured):
         return []
     by_class: Dict[str, List[Pair]] = defaultdict(list)
     for p in measured:
         by_class[classes[p]].append(p)
-    full = sorted((lc for lc, ps in by_class.items()
-                   if len(ps) >= 2 and all(p in bad for p in ps) and any(p in left for p in ps)
+    return sorted((lc for lc, ps in by_class.items()
+                   if len(ps) >= 2 and all(p in bad for p in ps)
                    and not set.intersection(*(set(p) for p in ps))), key=rank)
+
+
+def _classes(family, left, bad, measured, findings, topo, classes) -> List[Finding]:
+    """Fully bad classes (at least 2 measured pairs, not all sharing one GPU); fully bad PCIe
+    classes are one host-path finding. No class is judged while a measured pair's is unknown."""
+    by_class: Dict[str, List[Pair]] = defaultdict(list)
+    for p in measured:
+        by_class[classes.get(p, "?")].append(p)
+    full = [lc for lc in _fully_bad_classes(bad, measured, classes)
+            if any(p in left for p in by_class[lc])]
     if not full:
         return []
     groups = [[lc] for lc in full if lc.startswith("NV")]
@@ -260,7 +275,7 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
     return out
 
 
-def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
+def _gpus(family, left, bad, measured, findings, topo, in_bad_class=frozenset()) -> List[Finding]:
     out = []
     gpus = sorted({g for p in measured for g in p})
     by_gpu: Dict[int, List[Pair]] = defaultdict(list)
@@ -268,7 +283,8 @@ def _gpus(family, left, bad, measured, findings, topo) -> List[Finding]:
         by_gpu[p[0]].append(p)
         by_gpu[p[1]].append(p)
     candidates = [g for g in gpus if len(by_gpu[g]) >= 2 and all(p in bad for p in by_gpu[g])
-                  and any(p in left for p in by_gpu[g])]
+                  and any(p in left for p in by_gpu[g])
+                  and not all(p in in_bad_class for p in by_gpu[g])]
     culprits: List[int] = []  # most bad pairs first; one whose pairs all meet a culprit is not one
     for g in sorted(candidates, key=lambda g: (-len(by_gpu[g]), g)):
         if any(p in left and not set(p) & set(culprits) for p in by_gpu[g]):

@@ -3,7 +3,7 @@
 Record shape (one per pair and way): ``{"gpus": [i, j], "way": "dp" | "ddp" | "reference",
 "verdict": "ok" | "nan" | "diverged", "step": N, ...}``; optional ``losses`` (a list) feeds
 the loss-curve plot. The finding itself (message, evidence, severity) is the numerics' own
-(gputopo.numerics.findings); the diagnosis added here compares ways on the same GPUs:
+(numerics_record.py); the diagnosis added here compares ways on the same GPUs:
 DataParallel bad while DDP is fine points at raw peer copies (the P2P path); both bad points at
 the GPUs; the reference bad too points at the model or the learning rate, not the hardware.
 """
@@ -14,16 +14,17 @@ import dataclasses
 from typing import AbstractSet, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
-from gputopo.numerics.findings import BAD_VERDICTS, OTHER_WAY, record_finding, record_gpus
-from gputopo.numerics.result import WAY_NAMES
+from gputopo.numerics.result import OTHER_WAY, WAY_NAMES, record_gpus
+from gputopo.numerics.verdict import BAD_VERDICTS
 
 from .causes import REMEDY_AVOID, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_NCCL_P2P, path_facts, peer_path_broken
 from .expected import class_of
+from .numerics_record import record_finding
 
 
 def numerics_findings(records: List[Dict], topo: Optional[Topology],
                       corrupt_pairs: AbstractSet[tuple] = frozenset()) -> List[Finding]:
-    """The numerics' own findings of the bad records (gputopo.numerics.findings), with the host
+    """The numerics' own findings of the bad records (numerics_record.py), with the host
     facts on their path and the cause and remedies the ways and the host together point at."""
     by_gpus: Dict[tuple, Dict[str, Dict]] = {}
     for rec in records:

@@ -20,6 +20,7 @@ from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSO
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
+from .coverage import folder_problems, planned_pairs
 from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
                             numerics_record_problem,
                             skipped_line_notes, summarize_skipped)
@@ -93,7 +94,7 @@ def load_run(run_dir) -> Run:
             topo = topology_from_json(doc)
         except (KeyError, TypeError, ValueError) as e:
             raise InputFileError(path / TOPOLOGY_JSON, f"not a gputopo topology: {e}") from None
-    else:
+    elif not planned_pairs(info):  # a bench run's missing topology is a problem (coverage.py)
         notes.append(f"no {TOPOLOGY_JSON}: link classes and expected rates come from the measurements only")
 
     measurements, seen, doubled = [], set(), 0
@@ -164,6 +165,8 @@ def load_run(run_dir) -> Run:
     if doubled:
         problems.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
                         "(the same results appended twice): counted once")
+    problems += [p for p in folder_problems(path, info, events, len(measurements) + doubled, numerics)
+                 if p not in problems]
     if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
         problems.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
                         "the file was emptied or replaced, so no transfer can be judged")

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding
 
+from .coverage import coverage, partial_line
 from .analysis import Analysis, analyze
 from .classes import ClassRow, class_rows, overall_verdict
 from .numerics_findings import pair_numerics
@@ -39,6 +40,12 @@ class Summary:
     def notes(self) -> List[str]:
         return self.analysis.notes
 
+    @property
+    def partial(self) -> Optional[str]:
+        """"partial: N of M pairs measured ..." when the run is partial (coverage.py): every
+        output shows it first."""
+        return partial_line(self.run)
+
     def pair(self, i: int, j: int) -> Optional[PairRow]:
         key = (min(i, j), max(i, j))
         return next((p for p in self.pairs if p.gpus == key), None)
@@ -66,6 +73,7 @@ class Summary:
             "fabric": self.run.fabric,
             "machine": self.run.machine,
             "verdict": self.verdict,
+            "partial": coverage(self.run),
             "run": self.run_json(),
             "finding_counts": counts,
             "findings": [f.to_json() for f in self.findings],

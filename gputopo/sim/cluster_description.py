@@ -19,6 +19,7 @@ Errors raise :class:`gputopo.errors.InputFileError` naming the file and the key.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -95,6 +96,7 @@ def parse_cluster(text: str, path: str = "<text>") -> ClusterDescription:
         raise InputFileError(path, "no [cluster] table: this is a machine description; "
                              "use it with `gputopo bench --sim`, or add [cluster] nodes = N", key="cluster")
     _only(path, raw, _CLUSTER_KEYS, "cluster")
+    _refuse_node_faults_outside_cluster(path, data)
     nodes = _int(path, raw.get("nodes"), "cluster.nodes", 2, MAX_NODES)
     node = _node_machine(path, raw, data, text)
     link = raw.get("link", {})
@@ -113,6 +115,18 @@ def parse_cluster(text: str, path: str = "<text>") -> ClusterDescription:
         link_gbps=_num(path, link.get("gbps", 45.0), "cluster.link.gbps"),
         link_latency_us=_num(path, link.get("latency_us", 5.0), "cluster.link.latency_us", zero=True),
         faults=faults)
+
+
+def _refuse_node_faults_outside_cluster(path: str, data: Dict[str, Any]) -> None:
+    """A top-level ``[[fault]]`` is a fault of the node machine (where = "gpu:2", ...): one
+    naming nodes would be silently ignored there, so it is refused, pointing at its place."""
+    faults = data.get("fault")
+    for k, f in enumerate(faults if isinstance(faults, list) else []):
+        where = f.get("where") if isinstance(f, dict) else None
+        if isinstance(where, str) and _WHERE_RE.match(where):
+            raise InputFileError(path, f"where = {where!r} names cluster nodes: node faults belong "
+                                 "in [[cluster.fault]] tables ([[fault]] is a fault inside each "
+                                 "node's machine)", key=f"fault[{k}].where")
 
 
 def _node_machine(path: str, raw: Dict[str, Any], data: Dict[str, Any], text: str) -> Description:
@@ -187,7 +201,8 @@ def _int(path, v, key, lo, hi) -> int:
 
 
 def _num(path, v, key, zero=False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (v == 0 and not zero):
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+            or (v == 0 and not zero)):
         raise InputFileError(path, f"expected a {'non-negative' if zero else 'positive'} number, got {v!r}",
                              key=key)
     return float(v)

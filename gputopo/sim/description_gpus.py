@@ -10,6 +10,7 @@ import re
 import uuid as uuid_mod
 from typing import Any, Dict, List, Optional, Tuple
 
+from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
 from .description_checks import check_unique_uuids, resolve_model
 from .description_context import (
     DescContext,
@@ -107,6 +108,9 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
                 numa = check_int(ctx, v, 0, 1023, *where("numa_node"))
         elif matrix is not None and isinstance(matrix.numa_affinity.get(idx), int):
             numa = matrix.numa_affinity[idx]
+            if numa_node_problem(numa):
+                raise ctx.error(f"the matrix's NUMA Affinity of GPU {idx}: {numa_node_problem(numa)}",
+                                "matrix")
         elif matrix is not None:
             numa = None
         else:
@@ -118,12 +122,16 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
                 cpus = None
             else:
                 cpus = check_str(ctx, v, *where("cpu_affinity")).replace(" ", "")
-                if not _CPULIST_RE.match(cpus):
-                    raise ctx.error(f"expected a CPU list like \"0-31,64-95\", got {v!r}", *where("cpu_affinity"))
+                why = cpu_list_problem(cpus)
+                if why:
+                    raise ctx.error(why, *where("cpu_affinity"))
         elif matrix is not None and matrix.cpu_affinity.get(idx):
             cpus = str(matrix.cpu_affinity[idx]).replace(" ", "")
             if not _CPULIST_RE.match(cpus):
                 cpus = None
+            elif cpu_list_problem(cpus):
+                raise ctx.error(f"the matrix's CPU Affinity of GPU {idx}: {cpu_list_problem(cpus)}",
+                                "matrix")
         else:
             node = numa or 0
             cpus = f"{node * 32}-{node * 32 + 31}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 from gputopo.report.summary import Summary
 
@@ -68,9 +68,11 @@ def _heatmap(summary: Summary, mat, title: str, cbar_label: str, path: Path, fmt
 def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: Dict[str, str],
                  title: str, path: Path, xlabel: str = "GPU", ylabel: str = "GPU",
                  texts: Optional[List[List[Optional[str]]]] = None,
-                 legend_labels: Optional[Dict[str, str]] = None, legend_title: Optional[str] = None) -> Path:
+                 legend_labels: Optional[Dict[str, str]] = None, legend_title: Optional[str] = None,
+                 wrong_cells: Optional[Set[Tuple[int, int]]] = None) -> Path:
     """A heatmap of categories: ``labels[a][b]`` picks the colour from ``palette`` (None: left
-    white), ``texts[a][b]`` is written in the cell (default: the label)."""
+    white), ``texts[a][b]`` is written in the cell (default: the label). ``wrong_cells``: the
+    cells painted as wrong data (default: both cells of every pair with wrong data)."""
     plt = _plt()
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
@@ -91,7 +93,7 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
     ax.imshow(np.ma.masked_invalid(arr), cmap=cmap, vmin=-0.5, vmax=len(cats) - 0.5)
     _axes(ax, idx, xlabel, ylabel)
     texts = texts or labels
-    wrong = wrong_data_cells(*_pair_rows(summary))
+    wrong = wrong_data_cells(*_pair_rows(summary)) if wrong_cells is None else wrong_cells
     if n <= ANNOTATE_MAX_GPUS:
         for a in range(n):
             for b in range(n):
@@ -109,7 +111,7 @@ def _categorical(summary: Summary, labels: List[List[Optional[str]]], palette: D
     names = legend_labels or {}
     handles = [Patch(facecolor=palette[c], edgecolor="#999999", label=names.get(c, c)) for c in used]
     flagged = _outline_flagged(summary, ax)
-    n_wrong = paint_wrong_data(ax, *_pair_rows(summary), texts, n <= ANNOTATE_MAX_GPUS)
+    n_wrong = paint_wrong_data(ax, *_pair_rows(summary), texts, n <= ANNOTATE_MAX_GPUS, wrong)
     if n_wrong:
         handles.append(wrong_data_handle(n_wrong))
     for verdict, what in (("broken", "error"), ("degraded", "warning")):

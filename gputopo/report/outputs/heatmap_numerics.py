@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from gputopo.numerics.findings import record_gpus
+from gputopo.numerics.result import record_gpus
 from gputopo.report.summary import Summary
 
 from .heatmap_draw import _categorical
+from .wrong_data import wrong_data_cells
 from .plot_common import NOT_MEASURED_COLOR, SAME_GPU_COLOR, Plot, _pair_rows, _title, gpu_indices
 
 
@@ -44,11 +45,17 @@ def plot_numerics(summary: Summary, out_dir: Path) -> Optional[Plot]:
             texts[r][c] = v if step is None or v == "ok" else f"{v}\n@{step}"
     for k in range(n):
         labels[k][k] = "same GPU"
+    # Wrong data is painted over DataParallel's cell (raw peer copies, the path the bench found
+    # wrong) and over cells with no verdict, never over a verdict DDP measured itself: its NCCL
+    # may route around the broken path, and its "ok" is its own result.
+    wrong = {(r, c) for r, c in wrong_data_cells(pos, pairs)
+             if r < c or labels[r][c] == "not measured"}
     path = _categorical(summary, labels, NUMERICS_PALETTE,
                         _title(summary, "training numerics verdict per pair",
                                "above the diagonal: nn.DataParallel  |  below the diagonal: DDP  (@N: from step N)"),
                         Path(out_dir) / "heatmap_numerics.png", texts=texts,
-                        xlabel="GPU (column)", ylabel="GPU (row)", legend_labels=NUMERICS_WORDS, legend_title="verdict")
+                        xlabel="GPU (column)", ylabel="GPU (row)", legend_labels=NUMERICS_WORDS, legend_title="verdict",
+                        wrong_cells=wrong)
     return Plot(path.name, "Numerics verdict per pair (above the diagonal DataParallel, below DDP)", path,
                 "The same training job on each pair: cell (i, j) above the diagonal is nn.DataParallel on GPUs i,j, "
                 "below it DDP; each compared with the job on one GPU (the reference). nan@N / diverged@N: from step N.")

@@ -133,6 +133,8 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     title = f"gputopo report: {r['machine'] or 'run'}" + (" (SIMULATED)" if summary.simulated else "")
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"]
+    if summary.partial:
+        parts.append(f'<div class="banner" id="partial-banner">{escape(summary.partial)}</div>')
     if summary.simulated:
         parts.append(f'<div class="banner" id="simulated-banner">SIMULATED: {escape(simulated_line(summary))}</div>')
     parts.append(f"<h1>{escape(title)}</h1>")

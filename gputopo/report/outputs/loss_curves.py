@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 from typing import List, Optional
 
-from gputopo.numerics.findings import BAD_VERDICTS, record_gpus
+from gputopo.numerics.result import record_gpus
+from gputopo.numerics.verdict import BAD_VERDICTS
 from gputopo.report.summary import Summary
 
 from .plot_common import DPI, Plot, _plt, _title

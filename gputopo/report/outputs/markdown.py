@@ -35,6 +35,8 @@ def md_table(head: List[str], rows: List[List[str]]) -> str:
 def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     r = summary.run_json()
     lines = [f"# gputopo report: {r['machine'] or 'run'}", ""]
+    if summary.partial:
+        lines += [f"> **{summary.partial}**", ""]
     if summary.simulated:
         lines += [f"> **SIMULATED**: {simulated_line(summary)}.", ""]
     lines += [f"**{verdict_line(summary)}**", "", "## What was found", ""]

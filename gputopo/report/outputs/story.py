@@ -249,7 +249,12 @@ def story(summary: Summary) -> List[StoryItem]:
                                                                 list(f.remedies), [f])))
     items.sort(key=lambda kv: kv[0])
     out = [it for _, it in items]
-    checked = {lc for p in summary.pairs if len(p.gpus) == 2 and p.checked for lc in [p.link_class or "unknown"]}
+    # A class is judged where a transfer completed or a training run reached a verdict on it
+    # (a numerics-only run moved its data over the link too), the latter only while the run's
+    # data is whole (a lost measurements file leaves the transfers unjudged).
+    checked = {lc for p in summary.pairs
+               if len(p.gpus) == 2 and (p.checked or (_trained(p) and not data))
+               for lc in [p.link_class or "unknown"]}
     # Classes nothing ran on are "not-measured" in the class table already; they are named here
     # too when the run's data is damaged (they may have been measured and lost).
     unjudged = [c for c in summary.classes if c.link_class not in checked
@@ -289,3 +294,8 @@ def story(summary: Summary) -> List[StoryItem]:
         out.append(StoryItem("ok", f"Training numerics: nn.DataParallel and DDP matched the one-GPU "
                                    f"reference on {where}."))
     return out
+
+
+def _trained(pair) -> bool:
+    """Whether a numerics way ran to a verdict of its numbers on the pair (not hang/crash)."""
+    return any(v in ("ok", "nan", "diverged") for v in (pair.numerics or {}).values())

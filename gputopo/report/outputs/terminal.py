@@ -46,6 +46,8 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     from rich.text import Text
 
     console = console or literal_console()
+    if summary.partial:
+        console.print(Text(summary.partial, style="bold black on yellow"))
     if summary.simulated:
         console.print(Text(f"SIMULATED: {simulated_line(summary)}", style="bold black on yellow"))
     console.print(Text(verdict_line(summary), style=VERDICT_STYLE.get(summary.verdict, "")))

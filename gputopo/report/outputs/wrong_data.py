@@ -30,13 +30,15 @@ def wrong_data_cells(pos: Dict[int, int], pairs) -> Set[Tuple[int, int]]:
 
 
 def paint_wrong_data(ax, pos: Dict[int, int], pairs, texts: Optional[List[List[Optional[str]]]],
-                     annotate: bool) -> int:
-    """Paint the cells of pairs with wrong data; with ``annotate``, write WRONG_DATA_LABEL under
-    the cell's value (``texts[row][col]``). Returns how many pairs were painted."""
+                     annotate: bool, cells: Optional[Set[Tuple[int, int]]] = None) -> int:
+    """Paint the cells of pairs with wrong data (``cells``: only these of them); with
+    ``annotate``, write WRONG_DATA_LABEL under the cell's value (``texts[row][col]``).
+    Returns how many pairs were painted."""
     from matplotlib.patches import Rectangle
 
-    bad = wrong_data_pairs(pairs)
-    for r, c in wrong_data_cells(pos, pairs):
+    painted = wrong_data_cells(pos, pairs) if cells is None else cells
+    bad = {(min(r, c), max(r, c)) for r, c in painted}
+    for r, c in painted:
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=WRONG_DATA_COLOR, edgecolor=WRONG_DATA_EDGE,
                                hatch=WRONG_DATA_HATCH, lw=0, zorder=3, label=WRONG_DATA_LABEL))
         if annotate:

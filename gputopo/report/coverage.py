@@ -1,0 +1,139 @@
+"""How much of what a run was asked to measure its folder holds, and what makes it unreadable.
+
+A wrong verdict is the worst thing a diagnostic can do, and the easiest way to make one is to
+judge a partial run as if it were whole: GPUs never measured look "fine" or, worse, a pattern
+over the pairs that were measured looks like a faulty GPU. So the report reads, before judging:
+
+- the pairs run.json planned against the pairs the folder holds anything for: a run with fewer
+  (interrupted, still running, failed) is *partial*, and every output says so first
+  (:func:`partial_line`);
+- the files a bench run must have (run.json, topology.json, measurements.jsonl) and the counts
+  events.jsonl recorded per finished step against the lines the JSON-lines files still hold
+  (:func:`folder_problems`): a file deleted or cut short is ``incomplete-data``, and a gate fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from gputopo.bench.runlog import (MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, TOPOLOGY_JSON)
+from gputopo.model import Finding, Measurement
+
+Pair = Tuple[int, int]
+
+#: run.json statuses of a run that did not finish.
+UNFINISHED = ("running", "interrupted", "failed")
+#: Bench test groups that write measurements.jsonl.
+MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
+
+
+def planned_pairs(info: Dict[str, Any]) -> List[Pair]:
+    """The GPU pairs run.json says the run was asked to measure (none for imports/clusters)."""
+    out = []
+    for p in ((info.get("options") or {}).get("pairs") or []):
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(g, int) for g in p):
+            out.append((min(p), max(p)))
+    return sorted(set(out))
+
+
+def measured_pairs(measurements: Sequence[Measurement], numerics: Sequence[Dict[str, Any]],
+                   findings: Sequence[Finding] = ()) -> Set[Pair]:
+    """Pairs the folder holds any result for: a measurement, a numerics record, a failure."""
+    out: Set[Pair] = set()
+    for m in measurements:
+        if len(m.gpus) == 2:
+            out.add((min(m.gpus), max(m.gpus)))
+    for rec in numerics:
+        g = sorted(int(x) for x in rec.get("gpus") or [])
+        if len(g) == 2:
+            out.add((g[0], g[1]))
+    for f in findings:
+        if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
+            out.add((min(f.gpus), max(f.gpus)))
+    return out
+
+
+def coverage(run) -> Optional[Dict[str, Any]]:
+    """``{"pairs_measured", "pairs_planned", "status", "unmeasured"}`` when the run is partial
+    (it did not finish, or planned pairs have no result), else None."""
+    planned = planned_pairs(run.info)
+    status = run.info.get("status")
+    if not planned:  # a cluster run that lost ranks ("failed") names them in its own findings
+        return None if status not in ("running", "interrupted") else {
+            "pairs_measured": None, "pairs_planned": None, "status": status, "unmeasured": []}
+    have = measured_pairs(run.measurements, run.numerics, run.event_findings)
+    missing = [p for p in planned if p not in have]
+    if not missing and status not in UNFINISHED:
+        return None
+    return {"pairs_measured": len(planned) - len(missing), "pairs_planned": len(planned),
+            "status": status, "unmeasured": [list(p) for p in missing]}
+
+
+def partial_line(run) -> Optional[str]:
+    """The line every output shows first on a partial run ("partial: 7 of 28 pairs ...")."""
+    c = coverage(run)
+    if c is None:
+        return None
+    status = f"run.json says {c['status']}" if c["status"] else "the run did not record finishing"
+    if c["pairs_planned"] is None:
+        return f"partial: {status}; findings judge only what was measured"
+    return (f"partial: {c['pairs_measured']} of {c['pairs_planned']} pairs measured ({status}); "
+            "findings judge only the measured pairs, the others are not measured, not fine")
+
+
+def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
+                    measurements: int, numerics: List[Dict[str, Any]]) -> List[str]:
+    """What makes a bench run folder unreadable as a whole: a missing file, an unfinished run,
+    a JSON-lines file holding fewer results than events.jsonl recorded. One line each."""
+    out = []
+    bench = bool(planned_pairs(info))
+    if not (path / RUN_JSON).exists():
+        out.append(f"no {RUN_JSON}: what the run was asked to measure and whether it finished "
+                   "are unknown, so nothing here can stand for a whole run")
+    if bench and not (path / TOPOLOGY_JSON).exists():
+        out.append(f"no {TOPOLOGY_JSON}: the machine's links are unknown; link classes come "
+                   "from the measurements only")
+    tests = (info.get("options") or {}).get("tests") or []
+    if bench and any(t in MEASURING_TESTS for t in tests) and not (path / MEASUREMENTS_JSONL).exists():
+        out.append(f"no {MEASUREMENTS_JSONL}: the run's measurements are gone")
+    status = info.get("status")
+    if status in (UNFINISHED if bench else ("running", "interrupted")):
+        out.append(f"{RUN_JSON} says the run is {status}: it did not finish, so what it did not "
+                   "measure is unknown")
+    delivered: Dict[str, int] = {}
+    numerics_steps: Set[str] = set()
+    for rec in events:
+        step = rec.get("step")
+        if rec.get("type") != "step-done" or not isinstance(step, str):
+            continue
+        if step.startswith("numerics:"):
+            numerics_steps.add(step)
+        elif isinstance(rec.get("measurements"), int):
+            delivered[step] = rec["measurements"]  # the latest (a resume may redo a step)
+    expected = sum(delivered.values())
+    if expected > measurements:
+        out.append(f"{MEASUREMENTS_JSONL} holds {measurements} measurement(s) but events.jsonl "
+                   f"records {expected} delivered: the file was cut short or lost lines")
+    have_numerics = {"numerics:{}-{}".format(*sorted(int(g) for g in rec.get("gpus") or []))
+                     for rec in numerics if len(rec.get("gpus") or []) == 2}
+    lost = sorted(numerics_steps - have_numerics)
+    if lost:
+        what = "is missing" if not (path / NUMERICS_JSONL).exists() else "lacks them"
+        out.append(f"{NUMERICS_JSONL} {what}: events.jsonl records numerics for "
+                   f"{len(numerics_steps)} pair(s), {len(lost)} without a result "
+                   f"({', '.join(s.split(':')[1] for s in lost[:4])}"
+                   f"{' ...' if len(lost) > 4 else ''})")
+    return out
+
+
+def unreadable(run) -> Optional[str]:
+    """Why ``run`` cannot stand as a whole run (the first reason), or None: for a baseline or
+    either side of a diff, where a missing result would read as 'no problem'."""
+    if run.problems:
+        return run.problems[0]
+    line = partial_line(run)
+    if line:
+        return line
+    if not run.measurements and not run.numerics and not run.nccl_tests:
+        return "the run holds no measurement: nothing to compare or take as a baseline"
+    return None

@@ -1,0 +1,214 @@
+"""Issue 18, wrong verdicts: a partial or damaged run folder is judged only over what it holds,
+says so first, and never passes a gate. Run as a user runs it (the CLI, `python -m gputopo`).
+
+The run folders are the seed story (tests/conftest_report.py: NODE and SYS pairs corrupt, NV4
+fine) written as a bench run would (run.json with the planned pairs and a status,
+events.jsonl with the measurements each finished step delivered), then damaged the way the
+issue found them: interrupted after GPU 0's and 1's pairs, a file deleted, a file cut short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputopo.bench.runlog import append_jsonl, write_json
+
+from conftest_report import measurements, numerics, write_run
+
+REPO = Path(__file__).resolve().parents[1]
+ALL_PAIRS = [(i, j) for i in range(8) for j in range(i + 1, 8)]
+SEED_FAULTS = ("corrupt-sys", "corrupt-node", "iommu", "acs")
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands that write a default folder (reports/) write it under the test's tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+def gputopo(*args, cwd=None, timeout=120):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["COLUMNS"] = "200"
+    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def bench_like_run(run_dir: Path, pairs=ALL_PAIRS, status="complete", with_numerics=True,
+                   faults=SEED_FAULTS) -> Path:
+    """The seed story as a bench run writes it: run.json planning all 28 pairs, one step-done
+    event per pair with the measurements it delivered, numerics on (5,6) and (6,7)."""
+    meas = measurements(faults, pairs=list(pairs))
+    nums = numerics(faults) if with_numerics else []
+    write_run(run_dir, faults, meas=meas, nums=nums)
+    (run_dir / "events.jsonl").unlink()
+    for p in pairs:
+        n = sum(1 for m in meas if tuple(m.gpus) == p)
+        append_jsonl(run_dir / "events.jsonl", {"type": "step-done", "step": f"p2p:{p[0]}-{p[1]}",
+                                                "status": "ok", "measurements": n})
+    for rec in nums:
+        if rec["way"] == "ddp":
+            append_jsonl(run_dir / "events.jsonl", {"type": "step-done", "status": "ok",
+                                                    "step": "numerics:{}-{}".format(*rec["gpus"])})
+    info = json.loads((run_dir / "run.json").read_text())
+    info.update(status=status, options={"pairs": [list(p) for p in ALL_PAIRS], "self_gpus": [],
+                                        "tests": ["p2p", "dp", "collectives"]})
+    write_json(run_dir / "run.json", info)
+    return run_dir
+
+
+def interrupted_run(run_dir: Path) -> Path:
+    """Ctrl-C after GPU 0's and 1's pairs: 13 of 28 pairs measured, run.json interrupted."""
+    return bench_like_run(run_dir, [p for p in ALL_PAIRS if 0 in p or 1 in p], "interrupted",
+                          with_numerics=False)
+
+
+def test_an_interrupted_run_blames_no_gpu_it_did_not_measure(tmp_path):
+    run = interrupted_run(tmp_path / "run")
+    proc = gputopo("report", run)
+    assert proc.returncode in (0, 1), proc.stderr
+    out = proc.stdout
+    # first line: partial, with the counts
+    assert out.splitlines()[0].startswith("partial: 13 of 28 pairs measured"), out[:400]
+    # no GPU is blamed: the measured NODE and SYS pairs are the host path's fault
+    assert "GPU 2 corrupts" not in out and "GPU 3 corrupts" not in out, out
+    summary = json.loads((run / "summary.json").read_text())
+    assert not [f for f in summary["findings"] if f["kind"] == "gpu-fault"]
+    assert any(f["kind"] == "class-fault" for f in summary["findings"])
+    assert summary["partial"]["pairs_measured"] == 13 and summary["partial"]["pairs_planned"] == 28
+    assert [2, 3] in summary["partial"]["unmeasured"]
+    md = (run / "report.md").read_text()
+    assert md.split("\n# ", 1)[0].count("partial: 13 of 28") or "partial: 13 of 28" in md.splitlines()[2]
+    html = (run / "report.html").read_text()
+    assert html.index("partial: 13 of 28") < html.index("<h1>")
+
+
+def test_place_from_an_interrupted_run_keeps_every_gpu(tmp_path):
+    run = interrupted_run(tmp_path / "run")
+    proc = gputopo("place", "4", "--from", run)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "left out" not in proc.stdout + proc.stderr
+    assert "Best 4 GPUs" in proc.stdout
+
+
+def test_a_complete_run_is_not_partial(tmp_path):
+    run = bench_like_run(tmp_path / "run")
+    proc = gputopo("report", run, "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["partial"] is None
+    assert not [f for f in doc["findings"] if f["kind"] == "incomplete-data"], doc["findings"]
+
+
+def _check(run, *more):
+    return gputopo("check", "--spec", "pcie-box", run, *more)
+
+
+@pytest.fixture
+def healthy_spec(tmp_path):
+    """A spec that fails on nothing but errors of its own rules (no fail_on, no warnings)."""
+    spec = tmp_path / "lenient.toml"
+    spec.write_text('name = "lenient"\n[integrity]\nno_corruption = true\n')
+    return spec
+
+
+@pytest.mark.parametrize("damage", ["numerics-deleted", "measurements-cut", "measurements-cut-mid-line",
+                                    "topology-deleted", "run-json-deleted", "measurements-deleted"])
+def test_check_fails_a_damaged_run_even_on_a_spec_that_ignores_warnings(tmp_path, healthy_spec, damage):
+    run = bench_like_run(tmp_path / "run", faults=())
+    ok = gputopo("check", "--spec", healthy_spec, run)
+    assert ok.returncode == 0, ok.stdout + ok.stderr  # undamaged: passes
+    m = run / "measurements.jsonl"
+    if damage == "numerics-deleted":
+        (run / "numerics.jsonl").unlink()
+    elif damage == "measurements-cut":
+        lines = m.read_text().splitlines(keepends=True)
+        m.write_text("".join(lines[: len(lines) // 2]))
+    elif damage == "measurements-cut-mid-line":
+        text = m.read_text()
+        m.write_text(text[: len(text) // 2])
+    elif damage == "topology-deleted":
+        (run / "topology.json").unlink()
+    elif damage == "run-json-deleted":
+        (run / "run.json").unlink()
+    else:
+        m.unlink()
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode in (1, 2), proc.stdout + proc.stderr
+    assert "PASSED" not in proc.stdout
+    report = gputopo("report", run)
+    assert "incomplete" in report.stdout or "no " in report.stdout, report.stdout
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+def test_report_says_a_run_did_not_finish(tmp_path, status):
+    run = bench_like_run(tmp_path / "run", status=status)
+    proc = gputopo("report", run)
+    assert f"run.json says {status}" in proc.stdout.splitlines()[0], proc.stdout[:300]
+
+
+@pytest.mark.parametrize("status", ["running", "empty"])
+def test_check_init_refuses_a_running_or_empty_run(tmp_path, status):
+    run = bench_like_run(tmp_path / "run", status="running" if status == "running" else "complete",
+                         faults=())
+    if status == "empty":
+        (run / "measurements.jsonl").write_text("")
+        (run / "numerics.jsonl").write_text("")
+    spec = tmp_path / "new.toml"
+    proc = gputopo("check", "--init", "--from", run, "--spec", spec)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not spec.exists()
+
+
+def test_diff_with_the_second_runs_measurements_gone_is_no_clean_gone(tmp_path):
+    a = bench_like_run(tmp_path / "a")
+    b = bench_like_run(tmp_path / "b")
+    (b / "measurements.jsonl").unlink()
+    proc = gputopo("diff", a, b)
+    assert proc.returncode != 0, proc.stdout
+    assert "finding gone" not in proc.stdout or proc.returncode == 2
+
+
+def test_check_junit_never_writes_over_a_file_of_the_run(tmp_path, healthy_spec):
+    run = bench_like_run(tmp_path / "run", faults=())
+    before = (run / "run.json").read_bytes()
+    proc = gputopo("check", "--spec", healthy_spec, run, "--junit", run / "run.json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (run / "run.json").read_bytes() == before
+
+
+def test_a_numerics_only_run_does_not_call_its_trained_class_unmeasured(tmp_path):
+    """`numerics` on an NV4 pair: the class table says NV4 measured 1, ok; the story must not
+    also warn "Links not measured: NV4"."""
+    run = write_run(tmp_path / "run", (), meas=[], nums=numerics((), pairs=((0, 1),)))
+    proc = gputopo("report", run)
+    assert "Links not measured: NV4" not in proc.stdout, proc.stdout
+    assert "NV4 (4 pairs, 1 measured" in proc.stdout, proc.stdout
+
+
+def test_numerics_heatmap_paints_wrong_data_over_dataparallel_only(tmp_path, monkeypatch):
+    """A pair whose peer copies were wrong while DDP trained fine: DDP's "ok" cell (below the
+    diagonal) keeps its colour; DataParallel's (above) is painted as wrong data."""
+    from gputopo.report.outputs import heatmap_draw
+    from gputopo.report.outputs.heatmap_numerics import plot_numerics
+    from gputopo.report.summary import summarize_dir
+
+    run = write_run(tmp_path / "run", ("corrupt-sys",), meas=measurements(("corrupt-sys",), pairs=[(0, 4)]),
+                    nums=numerics((), pairs=((0, 4),)))
+    painted = {}
+    real = heatmap_draw.paint_wrong_data
+
+    def spy(ax, pos, pairs, texts, annotate, cells=None):
+        painted["cells"] = cells
+        return real(ax, pos, pairs, texts, annotate, cells)
+
+    monkeypatch.setattr(heatmap_draw, "paint_wrong_data", spy)
+    assert plot_numerics(summarize_dir(run), tmp_path) is not None
+    assert painted["cells"] == {(0, 4)}  # row GPU 0, column GPU 4: DataParallel only

@@ -1,0 +1,232 @@
+"""Issue 18, runs that lose or duplicate results: `--resume` as a user runs it (the CLI).
+
+One real sim bench run (seed-8gpu, pair 0,1, p2p only, --quick) is made once; each test works on
+a copy, damaged the way the issue found it: a line cut by a kill, a recorded hang, a second
+writer, a finished run, an import.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands that write a default folder (reports/) write it under the test's tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+def gputopo(*args, timeout=300):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["COLUMNS"] = "200"
+    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def lines(path: Path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("resume") / "p2p"
+    proc = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+                   "--out", d)
+    assert proc.returncode == 0, proc.stderr
+    return d
+
+
+@pytest.fixture
+def run(finished, tmp_path) -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(finished, d)
+    (d / ".gputopo.lock").unlink(missing_ok=True)
+    return d
+
+
+def _set_status(d: Path, status: str) -> None:
+    info = json.loads((d / "run.json").read_text())
+    info["status"] = status
+    (d / "run.json").write_text(json.dumps(info))
+
+
+def _drop_step_done(d: Path, step: str) -> None:
+    ev = [e for e in lines(d / "events.jsonl") if not (e.get("type") == "step-done" and e.get("step") == step)]
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
+
+
+def test_resume_of_a_finished_p2p_run_has_nothing_to_do(run):
+    before = (run / "measurements.jsonl").read_bytes()
+    proc = gputopo("bench", "--resume", run)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "nothing to do" in proc.stderr, proc.stderr
+    assert not (run / "numerics.jsonl").exists()
+    assert (run / "measurements.jsonl").read_bytes() == before
+
+
+def test_resume_takes_its_tests_from_run_json_not_the_defaults(run):
+    """An interrupted `--tests p2p` run: the resume finishes p2p and adds no numerics."""
+    m = run / "measurements.jsonl"
+    keep = m.read_text().splitlines(keepends=True)
+    m.write_text("".join(keep[:-3]))
+    _drop_step_done(run, "p2p:0-1")
+    _set_status(run, "interrupted")
+    proc = gputopo("bench", "--resume", run)
+    assert proc.returncode == 0, proc.stderr
+    assert not (run / "numerics.jsonl").exists(), "a p2p-only run got numerics on resume"
+    assert len(lines(m)) == len(keep)
+
+
+def test_a_line_cut_by_a_kill_is_redone_not_dropped(run):
+    m = run / "measurements.jsonl"
+    whole = lines(m)
+    text = m.read_text()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    m.write_text(text[: len(text) - len(last) - 1] + last[: len(last) // 2])  # cut mid-line
+    _drop_step_done(run, "p2p:0-1")
+    _set_status(run, "interrupted")
+    proc = gputopo("bench", "--resume", run)
+    assert proc.returncode == 0, proc.stderr
+    after = lines(m)  # every line parses: the cut one was cleared, not glued to the next
+    keys = {(r["test"], r.get("direction"), r["size_bytes"]) for r in after}
+    assert keys == {(r["test"], r.get("direction"), r["size_bytes"]) for r in whole}
+    report = gputopo("report", run, "--json")
+    doc = json.loads(report.stdout)
+    assert not [f for f in doc["findings"] if f["kind"] in ("incomplete-data", "invalid-data")], doc["findings"]
+
+
+def _fake_hang(run: Path) -> int:
+    """Make p2p:0-1 a step that hung: its measurements gone, step-done status hang."""
+    m = run / "measurements.jsonl"
+    n = len(lines(m))
+    m.write_text("")
+    ev = [e for e in lines(run / "events.jsonl") if e.get("type") != "step-done"]
+    ev.append({"type": "step-done", "step": "p2p:0-1", "status": "hang", "measurements": 0})
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
+    _set_status(run, "interrupted")
+    return n
+
+
+def test_a_recorded_hang_stays_a_result_unless_retry_hung(run):
+    n = _fake_hang(run)
+    proc = gputopo("bench", "--resume", run)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert lines(run / "measurements.jsonl") == [], "the hung step was run again"
+    proc = gputopo("bench", "--resume", run, "--retry-hung")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert len(lines(run / "measurements.jsonl")) == n
+    assert "--retry-hung" in proc.stderr
+
+
+def test_retry_hung_without_resume_is_refused():
+    proc = gputopo("bench", "--sim", "seed-8gpu", "--retry-hung")
+    assert proc.returncode == 2 and "--retry-hung" in proc.stderr
+
+
+def test_numerics_pairs_with_a_recorded_hang_are_done_unless_retried(tmp_path):
+    from gputopo.bench.runlog import append_jsonl
+    from gputopo.numerics.run import done_pairs
+
+    append_jsonl(tmp_path / "numerics.jsonl", {"gpus": [0, 1], "way": "reference", "verdict": "ok"})
+    append_jsonl(tmp_path / "numerics.jsonl", {"gpus": [0, 1], "way": "dp", "verdict": "hang"})
+    assert done_pairs(tmp_path) == [(0, 1)]
+    assert done_pairs(tmp_path, retry_hung=True) == []
+
+
+def test_a_second_writer_is_refused_in_one_line(run):
+    m = run / "measurements.jsonl"
+    m.write_text("".join(m.read_text().splitlines(keepends=True)[:-3]))
+    _drop_step_done(run, "p2p:0-1")
+    _set_status(run, "interrupted")
+    before = m.read_bytes()
+    fd = os.open(run / ".gputopo.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another gputopo writing this folder
+        proc = gputopo("bench", "--resume", run)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "another gputopo" in proc.stderr
+    assert m.read_bytes() == before
+
+
+def test_resume_and_place_of_an_import_are_usage_errors(tmp_path):
+    log = REPO / "tests" / "fixtures" / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
+    d = tmp_path / "imp"
+    assert gputopo("import", "nccl-tests", log, "--out", d).returncode == 0
+    proc = gputopo("bench", "--resume", d)
+    assert proc.returncode == 2 and "not a bench run" in proc.stderr, proc.stderr
+    proc = gputopo("place", "2", "--from", d)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def _full_disk(monkeypatch, folder: str, allow=("run.json.tmp",)):
+    """Every write into ``folder`` fails with ENOSPC (but the names in ``allow``)."""
+    import builtins
+    import errno
+    import io
+
+    real_open = builtins.open
+
+    def full_disk_open(file, mode="r", *a, **k):
+        if any(c in mode for c in "wax") and str(file).startswith(folder) \
+                and not str(file).endswith(allow):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    monkeypatch.setattr(io, "open", full_disk_open)
+
+
+def test_a_disk_that_fills_while_the_report_is_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """ENOSPC on every write into the run folder (the report, and the error handler's own
+    error.txt): one line, exit 2, no traceback (was a 77-line traceback)."""
+    from conftest_report import write_run
+    from gputopo.cli.main import main
+
+    run = write_run(tmp_path / "run", ())
+    _full_disk(monkeypatch, str(run), allow=())
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(run)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "disk full" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_full_disk_during_a_job_marks_the_run_failed_not_running(tmp_path, monkeypatch, capsys):
+    """The job's report fails on a full disk while run.json says running (the numerics phase):
+    run.json becomes "failed" where the disk still takes it (best effort)."""
+    from conftest_report import write_run
+    from gputopo import jobs
+    from gputopo.bench.runlog import errors_belong_to, set_run_status
+    from gputopo.cli.main import main
+
+    run = write_run(tmp_path / "run", ())
+    set_run_status(run, "running")
+
+    def job_whose_report_hits_a_full_disk(*a, **k):
+        import errno
+        with errors_belong_to(run):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jobs, "run_job", job_whose_report_hits_a_full_disk)
+    _full_disk(monkeypatch, str(run))
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--sim", "seed-8gpu", "--pairs", "0,1", "--tests", "p2p"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    monkeypatch.undo()
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
