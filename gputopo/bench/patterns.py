@@ -44,14 +44,21 @@ _cache: "OrderedDict[tuple, torch.Tensor]" = OrderedDict()
 _cache_bytes: Dict[str, int] = {}
 
 
+#: The patterns repeat after this many elements (k -> k*A mod 2**24 has period 2**24).
+_PERIOD = 1 << 24
+
+
 def _generate(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
     out = torch.empty(n, dtype=torch.float32, device=device)
-    for start in range(0, n, _CHUNK):
+    for start in range(0, min(n, _PERIOD), _CHUNK):
         m = min(_CHUNK, n - start)
         r = _raw(m, seed, offset + start, device)
         if small:
             r = r >> 14  # 10 high bits of the 24: 0..1023
         out[start:start + m].copy_(r)  # int -> float32 is exact below 2**24
+    for start in range(_PERIOD, n, _PERIOD):  # beyond one period: copies of the first (a 256 MiB
+        m = min(_PERIOD, n - start)           # pattern costs one period's arithmetic, not four)
+        out[start:start + m].copy_(out[:m])
     return out
 
 
