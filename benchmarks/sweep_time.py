@@ -4,7 +4,9 @@ linearly with the number of pairs (so seconds per pair about equal for both mach
 
 The forkserver that workers are forked from (one ``import torch``) is started by a one-pair
 warm-up run first and reported apart; each sweep's wall time includes everything else (worker
-start-up, planning, writing the run folder).
+start-up, planning, writing the run folder). The load average before and after each sweep is
+printed with it: wall times on a machine shared with other processes are not quiet-machine
+figures (compare CPU seconds, e.g. ``/usr/bin/time -v`` over this script, instead).
 
     python benchmarks/sweep_time.py [--skip-16]
 """
@@ -29,6 +31,16 @@ def sweep(desc, out: str, pairs=None):
     return time.monotonic() - t0, res
 
 
+def _load() -> str:
+    """The 1-minute load average (how busy the cores were), or "?" where it is not known."""
+    import os
+
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
 def main(argv=None) -> int:
     import os
 
@@ -38,7 +50,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-16", action="store_true", help="only the 8-GPU sweep")
     args = ap.parse_args(argv)
-    print(f"{os.cpu_count()} cores; quick preset", flush=True)
+    print(f"{os.cpu_count()} cores; quick preset; load average {_load()}", flush=True)
     machines = [("seed-8gpu", load_description("seed-8gpu"))]
     if not args.skip_16:
         machines.append(("synthetic-16gpu", generate_description(16)))
@@ -52,7 +64,8 @@ def main(argv=None) -> int:
             per_pair[name] = wall / n
             bad = [f.kind for f in res.findings if f.kind in ("hang", "crash")]
             print(f"{name}: {n} pairs, {len(res.measurements)} measurements, {wall:.1f} s wall, "
-                  f"{wall / n:.2f} s/pair{' FAILURES ' + str(bad) if bad else ''}", flush=True)
+                  f"{wall / n:.2f} s/pair{' FAILURES ' + str(bad) if bad else ''} "
+                  f"(load average after: {_load()})", flush=True)
     t8 = per_pair["seed-8gpu"] * 28
     print(f"8-GPU quick sweep {t8:.1f} s (target < 60 s): {'OK' if t8 < 60 else 'OVER'}")
     if len(per_pair) == 2:

@@ -44,14 +44,21 @@ _cache: "OrderedDict[tuple, torch.Tensor]" = OrderedDict()
 _cache_bytes: Dict[str, int] = {}
 
 
+#: The patterns repeat after this many elements (k -> k*A mod 2**24 has period 2**24).
+_PERIOD = 1 << 24
+
+
 def _generate(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
     out = torch.empty(n, dtype=torch.float32, device=device)
-    for start in range(0, n, _CHUNK):
+    for start in range(0, min(n, _PERIOD), _CHUNK):
         m = min(_CHUNK, n - start)
         r = _raw(m, seed, offset + start, device)
         if small:
             r = r >> 14  # 10 high bits of the 24: 0..1023
         out[start:start + m].copy_(r)  # int -> float32 is exact below 2**24
+    for start in range(_PERIOD, n, _PERIOD):  # beyond one period: copies of the first (a 256 MiB
+        m = min(_PERIOD, n - start)           # pattern costs one period's arithmetic, not four)
+        out[start:start + m].copy_(out[:m])
     return out
 
 
@@ -66,7 +73,14 @@ def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tenso
         _cache.move_to_end(key)
         return hit
     t = _generate(n, seed, offset, small, device)
-    dev = str(device)
+    _remember(key, t)
+    return t
+
+
+def _remember(key: tuple, t: torch.Tensor) -> None:
+    """Keep ``t`` under ``key``, dropping the device's oldest entries beyond _CACHE_BYTES."""
+    nbytes = 4 * t.numel()
+    dev = key[4]
     _cache[key] = t
     _cache_bytes[dev] = _cache_bytes.get(dev, 0) + nbytes
     while _cache_bytes[dev] > _CACHE_BYTES:
@@ -75,7 +89,6 @@ def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tenso
                 old = _cache.pop(k)
                 _cache_bytes[dev] -= 4 * old.numel()
                 break
-    return t
 
 
 def _fill(t: torch.Tensor, seed: int, offset: int, small: bool) -> torch.Tensor:
@@ -102,13 +115,57 @@ def poison(t: torch.Tensor) -> torch.Tensor:
     return t.fill_(POISON)
 
 
+def expected_sum(n: int, seeds: Tuple[int, ...], device) -> torch.Tensor:
+    """Elementwise sum of the small patterns of ``seeds`` over ``n`` elements (exact in fp32):
+    what a reduction of ranks filled with :func:`fill_small` must give. Read-only, cached like
+    the patterns (an all_reduce's and a reduce_add's expected result recur for every pair)."""
+    key = (n, ("sum",) + tuple(seeds), 0, True, str(device))
+    hit = _cache.get(key)
+    if hit is not None:
+        _cache.move_to_end(key)
+        return hit
+    total = _pattern(n, seeds[0], 0, True, device).clone()
+    for s in seeds[1:]:
+        total += _pattern(n, s, 0, True, device)
+    if 4 * n <= _CACHE_ONE:
+        _remember(key, total)
+    return total
+
+
+def _memcmp():
+    """libc's memcmp, or None: a CPU bit-exact equality test with one read of each buffer
+    (torch.equal on int32 views reads them at less than half the speed)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        fn = libc.memcmp
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return fn
+
+
+_MEMCMP = _memcmp()
+
+
+def _same_bytes(a: torch.Tensor, e: torch.Tensor) -> bool:
+    """Bit-exact equality of two int32 tensors of equal length."""
+    if (_MEMCMP is not None and a.device.type == "cpu" and e.device.type == "cpu"
+            and a.is_contiguous() and e.is_contiguous()):
+        return a.numel() == 0 or _MEMCMP(a.data_ptr(), e.data_ptr(), 4 * a.numel()) == 0
+    return torch.equal(a, e)
+
+
 def compare(actual: torch.Tensor, expected: torch.Tensor) -> Tuple[int, Optional[int]]:
     """Bit-exact comparison of two float32 tensors: (wrong element count, first bad index)."""
     a = actual.reshape(-1).view(torch.int32)
     e = expected.reshape(-1).view(torch.int32)
     if a.numel() != e.numel():
         raise ValueError(f"size mismatch: {a.numel()} elements vs {e.numel()} expected")
-    if torch.equal(a, e):
+    if _same_bytes(a, e):
         return 0, None
     bad = torch.nonzero(a != e).view(-1)  # ascending indices, one pass
     wrong = int(bad.numel())

@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from .patterns import compare, expected, fill_pattern, fill_small, merge, poison
+from .patterns import compare, expected, expected_sum, fill_pattern, fill_small, merge, poison
 
 # Seeds of the patterns, one per role, so no buffer can pass for another.
 SEED_SRC, SEED_SRC2, SEED_PARAM, SEED_BATCH, SEED_OUT = 11, 23, 37, 41, 53
@@ -118,13 +118,20 @@ def _local(ops, gpus, first=None) -> Tuple[int, ...]:
 
 
 def _sum_expected(ops, gpu, shapes, seeds) -> List[torch.Tensor]:
-    """Exact elementwise sum of the small patterns of ``seeds`` laid out over ``shapes``."""
+    """Exact elementwise sum of the small patterns of ``seeds`` laid out over ``shapes``: views
+    of one cached, read-only sum (never write to them)."""
+    n = sum(_numel(shp) for shp in shapes)
+    flat = expected_sum(n, tuple(seeds), ops.device(gpu))
     out, off = [], 0
     for shp in shapes:
-        total = torch.zeros(shp, dtype=torch.float32, device=ops.device(gpu))
-        tmp = torch.empty(shp, dtype=torch.float32, device=ops.device(gpu))
-        for s in seeds:
-            total += fill_small(tmp, s, off)
-        out.append(total)
-        off += total.numel()
+        k = _numel(shp)
+        out.append(flat[off:off + k].view(shp))
+        off += k
     return out
+
+
+def _numel(shape) -> int:
+    k = 1
+    for d in shape:
+        k *= int(d)
+    return k

@@ -8,9 +8,7 @@ GPU's (or the master's) share bit for bit (see :mod:`gputopo.bench.suites`).
 
 from __future__ import annotations
 
-import torch
-
-from .patterns import compare
+from .patterns import compare, merge
 from .plan import Case, busbw_factor
 from .spec import Prepared, Spec
 from .suite_buffers import (SEED_BATCH, SEED_OUT, SEED_PARAM, SEED_RANK, _check_list, _count,
@@ -41,7 +39,15 @@ def _dp(ops, case: Case) -> Spec:
             def verify():
                 if exp is None:
                     return (0, None)
-                return compare(torch.cat([t.reshape(-1) for t in held.value[o]]), exp)
+                # each received parameter against its slice of the pattern (no concatenated copy)
+                pieces, off = [], 0
+                for t in held.value[o]:
+                    k = t.numel()
+                    pieces.append((*compare(t, exp[off:off + k]), k))
+                    off += k
+                if off != exp.numel():
+                    raise ValueError(f"size mismatch: {off} elements vs {exp.numel()} expected")
+                return merge(pieces)
 
         elif test == "dp.scatter":
             batch = _patterned(ops, m, [(rows, cols)], SEED_BATCH)

@@ -195,10 +195,50 @@ def make_data(opts: NumericsOptions):
     return x, y.reshape(opts.steps, opts.batch)
 
 
-def make_optimizer(params, opts: NumericsOptions):
-    import torch
+def make_optimizer(params, opts: NumericsOptions) -> "MomentumSGD":
+    return MomentumSGD(params, lr=opts.lr, momentum=opts.momentum)
 
-    return torch.optim.SGD(params, lr=opts.lr, momentum=opts.momentum)
+
+class MomentumSGD:
+    """``torch.optim.SGD(params, lr, momentum)`` written out: the same arithmetic as torch's
+    single-tensor SGD (no dampening, weight decay or Nesterov), so every way of the job runs
+    the same update.
+
+    Why not torch.optim: its first use imports ``torch._dynamo`` (sympy and the compiler
+    stack), about 4 CPU seconds in every process that trains -- more than the sim's whole
+    training of a pair. The job only needs the update itself.
+    """
+
+    def __init__(self, params, lr: float, momentum: float):
+        self.params = list(params)
+        self.lr = float(lr)
+        self.momentum = float(momentum)
+        self.buffers: List[Any] = [None] * len(self.params)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.detach_()
+                p.grad.zero_()
+
+    def step(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for k, p in enumerate(self.params):
+                g = p.grad
+                if g is None:
+                    continue
+                if self.momentum != 0:
+                    buf = self.buffers[k]
+                    if buf is None:
+                        buf = self.buffers[k] = torch.clone(g).detach()
+                    else:
+                        buf.mul_(self.momentum).add_(g, alpha=1)
+                    g = buf
+                p.add_(g, alpha=-self.lr)
 
 
 def split_sizes(batch: int, parts: int = 2) -> List[int]:

@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 
 from .dp_flow import DataParallelFlow
-from .job import (NumericsOptions, build_model, flat_params, global_loss, grads_finite,
+from .job import (MomentumSGD, NumericsOptions, build_model, flat_params, global_loss, grads_finite,
                   make_optimizer, rank_loss, split_sizes)
 from .transport import Transport
 from .verdict import WayRun
@@ -40,7 +40,7 @@ class TrainLog:
         self.t0 = time.perf_counter()
 
     def step_done(self, step: int, loss: float, params: Sequence[torch.Tensor],
-                  optimizers: Sequence[torch.optim.Optimizer]) -> None:
+                  optimizers: Sequence[MomentumSGD]) -> None:
         """After the backward pass of ``step``: record its loss, check it and the gradients,
         step the optimizers, check the updated parameters."""
         self.losses.append(loss)
