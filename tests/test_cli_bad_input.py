@@ -513,6 +513,14 @@ def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_ru
 
 @pytest.mark.slow
 def test_resume_of_a_read_only_run_is_refused(run_copy, capsys, read_only):
+    """A run with steps left to do (half its measurements gone, status interrupted) in a folder
+    that cannot be written: refused before anything runs (a complete run has nothing to do)."""
+    from gputopo.bench.runlog import set_run_status
+
+    ms = run_copy / "measurements.jsonl"
+    lines = ms.read_text().splitlines(keepends=True)
+    ms.write_text("".join(lines[: len(lines) // 2]))
+    set_run_status(run_copy, "interrupted")
     read_only(run_copy)
     line = refused(capsys, "bench", "--resume", run_copy)
     assert "--resume" in line and "cannot write" in line

@@ -286,6 +286,8 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
     groups, want_numerics = split_tests(tests_text)
     if resume_dir:  # the tests the run was started with, never this command line's defaults
         from gputopo.bench.api import read_run_info
+
+        refuse_ignored(resume_dir, sim, fabric)  # what only run.json may say, before reading it
         from gputopo.bench.resume_scope import refuse_non_bench, resumed_tests
 
         info = read_run_info(resume_dir)
