@@ -11,7 +11,7 @@ bus id) and no pairs, so the report judges the pairs against each other only.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from gputopo.bench.runlog import (
     run_info,
     write_json,
 )
-from gputopo.errors import UsageError
+from gputopo.errors import InputFileError, UsageError
 from gputopo.model import (
     Gpu,
     HostInfo,
@@ -161,18 +161,24 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     return ms
 
 
+def import_run_dir(out_dir, base_dir, name: str) -> Path:
+    """The folder an import writes: ``--out`` (made if missing; never one that holds a run:
+    run folders are never overwritten), else a new one under ``base_dir`` named after ``name``."""
+    if out_dir is None:
+        return new_run_dir(base_dir, name)
+    run_dir = Path(out_dir)
+    if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
+        raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
+    check_writable_dir(run_dir, "--out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
 def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
                         summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
                         argv: list[str] | None = None, render: bool = True, console=None,
                         topology_file: str | None = None) -> ImportFolder:
-    if out_dir is not None:
-        run_dir = Path(out_dir)
-        if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
-            raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
-        check_writable_dir(run_dir, "--out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        run_dir = new_run_dir(base_dir, topo.machine or tool)
+    run_dir = import_run_dir(out_dir, base_dir, topo.machine or tool)
     info = run_info(fabric="cuda", simulated=False, machine=topo.machine,
                     argv=argv if argv is not None else ["import", tool, *paths],
                     options={"imported_from": list(paths), "topology_file": topology_file}, source=tool)
@@ -188,3 +194,34 @@ def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurem
 
         result.summary = render_run(run_dir, console=console)
     return result
+
+
+def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[str], Any],
+                   devices_of: Callable[[Any], list[ImportedDevice]],
+                   measurements_of: Callable[[Any], list[Measurement]], out_dir=None,
+                   base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
+                   topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
+                   console=None) -> ImportFolder:
+    """The one flow of `import nvbandwidth` and `import p2pbw`: each file read (the same output
+    twice refused: it would count twice), one machine's GPUs in all of them, the devices checked
+    against ``--topo`` and renumbered to its NVML indices by bus id, then the run folder."""
+    from .nccl_inputs import refuse_duplicates
+
+    refuse_duplicates([Path(p) for p in paths if p != "-"])
+    outputs = [read(p) for p in paths]
+    devices = devices_of(outputs[0])
+    for o in outputs[1:]:
+        other = devices_of(o)
+        if [(d.name, d.bus_id) for d in other] != [(d.name, d.bus_id) for d in devices][: len(other)]:
+            raise InputFileError(o.source, f"lists other GPUs than {outputs[0].source}: import each machine's "
+                                           "output into its own run folder")
+    if topology is not None:
+        check_topology_matches(topology, devices, topology_file or "--topo", label)
+    hostname = next((o.hostname for o in outputs if getattr(o, "hostname", None)), None)
+    topo = topology or topology_from_devices(devices, label, hostname)
+    measurements = [m for o in outputs for m in measurements_of(o)]
+    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
+        measurements = renumber(measurements, device_renumbering(topology, devices))
+    return write_import_folder(tool=tool, paths=list(paths), topo=topo, measurements=measurements,
+                               summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
+                               argv=argv, render=render, console=console, topology_file=topology_file)

@@ -21,7 +21,6 @@ from gputopo.bench.runlog import (
     MEASUREMENTS_JSONL,
     RUN_JSON,
     TOPOLOGY_JSON,
-    new_run_dir,
     run_info,
     write_json,
 )
@@ -30,9 +29,10 @@ from gputopo.model import Gpu, HostInfo, NotAvailable, Topology, topology_to_jso
 from gputopo.model.health import GpuHealth
 from gputopo.probe.xid_lines import KernelLogRead, bus_label, finish, read_line
 from gputopo.report.run_folder import KERNEL_LOG_JSON
-from gputopo.writable import check_writable_dir
 
 from gputopo.text_input import display_name, text_lines
+
+from .import_folder import import_run_dir
 
 DEFAULT_BASE_DIR = "reports"
 
@@ -102,14 +102,7 @@ def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, arg
     """Read the log and write a run folder; returns where it went (InputFileError / UsageError on bad input)."""
     read = read_kernel_log_file(path, host)
     topo = topology_from_read(read, display_name(path))
-    if out_dir is not None:
-        run_dir = Path(out_dir)
-        if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
-            raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
-        check_writable_dir(run_dir, "--out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        run_dir = new_run_dir(base_dir, topo.machine or "kernel-log")
+    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "kernel-log")
     info = run_info(fabric="none", simulated=False, machine=topo.machine,
                     argv=argv if argv is not None else ["import", "kernel-log", str(path)],
                     options={"imported_from": [display_name(path)]}, source="kernel-log")

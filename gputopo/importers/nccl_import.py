@@ -13,12 +13,12 @@ from typing import Iterable, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.bench.runlog import (MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl,
-                                  new_run_dir, run_info, write_json)
+                                  run_info, write_json)
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
 from gputopo.report.run_folder import NCCL_TESTS_JSON
-from gputopo.writable import check_writable_dir
 
+from .import_folder import import_run_dir
 from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_machine
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)
@@ -81,14 +81,7 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     if topology is not None:
         refuse_other_machine(topology, logs, topology_file)
     topo = topology or topology_from_logs(logs)
-    if out_dir is not None:
-        run_dir = Path(out_dir)
-        if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
-            raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
-        check_writable_dir(run_dir, "--out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        run_dir = new_run_dir(base_dir, topo.machine or "nccl-tests")
+    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
     info = run_info(fabric="cuda", simulated=False, machine=topo.machine,
                     argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
                     options={"imported_from": [str(p) for p in paths], "op": op}, source="nccl-tests")

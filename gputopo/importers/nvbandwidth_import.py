@@ -11,16 +11,7 @@ from __future__ import annotations
 from gputopo.errors import InputFileError
 from gputopo.model import Topology
 
-from .import_folder import (
-    DEFAULT_BASE_DIR,
-    ImportedDevice,
-    ImportFolder,
-    check_topology_matches,
-    device_renumbering,
-    renumber,
-    topology_from_devices,
-    write_import_folder,
-)
+from .import_folder import DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, import_outputs
 from .nvbandwidth_json import parse_nvbandwidth_json
 from .nvbandwidth_measure import output_measurements
 from .nvbandwidth_parse import looks_like_nvbandwidth, parse_nvbandwidth_lines
@@ -82,28 +73,10 @@ def nvbandwidth_devices(out: NvbOutput) -> list[ImportedDevice]:
 def import_nvbandwidth(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR,
                        topology: Topology | None = None, topology_file: str | None = None,
                        argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
-    from pathlib import Path
-
-    from .nccl_inputs import refuse_duplicates
-
-    refuse_duplicates([Path(p) for p in paths if p != "-"])  # the same output twice would count twice
-    outputs = [read_nvbandwidth(p) for p in paths]
-    devices = nvbandwidth_devices(outputs[0])
-    for o in outputs[1:]:
-        other = nvbandwidth_devices(o)
-        if [(d.name, d.bus_id) for d in other] != [(d.name, d.bus_id) for d in devices][: len(other)]:
-            raise InputFileError(o.source, f"lists other GPUs than {outputs[0].source}: import each machine's "
-                                           "output into its own run folder")
-    if topology is not None:
-        check_topology_matches(topology, devices, topology_file or "--topo", "nvbandwidth")
-    hostname = next((o.hostname for o in outputs if o.hostname), None)
-    topo = topology or topology_from_devices(devices, "nvbandwidth", hostname)
-    measurements = [m for o in outputs for m in output_measurements(o)]
-    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
-        measurements = renumber(measurements, device_renumbering(topology, devices))
-    return write_import_folder(tool="nvbandwidth", paths=list(paths), topo=topo, measurements=measurements,
-                               summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
-                               argv=argv, render=render, console=console, topology_file=topology_file)
+    return import_outputs(tool="nvbandwidth", label="nvbandwidth", paths=paths, read=read_nvbandwidth,
+                          devices_of=nvbandwidth_devices, measurements_of=output_measurements,
+                          out_dir=out_dir, base_dir=base_dir, topology=topology, topology_file=topology_file,
+                          argv=argv, render=render, console=console)
 
 
 __all__ = ["MAX_INPUT_BYTES", "import_nvbandwidth", "read_nvbandwidth"]

@@ -17,16 +17,7 @@ from __future__ import annotations
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
 
-from .import_folder import (
-    DEFAULT_BASE_DIR,
-    ImportedDevice,
-    ImportFolder,
-    check_topology_matches,
-    device_renumbering,
-    renumber,
-    topology_from_devices,
-    write_import_folder,
-)
+from .import_folder import DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, import_outputs
 from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
 from gputopo.text_input import TextSource, open_lines
 
@@ -114,19 +105,7 @@ def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:
 def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
                  topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
                  console=None) -> ImportFolder:
-    from pathlib import Path
-
-    from .nccl_inputs import refuse_duplicates
-
-    refuse_duplicates([Path(p) for p in paths if p != "-"])  # the same output twice would count twice
-    outputs = [read_p2pbw(p) for p in paths]
-    devices = p2pbw_devices(outputs[0])
-    if topology is not None:
-        check_topology_matches(topology, devices, topology_file or "--topo", "p2pBandwidthLatencyTest")
-    topo = topology or topology_from_devices(devices, "p2pBandwidthLatencyTest", None)
-    measurements = [m for o in outputs for m in p2pbw_measurements(o)]
-    if topology is not None:  # the output's CUDA numbers -> the topology's NVML indices, by bus id
-        measurements = renumber(measurements, device_renumbering(topology, devices))
-    return write_import_folder(tool="p2pbw", paths=list(paths), topo=topo, measurements=measurements,
-                               summaries=[o.summary() for o in outputs], out_dir=out_dir, base_dir=base_dir,
-                               argv=argv, render=render, console=console, topology_file=topology_file)
+    return import_outputs(tool="p2pbw", label="p2pBandwidthLatencyTest", paths=paths, read=read_p2pbw,
+                          devices_of=p2pbw_devices, measurements_of=p2pbw_measurements,
+                          out_dir=out_dir, base_dir=base_dir, topology=topology, topology_file=topology_file,
+                          argv=argv, render=render, console=console)
