@@ -87,9 +87,9 @@ def test_one_gpu_bench_measures_it_alone(tmp_path):
     assert doc["self"][0]["wrong"] == 0 and doc["self"][0]["h2d_gbps"] > 0
     assert alarms(doc["findings"]) == []
     assert any("numerics not run" in ln for ln in proc.stderr.splitlines())
-    again = gputopo("bench", "--resume", tmp_path / "run", "--json")  # a finished one-GPU run resumes
-    assert again.returncode == 0, again.stderr
-    assert [s["gpu"] for s in json.loads(again.stdout)["self"]] == [0]
+    again = gputopo("bench", "--resume", tmp_path / "run", "--json")  # a finished one-GPU run resumes:
+    assert again.returncode == 0, again.stderr  # as any finished run, with nothing left to do
+    assert "nothing to do" in again.stderr and again.stdout == ""
 
 
 def test_one_gpu_bench_terminal_has_no_class_table(tmp_path):

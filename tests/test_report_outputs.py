@@ -114,8 +114,11 @@ def test_terminal_prints_class_table_and_findings_worst_first(faulty):
     # The story comes first: the broken SYS class, its likely cause and the remedies, before the tables.
     story_end = out.index("Link classes")
     # the root cause leads; the class it explains follows as its evidence
-    assert out.index("PROBLEM every SYS pair is bad") < out.index("evidence: SYS pairs: broken on all 16") < story_end
-    assert out.index("likely cause: P2P DMA across the CPU interconnect") < story_end
+    root = out.index("every SYS pair is bad")
+    assert out[out.rindex("\n", 0, root) + 1:root].startswith("ROOT CAUSE 1 OF ")  # tagged, and first
+    # its likely cause and remedies once, right under it, then its evidence
+    assert root < out.index("likely cause: P2P DMA across the CPU interconnect") < out.index(
+        "evidence: SYS pairs: broken on all 16") < story_end
     assert out.index("iommu=pt") < story_end
     table = out[out.index("Findings (worst first"):]
     # the culprit first, what it explains nested under it, then the warnings nothing explains
