@@ -103,6 +103,8 @@ def numerics_options_for(resume_dir, wanted: bool, **given):
             except UsageError as e:
                 raise UsageError(f"--resume {resume_dir}: run.json {NUMERICS_KEY}: {e}") from None
     return validate_options(**given) if wanted else None
+
+
 #: Why numerics needs a GPU pair (a one-GPU machine gets this line instead of a run).
 ONE_GPU_WHY = ("it compares nn.DataParallel and DDP over a GPU pair with one-GPU training, and on one "
                "GPU both run the reference's own single-device step (DataParallel calls the module, "
