@@ -32,6 +32,7 @@ from .patterns import Group
 from .rank_device import choose_device, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
+from .survivor import wait_folder_written
 
 HEARTBEAT_S = 1.0
 DONE_KEY = "gputopo/written"
@@ -123,6 +124,24 @@ class DistBackend:
         except Exception:  # noqa: BLE001
             return {r: "hang" for r in ranks}
 
+    def lost_with_rank0(self) -> Optional[List[LostRank]]:
+        """After a loss, on a rank other than 0: None while rank 0's heartbeat still counts (it
+        writes the folder), else the ranks whose heartbeat stopped, rank 0 first. Without the
+        store (it may have died with rank 0) only rank 0 is named: this rank knows no more."""
+        others = [r for r in range(self.world) if r != self.rank]
+        why = "its heartbeat stopped (killed, or stopped by a signal)"
+        try:
+            if self._store is None:
+                raise RuntimeError("no store")
+            before = {r: self._store.add(f"gputopo/hb/{r}", 0) for r in others}
+            time.sleep(3 * HEARTBEAT_S)
+            stopped = [r for r in others if self._store.add(f"gputopo/hb/{r}", 0) <= before[r]]
+        except Exception:  # noqa: BLE001 - the store is gone: its host (rank 0 or its launcher) ended
+            stopped, why = [0], "the launcher's store is gone with it"
+        if 0 not in stopped:
+            return None
+        return [LostRank(r, self._node_of(r), "crash", why) for r in sorted(stopped)]
+
     def written(self) -> None:
         """Rank 0: the run folder is complete (the other ranks may end now)."""
         if self._store is not None:
@@ -132,13 +151,18 @@ class DistBackend:
                 pass
 
     def wait_written(self) -> None:
-        """Other ranks: stay until rank 0 has written the run folder (bounded by the timeout):
+        """Other ranks: stay until the run folder is written (bounded by the timeout):
         a rank ending early makes its launcher stop the node's other ranks, rank 0 among them."""
+        bound = self.timeout + timedelta(seconds=10)
+        t0 = time.monotonic()
         if self._store is not None:
             try:
-                self._store.wait([DONE_KEY], self.timeout + timedelta(seconds=10))
-            except Exception:  # noqa: BLE001 - rank 0 is gone or slow: nothing left to wait for
+                self._store.wait([DONE_KEY], bound)
+                return
+            except Exception:  # noqa: BLE001 - the store is gone: watch the folder instead
                 pass
+        if self.run_dir is not None:  # the writer may be another rank (rank 0 lost): its run.json
+            wait_folder_written(self.run_dir, bound.total_seconds() - (time.monotonic() - t0))
 
     def _node_of(self, rank: int) -> str:
         for name, ranks in zip(self.node_names, self.node_ranks):
