@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from .findings import corrupt_findings, lost_findings, slow_findings
 from .fingerprint import mismatch_findings
 from .rounds import DEFAULT_SLOW_BELOW, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
-from .survivor import claim_writer, lowest_survivor, saved_fingerprints
+from .survivor import claim_writer, lowest_survivor, saved_fingerprints, shielded
 from .triangulation import triangulate
 
 
@@ -152,6 +153,15 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
     wall0 = time.monotonic()
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
                          intra=opts.intra, on_round=folder.round if folder else None)
+    with shielded() if outcome.lost_phase else contextlib.nullcontext():
+        return _conclude_rank(backend, env, fabric, opts, outcome, folder, fingerprints, wall0)
+
+
+def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Outcome,
+                   folder: Optional[ClusterRunFolder], fingerprints: List[Dict[str, Any]],
+                   wall0: float) -> ClusterResult:
+    """Write the folder (the writer) or wait for it to be written (the others)."""
+    names, ranks = backend.node_names, backend.node_ranks
     extra: Dict[str, Any] = {"launcher": env.launcher, "world_size": env.world_size}
     if folder is None and outcome.lost_phase and backend.run_dir:
         folder, fingerprints = _survivor_folder(backend, outcome, names)
