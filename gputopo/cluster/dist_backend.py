@@ -32,10 +32,12 @@ from .patterns import Group
 from .rank_device import choose_device, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
-from .survivor import wait_folder_written
+from .survivor import mark_alive, wait_folder_written
 
 HEARTBEAT_S = 1.0
 DONE_KEY = "gputopo/written"
+#: Why rank 0 is named lost when the store (a launcher's, or rank 0's own) cannot be reached.
+STORE_GONE = "the launcher's store is gone with it"
 _RANKS_RE = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 
 
@@ -137,10 +139,10 @@ class DistBackend:
             time.sleep(3 * HEARTBEAT_S)
             stopped = [r for r in others if self._store.add(f"gputopo/hb/{r}", 0) <= before[r]]
         except Exception:  # noqa: BLE001 - the store is gone: its host (rank 0 or its launcher) ended
-            stopped, why = [0], "the launcher's store is gone with it"
+            stopped, why = [0], STORE_GONE
         if 0 not in stopped:
             return None
-        return [LostRank(r, self._node_of(r), "crash", why) for r in sorted(stopped)]
+        return [LostRank(r, self.node_of(r), "crash", why) for r in sorted(stopped)]
 
     def written(self) -> None:
         """Rank 0: the run folder is complete (the other ranks may end now)."""
@@ -164,7 +166,7 @@ class DistBackend:
         if self.run_dir is not None:  # the writer may be another rank (rank 0 lost): its run.json
             wait_folder_written(self.run_dir, bound.total_seconds() - (time.monotonic() - t0))
 
-    def _node_of(self, rank: int) -> str:
+    def node_of(self, rank: int) -> str:
         for name, ranks in zip(self.node_names, self.node_ranks):
             if rank in ranks:
                 return name
@@ -176,6 +178,8 @@ class DistBackend:
             self.dist.monitored_barrier(group=self.control, timeout=self.timeout, wait_all_ranks=True)
         except RuntimeError as e:
             lost: List[LostRank] = []
+            if self.rank == 0 and self.run_dir:
+                mark_alive(self.run_dir, 0)  # the writer: no other rank takes rank 0 for lost
             if self.rank == 0:
                 m = _RANKS_RE.search(str(e))
                 # a peer whose connection broke fails the barrier at once, without the list
@@ -185,7 +189,7 @@ class DistBackend:
                 if not m:  # keep only the ranks whose heartbeat stopped
                     ranks = [r for r in ranks if states[r] == "crash"] or ranks
                 text = (str(e).splitlines() or [""])[0][:300]
-                lost = [LostRank(r, self._node_of(r), states[r], text) for r in ranks]
+                lost = [LostRank(r, self.node_of(r), states[r], text) for r in ranks]
             raise RanksLost(lost, phase) from None
 
     def gather(self, obj: Any, phase: str) -> List[Any]:
@@ -193,6 +197,8 @@ class DistBackend:
         try:
             self.dist.all_gather_object(out, obj, group=self.control)
         except RuntimeError:
+            if self.rank == 0 and self.run_dir:
+                mark_alive(self.run_dir, 0)
             raise RanksLost([], phase) from None
         return out
 

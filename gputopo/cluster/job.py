@@ -14,9 +14,9 @@ from gputopo.model import Finding
 
 from .findings import corrupt_findings, lost_findings, slow_findings
 from .fingerprint import mismatch_findings
-from .rounds import DEFAULT_SLOW_BELOW, Outcome, run_rounds
+from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
-from .survivor import claim_writer, lowest_survivor, saved_fingerprints, shielded
+from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints, shielded
 from .triangulation import triangulate
 
 
@@ -185,9 +185,16 @@ def _survivor_folder(backend, outcome: Outcome, names: List[str]):
     lost too and this is the lowest live rank, else (None, []) (rank 0, or a lower rank, writes).
     The folder is rank 0's (shared at start-up; no ``start()``): its run.json, nodes/ and
     fingerprints stay; the lost ranks found here replace the empty list this rank learnt."""
+    from .dist_backend import STORE_GONE
+
     lost = backend.lost_with_rank0()
     if lost is None or not lowest_survivor(backend.run_dir, backend.rank) \
             or not claim_writer(backend.run_dir, backend.rank):
         return None, []
+    if lost[0].message == STORE_GONE:  # only rank 0 named: add every rank that did not say it lived
+        alive = set(marked_alive(backend.run_dir))
+        lost += [LostRank(r, backend.node_of(r), "crash", "did not answer after the loss (crashed, "
+                          "stopped by its launcher, or hung)")
+                 for r in range(1, backend.world) if r not in alive]
     outcome.lost = lost
     return ClusterRunFolder(backend.run_dir), saved_fingerprints(backend.run_dir, names)

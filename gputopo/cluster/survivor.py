@@ -47,19 +47,33 @@ def claim_writer(run_dir, rank: int) -> bool:
     return True
 
 
-def lowest_survivor(run_dir, rank: int, settle_s: float = SETTLE_S) -> bool:
-    """Say this rank is alive; after ``settle_s``, True when no lower rank said so."""
-    d = Path(run_dir) / RANKS_DIR
-    d.mkdir(parents=True, exist_ok=True)
-    (d / f"{SURVIVOR_PREFIX}{rank:05d}").touch()
-    time.sleep(settle_s)
-    for p in d.glob(f"{SURVIVOR_PREFIX}*"):
+def mark_alive(run_dir, rank: int) -> None:
+    """Say this rank lived past the loss. Rank 0 says so the moment its barrier fails: a rank
+    that cannot reach the store (gone with another node's launcher) then still defers to it."""
+    try:
+        d = Path(run_dir) / RANKS_DIR
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{SURVIVOR_PREFIX}{rank:05d}").touch()
+    except OSError:
+        pass
+
+
+def marked_alive(run_dir) -> List[int]:
+    """The ranks that said they lived past the loss (:func:`mark_alive`)."""
+    out = []
+    for p in (Path(run_dir) / RANKS_DIR).glob(f"{SURVIVOR_PREFIX}*"):
         try:
-            if int(p.name[len(SURVIVOR_PREFIX):]) < rank:
-                return False
+            out.append(int(p.name[len(SURVIVOR_PREFIX):]))
         except ValueError:
             continue
-    return True
+    return sorted(out)
+
+
+def lowest_survivor(run_dir, rank: int, settle_s: float = SETTLE_S) -> bool:
+    """Say this rank is alive; after ``settle_s``, True when no lower rank said so."""
+    mark_alive(run_dir, rank)
+    time.sleep(settle_s)
+    return not any(r < rank for r in marked_alive(run_dir))
 
 
 def wait_folder_written(run_dir, bound_s: float, poll_s: float = 0.5) -> bool:
