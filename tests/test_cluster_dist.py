@@ -124,6 +124,19 @@ def test_lost_rank_0_is_named_by_the_lowest_live_rank(tmp_path, fault):
     assert not _no_orphans(tmp_path)
 
 
+def test_stopped_rank_1_is_named_within_the_timeout(tmp_path):
+    """SIGSTOP of rank 1: found when --timeout runs out (not the default 120 s), rank 0 writes."""
+    t0 = time.monotonic()
+    codes, out = _torchrun(tmp_path, ["--timeout", "5"], fault="stop:1")
+    wall = time.monotonic() - t0
+    assert not set(codes) & {124, 137}, out[-3000:]
+    assert wall < 3 * 5 + 30 + 45, (wall, out[-3000:])
+    doc = json.loads((tmp_path / "run" / "cluster.json").read_text())
+    assert [r["rank"] for r in doc["lost"]] == [1] and "written_by_rank" not in doc
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
+    assert not _no_orphans(tmp_path)
+
+
 def test_srun_variables_with_plain_processes(tmp_path):
     port = _free_port()
     procs = []

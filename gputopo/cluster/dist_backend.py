@@ -9,7 +9,8 @@ run folder, then all ranks pass ``monitored_barrier`` on the control group (boun
 ``--timeout``). Rank 0 learns there which ranks did not arrive; a heartbeat counter each rank's
 thread bumps in the launcher's TCPStore tells a hung rank (still counting) from a gone one
 (crash, killed). The results are then gathered on every rank, so every rank plans the same next
-round. Times: CUDA events on ``cuda``, ``perf_counter`` on ``cpu`` (``wall``); a group's time is
+round. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others so and
+the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``, ``perf_counter`` on ``cpu`` (``wall``); a group's time is
 its slowest rank's median. torch is imported here and only here in the cluster package.
 """
 
