@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,51 @@ def test_hung_rank_is_named_by_host_and_rank(tmp_path):
     assert f"node {host} rank(s) 3" in out
     assert (tmp_path / "run" / "drain.txt").read_text().startswith(f"{host} gputopo hang")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
+
+
+def _no_orphans(tmp_path) -> list:
+    """Processes of this test's launch still running (their command line names its folder)."""
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [ln for ln in ps.splitlines() if str(tmp_path) in ln and "ps -eo" not in ln]
+
+
+@pytest.mark.parametrize("fault", ["crash:0", "stop:0"])
+def test_lost_rank_0_is_named_by_the_lowest_live_rank(tmp_path, fault):
+    """Rank 0 SIGKILLed or SIGSTOPped at the first inter-node round: no rank 0 to write, so the
+    lowest live rank writes cluster.json, the report and a failed status naming rank 0."""
+    t0 = time.monotonic()
+    codes, out = _torchrun(tmp_path, ["--timeout", "5"], fault=fault)
+    wall = time.monotonic() - t0
+    assert not set(codes) & {124, 137}, out[-3000:]  # ended by itself, not by the outer bound
+    assert set(codes) != {0}
+    # start-up, three --timeout periods, and torchrun's 30 s before it SIGKILLs a stopped rank
+    assert wall < 3 * 5 + 30 + 45, (wall, out[-3000:])
+    run = tmp_path / "run"
+    doc = json.loads((run / "cluster.json").read_text())
+    host = next(n["name"] for n in doc["nodes"] if 0 in n["ranks"])
+    assert doc["lost"][0]["rank"] == 0 and doc["lost"][0]["node"] == host
+    assert doc["written_by_rank"] > 0
+    crash = [f for f in doc["findings"] if f["kind"] == "crash"]
+    assert crash and crash[0]["evidence"]["node"] == host and 0 in crash[0]["evidence"]["ranks"]
+    assert f"node {host} rank(s) 0" in out and f"node {host} rank(s) 0" in (run / "report.md").read_text()
+    assert (run / "drain.txt").read_text().startswith(f"{host} gputopo crash")
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+    assert not re.search(r'File ".*gputopo/', out), out[-3000:]  # torchrun's own tracebacks only
+    assert all(len(ln) < 400 for ln in out.splitlines() if ln.startswith("gputopo"))
+    assert not _no_orphans(tmp_path)
+
+
+def test_stopped_rank_1_is_named_within_the_timeout(tmp_path):
+    """SIGSTOP of rank 1: found when --timeout runs out (not the default 120 s), rank 0 writes."""
+    t0 = time.monotonic()
+    codes, out = _torchrun(tmp_path, ["--timeout", "5"], fault="stop:1")
+    wall = time.monotonic() - t0
+    assert not set(codes) & {124, 137}, out[-3000:]
+    assert wall < 3 * 5 + 30 + 45, (wall, out[-3000:])
+    doc = json.loads((tmp_path / "run" / "cluster.json").read_text())
+    assert [r["rank"] for r in doc["lost"]] == [1] and "written_by_rank" not in doc
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
+    assert not _no_orphans(tmp_path)
 
 
 def test_srun_variables_with_plain_processes(tmp_path):

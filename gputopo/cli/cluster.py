@@ -142,10 +142,11 @@ def _run_rank(fabric: str, opts, as_json: bool) -> None:
         res = run_dist_cluster(env, fabric, opts)
         if res.outcome.lost_phase:
             code = 1
-            if env.rank != 0:
+            if res.run_dir is None:
                 click.echo(f"gputopo: rank {env.rank} ({env.node_name}): the run stopped during "
-                           f"{res.outcome.lost_phase}; rank 0 names the lost ranks", err=True)
-        if env.rank == 0:
+                           f"{res.outcome.lost_phase}; the rank that writes the run folder names "
+                           "the lost ranks", err=True)
+        if res.run_dir is not None:  # rank 0, or the lowest live rank when rank 0 is lost
             _print_result(res, as_json)
             code = record_exit_code(res.run_dir, "cluster") or code
     except GputopoError as e:  # every rank says it (a rank's own problem), with its exit code

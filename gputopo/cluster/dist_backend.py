@@ -9,7 +9,8 @@ run folder, then all ranks pass ``monitored_barrier`` on the control group (boun
 ``--timeout``). Rank 0 learns there which ranks did not arrive; a heartbeat counter each rank's
 thread bumps in the launcher's TCPStore tells a hung rank (still counting) from a gone one
 (crash, killed). The results are then gathered on every rank, so every rank plans the same next
-round. Times: CUDA events on ``cuda``, ``perf_counter`` on ``cpu`` (``wall``); a group's time is
+round. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others so and
+the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``, ``perf_counter`` on ``cpu`` (``wall``); a group's time is
 its slowest rank's median. torch is imported here and only here in the cluster package.
 """
 
@@ -32,9 +33,12 @@ from .patterns import Group
 from .rank_device import choose_device, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
+from .survivor import mark_alive, wait_folder_written
 
 HEARTBEAT_S = 1.0
 DONE_KEY = "gputopo/written"
+#: Why rank 0 is named lost when the store (a launcher's, or rank 0's own) cannot be reached.
+STORE_GONE = "the launcher's store is gone with it"
 _RANKS_RE = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 
 
@@ -123,6 +127,24 @@ class DistBackend:
         except Exception:  # noqa: BLE001
             return {r: "hang" for r in ranks}
 
+    def lost_with_rank0(self) -> Optional[List[LostRank]]:
+        """After a loss, on a rank other than 0: None while rank 0's heartbeat still counts (it
+        writes the folder), else the ranks whose heartbeat stopped, rank 0 first. Without the
+        store (it may have died with rank 0) only rank 0 is named: this rank knows no more."""
+        others = [r for r in range(self.world) if r != self.rank]
+        why = "its heartbeat stopped (killed, or stopped by a signal)"
+        try:
+            if self._store is None:
+                raise RuntimeError("no store")
+            before = {r: self._store.add(f"gputopo/hb/{r}", 0) for r in others}
+            time.sleep(3 * HEARTBEAT_S)
+            stopped = [r for r in others if self._store.add(f"gputopo/hb/{r}", 0) <= before[r]]
+        except Exception:  # noqa: BLE001 - the store is gone: its host (rank 0 or its launcher) ended
+            stopped, why = [0], STORE_GONE
+        if 0 not in stopped:
+            return None
+        return [LostRank(r, self.node_of(r), "crash", why) for r in sorted(stopped)]
+
     def written(self) -> None:
         """Rank 0: the run folder is complete (the other ranks may end now)."""
         if self._store is not None:
@@ -132,15 +154,20 @@ class DistBackend:
                 pass
 
     def wait_written(self) -> None:
-        """Other ranks: stay until rank 0 has written the run folder (bounded by the timeout):
+        """Other ranks: stay until the run folder is written (bounded by the timeout):
         a rank ending early makes its launcher stop the node's other ranks, rank 0 among them."""
+        bound = self.timeout + timedelta(seconds=10)
+        t0 = time.monotonic()
         if self._store is not None:
             try:
-                self._store.wait([DONE_KEY], self.timeout + timedelta(seconds=10))
-            except Exception:  # noqa: BLE001 - rank 0 is gone or slow: nothing left to wait for
+                self._store.wait([DONE_KEY], bound)
+                return
+            except Exception:  # noqa: BLE001 - the store is gone: watch the folder instead
                 pass
+        if self.run_dir is not None:  # the writer may be another rank (rank 0 lost): its run.json
+            wait_folder_written(self.run_dir, bound.total_seconds() - (time.monotonic() - t0))
 
-    def _node_of(self, rank: int) -> str:
+    def node_of(self, rank: int) -> str:
         for name, ranks in zip(self.node_names, self.node_ranks):
             if rank in ranks:
                 return name
@@ -152,6 +179,8 @@ class DistBackend:
             self.dist.monitored_barrier(group=self.control, timeout=self.timeout, wait_all_ranks=True)
         except RuntimeError as e:
             lost: List[LostRank] = []
+            if self.rank == 0 and self.run_dir:
+                mark_alive(self.run_dir, 0)  # the writer: no other rank takes rank 0 for lost
             if self.rank == 0:
                 m = _RANKS_RE.search(str(e))
                 # a peer whose connection broke fails the barrier at once, without the list
@@ -161,7 +190,7 @@ class DistBackend:
                 if not m:  # keep only the ranks whose heartbeat stopped
                     ranks = [r for r in ranks if states[r] == "crash"] or ranks
                 text = (str(e).splitlines() or [""])[0][:300]
-                lost = [LostRank(r, self._node_of(r), states[r], text) for r in ranks]
+                lost = [LostRank(r, self.node_of(r), states[r], text) for r in ranks]
             raise RanksLost(lost, phase) from None
 
     def gather(self, obj: Any, phase: str) -> List[Any]:
@@ -169,6 +198,8 @@ class DistBackend:
         try:
             self.dist.all_gather_object(out, obj, group=self.control)
         except RuntimeError:
+            if self.rank == 0 and self.run_dir:
+                mark_alive(self.run_dir, 0)
             raise RanksLost([], phase) from None
         return out
 

@@ -81,7 +81,7 @@ def lost_findings(outcome: Outcome) -> List[Finding]:
     out = []
     for (node, state), rs in sorted(by_node.items()):
         ranks = sorted(r.rank for r in rs)
-        what = "stopped answering (hung)" if state == "hang" else "is gone (crashed or killed)"
+        what = "stopped answering (hung)" if state == "hang" else "is gone (crashed, killed or stopped)"
         out.append(Finding(
             state, "error",
             f"node {node} rank(s) {','.join(map(str, ranks))} {what} during {outcome.lost_phase}",

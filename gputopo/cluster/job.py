@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +14,9 @@ from gputopo.model import Finding
 
 from .findings import corrupt_findings, lost_findings, slow_findings
 from .fingerprint import mismatch_findings
-from .rounds import DEFAULT_SLOW_BELOW, Outcome, run_rounds
+from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
+from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints, shielded
 from .triangulation import triangulate
 
 
@@ -123,8 +125,8 @@ def _local_facts(env, fabric: str) -> Dict[str, Any]:
 
 
 def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
-    """This rank's part of a real cluster run; rank 0 returns the result, the others their
-    outcome only (no run folder, no findings)."""
+    """This rank's part of a real cluster run; the writer (rank 0, or the lowest live rank when
+    rank 0 is lost) returns the result, the others their outcome only (no run folder)."""
     from .dist_backend import DistBackend
 
     backend = DistBackend(env, fabric, size_bytes=opts.size_bytes, samples=opts.samples,
@@ -151,6 +153,21 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
     wall0 = time.monotonic()
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
                          intra=opts.intra, on_round=folder.round if folder else None)
+    with shielded() if outcome.lost_phase else contextlib.nullcontext():
+        return _conclude_rank(backend, env, fabric, opts, outcome, folder, fingerprints, wall0)
+
+
+def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Outcome,
+                   folder: Optional[ClusterRunFolder], fingerprints: List[Dict[str, Any]],
+                   wall0: float) -> ClusterResult:
+    """Write the folder (the writer) or wait for it to be written (the others)."""
+    names, ranks = backend.node_names, backend.node_ranks
+    extra: Dict[str, Any] = {"launcher": env.launcher, "world_size": env.world_size}
+    if folder is None and outcome.lost_phase and backend.run_dir:
+        folder, fingerprints = _survivor_folder(backend, outcome, names)
+        extra.update(written_by_rank=env.rank, fingerprints_compared=any(fingerprints))
+    elif folder is not None and not claim_writer(folder.dir, env.rank):
+        folder = None  # a survivor took rank 0 for lost and wrote: one writer per folder
     if folder is None:
         backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
@@ -158,7 +175,26 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
     doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
                         findings=findings, fabric=fabric, simulated=False,
                         time_s=time.monotonic() - wall0, time_source="wall",
-                        size_bytes=opts.size_bytes, slow_below=opts.slow_below,
-                        extra={"launcher": env.launcher, "world_size": env.world_size})
+                        size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)
     backend.written()
     return ClusterResult(run_dir=folder.dir, doc=doc, findings=findings, outcome=outcome)
+
+
+def _survivor_folder(backend, outcome: Outcome, names: List[str]):
+    """A rank other than 0 after a loss: (the folder to write, the fingerprints) when rank 0 is
+    lost too and this is the lowest live rank, else (None, []) (rank 0, or a lower rank, writes).
+    The folder is rank 0's (shared at start-up; no ``start()``): its run.json, nodes/ and
+    fingerprints stay; the lost ranks found here replace the empty list this rank learnt."""
+    from .dist_backend import STORE_GONE
+
+    lost = backend.lost_with_rank0()
+    if lost is None or not lowest_survivor(backend.run_dir, backend.rank) \
+            or not claim_writer(backend.run_dir, backend.rank):
+        return None, []
+    if lost[0].message == STORE_GONE:  # only rank 0 named: add every rank that did not say it lived
+        alive = set(marked_alive(backend.run_dir))
+        lost += [LostRank(r, backend.node_of(r), "crash", "did not answer after the loss (crashed, "
+                          "stopped by its launcher, or hung)")
+                 for r in range(1, backend.world) if r not in alive]
+    outcome.lost = lost
+    return ClusterRunFolder(backend.run_dir), saved_fingerprints(backend.run_dir, names)

@@ -1,11 +1,12 @@
 """A `gputopo cluster` rank that hangs or dies at its first inter-node round (tests only).
 
-GPUTOPO_TEST_FAULT="hang:RANK" or "crash:RANK": that rank sleeps for an hour or exits at once
-when the round starts; every other rank runs the real command. Run it under torchrun or as
+GPUTOPO_TEST_FAULT="hang:RANK", "crash:RANK" or "stop:RANK": that rank sleeps for an hour, is
+SIGKILLed or SIGSTOPped (by itself) when the round starts; every other rank runs the real command. Run it under torchrun or as
 plain processes in place of `-m gputopo`.
 """
 
 import os
+import signal
 import sys
 import time
 
@@ -19,7 +20,10 @@ def _faulty(self, index, groups):
     if self.rank == int(_rank):
         if _mode == "hang":
             time.sleep(3600)
-        os._exit(17)
+        if _mode == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+            time.sleep(3600)  # continued: still never answers
+        os.kill(os.getpid(), signal.SIGKILL)
     return _real(self, index, groups)
 
 
