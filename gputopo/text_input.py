@@ -46,6 +46,15 @@ class TextSource:
     quoted: bool = False
     line_numbered: bool = False
 
+    def tell(self, out) -> None:
+        """Add what reading did to the text to a parsed output's ``problems`` (what was not
+        read) and ``notes`` (quote marks or editor line numbers removed)."""
+        out.problems += self.unread
+        if self.quoted:
+            out.notes.append("quoted paste: the '>' marks were removed")
+        if self.line_numbered:
+            out.notes.append("pasted with an editor's line numbers: they were removed")
+
 
 def _open_binary(path: str) -> tuple[BinaryIO, str]:
     if path == "-":

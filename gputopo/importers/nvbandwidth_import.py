@@ -47,11 +47,7 @@ def read_nvbandwidth(path: str) -> NvbOutput:
         if not looks_like_nvbandwidth(out):
             raise InputFileError(src.name, "not nvbandwidth output: no 'nvbandwidth Version' line, no bandwidth "
                                            "matrix and no 'Running <testcase>.' line")
-    out.problems += src.unread
-    if src.quoted:
-        out.notes.append("quoted paste: the '>' marks were removed")
-    if src.line_numbered:
-        out.notes.append("pasted with an editor's line numbers: they were removed")
+    src.tell(out)
     return out
 
 

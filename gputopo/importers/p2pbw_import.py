@@ -38,11 +38,7 @@ def read_p2pbw(path: str) -> P2pOutput:
     if not any(m.cells for m in out.matrices) and not out.devices:
         raise InputFileError(src.name, "not p2pBandwidthLatencyTest output: no '[P2P (Peer-to-Peer) GPU Bandwidth "
                                        "Latency Test]' device lines and no P2P matrix")
-    out.problems += src.unread
-    if src.quoted:
-        out.notes.append("quoted paste: the '>' marks were removed")
-    if src.line_numbered:
-        out.notes.append("pasted with an editor's line numbers: they were removed")
+    src.tell(out)
     return out
 
 
