@@ -50,7 +50,7 @@ class Reference:
     def matches_model(self, names: Sequence[str]) -> bool:
         if not self.model:
             return True
-        pattern = re.compile(self.model, re.IGNORECASE)
+        pattern = _model_pattern(self.model)
         return bool(names) and all(pattern.search(n) for n in names)
 
     def describe(self) -> str:
@@ -62,6 +62,12 @@ class Reference:
         return {"id": self.id, "machine": self.machine, "link_class": self.link_class,
                 "platform": self.platform or None, "test": self.test, "gpus": self.gpus,
                 "metric": self.metric, "gbps": self.gbps, "tool": self.tool, "source": self.source}
+
+
+@lru_cache(maxsize=None)
+def _model_pattern(model: str) -> re.Pattern:
+    """A row's model expression, compiled once (every headline of a run asks every row)."""
+    return re.compile(model, re.IGNORECASE)
 
 
 class ReferenceTableError(ValueError):
