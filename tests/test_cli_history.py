@@ -227,3 +227,24 @@ def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtu
     series = {s for (s,) in c.execute("SELECT DISTINCT series FROM figures")}
     assert any(s.startswith("collective.all_reduce") for s in series)
     assert c.execute("SELECT count(*) FROM figures WHERE headline = 1").fetchone()[0] >= 1
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("kind, path", [
+    ("nvbandwidth", "nvbandwidth/nvbandwidth-42_1xa100_h2d_sm_v0.8.txt"),
+    ("p2pbw", "p2pbw/stelline_asus-esc8000a_4xrtx6000ada.txt"),
+    ("kernel-log", "xid/bumblebee-677_xid32_xid31.txt"),
+])
+def test_every_import_is_recorded_and_no_history_skips_it(tmp_path, kind, path):
+    db = tmp_path / "h.sqlite"
+    r = invoke(["import", kind, str(FIXTURES / path), "--out", str(tmp_path / "a"), "--history", str(db)])
+    assert r.exit_code == 0, r.stderr
+    r = invoke(["import", kind, str(FIXTURES / path), "--out", str(tmp_path / "b"), "--history", str(db),
+                "--no-history"])
+    assert r.exit_code == 0, r.stderr  # --no-history: this one is not recorded
+    runs = json.loads(invoke(["history", "--history", str(db), "--json"]).stdout)
+    runs = runs["runs"] if isinstance(runs, dict) else runs
+    assert [r["command"] for r in runs] == ["import"]
+    assert str(tmp_path / "a") in json.dumps(runs)

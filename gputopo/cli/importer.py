@@ -43,6 +43,7 @@ def out_option(fn):
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @out_option
 @topo_option
+@history_options
 def nvbandwidth(files, out_dir, topo_file):
     """Read nvbandwidth output (text, any version from 0.2 to 0.8, or `nvbandwidth -j` JSON; `-`
     reads stdin) into a run folder: every testcase's matrix (CE and SM, read and write, uni- and
@@ -59,12 +60,14 @@ def nvbandwidth(files, out_dir, topo_file):
                              topology_file=topo_file, argv=["import", "nvbandwidth", *sys.argv[3:]],
                              console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
 
 
 @import_group.command(name="p2pbw")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @out_option
 @topo_option
+@history_options
 def p2pbw(files, out_dir, topo_file):
     """Read cuda-samples' p2pBandwidthLatencyTest output (`-` reads stdin) into a run folder: the
     connectivity matrix, P2P=Disabled / P2P=Enabled bandwidth (uni- and bidirectional, writes and
@@ -80,12 +83,12 @@ def p2pbw(files, out_dir, topo_file):
     res = import_p2pbw(list(files), out_dir=out_dir, topology=load_topo_option(topo_file), topology_file=topo_file,
                        argv=["import", "p2pbw", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
 
 
 @import_group.command(name="nccl-tests")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
-              help="Run folder to write (default: a new timestamped folder under reports/).")
+@out_option
 @click.option("--op", help="The collective when neither the log nor its file name says it "
               "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...).")
 @click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
@@ -113,10 +116,10 @@ def nccl_tests(logs, out_dir, op, topo_file):
 
 @import_group.command(name="kernel-log")
 @click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
-              help="Run folder to write (default: a new timestamped folder under reports/).")
+@out_option
 @click.option("--host", "host", metavar="NAME",
               help="Read only this host's lines of a journal/syslog that holds several hosts.")
+@history_options
 def kernel_log(log, out_dir, host):
     """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
     folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
@@ -131,6 +134,7 @@ def kernel_log(log, out_dir, host):
     res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
                             console=console(), host=host)
     click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
 
 
 @import_group.command(name="nccl-debug")
