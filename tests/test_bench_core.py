@@ -46,6 +46,65 @@ def test_patterns_exact_and_compare():
     assert merge([(0, None, 10), (2, 3, 10), (1, 0, 10)]) == (3, 13)
 
 
+def _arithmetic(n, seed, offset, small=False):
+    """The pattern's definition, computed directly (int64, no cache, no period)."""
+    k = torch.arange(offset, offset + n, dtype=torch.int64)
+    r = (k * 1103515245 + seed) & 0xFFFFFF
+    return (r >> 14 if small else r).to(torch.float32)
+
+
+def test_patterns_equal_their_definition():
+    assert torch.equal(fill_pattern(torch.empty(5000), 7, 123), _arithmetic(5000, 7, 123))
+    assert torch.equal(fill_small(torch.empty(5000), 7), _arithmetic(5000, 7, 0, small=True))
+
+
+def test_long_patterns_from_the_cached_period_equal_their_definition(monkeypatch):
+    """Patterns longer than _DIRECT_MAX (and any once their period is cached) are copied out of
+    one cached period, rotated by their offset: they must equal the arithmetic definition
+    across the period's end, for copies, small values and sums of ranks."""
+    from gputopo.bench import patterns as P
+
+    monkeypatch.setattr(P, "_PERIOD", 1 << 12)  # small period: the wrap is cheap to check
+    monkeypatch.setattr(P, "_DIRECT_MAX", 1 << 10)
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", {})
+
+    def arith(n, seed, offset, small=False):  # the definition, with the test's period
+        k = torch.arange(offset, offset + n, dtype=torch.int64) % P._PERIOD
+        r = (k * 1103515245 + seed) & 0xFFFFFF
+        return (r >> 14 if small else r).to(torch.float32)
+
+    n, off = 3 * (1 << 12) + 77, (1 << 12) - 5  # starts 5 before the end of a period
+    assert torch.equal(fill_pattern(torch.empty(n), 7, off), arith(n, 7, off))
+    assert torch.equal(fill_small(torch.empty(n), 9, off), arith(n, 9, off, small=True))
+    assert torch.equal(P.expected(n, 7, "cpu", off), arith(n, 7, off))
+    # once the period is cached, short patterns are slices of it too
+    assert torch.equal(P.expected(100, 7, "cpu", 3), arith(100, 7, 3))
+    assert torch.equal(P.expected_sum(n, (101, 211), "cpu"),
+                       arith(n, 101, 0, small=True) + arith(n, 211, 0, small=True))
+
+
+def test_sim_damage_does_not_depend_on_what_the_worker_ran_before(seed):
+    """A sim worker lives for the whole run and measures pairs in whatever order the pool hands
+    them out: the elements a corrupt fault damages must follow from the measurement and the
+    sample, so the same plan gives the same wrong counts and first bad index every time."""
+    pair = (0, 4)  # NODE on seed-8gpu: peer copies corrupt
+    model = SimModel(seed, {})
+
+    def measured(m):
+        ops = SimOps(pair, pair, m)
+        return [(x.test, x.direction, x.wrong, x.first_bad_index)
+                for c in cases_for("p2p", pair, (64 << 10,), (4,))
+                for x in [measure(build_spec(ops, c, latency_repeat=5), ops, warmup=1, samples=3,
+                                  link_class="NODE")]]
+
+    fresh = measured(model)
+    assert any(w for _, _, w, _ in fresh)  # the fault did damage something
+    _run(seed, (2, 6), "dp")  # other work in between (another model: nothing shared but code)
+    measured(SimModel(seed, {}))
+    assert measured(model) == fresh  # the same model again, after its own earlier hits
+
+
 def test_shapes_and_buckets():
     for n in (1, 7, 1000, 1 << 20):
         shapes = param_shapes(n)

@@ -421,7 +421,7 @@ def test_size_check_judges_host_and_gpu_memory():
     from gputopo.bench.memory_check import check_sizes_fit, host_available_bytes
     from gputopo.errors import UsageError
 
-    check_sizes_fit(256 << 20, "sim", workers=4, host_free=16 << 30)  # 8 GiB: fits
+    check_sizes_fit(256 << 20, "sim", workers=4, host_free=16 << 30)  # 4 x (2 x 4 x 256 MiB + 512 MiB of patterns) = 10 GiB: fits
     with pytest.raises(UsageError, match="4 worker"):
         check_sizes_fit(1 << 30, "sim", workers=4, host_free=16 << 30)
     check_sizes_fit(1 << 30, "cuda", workers=1, host_free=16 << 30, gpu_free={0: 80 << 30})

@@ -54,12 +54,15 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
                     f"--sizes: the largest message ({size}) needs at least {_gib(per_gpu)} on each "
                     f"GPU ({BUFFERS_PER_GPU} buffers), but GPU {gpu} has {_gib(free)} free; "
                     "use smaller --sizes")
-    else:
-        host_need = per_gpu * gpus_per_worker * max(1, workers)
+    else:  # and each worker's cache of generated patterns (patterns.py)
+        from .patterns import HOST_CACHE_BYTES
+
+        host_need = (per_gpu * gpus_per_worker + HOST_CACHE_BYTES) * max(1, workers)
     if host_free is not None and host_need > host_free:
         where = ("for staging through host memory" if fabric == "cuda" else
-                 f"in host memory ({max(1, workers)} worker(s) x {gpus_per_worker} GPU(s) x "
-                 f"{BUFFERS_PER_GPU} buffers, the {fabric} fabric keeps GPU buffers there)")
+                 f"in host memory ({max(1, workers)} worker(s) x ({gpus_per_worker} GPU(s) x "
+                 f"{BUFFERS_PER_GPU} buffers + {_gib(HOST_CACHE_BYTES)} of patterns), the "
+                 f"{fabric} fabric keeps GPU buffers there)")
         raise UsageError(f"--sizes: the largest message ({size}) needs at least {_gib(host_need)} "
                          f"{where}, but only {_gib(host_free)} is available; use smaller --sizes")
 

@@ -37,44 +37,80 @@ def _raw(n: int, seed: int, offset: int, device) -> torch.Tensor:
 
 
 #: Generated patterns kept for reuse (the same inputs and expected results recur for every
-#: size, direction and test): at most this many bytes per device, tensors up to _CACHE_ONE.
+#: size, direction and test): at most this many bytes per GPU, and per worker process in host
+#: memory (the sim and cpu fabrics' "GPUs"), where DataParallel's six roles' 64 MiB periods
+#: (parameters, batch, outputs, two ranks' gradients and their sum) must all fit, or every
+#: test of a 256 MiB step generates its patterns again. memory_check.py counts the host one.
 _CACHE_BYTES = 256 << 20
-_CACHE_ONE = 64 << 20
+HOST_CACHE_BYTES = 512 << 20
 _cache: "OrderedDict[tuple, torch.Tensor]" = OrderedDict()
 _cache_bytes: Dict[str, int] = {}
 
 
 #: The patterns repeat after this many elements (k -> k*A mod 2**24 has period 2**24).
 _PERIOD = 1 << 24
+#: Up to this many elements a pattern is generated (and cached) at its own length; longer ones
+#: are copied out of their cached period (64 MiB), since generating one element costs an
+#: int64 multiply-add pass and four times the bytes, copying it one read and one write (a
+#: 256 MiB pattern was a quarter of a default-preset sim bench's CPU time).
+_DIRECT_MAX = 4 << 20
 
 
 def _generate(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
+    """Elements [offset, offset + n) of the pattern, computed (n <= _PERIOD)."""
     out = torch.empty(n, dtype=torch.float32, device=device)
-    for start in range(0, min(n, _PERIOD), _CHUNK):
+    for start in range(0, n, _CHUNK):
         m = min(_CHUNK, n - start)
         r = _raw(m, seed, offset + start, device)
         if small:
             r = r >> 14  # 10 high bits of the 24: 0..1023
         out[start:start + m].copy_(r)  # int -> float32 is exact below 2**24
-    for start in range(_PERIOD, n, _PERIOD):  # beyond one period: copies of the first (a 256 MiB
-        m = min(_PERIOD, n - start)           # pattern costs one period's arithmetic, not four)
-        out[start:start + m].copy_(out[:m])
     return out
 
 
-def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
-    """The pattern as a 1-D float32 tensor on ``device``; cached when small enough."""
-    nbytes = 4 * n
-    if nbytes > _CACHE_ONE:
-        return _generate(n, seed, offset, small, device)
-    key = (n, seed, offset, small, str(device))
+def _period(seed: int, small: bool, device) -> torch.Tensor:
+    """One whole period of the pattern (elements 0 .. 2**24 - 1), cached."""
+    return _cached((_PERIOD, seed, 0, small, str(device)),
+                   lambda: _generate(_PERIOD, seed, 0, small, device))
+
+
+def _cached(key: tuple, make) -> torch.Tensor:
     hit = _cache.get(key)
     if hit is not None:
         _cache.move_to_end(key)
         return hit
-    t = _generate(n, seed, offset, small, device)
+    t = make()
     _remember(key, t)
     return t
+
+
+def _write_periodic(dst: torch.Tensor, period: torch.Tensor, offset: int) -> torch.Tensor:
+    """Write elements [offset, offset + n) of a periodic sequence into 1-D ``dst``: rotated
+    copies of ``period`` (one read and one write per element)."""
+    n, pos, k = dst.numel(), 0, offset % _PERIOD
+    while pos < n:
+        m = min(_PERIOD - k, n - pos)
+        dst[pos:pos + m].copy_(period[k:k + m])
+        pos, k = pos + m, 0
+    return dst
+
+
+def _periodic(n: int, period: torch.Tensor, offset: int, device) -> torch.Tensor:
+    """Elements [offset, offset + n) of a periodic sequence: a view of ``period`` when they lie
+    within one period, else a new tensor."""
+    k = offset % _PERIOD
+    if k + n <= _PERIOD:
+        return period[k:k + n]
+    return _write_periodic(torch.empty(n, dtype=torch.float32, device=device), period, k)
+
+
+def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
+    """The pattern as a 1-D float32 tensor on ``device`` (read-only: it may be cached)."""
+    period_key = (_PERIOD, seed, 0, small, str(device))
+    if n <= _DIRECT_MAX and period_key not in _cache:
+        return _cached((n, seed, offset, small, str(device)),
+                       lambda: _generate(n, seed, offset % _PERIOD, small, device))
+    return _periodic(n, _period(seed, small, device), offset, device)
 
 
 def _remember(key: tuple, t: torch.Tensor) -> None:
@@ -83,7 +119,7 @@ def _remember(key: tuple, t: torch.Tensor) -> None:
     dev = key[4]
     _cache[key] = t
     _cache_bytes[dev] = _cache_bytes.get(dev, 0) + nbytes
-    while _cache_bytes[dev] > _CACHE_BYTES:
+    while _cache_bytes[dev] > (HOST_CACHE_BYTES if dev == "cpu" else _CACHE_BYTES):
         for k in _cache:  # oldest entry of this device
             if k[4] == dev:
                 old = _cache.pop(k)
@@ -92,7 +128,11 @@ def _remember(key: tuple, t: torch.Tensor) -> None:
 
 
 def _fill(t: torch.Tensor, seed: int, offset: int, small: bool) -> torch.Tensor:
-    t.view(-1).copy_(_pattern(t.numel(), seed, offset, small, t.device))
+    flat, n = t.view(-1), t.numel()
+    if n <= _DIRECT_MAX and (_PERIOD, seed, 0, small, str(t.device)) not in _cache:
+        flat.copy_(_pattern(n, seed, offset, small, t.device))
+    else:  # straight from the period, without a temporary of n elements
+        _write_periodic(flat, _period(seed, small, t.device), offset)
     return t
 
 
@@ -118,18 +158,19 @@ def poison(t: torch.Tensor) -> torch.Tensor:
 def expected_sum(n: int, seeds: Tuple[int, ...], device) -> torch.Tensor:
     """Elementwise sum of the small patterns of ``seeds`` over ``n`` elements (exact in fp32):
     what a reduction of ranks filled with :func:`fill_small` must give. Read-only, cached like
-    the patterns (an all_reduce's and a reduce_add's expected result recur for every pair)."""
-    key = (n, ("sum",) + tuple(seeds), 0, True, str(device))
-    hit = _cache.get(key)
-    if hit is not None:
-        _cache.move_to_end(key)
-        return hit
-    total = _pattern(n, seeds[0], 0, True, device).clone()
-    for s in seeds[1:]:
-        total += _pattern(n, s, 0, True, device)
-    if 4 * n <= _CACHE_ONE:
-        _remember(key, total)
-    return total
+    the patterns (an all_reduce's and a reduce_add's expected result recur for every pair);
+    periodic like them, so a long one is copied out of its summed period."""
+    def total(m: int) -> torch.Tensor:
+        out = _pattern(m, seeds[0], 0, True, device).clone()
+        for s in seeds[1:]:
+            out += _pattern(m, s, 0, True, device)
+        return out
+
+    if n <= _DIRECT_MAX:
+        return _cached((n, ("sum",) + tuple(seeds), 0, True, str(device)), lambda: total(n))
+    period = _cached((_PERIOD, ("sum",) + tuple(seeds), 0, True, str(device)),
+                     lambda: total(_PERIOD))
+    return _periodic(n, period, 0, device)
 
 
 def _memcmp():
@@ -167,10 +208,41 @@ def compare(actual: torch.Tensor, expected: torch.Tensor) -> Tuple[int, Optional
         raise ValueError(f"size mismatch: {a.numel()} elements vs {e.numel()} expected")
     if _same_bytes(a, e):
         return 0, None
-    bad = torch.nonzero(a != e).view(-1)  # ascending indices, one pass
-    wrong = int(bad.numel())
-    first = int(bad[0].item())
+    if a.device.type == "cpu" and e.device.type == "cpu":
+        return _count_cpu(a, e)
+    ne = a != e  # on the GPU: a mask, its count and its first set index; no index list
+    wrong = int(torch.count_nonzero(ne).item())
+    first = int(torch.argmax(ne.to(torch.uint8)).item())
     return wrong, first
+
+
+def _count_cpu(a: torch.Tensor, e: torch.Tensor) -> Tuple[int, int]:
+    """(wrong elements, first bad index) of two unequal int32 CPU tensors, with numpy.
+
+    Why numpy: on a corrupting pair every sample ends here, and torch's ``nonzero(a != e)``
+    (a comparison, then a scan building an int64 index list) took 6x as long as numpy's
+    vectorised ``not_equal`` into a reused mask, ``count_nonzero`` and ``argmax`` (which stops
+    at the first True). It was a third of a sim bench's CPU time on seed-8gpu.
+    """
+    import numpy as np
+
+    n = a.numel()
+    mask = _scratch_mask(n)
+    np.not_equal(a.numpy(), e.numpy(), out=mask)
+    return int(np.count_nonzero(mask)), int(mask.argmax())
+
+
+_mask: list = []
+
+
+def _scratch_mask(n: int):
+    """A bool array of ``n`` elements, reused between calls (a worker compares the same sizes
+    over and over; a fresh mask per sample was page-faulted in every time)."""
+    import numpy as np
+
+    if not _mask or _mask[0].size < n:
+        _mask[:] = [np.empty(n, dtype=bool)]
+    return _mask[0][:n]
 
 
 def merge(results) -> Tuple[int, Optional[int]]:

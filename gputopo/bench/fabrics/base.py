@@ -222,9 +222,9 @@ class Ops:
             recv = {g: self.empty(master, n) for g in others}
             self.transfers([(recv[g], flat.get(g), master, g) for g in others], route)
             if self.is_local(master):
-                total = flat[master]
+                total = flat[master]  # this call's own flattened copy: summed into in place
                 for g in others:
-                    total = total + local_buffer(recv[g], master)
+                    total.add_(local_buffer(recv[g], master))
                     self.local_cost(master, 4 * n)
                 result.extend(_unflatten(total, [shapes[k] for k in idx]))
         return result if self.is_local(master) else None

@@ -76,6 +76,14 @@ class SimModel:
         env = os.environ if env is None else env
         self.nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
         self._counter = 0
+        self._salt = ""
+
+    def restart_damage(self, salt: str) -> None:
+        """Seed the damage of the transfers that follow from ``salt`` (a measurement's seed and
+        sample number) and their order from here, not from what this process ran before: a
+        long-lived worker used to carry one counter across steps, so the same plan corrupted
+        different elements (other wrong counts, another first bad index) from run to run."""
+        self._counter, self._salt = 0, salt
 
     # ---------------------------------------------------------------- routes
     def link_class(self, i: int, j: int) -> str:
@@ -152,7 +160,7 @@ class SimModel:
                 _process_fault(what, f, where)
             elif what in ("corrupt", "nan"):
                 self._counter += 1
-                seed = zlib.crc32(f"{f.where}|{what}|{where}|{self._counter}".encode())
+                seed = zlib.crc32(f"{f.where}|{what}|{where}|{self._salt}|{self._counter}".encode())
                 rate = float(getattr(f, "rate", 0.0) or 0.0)
                 _damage(dst, what, rate, seed)
 
@@ -350,6 +358,7 @@ class SimOps(Ops):
 
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
         self._region = 0.0
+        self.model.restart_damage(f"{seed}.{sample}")
         for _ in range(repeat):
             run()
         u = random.Random(seed * 1_000_003 + sample).uniform(-1.0, 1.0)
