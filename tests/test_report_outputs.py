@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import json
 import re
 
@@ -252,6 +253,9 @@ def _captured_figures(monkeypatch):
         real_close(fig)
 
     monkeypatch.setattr(plt, "close", close)
+    from gputopo.report.outputs import plot_fork  # every figure drawn here, none in a child
+
+    monkeypatch.setattr(plot_fork, "in_child", plot_fork.Later)
     return figs
 
 
@@ -362,3 +366,37 @@ def test_unmeasured_pairs_show_no_wrong_count(tmp_path):
     head, rows = class_table(s)
     by_class = {r[0]: r[head.index("#wrong")] for r in rows}
     assert by_class == {"NV4": "0", "NODE": "-", "SYS": "-"}
+
+
+def test_figures_drawn_in_a_forked_child_are_written_and_listed(tmp_path):
+    """The loss curves and the numerics heatmap are drawn in a child process: their PNGs exist
+    and the report lists them in display order, as when everything is drawn in one process."""
+    from gputopo.report.outputs.plots import write_plots
+    from gputopo.report.run_folder import load_run
+    from gputopo.report.summary import summarize
+
+    d = write_run(tmp_path / "run", ("corrupt-sys", "nan-dp"))
+    made = write_plots(summarize(load_run(d)), d)
+    assert [p.name for p in made] == ["heatmap_gbps.png", "heatmap_efficiency.png",
+                                      "heatmap_link_class.png", "heatmap_numerics.png",
+                                      "loss_curves.png"]
+    assert all((d / p.name).stat().st_size > 10_000 for p in made)
+
+
+def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch):
+    """A child that dies (here: its work raises) is not a lost figure: the parent draws it, and
+    an error the work raises surfaces in the parent as without the child."""
+    from gputopo.report.outputs.plot_fork import in_child
+
+    calls = []
+
+    def work():
+        calls.append(os.getpid())
+        if os.getpid() != parent:
+            raise RuntimeError("child fails")
+        return "drawn here"
+
+    parent = os.getpid()
+    assert in_child(work).result() == "drawn here"
+    assert calls == [parent]  # the child's call was in its own memory; the parent's is here
+    assert in_child(os.getpid).result() != parent  # and what a child that succeeds made is used

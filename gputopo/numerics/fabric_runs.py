@@ -63,29 +63,20 @@ def _local_data(opts):
 
 
 def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s) -> None:
-    """The sim fabric as `gputopo numerics --sim` runs it: the ways that move bytes run in a worker
-    process, because the sim's hang fault blocks and its crash fault aborts that process."""
-    from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run
+    """The sim fabric as `gputopo numerics --sim` runs it: the ways that move bytes run in worker
+    processes (sim_jobs.py, several at once), because the sim's hang fault blocks and its crash
+    fault aborts the process that runs them."""
+    from .sim_jobs import SimJobs
 
-    pool = WorkerPool("sim", threads=1, size=1, log_dir=sink.log_dir)
-
-    def runner(kind: str, way: str) -> Train:
-        def train(pair: Pair) -> WayRun:
-            job = {"kind": kind, "pair": list(pair), "description": description,
-                   "opts": opts.to_json()}
-            try:
-                res = pool.run(job, ranks=(0,), timeout_s=timeout_s)
-            except WorkerHang as e:
-                raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s "
-                                        f"(simulated transfers): {e}") from e
-            except WorkerCrash as e:
-                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}") from e
-            return payload_to_run(res.payloads[0])
-        return train
-
-    with _pool_closed(pool, out, "sim worker"):
+    jobs = SimJobs(description, opts, timeout_s, sink.log_dir, pairs, ways)
+    try:
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
-                            runner("sim-dp", "dp"), runner("sim-ddp", "ddp"), [], [_SIM_DDP_NOTE])
+                            jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE])
+    except BaseException:
+        jobs.kill()  # Ctrl-C, or no worker could start: nothing more to wait for
+        raise
+    finally:
+        out.notes.extend(jobs.close())
 
 
 @contextlib.contextmanager

@@ -65,8 +65,9 @@ class WorkerPool:
     after a hang or a crash. ``backend``: "gloo", "nccl" or "sim"."""
 
     def __init__(self, backend: str, threads: int = 1, size: int = 2,
-                 log_dir: Optional[str] = None):
+                 log_dir: Optional[str] = None, name: Optional[str] = None):
         self.backend = backend
+        self.name = name or backend  # in the log file names (pools side by side differ)
         self.size = size
         self.threads = threads
         self.log_dir = log_dir
@@ -116,7 +117,7 @@ class WorkerPool:
     def _log_path(self, rank: int) -> Optional[str]:
         if not self.log_dir:
             return None
-        return os.path.join(self.log_dir, f"numerics-{self.backend}{rank}.{self.starts}.log")
+        return os.path.join(self.log_dir, f"numerics-{self.name}{rank}.{self.starts}.log")
 
     def log_tail(self, rank: int) -> str:
         """The end of a worker's current log (quoted in crash messages)."""

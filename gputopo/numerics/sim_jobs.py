@@ -1,0 +1,94 @@
+"""The sim fabric's DataParallel and DDP jobs, run ahead on a few worker processes at once.
+
+Why: on the sim every pair's two ways are independent CPU jobs (the one-GPU reference is
+computed once for the run), and one worker ran them one after the other while the other cores
+sat idle: a third of the demo's wall time. Each worker here is a :class:`WorkerPool` of one
+process (so a ``hang`` fault blocks, and a ``crash`` fault kills, only the job that hit it,
+under the same per-job timeout), driven by one thread; the jobs are handed out in plan order.
+Judging and recording stay in the calling thread, pair after pair in plan order (``train``
+waits for the job it needs), so numerics.jsonl and the findings come out as before. Modeled
+numerics do not depend on how many jobs run at once (no wall-clock time is judged).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .outcome import Pair, WayFailed
+from .result import WAY_NAMES
+from .verdict import WayRun
+
+#: Most worker processes the sim's numerics use at once (one per core up to this).
+MAX_SIM_WORKERS = 4
+
+
+def sim_workers(jobs: int, cpus: Optional[int] = None) -> int:
+    """How many workers: one per core (at most MAX_SIM_WORKERS), never more than there are jobs."""
+    return max(1, min(MAX_SIM_WORKERS, cpus or os.cpu_count() or 1, jobs))
+
+
+class SimJobs:
+    """``dp``/``ddp`` jobs of ``pairs`` submitted at once; :meth:`train` gives a way's run."""
+
+    def __init__(self, description: Any, opts, timeout_s: float, log_dir: Optional[str],
+                 pairs: Sequence[Pair], ways: Sequence[str], workers: Optional[int] = None):
+        from .worker import WorkerPool
+
+        self.description, self.opts, self.timeout_s = description, opts, timeout_s
+        todo = [(tuple(p), w) for p in pairs for w in ("dp", "ddp") if w in ways]
+        n = workers or sim_workers(len(todo))
+        self.pools = [WorkerPool("sim", threads=1, size=1, log_dir=log_dir, name=f"sim{k}")
+                      for k in range(n)]
+        self._free: "queue.Queue[Any]" = queue.Queue()
+        for p in self.pools:
+            self._free.put(p)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=n, thread_name_prefix="gputopo-numerics-sim")
+        self._futures: Dict[Tuple[Pair, str], concurrent.futures.Future] = {
+            key: self._executor.submit(self._run, *key) for key in todo}
+
+    @property
+    def starts(self) -> int:
+        return sum(p.starts for p in self.pools)
+
+    def _run(self, pair: Pair, way: str) -> WayRun:
+        from .worker import WorkerCrash, WorkerHang, payload_to_run
+
+        pool = self._free.get()
+        try:
+            job = {"kind": f"sim-{way}", "pair": list(pair), "description": self.description,
+                   "opts": self.opts.to_json()}
+            try:
+                res = pool.run(job, ranks=(0,), timeout_s=self.timeout_s)
+            except WorkerHang as e:
+                raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within "
+                                        f"{self.timeout_s:g} s (simulated transfers): {e}") from e
+            except WorkerCrash as e:
+                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}") from e
+            return payload_to_run(res.payloads[0])
+        finally:
+            self._free.put(pool)
+
+    def train(self, way: str) -> Callable[[Pair], WayRun]:
+        """``train(pair)``: the run of ``way`` on ``pair`` (waits for it), or its WayFailed."""
+        def train(pair: Pair) -> WayRun:
+            return self._futures[(tuple(pair), way)].result()  # type: ignore[index]
+        return train
+
+    def kill(self) -> None:
+        """Ctrl-C: drop the jobs not started and kill every worker (a running job then ends
+        at once as a crash nobody reads)."""
+        for f in self._futures.values():
+            f.cancel()
+        for p in self.pools:
+            p.kill()
+
+    def close(self) -> List[str]:
+        """Wait for the threads, close the workers; the note on how often they started."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        for p in self.pools:
+            p.close()
+        return [f"sim workers: {len(self.pools)} at once, started {self.starts} time(s)"]
