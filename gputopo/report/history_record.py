@@ -130,7 +130,7 @@ def history_lines(record: HistoryRecord) -> List[str]:
     drift = d.get("drift") or {}
     clock = " (the simulated machine's clock)" if d.get("time_source") == "sim-clock" else ""
     lines = [f"Judged when the run was recorded in the history database {d.get('database')}, as a run "
-             f"of {d.get('run_time')}{clock}; the findings below are kept in {HISTORY_FINDINGS_JSON}."]
+             f"of {d.get('run_time')}{clock}; kept in the run folder's {HISTORY_FINDINGS_JSON}."]
     base = record.baseline_runs
     if base:
         lines.append(f"drift: each headline figure against the median of this machine's last {len(base)} "
