@@ -41,13 +41,13 @@ def topology_with_log(read: KernelLogRead, topo: Topology, topo_file: str, log_n
         raise UsageError(f"{log_name}: its lines are of host(s) {', '.join(hosts)}, but {topo_file} is host "
                          f"{hostname}: give the topology of the machine the log is from")
     for key in read.buses:
-        g = by_bus.get(key)
-        if g is None:
+        named = by_bus.get(key)
+        if named is None:
             raise UsageError(f"{topo_file}: has no GPU at {bus_label(key)}, which {log_name} names: it "
                              "describes another machine; give the topology of the machine the log is from")
         uuid = read.uuids.get(key)
-        if uuid and is_value(g.uuid) and str(g.uuid).lower() != uuid.lower():
-            raise UsageError(f"{topo_file}: GPU {g.nvml_index} at {bus_label(key)} is {g.uuid}, but {log_name} "
+        if uuid and is_value(named.uuid) and str(named.uuid).lower() != uuid.lower():
+            raise UsageError(f"{topo_file}: GPU {named.nvml_index} at {bus_label(key)} is {named.uuid}, but {log_name} "
                              f"has {uuid} there: it describes another machine")
     gpus = []
     for key, g in by_bus.items():
