@@ -154,3 +154,36 @@ def test_a_run_recorded_with_no_history_says_nothing_about_it(tmp_path):
     spec.write_text('strict = true\n[findings]\nfail_on = ["drift"]\n')
     code, out, err = gputopo(["check", "--spec", spec, run2, "--no-history"], db)
     assert code == 1, out + err
+
+
+def test_a_damaged_history_findings_file_is_said_never_a_crash(tmp_path, capsys):
+    from gputopo.cli.main import main
+
+    log = tmp_path / "kern.log"
+    log.write_text("[ 5.0] NVRM: Xid (PCI:0000:1c:00): 48, An uncorrectable double bit error (DBE)\n")
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["import", "kernel-log", str(log), "--out", str(run), "--no-history"])
+    assert e.value.code == 0
+    assert not (run / "history_findings.json").exists()
+    drift = {"kind": "drift", "severity": "warning", "gpus": [0, 1], "link_class": None,
+             "message": "GPUs 0,1: p2p.copy is 50.0% of this machine's baseline",
+             "evidence": {"basis": "history", "ratio": 0.5}, "cause": None, "remedies": []}
+    own = {**drift, "kind": "slow", "evidence": {"ratio": 0.5}}  # not a history finding
+    (run / "history_findings.json").write_text(json.dumps(
+        {"schema_version": 1, "drift": [], "counters": "x", "findings": [own, "junk", drift]}))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run), "--json", "--no-plots"])
+    out, err = capsys.readouterr()
+    assert e.value.code == 0, err
+    summary = json.loads(out)
+    assert [f["kind"] for f in history_findings(summary)] == ["drift"]
+    assert not any(f["kind"] == "slow" for f in summary["findings"])
+    assert sum("history_findings.json: finding" in n for n in summary["notes"]) == 2
+    assert "drift: not judged" in (run / "report.md").read_text()
+    (run / "history_findings.json").write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run), "--no-plots"])
+    _out, err = capsys.readouterr()
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "history_findings.json" in err

@@ -329,7 +329,7 @@ def _not_judged_by_history(kind: str, s: Summary) -> Optional[str]:
     if not record.judged(kind):
         return ("no earlier error-free run of this machine to compare with" if kind == "drift"
                 else "no earlier reading of this machine's error counters to compare with"
-                if record.doc.get("counters", {}).get("read") else "the run read no error counters")
+                if record.counters_read else "the run read no error counters")
     return None
 
 

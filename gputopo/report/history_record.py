@@ -90,13 +90,24 @@ class HistoryRecord:
     doc: Dict[str, Any]
     findings: List[Finding] = field(default_factory=list)
 
+    def table(self, key: str) -> Dict[str, Any]:
+        """A table of the document, {} when it is missing or not a table (a hand-edited file)."""
+        t = self.doc.get(key)
+        return t if isinstance(t, dict) else {}
+
     @property
     def baseline_runs(self) -> List[Dict[str, Any]]:
-        return list((self.doc.get("drift") or {}).get("baseline_runs") or [])
+        runs = self.table("drift").get("baseline_runs")
+        return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+    @property
+    def counters_read(self) -> bool:
+        return bool(self.table("counters").get("read"))
 
     @property
     def counters_compared_with(self) -> Optional[Dict[str, Any]]:
-        return (self.doc.get("counters") or {}).get("compared_with")
+        ref = self.table("counters").get("compared_with")
+        return ref if isinstance(ref, dict) else None
 
     def judged(self, kind: str) -> bool:
         """Whether the recording could judge ``kind`` at all: drift needs a baseline run,
@@ -107,7 +118,8 @@ class HistoryRecord:
 def history_record(doc: Dict[str, Any], notes: List[str]) -> HistoryRecord:
     """Read the document; an entry that is not a history finding is skipped with a note."""
     found = []
-    for k, d in enumerate(doc.get("findings") or []):
+    entries = doc.get("findings")
+    for k, d in enumerate(entries if isinstance(entries, list) else []):
         try:
             f = Finding.from_json(d)
             if f.kind not in HISTORY_KINDS or not is_history_finding(f):
@@ -124,10 +136,14 @@ def _ref_text(r: Dict[str, Any]) -> str:
     return f"#{r.get('id')} {r.get('command')} of {r.get('time')}{clock}{where}"
 
 
+def _fraction(v: Any) -> str:
+    return f"{v:.0%}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
+
+
 def history_lines(record: HistoryRecord) -> List[str]:
     """The report's "Against this machine's history" points, plain text."""
     d = record.doc
-    drift = d.get("drift") or {}
+    drift = record.table("drift")
     clock = " (the simulated machine's clock)" if d.get("time_source") == "sim-clock" else ""
     lines = [f"Judged when the run was recorded in the history database {d.get('database')}, as a run "
              f"of {d.get('run_time')}{clock}; kept in the run folder's {HISTORY_FINDINGS_JSON}."]
@@ -135,16 +151,15 @@ def history_lines(record: HistoryRecord) -> List[str]:
     if base:
         lines.append(f"drift: each headline figure against the median of this machine's last {len(base)} "
                      f"error-free run(s) (up to {drift.get('runs_wanted')}); below "
-                     f"{float(drift.get('fraction') or 0):.0%} of it is drift. Runs: "
+                     f"{_fraction(drift.get('fraction'))} of it is drift. Runs: "
                      + "; ".join(_ref_text(r) for r in base))
     else:
         lines.append("drift: not judged, no earlier error-free run of this machine with figures")
-    counters = d.get("counters") or {}
-    if not counters.get("read"):
+    earlier = record.counters_compared_with
+    if not record.counters_read:
         lines.append("error counters: the run read none, so no growth can be judged")
-    elif counters.get("compared_with"):
-        lines.append("error counters: compared with the last earlier reading, run "
-                     + _ref_text(counters["compared_with"]))
+    elif earlier:
+        lines.append("error counters: compared with the last earlier reading, run " + _ref_text(earlier))
     else:
         lines.append("error counters: not judged, no earlier reading of this machine's counters")
     counts: Dict[str, int] = {}
