@@ -38,11 +38,13 @@ from gputopo.model import Finding, Topology
 
 @dataclass
 class Recorded:
-    """What recording a run gave: its id and the findings made against the history."""
+    """What recording a run gave: its id and the findings made against the history, and the
+    run folder's history_findings.json document (None for a scan, which has no folder)."""
 
     path: Path
     run_id: int
     findings: list[Finding]
+    document: dict | None = None
 
 
 def sim_clock(sim: str | None) -> float | None:
@@ -86,7 +88,12 @@ def figures_of(summary) -> list[Figure]:
 
 
 def record_from_summary(summary, command: str, argv: list[str], clock: float | None) -> tuple[MachineIdentity, RunRecord]:
+    from gputopo.report.history_record import is_history_finding
+
     run, topo = summary.run, summary.run.topology
+    # the folder's history_findings.json (an earlier recording's judgement) is not the run's own
+    # finding: recorded as such it would count twice and keep the run out of every baseline
+    own = [f for f in summary.findings if not is_history_finding(f)]
     sim_name = run.machine if run.simulated else None
     if topo is None:
         topo = Topology(gpus=[], pairs=[], machine=run.machine or "unknown", simulated=run.simulated)
@@ -96,9 +103,9 @@ def record_from_summary(summary, command: str, argv: list[str], clock: float | N
                     argv=list(argv), run_dir=str(Path(run.path).resolve()), simulated=run.simulated,
                     sim_name=sim_name, fabric=run.fabric, status=str(run.info.get("status") or "unknown"),
                     verdict=summary.verdict,
-                    errors=sum(1 for f in summary.findings if f.severity == "error"),
+                    errors=sum(1 for f in own if f.severity == "error"),
                     gputopo_version=__version__, figures=figures_of(summary),
-                    findings=[f.to_json() for f in summary.findings], counters=counters_of(topo))
+                    findings=[f.to_json() for f in own], counters=counters_of(topo))
     return identity, rec
 
 
@@ -147,18 +154,39 @@ def recorded_before(conn, rec: RunRecord) -> bool:
     return True
 
 
+def compared_with(conn, identity: MachineIdentity, rec: RunRecord, found: list[Finding],
+                  runs: int = DEFAULT_RUNS) -> dict:
+    """The run folder's history_findings.json: the findings and the runs they were judged
+    against (the same queries as ``history_findings``)."""
+    from gputopo.history.query import baseline_run_ids, counter_run_ids, run_refs
+    from gputopo.report.history_record import history_document
+
+    mid = machine_id(conn, identity)
+    base = run_refs(conn, baseline_run_ids(conn, mid, runs, rec.time_s)) if mid is not None else []
+    counters = run_refs(conn, counter_run_ids(conn, mid, 1, rec.time_s)) if mid is not None else []
+    return history_document(found, database=Path(conn_path(conn)), time_s=rec.time_s,
+                            time_source=rec.time_source, fraction=DEFAULT_FRACTION, runs_wanted=runs,
+                            baseline_runs=base, counter_runs=counters, read_counters=bool(rec.counters))
+
+
+def conn_path(conn) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(Path(row[2]).resolve()) if row and row[2] else "?"
+
+
 def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
     """Judge ``rec`` against the history at ``path`` and record both (HistoryError on a bad DB)."""
     conn = open_history(path)
     try:
         again = recorded_before(conn, rec)
         found = history_findings(conn, identity, rec)
+        doc = compared_with(conn, identity, rec, found) if rec.run_dir else None
         if again:  # the run row again; its figures and counters never count twice in a baseline
             rec.figures, rec.counters = [], []
         run_id = record_run(conn, identity, rec, [f.to_json() for f in found])
     finally:
         conn.close()
-    return Recorded(Path(path), run_id, found)
+    return Recorded(Path(path), run_id, found, doc)
 
 
 def record_folder(path, run_dir, command: str, argv: list[str], sim: str | None = None) -> Recorded:
@@ -166,6 +194,27 @@ def record_folder(path, run_dir, command: str, argv: list[str], sim: str | None 
 
     identity, rec = record_from_summary(summarize_dir(run_dir), command, argv, sim_clock(sim))
     return save(path, identity, rec)
+
+
+def keep_in_folder(run_dir, recorded: Recorded) -> bool:
+    """Write what the history said into the run folder (history_findings.json) and, when that
+    changes its findings, re-render its report (summary.json, report.md/html, plots: a drifted
+    pair is outlined) so the folder tells it without the database. True when re-rendered.
+    OSError when the folder cannot be written."""
+    from gputopo.report.history_record import stored_findings, write_history_document
+    from gputopo.report.render import OUTPUT_FILES, render_run
+
+    if recorded.document is None:
+        return False
+    run_dir = Path(run_dir)
+    had_findings = stored_findings(run_dir) > 0
+    if not write_history_document(run_dir, recorded.document):
+        return False
+    if not recorded.findings and not had_findings:
+        return False  # nothing to show beyond "compared, nothing found": `gputopo report` adds it
+    plots = any((run_dir / n).exists() for n in OUTPUT_FILES if n.endswith(".png"))
+    render_run(run_dir, plots=plots)
+    return True
 
 
 def record_scan(path, topo: Topology, findings: list[Finding], argv: list[str],

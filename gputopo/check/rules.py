@@ -306,8 +306,31 @@ def _kind_outcomes(rule: str, kind: str, s: Summary, passed_message: str) -> Lis
 def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
     out = []
     for kind in spec.fail_on:
-        out += _kind_outcomes(f"findings.fail_on.{kind}", kind, s, f"no {kind} finding")
+        rule = f"findings.fail_on.{kind}"
+        unjudged = _not_judged_by_history(kind, s)
+        if unjudged:  # "no drift finding" would pass a run that was never compared
+            out.append(Outcome(rule, "machine", SKIPPED, unjudged))
+            continue
+        out += _kind_outcomes(rule, kind, s, f"no {kind} finding")
     return out
+
+
+def _not_judged_by_history(kind: str, s: Summary) -> Optional[str]:
+    """Why the run folder cannot say whether a history kind (drift, counter-growth) happened,
+    or None: they are judged when the run is recorded (its history_findings.json)."""
+    from gputopo.report.history_record import HISTORY_FINDINGS_JSON, HISTORY_KINDS
+
+    if kind not in HISTORY_KINDS:
+        return None
+    record = s.run.history
+    if record is None:
+        return (f"the run was never compared with the machine's history (no {HISTORY_FINDINGS_JSON}: "
+                "recorded with --no-history, or not recorded): no " + kind + " can be judged")
+    if not record.judged(kind):
+        return ("no earlier error-free run of this machine to compare with" if kind == "drift"
+                else "no earlier reading of this machine's error counters to compare with"
+                if record.counters_read else "the run read no error counters")
+    return None
 
 
 def run_rules(spec: Spec, summary: Summary) -> List[Outcome]:

@@ -303,6 +303,9 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
         spec.history_fraction = r.number(hist.get("baseline_fraction", 0.8), "history.baseline_fraction",
                                          0.01, 1.0)
         spec.history_runs = r.integer(hist.get("runs", 5), "history.runs", 1, 1000)
+        if "drift" in spec.fail_on:  # one drifted figure would fail twice, by two fractions
+            r.fail("findings.fail_on", "'drift' is judged by the spec's [history] rule (its "
+                   "baseline_fraction and runs): list drift in one of them, not both")
     if not _requires_anything(spec):
         raise InputFileError(path, "states no requirement, so every run would pass; add a rule (e.g. "
                    "[integrity] no_corruption = true) or start from a shipped spec: "

@@ -10,7 +10,7 @@ import click
 from gputopo.cli.bench import (_build, numerics_options, numerics_options_for, pair_options,
                                refuse_ignored, say_redone)
 from gputopo.cli.group import cli
-from gputopo.cli.history_hook import after_run, history_options
+from gputopo.cli.history_hook import history_options, record_exit_code
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
@@ -132,6 +132,11 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
                        + (f" (JUnit XML of the partial run: {junit_file})" if junit_file else ""),
                        err=True)
             finish(130)
+    # Recorded first, so the folder holds what the history says about it (history_findings.json)
+    # when it is judged: `check` then reads the same drift / counter-growth findings whether it
+    # measured the run or judges a folder recorded before. A database problem is said here and
+    # ends the command with exit 2 after the verdict.
+    recording = record_exit_code(run_dir, "check", sim)
     verdict = _judge(spec_path, run_dir, junit_file, sim)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))
@@ -139,13 +144,13 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         click.echo(verdict.text())
         if junit_file:
             click.echo(f"JUnit XML: {junit_file}")
-    after_run(run_dir, "check", sim)
-    finish(verdict.exit_code)
+    finish(recording or verdict.exit_code)
 
 
 #: Files a run folder holds (its raw data and the report's outputs): --junit never writes them.
 RUN_FILES = ("run.json", "topology.json", "measurements.jsonl", "events.jsonl", "numerics.jsonl",
-             "summary.json", "report.md", "report.html", "results.csv", "cluster.json")
+             "summary.json", "report.md", "report.html", "results.csv", "cluster.json",
+             "history_findings.json")
 
 
 def refuse_run_file(junit_file, run_dir) -> None:

@@ -78,12 +78,31 @@ def record_exit_code(run_dir, command: str, sim: str | None = None) -> int:
     from gputopo.recording import record_folder
 
     try:
-        _say(record_folder(path, run_dir, command, _argv(), sim))
+        recorded = record_folder(path, run_dir, command, _argv(), sim)
     except HistoryError as e:
         click.echo(f"gputopo: error: {e} (the run is complete and its folder {run_dir} is kept; "
                    "not recorded)", err=True)
         return EXIT_USAGE
+    _say(recorded)
+    _keep(run_dir, recorded)
     return 0
+
+
+def _keep(run_dir, recorded) -> None:
+    """The history's findings into the run folder (history_findings.json, report re-rendered);
+    a folder that cannot be written keeps its report as it was, said in one line (the run is
+    recorded in the database all the same)."""
+    from gputopo.errors import GputopoError
+    from gputopo.recording import keep_in_folder
+
+    try:
+        if keep_in_folder(run_dir, recorded):
+            click.echo(f"history: the findings above are now in the run folder's report ({run_dir})",
+                       err=True)
+    except (OSError, GputopoError) as e:
+        what = getattr(e, "strerror", None) or e
+        click.echo(f"history: warning: could not write the history's findings into {run_dir} "
+                   f"({what}); they are in the database (`gputopo history`)", err=True)
 
 
 def after_scan(topo, findings, sim: str | None = None) -> None:

@@ -91,9 +91,7 @@ def p2pbw(files, out_dir, topo_file):
 @out_option
 @click.option("--op", help="The collective when neither the log nor its file name says it "
               "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...).")
-@click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
-              help="Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine the "
-                   "logs ran on, to name the pairs' link classes; another machine's is refused.")
+@topo_option
 @history_options
 def nccl_tests(logs, out_dir, op, topo_file):
     """Read nccl-tests text output (all_reduce_perf & co., any version) into measurements.
@@ -103,12 +101,8 @@ def nccl_tests(logs, out_dir, op, topo_file):
     """
     from gputopo.importers.nccl_import import import_nccl_tests
 
-    topology = None
-    if topo_file:
-        from gputopo.importers.nccl_inputs import load_topo_file
-
-        topology = load_topo_file(topo_file)
-    res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=topology, topology_file=topo_file,
+    res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=load_topo_option(topo_file),
+                            topology_file=topo_file,
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
     after_run(res.run_dir, "import")
@@ -119,8 +113,9 @@ def nccl_tests(logs, out_dir, op, topo_file):
 @out_option
 @click.option("--host", "host", metavar="NAME",
               help="Read only this host's lines of a journal/syslog that holds several hosts.")
+@topo_option
 @history_options
-def kernel_log(log, out_dir, host):
+def kernel_log(log, out_dir, host, topo_file):
     """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
     folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
 
@@ -128,11 +123,16 @@ def kernel_log(log, out_dir, host):
     Examples:
       sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
       journalctl -k -b -1 | gputopo import kernel-log -
+      gputopo import kernel-log kern.log --topo scan.json   # onto the machine's own GPU numbers
+
+    The log names GPUs by PCI bus id only, so --topo must have every GPU's bus id (`gputopo scan
+    --json` output, not `nvidia-smi topo -m` text).
     """
     from gputopo.importers.kernel_log_import import import_kernel_log
 
     res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
-                            console=console(), host=host)
+                            console=console(), host=host, topology=load_topo_option(topo_file),
+                            topology_file=topo_file)
     click.echo(f"\nrun folder: {res.run_dir}")
     after_run(res.run_dir, "import")
 
@@ -143,7 +143,8 @@ def kernel_log(log, out_dir, host):
               help="A run folder of this machine: attach NCCL's transport per pair to it and re-render "
                    "its report (the pair table's 'NCCL via' column and the DP-vs-DDP story).")
 @click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
-def nccl_debug(logs, into, as_json):
+@topo_option
+def nccl_debug(logs, into, as_json, topo_file):
     """Read NCCL_DEBUG=INFO output of your own job (one file per rank or the whole job log,
     e.g. from NCCL_DEBUG_FILE=nccl.%h.%p.log) and say which transport NCCL used per GPU pair:
     P2P (IPC, CUMEM, direct pointer), SHM (host memory) or NET (IB, Socket).
@@ -153,10 +154,20 @@ def nccl_debug(logs, into, as_json):
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV torchrun ... 2> job.log
       gputopo import nccl-debug job.log
       gputopo import nccl-debug job.log --into reports/gpu-node-07-20260101-120000
+      gputopo import nccl-debug job.log --topo topo.txt    # pairs named by GPU and link class
+
+    --topo (without --into) matches the log's GPUs to the machine's, by bus id (a `gputopo scan
+    --json` topology has them), else by NVML index.
     """
     from gputopo.importers.nccl_debug import document_json, import_nccl_debug
 
-    doc = import_nccl_debug(list(logs), into=into)
+    if into and topo_file:  # before reading either file: they would disagree on the machine
+        from gputopo.errors import UsageError
+
+        raise UsageError(f"--topo {topo_file}: --into {into} matches the log to that run's own "
+                         "topology; give one of --into and --topo")
+    doc = import_nccl_debug(list(logs), into=into, topology=load_topo_option(topo_file),
+                            topology_file=topo_file)
     if as_json:
         click.echo(document_json(doc))
     else:
@@ -177,10 +188,13 @@ def _print_transports(doc) -> None:
     c = console()
     t = Table(title=f"NCCL transport per GPU pair ({doc['channel_lines']} channel lines in "
                     f"{len(doc['files'])} file(s))", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("GPUs (host/bus id or NVML index)", "run GPUs", "NCCL used", "via", "channels"):
+    classes = any("link_class" in r for r in doc["pairs"])
+    for col in ("GPUs (host/bus id or NVML index)", "run GPUs", *(("class",) if classes else ()),
+                "NCCL used", "via", "channels"):
         t.add_column(col)
     for r in doc["pairs"]:
-        t.add_row(" <-> ".join(r["endpoints"]), ",".join(map(str, r.get("gpus") or [])) or "-", r["kind"],
+        t.add_row(" <-> ".join(r["endpoints"]), ",".join(map(str, r.get("gpus") or [])) or "-",
+                  *((r.get("link_class") or "?",) if classes else ()), r["kind"],
                   ", ".join(r["via"]), str(r["channels"]))
     c.print(t)
     for kind in sorted({r["kind"] for r in doc["pairs"]}):

@@ -40,13 +40,7 @@ def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
     """Median GB/s per headline figure (the size each series is judged at; drift compares
     nothing else) over the machine's last ``runs`` complete error-free runs that measured
     something (before ``before_s`` when given)."""
-    sql = ("SELECT id FROM runs WHERE machine_id = ? AND errors = 0 AND status = 'complete' "
-           "AND EXISTS (SELECT 1 FROM figures f WHERE f.run_id = runs.id AND f.gbps IS NOT NULL)")
-    args: list[Any] = [mid]
-    if before_s is not None:
-        sql += " AND time_s < ?"
-        args.append(before_s)
-    ids = [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, runs))]
+    ids = baseline_run_ids(conn, mid, runs, before_s)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
@@ -61,16 +55,45 @@ def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
             for k, v in values.items()}
 
 
-def counter_history(conn: sqlite3.Connection, mid: int, scans: int = 3,
-                    before_s: float | None = None) -> dict[CounterKey, list[tuple[float, int]]]:
-    """Each counter's (time, value) over the machine's last ``scans`` runs that read counters,
-    oldest first."""
+def baseline_run_ids(conn: sqlite3.Connection, mid: int, runs: int = 5,
+                     before_s: float | None = None) -> list[int]:
+    """The runs a baseline is the median of, newest first (see ``baseline``)."""
+    sql = ("SELECT id FROM runs WHERE machine_id = ? AND errors = 0 AND status = 'complete' "
+           "AND EXISTS (SELECT 1 FROM figures f WHERE f.run_id = runs.id AND f.gbps IS NOT NULL)")
+    args: list[Any] = [mid]
+    if before_s is not None:
+        sql += " AND time_s < ?"
+        args.append(before_s)
+    return [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, runs))]
+
+
+def counter_run_ids(conn: sqlite3.Connection, mid: int, scans: int = 3,
+                    before_s: float | None = None) -> list[int]:
+    """The last ``scans`` runs that read error counters, newest first (see ``counter_history``)."""
     sql = "SELECT id FROM runs WHERE machine_id = ? AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = runs.id)"
     args: list[Any] = [mid]
     if before_s is not None:
         sql += " AND time_s < ?"
         args.append(before_s)
-    ids = [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, scans))]
+    return [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, scans))]
+
+
+def run_refs(conn: sqlite3.Connection, ids: list[int]) -> list[dict[str, Any]]:
+    """Who each run is, for a reader: id, time (and its source), command, run folder; in ``ids``' order."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = {r[0]: r for r in conn.execute(
+        f"SELECT id, time_s, time_source, command, run_dir FROM runs WHERE id IN ({marks})", ids)}
+    return [{"id": i, "time_s": rows[i][1], "time_source": rows[i][2], "command": rows[i][3],
+             "run_dir": rows[i][4]} for i in ids if i in rows]
+
+
+def counter_history(conn: sqlite3.Connection, mid: int, scans: int = 3,
+                    before_s: float | None = None) -> dict[CounterKey, list[tuple[float, int]]]:
+    """Each counter's (time, value) over the machine's last ``scans`` runs that read counters,
+    oldest first."""
+    ids = counter_run_ids(conn, mid, scans, before_s)
     out: dict[CounterKey, list[tuple[float, int]]] = {}
     if not ids:
         return out

@@ -4,7 +4,8 @@ a run folder whose GPUs carry the Xid events the log holds for them, so `report`
 
 The log names GPUs only by PCI bus id: each bus id it names becomes one GPU of the folder,
 numbered in bus order (NVML's own order on one machine, but a GPU the log never names is not
-counted, so the numbers are the log's, said in the GPU's name). Lines that name an Xid but
+counted, so the numbers are the log's, said in the GPU's name); with ``--topo`` (a `gputopo scan
+--json` of the machine) the events go onto that topology's GPUs instead (kernel_log_topo.py). Lines that name an Xid but
 cannot be read are kept per line in ``kernel_log.json`` and reported as ``incomplete-data``.
 A file with no kernel-log line at all (another tool's output), an empty or a binary file is
 refused with one line (exit 2).
@@ -98,14 +99,26 @@ def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
 
 
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
-                      render: bool = True, console=None, host: str | None = None) -> KernelLogImport:
-    """Read the log and write a run folder; returns where it went (InputFileError / UsageError on bad input)."""
+                      render: bool = True, console=None, host: str | None = None,
+                      topology: Topology | None = None, topology_file: str | None = None) -> KernelLogImport:
+    """Read the log and write a run folder; returns where it went (InputFileError / UsageError on
+    bad input). With ``topology`` (--topo) the Xid events go onto its GPUs, matched by bus id
+    (kernel_log_topo.py)."""
     read = read_kernel_log_file(path, host)
-    topo = topology_from_read(read, display_name(path))
+    if topology is not None:
+        from .kernel_log_topo import topology_with_log
+
+        topo = topology_with_log(read, topology, topology_file or "--topo", display_name(path),
+                                 display_name(path))
+    else:
+        topo = topology_from_read(read, display_name(path))
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "kernel-log")
-    info = run_info(fabric="none", simulated=False, machine=topo.machine,
+    options: dict[str, Any] = {"imported_from": [display_name(path)]}
+    if topology_file:
+        options["topology_file"] = topology_file
+    info = run_info(fabric="none", simulated=bool(topo.simulated), machine=topo.machine,
                     argv=argv if argv is not None else ["import", "kernel-log", str(path)],
-                    options={"imported_from": [display_name(path)]}, source="kernel-log")
+                    options=options, source="kernel-log")
     write_json(run_dir / RUN_JSON, info)
     write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
     (run_dir / MEASUREMENTS_JSONL).touch()

@@ -6,7 +6,9 @@ survived a broken PCIe peer path because NCCL used SHM on that pair.
 GPUs of the log are matched to the run's GPUs by PCI bus id (from Init lines, or the brackets of
 older NCCL), else by NVML index (NCCL's ``nvmlDev``: the same numbering as gputopo's on the same
 machine); how each was matched is recorded. The run folder gains ``nccl_debug.json``; existing
-files are never overwritten (a second import into the same run is refused).
+files are never overwritten (a second import into the same run is refused). Without a run,
+``--topo`` (the machine's `gputopo scan --json` or `nvidia-smi topo -m` text) matches the same
+way and names each pair's link class.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def refuse_other_host(log: NcclDebugLog, paths: Sequence, topo: Optional[Topolog
     if mine is None or not hosts or any(_base_host(h) == _base_host(mine) for h in hosts):
         return
     where = ", ".join(str(p) for p in paths)
-    raise UsageError(f"{where}: the log's host(s) {', '.join(hosts)} are not host {mine} of run {into}: "
-                     "import the log of a job that ran on that machine")
+    raise UsageError(f"{where}: the log's host(s) {', '.join(hosts)} are not host {mine} of "
+                     f"{'run ' if Path(str(into)).is_dir() else ''}{into}: import the log of a job that "
+                     "ran on that machine")
 
 
 def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
@@ -81,7 +84,7 @@ def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
         return {"gpu": None, "matched_by": f"host {ep.host} is not the run's host {mine}"}
     if mine is not None and "#" in ep.host:
         return {"gpu": None, "matched_by": f"host name {mine} is on several machines in the log"}
-    if ep.bus_id:
+    if ep.bus_id and any(is_value(g.pci_bus_id) for g in topo.gpus):  # (`nvidia-smi topo -m` text has none)
         for g in topo.gpus:
             if is_value(g.pci_bus_id) and try_bus_key(g.pci_bus_id) == try_bus_key(ep.bus_id):
                 return {"gpu": g.nvml_index, "matched_by": "bus id"}
@@ -101,9 +104,20 @@ def pair_records(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[Dic
         ma, mb = _match(a, topo), _match(b, topo)
         if ma["gpu"] is not None and mb["gpu"] is not None and ma["gpu"] != mb["gpu"]:
             rec["gpus"] = sorted([ma["gpu"], mb["gpu"]])
+            lc = _link_class(topo, rec["gpus"])
+            if lc:
+                rec["link_class"] = lc
         rec["matched_by"] = sorted({ma["matched_by"], mb["matched_by"]})
         out.append(rec)
     return out
+
+
+def _link_class(topo: Optional[Topology], gpus: List[int]) -> Optional[str]:
+    """The pair's link class in the topology the GPUs were matched to (None where it has none)."""
+    from gputopo.report.expected import class_of
+
+    lc = class_of(topo, gpus) if topo is not None else None
+    return str(lc) if lc is not None else None
 
 
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
@@ -112,12 +126,26 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo)}
 
 
-def import_nccl_debug(paths: Sequence, *, into=None) -> Dict[str, Any]:
+def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,
+                      topology_file: Optional[str] = None) -> Dict[str, Any]:
     """Parse the logs; with ``into`` (a run folder) match the pairs to its GPUs and write
-    ``nccl_debug.json`` there. Returns the document. UsageError / InputFileError on bad input."""
+    ``nccl_debug.json`` there; with ``topology`` (--topo, no run folder) match them to its GPUs
+    and link classes, writing nothing. Returns the document. UsageError / InputFileError on bad
+    input."""
+    if into is not None and topology is not None:
+        raise UsageError(f"--topo {topology_file}: --into {into} matches the log to that run's own "
+                         "topology; give one of --into and --topo")
     log = read_logs(paths)
     if into is None:
-        return debug_document(log, paths, None)
+        if topology is None:
+            return debug_document(log, paths, None)
+        where = topology_file or "--topo"
+        refuse_other_host(log, paths, topology, where)
+        doc = debug_document(log, paths, topology)
+        if doc["pairs"] and not any("gpus" in r for r in doc["pairs"]):
+            raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
+                             f"{where} (matched by bus id, else NVML index): is it the same machine?")
+        return doc
     run = load_run(into)
     target = Path(into) / NCCL_DEBUG_JSON
     if target.exists():

@@ -151,6 +151,8 @@ def _analyze(run: Run) -> Analysis:
     findings: List[Finding] = scan_findings(topo, notes) + events + derived + data_findings(run)
     culprits = localise(findings, topo, run.measurements, run.numerics)
     findings = mark_explained(findings, culprits) + finish(culprits)
+    if run.history is not None:  # judged against the history when the run was recorded
+        findings += run.history.findings
     fabrics = {m.fabric for m in run.measurements}
     if "cpu" in fabrics:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "

@@ -6,6 +6,10 @@ its own baseline, even when it still passes the link-rate and class thresholds. 
 grew since the last scan is a warning; one whose rate rose over three growth intervals in a
 row is an error (the link is failing; a public report had an NVLink's recovery counter climb
 for five days before the link died).
+
+Each finding's evidence says ``"basis": "history"``: it was judged against the database, not
+from the run folder's own data, and the folder keeps it in history_findings.json
+(history_record.py) so the report shows it without the database.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
                      f"{p.ratio:.1%} of this machine's baseline {p.baseline_gbps:.1f} GB/s (median "
                      f"of its last {p.baseline_runs} error-free runs since {when(p.baseline_since_s)}; "
                      f"below {fraction:.0%} is drift)"),
-            evidence={"scope": p.scope, "series": p.series, "direction": p.direction,
+            evidence={"basis": "history", "scope": p.scope, "series": p.series, "direction": p.direction,
                       "size_bytes": p.size_bytes, "gbps": round(p.gbps, 4),
                       "baseline_gbps": round(p.baseline_gbps, 4), "baseline_runs": p.baseline_runs,
                       "ratio": round(p.ratio, 4), "fraction": fraction, "timing": p.timing,
@@ -76,7 +80,7 @@ def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
         out.append(Finding(
             kind="counter-growth", severity="error" if rising else "warning",
             gpus=[g.nvml_index], link_class=None, message=msg,
-            evidence={"counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
+            evidence={"basis": "history", "counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
                       "bus_id": g.bus_id, "previous": g.previous, "current": g.current,
                       "delta": g.delta, "previous_time": when(g.previous_s),
                       "time": when(g.current_s), "rate_per_day": g.rate_per_day,

@@ -21,6 +21,7 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
 from .coverage import folder_problems, planned_pairs
+from .history_record import HISTORY_FINDINGS_JSON, HistoryRecord, history_record
 from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
                             numerics_record_problem,
                             skipped_line_notes, summarize_skipped)
@@ -57,6 +58,9 @@ class Run:
     #: Each line skipped, as read ("measurements.jsonl:4: skipped, not a measurement (...)"),
     #: before the notes fold them into one per file: diff and resume refuse to go on without them.
     skipped_lines: List[str] = field(default_factory=list)
+    #: history_findings.json: what the machine's history said when the run was recorded (None:
+    #: never recorded, e.g. --no-history)
+    history: Optional[HistoryRecord] = None
 
     @property
     def simulated(self) -> bool:
@@ -156,6 +160,11 @@ def load_run(run_dir) -> Run:
     if (path / KERNEL_LOG_JSON).exists():
         kernel = _read_json(path / KERNEL_LOG_JSON)
         unread_kernel_lines = [f"kernel log {kernel.get('file', '?')}: {p}" for p in kernel.get("problems") or []]
+    history = None
+    if (path / HISTORY_FINDINGS_JSON).exists():
+        doc = _read_json(path / HISTORY_FINDINGS_JSON)
+        check_schema(doc, path / HISTORY_FINDINGS_JSON)
+        history = history_record(doc, notes)
     skipped_lines = [n for n in notes if ": skipped" in n]
     notes = summarize_skipped(notes, {name: _count_lines(path / name)
                                       for name in (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)})
@@ -173,7 +182,7 @@ def load_run(run_dir) -> Run:
     return Run(path=path, info=info, topology=topo, measurements=measurements,
                event_findings=event_findings, events=events, numerics=numerics,
                nccl_tests=nccl, nccl_debug=nccl_debug, imported=imported, notes=notes, problems=problems,
-               skipped_lines=skipped_lines)
+               skipped_lines=skipped_lines, history=history)
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:

@@ -86,6 +86,9 @@ class Summary:
             "measurements": len(self.run.measurements),
             "numerics_records": len(self.run.numerics),
             "notes": list(self.notes),
+            # what the findings with evidence basis "history" were compared against (None: the
+            # run was never recorded in a history database, e.g. --no-history)
+            "history": self.run.history.doc if self.run.history is not None else None,
         }
 
 
