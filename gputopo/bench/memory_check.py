@@ -19,6 +19,8 @@ from .options import format_size
 
 #: Buffers of the message size a step holds per GPU at once (see the suites).
 BUFFERS_PER_GPU = 4
+#: Most bytes of generated patterns a sim/cpu worker keeps in host memory (patterns.py).
+HOST_CACHE_BYTES = 512 << 20
 
 
 def host_available_bytes(meminfo: str = "/proc/meminfo") -> Optional[int]:
@@ -55,8 +57,6 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
                     f"GPU ({BUFFERS_PER_GPU} buffers), but GPU {gpu} has {_gib(free)} free; "
                     "use smaller --sizes")
     else:  # and each worker's cache of generated patterns (patterns.py)
-        from .patterns import HOST_CACHE_BYTES
-
         host_need = (per_gpu * gpus_per_worker + HOST_CACHE_BYTES) * max(1, workers)
     if host_free is not None and host_need > host_free:
         where = ("for staging through host memory" if fabric == "cuda" else

@@ -22,6 +22,8 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from .memory_check import HOST_CACHE_BYTES
+
 _A = 1103515245  # odd: k -> k*A mod 2**24 is a permutation
 _MASK24 = 0xFFFFFF
 #: Value written to outputs before every timed sample; never produced by either pattern.
@@ -40,9 +42,9 @@ def _raw(n: int, seed: int, offset: int, device) -> torch.Tensor:
 #: size, direction and test): at most this many bytes per GPU, and per worker process in host
 #: memory (the sim and cpu fabrics' "GPUs"), where DataParallel's six roles' 64 MiB periods
 #: (parameters, batch, outputs, two ranks' gradients and their sum) must all fit, or every
-#: test of a 256 MiB step generates its patterns again. memory_check.py counts the host one.
+#: test of a 256 MiB step generates its patterns again (HOST_CACHE_BYTES, in memory_check.py:
+#: the parent checks sizes against memory without importing torch).
 _CACHE_BYTES = 256 << 20
-HOST_CACHE_BYTES = 512 << 20
 _cache: "OrderedDict[tuple, torch.Tensor]" = OrderedDict()
 _cache_bytes: Dict[str, int] = {}
 
