@@ -9,6 +9,7 @@ caller; the CLI only parses options and calls it.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
@@ -88,16 +89,20 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
     from gputopo.bench.resume_scope import run_folder_lock
     from gputopo.bench.runlog import errors_belong_to
 
+    ahead = _NumericsAhead(machine, numerics_options, bench_options.timeout_s)
     with contextlib.ExitStack() as lock:  # one writer per run folder, over both phases
+        lock.callback(ahead.close)  # (workers of numerics started ahead never outlive the job)
         if bench_options.resume_dir:
             lock.enter_context(run_folder_lock(bench_options.resume_dir))
         result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
                            progress=progress,
-                           numerics_options=numerics_options.to_json() if numerics_options else None)
+                           numerics_options=numerics_options.to_json() if numerics_options else None,
+                           on_started=ahead.start)
         nrun = None
         if numerics_options is not None and result.options.pairs and not result.interrupted:
             with errors_belong_to(result.run_dir), run_folder_lock(result.run_dir):
-                nrun = _run_numerics_phase(machine, result, numerics_options, bench_options)
+                nrun = _run_numerics_phase(machine, result, numerics_options, bench_options,
+                                           ahead.take())
     summary = None
     with errors_belong_to(result.run_dir):
         if render:
@@ -132,18 +137,59 @@ def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> b
     return True
 
 
-def _run_numerics_phase(machine: Machine, result, numerics_options, bench_options):
+class _NumericsAhead:
+    """On the sim fabric, the numerics' DataParallel/DDP jobs start when the bench's steps do
+    and run beside them (numerics/sim_jobs.py): the one-GPU reference and the judging stay in the
+    numerics phase, after the bench. Why: the demo's numerics ran after the bench on cores the
+    bench had left idle. Only the sim: its times are modeled, so nothing measured is perturbed
+    (on real GPUs and the cpu fabric the numerics never share the machine with a measurement)."""
+
+    def __init__(self, machine: Machine, numerics_options, timeout_s: float):
+        self.machine, self.options, self.timeout_s = machine, numerics_options, timeout_s
+        self.jobs: Any = None  # numerics.sim_jobs.SimJobs, once started
+
+    def start(self, run_dir, options) -> None:
+        if self.options is None or self.machine.fabric != "sim" or not options.pairs:
+            return
+        from gputopo.numerics.sim_jobs import SimJobs
+
+        todo = numerics_todo(run_dir, options)
+        if todo:
+            self.jobs = SimJobs(self.machine.description, self.options, self.timeout_s,
+                                os.path.join(str(run_dir), "workers"), todo, ("dp", "ddp"))
+
+    def take(self):
+        jobs, self.jobs = self.jobs, None
+        return jobs
+
+    def close(self) -> None:
+        """The bench was interrupted or failed, or its numerics phase never took the jobs."""
+        jobs, self.jobs = self.jobs, None
+        if jobs is not None:
+            jobs.kill()
+            jobs.close()
+
+
+def numerics_todo(run_dir, options) -> list:
+    """The pairs of ``options`` whose numerics are not yet all recorded in ``run_dir``."""
+    from gputopo.numerics.run import done_pairs
+
+    done = set(done_pairs(run_dir, retry_hung=options.retry_hung))
+    return [p for p in options.pairs if p not in done]
+
+
+def _run_numerics_phase(machine: Machine, result, numerics_options, bench_options, ahead=None):
     """The numerics on the pairs of ``result`` not yet done in its run folder, with a progress
     bar (terminal only). Ctrl-C marks the bench result and run.json interrupted (the records
-    already written stay; ``--resume`` redoes only the unfinished pairs) and returns None."""
+    already written stay; ``--resume`` redoes only the unfinished pairs) and returns None.
+    ``ahead``: the sim's jobs started beside the bench (_NumericsAhead), used when they are
+    this phase's."""
     from gputopo.bench.api import make_progress
     from gputopo.bench.runlog import set_run_status
     from gputopo.numerics import run_numerics
     from gputopo.numerics.result import WAY_NAMES, WAYS
-    from gputopo.numerics.run import done_pairs
 
-    done = set(done_pairs(result.run_dir, retry_hung=result.options.retry_hung))
-    todo = [p for p in result.options.pairs if p not in done]
+    todo = numerics_todo(result.run_dir, result.options)
     if bench_options.resume_dir:  # (stderr: --json stays a document)
         n = len(result.options.pairs)
         print(f"resuming numerics: {n - len(todo)} of {n} pair(s) done, {len(todo)} to go", file=sys.stderr)
@@ -158,7 +204,7 @@ def _run_numerics_phase(machine: Machine, result, numerics_options, bench_option
     try:
         nrun = run_numerics(machine.topology, todo, machine.fabric, machine.description,
                             numerics_options, run_dir=str(result.run_dir),
-                            timeout_s=bench_options.timeout_s, progress=advance)
+                            timeout_s=bench_options.timeout_s, progress=advance, sim_jobs=ahead)
     except KeyboardInterrupt:
         result.interrupted = True
         set_run_status(result.run_dir, "interrupted")

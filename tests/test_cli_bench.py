@@ -629,3 +629,38 @@ def test_resume_of_a_cpu_fabric_run_keeps_its_number_of_stand_in_gpus(tmp_path):
     assert machine.fabric == "cpu" and len(machine.topology.gpus) == 3
     machine, _ = _build(None, None, (), None, None, 4, None, None, str(run))
     assert len(machine.topology.gpus) == 4  # what the user says wins
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc for processes")
+def test_numerics_started_beside_the_bench_end_with_an_interrupted_run(tmp_path):
+    """On the sim the numerics' DataParallel/DDP jobs start with the bench's steps (in worker
+    processes of their own). A run stopped while both run (SIGTERM, as Ctrl-C) ends promptly as
+    interrupted, leaves none of those workers behind and records no numerics (they are judged
+    and written only in the numerics phase, which an interrupted bench never reaches)."""
+    cwd = tmp_path / "ahead-cwd-marker"
+    cwd.mkdir()
+    marker = str(cwd)
+    argv = [sys.executable, "-m", "gputopo", "bench", "--sim", "seed-8gpu", "--quick", "--out", "run"]
+    with subprocess.Popen(argv, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as p:
+        t0 = time.monotonic()
+        workers = cwd / "run" / "workers"
+        while p.poll() is None and time.monotonic() - t0 < 120:
+            if workers.is_dir() and any(workers.glob("numerics-sim*.log")):
+                break
+            time.sleep(0.1)
+        assert p.poll() is None, "the run ended before its numerics workers started"
+        seen = _pids_with_cmdline_containing(marker) - {p.pid}
+        p.send_signal(signal.SIGTERM)
+        _, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in seen if _alive(pid)]
+    assert not _pids_with_cmdline_containing(marker)
+    assert json.loads((cwd / "run" / "run.json").read_text())["status"] == "interrupted"
+    numerics = cwd / "run" / "numerics.jsonl"
+    assert not numerics.exists() or not numerics.read_text().strip()

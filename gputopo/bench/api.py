@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value, worst_first
@@ -136,12 +136,16 @@ def _pool_size(options: BenchOptions) -> int:
 
 
 def run_bench(topology: Topology, options: BenchOptions, fabric: str, description=None,
-              progress=None, numerics_options: Optional[dict] = None) -> RunResult:
+              progress=None, numerics_options: Optional[dict] = None,
+              on_started: Optional[Callable[[Path, BenchOptions], None]] = None) -> RunResult:
     """Measure ``options.pairs`` (and ``options.self_gpus``) of ``topology`` on ``fabric``.
 
     ``description`` is the simulated machine (gputopo.sim.description.Description) and is
     required for ``fabric="sim"``. ``numerics_options`` (the numerics phase's, as JSON; None:
-    no numerics) and the NCCL settings go into run.json; a resume runs with the saved NCCL ones. ``progress`` is a hook with start/advance/stop (see
+    no numerics) and the NCCL settings go into run.json; a resume runs with the saved NCCL ones.
+    ``on_started(run_dir, options)`` is called once the run folder and the options (a resume's
+    from run.json) are settled, just before the steps run (jobs.py starts the sim's numerics
+    there, beside them). ``progress`` is a hook with start/advance/stop (see
     :func:`make_progress`); None shows a rich progress bar when ``options.progress`` is true
     and stdout is a terminal.
     """
@@ -155,11 +159,13 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     cut_notes: List[str] = []
     with contextlib.ExitStack() as lock:
         return _run_bench(topology, options, fabric, description, progress, t0, lock,
-                          prior_done, prior_ms, prior_findings, cut_notes, numerics_options)
+                          prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
+                          on_started)
 
 
 def _run_bench(topology, options, fabric, description, progress, t0, lock,
-               prior_done, prior_ms, prior_findings, cut_notes, numerics_options) -> RunResult:
+               prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
+               on_started=None) -> RunResult:
     """run_bench's body, with ``lock`` (an ExitStack) holding the run folder's write lock."""
     nccl_restored: List[str] = []
     if options.resume_dir:
@@ -232,6 +238,8 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
     progress.start(count_cases(todo), f"bench {topology.machine or ''}".strip())
     try:
         with errors_belong_to(run_dir):
+            if on_started is not None:
+                on_started(run_dir, options)
             runner.run(todo)
         status = "interrupted" if runner.interrupted else "complete"
     finally:

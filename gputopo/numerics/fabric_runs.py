@@ -62,13 +62,16 @@ def _local_data(opts):
     return make_data(opts)
 
 
-def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s) -> None:
+def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s,
+                       jobs=None) -> None:
     """The sim fabric as `gputopo numerics --sim` runs it: the ways that move bytes run in worker
     processes (sim_jobs.py, several at once), because the sim's hang fault blocks and its crash
-    fault aborts the process that runs them."""
+    fault aborts the process that runs them. ``jobs``: those jobs already started (and now
+    owned here), else they start now."""
     from .sim_jobs import SimJobs
 
-    jobs = SimJobs(description, opts, timeout_s, sink.log_dir, pairs, ways)
+    if jobs is None:
+        jobs = SimJobs(description, opts, timeout_s, sink.log_dir, pairs, ways)
     try:
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
                             jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE])

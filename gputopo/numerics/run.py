@@ -67,7 +67,8 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
                  transport_factory: Optional[TransportFactory] = None,
                  run_dir: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  progress: Optional[Callable[[NumericsResult], None]] = None,
-                 ways: Sequence[str] = WAYS, write_events: bool = True) -> NumericsRun:
+                 ways: Sequence[str] = WAYS, write_events: bool = True,
+                 sim_jobs: Any = None) -> NumericsRun:
     """Run the numerics check on ``pairs`` (NVML indices) of ``topology`` over ``fabric``.
 
     ``description``: the sim Description (sim fabric; used to build the fault-applying transport
@@ -75,6 +76,8 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
     for a pair (see transport.py; a bench fabric ``Ops`` is accepted). ``run_dir``: the run folder
     to append ``numerics.jsonl`` (and hang/crash findings to ``events.jsonl`` when
     ``write_events``) to. ``progress(result)`` is called as each record completes.
+    ``sim_jobs``: the sim's DataParallel/DDP jobs already started (sim_jobs.SimJobs, from
+    jobs.py, beside the bench); this run then owns them and closes them.
     """
     if fabric not in FABRICS:
         raise UsageError(f"--fabric: unknown fabric {fabric!r}; known: {', '.join(FABRICS)}")
@@ -95,7 +98,8 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
         else:
             if description is None:
                 raise UsageError("the sim fabric needs a simulated machine: use --sim NAME")
-            _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s)
+            _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s,
+                               sim_jobs)
     elif fabric == "cpu":
         _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s)
     else:

@@ -38,7 +38,8 @@ class SimJobs:
         from .worker import WorkerPool
 
         self.description, self.opts, self.timeout_s = description, opts, timeout_s
-        todo = [(tuple(p), w) for p in pairs for w in ("dp", "ddp") if w in ways]
+        todo: List[Tuple[Pair, str]] = [((int(p[0]), int(p[1])), w) for p in pairs
+                                         for w in ("dp", "ddp") if w in ways]
         n = workers or sim_workers(len(todo))
         self.pools = [WorkerPool("sim", threads=1, size=1, log_dir=log_dir, name=f"sim{k}")
                       for k in range(n)]
@@ -75,7 +76,11 @@ class SimJobs:
     def train(self, way: str) -> Callable[[Pair], WayRun]:
         """``train(pair)``: the run of ``way`` on ``pair`` (waits for it), or its WayFailed."""
         def train(pair: Pair) -> WayRun:
-            return self._futures[(tuple(pair), way)].result()  # type: ignore[index]
+            key = ((int(pair[0]), int(pair[1])), way)
+            future = self._futures.get(key)
+            if future is None:  # not among the jobs started ahead: run it now, here
+                return self._run(*key)
+            return future.result()
         return train
 
     def kill(self) -> None:
