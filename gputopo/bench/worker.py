@@ -155,31 +155,67 @@ def _reuse_freed_memory() -> None:
         pass
 
 
+class _Beater:
+    """One thread, started once per worker, that sends a beat every BEAT_S while armed.
+
+    Why not a thread per case: a sim worker prepares about a thousand cases per run, and
+    starting and joining a thread for each cost more than preparing most of them. The beat is
+    sent with the lock held, so once :meth:`disarm` returns no beat can follow: only one
+    thread ever sends on the pipe at a time."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._send = None
+        self._until = 0.0
+        threading.Thread(target=self._loop, name="gputopo-setup-beat", daemon=True).start()
+
+    def _loop(self) -> None:
+        with self._cv:
+            while True:
+                if self._send is None:
+                    self._cv.wait()
+                    continue
+                self._cv.wait(BEAT_S)
+                if self._send is None:
+                    continue
+                if time.monotonic() >= self._until:
+                    self._send = None  # PREPARE_BEATS_MAX_S reached: silence (a wedged GPU)
+                    continue
+                try:
+                    self._send()
+                except (OSError, ValueError):
+                    self._send = None
+
+    def arm(self, send) -> None:
+        with self._cv:
+            self._send, self._until = send, time.monotonic() + PREPARE_BEATS_MAX_S
+            self._cv.notify()
+
+    def disarm(self) -> None:
+        with self._cv:
+            self._send = None
+            self._cv.notify()
+
+
+_beater: list = []
+
+
 def _beating(prepare, send):
     """``prepare`` that sends a beat every BEAT_S while it runs. Preparing a case allocates and
     fills this process's own buffers (no transfer: nothing that can hang on a link), and takes
     seconds at 256 MiB on a busy CPU: without beats a short ``--timeout`` turned a healthy
-    pair's set-up into a ``hang``. The beats stop (the thread is joined) before it returns, so
-    only one thread ever sends on the pipe at a time, and after PREPARE_BEATS_MAX_S at most."""
+    pair's set-up into a ``hang``. The beats stop before it returns, and after
+    PREPARE_BEATS_MAX_S at most (_Beater)."""
 
     def run():
-        stop = threading.Event()
-
-        def beats():
-            until = time.monotonic() + PREPARE_BEATS_MAX_S
-            while not stop.wait(BEAT_S) and time.monotonic() < until:
-                try:
-                    send()
-                except (OSError, ValueError):
-                    return
-
-        t = threading.Thread(target=beats, name="gputopo-setup-beat", daemon=True)
-        t.start()
+        if not _beater:
+            _beater.append(_Beater())
+        beater = _beater[0]
+        beater.arm(send)
         try:
             return prepare()
         finally:
-            stop.set()
-            t.join()
+            beater.disarm()
 
     return run
 
