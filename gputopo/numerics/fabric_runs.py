@@ -26,12 +26,13 @@ Train = Callable[[Pair], WayRun]
 
 def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", ways, fabric: str,
                         data, dp_train: Train, ddp_train: Train,
-                        dp_notes: List[str], ddp_notes: List[str]) -> None:
+                        dp_notes: List[str], ddp_notes: List[str], computed=None) -> None:
     """sim and cpu: every device is this CPU, so the reference (and its tolerance) is computed
-    once for the run; DataParallel and DDP run per pair through ``dp_train`` / ``ddp_train``."""
+    once for the run (``computed``: already, as _reference_and_tolerance returns it); DataParallel
+    and DDP run per pair through ``dp_train`` / ``ddp_train``."""
     from . import ways as W
 
-    ref, tol, per_replica = _reference_and_tolerance(
+    ref, tol, per_replica = computed or _reference_and_tolerance(
         lambda order: W.train_reference(opts, data, order=order), opts)
     out.tolerances["run"] = tol
     timing = "modeled" if fabric == "sim" else "wall"
@@ -73,8 +74,9 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
     if jobs is None:
         jobs = SimJobs(description, opts, timeout_s, sink.log_dir, pairs, ways)
     try:
-        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", _local_data(opts),
-                            jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE])
+        data, computed = jobs.reference()
+        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", data,
+                            jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE], computed)
     except BaseException:
         jobs.kill()  # Ctrl-C, or no worker could start: nothing more to wait for
         raise

@@ -50,6 +50,15 @@ class SimJobs:
             max_workers=n, thread_name_prefix="gputopo-numerics-sim")
         self._futures: Dict[Tuple[Pair, str], concurrent.futures.Future] = {
             key: self._executor.submit(self._run, *key) for key in todo}
+        # The one-GPU reference (and its noise re-runs), in this process meanwhile: it was the
+        # numerics phase's serial start (torch's import, three trainings) after the bench.
+        self._ref_executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gputopo-numerics-reference")
+        self._reference = self._ref_executor.submit(_reference, opts)
+
+    def reference(self):
+        """(data, (reference run, tolerance, per-replica baseline)) of the run's options."""
+        return self._reference.result()
 
     @property
     def starts(self) -> int:
@@ -94,6 +103,21 @@ class SimJobs:
     def close(self) -> List[str]:
         """Wait for the threads, close the workers; the note on how often they started."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self._ref_executor.shutdown(wait=True, cancel_futures=True)
         for p in self.pools:
             p.close()
         return [f"sim workers: {len(self.pools)} at once, started {self.starts} time(s)"]
+
+
+def _reference(opts):
+    """The job's data and its one-GPU reference with tolerance, computed on this CPU."""
+    import torch
+
+    from . import ways as W
+    from .job import make_data
+    from .judging import _reference_and_tolerance
+
+    torch.set_num_threads(1)
+    data = make_data(opts)
+    return data, _reference_and_tolerance(lambda order: W.train_reference(opts, data, order=order),
+                                          opts)
