@@ -428,7 +428,9 @@ description = "a peer path that drops requests"
 def test_hang_fault_finishes_the_run_and_leaves_no_workers(tmp_path):
     """A pair whose transfers never finish: bench (which reports, it does not judge: exit 0)
     kills its workers after --timeout, records a hang, measures the other pairs, and leaves no
-    process behind."""
+    process behind. On a busy machine too: the healthy pair is never called hung (its numerics
+    jobs take longer than 3 s in all there), and the bound on the hang is the time each hang
+    took to be found (its own record), not the whole run's wall time, which grows with load."""
     cwd = tmp_path / "hang-cwd-marker"
     cwd.mkdir()
     (cwd / "hang-box.toml").write_text(HANG_BOX)
@@ -442,20 +444,22 @@ def test_hang_fault_finishes_the_run_and_leaves_no_workers(tmp_path):
     seen = set()  # helpers of the run seen while it runs (forkserver, workers): must end with it
     with subprocess.Popen(argv, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as p:
-        while p.poll() is None and time.monotonic() - t0 < 150:
+        while p.poll() is None and time.monotonic() - t0 < 400:  # a watchdog, not a bound
             seen |= _pids_with_cmdline_containing(marker) - {p.pid}
             time.sleep(0.25)
         if p.poll() is None:
             p.kill()
         stdout, stderr = p.communicate()
-    elapsed = time.monotonic() - t0
     assert p.returncode == 0, stderr
     assert "Traceback" not in stderr
     doc = json.loads(stdout)
-    assert elapsed < 100
 
     hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
     assert hangs and all(f["gpus"] == [0, 1] for f in hangs), hangs
+    # each hang found seconds after the 3 s --timeout ran out (start-up and preparation of a
+    # busy machine included), far below the default 120 s: --timeout was honoured
+    took = [f["evidence"].get("elapsed_s", f["evidence"].get("wall_s")) for f in hangs]
+    assert len(took) == 3 and all(t is not None and 3 <= t < 60 for t in took), took
     assert all(f["severity"] == "error" and f["link_class"] == "PXB" for f in hangs)
     pairs = by_pair(doc["pairs"])
     assert pairs[(0, 1)]["measurements"] == 0

@@ -27,6 +27,18 @@ from .job import (MomentumSGD, NumericsOptions, build_model, flat_params, global
 from .transport import Transport
 from .verdict import WayRun
 
+#: Called with the step number after every training step of every loop in this process, or
+#: None. The numerics worker process sets it (worker_main.py) to tell its parent that the job
+#: is making progress: the job's timeout then counts seconds without progress, as the bench's
+#: does, so a healthy pair on a busy machine is never called hung (a hang sends no more steps).
+_on_step: Optional[Callable[[int], None]] = None
+
+
+def set_step_hook(hook: Optional[Callable[[int], None]]) -> None:
+    """Call ``hook(step)`` after every training step from now on (None: stop)."""
+    global _on_step
+    _on_step = hook
+
 
 class TrainLog:
     """What one training loop records: the loss of every step, the first step and place a
@@ -49,6 +61,8 @@ class TrainLog:
             opt.step()
         if self.step is None and not all(bool(torch.isfinite(p).all()) for p in params):
             self.step, self.where = step, "parameters"
+        if _on_step is not None:
+            _on_step(step)
 
     def _check(self, step: int, loss: float, params: Sequence[torch.Tensor]) -> None:
         if self.step is not None:

@@ -28,12 +28,15 @@ import queue
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .worker_main import _worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
 START_TIMEOUT_S = 120.0
+#: Seconds a job may take to prepare (its data and sim model: CPU work, no GPU or link touched)
+#: before it counts as hung; the job's own timeout counts from then, between signs of progress.
+PREPARE_TIMEOUT_S = START_TIMEOUT_S
 POLL_S = 0.05
 
 
@@ -174,12 +177,14 @@ class WorkerPool:
         self.close()
 
     # --- jobs
-    def _get(self, deadline: float, ranks, what: str):
+    def _get(self, deadline: float, ranks, what: str, hang: Optional[Callable[[], str]] = None):
+        """The next message from a worker; WorkerHang (``hang()`` says why) once ``deadline``
+        passes, WorkerCrash when one of ``ranks`` died. Either way the workers are killed."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerHang(f"{what}: no answer within the time limit")
+                raise WorkerHang(hang() if hang else f"{what}: no answer within the time limit")
             try:
                 return self._results.get(timeout=min(POLL_S * 4, left))
             except queue.Empty:
@@ -198,8 +203,11 @@ class WorkerPool:
                                       + (f"; log: {last}" if last else "")) from None
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
-        """Run ``job`` on the workers ``ranks`` and wait for all of them, at most ``timeout_s``
-        (after start-up). Raises WorkerHang or WorkerCrash; the pool is then restarted lazily."""
+        """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up
+        to PREPARE_TIMEOUT_S to prepare (options, data, the sim model: CPU work no fault can
+        block, slow on a busy machine), then at most ``timeout_s`` without progress (a training
+        step or the result) is a hang. Start-up is not counted either (START_TIMEOUT_S). Raises
+        WorkerHang or WorkerCrash; the pool is then restarted lazily."""
         if not self._alive():
             if self._procs:
                 self.kill()
@@ -210,14 +218,34 @@ class WorkerPool:
         t0 = time.perf_counter()
         for r in ranks:
             self._jobs[r].put(job)
-        deadline = time.monotonic() + timeout_s
+        sent = time.monotonic()
+        deadlines = {r: sent + PREPARE_TIMEOUT_S for r in ranks}  # until it says "prepared"
+        last_step: Dict[int, Optional[int]] = {}  # rank -> last training step it reported
         payloads: Dict[int, Dict[str, Any]] = {}
         errors: Dict[int, str] = {}
+
+        def late() -> int:
+            waiting = [r for r in ranks if r not in payloads and r not in errors]
+            return min(waiting, key=lambda r: deadlines[r])
+
+        def why() -> str:
+            r = late()
+            who = f" (rank {r})" if len(ranks) > 1 else ""
+            if r not in last_step:
+                return f"{job['kind']}{who}: still preparing after {PREPARE_TIMEOUT_S:g} s"
+            step = last_step[r]
+            where = ("in its first training step" if step is None or step < 0
+                     else f"after at least {step + 1} training step(s)")
+            return f"{job['kind']}{who}: no progress for {timeout_s:g} s {where}"
+
         while len(payloads) + len(errors) < len(ranks):
-            kind, jid, rank, payload = self._get(deadline, ranks, what=job["kind"])
-            if jid != job["id"]:
+            kind, jid, rank, payload = self._get(deadlines[late()], ranks, what=job["kind"], hang=why)
+            if jid != job["id"] or rank not in deadlines:
                 continue  # a stale message from a job that was given up on
-            if kind == "result":
+            if kind in ("prepared", "beat"):
+                last_step[rank] = payload
+                deadlines[rank] = time.monotonic() + timeout_s
+            elif kind == "result":
                 payloads[rank] = payload
             elif kind == "error":
                 errors[rank] = payload

@@ -12,7 +12,10 @@ import gc
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
+
+#: Least seconds between two "beat" messages (a training step can take milliseconds).
+BEAT_S = 0.2
 
 def _worker_main(rank: int, jobs, results, backend: str, threads: int,
                  log_path: Optional[str] = None, parent_pid: Optional[int] = None,
@@ -49,7 +52,7 @@ def _worker_main(rank: int, jobs, results, backend: str, threads: int,
         if job is None:
             break
         try:
-            payload = _run_job(rank, job, backend)
+            payload = _run_job(rank, job, backend, _progress_teller(results, rank, job))
             results.put(("result", job["id"], rank, payload))
         except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
             import traceback
@@ -63,20 +66,46 @@ def _worker_main(rank: int, jobs, results, backend: str, threads: int,
     os._exit(0)
 
 
-def _run_job(rank: int, job: Dict[str, Any], backend: str) -> Dict[str, Any]:
+def _progress_teller(results, rank: int, job: Dict[str, Any]) -> Callable[[str, int], None]:
+    """``tell(kind, step)``: "prepared" once the job's data (and sim model) are built, before
+    anything touches a GPU, a link or a peer; then "beat" after training steps, at most every
+    BEAT_S (or a tenth of the job's timeout). The parent's WorkerPool gives preparation the
+    start-up allowance and then waits at most the job's timeout for each next sign of progress.
+    The hook on training steps (ways.set_step_hook) is set here, for the job now starting."""
+    from . import ways
+
+    every = min(BEAT_S, float(job.get("timeout_s") or BEAT_S) / 10)
+    last = [0.0]
+
+    def tell(kind: str, step: int = -1) -> None:
+        now = time.monotonic()
+        if kind == "beat" and now - last[0] < every:
+            return
+        last[0] = now
+        results.put((kind, job["id"], rank, step))
+
+    ways.set_step_hook(lambda step: tell("beat", step))
+    return tell
+
+
+def _run_job(rank: int, job: Dict[str, Any], backend: str,
+             tell: Optional[Callable[[str, int], None]] = None) -> Dict[str, Any]:
     from .job import NumericsOptions, make_data
     from . import ways
 
+    tell = tell or (lambda kind, step=-1: None)
     opts = NumericsOptions(**job["opts"])
     data = make_data(opts)
     kind = job["kind"]
+    if kind in ("sim-dp", "sim-ddp"):
+        run = _train_sim(opts, data, job, tell)
+        return _run_to_payload(run)
+    tell("prepared", -1)
     if job.get("bus_ids") and backend == "nccl":
         from gputopo.bench.fabrics.cuda import check_bus_ids
 
         check_bus_ids(job["cuda_devices"], job["bus_ids"])
-    if kind in ("sim-dp", "sim-ddp"):
-        run = _train_sim(opts, data, job)
-    elif kind == "ddp":
+    if kind == "ddp":
         run = _train_ddp(rank, opts, data, job, backend)
     elif kind == "reference":
         run = ways.train_reference(opts, data, device=job["device"], order=job.get("order", "plain"))
@@ -87,8 +116,10 @@ def _run_job(rank: int, job: Dict[str, Any], backend: str) -> Dict[str, Any]:
     return _run_to_payload(run)
 
 
-def _train_sim(opts, data, job: Dict[str, Any]):
-    """DataParallel's flow or simulated DDP over the bench's sim fabric for one pair."""
+def _train_sim(opts, data, job: Dict[str, Any], tell: Callable[[str, int], None]):
+    """DataParallel's flow or simulated DDP over the bench's sim fabric for one pair. Building
+    the machine's model (seconds for a big description on a busy CPU) is preparation; the
+    simulated transfers, where a hang fault blocks, come after ``tell("prepared")``."""
     from gputopo.bench.fabrics.sim import SimModel, SimOps
 
     from . import ways
@@ -97,6 +128,7 @@ def _train_sim(opts, data, job: Dict[str, Any]):
     i, j = job["pair"]
     ops = SimOps((i, j), (i, j), SimModel(job["description"]))
     transport = OpsTransport(ops)
+    tell("prepared", -1)
     if job["kind"] == "sim-dp":
         return ways.train_dp_flow(opts, data, (i, j), transport, copy_path=ops.peer_route(i, j),
                                   collective_path=ops.collective_route())

@@ -8,6 +8,7 @@ read; the only NVML calls are the topology common ancestor and the P2P status of
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -16,7 +17,7 @@ from gputopo.model.topology import P2P_CAPS, P2P_STATUS_NAMES, Gpu, Pair
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.bus_id import try_bus_key
 from gputopo.probe.nvml_gpu import LOST
-from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, query
+from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, asker
 
 _UNKNOWN_GPU = "?"  # bus key standing for the one GPU whose bus id could not be read
 
@@ -57,27 +58,34 @@ def _links_trusted(g: Gpu) -> bool:
     return g.lost is None and is_value(g.pci_bus_id) and all(isinstance(lk.active, bool) for lk in g.nvlinks)
 
 
-def _nvlink_count(a: int, b: int, gpus, keys, direct, switch) -> int:
+def _nvlink_count(a: int, b: int, keys, direct, switch, trusted: List[bool]) -> int:
     """Active NVLinks between GPUs a and b: the smaller count of the sides that were fully read,
-    else the larger count any side saw (a link seen up is up)."""
-    seen = [direct[x][keys[y]] for x, y in ((a, b), (b, a)) if keys[y] is not None]
-    trusted = [direct[x][keys[y]] for x, y in ((a, b), (b, a))
-               if keys[y] is not None and _links_trusted(gpus[x])]
-    n = min(trusted) if trusted else max(seen, default=0)
+    else the larger count any side saw (a link seen up is up). ``trusted``: _links_trusted per
+    GPU, worked out once, not once per pair."""
+    ka, kb = keys[a], keys[b]
+    ab: int = 0 if kb is None else direct[a].get(kb, 0)  # what a's side says
+    ba: int = 0 if ka is None else direct[b].get(ka, 0)
+    sure_ab = kb is not None and trusted[a]  # a side that cannot name the other says nothing
+    sure_ba = ka is not None and trusted[b]
+    if sure_ab and sure_ba:
+        n = min(ab, ba)
+    elif sure_ab or sure_ba:
+        n = ab if sure_ab else ba
+    else:
+        n = max(ab, ba)
     if switch[a] and switch[b]:
         n += min(switch[a], switch[b])
     return n
 
 
-def _pcie_class(lib, ha, hb, ga: Gpu, gb: Gpu) -> Optional[LinkClass]:
+def _pcie_class(ask_level, ha, hb, ga: Gpu, gb: Gpu) -> Optional[LinkClass]:
     try:
-        level = query(lib, "nvmlDeviceGetTopologyCommonAncestor", ha, hb,
-                      default_reason="topology common ancestor")
+        level = ask_level(ha, hb)
     except GpuLost:
         level = Failed(LOST)
     if is_value(level):
         try:
-            return LinkClass.from_nvml_level(int(level))
+            return _level_class(int(level))
         except ValueError:
             pass
     if isinstance(ga.numa_node, int) and isinstance(gb.numa_node, int) and ga.numa_node != gb.numa_node:
@@ -85,21 +93,40 @@ def _pcie_class(lib, ha, hb, ga: Gpu, gb: Gpu) -> Optional[LinkClass]:
     return None
 
 
-def _p2p_status(lib, ha, hb, unreadable: Optional[str]) -> Dict[str, Any]:
+@functools.lru_cache(maxsize=64)
+def _level_class(level: int) -> LinkClass:
+    """The PCIe class of an NVML topology level (ValueError for one that is none), one shared
+    object per level: a big machine has hundreds of thousands of pairs and a handful of levels."""
+    return LinkClass.from_nvml_level(level)
+
+
+@functools.lru_cache(maxsize=64)
+def _nv_class(count: int) -> LinkClass:
+    """NV<count>, one shared (frozen) object per count."""
+    return LinkClass("NV", count)
+
+
+def _p2p_askers(lib) -> List[Tuple[str, Any, int]]:
+    """(capability, its bound nvmlDeviceGetP2PStatus query, its NVML index) per capability."""
+    return [(cap, asker(lib, "nvmlDeviceGetP2PStatus", default_reason=f"P2P {cap} status"),
+             P2P_CAP_INDEX[cap]) for cap in P2P_CAPS]
+
+
+def _p2p_status(askers, ha, hb, unreadable: Optional[str]) -> Dict[str, Any]:
     """P2P status per capability for row ``ha``, column ``hb``; all NotAvailable(unreadable) when
     one of the GPUs cannot be asked."""
     out: Dict[str, Any] = {}
-    for cap in P2P_CAPS:
+    for cap, ask, index in askers:
         if unreadable:
             out[cap] = NotAvailable(unreadable)
             continue
         try:
-            v = query(lib, "nvmlDeviceGetP2PStatus", ha, hb, P2P_CAP_INDEX[cap],
-                      default_reason=f"P2P {cap} status")
+            v = ask(ha, hb, index)
         except GpuLost as exc:
             v = Failed(str(exc))
         if is_value(v):
-            v = P2P_STATUS_NAMES.get(int(v), NotAvailable(f"unrecognised NVML P2P status {v}"))
+            name = P2P_STATUS_NAMES.get(int(v))
+            v = name if name is not None else NotAvailable(f"unrecognised NVML P2P status {v}")
         out[cap] = v
     return out
 
@@ -107,19 +134,22 @@ def _p2p_status(lib, ha, hb, unreadable: Optional[str]) -> Dict[str, Any]:
 def read_pairs(lib, gpus: List[Gpu], handles: List[Any]) -> List[Pair]:
     keys = _gpu_keys(gpus)
     direct, switch = _nvlink_counts(gpus, keys)
+    trusted = [_links_trusted(g) for g in gpus]
+    ask_level = asker(lib, "nvmlDeviceGetTopologyCommonAncestor", default_reason="topology common ancestor")
+    p2p_askers = _p2p_askers(lib)
     pairs = []
     n = len(gpus)
     for a in range(n):
         for b in range(a + 1, n):
             ga, gb = gpus[a], gpus[b]
             ha, hb = handles[a], handles[b]
-            count = _nvlink_count(a, b, gpus, keys, direct, switch)
+            count = _nvlink_count(a, b, keys, direct, switch, trusted)
             if count:
-                cls: Optional[LinkClass] = LinkClass("NV", count)
+                cls: Optional[LinkClass] = _nv_class(count)
             elif ha is None or hb is None:
                 cls = None
             else:
-                cls = _pcie_class(lib, ha, hb, ga, gb)
+                cls = _pcie_class(ask_level, ha, hb, ga, gb)
             if cls is None:
                 continue  # nothing tells how they connect: omitted (module docstring)
             if ga.lost is not None or gb.lost is not None:
@@ -129,5 +159,5 @@ def read_pairs(lib, gpus: List[Gpu], handles: List[Any]) -> List[Pair]:
             else:
                 unreadable = None
             pairs.append(Pair(gpus=(ga.nvml_index, gb.nvml_index), link_class=cls,
-                              nvlink_count=count, p2p=_p2p_status(lib, ha, hb, unreadable)))
+                              nvlink_count=count, p2p=_p2p_status(p2p_askers, ha, hb, unreadable)))
     return pairs

@@ -101,7 +101,8 @@ class PairCalls(NvmlPlumbing):
         if i == j:
             self._raise(NVML_ERROR_INVALID_ARGUMENT)
         key = (i, j) if i < j else (j, i)
-        status = self._p2p_cache.get(key)
-        if status is None:
-            status = self._p2p_cache[key] = self.desc.p2p_status(i, j)
-        return P2P_STATUS_CODE[status[P2P_CAPS[p2pIndex]]]
+        codes = self._p2p_cache.get(key)
+        if codes is None:  # the pair's five answers, worked out once (five calls ask for them)
+            status = self.desc.p2p_status(i, j)
+            codes = self._p2p_cache[key] = tuple(P2P_STATUS_CODE[status[c]] for c in P2P_CAPS)
+        return codes[p2pIndex]
