@@ -47,7 +47,8 @@ def _judged(out: NumericsRun, sink: "_Sink", pair: Pair, lc: str, way: str, fabr
     try:
         run = train()
     except WayFailed as e:
-        sink.fail(out, pair, lc, way, e, fabric, timing, opts, wall_s=time.perf_counter() - t0)
+        wall_s = e.wall_s if e.wall_s is not None else time.perf_counter() - t0
+        sink.fail(out, pair, lc, way, e, fabric, timing, opts, wall_s=wall_s)
         return
     except WorkerStartError:
         raise  # nothing ran: the environment is broken, not this pair

@@ -5,7 +5,7 @@ import this module and not run.py, their caller."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 
@@ -19,9 +19,11 @@ Pair = Tuple[int, int]
 class WayFailed(Exception):
     """A way produced no numbers: ``kind`` is "hang" or "crash"."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, wall_s: Optional[float] = None):
         super().__init__(message)
         self.kind = kind
+        #: Seconds the way ran before it failed, when it ran before it was judged (sim_jobs.py).
+        self.wall_s = wall_s
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import queue
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .outcome import Pair, WayFailed
@@ -68,6 +69,7 @@ class SimJobs:
         from .worker import WorkerCrash, WorkerHang, payload_to_run
 
         pool = self._free.get()
+        t0 = time.perf_counter()  # (judged later: the record keeps how long the way ran)
         try:
             job = {"kind": f"sim-{way}", "pair": list(pair), "description": self.description,
                    "opts": self.opts.to_json()}
@@ -75,9 +77,11 @@ class SimJobs:
                 res = pool.run(job, ranks=(0,), timeout_s=self.timeout_s)
             except WorkerHang as e:
                 raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within "
-                                        f"{self.timeout_s:g} s (simulated transfers): {e}") from e
+                                        f"{self.timeout_s:g} s (simulated transfers): {e}",
+                                time.perf_counter() - t0) from e
             except WorkerCrash as e:
-                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}") from e
+                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}",
+                                time.perf_counter() - t0) from e
             return payload_to_run(res.payloads[0])
         finally:
             self._free.put(pool)

@@ -93,7 +93,9 @@ def _run_job(rank: int, job: Dict[str, Any], backend: str,
     from .job import NumericsOptions, make_data
     from . import ways
 
-    tell = tell or (lambda kind, step=-1: None)
+    if tell is None:
+        def tell(kind: str, step: int = -1) -> None:  # nobody to tell (in-process use)
+            return None
     opts = NumericsOptions(**job["opts"])
     data = make_data(opts)
     kind = job["kind"]
