@@ -400,3 +400,26 @@ def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch)
     assert in_child(work).result() == "drawn here"
     assert calls == [parent]  # the child's call was in its own memory; the parent's is here
     assert in_child(os.getpid).result() != parent  # and what a child that succeeds made is used
+
+
+def test_a_cancelled_child_is_stopped_and_reaped(tmp_path):
+    """When the report fails while a child still draws, the child is killed and reaped at once
+    (no process left drawing into a folder whose report failed, no zombie)."""
+    import time
+
+    from gputopo.report.outputs.plot_fork import in_child
+
+    mark = tmp_path / "child.pid"
+    later = in_child(lambda: (mark.write_text(str(os.getpid())), time.sleep(60)))
+    deadline = time.monotonic() + 30
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    while not mark.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(mark.read_text())
+    t0 = time.monotonic()
+    later.cancel()
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped by cancel
+    assert not os.path.exists(f"/proc/{pid}")

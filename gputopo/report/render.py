@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gputopo.writable import check_writable_dir
 
-from .outputs.plots import write_plots
+from .outputs.plots import start_plots
 from .cluster_view import rewrite_cluster_markdown
 from .run_folder import load_run
 from .summary import Summary, summarize
@@ -38,9 +38,15 @@ def render_run(run_dir, *, console=None, plots: bool = True) -> Summary:
     for name in OUTPUT_FILES:  # a re-render must not leave a stale plot from an earlier one
         if name.endswith(".png"):
             (run_dir / name).unlink(missing_ok=True)
-    made = write_plots(summary, run_dir) if plots else []
-    write_summary_json(summary, run_dir)
-    write_results_csv(summary, run_dir)
+    under_way = start_plots(summary, run_dir) if plots else None
+    try:
+        write_summary_json(summary, run_dir)  # (while a child process may still draw)
+        write_results_csv(summary, run_dir)
+    except BaseException:
+        if under_way is not None:
+            under_way.cancel()
+        raise
+    made = under_way.result() if under_way is not None else []
     write_markdown(summary, run_dir, made)
     rewrite_cluster_markdown(run_dir, summary.findings)  # a cluster run keeps its own report.md
     write_html(summary, run_dir, made)

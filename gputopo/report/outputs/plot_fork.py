@@ -25,6 +25,20 @@ class Later(Generic[T]):
     def __init__(self, work: Callable[[], T], pid: Optional[int] = None, fd: Optional[int] = None):
         self._work, self._pid, self._fd = work, pid, fd
 
+    def cancel(self) -> None:
+        """Stop the child (if any) and reap it; its work is not done anywhere."""
+        if self._pid is None or self._fd is None:
+            return
+        import signal
+
+        try:
+            os.kill(self._pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self._pid, 0)
+        os.close(self._fd)
+        self._pid = self._fd = None
+
     def result(self) -> T:
         if self._pid is None or self._fd is None:
             return self._work()

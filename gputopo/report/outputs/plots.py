@@ -26,32 +26,63 @@ from .heatmap_bandwidth import plot_efficiency, plot_gbps
 from .heatmap_link_class import CLASS_WORDS, KIND_COLORS, class_color, class_words, plot_link_class
 from .heatmap_numerics import NUMERICS_PALETTE, NUMERICS_WORDS, plot_numerics
 from .loss_curves import MAX_LOSS_PANELS, WAY_LABELS, plot_loss_curves
-from .plot_common import (ANNOTATE_MAX_GPUS, DPI, NOT_MEASURED_COLOR, OUTLINE, SAME_GPU_COLOR, Plot, _text_color,
-                          gpu_indices)
+from .plot_common import (ANNOTATE_MAX_GPUS, DPI, NOT_MEASURED_COLOR, OUTLINE, SAME_GPU_COLOR, Plot, _plt,
+                          _text_color, gpu_indices)
 
 __all__ = ["ANNOTATE_MAX_GPUS", "CLASS_WORDS", "DPI", "KIND_COLORS", "MAX_LOSS_PANELS", "NOT_MEASURED_COLOR",
            "NUMERICS_PALETTE", "NUMERICS_WORDS", "OUTLINE", "Plot", "SAME_GPU_COLOR", "WAY_LABELS", "_text_color",
            "class_color", "class_words", "gpu_indices", "plot_efficiency", "plot_gbps", "plot_link_class",
-           "plot_loss_curves", "plot_numerics", "write_plots"]
+           "PlotsUnderWay", "plot_loss_curves", "plot_numerics", "start_plots", "write_plots"]
 
 
 def write_plots(summary: Summary, out_dir) -> List[Plot]:
-    """Every plot that has data; returns them in display order.
+    """Every plot that has data; returns them in display order."""
+    return start_plots(summary, out_dir).result()
 
-    The loss curves (the costliest figure: two axes per flagged run) and the numerics heatmap
-    are drawn in a forked child process while this one draws the bandwidth and link-class
-    heatmaps (plot_fork.py): on two cores that takes a report's plotting from about 5 to 3
-    seconds. Where no child can be forked, or it fails, they are drawn here as before.
+
+class PlotsUnderWay:
+    """Plots started by :func:`start_plots`: :meth:`result` finishes them (display order),
+    :meth:`cancel` stops the child still drawing (the caller failed meanwhile)."""
+
+    def __init__(self, plots: List[Plot], later=None):
+        self._plots, self._later = plots, later
+
+    def result(self) -> List[Plot]:
+        loss = self._later.result() if self._later is not None else None
+        self._later = None
+        return self._plots + ([loss] if loss is not None else [])
+
+    def cancel(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+
+
+def start_plots(summary: Summary, out_dir) -> PlotsUnderWay:
+    """Start drawing every plot that has data. Between this and ``.result()`` the caller may
+    write what needs no plot.
+
+    The loss curves (the costliest figure: two axes per flagged run) are drawn in a forked
+    child process (plot_fork.py) while this one draws the heatmaps: on two cores a report's
+    plotting takes about half as long. matplotlib is imported first, so the child has it. Where
+    no child can be forked, or it fails, the loss curves are drawn here as before.
     """
     from .plot_fork import in_child
 
     out_dir = Path(out_dir)
     if not gpu_indices(summary):
-        return []
-    later = in_child(lambda: [p for p in (plot_numerics(summary, out_dir),
-                                          plot_loss_curves(summary, out_dir)) if p is not None])
+        return PlotsUnderWay([])
+    _plt()
+    later = in_child(lambda: plot_loss_curves(summary, out_dir))
     plots: List[Plot] = []
-    if summary.pairs:
-        plots += [plot_gbps(summary, out_dir), plot_efficiency(summary, out_dir),
-                  plot_link_class(summary, out_dir)]
-    return plots + later.result()
+    try:
+        if summary.pairs:
+            plots += [plot_gbps(summary, out_dir), plot_efficiency(summary, out_dir),
+                      plot_link_class(summary, out_dir)]
+        numerics = plot_numerics(summary, out_dir)
+    except BaseException:
+        later.cancel()
+        raise
+    if numerics is not None:
+        plots.append(numerics)
+    return PlotsUnderWay(plots, later)
