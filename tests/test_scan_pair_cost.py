@@ -121,3 +121,25 @@ def test_a_lost_gpu_in_the_p2p_reader_is_failed_per_capability():
     got = _p2p_reader(_Failing(_Err(NVML_ERROR_GPU_IS_LOST)))("a", "b")
     want = str(GpuLost("nvmlDeviceGetP2PStatus", ""))
     assert all(got[cap].error == want for cap in P2P_CAPS)
+
+
+@pytest.mark.parametrize("machine, options", [
+    ("seed-8gpu", {}), ("dgx-h100", {}), ("h100-pcie-1gpu", {}),
+    ("seed-8gpu", {"lost": [2]}),  # its pairs' P2P values are NotAvailable, not strings
+    ("seed-8gpu", {"errors": {("nvmlDeviceGetP2PStatus", 3): 999}}),  # Failed values
+])
+def test_scan_json_writes_the_pairs_exactly_as_json_dumps(machine, options):
+    """scan --json writes its pairs itself (a 1,024-GPU machine has 523,776): the text is the
+    standard library's, byte for byte, whatever the pairs hold."""
+    import json
+
+    from gputopo.model.topology import topology_to_json
+    from gputopo.report.pairs_json import pairs_json_text
+    from gputopo.report.scan_view import SCHEMA_VERSION, scan_json
+
+    _, topo = _read(load_description(machine), **options)
+    plain = json.dumps({"schema_version": SCHEMA_VERSION, **topology_to_json(topo), "problems": []},
+                       indent=2)
+    assert scan_json(topo, []) == plain
+    nested = json.dumps({"pairs": topology_to_json(topo)["pairs"]}, indent=2)
+    assert nested == '{\n  "pairs": ' + pairs_json_text(topo.pairs) + "\n}"
