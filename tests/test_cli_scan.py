@@ -160,3 +160,24 @@ def test_scan_does_not_import_heavy_libraries():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_big_machines_matrix_is_plain_rows_with_every_class():
+    """Above MAX_DRAWN_MATRIX devices the matrix is plain aligned text (a coloured table of
+    1,024 GPUs took most of a minute to lay out): still every cell, each pair's class."""
+    from gputopo.report.scan_view import MAX_DRAWN_MATRIX
+
+    n = MAX_DRAWN_MATRIX + 2
+    rc, out, err = run(["scan", "--sim", f"synthetic-{n}gpu", "--no-history"])
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert any(f"{n} GPUs: the matrix below is plain text" in line for line in lines)
+    header = next(line for line in lines if line.split()[:2] == ["GPU0", "GPU1"])
+    assert header.split()[n - 1] == f"GPU{n - 1}" and header.split()[n:] == ["CPU", "Affinity", "NUMA", "Affinity"]
+    doc = json.loads(run(["scan", "--sim", f"synthetic-{n}gpu", "--json", "--no-history"])[1])
+    want = {tuple(p["gpus"]): p["link_class"] for p in doc["pairs"]}
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith("GPU") and line.split()[1:2] != ["GPU1"]}
+    for i in (0, 1, n // 2, n - 1):
+        cells = rows[f"GPU{i}"][1:n + 1]
+        assert cells[i] == "X"
+        assert [c for j, c in enumerate(cells) if j != i] == [want[(min(i, j), max(i, j))] for j in range(n) if j != i]

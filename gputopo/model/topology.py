@@ -217,8 +217,16 @@ def _dec_fields(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: field_from_json(v) for k, v in d.items()}
 
 
-def topology_to_json(topo: Topology) -> Dict[str, Any]:
-    """Encode a topology; pairs carry ``gpus: [i, j]`` and ``link_class`` (DESIGN.md)."""
+def pair_to_json(p: Pair) -> Dict[str, Any]:
+    """One pair as topology_to_json writes it."""
+    return {"gpus": list(p.gpus), "link_class": str(p.link_class), "nvlink_count": p.nvlink_count,
+            "p2p": _enc(p.p2p)}
+
+
+def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
+    """Encode a topology; pairs carry ``gpus: [i, j]`` and ``link_class`` (DESIGN.md).
+    ``with_pairs=False``: "pairs" is left empty, for a writer that writes them itself (the
+    half million pairs of a 1,024-GPU machine, report/pairs_json.py)."""
     gpus = []
     for g in topo.gpus:
         gpus.append(
@@ -238,11 +246,7 @@ def topology_to_json(topo: Topology) -> Dict[str, Any]:
                 "health": health_to_json(g.health),
             }
         )
-    pairs = [
-        {"gpus": list(p.gpus), "link_class": str(p.link_class), "nvlink_count": p.nvlink_count,
-         "p2p": _enc(p.p2p)}
-        for p in topo.pairs
-    ]
+    pairs = [pair_to_json(p) for p in topo.pairs] if with_pairs else []
     h = topo.host
     host = {k: _enc(v) for k, v in vars(h).items() if k != "acs"}
     host["acs"] = (

@@ -100,14 +100,14 @@ def asker(lib: Any, fn_name: str, *, default_reason: Optional[str] = None,
         try:
             value = fn(*args)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a typed value
-            return _failure(exc, fn_name, what, codes)
+            return nvml_failure(exc, fn_name, what, codes)
         if isinstance(value, (bytes, bytearray)):
             return as_text(value)
         return value
     return ask
 
 
-def _failure(exc: BaseException, fn_name: str, what: str, codes: Tuple[int, ...]) -> Any:
+def nvml_failure(exc: BaseException, fn_name: str, what: str, codes: Tuple[int, ...] = ()) -> Any:
     """What a failed NVML call stands for (see :func:`query`); raises GpuLost for a lost GPU."""
     code = error_code(exc)
     if code == NVML_ERROR_GPU_IS_LOST:

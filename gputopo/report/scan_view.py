@@ -12,6 +12,7 @@ from typing import List
 from gputopo import SCHEMA_VERSION
 from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
+from gputopo.model.topology import pair_to_json
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.health import GpuHealth
 from gputopo.model.linkclass import LEGEND
@@ -46,9 +47,20 @@ SMI_BANNER = ("From a file (nvidia-smi topo text), not from a GPU: names, bus id
 
 
 def scan_json(topo: Topology, problems: List[Finding]) -> str:
-    doc = {"schema_version": SCHEMA_VERSION, **topology_to_json(topo),
+    """The scan document, indented; its pairs written by pairs_json_text (the same text as
+    json.dumps, many times faster on a big machine), put in where a marker stands."""
+    from gputopo.report.pairs_json import pairs_json_text
+
+    doc = {"schema_version": SCHEMA_VERSION, **topology_to_json(topo, with_pairs=False),
            "problems": [f.to_json() for f in problems]}
-    return json.dumps(doc, indent=2)
+    marker = "\u0000pairs\u0000"  # no text of a topology holds it: json escapes control characters
+    doc["pairs"] = marker
+    text = json.dumps(doc, indent=2)
+    quoted = json.dumps(marker)
+    if text.count(quoted) != 1:  # pragma: no cover - a marker found elsewhere: the plain way
+        doc["pairs"] = [pair_to_json(p) for p in topo.pairs]
+        return json.dumps(doc, indent=2)
+    return text.replace(quoted, pairs_json_text(topo.pairs))
 
 
 def scan_csv(topo: Topology) -> str:
@@ -74,7 +86,10 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
         console.print(Text(simulated_banner(topo), style="bold magenta reverse"))
     if topo.source == SMI_SOURCE:
         console.print(Text(SMI_BANNER, style="bold"))
-    console.print(_matrix_table(topo, console.width))
+    if len(topo.gpus) + len(topo.nics) > MAX_DRAWN_MATRIX:
+        _print_plain_matrix(console, topo)
+    else:
+        console.print(_matrix_table(topo, console.width))
     classes = set(topo.classes()) | {c for n in topo.nics for c in n.gpu_classes.values()}
     present = sorted({("NV#" if c.is_nvlink else c.kind) for c in classes},
                      key=lambda k: list(LEGEND).index(k))
@@ -170,6 +185,55 @@ def _short_bus(bus_id) -> str:
     s = show(bus_id)
     dom, sep, rest = s.partition(":")
     return f"{dom[-4:]}:{rest}".lower() if sep and len(dom) == 8 else s
+
+
+#: Devices (GPUs + NICs) up to which the matrix is a coloured table. rich measures every cell
+#: of a table: 1,024 GPUs (a million cells) took most of a minute; above this the matrix is
+#: printed as plain aligned rows (the same cells, no colours) in a second or two.
+MAX_DRAWN_MATRIX = 128
+
+
+def _print_plain_matrix(console, topo: Topology) -> None:
+    """The matrix as plain aligned text rows (a big machine): GPU and NIC rows and columns, then
+    each GPU's CPU and NUMA affinity, as the table has them."""
+    from rich.text import Text
+
+    labels = [f"GPU{g.nvml_index}" for g in topo.gpus] + [n.label for n in topo.nics]
+    rows = []
+    for g in topo.gpus:
+        cells = ["X" if g.nvml_index == h.nvml_index else _class_text(topo, g.nvml_index, h.nvml_index)
+                 for h in topo.gpus]
+        cells += [_show_class(n.gpu_classes.get(g.nvml_index)) for n in topo.nics]
+        rows.append((f"GPU{g.nvml_index}", cells, [show(g.cpu_affinity), show(g.numa_node)]))
+    for n in topo.nics:
+        cells = [_show_class(n.gpu_classes.get(g.nvml_index)) for g in topo.gpus]
+        cells += ["X" if m is n else _show_class(n.nic_classes.get(m.label)) for m in topo.nics]
+        rows.append((n.label, cells, []))
+    head_w = max(map(len, labels))
+    cell_w = max(4, *map(len, labels)) + 1
+    aff_w = max([len("CPU Affinity")] + [len(r[2][0]) for r in rows if r[2]])
+    console.print(Text(f"{len(topo.gpus)} GPUs: the matrix below is plain text (no colours); "
+                       "--format csv or --json give one entry per pair", style="dim"))
+    lines = [" " * head_w + " " + "".join(x.center(cell_w) for x in labels)
+             + f" {'CPU Affinity':<{aff_w}} NUMA Affinity"]
+    for label, cells, tail in rows:
+        line = label.ljust(head_w) + " " + "".join(c.center(cell_w) for c in cells)
+        if tail:
+            line += f" {tail[0]:<{aff_w}} {tail[1]}"
+        lines.append(line.rstrip())
+    for line in lines:
+        console.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
+
+
+def _class_text(topo: Topology, a: int, b: int) -> str:
+    try:
+        return str(topo.link_class(a, b))
+    except KeyError:
+        return "?"
+
+
+def _show_class(lc) -> str:
+    return "?" if lc is None else str(lc)
 
 
 def _matrix_table(topo: Topology, width: int = 10_000):

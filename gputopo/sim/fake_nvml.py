@@ -83,7 +83,7 @@ class FakeNvml(PairCalls, NvLinkCalls, DeviceCalls, SystemCalls):
         self._handles = [DeviceHandle(self, k) for k in range(len(desc.gpus))]
         self._addrs = [PciAddress.parse(g.bus_id) for g in desc.gpus]
         self.calls: Dict[str, int] = {}
-        self._p2p_cache: Dict[Tuple[int, int], Tuple[int, ...]] = {}
+        self._p2p_cache: Dict[Tuple[int, int], Tuple[int, ...]] = {}  # pair -> P2P codes
         missing = tuple(missing)
         if missing:
             for m in missing:

@@ -6,6 +6,7 @@ answered from a simulated machine's description (see gputopo.sim.fake_nvml).
 from __future__ import annotations
 
 import ctypes
+from typing import Tuple
 
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 from gputopo.probe.nvml_codes import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED
@@ -15,7 +16,7 @@ from .fake_nvml_constants import (NVLINK_VERSION_TO_NVML, NVML_FI_DEV_NVLINK_LIN
                                   NVML_NVLINK_DEVICE_TYPE_UNKNOWN, NVML_NVLINK_ERROR_DL_ECC_DATA,
                                   NVML_NVLINK_VERSION_INVALID, NVML_TOPOLOGY_INTERNAL,
                                   NVML_VALUE_TYPE_UNSIGNED_INT, P2P_STATUS_CODE, TOPOLOGY_LEVEL_OF_KIND)
-from .fake_nvml_plumbing import NvmlPlumbing, device_call, nvmlPciInfo_t
+from .fake_nvml_plumbing import DeviceHandle, NvmlPlumbing, device_call, nvmlPciInfo_t
 from .pci import PciAddress
 
 
@@ -83,26 +84,61 @@ class NvLinkCalls(NvmlPlumbing):
 
 
 
+@device_call(2)
+def nvmlDeviceGetTopologyCommonAncestor(self, i, j):
+    if i == j:
+        return NVML_TOPOLOGY_INTERNAL
+    return TOPOLOGY_LEVEL_OF_KIND[self.desc.pcie_class(i, j).kind]
+
+
+@device_call(2)
+def nvmlDeviceGetP2PStatus(self, i, j, p2pIndex):
+    if isinstance(p2pIndex, bool) or not isinstance(p2pIndex, int):
+        raise ctypes.ArgumentError("argument 3: TypeError: Don't know how to convert parameter 3")
+    if not 0 <= p2pIndex < len(P2P_CAPS):
+        self._raise(NVML_ERROR_INVALID_ARGUMENT)
+    if i == j:
+        self._raise(NVML_ERROR_INVALID_ARGUMENT)
+    return self._p2p_codes(i, j)[p2pIndex]
+
+
 class PairCalls(NvmlPlumbing):
-    """Calls on two GPUs."""
+    """Calls on two GPUs. A scan makes six per pair: 3 million on 1,024 GPUs. So the common case
+    (handles of this NVML, valid arguments, nothing injected) is answered inline from per-pair
+    tables; anything else goes through the checked calls above (device_call), which answer the
+    same and raise what pynvml raises. Either way the call is counted once."""
 
-    @device_call(2)
-    def nvmlDeviceGetTopologyCommonAncestor(self, i, j):
-        if i == j:
-            return NVML_TOPOLOGY_INTERNAL
-        return TOPOLOGY_LEVEL_OF_KIND[self.desc.pcie_class(i, j).kind]
+    _checked_ancestor = nvmlDeviceGetTopologyCommonAncestor
+    _checked_p2p = nvmlDeviceGetP2PStatus
 
-    @device_call(2)
-    def nvmlDeviceGetP2PStatus(self, i, j, p2pIndex):
-        if isinstance(p2pIndex, bool) or not isinstance(p2pIndex, int):
-            raise ctypes.ArgumentError("argument 3: TypeError: Don't know how to convert parameter 3")
-        if not 0 <= p2pIndex < len(P2P_CAPS):
-            self._raise(NVML_ERROR_INVALID_ARGUMENT)
-        if i == j:
-            self._raise(NVML_ERROR_INVALID_ARGUMENT)
+    def nvmlDeviceGetTopologyCommonAncestor(self, *args):
+        if len(args) == 2 and self._init_count > 0 and not (self.errors or self.unsupported or self.lost):
+            a, b = args
+            if (a.__class__ is DeviceHandle and a._owner is self and b.__class__ is DeviceHandle
+                    and b._owner is self and a._index != b._index):
+                calls = self.calls
+                calls["nvmlDeviceGetTopologyCommonAncestor"] = calls.get("nvmlDeviceGetTopologyCommonAncestor", 0) + 1
+                return TOPOLOGY_LEVEL_OF_KIND[self.desc.pcie_class(a._index, b._index).kind]
+        return self._checked_ancestor(*args)
+
+    def nvmlDeviceGetP2PStatus(self, *args):
+        if len(args) == 3 and self._init_count > 0 and not (self.errors or self.unsupported or self.lost):
+            a, b, cap = args
+            if (a.__class__ is DeviceHandle and a._owner is self and b.__class__ is DeviceHandle
+                    and b._owner is self and cap.__class__ is int and 0 <= cap < len(P2P_CAPS)
+                    and a._index != b._index):
+                calls = self.calls
+                calls["nvmlDeviceGetP2PStatus"] = calls.get("nvmlDeviceGetP2PStatus", 0) + 1
+                i, j = a._index, b._index
+                codes = self._p2p_cache.get((i, j) if i < j else (j, i)) or self._p2p_codes(i, j)
+                return codes[cap]
+        return self._checked_p2p(*args)
+
+    def _p2p_codes(self, i: int, j: int) -> Tuple[int, ...]:
+        """The pair's NVML P2P status code per capability (P2P_CAPS order), worked out once."""
         key = (i, j) if i < j else (j, i)
         codes = self._p2p_cache.get(key)
-        if codes is None:  # the pair's five answers, worked out once (five calls ask for them)
+        if codes is None:
             status = self.desc.p2p_status(i, j)
             codes = self._p2p_cache[key] = tuple(P2P_STATUS_CODE[status[c]] for c in P2P_CAPS)
-        return codes[p2pIndex]
+        return codes
