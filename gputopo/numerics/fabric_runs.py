@@ -146,7 +146,7 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
         try:
             res = pool.run({"kind": "ddp", "opts": opts.to_json()}, ranks=(0, 1), timeout_s=timeout_s)
         except WorkerHang as e:
-            raise WayFailed("hang", f"DDP (gloo) did not finish within {timeout_s:g} s: {e}") from e
+            raise WayFailed("hang", f"DDP (gloo) hung: {e}") from e
         except WorkerCrash as e:
             raise WayFailed("crash", f"DDP (gloo): {e}") from e
         run = payload_to_run(res.payloads[0])
@@ -195,7 +195,7 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
         try:
             return pool.run(job, ranks=ranks, timeout_s=timeout_s)
         except WorkerHang as e:
-            raise WayFailed("hang", f"{WAY_NAMES[way]} did not finish within {timeout_s:g} s: {e}") from e
+            raise WayFailed("hang", f"{WAY_NAMES[way]} hung: {e}") from e
         except WorkerCrash as e:
             raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}") from e
 
