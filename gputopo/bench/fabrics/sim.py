@@ -77,6 +77,10 @@ class SimModel:
         self.nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
         self._counter = 0
         self._salt = ""
+        # The description does not change during a run: a transfer's faults and its route's
+        # link are looked up once per (source, destination, route), not on every transfer.
+        self._faults: Dict[tuple, list] = {}
+        self._links: Dict[tuple, _Link] = {}
 
     def restart_damage(self, salt: str) -> None:
         """Seed the damage of the transfers that follow from ``salt`` (a measurement's seed and
@@ -108,12 +112,18 @@ class SimModel:
 
     # ---------------------------------------------------------------- faults
     def faults(self, i: int, j: Optional[int], route: str) -> list:
-        desc = self.desc
-        try:
-            found = desc.faults_for(i, j, path=route)
-        except (TypeError, ValueError):
-            found = desc.faults_for(i, j)
-        return [f for f in found if getattr(f, "path", "all") in ("all", route)]
+        """The faults that hit a transfer from ``i`` to ``j`` on ``route`` (read-only list)."""
+        key = (i, j, route)
+        hit = self._faults.get(key)
+        if hit is None:
+            desc = self.desc
+            try:
+                found = desc.faults_for(i, j, path=route)
+            except (TypeError, ValueError):
+                found = desc.faults_for(i, j)
+            hit = self._faults[key] = [f for f in found
+                                       if getattr(f, "path", "all") in ("all", route)]
+        return hit
 
     # ---------------------------------------------------------------- links
     def _host(self, g: int, faults=()) -> _Link:
@@ -128,10 +138,17 @@ class SimModel:
         return _slowed(link, faults, pcie_of=pcie)
 
     def transfer_seconds(self, nbytes: int, src: int, dst: int, route: str, faults) -> float:
-        if route == "p2p":
-            return self._pair_link(src, dst, faults).seconds(nbytes)
-        hs, hd = self._host(src, faults), self._host(dst, faults)
-        return _Link(min(hs.gbps, hd.gbps), hs.latency_us + hd.latency_us).seconds(nbytes)
+        key = (src, dst, route, id(faults))  # (``faults`` is the cached list of faults())
+        link = self._links.get(key) if faults is self._faults.get((src, dst, route)) else None
+        if link is None:
+            if route == "p2p":
+                link = self._pair_link(src, dst, faults)
+            else:
+                hs, hd = self._host(src, faults), self._host(dst, faults)
+                link = _Link(min(hs.gbps, hd.gbps), hs.latency_us + hd.latency_us)
+            if faults is self._faults.get((src, dst, route)):
+                self._links[key] = link
+        return link.seconds(nbytes)
 
     def staged_seconds(self, nbytes: int, src: int, dst: int, faults) -> float:
         return self._host(src, faults).seconds(nbytes) + self._host(dst, faults).seconds(nbytes)
