@@ -82,6 +82,7 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     if plot_file:
         from gputopo.writable import check_writable_file
 
+        refuse_plot_name(plot_file)
         check_writable_file(plot_file, "--plot")
     flt = RunFilter(machine=machine, since_s=parse_since(since) if since else None,
                     pair=parse_pair(pair_text) if pair_text else None,
@@ -108,3 +109,21 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
             click.echo(line)
     if plot_file:
         click.echo(f"plot: {plot_file}", err=as_json)
+
+
+#: What --plot writes, by the name's ending: matplotlib takes the format from it, appended
+#: ".png" to a name without one (`--plot /dev/full` wrote /dev/full.png and said "plot:
+#: /dev/full") and failed on any other ending (`--plot run.json`: rc 4).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def refuse_plot_name(plot_file) -> None:
+    """UsageError unless --plot names a file of a format the plot is written in."""
+    import os
+
+    suffix = os.path.splitext(str(plot_file))[1].lower()
+    if suffix not in PLOT_SUFFIXES:
+        from gputopo.console import clip
+
+        raise UsageError(f"--plot {clip(str(plot_file))}: give a file name ending in "
+                         f"{', '.join(PLOT_SUFFIXES)} (the plot's format comes from it)")

@@ -136,3 +136,28 @@ def measurement_value_problem(rec: Mapping[str, Any], gpu_indices: Optional[set]
         if _is_num(v) and v < 0:
             return f"{key} is negative ({v})"
     return None
+
+
+def class_disagreement(measurements, topology) -> Optional[str]:
+    """Why topology.json cannot be the measured machine's, or None: measurements that name another
+    link class for their pair than topology.json does (a topology copied from another machine, or
+    a measurements file from another run). Every writer takes a measurement's class from the same
+    topology it saves, so one disagreement means the files do not belong together, and judging
+    a pair by a class it was not measured on is a wrong verdict."""
+    if topology is None or not topology.pairs:
+        return None
+    wrong, example = 0, ""
+    for m in measurements:
+        if len(m.gpus) != 2 or not m.link_class:
+            continue
+        try:
+            in_topology = str(topology.link_class(*m.gpus))
+        except KeyError:
+            continue
+        if in_topology != m.link_class:
+            wrong += 1
+            example = example or f"GPUs {m.gpus[0]},{m.gpus[1]}: {m.link_class} measured, {in_topology} in topology.json"
+    if not wrong:
+        return None
+    return (f"{wrong} measurement(s) name another link class for their pair than topology.json ({example}): "
+            "the topology is not the measured machine's, so no pair can be judged by its class")

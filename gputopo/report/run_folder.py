@@ -21,8 +21,8 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
 from .coverage import folder_problems, planned_pairs
-from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
-                            numerics_record_problem,
+from .folder_checks import (check_schema, class_disagreement, event_finding_problem, measurement_value_problem,
+                            nccl_tests_logs, numerics_record_problem,
                             skipped_line_notes, summarize_skipped)
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
@@ -167,6 +167,9 @@ def load_run(run_dir) -> Run:
                         "(the same results appended twice): counted once")
     problems += [p for p in folder_problems(path, info, events, len(measurements) + doubled, numerics)
                  if p not in problems]
+    mixed = class_disagreement(measurements, topo)
+    if mixed:
+        problems.append(f"{MEASUREMENTS_JSONL}: {mixed}")
     if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
         problems.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
                         "the file was emptied or replaced, so no transfer can be judged")
