@@ -248,3 +248,16 @@ def test_every_import_is_recorded_and_no_history_skips_it(tmp_path, kind, path):
     runs = runs["runs"] if isinstance(runs, dict) else runs
     assert [r["command"] for r in runs] == ["import"]
     assert str(tmp_path / "a") in json.dumps(runs)
+
+
+@pytest.mark.parametrize("name", ["plot", "plot.json"])
+def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
+    """--plot NAME wrote NAME.png (so `--plot /dev/full` made /dev/full.png) and `--plot x.json`
+    was an internal error: the format comes from the name's ending, so a name without one of
+    matplotlib's endings is refused before anything is read."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    code, out, err = run(["history", "--pair", "0,1", "--plot", str(tmp_path / name)], timeout=60, env=env)
+    assert code == 2 and out == "", err
+    assert err.strip().splitlines() == [f"gputopo: error: --plot {tmp_path / name}: give a file name ending in "
+                                        ".png, .svg, .pdf (the plot's format comes from it)"]
+    assert list(tmp_path.iterdir()) == []

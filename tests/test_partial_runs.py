@@ -212,3 +212,23 @@ def test_numerics_heatmap_paints_wrong_data_over_dataparallel_only(tmp_path, mon
     monkeypatch.setattr(heatmap_draw, "paint_wrong_data", spy)
     assert plot_numerics(summarize_dir(run), tmp_path) is not None
     assert painted["cells"] == {(0, 4)}  # row GPU 0, column GPU 4: DataParallel only
+
+
+def test_a_topology_of_another_machine_is_no_baseline_and_fails_the_gate(tmp_path, healthy_spec):
+    """topology.json copied from another machine (here: the seed's pairs 0,1 NV4 turned PIX):
+    every pair would be judged by a class it was not measured on. The sweep found report, check,
+    check --init and diff reading it as a whole run."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    assert gputopo("check", "--spec", healthy_spec, run).returncode == 0
+    topo = json.loads((run / "topology.json").read_text())
+    changed = next(p for p in topo["pairs"] if sorted(p["gpus"]) == [0, 1])
+    assert changed["link_class"] == "NV4"
+    changed["link_class"] = "PIX"
+    write_json(run / "topology.json", topo)
+    says = "name another link class for their pair than topology.json (GPUs 0,1: NV4 measured, PIX in"
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1 and "PASSED" not in proc.stdout and says in proc.stdout, proc.stdout
+    proc = gputopo("check", "--init", "--from", run, "--spec", tmp_path / "new.toml")
+    assert proc.returncode == 2 and says in proc.stderr and not (tmp_path / "new.toml").exists()
+    assert says in gputopo("report", run).stdout
+    assert gputopo("diff", bench_like_run(tmp_path / "a", faults=()), run).returncode == 2

@@ -123,7 +123,5 @@ def refuse_plot_name(plot_file) -> None:
 
     suffix = os.path.splitext(str(plot_file))[1].lower()
     if suffix not in PLOT_SUFFIXES:
-        from gputopo.console import clip
-
-        raise UsageError(f"--plot {clip(str(plot_file))}: give a file name ending in "
+        raise UsageError(f"--plot {plot_file}: give a file name ending in "
                          f"{', '.join(PLOT_SUFFIXES)} (the plot's format comes from it)")
