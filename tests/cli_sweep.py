@@ -260,6 +260,17 @@ def table(results: Sequence[Result], show_all: bool = False) -> str:
     return "\n".join(rows + [summary])
 
 
+def write_log(results: Sequence[Result], path: str) -> None:
+    """Every case's outcome, for reading the cases no rule flags (rc 0 where "any" was allowed)."""
+    import json
+
+    with open(path, "w") as f:
+        for r in results:
+            f.write(json.dumps({"group": r.case.group, "name": r.case.name, "argv": r.case.argv,
+                                "expect": r.case.expect, "rc": r.rc, "seconds": round(r.seconds, 2),
+                                "defects": r.defects, "stderr": r.stderr[-600:], "stdout": r.stdout[:600]}) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the representative subset")
@@ -267,6 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--only", help="only cases whose group or name matches this regex")
     ap.add_argument("--show-all", action="store_true", help="list passing cases too")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (printed)")
+    ap.add_argument("--log", help="write every case's argv, exit status and output (JSON lines) here")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from cli_sweep_cases import all_cases
@@ -282,6 +294,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{len(cases)} cases, {args.jobs} at once, in {work}", file=sys.stderr)
         results = sweep(cases, work, jobs=args.jobs, progress=True)
         print(table(results, args.show_all))
+        if args.log:
+            write_log(results, args.log)
         return 1 if any(r.defects for r in results) else 0
     finally:
         if args.keep:

@@ -27,11 +27,13 @@ FIX = {
     "nvb": FIXTURES / "nvbandwidth" / "nvbandwidth-50_6xa6000_d2d_read_ce_v0.8.txt",
     "nvbjson": FIXTURES / "nvbandwidth" / "constructed_json_v0.8_2gpu_read_ce_h2d_waived.json",
     "p2p": FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt",
+    "p2ptopo": FIXTURES / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt",
 }
 
 #: Another format's file, fed where one kind is expected (wrong-format input).
 WRONG = {"desc": "nccl", "cluster": "desc", "smi": "p2p", "klog": "nccl", "nccl": "p2p", "ndebug": "nvb",
-         "nvb": "p2p", "p2p": "nvb", "spec": "desc", "hist": "nccl", "topo": "klog"}
+         "nvb": "p2p", "p2p": "nvb", "spec": "desc", "hist": "nccl", "topo": "klog",
+         "p2ptopo": "nvb"}
 
 #: Kinds of input file: those a command must refuse, and those it may read or refuse.
 REFUSE_KINDS = ("empty", "binary", "folder", "devnull", "devzero", "fifo", "loop", "missing", "unreadable",
@@ -129,8 +131,8 @@ FILE_READERS = [
     ("import nccl-debug", ["import", "nccl-debug", "{f}"], "ndebug", True),
     ("import nvbandwidth", ["import", "nvbandwidth", "{f}", "--out", "{c}/run"], "nvb", True),
     ("import nvbandwidth json", ["import", "nvbandwidth", "{f}", "--out", "{c}/run"], "nvbjson", False),
-    ("import nvbandwidth --topo", ["import", "nvbandwidth", str(FIX["nvb"]), "--topo", "{f}", "--out", "{c}/run"],
-     "topo", False),
+    ("import p2pbw --topo", ["import", "p2pbw", str(FIX["p2p"]), "--topo", "{f}", "--out", "{c}/run"],
+     "p2ptopo", False),
     ("import p2pbw", ["import", "p2pbw", "{f}", "--out", "{c}/run"], "p2p", True),
     ("import kernel-log", ["import", "kernel-log", "{f}", "--out", "{c}/run"], "klog", True),
 ]
@@ -179,9 +181,12 @@ def _history_setup(kind: str, work: Path):
 
 
 def _stdin_cases() -> List[Case]:
-    cases = []
+    # `-` is stdin only where the help says so: elsewhere it is a file name, and there is none
+    cases = [Case("stdin", "import nccl-tests - <valid, not read>", ["import", "nccl-tests", "-", "--out", "{c}/run"],
+                  "usage", stdin=FIX["nccl"].read_bytes()),
+             Case("stdin", "scan --sim - <valid, not read>", ["scan", "--sim", "-"], "usage",
+                  stdin=FIX["desc"].read_bytes())]
     for name, argv, key in [("scan --from-smi -", ["scan", "--from-smi", "-"], "smi"),
-                            ("import nccl-tests -", ["import", "nccl-tests", "-", "--out", "{c}/run"], "nccl"),
                             ("import p2pbw -", ["import", "p2pbw", "-", "--out", "{c}/run"], "p2p"),
                             ("import nvbandwidth -", ["import", "nvbandwidth", "-", "--out", "{c}/run"], "nvb"),
                             ("import kernel-log -", ["import", "kernel-log", "-", "--out", "{c}/run"], "klog")]:

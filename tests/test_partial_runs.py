@@ -232,3 +232,32 @@ def test_a_topology_of_another_machine_is_no_baseline_and_fails_the_gate(tmp_pat
     assert proc.returncode == 2 and says in proc.stderr and not (tmp_path / "new.toml").exists()
     assert says in gputopo("report", run).stdout
     assert gputopo("diff", bench_like_run(tmp_path / "a", faults=()), run).returncode == 2
+
+
+@pytest.mark.parametrize("edit, says", [
+    ({"status": None}, "run.json has no status"),
+    ({"status": "bogus"}, "says the run is 'bogus', a status gputopo never writes"),
+    ({"fabric": "quantum"}, "names the fabric 'quantum'"),
+])
+def test_a_run_json_edited_out_of_shape_fails_the_gate(tmp_path, healthy_spec, edit, says):
+    """The sweep found check passing a bench run whose run.json lost its status or names a fabric
+    no bench uses: whether it finished, and what measured it, are unknown."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    info = json.loads((run / "run.json").read_text())
+    info.update(edit)
+    write_json(run / "run.json", {k: v for k, v in info.items() if v is not None})
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1 and says in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("command", [("report",), ("report", "--json"), ("check", "--spec", "pcie-box"),
+                                     ("place", "2", "--from")])
+def test_run_json_options_of_the_wrong_type_is_one_line(tmp_path, command):
+    """run.json's "options" as text was rc 4 (AttributeError) in report and check."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    info = json.loads((run / "run.json").read_text())
+    write_json(run / "run.json", {**info, "options": "x"})
+    proc = gputopo(*command, run)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"gputopo: error: {run}/run.json [options]: must be an object, "
+                                                "got 'x'"]

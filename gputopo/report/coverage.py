@@ -23,6 +23,10 @@ Pair = Tuple[int, int]
 
 #: run.json statuses of a run that did not finish.
 UNFINISHED = ("running", "interrupted", "failed")
+#: Every status a bench run's run.json can hold (it says "running" from the start).
+BENCH_STATUSES = UNFINISHED + ("complete",)
+#: The fabrics a bench run measures with.
+BENCH_FABRICS = ("cuda", "cpu", "sim")
 #: Bench test groups that write measurements.jsonl.
 MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
 
@@ -100,6 +104,12 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     if status in (UNFINISHED if bench else ("running", "interrupted")):
         out.append(f"{RUN_JSON} says the run is {status}: it did not finish, so what it did not "
                    "measure is unknown")
+    elif bench and status not in BENCH_STATUSES:  # a bench writes one from its start on
+        said = "has no status" if status is None else f"says the run is {str(status)[:40]!r}, a status gputopo never writes"
+        out.append(f"{RUN_JSON} {said}: whether the run finished is unknown (the file was edited or cut)")
+    if bench and info.get("fabric") not in BENCH_FABRICS:
+        out.append(f"{RUN_JSON} names the fabric {str(info.get('fabric'))[:40]!r}, one gputopo bench never "
+                   "uses: what measured these figures is unknown (the file was edited or is not gputopo's)")
     delivered: Dict[str, int] = {}
     numerics_steps: Set[str] = set()
     for rec in events:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from gputopo.bench.resume_check import check_run_info
 from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON,
                                   TOPOLOGY_JSON, finding_from_event, read_jsonl)
 from gputopo.errors import InputFileError, UsageError
@@ -86,6 +87,7 @@ def load_run(run_dir) -> Run:
     notes: List[str] = []
     info = _read_json(path / RUN_JSON) if (path / RUN_JSON).exists() else {}
     check_schema(info, path / RUN_JSON)
+    check_run_info(info, path / RUN_JSON, options=False)  # a key of the wrong type: one line, exit 2
     topo = None
     if (path / TOPOLOGY_JSON).exists():
         doc = _read_json(path / TOPOLOGY_JSON)
