@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from gputopo.bench.runlog import (MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, TOPOLOGY_JSON)
+from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON,
+                                  TOPOLOGY_JSON)
 from gputopo.model import Finding, Measurement
 
 Pair = Tuple[int, int]
@@ -107,6 +108,9 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     elif bench and status not in BENCH_STATUSES:  # a bench writes one from its start on
         said = "has no status" if status is None else f"says the run is {str(status)[:40]!r}, a status gputopo never writes"
         out.append(f"{RUN_JSON} {said}: whether the run finished is unknown (the file was edited or cut)")
+    if bench and status == "complete" and not (path / EVENTS_JSONL).exists():  # a finished step writes it
+        out.append(f"no {EVENTS_JSONL}: which steps finished, and how many results each delivered, is "
+                   "unknown, so a file cut short cannot be told from a whole one")
     if bench and info.get("fabric") not in BENCH_FABRICS:
         out.append(f"{RUN_JSON} names the fabric {str(info.get('fabric'))[:40]!r}, one gputopo bench never "
                    "uses: what measured these figures is unknown (the file was edited or is not gputopo's)")

@@ -137,7 +137,7 @@ def load_run(run_dir) -> Run:
     numerics = []
     for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
         check_schema(rec, path / NUMERICS_JSONL, lineno)
-        why = numerics_record_problem(rec)
+        why = numerics_record_problem(rec, gpu_indices)
         if why:
             notes.append(f"{NUMERICS_JSONL}:{lineno}: skipped, not a numerics record ({why})")
             continue
