@@ -51,7 +51,7 @@ OPTIONS: List[Tuple[str, List[str], str, List[str], Sequence[str], Sequence[str]
      NOT_NUMBERS + ("-0.1", "0.95", BIG), ("0", "0.9")),
     ("cluster --nodes", ["cluster", "--plan"], "--nodes", [], NOT_NUMBERS + ("0", "1", "1000001", BIG), ("2",)),
     ("cluster --gbps", PLAN, "--gbps", [], NOT_NUMBERS + ("0", "-1", BIG), ("0.001",)),
-    ("cluster --size", PLAN, "--size", [], NOT_NUMBERS + ("0", "-1M", "1T", "M", BIG + "G"), ("1", "4K")),
+    ("cluster --size", PLAN, "--size", [], NOT_NUMBERS + ("0", "-1M", "M", BIG + "G"), ("1", "4K", "1T")),
     ("cluster --samples", PLAN, "--samples", [], NOT_NUMBERS + ("0", "1001", BIG), ("1",)),
     ("cluster --timeout", PLAN, "--timeout", [], NOT_NUMBERS + ("0", "0.5", BIG), ()),
     ("cluster --slow-below", PLAN, "--slow-below", [], NOT_NUMBERS + ("0", "1", BIG), ()),
@@ -62,8 +62,8 @@ OPTIONS: List[Tuple[str, List[str], str, List[str], Sequence[str], Sequence[str]
     ("export --listen", ["export", "--sim", "seed-8gpu", "--interval", "nan"], "--listen", [],
      ("", "bogus", ":", "127.0.0.1:99999", "127.0.0.1:-1", "999.1.1.1:80", "127.0.0.1:" + BIG, "[::1", "a:b:c"), ()),
     ("history --since", ["history"], "--since", [],
-     ("", "bogus", "30x", "-5d", BIG + "d", "2026-13-45", "nan", "99999999d", "0d\n"), ("0d", "30d", "2026-11-01")),
-    ("history --pair", ["history"], "--pair", [], ("", "0,0", "a", "0", "0,1,2", "-1,3", BIG + ",1"), ("1,0",)),
+     ("", "bogus", "30x", "-5d", "2026-13-45", "nan"), ("0d", "30d", "2026-11-01", "0d\n", "99999999d", BIG + "d")),
+    ("history --pair", ["history"], "--pair", [], ("", "0,0", "a", "0", "0,1,2", "-1,3"), ("1,0", BIG + ",1")),
     ("history --class", ["history"], "--class", [], ("", "XYZ", "\x1b[31m"), ("nv4",)),
     ("history --limit", ["history"], "--limit", [], NOT_NUMBERS + ("0", "-1"), (BIG,)),
     ("history --machine", ["history"], "--machine", [], (), ("", "\x1b[2J", "%", "_", "'; drop table runs; --")),
@@ -75,8 +75,8 @@ OPTIONS: List[Tuple[str, List[str], str, List[str], Sequence[str], Sequence[str]
 
 #: Bad forms of GPU pairs and GPU lists.
 PAIRS_BAD = ("", "0,0", "0,8", "8,9", "-1,0", "0,1,2", "0", "a,b", "0;1", BIG + ",0", ",", "0,", "0 1",
-             "all,0", "１,２", "0,\x1b[31m1")
-PAIRS_ODD = ("1,0", "0,1 ", " 0,1", "00,01", "0, 1")
+             "all,0", "0,\x1b[31m1")
+PAIRS_ODD = ("１,２", "1,0", "0,1 ", " 0,1", "00,01", "0, 1")
 GPUS_BAD = ("", "3-0", "0-", "-", "0--3", "8", "0-999999999", ",", "0,,1", "a", "0-7-9", BIG, "-1")
 GPUS_ODD = ("0,0,1", "1,0", "0-1")
 

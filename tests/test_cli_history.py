@@ -261,3 +261,10 @@ def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
     assert err.strip().splitlines() == [f"gputopo: error: --plot {tmp_path / name}: give a file name ending in "
                                         ".png, .svg, .pdf (the plot's format comes from it)"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
+    """--limit 99999999999999999999999 reached SQLite and ended in rc 4 (datatype mismatch)."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    code, out, err = run(["history", "--limit", "9" * 23], timeout=60, env=env)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--limit" in err, err

@@ -56,7 +56,7 @@ def parse_class(text: str) -> str:
 @click.option("--since", "since", metavar="SPAN|DATE", help="Only runs since then: 30d, 12h, 2w, or 2026-11-01.")
 @click.option("--pair", "pair_text", metavar="I,J", help="Only runs that measured this pair; shows its figures.")
 @click.option("--class", "class_text", metavar="CLASS", help="Only runs that measured this link class; shows its figures.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many runs (newest first).")
+@click.option("--limit", type=click.IntRange(1, 1_000_000_000), default=None, help="At most this many runs (newest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Draw the --pair's or --class's GB/s over time into this PNG, findings marked.")
