@@ -268,3 +268,14 @@ def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
     env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
     code, out, err = run(["history", "--limit", "9" * 23], timeout=60, env=env)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--limit" in err, err
+
+
+def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
+    """--plot new/deeper/p.png was rc 4 (FileNotFoundError from matplotlib): like --out and
+    --junit, the folders are made."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    assert run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)[0] == 0
+    plot = tmp_path / "new" / "deeper" / "p.png"
+    code, out, err = run(["history", "--pair", "0,1", "--plot", str(plot)], timeout=120, env=env)
+    assert code == 0 and "Traceback" not in err and "internal error" not in err, err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

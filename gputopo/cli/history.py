@@ -97,6 +97,9 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     if plot_file:
         from gputopo.report.outputs.history_plot import draw_history
 
+        import os
+
+        os.makedirs(os.path.dirname(os.path.abspath(plot_file)), exist_ok=True)  # as --junit and --out do
         what = f"pair {flt.pair[0]},{flt.pair[1]}" if flt.pair else f"class {flt.link_class}"
         draw_history(list(reversed(runs)), what, plot_file, scope="pair" if flt.pair else "class")
     if as_json:
