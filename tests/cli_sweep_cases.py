@@ -202,7 +202,7 @@ def _stdin_cases() -> List[Case]:
 
 def _copy_good(work: Path):
     def setup(c: Path):
-        shutil.copytree(work / "good", c / "run", symlinks=True)
+        shutil.copytree(work / "good", c / "copy", symlinks=True)  # not {c}/run: bench writes there
     return setup
 
 

@@ -247,8 +247,8 @@ ENVS: Dict[str, Dict[str, Optional[str]]] = {
 }
 ENV_COMMANDS = [
     ("scan", ["scan", "--sim", "seed-8gpu"]),
-    ("report", ["report", "{c}/run"]),
-    ("check", ["check", "{c}/run", "--spec", "{w}/spec.toml"]),
+    ("report", ["report", "{c}/copy"]),
+    ("check", ["check", "{c}/copy", "--spec", "{w}/spec.toml"]),
     ("place", ["place", "2", "--sim", "seed-8gpu"]),
     ("history", ["history", "--pair", "0,1"]),
     ("import nccl-tests", ["import", "nccl-tests", "{fix_nccl}", "--out", "{c}/imp"]),
