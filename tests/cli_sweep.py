@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -121,7 +121,8 @@ def run_case(case: Case, work: Path, index: int) -> Result:
     tag = f"{os.getpid()}-{index}"
     env = _env(case, work, tag)
     stdin = subprocess.PIPE if case.stdin is not None else subprocess.DEVNULL
-    out_target = {"devfull": open("/dev/full", "w"), "head1": subprocess.PIPE}.get(case.stdout, subprocess.PIPE)
+    full = open("/dev/full", "wb") if case.stdout == "devfull" else None  # noqa: SIM115 - closed below
+    out_target: Any = full if full is not None else subprocess.PIPE
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "gputopo", *argv], cwd=folder, env=env, stdin=stdin,
                             stdout=out_target, stderr=subprocess.PIPE, start_new_session=True)
@@ -147,8 +148,8 @@ def run_case(case: Case, work: Path, index: int) -> Result:
         rc = None
         proc.wait()
     finally:
-        if not isinstance(out_target, int):
-            out_target.close()
+        if full is not None:
+            full.close()
     seconds = time.monotonic() - start
     out = out_bytes.decode("utf-8", "replace") if isinstance(out_bytes, bytes) else str(out_bytes)
     err = err_bytes.decode("utf-8", "replace") if isinstance(err_bytes, bytes) else str(err_bytes)

@@ -88,6 +88,7 @@ def numerics_record_problem(rec: Mapping[str, Any], gpu_indices: Optional[set] =
     gpus = rec.get("gpus")
     if not _int_list(gpus):
         return f"gpus must be a list of one or two GPU indices, got {gpus!r}"
+    assert isinstance(gpus, list)
     if len(set(gpus)) != len(gpus):
         return f"gpus {gpus} names a GPU twice"
     if gpu_indices and any(g not in gpu_indices for g in gpus):
