@@ -42,7 +42,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 #: Words a command uses when it says that what it read is incomplete or damaged.
 DAMAGE_WORDS = (r"missing|incomplete|damaged|partial|cannot|can't|unreadable|skipp|truncat|invalid|"
                 r"not read|not a |corrupt|unknown|no (measurement|result|data)|unfinished|interrupted|"
-                r"running|empty|refus|lost")
+                r"running|empty|refus|lost|^data: |without a result|another link class|edited|never writes")
 
 
 @dataclass
@@ -199,7 +199,7 @@ def classify(case: Case, rc: Optional[int], out: str, err: str) -> List[str]:
     if rc == 0:
         if case.expect in ("refuse", "usage"):
             defects.append("silent: exit 0 where it must refuse")
-        elif case.expect == "flag" and not re.search(case.flag, out + err, re.I):
+        elif case.expect == "flag" and not re.search(case.flag, out + err, re.I | re.M):
             defects.append(f"silent: exit 0 and nothing matching /{case.flag[:40]}/")
     elif case.expect == "ok":
         defects.append(f"rc: exit {rc} on a valid input: " + _last(err))

@@ -261,3 +261,16 @@ def test_run_json_options_of_the_wrong_type_is_one_line(tmp_path, command):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"gputopo: error: {run}/run.json [options]: must be an object, "
                                                 "got 'x'"]
+
+
+def test_events_that_lost_the_lines_of_finished_steps_fail_the_gate(tmp_path, healthy_spec):
+    """events.jsonl cut at a line end (the sweep): the steps of pair 0,2 are gone from it, and a
+    crash recorded there would be gone too, yet check passed the "complete" run."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    lines = (run / "events.jsonl").read_text().splitlines(keepends=True)
+    kept = [x for x in lines if '"p2p:0-2"' not in x]
+    assert len(kept) == len(lines) - 1
+    (run / "events.jsonl").write_text("".join(kept))
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "events.jsonl records no finished step for 1 planned pair(s) (0-2)" in proc.stdout

@@ -116,14 +116,23 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
                    "uses: what measured these figures is unknown (the file was edited or is not gputopo's)")
     delivered: Dict[str, int] = {}
     numerics_steps: Set[str] = set()
+    stepped: Set[Pair] = set()  # pairs with a finished step ("p2p:0-1"), whatever its status
     for rec in events:
         step = rec.get("step")
         if rec.get("type") != "step-done" or not isinstance(step, str):
             continue
+        ends = step.partition(":")[2].split("-")
+        if len(ends) == 2 and all(e.isdigit() and len(e) < 8 for e in ends):
+            stepped.add((min(int(ends[0]), int(ends[1])), max(int(ends[0]), int(ends[1]))))
         if step.startswith("numerics:"):
             numerics_steps.add(step)
         elif isinstance(rec.get("measurements"), int):
             delivered[step] = rec["measurements"]  # the latest (a resume may redo a step)
+    unstepped = [p for p in planned_pairs(info) if p not in stepped]
+    if bench and status == "complete" and events and unstepped:  # every step writes its line before the end
+        out.append(f"{EVENTS_JSONL} records no finished step for {len(unstepped)} planned pair(s) "
+                   f"({', '.join(f'{a}-{b}' for a, b in unstepped[:4])}{' ...' if len(unstepped) > 4 else ''}) "
+                   "of a run that says it completed: the file lost lines, so their failures may be lost too")
     expected = sum(delivered.values())
     if expected > measurements:
         out.append(f"{MEASUREMENTS_JSONL} holds {measurements} measurement(s) but events.jsonl "
