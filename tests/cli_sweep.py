@@ -12,7 +12,7 @@ Each case is classified; these are defects:
   orphan     a process of the case still alive after gputopo exited (found by the case's tag in
              /proc/*/environ: the command line of a worker does not say which case it belongs to,
              and other sessions run gputopo on this machine too)
-  colour     an escape sequence on stdout under NO_COLOR=1
+  colour     a colour or style sequence (SGR) on stdout under NO_COLOR=1
 
 Usage:  PYTHONPATH=$PWD python tests/cli_sweep.py [--quick] [--jobs N] [--only REGEX] [--show-all]
 Exit status: 0 when no case is a defect, 1 otherwise. The history database, reports/ and every
@@ -205,8 +205,8 @@ def classify(case: Case, rc: Optional[int], out: str, err: str) -> List[str]:
         defects.append(f"rc: exit {rc} on a valid input: " + _last(err))
     elif case.expect == "usage" and rc not in (2, 4):
         defects.append(f"rc: exit {rc} where a usage error (2) is due: " + _last(err))
-    if case.env.get("NO_COLOR") and "\x1b[" in out:
-        defects.append("colour: escape sequences on stdout under NO_COLOR")
+    if case.env.get("NO_COLOR") and re.search("\x1b\\[[0-9;]*m", out):  # SGR: colour or style (cursor moves are not)
+        defects.append("colour: colour/style sequences on stdout under NO_COLOR")
     return defects
 
 

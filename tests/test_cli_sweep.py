@@ -85,3 +85,5 @@ def test_the_sweep_classifies_each_kind_of_defect(rc, err, expect, defect):
     found = classify(Case("t", "t", ["scan"], expect), rc, "", err)
     assert [d.split(":")[0] for d in found] == [defect]
     assert classify(Case("t", "t", ["scan"], "refuse"), 2, "", "gputopo: error: x\n") == []
+    no_color = Case("t", "t", ["scan"], "any", env={"NO_COLOR": "1"})
+    assert classify(no_color, 0, "\x1b[1mbold", "") and not classify(no_color, 0, "\x1b[2Kcursor", "")
