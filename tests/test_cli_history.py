@@ -279,3 +279,16 @@ def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
     code, out, err = run(["history", "--pair", "0,1", "--plot", str(plot)], timeout=120, env=env)
     assert code == 0 and "Traceback" not in err and "internal error" not in err, err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("where, says", [("folder", "is a folder, not a file"),
+                                         ("/dev/full", "is a character device, not a regular file")])
+def test_a_history_database_that_is_not_a_file_says_what_it_is(tmp_path, where, says):
+    """SQLite's words were "unable to open database file" for a folder and "cannot rollback - no
+    transaction is active" for /dev/full (the sweep)."""
+    db = tmp_path if where == "folder" else where
+    env = dict(os.environ, GPUTOPO_HISTORY=str(db))
+    code, _out, err = run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)
+    assert code == 2 and err.strip().splitlines() == [
+        f"gputopo: error: history database {db}: {says}; choose another with --history PATH or skip it "
+        "with --no-history (the scan above is complete; not recorded)"], err
