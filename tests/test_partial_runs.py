@@ -274,3 +274,24 @@ def test_events_that_lost_the_lines_of_finished_steps_fail_the_gate(tmp_path, he
     proc = gputopo("check", "--spec", healthy_spec, run)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "events.jsonl records no finished step for 1 planned pair(s) (0-2)" in proc.stdout
+
+
+def test_resume_of_a_done_but_damaged_run_does_not_say_complete(tmp_path):
+    """`bench --resume` of a run whose every step is done said "complete, nothing to do" (exit 0)
+    while its folder, missing topology.json or events.jsonl, fails every gate (the sweep)."""
+    import shutil
+
+    run = tmp_path / "run"
+    made = gputopo("bench", "--sim", "seed-8gpu-healthy", "--pairs", "0,1", "--quick", "--tests", "p2p",
+                   "--out", run, "--no-history")
+    assert made.returncode == 0, made.stderr
+    assert "nothing to do" in gputopo("bench", "--resume", run).stderr  # undamaged: done
+    for damage in ("topology.json", "events.jsonl"):
+        copy = tmp_path / f"no-{damage}"
+        shutil.copytree(run, copy)
+        (copy / damage).unlink()
+        proc = gputopo("bench", "--resume", copy)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        line = proc.stderr.strip().splitlines()
+        assert len(line) == 1 and f"every step is done, but the folder cannot be read as a whole run (no {damage}" \
+            in line[0], proc.stderr
