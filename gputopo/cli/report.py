@@ -32,7 +32,8 @@ def report(run_dir, no_plots, as_json):
     from gputopo.report.render import render_run
 
     with contextlib.ExitStack() as held:
-        if os.path.isdir(run_dir):  # two re-renders at once deleted each other's plots (rc 4)
+        is_run = any(os.path.isfile(os.path.join(run_dir, f)) for f in ("run.json", "measurements.jsonl"))
+        if is_run:  # two re-renders at once deleted each other's plots (rc 4); no lock file in a non-run
             try:
                 held.enter_context(run_folder_lock(run_dir))
             except OSError:  # a read-only folder: the lock file cannot be made; render_run says why
