@@ -316,3 +316,23 @@ def test_import_garbage_exits_2_and_writes_nothing(tmp_path):
     assert log.name in one_error_line(proc)
     assert not out.exists() or not any(out.iterdir())
     assert not (tmp_path / "reports").exists()
+
+
+def test_report_of_a_folder_another_gputopo_writes_waits_its_turn_in_one_line(tmp_path):
+    """Two `report` re-renders of one folder at once deleted each other's plots: rc 4
+    (FileNotFoundError, found by the sweep). The re-render takes the folder's write lock."""
+    from conftest_report import write_run
+    from gputopo.bench.resume_scope import run_folder_lock
+
+    run = write_run(tmp_path / "run", [])
+    with run_folder_lock(run):  # another gputopo (a bench, a resume, a report) is writing it
+        proc = subprocess.run([sys.executable, "-m", "gputopo", "report", str(run), "--no-plots"],
+                              capture_output=True, text=True, env=_env(), timeout=120, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"gputopo: error: {run}: another gputopo is writing this run folder (it holds .gputopo.lock); "
+        "wait for it to finish, then run this again"]
+    assert not (run / "summary.json").exists()
+    again = subprocess.run([sys.executable, "-m", "gputopo", "report", str(run), "--no-plots"],
+                           capture_output=True, text=True, env=_env(), timeout=120, check=False)
+    assert again.returncode == 0 and (run / "summary.json").exists(), again.stderr

@@ -222,3 +222,47 @@ def test_every_import_is_recorded_and_no_history_skips_it(tmp_path, kind, path):
     runs = runs["runs"] if isinstance(runs, dict) else runs
     assert [r["command"] for r in runs] == ["import"]
     assert str(tmp_path / "a") in json.dumps(runs)
+
+
+@pytest.mark.parametrize("name", ["plot", "plot.json"])
+def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
+    """--plot NAME wrote NAME.png (so `--plot /dev/full` made /dev/full.png) and `--plot x.json`
+    was an internal error: the format comes from the name's ending, so a name without one of
+    matplotlib's endings is refused before anything is read."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    code, out, err = run(["history", "--pair", "0,1", "--plot", str(tmp_path / name)], timeout=60, env=env)
+    assert code == 2 and out == "", err
+    assert err.strip().splitlines() == [f"gputopo: error: --plot {tmp_path / name}: give a file name ending in "
+                                        ".png, .svg, .pdf (the plot's format comes from it)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
+    """--limit 99999999999999999999999 reached SQLite and ended in rc 4 (datatype mismatch)."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    code, out, err = run(["history", "--limit", "9" * 23], timeout=60, env=env)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--limit" in err, err
+
+
+def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
+    """--plot new/deeper/p.png was rc 4 (FileNotFoundError from matplotlib): like --out and
+    --junit, the folders are made."""
+    env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
+    assert run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)[0] == 0
+    plot = tmp_path / "new" / "deeper" / "p.png"
+    code, out, err = run(["history", "--pair", "0,1", "--plot", str(plot)], timeout=120, env=env)
+    assert code == 0 and "Traceback" not in err and "internal error" not in err, err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("where, says", [("folder", "is a folder, not a file"),
+                                         ("/dev/full", "is a character device, not a regular file")])
+def test_a_history_database_that_is_not_a_file_says_what_it_is(tmp_path, where, says):
+    """SQLite's words were "unable to open database file" for a folder and "cannot rollback - no
+    transaction is active" for /dev/full (the sweep)."""
+    db = tmp_path if where == "folder" else where
+    env = dict(os.environ, GPUTOPO_HISTORY=str(db))
+    code, _out, err = run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)
+    assert code == 2 and err.strip().splitlines() == [
+        f"gputopo: error: history database {db}: {says}; choose another with --history PATH or skip it "
+        "with --no-history (the scan above is complete; not recorded)"], err

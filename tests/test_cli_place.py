@@ -133,3 +133,25 @@ def test_too_many_sets_are_grown_greedily_and_say_so():
     best = ranked[0]
     assert len(best.gpus) == 8 and best.numa_nodes == 1  # one socket: no pair crosses the CPU interconnect
     assert best.worst_class != "SYS"
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("cut", "measurements.jsonl: 1 of"),
+    ("no-run-json", "no run.json"),
+    ("running", "run.json says the run is running"),
+])
+def test_place_from_a_damaged_run_says_what_it_lacks_first(tmp_path, capsys, damage, says):
+    """place --from ranked a damaged or unfinished run as if it were whole, silently (the sweep)."""
+    run = write_run(tmp_path / "run", [], truncate_last=damage == "cut")
+    if damage == "no-run-json":
+        (run / "run.json").unlink()
+    elif damage == "running":
+        info = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps({**info, "status": "running"}))
+    code, out, _ = place(capsys, "2", "--from", str(run))
+    assert code == 0 and out.startswith("data: ") and says in out.splitlines()[0] + out.splitlines()[1], out
+    code, out, _ = place(capsys, "2", "--from", str(run), "--json")
+    assert any(says in p for p in json.loads(out)["run_problems"])
+    healthy = write_run(tmp_path / "healthy", [])
+    code, out, _ = place(capsys, "2", "--from", str(healthy), "--json")
+    assert code == 0 and json.loads(out)["run_problems"] == []

@@ -248,3 +248,16 @@ def test_no_driver_is_exit_3_before_serving(monkeypatch):
     monkeypatch.setattr(sources, "scanner", lambda sim: no_driver)
     r = CliRunner().invoke(cli, ["export", "--listen", "127.0.0.1:0"])
     assert isinstance(r.exception, NoHardwareError) and r.exception.exit_code == 3
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--textfile", "OUT", "--interval", "nan"], "'nan' is not a finite number"),
+    (["--listen", "127.0.0.1:0", "--interval", "inf"], "'inf' is not a finite number"),
+    (["--textfile", "OUT", "--interval", "5"], "--interval is ignored with --textfile"),
+])
+def test_interval_must_be_finite_and_used(tmp_path, args, says):
+    """The sweep found --interval nan/inf accepted (exit 0): NaN passes every range check."""
+    args = [str(tmp_path / "prom") if a == "OUT" else a for a in args]
+    code, out, err = run(["export", "--sim", "seed-8gpu", *args], timeout=60)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "prom").exists()

@@ -296,3 +296,10 @@ def test_an_error_naming_a_path_with_a_newline_or_escape_stays_one_line(tmp_path
 def test_dash_is_stdin_only_where_the_option_says_so(tmp_path):
     rc, _, err = run_cli("import", "nccl-tests", "-", cwd=tmp_path, stdin=subprocess.PIPE, timeout=30)
     assert "-: cannot read the nccl-tests log: no such file" in one_line_error(rc, err)
+
+
+def test_a_full_disk_on_stdout_says_the_output_could_not_be_written(tmp_path):
+    """It said "while writing a file", naming no file: it was the output (the README's words)."""
+    proc = _shell(f"{sys.executable} -m gputopo sims > /dev/full", tmp_path)
+    assert one_line_error(proc.returncode, proc.stderr) == (
+        "gputopo: error: cannot write the output (disk full: No space left on device); free space and run it again")

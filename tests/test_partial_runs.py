@@ -212,3 +212,86 @@ def test_numerics_heatmap_paints_wrong_data_over_dataparallel_only(tmp_path, mon
     monkeypatch.setattr(heatmap_draw, "paint_wrong_data", spy)
     assert plot_numerics(summarize_dir(run), tmp_path) is not None
     assert painted["cells"] == {(0, 4)}  # row GPU 0, column GPU 4: DataParallel only
+
+
+def test_a_topology_of_another_machine_is_no_baseline_and_fails_the_gate(tmp_path, healthy_spec):
+    """topology.json copied from another machine (here: the seed's pairs 0,1 NV4 turned PIX):
+    every pair would be judged by a class it was not measured on. The sweep found report, check,
+    check --init and diff reading it as a whole run."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    assert gputopo("check", "--spec", healthy_spec, run).returncode == 0
+    topo = json.loads((run / "topology.json").read_text())
+    changed = next(p for p in topo["pairs"] if sorted(p["gpus"]) == [0, 1])
+    assert changed["link_class"] == "NV4"
+    changed["link_class"] = "PIX"
+    write_json(run / "topology.json", topo)
+    says = "name another link class for their pair than topology.json (GPUs 0,1: NV4 measured, PIX in"
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1 and "PASSED" not in proc.stdout and says in proc.stdout, proc.stdout
+    proc = gputopo("check", "--init", "--from", run, "--spec", tmp_path / "new.toml")
+    assert proc.returncode == 2 and says in proc.stderr and not (tmp_path / "new.toml").exists()
+    assert says in gputopo("report", run).stdout
+    assert gputopo("diff", bench_like_run(tmp_path / "a", faults=()), run).returncode == 2
+
+
+@pytest.mark.parametrize("edit, says", [
+    ({"status": None}, "run.json has no status"),
+    ({"status": "bogus"}, "says the run is 'bogus', a status gputopo never writes"),
+    ({"fabric": "quantum"}, "names the fabric 'quantum'"),
+])
+def test_a_run_json_edited_out_of_shape_fails_the_gate(tmp_path, healthy_spec, edit, says):
+    """The sweep found check passing a bench run whose run.json lost its status or names a fabric
+    no bench uses: whether it finished, and what measured it, are unknown."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    info = json.loads((run / "run.json").read_text())
+    info.update(edit)
+    write_json(run / "run.json", {k: v for k, v in info.items() if v is not None})
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1 and says in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("command", [("report",), ("report", "--json"), ("check", "--spec", "pcie-box"),
+                                     ("place", "2", "--from")])
+def test_run_json_options_of_the_wrong_type_is_one_line(tmp_path, command):
+    """run.json's "options" as text was rc 4 (AttributeError) in report and check."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    info = json.loads((run / "run.json").read_text())
+    write_json(run / "run.json", {**info, "options": "x"})
+    proc = gputopo(*command, run)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"gputopo: error: {run}/run.json [options]: must be an object, "
+                                                "got 'x'"]
+
+
+def test_events_that_lost_the_lines_of_finished_steps_fail_the_gate(tmp_path, healthy_spec):
+    """events.jsonl cut at a line end (the sweep): the steps of pair 0,2 are gone from it, and a
+    crash recorded there would be gone too, yet check passed the "complete" run."""
+    run = bench_like_run(tmp_path / "run", faults=())
+    lines = (run / "events.jsonl").read_text().splitlines(keepends=True)
+    kept = [x for x in lines if '"p2p:0-2"' not in x]
+    assert len(kept) == len(lines) - 1
+    (run / "events.jsonl").write_text("".join(kept))
+    proc = gputopo("check", "--spec", healthy_spec, run)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "events.jsonl records no finished step for 1 planned pair(s) (0-2)" in proc.stdout
+
+
+def test_resume_of_a_done_but_damaged_run_does_not_say_complete(tmp_path):
+    """`bench --resume` of a run whose every step is done said "complete, nothing to do" (exit 0)
+    while its folder, missing topology.json or events.jsonl, fails every gate (the sweep)."""
+    import shutil
+
+    run = tmp_path / "run"
+    made = gputopo("bench", "--sim", "seed-8gpu-healthy", "--pairs", "0,1", "--quick", "--tests", "p2p",
+                   "--out", run, "--no-history")
+    assert made.returncode == 0, made.stderr
+    assert "nothing to do" in gputopo("bench", "--resume", run).stderr  # undamaged: done
+    for damage in ("topology.json", "events.jsonl"):
+        copy = tmp_path / f"no-{damage}"
+        shutil.copytree(run, copy)
+        (copy / damage).unlink()
+        proc = gputopo("bench", "--resume", copy)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        line = proc.stderr.strip().splitlines()
+        assert len(line) == 1 and f"every step is done, but the folder cannot be read as a whole run (no {damage}" \
+            in line[0], proc.stderr

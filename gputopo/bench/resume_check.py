@@ -26,15 +26,18 @@ def _what(types) -> str:
     return " or ".join(_TYPE_NAMES[t] for t in types)
 
 
-def check_run_info(info: Any, path) -> Dict[str, Any]:
-    """``info`` (run.json parsed) if it has the shape a resume needs; InputFileError otherwise."""
+def check_run_info(info: Any, path, options: bool = True) -> Dict[str, Any]:
+    """``info`` (run.json parsed) if it has the shape a resume needs; InputFileError otherwise.
+    ``options`` False checks only the top-level keys' types (what every reader of a run folder
+    needs: a report read ``options`` as an object and crashed on text)."""
     if not isinstance(info, dict):
         raise InputFileError(path, f"expected a JSON object, got {type(info).__name__}; "
                              "not a gputopo run.json")
     for key, types in _INFO_TYPES.items():
         if key in info and not isinstance(info[key], types):
             raise InputFileError(path, f"must be {_what(types)}, got {info[key]!r}"[:200], key=key)
-    _check_options(info.get("options") or {}, path)
+    if options:
+        _check_options(info.get("options") or {}, path)
     return info
 
 

@@ -87,7 +87,7 @@ def run_folder_lock(run_dir) -> Iterator[None]:
     except BlockingIOError:
         os.close(fd)
         raise UsageError(f"{run_dir}: another gputopo is writing this run folder (it holds "
-                         f"{LOCK_FILE}); wait for it to finish, then resume") from None
+                         f"{LOCK_FILE}); wait for it to finish, then run this again") from None
     except OSError:  # a filesystem without flock (ENOLCK on some NFS): go on unlocked
         pass
     _HELD[key] = [fd, 1]

@@ -6,7 +6,8 @@ testcase) per node and per measured node pair, named by host.
 - ``no_slow_node``: no ``slow-node`` finding names the node.
 
 A run that is not a cluster run (no cluster.json) is refused (exit 2): those keys cannot judge
-it, and "skipped" would let the gate pass.
+it, and "skipped" would let the gate pass. So is a cluster run judged by a spec without
+``[cluster]`` (a bench spec passed a cluster whose report said "broken").
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ def cluster_rules(spec: Spec, s: Summary) -> List[Outcome]:
     asked = [k for k, on in (("cluster.min_inter_node_busbw_gbps", spec.cluster_min_inter_gbps is not None),
                              ("cluster.nodes_alike", spec.cluster_nodes_alike),
                              ("cluster.no_slow_node", spec.cluster_no_slow_node)) if on]
-    if not asked:
-        return []
     doc = read_cluster_doc(s.run.path)
+    if not asked:
+        if doc is not None:  # the mirror case: a bench spec's rules judge nothing of a cluster's rounds
+            raise UsageError(f"spec {spec.name} has no [cluster] table, and {s.run.path} is a `gputopo cluster` "
+                             "run: none of its node pairs or nodes would be judged, so the gate would pass "
+                             "whatever the rounds found; add [cluster] (min_inter_node_busbw_gbps, "
+                             "nodes_alike, no_slow_node) to the spec")
+        return []
     if doc is None:  # a gate whose rules cannot apply is a wrong gate, not a skipped rule
         raise UsageError(f"spec {spec.name}: its [cluster] table ({', '.join(asked)}) judges a "
                          f"`gputopo cluster` run, and {s.run.path} is not one (no {CLUSTER_JSON}); "

@@ -304,10 +304,24 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
                            want_numerics=want_numerics)
     opts.retry_hung = retry_hung
     if resume_dir and nothing_to_resume(machine, opts, want_numerics):
+        refuse_damaged_done(resume_dir)
         click.echo(f"gputopo: --resume {resume_dir}: the run is complete, nothing to do "
                    f"(`gputopo report {resume_dir}` shows it)", err=True)
         return
     _report(run_job(machine, opts, nopts), as_json)
+
+
+def refuse_damaged_done(resume_dir) -> None:
+    """Every step of the run is done, yet its folder cannot be read as a whole run (a result
+    with impossible values, topology.json or events.jsonl gone): "complete, nothing to do" with
+    exit 0 read as a fix while every gate on the folder still fails. Exit 2 saying why."""
+    from gputopo.report.run_folder import load_run
+
+    problems = load_run(resume_dir).problems
+    if problems:
+        raise UsageError(f"--resume {resume_dir}: every step is done, but the folder cannot be read as a "
+                         f"whole run ({problems[0]}); a resume redoes only steps it finds missing: "
+                         "measure again into a new folder")
 
 
 @cli.command()

@@ -10,6 +10,7 @@ import click
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options, history_path
 from gputopo.cli.options import sim_option
+from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
 
 
@@ -21,10 +22,11 @@ from gputopo.errors import UsageError
 @click.option("--listen", "listen", metavar="HOST:PORT",
               help="Serve /metrics over HTTP (e.g. 127.0.0.1:9400; give another address only to "
                    "expose it beyond this machine).")
-@click.option("--interval", "interval_s", type=click.FloatRange(min=0), default=15.0, show_default=True,
+@click.option("--interval", "interval_s", type=FiniteFloat(min=0), default=15.0, show_default=True,
               help="--listen: scan at most once per this many seconds; scrapes in between get the last scan.")
 @history_options(records=False)
-def export(sim, textfile_dir, listen, interval_s):
+@click.pass_context
+def export(ctx, sim, textfile_dir, listen, interval_s):
     """Export GPU and link state as Prometheus metrics: NVLinks up, PCIe width/generation,
     NVLink/PCIe/ECC error counters, remapped rows, Xids, temperature, power, each pair's link
     class and last measured GB/s from the history, findings, scan/run times.
@@ -37,6 +39,8 @@ def export(sim, textfile_dir, listen, interval_s):
     """
     if bool(textfile_dir) == bool(listen):
         raise UsageError("give one of --textfile DIR or --listen HOST:PORT")
+    if textfile_dir:  # one scan, written once: no interval applies
+        refuse_unused(ctx, ("interval_s",), "with --textfile (it scans once)")
     from gputopo.export.server import make_server, parse_listen
     from gputopo.export.sources import make_cache
 

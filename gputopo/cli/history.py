@@ -56,7 +56,7 @@ def parse_class(text: str) -> str:
 @click.option("--since", "since", metavar="SPAN|DATE", help="Only runs since then: 30d, 12h, 2w, or 2026-11-01.")
 @click.option("--pair", "pair_text", metavar="I,J", help="Only runs that measured this pair; shows its figures.")
 @click.option("--class", "class_text", metavar="CLASS", help="Only runs that measured this link class; shows its figures.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many runs (newest first).")
+@click.option("--limit", type=click.IntRange(1, 1_000_000_000), default=None, help="At most this many runs (newest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Draw the --pair's or --class's GB/s over time into this PNG, findings marked.")
@@ -82,6 +82,7 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     if plot_file:
         from gputopo.writable import check_writable_file
 
+        refuse_plot_name(plot_file)
         check_writable_file(plot_file, "--plot")
     flt = RunFilter(machine=machine, since_s=parse_since(since) if since else None,
                     pair=parse_pair(pair_text) if pair_text else None,
@@ -96,6 +97,9 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
     if plot_file:
         from gputopo.report.outputs.history_plot import draw_history
 
+        import os
+
+        os.makedirs(os.path.dirname(os.path.abspath(plot_file)), exist_ok=True)  # as --junit and --out do
         what = f"pair {flt.pair[0]},{flt.pair[1]}" if flt.pair else f"class {flt.link_class}"
         draw_history(list(reversed(runs)), what, plot_file, scope="pair" if flt.pair else "class")
     if as_json:
@@ -108,3 +112,19 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
             click.echo(line)
     if plot_file:
         click.echo(f"plot: {plot_file}", err=as_json)
+
+
+#: What --plot writes, by the name's ending: matplotlib takes the format from it, appended
+#: ".png" to a name without one (`--plot /dev/full` wrote /dev/full.png and said "plot:
+#: /dev/full") and failed on any other ending (`--plot run.json`: rc 4).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def refuse_plot_name(plot_file) -> None:
+    """UsageError unless --plot names a file of a format the plot is written in."""
+    import os
+
+    suffix = os.path.splitext(str(plot_file))[1].lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise UsageError(f"--plot {plot_file}: give a file name ending in "
+                         f"{', '.join(PLOT_SUFFIXES)} (the plot's format comes from it)")

@@ -76,6 +76,9 @@ def _disk_full(e: OSError):
             pass
     if e.filename is None and not run_dir:
         _stdout_gone()  # stdout itself (`> /dev/full`), so the interpreter's last flush is quiet
+        click.echo(f"gputopo: error: cannot write the output (disk full: {e.strerror or e}); free space "
+                   "and run it again", err=True)
+        sys.exit(EXIT_USAGE)  # as the README says: no file was named, it was the output
     resume = (f"; free space, then `gputopo bench --resume {run_dir}` or `gputopo report "
               f"{run_dir}`") if run_dir else "; free space and run it again"
     click.echo(f"gputopo: error: disk full ({e.strerror or e}) while writing {where}{resume}",

@@ -92,6 +92,7 @@ def place(n, exclude, from_run, sim, top, as_json):
     from gputopo.report.placement_view import placement_json, placement_text
 
     wanted = _count(n)
+    data_notes: list = []
     if from_run and sim:
         raise UsageError("--from and --sim are exclusive: a run folder holds its own machine")
     if from_run:
@@ -117,6 +118,8 @@ def place(n, exclude, from_run, sim, top, as_json):
                              f"(source: {topo.source or 'unknown'}), so no placement can be ranked; "
                              "run `gputopo place N` on the machine")
         source = f"run {from_run} (measured)"
+        # a partial or damaged run is ranked on what it holds, and says so first (as report does)
+        data_notes = ([summary.partial] if summary.partial else []) + list(summary.run.problems)
     else:
         from gputopo.cli.scan import load_topology
         from gputopo.report.topology_checks import topology_findings
@@ -139,9 +142,13 @@ def place(n, exclude, from_run, sim, top, as_json):
                          + "; ".join(left) + ")")
     ranked, notes = rank(topo, wanted, states, out_gpus, excluded, top=top)
     if as_json:
-        click.echo(json.dumps(placement_json(topo, wanted, ranked, states, usable, sorted(excluded), out_gpus,
-                                             notes, source), indent=2))
-    elif ranked:
+        doc = placement_json(topo, wanted, ranked, states, usable, sorted(excluded), out_gpus, notes, source)
+        doc["run_problems"] = data_notes
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        for line in data_notes:
+            click.echo(f"data: {line}")
+    if ranked and not as_json:
         for g, why in sorted(out_gpus.items()):
             click.echo(f"left out: GPU {g}: {why}")
         click.echo(placement_text(topo, wanted, ranked, states, usable, notes, source))

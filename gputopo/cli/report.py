@@ -25,11 +25,22 @@ def report(run_dir, no_plots, as_json):
     The raw files (measurements.jsonl, events.jsonl, numerics.jsonl) are never changed, so a
     report can be re-rendered at any time, e.g. after upgrading gputopo.
     """
+    import contextlib
+    import os
+
+    from gputopo.bench.resume_scope import run_folder_lock
     from gputopo.report.render import render_run
 
-    render_run(run_dir, console=None if as_json else console(), plots=not no_plots)
-    if as_json:
-        click.echo((Path(run_dir) / "summary.json").read_text())
+    with contextlib.ExitStack() as held:
+        is_run = any(os.path.isfile(os.path.join(run_dir, f)) for f in ("run.json", "measurements.jsonl"))
+        if is_run:  # two re-renders at once deleted each other's plots (rc 4); no lock file in a non-run
+            try:
+                held.enter_context(run_folder_lock(run_dir))
+            except OSError:  # a read-only folder: the lock file cannot be made; render_run says why
+                pass
+        render_run(run_dir, console=None if as_json else console(), plots=not no_plots)
+        if as_json:
+            click.echo((Path(run_dir) / "summary.json").read_text())
 
 
 @cli.command()

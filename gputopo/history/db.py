@@ -121,6 +121,13 @@ def open_history(path, *, create: bool = True) -> sqlite3.Connection:
     path = Path(path)
     if not create and not path.exists():
         raise HistoryError(f"history database {path}: no such file (no run recorded there yet)")
+    if path.exists():  # a folder or /dev/full: SQLite's own words were "unable to open database
+        from gputopo.inputs import user_file_problem  # file" or "cannot rollback"
+
+        problem = user_file_problem(path)
+        if problem:
+            raise HistoryError(f"history database {path}: {problem}; choose another with --history PATH "
+                               "or skip it with --no-history")
     try:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)

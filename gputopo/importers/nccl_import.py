@@ -19,7 +19,7 @@ from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
 from gputopo.report.run_folder import NCCL_TESTS_JSON
 
 from .import_folder import import_run_dir
-from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_machine
+from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_hosts, refuse_other_machine
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)
 
@@ -78,6 +78,7 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     for p in paths:
         logs += parse_nccl_tests_file(p, op=op)
     refuse_duplicate_logs(logs)
+    refuse_other_hosts(logs)
     if topology is not None:
         refuse_other_machine(topology, logs, topology_file)
     topo = topology or topology_from_logs(logs)

@@ -106,3 +106,22 @@ def refuse_duplicate_logs(logs) -> None:
                      else f"{Path(log.source).name} repeats the {log.op} output of {Path(first.source).name}")
             raise UsageError(f"{where}: its measurements would be counted twice; give each test once")
         seen[key] = log
+
+
+def refuse_other_hosts(logs) -> None:
+    """Single-host logs from two hosts name their GPUs by the same device numbers: host B's GPU
+    0 would become host A's GPU 0, its figures averaged into A's pairs (the sweep: two machines'
+    logs imported as one machine "A+B"). Exit 2 naming both; multi-host logs (one job over
+    several nodes) are not affected."""
+    first: Dict[str, Any] = {}  # host -> the first single-host log from it
+    for log in logs:
+        if not device_keys(log)[1]:
+            continue
+        host = log.ranks[0].host
+        if host and host not in first:
+            first[host] = log
+        if len(first) > 1:
+            (a, la), (b, lb) = list(first.items())[:2]
+            raise UsageError(f"{Path(la.source).name} ran on {a!r} and {Path(lb.source).name} on {b!r}: one run "
+                             "folder holds one machine (their GPU numbers would be mixed); import each host's logs "
+                             "into its own folder (compare them with `gputopo diff`)")

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from gputopo.bench.runlog import (MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, TOPOLOGY_JSON)
+from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON,
+                                  TOPOLOGY_JSON)
 from gputopo.model import Finding, Measurement
 
 Pair = Tuple[int, int]
 
 #: run.json statuses of a run that did not finish.
 UNFINISHED = ("running", "interrupted", "failed")
+#: Every status a bench run's run.json can hold (it says "running" from the start).
+BENCH_STATUSES = UNFINISHED + ("complete",)
+#: The fabrics a bench run measures with.
+BENCH_FABRICS = ("cuda", "cpu", "sim")
 #: Bench test groups that write measurements.jsonl.
 MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
 
@@ -100,16 +105,34 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     if status in (UNFINISHED if bench else ("running", "interrupted")):
         out.append(f"{RUN_JSON} says the run is {status}: it did not finish, so what it did not "
                    "measure is unknown")
+    elif bench and status not in BENCH_STATUSES:  # a bench writes one from its start on
+        said = "has no status" if status is None else f"says the run is {str(status)[:40]!r}, a status gputopo never writes"
+        out.append(f"{RUN_JSON} {said}: whether the run finished is unknown (the file was edited or cut)")
+    if bench and status == "complete" and not (path / EVENTS_JSONL).exists():  # a finished step writes it
+        out.append(f"no {EVENTS_JSONL}: which steps finished, and how many results each delivered, is "
+                   "unknown, so a file cut short cannot be told from a whole one")
+    if bench and info.get("fabric") not in BENCH_FABRICS:
+        out.append(f"{RUN_JSON} names the fabric {str(info.get('fabric'))[:40]!r}, one gputopo bench never "
+                   "uses: what measured these figures is unknown (the file was edited or is not gputopo's)")
     delivered: Dict[str, int] = {}
     numerics_steps: Set[str] = set()
+    stepped: Set[Pair] = set()  # pairs with a finished step ("p2p:0-1"), whatever its status
     for rec in events:
         step = rec.get("step")
         if rec.get("type") != "step-done" or not isinstance(step, str):
             continue
+        ends = step.partition(":")[2].split("-")
+        if len(ends) == 2 and all(e.isdigit() and len(e) < 8 for e in ends):
+            stepped.add((min(int(ends[0]), int(ends[1])), max(int(ends[0]), int(ends[1]))))
         if step.startswith("numerics:"):
             numerics_steps.add(step)
         elif isinstance(rec.get("measurements"), int):
             delivered[step] = rec["measurements"]  # the latest (a resume may redo a step)
+    unstepped = [p for p in planned_pairs(info) if p not in stepped]
+    if bench and status == "complete" and events and unstepped:  # every step writes its line before the end
+        out.append(f"{EVENTS_JSONL} records no finished step for {len(unstepped)} planned pair(s) "
+                   f"({', '.join(f'{a}-{b}' for a, b in unstepped[:4])}{' ...' if len(unstepped) > 4 else ''}) "
+                   "of a run that says it completed: the file lost lines, so their failures may be lost too")
     expected = sum(delivered.values())
     if expected > measurements:
         out.append(f"{MEASUREMENTS_JSONL} holds {measurements} measurement(s) but events.jsonl "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from gputopo.bench.resume_check import check_run_info
 from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON,
                                   TOPOLOGY_JSON, finding_from_event, read_jsonl)
 from gputopo.errors import InputFileError, UsageError
@@ -22,8 +23,8 @@ from gputopo.model import Finding, Measurement, Topology, topology_from_json
 
 from .coverage import folder_problems, planned_pairs
 from .history_record import HISTORY_FINDINGS_JSON, HistoryRecord, history_record
-from .folder_checks import (check_schema, event_finding_problem, measurement_value_problem, nccl_tests_logs,
-                            numerics_record_problem,
+from .folder_checks import (check_schema, class_disagreement, event_finding_problem, measurement_value_problem,
+                            nccl_tests_logs, numerics_record_problem,
                             skipped_line_notes, summarize_skipped)
 
 #: Optional: per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
@@ -90,6 +91,7 @@ def load_run(run_dir) -> Run:
     notes: List[str] = []
     info = _read_json(path / RUN_JSON) if (path / RUN_JSON).exists() else {}
     check_schema(info, path / RUN_JSON)
+    check_run_info(info, path / RUN_JSON, options=False)  # a key of the wrong type: one line, exit 2
     topo = None
     if (path / TOPOLOGY_JSON).exists():
         doc = _read_json(path / TOPOLOGY_JSON)
@@ -139,7 +141,7 @@ def load_run(run_dir) -> Run:
     numerics = []
     for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
         check_schema(rec, path / NUMERICS_JSONL, lineno)
-        why = numerics_record_problem(rec)
+        why = numerics_record_problem(rec, gpu_indices)
         if why:
             notes.append(f"{NUMERICS_JSONL}:{lineno}: skipped, not a numerics record ({why})")
             continue
@@ -176,6 +178,9 @@ def load_run(run_dir) -> Run:
                         "(the same results appended twice): counted once")
     problems += [p for p in folder_problems(path, info, events, len(measurements) + doubled, numerics)
                  if p not in problems]
+    mixed = class_disagreement(measurements, topo)
+    if mixed:
+        problems.append(f"{MEASUREMENTS_JSONL}: {mixed}")
     if (path / MEASUREMENTS_JSONL).exists() and not measurements and info.get("status") == "complete":
         problems.append(f"{MEASUREMENTS_JSONL}: no measurement in it, yet run.json says the run completed: "
                         "the file was emptied or replaced, so no transfer can be judged")
