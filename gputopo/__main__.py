@@ -1,6 +1,6 @@
 """`python -m gputopo` is the `gputopo` command."""
 
-from gputopo.cli.main import main
+from gputopo.cli.main import entry
 
 if __name__ == "__main__":
-    main()
+    entry()
