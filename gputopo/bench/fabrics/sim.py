@@ -116,13 +116,11 @@ class SimModel:
         key = (i, j, route)
         hit = self._faults.get(key)
         if hit is None:
-            desc = self.desc
             try:
-                found = desc.faults_for(i, j, path=route)
+                found = self.desc.faults_for(i, j, path=route)
             except (TypeError, ValueError):
-                found = desc.faults_for(i, j)
-            hit = self._faults[key] = [f for f in found
-                                       if getattr(f, "path", "all") in ("all", route)]
+                found = self.desc.faults_for(i, j)
+            hit = self._faults[key] = [f for f in found if getattr(f, "path", "all") in ("all", route)]
         return hit
 
     # ---------------------------------------------------------------- links
@@ -138,16 +136,16 @@ class SimModel:
         return _slowed(link, faults, pcie_of=pcie)
 
     def transfer_seconds(self, nbytes: int, src: int, dst: int, route: str, faults) -> float:
-        key = (src, dst, route, id(faults))  # (``faults`` is the cached list of faults())
-        link = self._links.get(key) if faults is self._faults.get((src, dst, route)) else None
+        cached = faults is self._faults.get((src, dst, route))  # the list faults() returned
+        link = self._links.get((src, dst, route)) if cached else None
         if link is None:
             if route == "p2p":
                 link = self._pair_link(src, dst, faults)
             else:
                 hs, hd = self._host(src, faults), self._host(dst, faults)
                 link = _Link(min(hs.gbps, hd.gbps), hs.latency_us + hd.latency_us)
-            if faults is self._faults.get((src, dst, route)):
-                self._links[key] = link
+            if cached:
+                self._links[(src, dst, route)] = link
         return link.seconds(nbytes)
 
     def staged_seconds(self, nbytes: int, src: int, dst: int, faults) -> float:
