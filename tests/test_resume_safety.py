@@ -230,3 +230,41 @@ def test_a_full_disk_during_a_job_marks_the_run_failed_not_running(tmp_path, mon
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
     monkeypatch.undo()
     assert json.loads((run / "run.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_lock_still_shared_with_a_starting_child_is_waited_for_not_refused(tmp_path, monkeypatch):
+    """A flock belongs to the open file: a child this process forks while a phase holds the lock
+    shares it until it closes the descriptor (at exec, for the forkserver). The next phase's lock
+    in that window must wait, not say "another gputopo is writing"; a lock really held by another
+    process is still refused, after LOCK_GRACE_S."""
+    import time
+
+    from gputopo.bench import resume_scope as R
+    from gputopo.errors import UsageError
+
+    with R.run_folder_lock(tmp_path):
+        pid = os.fork()
+        if pid == 0:  # the child keeps its copy of the locked descriptor for 0.3 s
+            time.sleep(0.3)
+            os._exit(0)
+    t0 = time.monotonic()
+    with R.run_folder_lock(tmp_path):
+        waited = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    assert 0.1 < waited < R.LOCK_GRACE_S
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(tmp_path / R.LOCK_FILE)!r}, os.O_RDWR)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(R, "LOCK_GRACE_S", 0.2)
+        with pytest.raises(UsageError, match="another gputopo is writing"):
+            with R.run_folder_lock(tmp_path):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -67,6 +68,14 @@ def resumed_tests(info: Dict[str, Any]) -> Tuple[Tuple[str, ...], bool]:
     return groups, "numerics" in [t.strip().lower() for t in tests_text.split(",")]
 
 
+#: Seconds a lock held elsewhere is waited for before another writer is named. Why: a flock
+#: belongs to the open file, and a process this one starts (the multiprocessing forkserver, from
+#: a thread, while a phase holds the lock) shares it until it closes its inherited descriptors
+#: at exec, milliseconds later; the next phase's lock in that window was refused as "another
+#: gputopo" (seen once in the tests). A real other writer holds it for the whole run.
+LOCK_GRACE_S = 2.0
+
+
 @contextlib.contextmanager
 def run_folder_lock(run_dir) -> Iterator[None]:
     """Hold the run folder's write lock (UsageError, one line, when another process holds it)."""
@@ -82,14 +91,20 @@ def run_folder_lock(run_dir) -> Iterator[None]:
             held[1] -= 1
         return
     fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise UsageError(f"{run_dir}: another gputopo is writing this run folder (it holds "
-                         f"{LOCK_FILE}); wait for it to finish, then run this again") from None
-    except OSError:  # a filesystem without flock (ENOLCK on some NFS): go on unlocked
-        pass
+    deadline = time.monotonic() + LOCK_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() < deadline:  # maybe our own lock, still shared with a child
+                time.sleep(0.02)             # this process is starting (see LOCK_GRACE_S)
+                continue
+            os.close(fd)
+            raise UsageError(f"{run_dir}: another gputopo is writing this run folder (it holds "
+                             f"{LOCK_FILE}); wait for it to finish, then run this again") from None
+        except OSError:  # a filesystem without flock (ENOLCK on some NFS): go on unlocked
+            pass
+        break
     _HELD[key] = [fd, 1]
     try:
         yield
