@@ -7,7 +7,8 @@
 - :func:`train_ddp_simulated`: DDP with two simulated ranks in one process, the gradient
   all-reduce moved through the transport the way NCCL's ring moves it (sim fabric).
 
-Real DDP in two processes (gloo on the cpu fabric, NCCL on cuda) runs in worker processes (worker.py, worker_main.py).
+Real DDP in two processes (gloo on the cpu fabric, NCCL on cuda) runs in the worker processes
+of worker.py / worker_main.py.
 
 Every loop checks each step for a non-finite loss or gradient and records the first one; it never
 raises on NaN/Inf, and keeps training to the end so the loss curve is complete.
