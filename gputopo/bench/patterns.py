@@ -106,10 +106,15 @@ def _periodic(n: int, period: torch.Tensor, offset: int, device) -> torch.Tensor
     return _write_periodic(torch.empty(n, dtype=torch.float32, device=device), period, k)
 
 
+def _from_period(n: int, seed: int, small: bool, device) -> bool:
+    """Whether ``n`` elements of a pattern come out of its period: when they are many, or
+    the period is cached already (a slice of it costs nothing)."""
+    return n > _DIRECT_MAX or (_PERIOD, seed, 0, small, str(device)) in _cache
+
+
 def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
     """The pattern as a 1-D float32 tensor on ``device`` (read-only: it may be cached)."""
-    period_key = (_PERIOD, seed, 0, small, str(device))
-    if n <= _DIRECT_MAX and period_key not in _cache:
+    if not _from_period(n, seed, small, device):
         return _cached((n, seed, offset, small, str(device)),
                        lambda: _generate(n, seed, offset % _PERIOD, small, device))
     return _periodic(n, _period(seed, small, device), offset, device)
@@ -131,7 +136,7 @@ def _remember(key: tuple, t: torch.Tensor) -> None:
 
 def _fill(t: torch.Tensor, seed: int, offset: int, small: bool) -> torch.Tensor:
     flat, n = t.view(-1), t.numel()
-    if n <= _DIRECT_MAX and (_PERIOD, seed, 0, small, str(t.device)) not in _cache:
+    if not _from_period(n, seed, small, t.device):
         flat.copy_(_pattern(n, seed, offset, small, t.device))
     else:  # straight from the period, without a temporary of n elements
         _write_periodic(flat, _period(seed, small, t.device), offset)

@@ -16,7 +16,7 @@ from gputopo.model.values import is_value
 from .outcome import NumericsRun, Pair, WayFailed
 from .paths import pair_paths
 from .result import WAY_NAMES, num_to_json
-from .judging import _judged, _reference_and_tolerance, _reference_record
+from .judging import _judged, _reference_and_tolerance, _reference_record, cpu_reference, local_data
 from .sink import _Sink
 from .verdict import WayRun
 
@@ -30,10 +30,7 @@ def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", 
     """sim and cpu: every device is this CPU, so the reference (and its tolerance) is computed
     once for the run (``computed``: already, as _reference_and_tolerance returns it); DataParallel
     and DDP run per pair through ``dp_train`` / ``ddp_train``."""
-    from . import ways as W
-
-    ref, tol, per_replica = computed or _reference_and_tolerance(
-        lambda order: W.train_reference(opts, data, order=order), opts)
+    ref, tol, per_replica = computed or cpu_reference(opts, data)
     out.tolerances["run"] = tol
     timing = "modeled" if fabric == "sim" else "wall"
     for pair in pairs:
@@ -52,15 +49,6 @@ def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: "_Sink", 
 
 _SIM_DDP_NOTE = ("two ranks simulated in one process; the gradient all-reduce moves through the "
                  "simulated links as NCCL's 2-rank ring would, on the path NCCL picks for the pair")
-
-
-def _local_data(opts):
-    import torch
-
-    from .job import make_data
-
-    torch.set_num_threads(1)
-    return make_data(opts)
 
 
 def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s,
@@ -106,7 +94,7 @@ def _run_sim_in_process(topology, pairs, opts, out, sink, ways, factory: Transpo
     from . import ways as W
     from .transport import OpsTransport, adapt_transport
 
-    data = _local_data(opts)
+    data = local_data(opts)
 
     def routes(transport, i, j) -> Dict[str, str]:
         ops = transport.ops if isinstance(transport, OpsTransport) else None
@@ -133,7 +121,7 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
     from .transport import LocalTransport
     from .worker import WorkerCrash, WorkerHang, WorkerPool, payload_to_run, rank_param_gap
 
-    data = _local_data(opts)
+    data = local_data(opts)
     pool = WorkerPool("gloo", threads=1, log_dir=sink.log_dir) if "ddp" in ways else None
 
     def dp_train(pair):

@@ -35,6 +35,24 @@ def _reference_and_tolerance(train: Callable[[str], WayRun], opts: NumericsOptio
     return ref, measure_tolerance(ref, noise), None
 
 
+def local_data(opts: NumericsOptions):
+    """The job's data, made in this process with one torch thread (sim and cpu fabrics)."""
+    import torch
+
+    from .job import make_data
+
+    torch.set_num_threads(1)
+    return make_data(opts)
+
+
+def cpu_reference(opts: NumericsOptions, data):
+    """The one-GPU reference of ``data`` computed on this CPU, with its tolerance and (BatchNorm)
+    per-replica baseline, as _reference_and_tolerance returns them (sim and cpu fabrics)."""
+    from . import ways as W
+
+    return _reference_and_tolerance(lambda order: W.train_reference(opts, data, order=order), opts)
+
+
 def _judged(out: NumericsRun, sink: "_Sink", pair: Pair, lc: str, way: str, fabric: str,
             timing: str, opts: NumericsOptions, ref: Optional[WayRun], tol: Optional[Tolerance],
             notes: List[str], train: Callable[[], WayRun],

@@ -114,13 +114,7 @@ class SimJobs:
 
 def _reference(opts):
     """The job's data and its one-GPU reference with tolerance, computed on this CPU."""
-    import torch
+    from .judging import cpu_reference, local_data
 
-    from . import ways as W
-    from .job import make_data
-    from .judging import _reference_and_tolerance
-
-    torch.set_num_threads(1)
-    data = make_data(opts)
-    return data, _reference_and_tolerance(lambda order: W.train_reference(opts, data, order=order),
-                                          opts)
+    data = local_data(opts)
+    return data, cpu_reference(opts, data)
