@@ -14,6 +14,7 @@ from gputopo.importers.kernel_log_import import import_kernel_log, read_kernel_l
 from gputopo.probe.xid_lines import FALLEN_TEXT, parse_xid_lines, read_kernel_log_lines
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
+from cli_refusal import refused  # noqa: E402
 
 XID = Path(__file__).parent / "fixtures" / "xid"
 
@@ -152,14 +153,6 @@ def test_scan_with_saved_kernel_log_on_a_sim(tmp_path, capsys):
     assert "1 Xid line(s) not readable: line 2: an Xid line that could not be read" in doc["host"]["kernel_log"]
 
 
-def _refused(capsys, *argv) -> str:
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out, err
-    return err
-
-
 @pytest.mark.parametrize("content, words", [
     (b"", "empty file"),
     (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary"),
@@ -169,8 +162,8 @@ def _refused(capsys, *argv) -> str:
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
     f = tmp_path / "in.log"
     f.write_bytes(content)
-    assert words in _refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
-    assert words in _refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)
+    assert words in refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
+    assert words in refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)
 
 
 def test_huge_log_is_streamed(tmp_path):
@@ -207,12 +200,12 @@ def test_a_log_of_several_hosts_needs_host(tmp_path, capsys):
     f = tmp_path / "cluster.log"
     f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
                  "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception\n")
-    err = _refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
+    err = refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
     assert "lines of 2 hosts (node1, node2)" in err and "--host NAME" in err
     res = import_kernel_log(str(f), out_dir=tmp_path / "r2", render=False, host="node2")
     run = load_run(res.run_dir)
     assert [e.xid for e in run.topology.gpus[0].health.xid_events] == [13] and run.topology.host.hostname == "node2"
-    assert "no line of host 'node9'" in _refused(capsys, "import", "kernel-log", f, "--host", "node9",
+    assert "no line of host 'node9'" in refused(capsys, "import", "kernel-log", f, "--host", "node9",
                                                   "--out", tmp_path / "r3")
 
 
@@ -220,4 +213,4 @@ def test_scan_refuses_a_log_of_several_hosts(tmp_path, capsys):
     f = tmp_path / "cluster.log"
     f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n"
                  "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:1c:00): 13, Graphics Exception\n")
-    assert "lines of 2 hosts (node1, node2)" in _refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)
+    assert "lines of 2 hosts (node1, node2)" in refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)

@@ -18,6 +18,7 @@ from gputopo.importers.nccl_tests import (
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from gputopo.report.sweep_findings import find_cliff
+from cli_refusal import refused  # noqa: E402
 
 NT = Path(__file__).parent / "fixtures" / "nccl-tests"
 
@@ -127,16 +128,6 @@ def test_python_logging_and_ansi_prefixes_are_stripped():
     assert len(log.rows) == 7 and log.rows[3].out_of_place.busbw_gbps == 29.90 and log.avg_busbw_gbps == 15.13
 
 
-def _refused(capsys, *argv) -> str:
-    from gputopo.cli.main import main
-
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out, err
-    return err
-
-
 @pytest.mark.parametrize("content, words", [
     (b"", "empty file"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
@@ -145,9 +136,9 @@ def _refused(capsys, *argv) -> str:
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
     f = tmp_path / "all_reduce.txt"
     f.write_bytes(content)
-    assert words in _refused(capsys, "import", "nccl-tests", f, "--out", tmp_path / "r")
+    assert words in refused(capsys, "import", "nccl-tests", f, "--out", tmp_path / "r")
     if words != "no nccl-tests result rows":
-        assert words in _refused(capsys, "import", "nccl-debug", f)
+        assert words in refused(capsys, "import", "nccl-debug", f)
 
 
 def test_cut_log_is_imported_with_incomplete_data(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from gputopo.cli.main import _register, cli, main
+from cli_refusal import refused  # noqa: E402
 
 _register()
 
@@ -30,12 +31,6 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
         main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return int(e.value.code or 0), out, err
-
-
-def _refused(capsys, *argv) -> str:
-    code, out, err = _run(capsys, *argv)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out, err
-    return err
 
 
 def _topo_help(*command) -> str:
@@ -73,9 +68,9 @@ def test_a_bad_topo_is_one_line_and_exit_2_with_the_same_words(tmp_path, capsys,
         args += ["--out", str(tmp_path / "r")]
     not_topo = tmp_path / "not-topo.txt"
     not_topo.write_text("hello\n")
-    err = _refused(capsys, "import", kind, *args, "--topo", not_topo)
+    err = refused(capsys, "import", kind, *args, "--topo", not_topo)
     assert f"{not_topo}:1: no nvidia-smi topo matrix found" in err
-    err = _refused(capsys, "import", kind, *args, "--topo", tmp_path / "missing.txt")
+    err = refused(capsys, "import", kind, *args, "--topo", tmp_path / "missing.txt")
     assert "missing.txt: cannot read the topology" in err
     assert not (tmp_path / "r").exists()
 
@@ -106,15 +101,15 @@ def test_kernel_log_onto_the_machines_own_gpus(tmp_path, capsys, pcie_scan):
 def test_kernel_log_refuses_a_topology_it_cannot_map(tmp_path, capsys, pcie_scan):
     log = tmp_path / "kern.log"
     log.write_text(XID_1C)
-    err = _refused(capsys, "import", "kernel-log", log, "--topo", SEED_SMI, "--out", tmp_path / "a")
+    err = refused(capsys, "import", "kernel-log", log, "--topo", SEED_SMI, "--out", tmp_path / "a")
     assert "has no PCI bus id" in err and "gputopo scan --json" in err
     other = tmp_path / "other.log"
     other.write_text(XID_1C.replace("1c:00", "99:00"))
-    err = _refused(capsys, "import", "kernel-log", other, "--topo", pcie_scan, "--out", tmp_path / "b")
+    err = refused(capsys, "import", "kernel-log", other, "--topo", pcie_scan, "--out", tmp_path / "b")
     assert "has no GPU at 0000:99:00" in err and "another machine" in err
     uuid = tmp_path / "uuid.log"
     uuid.write_text("[ 1.0] NVRM: GPU at PCI:0000:1c:00: GPU-00000000-0000-0000-0000-000000000000\n" + XID_1C)
-    err = _refused(capsys, "import", "kernel-log", uuid, "--topo", pcie_scan, "--out", tmp_path / "c")
+    err = refused(capsys, "import", "kernel-log", uuid, "--topo", pcie_scan, "--out", tmp_path / "c")
     assert "GPU-00000000-0000-0000-0000-000000000000 there" in err
     assert not any((tmp_path / d).exists() for d in "abc")
 
@@ -130,11 +125,11 @@ def test_nccl_debug_names_pairs_by_gpu_and_link_class(capsys):
 
 
 def test_nccl_debug_topo_refusals(tmp_path, capsys, pcie_scan):
-    err = _refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", OTHER_SMI)
+    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", OTHER_SMI)
     assert "none of the 2 GPU pair(s)" in err
-    err = _refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", pcie_scan)  # host ml-pcie-02
+    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", pcie_scan)  # host ml-pcie-02
     assert "are not host" in err and "gpu-node-07" in err
     run = tmp_path / "run"
     run.mkdir()
-    err = _refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--into", run)
+    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--into", run)
     assert "give one of --into and --topo" in err
