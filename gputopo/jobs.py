@@ -97,7 +97,7 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
         result = run_bench(machine.topology, bench_options, machine.fabric, machine.description,
                            progress=progress,
                            numerics_options=numerics_options.to_json() if numerics_options else None,
-                           on_started=ahead.start)
+                           on_started=ahead.start, meanwhile=_import_plotting if render else None)
         nrun = None
         if numerics_options is not None and result.options.pairs and not result.interrupted:
             with errors_belong_to(result.run_dir), run_folder_lock(result.run_dir):
@@ -110,6 +110,22 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
 
             summary = render_run(result.run_dir)
     return JobResult(result.run_dir, result, nrun, summary)
+
+
+def _import_plotting() -> None:
+    """Import what the report draws and writes with (matplotlib, pandas: half a second) while
+    the workers' forkserver imports torch and this process has nothing else to do; the report
+    at the end, when both cores are busy, then finds them loaded. Any failure is left for the
+    report itself to meet and report in its place."""
+    try:
+        import pandas  # noqa: F401 - results.csv
+
+        from gputopo.report.outputs.plot_common import _plt
+        from gputopo.report.render import render_run  # noqa: F401 - its modules
+
+        _plt()
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
 
 
 def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> bool:

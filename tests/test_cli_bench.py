@@ -668,3 +668,33 @@ def test_numerics_started_beside_the_bench_end_with_an_interrupted_run(tmp_path)
     assert json.loads((cwd / "run" / "run.json").read_text())["status"] == "interrupted"
     numerics = cwd / "run" / "numerics.jsonl"
     assert not numerics.exists() or not numerics.read_text().strip()
+
+
+@pytest.mark.slow
+def test_the_parent_of_a_sim_bench_never_imports_torch(tmp_path):
+    """The workers (forked from a forkserver that imported torch once) measure and train; the
+    command's own process plans, records, judges (numpy) and reports. Importing torch there as
+    well cost a second of CPU while the workers needed both cores. Here an `import torch` in the
+    parent fails (and leaves a mark), and the run must still be whole, numerics included."""
+    out, mark = tmp_path / "run", tmp_path / "torch-imported"
+    code = f"""
+import builtins, sys
+real = builtins.__import__
+def guard(name, *args, **kwargs):
+    if name == "torch" or name.startswith("torch."):
+        open({str(mark)!r}, "a").write(name + "\\n")
+        raise ImportError("torch imported in the parent")
+    return real(name, *args, **kwargs)
+builtins.__import__ = guard
+from gputopo.cli.main import entry
+sys.argv = ["gputopo"] + sys.argv[1:]
+entry()
+"""
+    proc = subprocess.run([sys.executable, "-c", code, "bench", "--sim", "seed-8gpu", "--pairs", "5,6",
+                           "--quick", "--out", str(out)], env=_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert not mark.exists(), mark.read_text()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = {r["way"]: r["verdict"] for r in map(json.loads, (out / "numerics.jsonl").read_text().splitlines())}
+    assert verdicts["reference"] == "ok" and verdicts["dp"] in ("nan", "diverged") and verdicts["ddp"] == "ok"
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"

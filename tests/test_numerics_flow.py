@@ -231,3 +231,25 @@ def test_diverged_names_the_step_where_the_curves_part():
     spike = [x * (1 + 3e-5) for x in ref_losses]
     spike[2] = 1e34
     assert judge(_run(spike), ref, tol).step == 2
+
+
+def test_a_worker_payload_is_judged_as_the_tensors_it_came_from():
+    """Judging is numpy (so the parent of a sim run never imports torch): a WayRun rebuilt from
+    a worker's payload gets the very verdict and differences its torch original gets."""
+    from gputopo.numerics.verdict import max_abs_diff
+    from gputopo.numerics.worker import payload_to_run
+    from gputopo.numerics.worker_main import _run_to_payload
+
+    ref = _run([2.0, 1.5, 1.0, 0.8], params=(0.5, -0.25))
+    noisy = _run([2.0, 1.5, 1.0000001, 0.8], params=(0.5, -0.2500001))
+    bad = _run([2.0, 1.5, 1.01, 0.9], params=(0.5, float("nan")))
+    tol = measure_tolerance(ref, {"swapped": noisy})
+    tol2 = measure_tolerance(payload_to_run(_run_to_payload(ref)),
+                             {"swapped": payload_to_run(_run_to_payload(noisy))})
+    assert (tol.loss_rel, tol.param_abs) == (tol2.loss_rel, tol2.param_abs)
+    for run in (ref, noisy, bad):
+        back = payload_to_run(_run_to_payload(run))
+        assert judge(back, ref, tol) == judge(run, ref, tol)
+    assert max_abs_diff(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5])) == 0.5
+    assert max_abs_diff(torch.tensor([1.0]), torch.tensor([1.0, 2.0])) == float("inf")
+    assert max_abs_diff(torch.tensor([float("inf")]), torch.tensor([1.0])) == float("inf")

@@ -224,6 +224,23 @@ def test_loss_curves_say_how_many_flagged_runs_they_leave_out(tmp_path):
     assert (tmp_path / "loss_curves.png").read_bytes()[:8] == PNG_MAGIC
 
 
+def test_loss_curves_draw_every_kind_of_failure_before_more_of_one():
+    """16 diverged runs on GPU 0-3's SYS pairs come first in GPU order; the NaN runs on NODE and
+    SYS pairs of GPUs 4-7 must be drawn all the same (the first 8 in GPU order were all alike)."""
+    from gputopo.report.outputs.loss_curves import panels
+
+    runs = [{"gpus": [i, j], "way": "dp", "verdict": "diverged", "link_class": "SYS"}
+            for i in range(4) for j in range(4, 8)]
+    runs += [{"gpus": [4, 5], "way": "dp", "verdict": "nan", "link_class": "NODE"},
+             {"gpus": [6, 7], "way": "dp", "verdict": "nan", "link_class": "NODE"},
+             {"gpus": [5, 7], "way": "ddp", "verdict": "nan", "link_class": "SYS"}]
+    shown = panels(runs, most=4)
+    kinds = {(r["verdict"], r["link_class"], r["way"]) for r in shown}
+    assert kinds == {("nan", "NODE", "dp"), ("nan", "SYS", "ddp"), ("diverged", "SYS", "dp")}
+    assert len(shown) == 4 and [r["gpus"] for r in shown] == sorted(r["gpus"] for r in shown)
+    assert panels(runs[:3], most=8) == runs[:3]  # fewer than the limit: all, in GPU order
+
+
 def test_heatmap_numbers_read_on_their_cell():
     from gputopo.report.outputs.plots import _text_color
 

@@ -137,7 +137,8 @@ def _pool_size(options: BenchOptions) -> int:
 
 def run_bench(topology: Topology, options: BenchOptions, fabric: str, description=None,
               progress=None, numerics_options: Optional[dict] = None,
-              on_started: Optional[Callable[[Path, BenchOptions], None]] = None) -> RunResult:
+              on_started: Optional[Callable[[Path, BenchOptions], None]] = None,
+              meanwhile: Optional[Callable[[], None]] = None) -> RunResult:
     """Measure ``options.pairs`` (and ``options.self_gpus``) of ``topology`` on ``fabric``.
 
     ``description`` is the simulated machine (gputopo.sim.description.Description) and is
@@ -145,7 +146,10 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     no numerics) and the NCCL settings go into run.json; a resume runs with the saved NCCL ones.
     ``on_started(run_dir, options)`` is called once the run folder and the options (a resume's
     from run.json) are settled, just before the steps run (jobs.py starts the sim's numerics
-    there, beside them). ``progress`` is a hook with start/advance/stop (see
+    there, beside them). ``meanwhile()``, when there are steps to run, is called once the
+    worker processes' forkserver has been started and is importing torch (a second or so on
+    one core, while this process would only wait): jobs.py imports what the report will need
+    there. ``progress`` is a hook with start/advance/stop (see
     :func:`make_progress`); None shows a rich progress bar when ``options.progress`` is true
     and stdout is a terminal.
     """
@@ -160,12 +164,12 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     with contextlib.ExitStack() as lock:
         return _run_bench(topology, options, fabric, description, progress, t0, lock,
                           prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
-                          on_started)
+                          on_started, meanwhile)
 
 
 def _run_bench(topology, options, fabric, description, progress, t0, lock,
                prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
-               on_started=None) -> RunResult:
+               on_started=None, meanwhile=None) -> RunResult:
     """run_bench's body, with ``lock`` (an ExitStack) holding the run folder's write lock."""
     nccl_restored: List[str] = []
     if options.resume_dir:
@@ -240,7 +244,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         with errors_belong_to(run_dir):
             if on_started is not None:
                 on_started(run_dir, options)
-            runner.run(todo)
+            runner.run(todo, meanwhile=meanwhile)
         status = "interrupted" if runner.interrupted else "complete"
     finally:
         progress.stop()

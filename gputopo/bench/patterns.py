@@ -103,7 +103,17 @@ def _periodic(n: int, period: torch.Tensor, offset: int, device) -> torch.Tensor
     k = offset % _PERIOD
     if k + n <= _PERIOD:
         return period[k:k + n]
-    return _write_periodic(torch.empty(n, dtype=torch.float32, device=device), period, k)
+    return _write_periodic(_new(n, device), period, k)
+
+
+def _new(n: int, device) -> torch.Tensor:
+    """A float32 tensor of ``n`` elements for the caller to fill: host memory comes from the
+    worker's caching allocator (fabrics/host_blocks.py), not from freshly faulted pages."""
+    if torch.device(device).type == "cpu":
+        from .fabrics.host_blocks import HOST_BLOCKS
+
+        return HOST_BLOCKS.empty((n,))
+    return torch.empty(n, dtype=torch.float32, device=device)
 
 
 def _from_period(n: int, seed: int, small: bool, device) -> bool:

@@ -32,7 +32,7 @@ import multiprocessing.connection as mpc
 import time
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
@@ -164,11 +164,18 @@ class Runner:
         return [f"gpu{r[0]}" for r in ranks]
 
     # ------------------------------------------------------------------ main loop
-    def run(self, steps: Sequence[Step]) -> None:
+    def run(self, steps: Sequence[Step], meanwhile: Optional[Callable[[], None]] = None) -> None:
+        """Run ``steps``. ``meanwhile()``, when there are steps, is called once the forkserver
+        has been started (it imports torch for a second or so, on one core, while this process
+        would only wait for it); a Ctrl-C in it interrupts the run like one in the steps."""
         pending = list(steps)
         running: Dict[str, _Running] = {}
         self._running = running
         try:
+            if pending and meanwhile is not None:
+                with starting_workers(self.ctx):  # the forkserver starts; nothing waits for it
+                    pass
+                meanwhile()
             self._prestart(pending)
             while pending or running:
                 self._launch(pending, running)

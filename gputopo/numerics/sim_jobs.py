@@ -24,6 +24,8 @@ from .verdict import WayRun
 
 #: Most worker processes the sim's numerics use at once (one per core up to this).
 MAX_SIM_WORKERS = 4
+#: The reference's training orders (judging._reference_and_tolerance asks for these).
+REFERENCE_ORDERS = ("plain", "swapped", "halves")
 
 
 def sim_workers(jobs: int, cpus: Optional[int] = None) -> int:
@@ -49,17 +51,35 @@ class SimJobs:
             self._free.put(p)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=n, thread_name_prefix="gputopo-numerics-sim")
+        # The one-GPU reference and its noise re-runs, first, on a worker like the ways: this
+        # process then never imports torch (judging is numpy), which was a second of CPU time
+        # spent while the bench's workers needed both cores.
+        self._reference = self._executor.submit(self._references)
         self._futures: Dict[Tuple[Pair, str], concurrent.futures.Future] = {
             key: self._executor.submit(self._run, *key) for key in todo}
-        # The one-GPU reference (and its noise re-runs), in this process meanwhile: it was the
-        # numerics phase's serial start (torch's import, three trainings) after the bench.
-        self._ref_executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="gputopo-numerics-reference")
-        self._reference = self._ref_executor.submit(_reference, opts)
 
     def reference(self):
-        """(data, (reference run, tolerance, per-replica baseline)) of the run's options."""
-        return self._reference.result()
+        """(None, (reference run, tolerance, per-replica baseline)) of the run's options: the
+        job's data stays in the workers (the caller's ``data`` is only used when nothing was
+        computed)."""
+        return None, self._reference.result()
+
+    def _references(self):
+        from .judging import _reference_and_tolerance
+        from .worker import WorkerCrash, WorkerHang, payload_to_run
+
+        pool = self._free.get()
+        try:
+            job = {"kind": "cpu-references", "orders": list(REFERENCE_ORDERS),
+                   "opts": self.opts.to_json()}
+            try:
+                res = pool.run(job, ranks=(0,), timeout_s=self.timeout_s)
+            except (WorkerHang, WorkerCrash) as e:
+                raise RuntimeError(f"the one-GPU reference could not be computed: {e}") from e
+        finally:
+            self._free.put(pool)
+        runs = {order: payload_to_run(p) for order, p in res.payloads[0]["runs"].items()}
+        return _reference_and_tolerance(lambda order: runs[order], self.opts)
 
     @property
     def starts(self) -> int:
@@ -106,15 +126,6 @@ class SimJobs:
     def close(self) -> List[str]:
         """Wait for the threads, close the workers; the note on how often they started."""
         self._executor.shutdown(wait=True, cancel_futures=True)
-        self._ref_executor.shutdown(wait=True, cancel_futures=True)
         for p in self.pools:
             p.close()
         return [f"sim workers: {len(self.pools)} at once, started {self.starts} time(s)"]
-
-
-def _reference(opts):
-    """The job's data and its one-GPU reference with tolerance, computed on this CPU."""
-    from .judging import cpu_reference, local_data
-
-    data = local_data(opts)
-    return data, cpu_reference(opts, data)

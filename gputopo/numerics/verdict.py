@@ -50,7 +50,7 @@ class WayRun:
     non-finite and in what, the final parameters (flat fp32 CPU vector) and how long it took."""
 
     losses: List[float]
-    final_params: Any  # torch.Tensor, flat
+    final_params: Any  # flat fp32 vector: a torch.Tensor, or a numpy array from a worker's payload
     first_nonfinite_step: Optional[int] = None
     nonfinite_in: Optional[str] = None  # "loss" | "gradient" | "parameters"
     wall_s: float = 0.0
@@ -102,21 +102,30 @@ def rel_loss_devs(losses: Sequence[float], reference: Sequence[float]) -> List[O
     return out
 
 
-def max_abs_diff(a, b) -> float:
-    """Largest |a - b| over two flat tensors; inf if either holds a non-finite value."""
-    import torch
+def _f64(v):
+    """A flat float64 numpy copy of a parameter vector (torch CPU tensor or numpy array): judging
+    needs no torch, so the parent process of a sim run never imports it (judging.py)."""
+    import numpy as np
 
-    if a.shape != b.shape:
+    return np.asarray(v, dtype=np.float64).reshape(-1)
+
+
+def max_abs_diff(a, b) -> float:
+    """Largest |a - b| over two flat vectors; inf if either holds a non-finite value."""
+    import numpy as np
+
+    x, y = _f64(a), _f64(b)
+    if x.shape != y.shape:
         return math.inf
-    d = (a.double() - b.double()).abs()
-    if not bool(torch.isfinite(d).all()):
+    d = np.abs(x - y)
+    if not bool(np.isfinite(d).all()):
         return math.inf
-    return float(d.max()) if d.numel() else 0.0
+    return float(d.max()) if d.size else 0.0
 
 
 def measure_tolerance(reference: WayRun, noise_runs: Dict[str, WayRun]) -> Tolerance:
     """Tolerance from re-runs that differ from the reference only in fp32 summation order."""
-    import torch
+    import numpy as np
 
     runs: Dict[str, Dict[str, float]] = {}
     loss_noise, param_noise = 0.0, 0.0
@@ -129,9 +138,9 @@ def measure_tolerance(reference: WayRun, noise_runs: Dict[str, WayRun]) -> Toler
             loss_noise = max(loss_noise, ld)
         if math.isfinite(pd):
             param_noise = max(param_noise, pd)
-    p = reference.final_params
-    finite = p[torch.isfinite(p)] if p.numel() else p
-    scale = float(finite.abs().max()) if finite.numel() else 1.0
+    p = _f64(reference.final_params)
+    finite = p[np.isfinite(p)]
+    scale = float(np.abs(finite).max()) if finite.size else 1.0
     loss_rel = FACTOR * max(loss_noise, EPS_FP32)
     param_abs = FACTOR * max(param_noise, EPS_FP32 * max(scale, 1.0))
     return Tolerance(loss_rel=loss_rel, param_abs=param_abs, noise_loss_rel=loss_noise,

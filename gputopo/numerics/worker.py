@@ -280,13 +280,14 @@ def _exit_text(code) -> str:
 
 
 def payload_to_run(payload: Dict[str, Any]):
-    """Turn a worker's payload back into a WayRun."""
-    import torch
+    """Turn a worker's payload back into a WayRun (final parameters as a float32 numpy array:
+    judging them needs no torch in this process)."""
+    import numpy as np
 
     from .verdict import WayRun
 
     return WayRun(losses=[float(v) for v in payload["losses"]],
-                  final_params=torch.tensor(payload["final_params"], dtype=torch.float32),
+                  final_params=np.asarray(payload["final_params"], dtype=np.float32),
                   first_nonfinite_step=payload["first_nonfinite_step"],
                   nonfinite_in=payload["nonfinite_in"], wall_s=payload["wall_s"],
                   extra=dict(payload.get("extra") or {}))

@@ -27,6 +27,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .host_blocks import HOST_BLOCKS
+
 #: DataParallel's bucket size for broadcast_coalesced / reduce_add_coalesced (10 MiB).
 DP_BUFFER_BYTES = 10 * 1024 * 1024
 
@@ -81,6 +83,9 @@ class Ops:
 
     fabric = "?"
     timing = "wall"
+    #: Whether this fabric's "GPU memory" is host memory (sim, cpu): its buffers then come from
+    #: the worker's caching allocator (host_blocks.py).
+    memory_on_host = False
     #: Whether untimed warm-up runs change anything (not for modeled time).
     needs_warmup = True
 
@@ -105,13 +110,26 @@ class Ops:
             return None
         if isinstance(shape, int):
             shape = (shape,)
+        if self.memory_on_host:
+            return HOST_BLOCKS.empty(tuple(shape))
         return torch.empty(tuple(shape), dtype=torch.float32, device=self.device(gpu))
 
     def host_empty(self, shape) -> torch.Tensor:
         """A host buffer (pinned where that exists) for staged copies and --self tests."""
         if isinstance(shape, int):
             shape = (shape,)
+        if self.memory_on_host:
+            return HOST_BLOCKS.empty(tuple(shape))
         return torch.empty(tuple(shape), dtype=torch.float32)
+
+    def local_empty(self, gpu: int, shape) -> torch.Tensor:
+        """:meth:`empty` on a GPU this process drives (None there would be a caller's bug)."""
+        return local_buffer(self.empty(gpu, shape), gpu)
+
+    def _flat(self, gpu: int, parts: Sequence[torch.Tensor], n: int) -> torch.Tensor:
+        """``torch.cat`` of ``parts`` (``n`` elements in all) flattened, into a new buffer on
+        ``gpu``: DataParallel's flatten of a bucket."""
+        return torch.cat([p.reshape(-1) for p in parts], out=self.local_empty(gpu, n))
 
     # ------------------------------------------------------------------ transfers
     def peer_route(self, a: int, b: int) -> str:
@@ -156,7 +174,7 @@ class Ops:
             n = sum(_numel(shapes[k]) for k in idx)
             flat = None
             if self.is_local(master):
-                flat = torch.cat([params[master][k].reshape(-1) for k in idx])
+                flat = self._flat(master, [params[master][k] for k in idx], n)
                 self.local_cost(master, 4 * n)
             recv = {g: self.empty(g, n) for g in others}
             self.transfers([(recv[g], flat, g, master) for g in others], route)
@@ -217,7 +235,7 @@ class Ops:
             flat = {}
             for g in gpus:
                 if self.is_local(g):
-                    flat[g] = torch.cat([grads[g][k].reshape(-1) for k in idx])
+                    flat[g] = self._flat(g, [grads[g][k] for k in idx], n)
                     self.local_cost(g, 4 * n)
             recv = {g: self.empty(master, n) for g in others}
             self.transfers([(recv[g], flat.get(g), master, g) for g in others], route)

@@ -93,6 +93,7 @@ class DistMixin(Ops):
 class CpuOps(DistMixin, Ops):
     fabric = "cpu"
     timing = "wall"
+    memory_on_host = True
 
     def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], world: int):
         Ops.__init__(self, local_gpus, step_gpus)

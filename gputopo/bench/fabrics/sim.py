@@ -254,6 +254,7 @@ class SimOps(Ops):
     fabric = "sim"
     timing = "modeled"
     needs_warmup = False  # modeled time has no warm-up effect
+    memory_on_host = True
 
     def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], model: SimModel):
         super().__init__(local_gpus, step_gpus)
@@ -319,7 +320,7 @@ class SimOps(Ops):
             for r, g in enumerate(gs):
                 c = (r - s - 1) % n
                 nxt = gs[(r + 1) % n]
-                tmp = torch.empty_like(chunks[nxt][c])
+                tmp = self.local_empty(nxt, chunks[nxt][c].numel())
                 items.append((tmp, chunks[g][c], nxt, g))
                 adds.append((chunks[nxt][c], tmp))
             self.transfers(items, route)
@@ -354,7 +355,7 @@ class SimOps(Ops):
 
     def reduce_scatter(self, outs, ins) -> None:
         n = len(self.step_gpus)
-        work = {g: ins[g].clone() for g in self.step_gpus}
+        work = {g: self.local_empty(g, ins[g].numel()).copy_(ins[g].reshape(-1)) for g in self.step_gpus}
         chunks = {g: list(torch.tensor_split(work[g], n)) for g in self.step_gpus}
         self._ring_reduce_scatter(chunks, self.collective_route())
         for r, g in enumerate(self.step_gpus):

@@ -15,8 +15,9 @@ from gputopo.report.summary import Summary
 
 from .plot_common import DPI, Plot, _plt, _title
 
-#: Most flagged runs drawn in loss_curves.png (the rest are in numerics_losses.csv).
-MAX_LOSS_PANELS = 16
+#: Most flagged runs drawn in loss_curves.png (the rest are in numerics_losses.csv). Each is
+#: two axes, and matplotlib spends about 50 ms on an axes: 16 panels were half a report's CPU.
+MAX_LOSS_PANELS = 8
 
 
 def _finite(xs):
@@ -35,6 +36,28 @@ def _rel_dev(losses, ref) -> List[tuple]:
     return out
 
 
+def panels(flagged: List[dict], most: int = MAX_LOSS_PANELS) -> List[dict]:
+    """The flagged runs to draw, in GPU order: every kind of failure first (one run of each
+    verdict, link class and way, NaN before diverged), then more of each kind in turn, up to
+    ``most``. The first ``most`` runs in GPU order were often one kind only (every diverged
+    run of GPU 0's pairs), while a NaN on another class went undrawn."""
+    def kind(r):
+        return (0 if r.get("verdict") == "nan" else 1, str(r.get("link_class") or ""),
+                str(r.get("way") or ""))
+
+    groups: dict = {}
+    for r in sorted(flagged, key=lambda r: (kind(r), record_gpus(r))):
+        groups.setdefault(kind(r), []).append(r)
+    chosen: List[dict] = []
+    depth = 0
+    while len(chosen) < min(most, len(flagged)):
+        for runs in groups.values():
+            if depth < len(runs) and len(chosen) < most:
+                chosen.append(runs[depth])
+        depth += 1
+    return sorted(chosen, key=lambda r: (record_gpus(r), r.get("way") or ""))
+
+
 def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
     """Loss per step of each flagged (nan/diverged) pair and way, against the one-GPU reference
     and the other way on the same GPUs; below each, the relative deviation from the reference
@@ -49,7 +72,7 @@ def plot_loss_curves(summary: Summary, out_dir: Path) -> Optional[Plot]:
     plt = _plt()
     from matplotlib.ticker import MaxNLocator
 
-    shown = flagged[:MAX_LOSS_PANELS]
+    shown = panels(flagged)
     n = len(shown)
     cols = min(4 if n > 9 else 3, n)
     rows = (n + cols - 1) // cols

@@ -18,7 +18,7 @@ heatmap_link_class.py, heatmap_numerics.py, loss_curves.py; this module is their
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from gputopo.report.summary import Summary
 
@@ -44,13 +44,14 @@ class PlotsUnderWay:
     """Plots started by :func:`start_plots`: :meth:`result` finishes them (display order),
     :meth:`cancel` stops the child still drawing (the caller failed meanwhile)."""
 
-    def __init__(self, plots: List[Plot], later=None):
-        self._plots, self._later = plots, later
+    def __init__(self, plots: List[Plot], later=None, numerics: Optional[Plot] = None):
+        self._plots, self._later, self._numerics = plots, later, numerics
 
     def result(self) -> List[Plot]:
-        loss = self._later.result() if self._later is not None else None
+        """Every figure made, in display order: GB/s, efficiency, link class, numerics, loss."""
+        link_class, loss = self._later.result() if self._later is not None else (None, None)
         self._later = None
-        return self._plots + ([loss] if loss is not None else [])
+        return [p for p in (*self._plots, link_class, self._numerics, loss) if p is not None]
 
     def cancel(self) -> None:
         if self._later is not None:
@@ -62,10 +63,13 @@ def start_plots(summary: Summary, out_dir) -> PlotsUnderWay:
     """Start drawing every plot that has data. Between this and ``.result()`` the caller may
     write what needs no plot.
 
-    The loss curves (the costliest figure: two axes per flagged run) are drawn in a forked
-    child process (plot_fork.py) while this one draws the heatmaps: on two cores a report's
-    plotting takes about half as long. matplotlib is imported first, so the child has it. Where
-    no child can be forked, or it fails, the loss curves are drawn here as before.
+    The link-class heatmap and the loss curves (the costliest figure: two axes per flagged
+    run) are drawn in a forked child process (plot_fork.py) while this one draws the other
+    heatmaps and the caller writes the tables: on two cores a report's plotting takes about
+    half as long (measured on the demo's report: 1.2 s of CPU on either side).
+    matplotlib is imported first, so the child has it. Where no child can be forked, or it
+    fails, its figures are drawn here as before. The order of the figures is the same either
+    way: GB/s, efficiency, link class, numerics, loss curves.
     """
     from .plot_fork import in_child
 
@@ -73,16 +77,19 @@ def start_plots(summary: Summary, out_dir) -> PlotsUnderWay:
     if not gpu_indices(summary):
         return PlotsUnderWay([])
     _plt()
-    later = in_child(lambda: plot_loss_curves(summary, out_dir))
+    later = in_child(lambda: _child_plots(summary, out_dir))
     plots: List[Plot] = []
     try:
         if summary.pairs:
-            plots += [plot_gbps(summary, out_dir), plot_efficiency(summary, out_dir),
-                      plot_link_class(summary, out_dir)]
+            plots += [plot_gbps(summary, out_dir), plot_efficiency(summary, out_dir)]
         numerics = plot_numerics(summary, out_dir)
     except BaseException:
         later.cancel()
         raise
-    if numerics is not None:
-        plots.append(numerics)
-    return PlotsUnderWay(plots, later)
+    return PlotsUnderWay(plots, later, numerics)
+
+
+def _child_plots(summary: Summary, out_dir: Path) -> List[Optional[Plot]]:
+    """The figures start_plots leaves to its child: [link class, loss curves] (None: no data)."""
+    return [plot_link_class(summary, out_dir) if summary.pairs else None,
+            plot_loss_curves(summary, out_dir)]
