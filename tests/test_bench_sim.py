@@ -309,3 +309,26 @@ def test_bad_resume_and_out_dirs(tmp_path):
         run_bench(topo, BenchOptions(pairs=[(0, 1)], out_dir=str(tmp_path / "full")), "sim", desc)
     with pytest.raises(UsageError, match="needs a simulated machine"):
         run_bench(topo, BenchOptions(pairs=[(0, 1)], out_dir=str(tmp_path / "o")), "sim", None)
+
+
+def test_dataparallel_flatten_copies_where_torch_does_and_reduce_leaves_inputs_alone():
+    """A bucket of one tensor is flattened as a view (at::flatten_dense_tensors), several are
+    concatenated; only a copy costs modeled on-device time. reduce_add makes a new tensor (as
+    comm.reduce_add does): the master's gradients are not summed into."""
+    import torch
+    from torch._utils import _flatten_dense_tensors
+
+    from gputopo.bench.fabrics.sim import SimModel, SimOps
+
+    ops = SimOps((6, 7), (6, 7), SimModel(load_description("seed-8gpu")))
+    for parts in ([torch.ones(4, 4)], [torch.ones(4, 4), torch.ones(3)]):
+        ops._region = 0.0
+        ours = ops._flat(6, parts, sum(p.numel() for p in parts))
+        theirs = _flatten_dense_tensors(parts)
+        same = parts[0].untyped_storage().data_ptr()
+        assert (ours.untyped_storage().data_ptr() == same) == (theirs.untyped_storage().data_ptr() == same)
+        assert torch.equal(ours, theirs) and (ops._region > 0) == (len(parts) > 1)
+    grads = {6: [torch.full((8,), 1.0)], 7: [torch.full((8,), 2.0)]}
+    out = ops.dp_reduce_add_coalesced(grads, [(8,)], 6, [6, 7])
+    assert out is not None and torch.equal(out[0], torch.full((8,), 3.0))
+    assert torch.equal(grads[6][0], torch.full((8,), 1.0))  # the master's input is untouched

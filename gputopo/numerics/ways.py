@@ -23,7 +23,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 
 from .dp_flow import DataParallelFlow
-from .job import (MomentumSGD, NumericsOptions, build_model, flat_params, global_loss, grads_finite,
+from .job import (MomentumSGD, NumericsOptions, build_model, flat_params, global_loss, all_finite, grads_finite,
                   make_optimizer, rank_loss, split_sizes)
 from .transport import Transport
 from .verdict import WayRun
@@ -60,7 +60,7 @@ class TrainLog:
         self._check(step, loss, params)
         for opt in optimizers:
             opt.step()
-        if self.step is None and not all(bool(torch.isfinite(p).all()) for p in params):
+        if self.step is None and not all_finite(params):
             self.step, self.where = step, "parameters"
         if _on_step is not None:
             _on_step(step)

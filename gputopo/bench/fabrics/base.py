@@ -127,8 +127,12 @@ class Ops:
         return local_buffer(self.empty(gpu, shape), gpu)
 
     def _flat(self, gpu: int, parts: Sequence[torch.Tensor], n: int) -> torch.Tensor:
-        """``torch.cat`` of ``parts`` (``n`` elements in all) flattened, into a new buffer on
-        ``gpu``: DataParallel's flatten of a bucket."""
+        """DataParallel's flatten of a bucket (``n`` elements in all) on ``gpu``, as
+        ``at::flatten_dense_tensors`` does it: a bucket of one tensor is that tensor viewed flat
+        (no copy, so no on-device time either), several are concatenated into a new buffer."""
+        if len(parts) == 1 and parts[0].is_contiguous():
+            return parts[0].view(-1)
+        self.local_cost(gpu, 4 * n)
         return torch.cat([p.reshape(-1) for p in parts], out=self.local_empty(gpu, n))
 
     # ------------------------------------------------------------------ transfers
@@ -175,7 +179,6 @@ class Ops:
             flat = None
             if self.is_local(master):
                 flat = self._flat(master, [params[master][k] for k in idx], n)
-                self.local_cost(master, 4 * n)
             recv = {g: self.empty(g, n) for g in others}
             self.transfers([(recv[g], flat, g, master) for g in others], route)
             for g in others:
@@ -236,14 +239,19 @@ class Ops:
             for g in gpus:
                 if self.is_local(g):
                     flat[g] = self._flat(g, [grads[g][k] for k in idx], n)
-                    self.local_cost(g, 4 * n)
             recv = {g: self.empty(master, n) for g in others}
             self.transfers([(recv[g], flat.get(g), master, g) for g in others], route)
             if self.is_local(master):
-                total = flat[master]  # this call's own flattened copy: summed into in place
+                total: Optional[torch.Tensor] = None  # a new tensor, as comm.reduce_add makes
                 for g in others:
-                    total.add_(local_buffer(recv[g], master))
+                    got = local_buffer(recv[g], master)
+                    if total is None:
+                        total = torch.add(flat[master], got, out=self.local_empty(master, n))
+                    else:
+                        total.add_(got)
                     self.local_cost(master, 4 * n)
+                if total is None:  # no other GPU: the master's own gradients
+                    total = flat[master]
                 result.extend(_unflatten(total, [shapes[k] for k in idx]))
         return result if self.is_local(master) else None
 
