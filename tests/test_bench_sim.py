@@ -332,3 +332,23 @@ def test_dataparallel_flatten_copies_where_torch_does_and_reduce_leaves_inputs_a
     out = ops.dp_reduce_add_coalesced(grads, [(8,)], 6, [6, 7])
     assert out is not None and torch.equal(out[0], torch.full((8,), 3.0))
     assert torch.equal(grads[6][0], torch.full((8,), 1.0))  # the master's input is untouched
+
+
+@pytest.mark.parametrize("gpus", [(6, 7), (4, 5, 6, 7)])
+def test_sim_reduce_scatter_is_out_of_place_and_exact(gpus):
+    """NCCL's reduce-scatter leaves its inputs alone; the ring's sums land in the outputs, equal
+    (bit for bit: small integers) to the elementwise sum of the ranks' chunk."""
+    import torch
+
+    from gputopo.bench.fabrics.sim import SimModel, SimOps
+
+    ops = SimOps(gpus, gpus, SimModel(load_description("seed-8gpu-healthy")))
+    n, per = len(gpus), 1000
+    ins = {g: torch.arange(n * per, dtype=torch.float32) % 97 + k for k, g in enumerate(gpus)}
+    kept = {g: t.clone() for g, t in ins.items()}
+    outs = {g: torch.full((per,), -1.0) for g in gpus}
+    ops.reduce_scatter(outs, ins)
+    total = sum(kept.values())
+    for r, g in enumerate(gpus):
+        assert torch.equal(ins[g], kept[g])
+        assert torch.equal(outs[g], total[r * per:(r + 1) * per])

@@ -42,12 +42,13 @@ import random
 import sys
 import time
 import zlib
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
 from ..routes import nccl_route
-from .base import NCCL_DP_TESTS, Ops
+from .base import NCCL_DP_TESTS
+from .sim_ring import RingCollectives
 
 #: Relative half-width of the deterministic per-sample jitter of modeled times.
 JITTER = 0.02
@@ -250,7 +251,7 @@ def _damage(dst: torch.Tensor, what: str, rate: float, seed: int) -> None:
     ints[idx] = ints[idx] ^ torch.bitwise_left_shift(torch.ones_like(bits), bits)
 
 
-class SimOps(Ops):
+class SimOps(RingCollectives):
     fabric = "sim"
     timing = "modeled"
     needs_warmup = False  # modeled time has no warm-up effect
@@ -309,65 +310,6 @@ class SimOps(Ops):
 
     def d2d(self, dst, src, gpu: int) -> None:
         self._self_copy("d2d", dst, src, gpu)
-
-    # ---------------------------------------------------------------- collectives (ring)
-    def _ring_reduce_scatter(self, chunks: Dict[int, List[torch.Tensor]], route: str) -> None:
-        """Ring reduce-scatter in place: afterwards rank r holds the sum of chunk r."""
-        gs = self.step_gpus
-        n = len(gs)
-        for s in range(n - 1):
-            items, adds = [], []
-            for r, g in enumerate(gs):
-                c = (r - s - 1) % n
-                nxt = gs[(r + 1) % n]
-                tmp = self.local_empty(nxt, chunks[nxt][c].numel())
-                items.append((tmp, chunks[g][c], nxt, g))
-                adds.append((chunks[nxt][c], tmp))
-            self.transfers(items, route)
-            for acc, tmp in adds:
-                acc.add_(tmp)
-
-    def _ring_all_gather(self, chunks: Dict[int, List[torch.Tensor]], route: str) -> None:
-        """Ring all-gather in place: rank r starts with chunk r complete."""
-        gs = self.step_gpus
-        n = len(gs)
-        for s in range(n - 1):
-            items = []
-            for r, g in enumerate(gs):
-                c = (r - s) % n
-                nxt = gs[(r + 1) % n]
-                items.append((chunks[nxt][c], chunks[g][c], nxt, g))
-            self.transfers(items, route)
-
-    def all_reduce(self, bufs) -> None:
-        n = len(self.step_gpus)
-        chunks = {g: list(torch.tensor_split(bufs[g], n)) for g in self.step_gpus}
-        route = self.collective_route()
-        self._ring_reduce_scatter(chunks, route)
-        self._ring_all_gather(chunks, route)
-
-    def all_gather(self, outs, ins) -> None:
-        n = len(self.step_gpus)
-        chunks = {g: list(torch.tensor_split(outs[g], n)) for g in self.step_gpus}
-        for r, g in enumerate(self.step_gpus):
-            chunks[g][r].copy_(ins[g])
-        self._ring_all_gather(chunks, self.collective_route())
-
-    def reduce_scatter(self, outs, ins) -> None:
-        n = len(self.step_gpus)
-        work = {g: self.local_empty(g, ins[g].numel()).copy_(ins[g].reshape(-1)) for g in self.step_gpus}
-        chunks = {g: list(torch.tensor_split(work[g], n)) for g in self.step_gpus}
-        self._ring_reduce_scatter(chunks, self.collective_route())
-        for r, g in enumerate(self.step_gpus):
-            outs[g].copy_(chunks[g][r])
-
-    def broadcast(self, bufs, root: int) -> None:
-        gs = list(self.step_gpus)
-        k = gs.index(root)
-        chain = gs[k:] + gs[:k]  # root -> next -> ... (NCCL's chain, one hop per rank)
-        route = self.collective_route()
-        for a, b in zip(chain, chain[1:]):
-            self.transfers([(bufs[b], bufs[a], b, a)], route)
 
     # ---------------------------------------------------------------- clock
     timing_method = "modeled: the link model's time for the bytes moved, with 2 % jitter"
