@@ -154,9 +154,9 @@ def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> b
 
 
 class _NumericsAhead:
-    """On the sim fabric, the numerics' DataParallel/DDP jobs start when the bench's steps do
-    and run beside them (numerics/sim_jobs.py): the one-GPU reference and the judging stay in the
-    numerics phase, after the bench. Why: the demo's numerics ran after the bench on cores the
+    """On the sim fabric, the numerics' jobs (the one-GPU reference first, then DataParallel and
+    DDP per pair) start when the bench's steps do and run beside them (numerics/sim_jobs.py);
+    the judging stays in the numerics phase, after the bench. Why: the demo's numerics ran after the bench on cores the
     bench had left idle. Only the sim: its times are modeled, so nothing measured is perturbed
     (on real GPUs and the cpu fabric the numerics never share the machine with a measurement)."""
 

@@ -22,6 +22,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from .fabrics.host_blocks import HOST_BLOCKS
 from .memory_check import HOST_CACHE_BYTES
 
 _A = 1103515245  # odd: k -> k*A mod 2**24 is a permutation
@@ -110,8 +111,6 @@ def _new(n: int, device) -> torch.Tensor:
     """A float32 tensor of ``n`` elements for the caller to fill: host memory comes from the
     worker's caching allocator (fabrics/host_blocks.py), not from freshly faulted pages."""
     if torch.device(device).type == "cpu":
-        from .fabrics.host_blocks import HOST_BLOCKS
-
         return HOST_BLOCKS.empty((n,))
     return torch.empty(n, dtype=torch.float32, device=device)
 

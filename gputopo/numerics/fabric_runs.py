@@ -62,9 +62,8 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
     if jobs is None:
         jobs = SimJobs(description, opts, timeout_s, sink.log_dir, pairs, ways)
     try:
-        data, computed = jobs.reference()
-        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", data,
-                            jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE], computed)
+        _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", None,  # (data: in the workers)
+                            jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE], jobs.reference())
     except BaseException:
         jobs.kill()  # Ctrl-C, or no worker could start: nothing more to wait for
         raise

@@ -59,26 +59,28 @@ class SimJobs:
             key: self._executor.submit(self._run, *key) for key in todo}
 
     def reference(self):
-        """(None, (reference run, tolerance, per-replica baseline)) of the run's options: the
-        job's data stays in the workers (the caller's ``data`` is only used when nothing was
-        computed)."""
-        return None, self._reference.result()
+        """(reference run, tolerance, per-replica baseline) of the run's options, as
+        judging._reference_and_tolerance gives them (computed on a worker)."""
+        return self._reference.result()
+
+    def _job(self, job: Dict[str, Any]) -> Dict[str, Any]:
+        """Run ``job`` on the next free worker: its payload (WorkerHang, WorkerCrash raised)."""
+        pool = self._free.get()
+        try:
+            return pool.run(job, ranks=(0,), timeout_s=self.timeout_s).payloads[0]
+        finally:
+            self._free.put(pool)
 
     def _references(self):
         from .judging import _reference_and_tolerance
         from .worker import WorkerCrash, WorkerHang, payload_to_run
 
-        pool = self._free.get()
+        job = {"kind": "cpu-references", "orders": list(REFERENCE_ORDERS), "opts": self.opts.to_json()}
         try:
-            job = {"kind": "cpu-references", "orders": list(REFERENCE_ORDERS),
-                   "opts": self.opts.to_json()}
-            try:
-                res = pool.run(job, ranks=(0,), timeout_s=self.timeout_s)
-            except (WorkerHang, WorkerCrash) as e:
-                raise RuntimeError(f"the one-GPU reference could not be computed: {e}") from e
-        finally:
-            self._free.put(pool)
-        runs = {order: payload_to_run(p) for order, p in res.payloads[0]["runs"].items()}
+            payload = self._job(job)
+        except (WorkerHang, WorkerCrash) as e:
+            raise RuntimeError(f"the one-GPU reference could not be computed: {e}") from e
+        runs = {order: payload_to_run(p) for order, p in payload["runs"].items()}
         return _reference_and_tolerance(lambda order: runs[order], self.opts)
 
     @property
@@ -88,22 +90,17 @@ class SimJobs:
     def _run(self, pair: Pair, way: str) -> WayRun:
         from .worker import WorkerCrash, WorkerHang, payload_to_run
 
-        pool = self._free.get()
+        job = {"kind": f"sim-{way}", "pair": list(pair), "description": self.description,
+               "opts": self.opts.to_json()}
         t0 = time.perf_counter()  # (judged later: the record keeps how long the way ran)
         try:
-            job = {"kind": f"sim-{way}", "pair": list(pair), "description": self.description,
-                   "opts": self.opts.to_json()}
-            try:
-                res = pool.run(job, ranks=(0,), timeout_s=self.timeout_s)
-            except WorkerHang as e:
-                raise WayFailed("hang", f"{WAY_NAMES[way]} hung (simulated transfers): {e}",
-                                time.perf_counter() - t0) from e
-            except WorkerCrash as e:
-                raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}",
-                                time.perf_counter() - t0) from e
-            return payload_to_run(res.payloads[0])
-        finally:
-            self._free.put(pool)
+            return payload_to_run(self._job(job))
+        except WorkerHang as e:
+            raise WayFailed("hang", f"{WAY_NAMES[way]} hung (simulated transfers): {e}",
+                            time.perf_counter() - t0) from e
+        except WorkerCrash as e:
+            raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}",
+                            time.perf_counter() - t0) from e
 
     def train(self, way: str) -> Callable[[Pair], WayRun]:
         """``train(pair)``: the run of ``way`` on ``pair`` (waits for it), or its WayFailed."""

@@ -23,8 +23,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 
 from .dp_flow import DataParallelFlow
-from .job import (MomentumSGD, NumericsOptions, build_model, flat_params, global_loss, all_finite, grads_finite,
-                  make_optimizer, rank_loss, split_sizes)
+from .job import (MomentumSGD, NumericsOptions, all_finite, build_model, flat_params, global_loss,
+                  grads_finite, make_optimizer, rank_loss, split_sizes)
 from .transport import Transport
 from .verdict import WayRun
 

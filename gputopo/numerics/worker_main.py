@@ -102,11 +102,10 @@ def _run_job(rank: int, job: Dict[str, Any], backend: str,
     if kind in ("sim-dp", "sim-ddp"):
         run = _train_sim(opts, data, job, tell)
         return _run_to_payload(run)
+    tell("prepared", -1)
     if kind == "cpu-references":  # the one-GPU job and its noise re-runs, on this CPU
-        tell("prepared", -1)
         return {"runs": {order: _run_to_payload(ways.train_reference(opts, data, order=order))
                          for order in job["orders"]}}
-    tell("prepared", -1)
     if job.get("bus_ids") and backend == "nccl":
         from gputopo.bench.fabrics.cuda import check_bus_ids
 

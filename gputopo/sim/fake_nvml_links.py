@@ -112,7 +112,7 @@ class PairCalls(NvmlPlumbing):
     _checked_p2p = nvmlDeviceGetP2PStatus
 
     def nvmlDeviceGetTopologyCommonAncestor(self, *args):
-        if len(args) == 2 and self._init_count > 0 and not (self.errors or self.unsupported or self.lost):
+        if len(args) == 2 and self._plain:
             a, b = args
             if (a.__class__ is DeviceHandle and a._owner is self and b.__class__ is DeviceHandle
                     and b._owner is self and a._index != b._index):
@@ -122,7 +122,7 @@ class PairCalls(NvmlPlumbing):
         return self._checked_ancestor(*args)
 
     def nvmlDeviceGetP2PStatus(self, *args):
-        if len(args) == 3 and self._init_count > 0 and not (self.errors or self.unsupported or self.lost):
+        if len(args) == 3 and self._plain:
             a, b, cap = args
             if (a.__class__ is DeviceHandle and a._owner is self and b.__class__ is DeviceHandle
                     and b._owner is self and cap.__class__ is int and 0 <= cap < len(P2P_CAPS)

@@ -22,8 +22,9 @@ Without the private use-count function (another torch), every request is a plain
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from typing import Dict, List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -40,23 +41,19 @@ class HostBlocks:
     """Float32 CPU tensors carved from reusable storages, one storage per tensor."""
 
     def __init__(self) -> None:
-        # nbytes -> storages of that size (busy or idle), in least recently used order
-        self._blocks: Dict[int, List[torch.UntypedStorage]] = {}
-        self._lru: "OrderedDict[int, Tuple[int, torch.UntypedStorage]]" = OrderedDict()
+        # every block, busy or idle, least recently handed out first: id -> (bytes, storage)
+        self._blocks: "OrderedDict[int, Tuple[int, torch.UntypedStorage]]" = OrderedDict()
         self._largest = 0
-        self.reused = 0  # counts, for the benchmark script and the tests
+        self.reused = 0  # counts, for the tests
         self.allocated = 0
 
     @property
     def pooled_bytes(self) -> int:
-        return sum(n * len(v) for n, v in self._blocks.items())
+        return sum(n for n, _ in self._blocks.values())
 
     def empty(self, shape: Tuple[int, ...]) -> torch.Tensor:
         """An uninitialised float32 tensor of ``shape`` (contiguous), like torch.empty."""
-        numel = 1
-        for d in shape:
-            numel *= int(d)
-        nbytes = 4 * numel
+        nbytes = 4 * math.prod(int(d) for d in shape)
         if _use_count is None or nbytes < MIN_BYTES:
             return torch.empty(shape, dtype=torch.float32)
         self._largest = max(self._largest, nbytes)
@@ -64,51 +61,30 @@ class HostBlocks:
         if storage is None:
             self._trim(nbytes)
             storage = torch.UntypedStorage(nbytes)
-            self._blocks.setdefault(nbytes, []).append(storage)
+            self._blocks[id(storage)] = (nbytes, storage)
             self.allocated += 1
         else:
             self.reused += 1
-        self._lru[id(storage)] = (nbytes, storage)
-        self._lru.move_to_end(id(storage))
-        return torch.empty(0, dtype=torch.float32).set_(storage, 0, tuple(shape), _strides(shape))
+            self._blocks.move_to_end(id(storage))
+        return torch.empty(0, dtype=torch.float32).set_(storage).view(tuple(shape))
 
     @staticmethod
     def _free(storage: torch.UntypedStorage) -> bool:
         return _use_count is not None and _use_count(storage._cdata) == 1
 
     def _idle(self, nbytes: int) -> Optional[torch.UntypedStorage]:
-        for s in self._blocks.get(nbytes, ()):
-            if self._free(s):
-                return s
-        return None
+        return next((s for n, s in self._blocks.values() if n == nbytes and self._free(s)), None)
 
     def _trim(self, incoming: int) -> None:
         """Drop least recently used idle blocks while the pool would exceed its bound."""
         bound = BLOCKS_PER_SIZE * self._largest
         total = self.pooled_bytes + incoming
-        for key, (nbytes, s) in list(self._lru.items()):
+        for key, (nbytes, s) in list(self._blocks.items()):
             if total <= bound:
                 break
             if self._free(s):
-                self._blocks[nbytes].remove(s)
-                if not self._blocks[nbytes]:
-                    del self._blocks[nbytes]
-                del self._lru[key]
+                del self._blocks[key]
                 total -= nbytes
-
-    def clear(self) -> None:
-        """Forget every block (tensors still in use keep their own storage alive)."""
-        self._blocks.clear()
-        self._lru.clear()
-        self._largest = 0
-
-
-def _strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    out, step = [], 1
-    for d in reversed(shape):
-        out.append(step)
-        step *= max(1, int(d))
-    return tuple(reversed(out))
 
 
 #: The pool of this worker process (a worker serves one fabric for its whole life).
