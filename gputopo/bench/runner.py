@@ -167,15 +167,16 @@ class Runner:
     def run(self, steps: Sequence[Step], meanwhile: Optional[Callable[[], None]] = None) -> None:
         """Run ``steps``. ``meanwhile()``, when there are steps, is called once the forkserver
         has been started (it imports torch for a second or so, on one core, while this process
-        would only wait for it); a Ctrl-C in it interrupts the run like one in the steps."""
+        would only wait for it). A Ctrl-C meanwhile is held until it returns, then interrupts
+        the run like one in the steps: raised inside its imports, it left pandas half imported
+        for the report of the interrupted run (an internal error instead of exit 130)."""
         pending = list(steps)
         running: Dict[str, _Running] = {}
         self._running = running
         try:
             if pending and meanwhile is not None:
                 with starting_workers(self.ctx):  # the forkserver starts; nothing waits for it
-                    pass
-                meanwhile()
+                    meanwhile()
             self._prestart(pending)
             while pending or running:
                 self._launch(pending, running)
