@@ -167,9 +167,8 @@ class Runner:
     def run(self, steps: Sequence[Step], meanwhile: Optional[Callable[[], None]] = None) -> None:
         """Run ``steps``. ``meanwhile()``, when there are steps, is called once the forkserver
         has been started (it imports torch for a second or so, on one core, while this process
-        would only wait for it). A Ctrl-C meanwhile is held until it returns, then interrupts
-        the run like one in the steps: raised inside its imports, it left pandas half imported
-        for the report of the interrupted run (an internal error instead of exit 130)."""
+        would only wait for it). A Ctrl-C is held until it returns, then interrupts the run: raised
+        in its imports it left pandas half imported for the report (exit 4, not 130)."""
         pending = list(steps)
         running: Dict[str, _Running] = {}
         self._running = running
