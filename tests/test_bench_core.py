@@ -77,11 +77,42 @@ def test_long_patterns_from_the_cached_period_equal_their_definition(monkeypatch
     n, off = 3 * (1 << 12) + 77, (1 << 12) - 5  # starts 5 before the end of a period
     assert torch.equal(fill_pattern(torch.empty(n), 7, off), arith(n, 7, off))
     assert torch.equal(fill_small(torch.empty(n), 9, off), arith(n, 9, off, small=True))
-    assert torch.equal(P.expected(n, 7, "cpu", off), arith(n, 7, off))
+    long = P.expected(n, 7, "cpu", off)
+    assert isinstance(long, P.Periodic)  # longer than a period: never written out
+    assert torch.equal(long.materialize(), arith(n, 7, off))
     # once the period is cached, short patterns are slices of it too
     assert torch.equal(P.expected(100, 7, "cpu", 3), arith(100, 7, 3))
-    assert torch.equal(P.expected_sum(n, (101, 211), "cpu"),
+    assert torch.equal(P.expected_sum(n, (101, 211), "cpu").materialize(),
                        arith(n, 101, 0, small=True) + arith(n, 211, 0, small=True))
+    # slices of a periodic expected result: across the period's end, and within one period
+    assert torch.equal(long[4000:9000].materialize(), arith(5000, 7, off + 4000))
+    assert torch.equal(long[10:100], arith(90, 7, off + 10))
+
+
+def test_compare_reads_a_periodic_expected_result_a_period_at_a_time(monkeypatch):
+    """compare() against a Periodic must count every wrong element and find the first one
+    wherever it lies (in the first segment, past a period's end, in the last element), exactly
+    as against the same result written out."""
+    from gputopo.bench import patterns as P
+
+    monkeypatch.setattr(P, "_PERIOD", 1 << 12)
+    monkeypatch.setattr(P, "_DIRECT_MAX", 1 << 10)
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", {})
+    n, off = 3 * (1 << 12) + 77, (1 << 12) - 5
+    exp = P.expected(n, 7, "cpu", off)
+    assert isinstance(exp, P.Periodic)
+    good = fill_pattern(torch.empty(n), 7, off)
+    assert P.compare(good, exp) == (0, None)
+    for bad in ([3], [4, 5000], [9000, 12000, n - 1], [n - 1]):
+        damaged = good.clone()
+        damaged[bad] = -1.0
+        assert P.compare(damaged, exp) == (len(bad), bad[0])
+        assert P.compare(damaged, exp) == P.compare(damaged, exp.materialize())
+    shaped = exp.view(n, 1)  # what _sum_expected does to lay a result over parameter shapes
+    assert P.compare(good.view(n, 1), shaped) == (0, None)
+    with pytest.raises(ValueError, match="size mismatch"):
+        P.compare(good[:-1], exp)
 
 
 def test_sim_damage_does_not_depend_on_what_the_worker_ran_before(seed):

@@ -17,12 +17,12 @@ cannot pass by leaving the previous sample's data in place.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 
-from .fabrics.host_blocks import HOST_BLOCKS
 from .memory_check import HOST_CACHE_BYTES
 
 _A = 1103515245  # odd: k -> k*A mod 2**24 is a permutation
@@ -98,21 +98,66 @@ def _write_periodic(dst: torch.Tensor, period: torch.Tensor, offset: int) -> tor
     return dst
 
 
-def _periodic(n: int, period: torch.Tensor, offset: int, device) -> torch.Tensor:
+def _periodic(n: int, period: torch.Tensor, offset: int) -> Expected:
     """Elements [offset, offset + n) of a periodic sequence: a view of ``period`` when they lie
-    within one period, else a new tensor."""
+    within one period, else a :class:`Periodic` (never written out)."""
     k = offset % _PERIOD
     if k + n <= _PERIOD:
         return period[k:k + n]
-    return _write_periodic(_new(n, device), period, k)
+    return Periodic(period, k, n)
 
 
-def _new(n: int, device) -> torch.Tensor:
-    """A float32 tensor of ``n`` elements for the caller to fill: host memory comes from the
-    worker's caching allocator (fabrics/host_blocks.py), not from freshly faulted pages."""
-    if torch.device(device).type == "cpu":
-        return HOST_BLOCKS.empty((n,))
-    return torch.empty(n, dtype=torch.float32, device=device)
+class Periodic:
+    """Elements [offset, offset + n) of a sequence that repeats ``period``, not written out:
+    what an expected result longer than one period is. Read-only, like the cached period.
+
+    Why not a tensor: a 256 MiB expected result is four copies of its 64 MiB period, and
+    writing it out cost every 256 MiB measurement a pass over a block of memory of its own
+    (fresh pages for each role's result, faulted in and zeroed by the kernel), while
+    :func:`compare` can read it a period at a time (:meth:`segments`). Supports what the suites
+    do with an expected result: ``numel()``, ``[a:b]`` slices (a view of the period when they
+    fit in one) and ``view(shape)``.
+    """
+
+    def __init__(self, period: torch.Tensor, offset: int, n: int, shape=None):
+        self.period, self.offset, self.n = period, offset % _PERIOD, int(n)
+        self.shape = tuple(shape) if shape is not None else (self.n,)
+
+    @property
+    def device(self) -> torch.device:
+        return self.period.device
+
+    def numel(self) -> int:
+        return self.n
+
+    def __getitem__(self, sl: slice):
+        start, stop, step = sl.indices(self.n)
+        if step != 1:
+            raise ValueError("a periodic expected result is sliced with step 1 only")
+        return _periodic(max(0, stop - start), self.period, self.offset + start)
+
+    def view(self, *shape) -> "Periodic":
+        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if math.prod(int(d) for d in dims) != self.n:
+            raise ValueError(f"shape {dims} does not hold {self.n} elements")
+        return Periodic(self.period, self.offset, self.n, dims)
+
+    def segments(self):
+        """(position, view of the period) pieces that, laid end to end, are the sequence."""
+        pos, k = 0, self.offset
+        while pos < self.n:
+            m = min(_PERIOD - k, self.n - pos)
+            yield pos, self.period[k:k + m]
+            pos, k = pos + m, 0
+
+    def materialize(self) -> torch.Tensor:
+        """The sequence written out (for tests, and callers that need a tensor)."""
+        out = torch.empty(self.n, dtype=self.period.dtype, device=self.period.device)
+        return _write_periodic(out, self.period, self.offset).view(self.shape)
+
+
+#: What an expected result is: a tensor, or a long pattern left periodic.
+Expected = Union[torch.Tensor, Periodic]
 
 
 def _from_period(n: int, seed: int, small: bool, device) -> bool:
@@ -121,12 +166,24 @@ def _from_period(n: int, seed: int, small: bool, device) -> bool:
     return n > _DIRECT_MAX or (_PERIOD, seed, 0, small, str(device)) in _cache
 
 
-def _pattern(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
-    """The pattern as a 1-D float32 tensor on ``device`` (read-only: it may be cached)."""
+def _pattern(n: int, seed: int, offset: int, small: bool, device) -> Expected:
+    """The pattern as a 1-D float32 tensor on ``device``, or a :class:`Periodic` when it spans
+    more than a period (read-only either way: it may be cached)."""
+    if offset % _PERIOD + n <= _PERIOD:
+        return _short(n, seed, offset, small, device)
+    return Periodic(_period(seed, small, device), offset, n)
+
+
+def _short(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
+    """The pattern where it lies within one period: generated at its own length (cached), or
+    a slice of the cached period."""
     if not _from_period(n, seed, small, device):
         return _cached((n, seed, offset, small, str(device)),
                        lambda: _generate(n, seed, offset % _PERIOD, small, device))
-    return _periodic(n, _period(seed, small, device), offset, device)
+    k = offset % _PERIOD
+    if k + n > _PERIOD:
+        raise ValueError(f"{n} elements from {k} do not lie within one period")
+    return _period(seed, small, device)[k:k + n]
 
 
 def _remember(key: tuple, t: torch.Tensor) -> None:
@@ -146,7 +203,7 @@ def _remember(key: tuple, t: torch.Tensor) -> None:
 def _fill(t: torch.Tensor, seed: int, offset: int, small: bool) -> torch.Tensor:
     flat, n = t.view(-1), t.numel()
     if not _from_period(n, seed, small, t.device):
-        flat.copy_(_pattern(n, seed, offset, small, t.device))
+        flat.copy_(_short(n, seed, offset, small, t.device))
     else:  # straight from the period, without a temporary of n elements
         _write_periodic(flat, _period(seed, small, t.device), offset)
     return t
@@ -162,8 +219,9 @@ def fill_small(t: torch.Tensor, seed: int, offset: int = 0) -> torch.Tensor:
     return _fill(t, seed, offset, small=True)
 
 
-def expected(n: int, seed: int, device, offset: int = 0, small: bool = False) -> torch.Tensor:
-    """The pattern itself as a read-only 1-D tensor (shared from the cache: never write to it)."""
+def expected(n: int, seed: int, device, offset: int = 0, small: bool = False) -> Expected:
+    """The pattern itself, read-only (shared from the cache: never write to it): a 1-D tensor,
+    or a :class:`Periodic` when it spans more than one period."""
     return _pattern(n, seed, offset, small, device)
 
 
@@ -171,22 +229,22 @@ def poison(t: torch.Tensor) -> torch.Tensor:
     return t.fill_(POISON)
 
 
-def expected_sum(n: int, seeds: Tuple[int, ...], device) -> torch.Tensor:
+def expected_sum(n: int, seeds: Tuple[int, ...], device) -> Expected:
     """Elementwise sum of the small patterns of ``seeds`` over ``n`` elements (exact in fp32):
     what a reduction of ranks filled with :func:`fill_small` must give. Read-only, cached like
     the patterns (an all_reduce's and a reduce_add's expected result recur for every pair);
-    periodic like them, so a long one is copied out of its summed period."""
+    periodic like them, so a long one is a :class:`Periodic` of its summed period."""
     def total(m: int) -> torch.Tensor:
-        out = _pattern(m, seeds[0], 0, True, device).clone()
+        out = _short(m, seeds[0], 0, True, device).clone()
         for s in seeds[1:]:
-            out += _pattern(m, s, 0, True, device)
+            out += _short(m, s, 0, True, device)
         return out
 
     if n <= _DIRECT_MAX:
         return _cached((n, ("sum",) + tuple(seeds), 0, True, str(device)), lambda: total(n))
     period = _cached((_PERIOD, ("sum",) + tuple(seeds), 0, True, str(device)),
                      lambda: total(_PERIOD))
-    return _periodic(n, period, 0, device)
+    return _periodic(n, period, 0)
 
 
 def _memcmp():
@@ -216,8 +274,15 @@ def _same_bytes(a: torch.Tensor, e: torch.Tensor) -> bool:
     return torch.equal(a, e)
 
 
-def compare(actual: torch.Tensor, expected: torch.Tensor) -> Tuple[int, Optional[int]]:
-    """Bit-exact comparison of two float32 tensors: (wrong element count, first bad index)."""
+def compare(actual: torch.Tensor, expected: Expected) -> Tuple[int, Optional[int]]:
+    """Bit-exact comparison of a float32 tensor with its expected result (a tensor, or a
+    :class:`Periodic` read a period at a time): (wrong element count, first bad index)."""
+    if isinstance(expected, Periodic):
+        flat = actual.reshape(-1)
+        if flat.numel() != expected.numel():
+            raise ValueError(f"size mismatch: {flat.numel()} elements vs {expected.numel()} expected")
+        return merge((*compare(flat[pos:pos + e.numel()], e), e.numel())
+                     for pos, e in expected.segments())
     a = actual.reshape(-1).view(torch.int32)
     e = expected.reshape(-1).view(torch.int32)
     if a.numel() != e.numel():

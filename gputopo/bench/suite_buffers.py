@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from .patterns import compare, expected, expected_sum, fill_pattern, fill_small, merge, poison
+from .patterns import Expected, compare, expected, expected_sum, fill_pattern, fill_small, merge, poison
 
 # Seeds of the patterns, one per role, so no buffer can pass for another.
 SEED_SRC, SEED_SRC2, SEED_PARAM, SEED_BATCH, SEED_OUT = 11, 23, 37, 41, 53
@@ -69,12 +69,12 @@ def _patterned_here(ops, gpu, shapes, seed) -> List[torch.Tensor]:
     return out
 
 
-def _expect(ops, gpu, n, seed, offset=0) -> Optional[torch.Tensor]:
+def _expect(ops, gpu, n, seed, offset=0) -> Optional[Expected]:
     """The copy pattern as expected on ``gpu`` (None when ``gpu`` is another process's)."""
     return expected(n, seed, ops.device(gpu), offset) if ops.is_local(gpu) else None
 
 
-def _check_list(actual: List[torch.Tensor], expected: List[torch.Tensor]):
+def _check_list(actual: List[torch.Tensor], expected: List[Expected]):
     return merge((*compare(a, e), e.numel()) for a, e in zip(actual, expected))
 
 
@@ -117,7 +117,7 @@ def _local(ops, gpus, first=None) -> Tuple[int, ...]:
     return tuple(loc)
 
 
-def _sum_expected(ops, gpu, shapes, seeds) -> List[torch.Tensor]:
+def _sum_expected(ops, gpu, shapes, seeds) -> List[Expected]:
     """Exact elementwise sum of the small patterns of ``seeds`` laid out over ``shapes``: views
     of one cached, read-only sum (never write to them)."""
     n = sum(_numel(shp) for shp in shapes)
