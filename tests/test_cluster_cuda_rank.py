@@ -125,3 +125,27 @@ def test_two_ranks_of_a_node_on_one_gpu_are_named():
     assert shared_gpus(recs) == ["ranks 0, 1 on a all drive GPU 0000:1b:00.0"]
     assert shared_gpus(recs[2:]) == []
     assert shared_gpus([{"rank": 0, "node": "a", "gpu_bus_id": None}] * 2) == []  # cpu fabric
+
+
+def test_a_message_is_checked_against_the_rank_s_free_memory():
+    from gputopo.cluster.rank_device import GLOO_BUFFERS, message_fit_error
+
+    gib = 1 << 30
+    assert message_fit_error(8 * gib, "cuda", 10 * gib, 8) is None  # one GPU each: ranks do not add up
+    why = message_fit_error(16 * gib, "cuda", 10 * gib, 1)
+    assert why and "GPU" in why and "10.0 GiB free" in why
+    # cpu: the node's ranks share its memory, each with the tensor and gloo's scratch
+    assert message_fit_error(gib, "cpu", GLOO_BUFFERS * 4 * gib, 4) is None
+    why = message_fit_error(gib, "cpu", GLOO_BUFFERS * 4 * gib - 1, 4)
+    assert why and "4 rank(s)" in why and "host memory" in why
+    assert message_fit_error(1 << 50, "cpu", None, 1) is None  # unknown: not refused on a guess
+
+
+def test_free_memory_of_a_cuda_rank_is_the_device_s_free_bytes():
+    from gputopo.cluster.rank_device import free_bytes
+
+    seen = []
+    cuda = SimpleNamespace(mem_get_info=lambda i: seen.append(i) or (5 << 30, 80 << 30))
+    assert free_bytes(SimpleNamespace(cuda=cuda), "cuda", 3) == 5 << 30 and seen == [3]
+    broken = SimpleNamespace(mem_get_info=lambda i: (_ for _ in ()).throw(RuntimeError("no")))
+    assert free_bytes(SimpleNamespace(cuda=broken), "cuda", 0) is None

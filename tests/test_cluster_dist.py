@@ -171,3 +171,19 @@ def test_cuda_fabric_without_a_gpu_is_exit_3_on_every_rank(tmp_path):
     assert p.returncode == 3, p.stderr
     assert "gputopo: error: rank 0" in p.stderr and "--fabric cpu" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_message_larger_than_memory_is_refused_before_the_rendezvous(tmp_path):
+    """`--size 1T` on a real launch: every rank would fail to allocate it, and the run used to
+    read that as a SLOW-NODE error on a healthy node (exit 0). Refused in one line, exit 2,
+    before any rank waits for the others, and no run folder."""
+    env = _env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
+               MASTER_PORT=str(_free_port()))
+    p = subprocess.run(["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
+                        "--fabric", "cpu", "--size", "1T", "--out", str(tmp_path / "run")],
+                       env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--size 1T does not fit in host memory" in lines[0], p.stderr
+    assert "rank 0" in lines[0] and "smaller --size" in lines[0]
+    assert not (tmp_path / "run").exists()

@@ -30,7 +30,7 @@ from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 
 from .launch import LaunchEnv
 from .patterns import Group
-from .rank_device import choose_device, shared_gpus
+from .rank_device import choose_device, free_bytes, message_fit_error, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
 from .survivor import mark_alive, wait_folder_written
@@ -82,6 +82,10 @@ class DistBackend:
             self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
+        why = message_fit_error(size_bytes, fabric, free_bytes(torch, fabric, self.device.index),
+                                env.local_world_size)
+        if why:  # before the rendezvous: every rank of the launch says it and leaves (exit 2)
+            raise UsageError(f"rank {env.rank} ({env.node_name}): {why}")
         try:
             dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
                                     rank=env.rank, world_size=env.world_size, timeout=self.timeout)

@@ -49,3 +49,44 @@ def shared_gpus(records: List[Dict[str, Any]]) -> List[str]:
             seen.setdefault((str(r["node"]), str(bus)), []).append(int(r["rank"]))
     return [f"ranks {', '.join(map(str, sorted(ranks)))} on {node} all drive GPU {bus}"
             for (node, bus), ranks in sorted(seen.items()) if len(ranks) > 1]
+
+
+#: Buffers of the message size a cpu-fabric rank holds during gloo's all_reduce: the tensor and
+#: gloo's scratch for what arrives (an upper estimate, stated in the message).
+GLOO_BUFFERS = 2
+
+
+def free_bytes(torch: Any, fabric: str, index: Optional[int]) -> Optional[int]:
+    """Memory the rank's all_reduce can use: the GPU's free bytes (cuda, through CUDA's
+    ``cudaMemGetInfo``), or the host's MemAvailable (cpu); None where it cannot be read."""
+    if fabric != "cuda":
+        from gputopo.bench.memory_check import host_available_bytes
+
+        return host_available_bytes()
+    try:
+        return int(torch.cuda.mem_get_info(index)[0])
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None
+
+
+def message_fit_error(size_bytes: int, fabric: str, free: Optional[int],
+                      local_ranks: int) -> Optional[str]:
+    """Why this rank cannot all_reduce a message of ``size_bytes``, or None (also when ``free``
+    is unknown). Checked before the rendezvous: a message larger than the memory is the user's
+    input, and measured it would fail every group and read as slow or failed nodes."""
+    if free is None:
+        return None
+    from gputopo.bench.options import format_size
+
+    gib = lambda n: f"{n / (1 << 30):.1f} GiB"  # noqa: E731
+    if fabric == "cuda":
+        if size_bytes <= free:
+            return None
+        return (f"--size {format_size(size_bytes)} does not fit in this rank's GPU: "
+                f"{gib(free)} free; use a smaller --size")
+    need = GLOO_BUFFERS * size_bytes * max(1, local_ranks)
+    if need <= free:
+        return None
+    return (f"--size {format_size(size_bytes)} does not fit in host memory: this node's "
+            f"{local_ranks} rank(s) hold {GLOO_BUFFERS} buffers of it each ({gib(need)}), and "
+            f"{gib(free)} is available; use a smaller --size")
