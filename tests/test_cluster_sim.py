@@ -270,6 +270,42 @@ def test_wrong_sums_are_corrupt_findings_by_host():
     assert not [f for f in fs if f.kind == "slow-node"]
 
 
+def test_a_buffer_that_could_not_be_allocated_is_out_of_memory_not_a_slow_node():
+    """A group whose message could not be allocated (memory taken after the ranks' check)
+    measured nothing: the node is neither called slow nor drained, the finding says why, and
+    the gate's no_slow_node does not pass a node that was never measured."""
+    from gputopo.check.cluster_rules import _per_node
+    from gputopo.cluster.findings import drain_lines
+    from gputopo.cluster.job import conclude
+    from gputopo.cluster.rounds import GroupResult, run_rounds
+
+    oom = ("rank 2 (c): RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+           "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes")
+
+    class Backend:
+        node_names = ["a", "b", "c", "d"]
+
+        def measure_intra(self):
+            return [GroupResult((k,), 1 << 40, "wall", None if k == 2 else 1e-3,
+                                None if k == 2 else 10.0, 2, error=oom if k == 2 else None)
+                    for k in range(4)]
+
+        def measure_round(self, index, groups):
+            return [GroupResult(g, 1 << 40, "wall", 1e-3, 10.0, 4) for g in groups]
+
+    out = run_rounds(Backend(), "random2pass")
+    fs = conclude(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
+    assert not [f for f in fs if f.kind == "slow-node"], [f.message for f in fs]
+    (mem,) = [f for f in fs if f.kind == "out-of-memory"]
+    assert mem.evidence["node"] == "c" and "could not be allocated" in mem.message
+    assert "says nothing about the node" in (mem.cause or "")
+    assert not drain_lines(fs)  # a full memory is no reason to drain a node
+    summary = type("S", (), {"findings": fs})()
+    judged = {o.subject: o.status for o in _per_node("cluster.no_slow_node", "slow-node", summary,
+                                                     Backend.node_names)}
+    assert judged["c"] == "failed" and judged["a"] == "passed"
+
+
 def test_one_gpu_per_node_figure_is_modeled_per_group():
     res = run(cluster(8, {"where": "node:2", "what": "slow", "factor": 0.4}), "pairwise")
     groups = [g for r in res.outcome.inter_rounds for g in r.groups]

@@ -3,7 +3,8 @@ testcase) per node and per measured node pair, named by host.
 
 - ``min_inter_node_busbw_gbps``: every node pair's inter-node all_reduce busbw (its lowest);
 - ``nodes_alike``: no node differs from the majority (``topology-mismatch``);
-- ``no_slow_node``: no ``slow-node`` finding names the node.
+- ``no_slow_node``: no ``slow-node`` finding names the node, and none says that a group of it
+  measured nothing for want of memory (``out-of-memory``: unmeasured is not passed).
 
 A run that is not a cluster run (no cluster.json) is refused (exit 2): those keys cannot judge
 it, and "skipped" would let the gate pass. So is a cluster run judged by a spec without
@@ -72,10 +73,18 @@ def _busbw(limit: float, doc, names) -> List[Outcome]:
 
 
 def _per_node(rule: str, kind: str, s: Summary, names) -> List[Outcome]:
+    kinds = (kind, "out-of-memory") if kind == "slow-node" else (kind,)
     out = []
     for name in names:
-        bad = [f for f in s.findings if f.kind == kind and (f.evidence or {}).get("node") == name]
+        bad = [f for f in s.findings if f.kind in kinds and _names(f, name)]
         out.append(Outcome(rule, name, FAILED if bad else PASSED,
                            bad[0].message if bad else f"node {name}: no {kind} finding",
                            evidence=dict(bad[0].evidence) if bad else {}))
     return out
+
+
+def _names(f, name: str) -> bool:
+    """Whether finding ``f`` is about node ``name`` (an out-of-memory group of two nodes names
+    both in ``evidence.nodes``)."""
+    ev = f.evidence or {}
+    return ev.get("node") == name or (f.kind == "out-of-memory" and name in (ev.get("nodes") or []))

@@ -1,5 +1,6 @@
 """Findings of a cluster run, named by host: ``slow-node``, a slow inter-node link (``slow``),
-``hang`` / ``crash`` for lost ranks (host and rank), and the drain list a Slurm admin can use.
+``hang`` / ``crash`` for lost ranks (host and rank), ``out-of-memory`` for groups whose message
+did not fit (never a drain reason), and the drain list a Slurm admin can use.
 
 Node findings carry ``evidence.node`` (the hostname) and ``evidence.ranks``; a slow link carries
 ``evidence.nodes`` (both hosts). ``gpus`` stays None: GPU indices are per machine.
@@ -12,7 +13,7 @@ from typing import Dict, List, Optional
 from gputopo.model import Finding
 from gputopo.report.cluster_view import gbps_text
 
-from .rounds import LostRank, Outcome
+from .rounds import LostRank, Outcome, out_of_memory
 from .triangulation import Verdicts
 
 #: Finding kinds that put a node on the drain list.
@@ -71,6 +72,30 @@ def corrupt_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
                     f"element(s) after all_reduce ({r.phase}-node round {r.index})",
                     evidence={"node" if len(hosts) == 1 else "nodes": hosts[0] if len(hosts) == 1 else hosts,
                               "wrong": g.wrong, "round": r.index, "size_bytes": g.size_bytes}))
+    return out
+
+
+def memory_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
+    """Groups whose all_reduce buffer could not be allocated: measured nothing, so they are
+    neither slow nor fast, and the gate must not pass their nodes as checked."""
+    out = []
+    for r in outcome.rounds:
+        for g in r.groups:
+            if not out_of_memory(g.error):
+                continue
+            hosts = [names[n] for n in g.nodes]
+            one = len(hosts) == 1
+            out.append(Finding(
+                "out-of-memory", "error",
+                f"{'node' if one else 'nodes'} {', '.join(hosts)}: the all_reduce's "
+                f"{g.size_bytes:,}-byte message could not be allocated ({r.phase}-node round "
+                f"{r.index}), so nothing was measured there: {g.error}",
+                evidence={"node" if one else "nodes": hosts[0] if one else hosts, "round": r.index,
+                          "phase": r.phase, "size_bytes": g.size_bytes, "error": g.error},
+                cause="host or GPU memory was taken by other processes after the run checked "
+                      "that the message fits; this says nothing about the node's speed or links",
+                remedies=["rerun with a smaller --size", "free the memory other processes hold "
+                          "on these nodes (`nvidia-smi`, `free -g`)"]))
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding
 
-from .findings import corrupt_findings, lost_findings, slow_findings
+from .findings import corrupt_findings, lost_findings, memory_findings, slow_findings
 from .fingerprint import mismatch_findings
 from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
@@ -55,7 +55,7 @@ def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
     verdicts = triangulate(outcome, len(names))
     return (mismatch_findings(names, fingerprints, ranks)
             + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
-            + lost_findings(outcome))
+            + memory_findings(outcome, names) + lost_findings(outcome))
 
 
 def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> ClusterResult:

@@ -102,12 +102,22 @@ def _median(values: Sequence[float]) -> Optional[float]:
     return statistics.median(values) if values else None
 
 
+def out_of_memory(error: Optional[str]) -> bool:
+    """Whether a group's error is its message's buffer not fitting (host or GPU memory taken by
+    others since the rank's check, cluster/rank_device.py): nothing about its nodes' speed."""
+    low = (error or "").lower()
+    return ("out of memory" in low or "outofmemoryerror" in low or "can't allocate memory" in low
+            or "cannot allocate memory" in low)
+
+
 def judge(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
-    """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow."""
+    """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow. Groups
+    that failed for want of memory are not: they measured nothing (findings.memory_findings)."""
     for g in groups:
         if g.na:
             continue
-        failed = bool(g.error) and not g.wrong  # wrong sums are judged as corrupt, not slow
+        # wrong sums are judged as corrupt, a buffer that did not fit as out of memory
+        failed = bool(g.error) and not g.wrong and not out_of_memory(g.error)
         g.slow = failed or (reference is not None and g.busbw_gbps is not None
                                    and g.busbw_gbps < slow_below * reference)
 

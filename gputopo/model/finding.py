@@ -22,6 +22,8 @@ KINDS = (
     "nvlink-not-connected",
     # Against the machine's own history (gputopo.report.history_findings).
     "drift", "counter-growth",
+    # A cluster group whose all_reduce buffer could not be allocated: nothing measured there.
+    "out-of-memory",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")
