@@ -352,3 +352,51 @@ def test_sim_reduce_scatter_is_out_of_place_and_exact(gpus):
     for r, g in enumerate(gpus):
         assert torch.equal(ins[g], kept[g])
         assert torch.equal(outs[g], total[r * per:(r + 1) * per])
+
+
+def test_shares_of_a_step_balance_the_bytes_and_keep_every_case_once():
+    from gputopo.bench.plan import cases_for
+    from gputopo.bench.shares import _weight, share_cases, share_steps
+
+    cases = cases_for("p2p", (5, 6), (1 << 20, 16 << 20, 64 << 20, 256 << 20), (4, 4096))
+    shares = share_cases(cases, 2)
+    assert sorted(c.key for s in shares for c in s) == sorted(c.key for c in cases)  # each once
+    for s in shares:  # each share in the step's own order
+        assert [cases.index(c) for c in s] == sorted(cases.index(c) for c in s)
+    loads = [sum(_weight(c) for c in s) for s in shares]
+    assert max(loads) - min(loads) <= 256 << 20  # within one case of the largest size
+    assert share_steps("sim", [None] * 3, 2) and not share_steps("sim", [None] * 4, 2)
+    assert not share_steps("cuda", [None], 2) and not share_steps("sim", [None], 1)
+
+
+def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tmp_path):
+    """A one-pair run is three steps on two sim workers: each step is shared (shares.py). Its
+    measurements must be exactly those of the same plan on one worker: every case once, the
+    same wrong counts, first bad indices and modeled samples (seeded per measurement)."""
+    from gputopo.bench.api import _worker_config
+    from gputopo.bench.plan import Step, cases_for
+    from gputopo.bench.runlog import RunLog
+    from gputopo.bench.runner import Runner
+
+    desc, topo = _machine("seed-8gpu")
+    pair = (5, 6)  # NODE: peer copies corrupt
+
+    def measured(pool, folder):
+        steps = [Step(f"{g}:5-6", g, pair, "NODE", cases_for(g, pair, (1 << 20, 4 << 20), (4,)))
+                 for g in ("p2p", "dp", "collectives")]
+        runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, 60.0, 1),
+                        log=RunLog(folder), timeout_s=60.0, pool_size=pool,
+                        step_settings={"warmup": 1, "samples": 3, "latency_repeat": 2})
+        runner.run(steps)
+        assert not runner.findings and runner.steps_done == 3
+        assert runner.worker_pids and not [p for p in runner.worker_pids if _alive(p)]
+        return runner, {measurement_key(m): (m.wrong, m.first_bad_index, m.samples_s,
+                                             m.extra.get("wrong_samples"))
+                        for m in runner.measurements}
+
+    alone, one = measured(1, tmp_path / "one")
+    shared, two = measured(2, tmp_path / "two")
+    assert len(shared.measurements) == len(alone.measurements) == len(one) == 12 + 16 + 8
+    assert two == one and any(w for w, *_ in one.values())  # the corruption was there to find
+    assert set(shared.delivered_by) == {"sim0", "sim1"} and all(shared.delivered_by.values())
+    assert set(alone.delivered_by) == {"sim0"}

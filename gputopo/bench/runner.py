@@ -8,7 +8,8 @@ interpreter plus ``import torch`` (about 2 s, DESIGN.md); start-ups do not grow 
   (:func:`plan.layout`). One step at a time, or with ``concurrent`` every step whose GPUs are
   disjoint from the running ones (that perturbs bandwidth; outputs say so).
 - sim: a pool of workers (``simK``), each modeling whole pairs; modeled times do not depend on
-  what else runs, so the pool always works in parallel.
+  what else runs, so the pool always works in parallel. In runs of fewer than two steps per
+  worker, every worker takes a share of each step's cases instead (shares.py).
 
 Failure handling, per step: a worker that sends nothing for ``timeout_s`` is a ``hang``; a
 worker that dies (or raises) is a ``crash`` whose finding quotes the tail of its log. Either
@@ -30,9 +31,7 @@ from __future__ import annotations
 
 import multiprocessing.connection as mpc
 import time
-from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
@@ -40,7 +39,10 @@ from gputopo.model import Finding, Measurement
 from .memory_check import killed_cause
 from .plan import Step, layout
 from .processes import TAIL_LINES, _exit_text, mp_context, starting_workers, stop_forkserver, tail
+from .run_records import RunningStep as _Running
+from .run_records import WorkerRecord as _Worker
 from .runlog import RunLog
+from .shares import share_cases, share_steps
 from .step_failure import step_failure_finding
 
 __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_context",
@@ -49,29 +51,6 @@ __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_cont
 #: Seconds a worker may take to start (fork + set-up) before its step counts as failed.
 STARTUP_TIMEOUT_S = 120.0
 
-
-
-@dataclass
-class _Worker:
-    key: str
-    proc: BaseProcess
-    conn: mpc.Connection
-    log_path: str
-    ready: bool = False
-    info: dict = field(default_factory=dict)
-    step: Optional[str] = None
-
-
-@dataclass
-class _Running:
-    step: Step
-    keys: List[str]
-    ranks: List[Tuple[int, ...]]
-    deadline: float
-    sent: bool = False
-    done: Set[str] = field(default_factory=set)
-    delivered: int = 0
-    started: float = field(default_factory=time.monotonic)
 
 
 class NullProgress:
@@ -110,6 +89,8 @@ class Runner:
         self.steps_done = 0
         self._seq = 0
         self._running: Dict[str, _Running] = {}
+        self._share = False  # every sim step measured by every worker (shares.py)
+        self.delivered_by: Dict[str, int] = {}  # measurements each worker key delivered
 
     # ------------------------------------------------------------------ workers
     def _start_worker(self, key: str) -> _Worker:
@@ -149,6 +130,8 @@ class Runner:
     def _keys_for(self, step: Step, running: Dict[str, _Running]) -> Optional[List[str]]:
         """Worker keys (rank order) that would run ``step`` now, or None if it must wait."""
         if self.fabric == "sim":
+            if self._share:  # one step at a time, on every worker
+                return None if running else self._pool_keys()[:max(1, len(step.cases))]
             if len(running) >= self.pool_size:
                 return None
             busy = {k for r in running.values() for k in r.keys}
@@ -172,6 +155,7 @@ class Runner:
         pending = list(steps)
         running: Dict[str, _Running] = {}
         self._running = running
+        self._share = share_steps(self.fabric, pending, self.pool_size)
         try:
             if pending and meanwhile is not None:
                 with starting_workers(self.ctx):  # the forkserver starts; nothing waits for it
@@ -190,7 +174,7 @@ class Runner:
         if not steps:
             return
         if self.fabric == "sim":
-            keys = self._pool_keys()[:len(steps)]
+            keys = self._pool_keys()[:self.pool_size if self._share else len(steps)]
         else:
             keys = sorted({f"gpu{r[0]}" for s in steps for r in layout(s, self.fabric)},
                           key=lambda k: int(k[3:]))
@@ -206,8 +190,10 @@ class Runner:
                     break  # keep the plan's order
                 continue
             pending.remove(step)
-            ranks = [tuple(step.gpus)] if self.fabric == "sim" else layout(step, self.fabric)
+            ranks = [tuple(step.gpus)] * len(keys) if self.fabric == "sim" else layout(step, self.fabric)
             r = _Running(step, keys, ranks, deadline=time.monotonic() + STARTUP_TIMEOUT_S)
+            if self.fabric == "sim" and len(keys) > 1:
+                r.shares = share_cases(step.cases, len(keys))
             running[step.id] = r
             for k in keys:
                 if k not in self.workers:
@@ -224,14 +210,15 @@ class Runner:
         self._seq += 1
         world = len(r.keys)
         store = None
-        if world > 1:
+        if world > 1 and r.shares is None:
             store = {"host": "127.0.0.1", "port": ws[0].info.get("store_port"),
                      "prefix": f"{r.step.id}#{self._seq}"}
         for rank, w in enumerate(ws):
             msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
                    "local_gpus": list(r.ranks[rank]), "rank": rank, "world": world,
-                   "store": store, "link_class": r.step.link_class,
-                   "cases": [c.to_json() for c in r.step.cases], **self.settings}
+                   "store": store, "link_class": r.step.link_class, "shared": r.shares is not None,
+                   "cases": [c.to_json() for c in (r.shares[rank] if r.shares else r.step.cases)],
+                   **self.settings}
             try:
                 w.conn.send(("step", msg))
             except OSError:  # it died since it said ready: the step fails as a crash
@@ -318,6 +305,8 @@ class Runner:
             m = Measurement.from_json(rec)
             self.measurements.append(m)
             r.delivered += 1
+            r.by_key[w.key] = r.by_key.get(w.key, 0) + 1
+            self.delivered_by[w.key] = self.delivered_by.get(w.key, 0) + 1
             r.deadline = time.monotonic() + self.timeout_s
             self.progress.advance(1, r.step.label)
             if self.on_measurement:
@@ -354,8 +343,8 @@ class Runner:
         ev = {"step": r.step.id, "test_group": r.step.group,
               "elapsed_s": round(time.monotonic() - r.started, 3),
               "measurements_delivered": r.delivered}
-        if r.delivered < len(r.step.cases):
-            c = r.step.cases[r.delivered]
+        c = r.current_case(w.key if w is not None else None)
+        if c is not None:
             ev["case"] = {"test": c.test, "direction": c.direction, "size_bytes": c.size_bytes}
         logs = [w] if w is not None else [self.workers[k] for k in r.keys if k in self.workers]
         ev["worker_logs"] = [x.log_path for x in logs]

@@ -313,7 +313,7 @@ class WorkerState:
         from .spec import measure
         from .suites import build_spec
 
-        grouped = step["world"] > 1
+        grouped = step["world"] > 1 and not step.get("shared")  # shared: each its own cases
         if grouped and self.nccl_tail is not None:
             self.nccl_tail.mark()
         if grouped:
@@ -341,7 +341,7 @@ class WorkerState:
                     from .nccl_transport import step_transport
 
                     m.extra["nccl_transport"] = step_transport(self.nccl_tail, step["gpus"])
-                if step["rank"] == 0:
+                if step["rank"] == 0 or step.get("shared"):
                     conn.send(("measurement", step["id"], m.to_json()))
                 else:
                     conn.send(("beat", step["id"]))

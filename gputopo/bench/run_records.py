@@ -1,0 +1,59 @@
+"""What the bench runner (runner.py) keeps about its worker processes and the steps they run.
+
+Why a module of its own: the runner's loop (starting workers, handing out steps, timeouts,
+failures) is one job; these records, and which case a worker was in when its step ended
+(the evidence of a hang or a crash), are another.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.connection as mpc
+import time
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from typing import Dict, List, Optional, Set, Tuple
+
+from .plan import Case, Step
+
+
+@dataclass
+class WorkerRecord:
+    """A worker process as the runner knows it: its pipe, log, and the step it runs."""
+
+    key: str
+    proc: BaseProcess
+    conn: mpc.Connection
+    log_path: str
+    ready: bool = False
+    info: dict = field(default_factory=dict)
+    step: Optional[str] = None
+
+
+@dataclass
+class RunningStep:
+    """A step handed to its workers: who runs it (rank order), its deadline, what came back."""
+
+    step: Step
+    keys: List[str]
+    ranks: List[Tuple[int, ...]]
+    deadline: float
+    sent: bool = False
+    done: Set[str] = field(default_factory=set)
+    delivered: int = 0
+    started: float = field(default_factory=time.monotonic)
+    shares: Optional[List[List[Case]]] = None  # a shared sim step: each worker's cases, by rank
+    by_key: Dict[str, int] = field(default_factory=dict)  # measurements each worker delivered
+
+    def current_case(self, key: Optional[str]) -> Optional[Case]:
+        """The case worker ``key`` was in when the step ended; None: of the workers not done,
+        the case that comes first in the step (a hang stops every worker of a shared step)."""
+        if self.shares is None:
+            return self.step.cases[self.delivered] if self.delivered < len(self.step.cases) else None
+        if key is not None:
+            return self._in(key)
+        now = [c for c in (self._in(k) for k in self.keys if k not in self.done) if c is not None]
+        return min(now, key=self.step.cases.index) if now else None
+
+    def _in(self, key: str) -> Optional[Case]:
+        share, n = self.shares[self.keys.index(key)] if self.shares else [], self.by_key.get(key, 0)
+        return share[n] if n < len(share) else None
