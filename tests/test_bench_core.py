@@ -58,6 +58,22 @@ def test_patterns_equal_their_definition():
     assert torch.equal(fill_small(torch.empty(5000), 7), _arithmetic(5000, 7, 0, small=True))
 
 
+def test_generated_patterns_equal_their_definition_across_table_rows():
+    """_raw builds the pattern as a table of rows (a row's terms plus each row's start): every
+    element must equal the int64 definition wherever the range starts and ends (inside a row,
+    on a row's edge, across the end of the 24-bit period) and for seeds at the mask's edge."""
+    from gputopo.bench import patterns as P
+
+    row = P._ROW
+    for n, offset in ((1, 0), (1, row - 1), (row, row), (row + 1, row - 1), (3 * row + 5, 7),
+                      (5000, (1 << 24) - 3), (1 << 15, (1 << 26) + 12345)):
+        for seed in (0, 11, 211, (1 << 24) - 1):
+            got = P._raw(n, seed, offset, "cpu")
+            assert got.dtype == torch.int32 and got.numel() == n
+            k = torch.arange(offset, offset + n, dtype=torch.int64)
+            assert torch.equal(got.to(torch.int64), (k * 1103515245 + seed) & 0xFFFFFF), (n, offset, seed)
+
+
 def test_long_patterns_from_the_cached_period_equal_their_definition(monkeypatch):
     """Patterns longer than _DIRECT_MAX (and any once their period is cached) are copied out of
     one cached period, rotated by their offset: they must equal the arithmetic definition

@@ -76,3 +76,25 @@ def test_idle_blocks_beyond_the_bound_are_dropped():
     more = [pool.empty((4 * N,)) for _ in range(7)]  # 8 big ones in use: idle small ones go
     assert pool.pooled_bytes <= host_blocks.BLOCKS_PER_SIZE * 4 * MIN_BYTES
     assert all(t.numel() == 4 * N for t in more) and big.numel() == 4 * N
+
+
+
+def test_a_smaller_request_takes_the_smallest_idle_block_that_holds_it(monkeypatch):
+    """A request may be served by an idle block up to FIT times its size (the smallest such),
+    laid out from the block's start; a block more than FIT times larger is left alone."""
+    monkeypatch.setattr(host_blocks, "FIT", 4)
+    pool = HostBlocks()
+    big, mid = pool.empty((4 * N,)), pool.empty((2 * N,))
+    big_at, mid_at = _ptr(big), _ptr(mid)
+    del big, mid
+    t = pool.empty((2, N // 2))  # N elements: the 2N block fits better than the 4N one
+    assert t.data_ptr() == mid_at and pool.allocated == 2 and pool.reused == 1
+    assert t.shape == (2, N // 2) and t.is_contiguous() and t.stride() == (N // 2, 1)
+    t.copy_(torch.arange(N, dtype=torch.float32).view(2, N // 2))
+    assert float(t[1, -1]) == N - 1
+    u = pool.empty((3 * N,))  # only the 4N block holds it
+    assert u.data_ptr() == big_at and u.numel() == 3 * N and pool.allocated == 2
+    del t, u
+    monkeypatch.setattr(host_blocks, "FIT", 1)  # now the 2N block is too big for N
+    v = pool.empty((N,))
+    assert v.data_ptr() not in (big_at, mid_at) and pool.allocated == 3

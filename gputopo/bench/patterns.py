@@ -29,14 +29,31 @@ _A = 1103515245  # odd: k -> k*A mod 2**24 is a permutation
 _MASK24 = 0xFFFFFF
 #: Value written to outputs before every timed sample; never produced by either pattern.
 POISON = -1.0
-#: Elements generated per chunk (bounds the int64 scratch buffer to 32 MiB).
+#: Elements generated per chunk (bounds :func:`_raw`'s int32 table to 16 MiB).
 _CHUNK = 4 << 20
 
 
+#: Row length of :func:`_raw`'s table.
+_ROW = 4096
+
+
 def _raw(n: int, seed: int, offset: int, device) -> torch.Tensor:
-    """int32 tensor of ((k + offset) * A + seed) mod 2**24 for k in [0, n)."""
-    idx = torch.arange(offset, offset + n, dtype=torch.int64, device=device)
-    return ((idx * _A + seed) & _MASK24).to(torch.int32)
+    """int32 tensor of (k * A + seed) mod 2**24 for k in [offset, offset + n).
+
+    Computed as a table, k = q * _ROW + r: (r * A + seed) mod 2**24 for one row plus
+    (q * _ROW * A) mod 2**24 for each row, masked to 24 bits. Both terms are below 2**24, so
+    their int32 sum cannot overflow and the mask gives exactly the definition, in two int32
+    passes over the elements instead of five int64 ones (an int64 arange, multiply, add, mask
+    and narrowing: generating the patterns was a tenth of a sim pair's CPU time)."""
+    q0, q1 = offset // _ROW, -(-(offset + n) // _ROW)
+    row = ((torch.arange(_ROW, dtype=torch.int64, device=device) * _A + seed)
+           & _MASK24).to(torch.int32)
+    starts = ((torch.arange(q0, q1, dtype=torch.int64, device=device) * (_ROW * _A))
+              & _MASK24).to(torch.int32)
+    table = torch.add(row[None, :], starts[:, None]).view(-1)
+    table.bitwise_and_(_MASK24)
+    first = offset - q0 * _ROW
+    return table[first:first + n]
 
 
 #: Generated patterns kept for reuse (the same inputs and expected results recur for every
@@ -66,7 +83,7 @@ def _generate(n: int, seed: int, offset: int, small: bool, device) -> torch.Tens
         m = min(_CHUNK, n - start)
         r = _raw(m, seed, offset + start, device)
         if small:
-            r = r >> 14  # 10 high bits of the 24: 0..1023
+            r.bitwise_right_shift_(14)  # 10 high bits of the 24: 0..1023 (r is scratch)
         out[start:start + m].copy_(r)  # int -> float32 is exact below 2**24
     return out
 

@@ -14,9 +14,11 @@ kept by PyTorch for every tensor and view of it, is down to the pool's own refer
 block can never be handed out while a view of it is alive. A reused block holds what its last
 user left, exactly as a block malloc (or the CUDA allocator) hands back does: outputs are
 poisoned before every sample and before they are dropped (spec.py, suite_buffers._Holder), so
-no stale output can pass for right. Idle blocks are kept up to ``BLOCKS_PER_SIZE`` times the
-largest block asked for, the memory the size check already reserves per worker
-(memory_check.BUFFERS_PER_GPU x 2 GPUs); beyond it the least recently used idle ones go.
+no stale output can pass for right. A request takes the smallest idle block that holds it,
+up to ``FIT`` times its size, so the blocks of a 256 MiB measurement serve the 32 and 128 MiB
+buffers after it. Idle blocks are kept up to ``BLOCKS_PER_SIZE`` times the largest block asked
+for, the memory the size check already reserves per worker (memory_check.BUFFERS_PER_GPU x 2
+GPUs); beyond it the least recently used idle ones go.
 Without the private use-count function (another torch), every request is a plain torch.empty.
 """
 
@@ -32,13 +34,19 @@ from ..memory_check import BUFFERS_PER_GPU
 
 #: Requests below this many bytes are plain allocations (malloc reuses small blocks well).
 MIN_BYTES = 32 << 20
+#: A request may take an idle block up to this many times its size (a 32 MiB DataParallel
+#: share the block of a 256 MiB copy): with exact sizes only, a worker's pool held its 64 and
+#: 256 MiB blocks idle while the 32 and 128 MiB shares of the same sizes got blocks of their
+#: own (1.9 GB pooled for 1 GB ever busy at once; twice the system time faulting them in).
+FIT = 8
 #: Idle blocks kept: at most this many times the largest block requested so far.
 BLOCKS_PER_SIZE = 2 * BUFFERS_PER_GPU
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 
 class HostBlocks:
-    """Float32 CPU tensors carved from reusable storages, one storage per tensor."""
+    """Float32 CPU tensors carved from reusable storages, one storage per tensor (its first
+    bytes: a block may be larger than the tensor)."""
 
     def __init__(self) -> None:
         # every block, busy or idle, least recently handed out first: id -> (bytes, storage)
@@ -66,14 +74,18 @@ class HostBlocks:
         else:
             self.reused += 1
             self._blocks.move_to_end(id(storage))
-        return torch.empty(0, dtype=torch.float32).set_(storage).view(tuple(shape))
+        flat = torch.empty(0, dtype=torch.float32).set_(storage, 0, (nbytes // 4,), (1,))
+        return flat.view(tuple(shape))
 
     @staticmethod
     def _free(storage: torch.UntypedStorage) -> bool:
         return _use_count is not None and _use_count(storage._cdata) == 1
 
     def _idle(self, nbytes: int) -> Optional[torch.UntypedStorage]:
-        return next((s for n, s in self._blocks.values() if n == nbytes and self._free(s)), None)
+        """The smallest idle block that holds ``nbytes`` and is at most ``FIT`` times as large."""
+        fits = [(n, s) for n, s in self._blocks.values()
+                if nbytes <= n <= FIT * nbytes and self._free(s)]
+        return min(fits, key=lambda ns: ns[0])[1] if fits else None
 
     def _trim(self, incoming: int) -> None:
         """Drop least recently used idle blocks while the pool would exceed its bound."""
