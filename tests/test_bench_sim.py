@@ -354,24 +354,37 @@ def test_sim_reduce_scatter_is_out_of_place_and_exact(gpus):
         assert torch.equal(outs[g], total[r * per:(r + 1) * per])
 
 
-def test_shares_of_a_step_balance_the_bytes_and_keep_every_case_once():
-    from gputopo.bench.plan import cases_for
-    from gputopo.bench.shares import _weight, share_cases, share_steps
+def test_a_shared_step_deals_its_cases_heaviest_first_each_once():
+    from gputopo.bench.plan import Step, cases_for
+    from gputopo.bench.run_records import RunningStep
+    from gputopo.bench.shares import _weight, dealing_order, share_steps
 
     cases = cases_for("p2p", (5, 6), (1 << 20, 16 << 20, 64 << 20, 256 << 20), (4, 4096))
-    shares = share_cases(cases, 2)
-    assert sorted(c.key for s in shares for c in s) == sorted(c.key for c in cases)  # each once
-    for s in shares:  # each share in the step's own order
-        assert [cases.index(c) for c in s] == sorted(cases.index(c) for c in s)
-    loads = [sum(_weight(c) for c in s) for s in shares]
-    assert max(loads) - min(loads) <= 256 << 20  # within one case of the largest size
+    order = dealing_order(cases)
+    assert sorted(c.key for c in order) == sorted(c.key for c in cases)  # each once
+    weights = [_weight(c) for c in order]
+    assert weights == sorted(weights, reverse=True) and order[0].test == "p2p.copy_bidir"
+    ties = [c for c in order if _weight(c) == 256 << 20]  # equal weight: the step's own order
+    assert [cases.index(c) for c in ties] == sorted(cases.index(c) for c in ties)
+    r = RunningStep(Step("p2p:5-6", "p2p", (5, 6), "NODE", cases), ["sim0", "sim1"],
+                    [(5, 6)] * 2, deadline=0.0, queue=list(order))
+    got = {k: [r.hand_out(k)] for k in ("sim0", "sim1")}
+    assert r.current_case("sim0") == order[0] and r.current_case("sim1") == order[1]
+    r.by_key["sim0"] = 1  # sim0 delivered its case and is handed the next one
+    got["sim0"].append(r.hand_out("sim0"))
+    assert r.current_case("sim0") == order[2] == got["sim0"][1]
+    assert r.current_case(None) == min(order[1], order[2], key=cases.index)  # first in the step
+    while r.hand_out("sim1") is not None:
+        pass
+    assert r.hand_out("sim0") is None and r.queue == []
+    assert sum(len(v) for v in r.given.values()) == len(cases)
     assert share_steps("sim", [None] * 3, 2) and not share_steps("sim", [None] * 4, 2)
     assert not share_steps("cuda", [None], 2) and not share_steps("sim", [None], 1)
 
 
 def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tmp_path):
-    """A one-pair run is three steps on two sim workers: each step is shared (shares.py). Its
-    measurements must be exactly those of the same plan on one worker: every case once, the
+    """A one-pair run is three steps on two sim workers: each step is shared (shares.py), its
+    cases handed out one at a time to whichever worker is free. Its measurements must be exactly those of the same plan on one worker: every case once, the
     same wrong counts, first bad indices and modeled samples (seeded per measurement)."""
     from gputopo.bench.api import _worker_config
     from gputopo.bench.plan import Step, cases_for

@@ -41,13 +41,24 @@ class RunningStep:
     done: Set[str] = field(default_factory=set)
     delivered: int = 0
     started: float = field(default_factory=time.monotonic)
-    shares: Optional[List[List[Case]]] = None  # a shared sim step: each worker's cases, by rank
+    #: A shared sim step (shares.py): the cases not handed out yet, in dealing order, and those
+    #: handed to each worker, in order; None: every worker of the step runs all its cases.
+    queue: Optional[List[Case]] = None
+    given: Dict[str, List[Case]] = field(default_factory=dict)
     by_key: Dict[str, int] = field(default_factory=dict)  # measurements each worker delivered
+
+    def hand_out(self, key: str) -> Optional[Case]:
+        """The next case of a shared step for worker ``key`` (None: none left)."""
+        if not self.queue:
+            return None
+        case = self.queue.pop(0)
+        self.given.setdefault(key, []).append(case)
+        return case
 
     def current_case(self, key: Optional[str]) -> Optional[Case]:
         """The case worker ``key`` was in when the step ended; None: of the workers not done,
         the case that comes first in the step (a hang stops every worker of a shared step)."""
-        if self.shares is None:
+        if self.queue is None:
             return self.step.cases[self.delivered] if self.delivered < len(self.step.cases) else None
         if key is not None:
             return self._in(key)
@@ -55,5 +66,5 @@ class RunningStep:
         return min(now, key=self.step.cases.index) if now else None
 
     def _in(self, key: str) -> Optional[Case]:
-        share, n = self.shares[self.keys.index(key)] if self.shares else [], self.by_key.get(key, 0)
-        return share[n] if n < len(share) else None
+        given, n = self.given.get(key, []), self.by_key.get(key, 0)
+        return given[n] if n < len(given) else None

@@ -9,7 +9,8 @@ interpreter plus ``import torch`` (about 2 s, DESIGN.md); start-ups do not grow 
   disjoint from the running ones (that perturbs bandwidth; outputs say so).
 - sim: a pool of workers (``simK``), each modeling whole pairs; modeled times do not depend on
   what else runs, so the pool always works in parallel. In runs of fewer than two steps per
-  worker, every worker takes a share of each step's cases instead (shares.py).
+  worker, every worker measures each step instead, its cases handed out one at a time to
+  whichever worker is free (shares.py).
 
 Failure handling, per step: a worker that sends nothing for ``timeout_s`` is a ``hang``; a
 worker that dies (or raises) is a ``crash`` whose finding quotes the tail of its log. Either
@@ -42,7 +43,7 @@ from .processes import TAIL_LINES, _exit_text, mp_context, starting_workers, sto
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
 from .runlog import RunLog
-from .shares import share_cases, share_steps
+from .shares import dealing_order, share_steps
 from .step_failure import step_failure_finding
 
 __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_context",
@@ -193,7 +194,7 @@ class Runner:
             ranks = [tuple(step.gpus)] * len(keys) if self.fabric == "sim" else layout(step, self.fabric)
             r = _Running(step, keys, ranks, deadline=time.monotonic() + STARTUP_TIMEOUT_S)
             if self.fabric == "sim" and len(keys) > 1:
-                r.shares = share_cases(step.cases, len(keys))
+                r.queue = dealing_order(step.cases)
             running[step.id] = r
             for k in keys:
                 if k not in self.workers:
@@ -208,25 +209,31 @@ class Runner:
         if len(ws) < len(r.keys):  # a worker still starting (or to be restarted)
             return
         self._seq += 1
-        world = len(r.keys)
         store = None
-        if world > 1 and r.shares is None:
+        if len(r.keys) > 1 and r.queue is None:
             store = {"host": "127.0.0.1", "port": ws[0].info.get("store_port"),
                      "prefix": f"{r.step.id}#{self._seq}"}
-        for rank, w in enumerate(ws):
-            msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
-                   "local_gpus": list(r.ranks[rank]), "rank": rank, "world": world,
-                   "store": store, "link_class": r.step.link_class, "shared": r.shares is not None,
-                   "cases": [c.to_json() for c in (r.shares[rank] if r.shares else r.step.cases)],
-                   **self.settings}
-            try:
-                w.conn.send(("step", msg))
-            except OSError:  # it died since it said ready: the step fails as a crash
-                w.proc.join(5)
-                self._worker_died(w, self._running)
+        for w in ws:
+            cases = r.step.cases if r.queue is None else [r.hand_out(w.key)]
+            if not self._send(r, w, cases, store):
                 return
         r.sent = True
         r.deadline = time.monotonic() + self.timeout_s
+
+    def _send(self, r: _Running, w: _Worker, cases, store: Optional[dict]) -> bool:
+        """Hand ``w`` its ``cases`` of ``r``; False: it had died (the step failed, a crash)."""
+        rank = r.keys.index(w.key)
+        msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
+               "local_gpus": list(r.ranks[rank]), "rank": rank, "world": len(r.keys),
+               "store": store, "link_class": r.step.link_class, "shared": r.queue is not None,
+               "cases": [c.to_json() for c in cases], **self.settings}
+        try:
+            w.conn.send(("step", msg))
+            return True
+        except OSError:  # it died since it said ready: the step fails as a crash
+            w.proc.join(5)
+            self._worker_died(w, self._running)
+            return False
 
     def _pump(self, running: Dict[str, _Running]) -> None:
         now = time.monotonic()
@@ -314,6 +321,10 @@ class Runner:
         elif kind == "beat":
             r.deadline = time.monotonic() + self.timeout_s
         elif kind == "done":
+            case = r.hand_out(w.key)  # a shared step: the free worker takes the next case
+            if case is not None:
+                self._send(r, w, [case], None)
+                return
             r.done.add(w.key)
             if r.done >= set(r.keys):
                 self._finish(r, running)

@@ -4,9 +4,11 @@ Why: a step (one test group on one pair) is the unit of timeouts, resume and eve
 pool hands each step to one worker. A one-pair run is three steps, peer copies, DataParallel
 and collectives, on two workers: one worker ran two of them while the other waited (17-19 s of
 a 20-22 s default-preset run). When a run has fewer than two steps per worker, each step is
-instead measured by every worker at once, each taking a share of its cases (balanced by the
-bytes they move); the step is still one step: done when every share is, failed (hang or
-crash, every worker killed, one finding, one timeout) when any share fails. Modeled times and
+instead measured by every worker at once: its cases are handed out one at a time, heaviest
+first, to whichever worker is free (shares dealt up front by bytes left one worker idle for
+up to 2 s of a step: the same bytes cost a cold or a contended worker more); the step is still
+one step: done when every case is, failed (hang or crash, every worker killed, one finding,
+one timeout) when any worker fails. Modeled times and
 the damage of faults are seeded by the measurement and the sample (fabrics/sim.py), so a
 measurement is the same whichever worker takes it. Pure Python: the runner never imports torch.
 """
@@ -29,14 +31,9 @@ def _weight(case: Case) -> int:
     return case.size_bytes * (2 if case.test == "p2p.copy_bidir" else 1)
 
 
-def share_cases(cases: Sequence[Case], parts: int) -> List[List[Case]]:
-    """``cases`` dealt into ``parts`` shares of about equal weight (largest first, each to the
-    lightest share), each share in the step's own order."""
-    order = {id(c): k for k, c in enumerate(cases)}
-    shares: List[List[Case]] = [[] for _ in range(max(1, parts))]
-    loads = [0] * len(shares)
-    for c in sorted(cases, key=_weight, reverse=True):
-        k = loads.index(min(loads))
-        shares[k].append(c)
-        loads[k] += _weight(c)
-    return [sorted(s, key=lambda c: order[id(c)]) for s in shares]
+def dealing_order(cases: Sequence[Case]) -> List[Case]:
+    """The order a shared step's cases are handed out in, one at a time to whichever worker is
+    free: heaviest first (ties in the step's order), so the step ends on small cases and no
+    worker waits long for the last one; and a worker's 256 MiB blocks, allocated first, serve
+    the smaller buffers after them (fabrics/host_blocks.py)."""
+    return sorted(cases, key=_weight, reverse=True)
