@@ -104,14 +104,21 @@ def _cached(key: tuple, make) -> torch.Tensor:
     return t
 
 
+def _segments(period: torch.Tensor, offset: int, n: int):
+    """(position, view of ``period``) pieces that, laid end to end, are elements
+    [offset, offset + n) of the sequence repeating ``period``."""
+    pos, k = 0, offset % _PERIOD
+    while pos < n:
+        m = min(_PERIOD - k, n - pos)
+        yield pos, period[k:k + m]
+        pos, k = pos + m, 0
+
+
 def _write_periodic(dst: torch.Tensor, period: torch.Tensor, offset: int) -> torch.Tensor:
     """Write elements [offset, offset + n) of a periodic sequence into 1-D ``dst``: rotated
     copies of ``period`` (one read and one write per element)."""
-    n, pos, k = dst.numel(), 0, offset % _PERIOD
-    while pos < n:
-        m = min(_PERIOD - k, n - pos)
-        dst[pos:pos + m].copy_(period[k:k + m])
-        pos, k = pos + m, 0
+    for pos, piece in _segments(period, offset, dst.numel()):
+        dst[pos:pos + piece.numel()].copy_(piece)
     return dst
 
 
@@ -161,11 +168,7 @@ class Periodic:
 
     def segments(self):
         """(position, view of the period) pieces that, laid end to end, are the sequence."""
-        pos, k = 0, self.offset
-        while pos < self.n:
-            m = min(_PERIOD - k, self.n - pos)
-            yield pos, self.period[k:k + m]
-            pos, k = pos + m, 0
+        return _segments(self.period, self.offset, self.n)
 
     def materialize(self) -> torch.Tensor:
         """The sequence written out (for tests, and callers that need a tensor)."""
