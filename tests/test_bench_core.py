@@ -131,6 +131,94 @@ def test_compare_reads_a_periodic_expected_result_a_period_at_a_time(monkeypatch
         P.compare(good[:-1], exp)
 
 
+@pytest.mark.parametrize("piece", [1 << 8, 1000, 1 << 20])
+def test_compare_in_pieces_counts_every_wrong_element_and_the_first(monkeypatch, piece):
+    """The CPU compare walks the period piece by piece, every repeat of a piece in turn, so
+    it meets a later element first when it lies over an earlier piece of the period: the
+    count and the first bad index must still be those of the whole buffer, for pieces that
+    divide the period, that do not, and one larger than it (a plain tensor's single piece)."""
+    from gputopo.bench import patterns as P
+
+    monkeypatch.setattr(P, "_PERIOD", 1 << 12)
+    monkeypatch.setattr(P, "_DIRECT_MAX", 1 << 10)
+    monkeypatch.setattr(P, "_PIECE", piece)
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", {})
+    n, off = 3 * (1 << 12) + 77, (1 << 12) - 5
+    exp = P.expected(n, 7, "cpu", off)
+    good = fill_pattern(torch.empty(n), 7, off)
+    # element 8200 lies over the period's element 3, met before element 900 (period's 895)
+    for bad in ([900, 8200], [8200], [0, 4101, 12364], list(range(4000, 4200))):
+        damaged = good.clone()
+        damaged.view(torch.int32)[bad] ^= 1 << 30
+        assert P.compare(damaged, exp) == (len(bad), bad[0])
+        assert P.compare(damaged, exp.materialize()) == (len(bad), bad[0])
+    strided = torch.empty(2 * n)[::2]  # not contiguous: compared through a copy
+    strided.copy_(good)
+    assert P.compare(strided, exp) == (0, None)
+
+
+def test_a_checked_output_is_left_poisoned_and_poison_skips_it_only_while_untouched():
+    """compare(..., poison_after=True) poisons what it checked, so the next sample's poison()
+    need not write it again; any write to the tensor since (through it or a view) must make
+    poison() write it after all, or a transfer that never happened would pass."""
+    from gputopo.bench import patterns as P
+
+    n = 3 * P._PIECE + 5
+    exp = P.expected(n, 7, "cpu")
+    for shape in ((n,), (n, 1)):
+        out = fill_pattern(torch.empty(n), 7).view(shape)
+        assert P.compare(out, exp, poison_after=True) == (0, None)
+        assert bool((out == POISON).all())
+        out.view(-1)[n - 1] = 5.0  # a write through a view since the check
+        P.poison(out)
+        assert bool((out == POISON).all())
+        out.fill_(2.0)  # poisoned by poison() itself: no mark left, so it writes again
+        P.poison(out)
+        assert bool((out == POISON).all())
+        fill_pattern(out.view(-1), 7)
+        P.compare(out, exp, poison_after=True)
+        out.view(-1).numpy()[0] = 3.0  # unseen by torch's version counter: shows the skip
+        P.poison(out)
+        assert out.view(-1)[0] == 3.0 and bool((out.view(-1)[1:] == POISON).all())
+    strided = torch.empty(2 * n)[::2]
+    strided.copy_(fill_pattern(torch.empty(n), 7))
+    assert P.compare(strided, exp, poison_after=True) == (0, None)
+    assert bool((strided == POISON).all())
+
+
+@pytest.mark.parametrize("test", ["p2p.copy", "p2p.copy_bidir", "dp.scatter", "dp.gather",
+                                  "dp.broadcast_coalesced", "dp.reduce_add",
+                                  "collective.all_gather", "collective.reduce_scatter",
+                                  "collective.broadcast", "collective.all_reduce"])
+def test_a_transfer_that_never_happens_is_wrong_in_every_sample_it_skips(seed, monkeypatch, test):
+    """Outputs are poisoned before every sample (by compare() after the previous check, or by
+    refill): if the fabric silently skips its transfers in some samples, each of those samples
+    is wrong, whatever the previous sample left in the buffers."""
+    pair = (0, 1)  # NVLink: no fault of its own
+    ops = SimOps(pair, pair, SimModel(seed, {}))
+    skip_samples = {1, 2, 4}
+    now = {}
+    timed, transfers = ops.timed, ops.transfers
+
+    def timed_noting_the_sample(run, gpus, *, repeat, seed, sample):
+        now["sample"] = sample
+        return timed(run, gpus, repeat=repeat, seed=seed, sample=sample)
+
+    def transfers_that_drop(items, route="p2p"):
+        if now.get("sample") not in skip_samples:
+            transfers(items, route)
+
+    monkeypatch.setattr(ops, "timed", timed_noting_the_sample)
+    monkeypatch.setattr(ops, "transfers", transfers_that_drop)
+    size = 4 * (3 * (1 << 18) + 64 * 5)  # more than one compare piece, rows of 64
+    (case,) = [c for c in cases_for(test.split(".")[0].replace("collective", "collectives"),
+                                    pair, (size,), (4,)) if c.test == test][:1]
+    m = measure(build_spec(ops, case, latency_repeat=5), ops, warmup=1, samples=6,
+                link_class="NV4")
+    assert m.extra["wrong_samples"] == len(skip_samples), (test, m.extra["wrong_samples"])
+
+
 def test_sim_damage_does_not_depend_on_what_the_worker_ran_before(seed):
     """A sim worker lives for the whole run and measures pairs in whatever order the pool hands
     them out: the elements a corrupt fault damages must follow from the measurement and the

@@ -74,8 +74,8 @@ def _expect(ops, gpu, n, seed, offset=0) -> Optional[Expected]:
     return expected(n, seed, ops.device(gpu), offset) if ops.is_local(gpu) else None
 
 
-def _check_list(actual: List[torch.Tensor], expected: List[Expected]):
-    return merge((*compare(a, e), e.numel()) for a, e in zip(actual, expected))
+def _check_list(actual: List[torch.Tensor], expected: List[Expected], poison_after: bool = False):
+    return merge((*compare(a, e, poison_after), e.numel()) for a, e in zip(actual, expected))
 
 
 class _Holder:

@@ -50,9 +50,9 @@ def _copy(ops, case: Case) -> Spec:
         def verify():
             parts = []
             if dst is not None and exp is not None:  # (exp is, where dst is: both on a local GPU)
-                parts.append((*compare(dst, exp), n))
+                parts.append((*compare(dst, exp, poison_after=True), n))
             if dst2 is not None and exp2 is not None:
-                parts.append((*compare(dst2, exp2), n))
+                parts.append((*compare(dst2, exp2, poison_after=True), n))
             return merge(parts)
 
         return Prepared(refill, run, verify)
@@ -91,7 +91,7 @@ def _self(ops, case: Case) -> Spec:
             dst = ops.empty(g, n)
             run = lambda: ops.d2d(dst, src, g)  # noqa: E731
         exp = expected(n, SEED_SRC, dst.device)
-        return Prepared(lambda: poison(dst), run, lambda: compare(dst, exp))
+        return Prepared(lambda: poison(dst), run, lambda: compare(dst, exp, poison_after=True))
 
     return Spec(case.test, case.gpus, case.direction, case.size_bytes, 4 * n, 1.0, prepare,
                 devices=(g,), extra=ops.extra(case.test, case.src, case.dst))

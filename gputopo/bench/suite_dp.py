@@ -43,7 +43,7 @@ def _dp(ops, case: Case) -> Spec:
                 pieces, off = [], 0
                 for t in held.value[o]:
                     k = t.numel()
-                    pieces.append((*compare(t, exp[off:off + k]), k))
+                    pieces.append((*compare(t, exp[off:off + k], poison_after=True), k))
                     off += k
                 if off != exp.numel():
                     raise ValueError(f"size mismatch: {off} elements vs {exp.numel()} expected")
@@ -58,7 +58,8 @@ def _dp(ops, case: Case) -> Spec:
                 held.value = ops.dp_scatter(batch[0] if batch else None, (rows, cols), m, gpus)
 
             def verify():
-                return compare(held.value[o], exp) if exp is not None else (0, None)
+                return (compare(held.value[o], exp, poison_after=True) if exp is not None
+                        else (0, None))
 
         elif test == "dp.gather":
             outs = {}
@@ -72,7 +73,8 @@ def _dp(ops, case: Case) -> Spec:
                 held.value = ops.dp_gather(outs, (rows, cols), m, gpus)
 
             def verify():
-                return compare(held.value, exp) if exp is not None else (0, None)
+                return (compare(held.value, exp, poison_after=True) if exp is not None
+                        else (0, None))
 
         else:  # dp.reduce_add (DataParallel's backward: reduce_add_coalesced onto the master)
             grads = {}
@@ -86,7 +88,8 @@ def _dp(ops, case: Case) -> Spec:
                 held.value = ops.dp_reduce_add_coalesced(grads, shapes, m, gpus)
 
             def verify():
-                return _check_list(held.value, exp_grads) if exp_grads is not None else (0, None)
+                return (_check_list(held.value, exp_grads, poison_after=True)
+                        if exp_grads is not None else (0, None))
 
         return Prepared(refill=held.drop, run=run, verify=verify, release=held.drop)
 
