@@ -105,6 +105,38 @@ def test_long_patterns_from_the_cached_period_equal_their_definition(monkeypatch
     assert torch.equal(long[10:100], arith(90, 7, off + 10))
 
 
+def test_every_seed_reads_its_pattern_from_one_period_of_its_kind(monkeypatch):
+    """At the real period (2**24), (k * A + seed) mod 2**24 is seed 0's pattern rotated, so
+    one cached period of copy values and one of small values serve every role's seed: each
+    seed's pattern must still equal the definition (short, across the period's end, longer
+    than a period, and a sum of ranks), and no period of another seed may be generated."""
+    from gputopo.bench import patterns as P
+    from gputopo.bench.suite_buffers import SEED_RANK
+
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", {})
+    period = 1 << 24
+
+    def written(e):  # a view of a period, or a Periodic where the rotation crosses its end
+        return e.materialize() if isinstance(e, P.Periodic) else e
+    for seed in (11, 23, 37, 41, 53, 101, 211, period - 1, 0):
+        for small in (False, True):
+            arith = lambda n, off, seed=seed, small=small: _arithmetic(n, seed, off, small)  # noqa: E731
+            assert torch.equal(P.expected(999, seed, "cpu", 5, small=small), arith(999, 5))
+            wrap = P.expected(3000, seed, "cpu", period - 1000, small=small)  # a period's end
+            assert torch.equal(written(wrap), arith(3000, period - 1000))
+            long = P.expected(period + 64, seed, "cpu", 77, small=small)
+            assert isinstance(long, P.Periodic)
+            assert torch.equal(written(long[period - 100:period + 64]), arith(164, period - 23))
+            t = (P.fill_small if small else P.fill_pattern)(torch.empty(5 << 20), seed, 3)
+            assert torch.equal(t[-50:], arith(50, 3 + (5 << 20) - 50))
+    total = P.expected_sum(period, SEED_RANK, "cpu")
+    assert torch.equal(written(total[period - 40:period]),
+                       sum(_arithmetic(40, s, period - 40, small=True) for s in SEED_RANK))
+    periods = {(key[1], key[3]) for key in P._cache if key[0] == period}
+    assert periods == {(0, False), (0, True), (("sum",) + tuple(SEED_RANK), True)}
+
+
 def test_compare_reads_a_periodic_expected_result_a_period_at_a_time(monkeypatch):
     """compare() against a Periodic must count every wrong element and find the first one
     wherever it lies (in the first segment, past a period's end, in the last element), exactly

@@ -63,10 +63,10 @@ def _raw(n: int, seed: int, offset: int, device) -> torch.Tensor:
 
 #: Generated patterns kept for reuse (the same inputs and expected results recur for every
 #: size, direction and test): at most this many bytes per GPU, and per worker process in host
-#: memory (the sim and cpu fabrics' "GPUs"), where DataParallel's six roles' 64 MiB periods
-#: (parameters, batch, outputs, two ranks' gradients and their sum) must all fit, or every
-#: test of a 256 MiB step generates its patterns again (HOST_CACHE_BYTES, in memory_check.py:
-#: the parent checks sizes against memory without importing torch).
+#: memory (the sim and cpu fabrics' "GPUs"; HOST_CACHE_BYTES, in memory_check.py: the parent
+#: checks sizes against memory without importing torch). A 256 MiB step needs three 64 MiB
+#: periods (copy values, small values, the ranks' sum: every seed's pattern is a rotation of
+#: its kind's period, see :func:`_base`) and the shorter patterns of the step's other sizes.
 _CACHE_BYTES = 256 << 20
 _cache: "OrderedDict[tuple, torch.Tensor]" = OrderedDict()
 _cache_bytes: Dict[str, int] = {}
@@ -97,6 +97,26 @@ def _period(seed: int, small: bool, device) -> torch.Tensor:
     """One whole period of the pattern (elements 0 .. 2**24 - 1), cached."""
     return _cached((_PERIOD, seed, 0, small, str(device)),
                    lambda: _generate(_PERIOD, seed, 0, small, device))
+
+
+#: A's inverse modulo 2**24: k * A + seed = (k + seed * _A_INV) * A (mod 2**24).
+_A_INV = pow(_A, -1, _MASK24 + 1)
+
+
+def _base(seed: int, small: bool) -> Tuple[int, int]:
+    """(seed of the period that ``seed``'s pattern is read from, index in it of the pattern's
+    element 0).
+
+    Why: (k * A + seed) mod 2**24 = ((k + seed * A^-1) * A) mod 2**24, so every seed's pattern
+    is seed 0's rotated by seed * A^-1 elements (and the small values, its 10 high bits, too):
+    one cached 64 MiB period of each kind serves every role's seed, where a period per seed
+    (five copy roles, two ranks) was 448 MiB more for each sim worker to generate, page-fault
+    in and keep. The values are the same by the definition: only where they are read from
+    changes. With a period shortened below 2**24 (tests) a seed is not a rotation of another,
+    and gets a period of its own."""
+    if _PERIOD != _MASK24 + 1:
+        return seed, 0
+    return 0, (seed * _A_INV) & _MASK24
 
 
 def _cached(key: tuple, make) -> torch.Tensor:
@@ -185,30 +205,18 @@ class Periodic:
 Expected = Union[torch.Tensor, Periodic]
 
 
-def _from_period(n: int, seed: int, small: bool, device) -> bool:
-    """Whether ``n`` elements of a pattern come out of its period: when they are many, or
-    the period is cached already (a slice of it costs nothing)."""
-    return n > _DIRECT_MAX or (_PERIOD, seed, 0, small, str(device)) in _cache
-
-
 def _pattern(n: int, seed: int, offset: int, small: bool, device) -> Expected:
     """The pattern as a 1-D float32 tensor on ``device``, or a :class:`Periodic` when it spans
-    more than a period (read-only either way: it may be cached)."""
-    if offset % _PERIOD + n <= _PERIOD:
-        return _short(n, seed, offset, small, device)
-    return Periodic(_period(seed, small, device), offset, n)
-
-
-def _short(n: int, seed: int, offset: int, small: bool, device) -> torch.Tensor:
-    """The pattern where it lies within one period: generated at its own length (cached), or
-    a slice of the cached period."""
-    if not _from_period(n, seed, small, device):
-        return _cached((n, seed, offset, small, str(device)),
-                       lambda: _generate(n, seed, offset % _PERIOD, small, device))
+    a period's end (read-only either way: it may be cached). Out of its kind's cached period
+    when ``n`` is large or that period is cached already (a slice of it costs nothing), else
+    generated at its own length and cached."""
     k = offset % _PERIOD
-    if k + n > _PERIOD:
-        raise ValueError(f"{n} elements from {k} do not lie within one period")
-    return _period(seed, small, device)[k:k + n]
+    base_seed, shift = _base(seed, small)
+    if (n <= _DIRECT_MAX and k + n <= _PERIOD
+            and (_PERIOD, base_seed, 0, small, str(device)) not in _cache):
+        return _cached((n, seed, k, small, str(device)),
+                       lambda: _generate(n, seed, k, small, device))
+    return _periodic(n, _period(base_seed, small, device), k + shift)
 
 
 def _remember(key: tuple, t: torch.Tensor) -> None:
@@ -226,11 +234,12 @@ def _remember(key: tuple, t: torch.Tensor) -> None:
 
 
 def _fill(t: torch.Tensor, seed: int, offset: int, small: bool) -> torch.Tensor:
-    flat, n = t.view(-1), t.numel()
-    if not _from_period(n, seed, small, t.device):
-        flat.copy_(_short(n, seed, offset, small, t.device))
-    else:  # straight from the period, without a temporary of n elements
-        _write_periodic(flat, _period(seed, small, t.device), offset)
+    flat = t.view(-1)
+    src = _pattern(t.numel(), seed, offset, small, t.device)
+    if isinstance(src, Periodic):  # straight from the period, without a temporary of n elements
+        _write_periodic(flat, src.period, src.offset)
+    else:
+        flat.copy_(src)
     return t
 
 
@@ -277,9 +286,15 @@ def expected_sum(n: int, seeds: Tuple[int, ...], device) -> Expected:
     the patterns (an all_reduce's and a reduce_add's expected result recur for every pair);
     periodic like them, so a long one is a :class:`Periodic` of its summed period."""
     def total(m: int) -> torch.Tensor:
-        out = _short(m, seeds[0], 0, True, device).clone()
+        out = torch.empty(m, dtype=torch.float32, device=device)
+        _fill(out, seeds[0], 0, True)
         for s in seeds[1:]:
-            out += _short(m, s, 0, True, device)
+            part = _pattern(m, s, 0, True, device)
+            if isinstance(part, Periodic):
+                for pos, piece in part.segments():
+                    out[pos:pos + piece.numel()] += piece
+            else:
+                out += part
         return out
 
     if n <= _DIRECT_MAX:
