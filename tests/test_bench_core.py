@@ -9,7 +9,9 @@ torch = pytest.importorskip("torch")
 
 from gputopo.bench.fabrics.base import buckets, chunk_rows  # noqa: E402
 from gputopo.bench.fabrics.sim import JITTER, SimModel, SimOps  # noqa: E402
-from gputopo.bench.patterns import POISON, compare, fill_pattern, fill_small, merge  # noqa: E402
+from gputopo.bench.patterns import fill_pattern, fill_small  # noqa: E402
+from gputopo.bench import verification as V  # noqa: E402
+from gputopo.bench.verification import POISON, compare, merge  # noqa: E402
 from gputopo.bench.plan import cases_for  # noqa: E402
 from gputopo.bench.spec import measure  # noqa: E402
 from gputopo.bench.suites import build_spec, param_shapes  # noqa: E402
@@ -151,16 +153,16 @@ def test_compare_reads_a_periodic_expected_result_a_period_at_a_time(monkeypatch
     exp = P.expected(n, 7, "cpu", off)
     assert isinstance(exp, P.Periodic)
     good = fill_pattern(torch.empty(n), 7, off)
-    assert P.compare(good, exp) == (0, None)
+    assert V.compare(good, exp) == (0, None)
     for bad in ([3], [4, 5000], [9000, 12000, n - 1], [n - 1]):
         damaged = good.clone()
         damaged[bad] = -1.0
-        assert P.compare(damaged, exp) == (len(bad), bad[0])
-        assert P.compare(damaged, exp) == P.compare(damaged, exp.materialize())
+        assert V.compare(damaged, exp) == (len(bad), bad[0])
+        assert V.compare(damaged, exp) == V.compare(damaged, exp.materialize())
     shaped = exp.view(n, 1)  # what _sum_expected does to lay a result over parameter shapes
-    assert P.compare(good.view(n, 1), shaped) == (0, None)
+    assert V.compare(good.view(n, 1), shaped) == (0, None)
     with pytest.raises(ValueError, match="size mismatch"):
-        P.compare(good[:-1], exp)
+        V.compare(good[:-1], exp)
 
 
 @pytest.mark.parametrize("piece", [1 << 8, 1000, 1 << 20])
@@ -173,7 +175,7 @@ def test_compare_in_pieces_counts_every_wrong_element_and_the_first(monkeypatch,
 
     monkeypatch.setattr(P, "_PERIOD", 1 << 12)
     monkeypatch.setattr(P, "_DIRECT_MAX", 1 << 10)
-    monkeypatch.setattr(P, "_PIECE", piece)
+    monkeypatch.setattr(V, "_PIECE", piece)
     monkeypatch.setattr(P, "_cache", type(P._cache)())
     monkeypatch.setattr(P, "_cache_bytes", {})
     n, off = 3 * (1 << 12) + 77, (1 << 12) - 5
@@ -183,11 +185,11 @@ def test_compare_in_pieces_counts_every_wrong_element_and_the_first(monkeypatch,
     for bad in ([900, 8200], [8200], [0, 4101, 12364], list(range(4000, 4200))):
         damaged = good.clone()
         damaged.view(torch.int32)[bad] ^= 1 << 30
-        assert P.compare(damaged, exp) == (len(bad), bad[0])
-        assert P.compare(damaged, exp.materialize()) == (len(bad), bad[0])
+        assert V.compare(damaged, exp) == (len(bad), bad[0])
+        assert V.compare(damaged, exp.materialize()) == (len(bad), bad[0])
     strided = torch.empty(2 * n)[::2]  # not contiguous: compared through a copy
     strided.copy_(good)
-    assert P.compare(strided, exp) == (0, None)
+    assert V.compare(strided, exp) == (0, None)
 
 
 def test_a_checked_output_is_left_poisoned_and_poison_skips_it_only_while_untouched():
@@ -196,26 +198,26 @@ def test_a_checked_output_is_left_poisoned_and_poison_skips_it_only_while_untouc
     poison() write it after all, or a transfer that never happened would pass."""
     from gputopo.bench import patterns as P
 
-    n = 3 * P._PIECE + 5
+    n = 3 * V._PIECE + 5
     exp = P.expected(n, 7, "cpu")
     for shape in ((n,), (n, 1)):
         out = fill_pattern(torch.empty(n), 7).view(shape)
-        assert P.compare(out, exp, poison_after=True) == (0, None)
+        assert V.compare(out, exp, poison_after=True) == (0, None)
         assert bool((out == POISON).all())
         out.view(-1)[n - 1] = 5.0  # a write through a view since the check
-        P.poison(out)
+        V.poison(out)
         assert bool((out == POISON).all())
         out.fill_(2.0)  # poisoned by poison() itself: no mark left, so it writes again
-        P.poison(out)
+        V.poison(out)
         assert bool((out == POISON).all())
         fill_pattern(out.view(-1), 7)
-        P.compare(out, exp, poison_after=True)
+        V.compare(out, exp, poison_after=True)
         out.view(-1).numpy()[0] = 3.0  # unseen by torch's version counter: shows the skip
-        P.poison(out)
+        V.poison(out)
         assert out.view(-1)[0] == 3.0 and bool((out.view(-1)[1:] == POISON).all())
     strided = torch.empty(2 * n)[::2]
     strided.copy_(fill_pattern(torch.empty(n), 7))
-    assert P.compare(strided, exp, poison_after=True) == (0, None)
+    assert V.compare(strided, exp, poison_after=True) == (0, None)
     assert bool((strided == POISON).all())
 
 

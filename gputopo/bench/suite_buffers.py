@@ -11,7 +11,8 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from .patterns import Expected, compare, expected, expected_sum, fill_pattern, fill_small, merge, poison
+from .patterns import Expected, expected, expected_sum, fill_pattern, fill_small
+from .verification import compare, merge, poison
 
 # Seeds of the patterns, one per role, so no buffer can pass for another.
 SEED_SRC, SEED_SRC2, SEED_PARAM, SEED_BATCH, SEED_OUT = 11, 23, 37, 41, 53

@@ -7,7 +7,8 @@ Spec checks every local rank's output bit for bit (see :mod:`gputopo.bench.suite
 
 from __future__ import annotations
 
-from .patterns import compare, expected, fill_pattern, fill_small, merge, poison
+from .patterns import expected, fill_pattern, fill_small
+from .verification import compare, merge, poison
 from .plan import Case, busbw_factor
 from .spec import Prepared, Spec
 from .suite_buffers import SEED_RANK, SEED_SRC, _count, _sum_expected

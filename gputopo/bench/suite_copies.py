@@ -7,7 +7,8 @@ pattern and checks the destination bit for bit (see :mod:`gputopo.bench.suites`)
 
 from __future__ import annotations
 
-from .patterns import compare, expected, fill_pattern, merge, poison
+from .patterns import expected, fill_pattern
+from .verification import compare, merge, poison
 from .plan import Case
 from .spec import Prepared, Spec
 from .suite_buffers import SEED_SRC, SEED_SRC2, _count, _expect, _local, _patterned, _patterned_here

@@ -8,7 +8,7 @@ GPU's (or the master's) share bit for bit (see :mod:`gputopo.bench.suites`).
 
 from __future__ import annotations
 
-from .patterns import compare, merge
+from .verification import compare, merge
 from .plan import Case, busbw_factor
 from .spec import Prepared, Spec
 from .suite_buffers import (SEED_BATCH, SEED_OUT, SEED_PARAM, SEED_RANK, _check_list, _count,
