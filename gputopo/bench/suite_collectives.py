@@ -33,18 +33,15 @@ def _collective(ops, case: Case) -> Spec:
             bufs = {g: ops.empty(g, n) for g in local}
             exp = {g: _sum_expected(ops, g, [(n,)], SEED_RANK[:world])[0] for g in local}
 
-            def refill():  # all_reduce works in place: restore the inputs
-                for g in local:
-                    bufs[g].copy_(pristine[g])
-
             run = lambda: ops.all_reduce(bufs)  # noqa: E731
             outs = bufs
+            restored, poisoned = pristine, set()  # in place: the inputs restored instead
         elif test == "collective.all_gather":
             ins = {g: fill_pattern(ops.empty(g, per), SEED_SRC, gpus.index(g) * per) for g in local}
             outs = {g: ops.empty(g, n) for g in local}
             exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
-            refill = lambda: [poison(t) for t in outs.values()]  # noqa: E731
             run = lambda: ops.all_gather(outs, ins)  # noqa: E731
+            restored, poisoned = {}, set(local)
         elif test == "collective.reduce_scatter":
             ins = {g: fill_small(ops.empty(g, n), SEED_RANK[gpus.index(g)]) for g in local}
             outs = {g: ops.empty(g, per) for g in local}
@@ -53,8 +50,8 @@ def _collective(ops, case: Case) -> Spec:
                 r = gpus.index(g)
                 full = _sum_expected(ops, g, [(n,)], SEED_RANK[:world])[0]
                 exp[g] = full[r * per:(r + 1) * per]  # a view of the cached sum: read only
-            refill = lambda: [poison(t) for t in outs.values()]  # noqa: E731
             run = lambda: ops.reduce_scatter(outs, ins)  # noqa: E731
+            restored, poisoned = {}, set(local)
         else:  # broadcast from case.src
             root = case.src
             outs = {}
@@ -64,18 +61,16 @@ def _collective(ops, case: Case) -> Spec:
                     fill_pattern(t, SEED_SRC)
                 outs[g] = t
             exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
-
-            def refill():
-                for g in local:
-                    if g != root:
-                        poison(outs[g])
-
             run = lambda: ops.broadcast(outs, root)  # noqa: E731
+            restored, poisoned = {}, {g for g in local if g != root}  # the root keeps its source
 
-        # the outputs refill() poisons (all_reduce restores its inputs; a broadcast's root keeps
-        # its source): compare() poisons them once checked, and refill() skips them
-        poisoned = set() if test == "collective.all_reduce" else {
-            g for g in local if test != "collective.broadcast" or g != case.src}
+        # before every sample: the outputs poisoned (compare() poisons them once checked, and
+        # poison() then skips them), all_reduce's in-place buffers restored from their inputs
+        def refill():
+            for g, src in restored.items():
+                outs[g].copy_(src)
+            for g in poisoned:
+                poison(outs[g])
 
         def verify():
             return merge((*compare(outs[g], exp[g], poison_after=g in poisoned), outs[g].numel())

@@ -86,8 +86,8 @@ def compare(actual: torch.Tensor, expected: Expected,
     flat = actual.reshape(-1)
     if flat.numel() != expected.numel():
         raise ValueError(f"size mismatch: {flat.numel()} elements vs {expected.numel()} expected")
-    fused = (poison_after and flat.device.type == "cpu" and actual.is_contiguous()
-             and flat.data_ptr() == actual.data_ptr())
+    fused = (poison_after and actual.is_contiguous()  # so flat is a view of actual
+             and flat.device.type == "cpu" and expected.device.type == "cpu")
     result = _compare(flat, expected, fused)
     if poison_after:
         if not fused:
