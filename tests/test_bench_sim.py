@@ -382,6 +382,27 @@ def test_a_shared_step_deals_its_cases_heaviest_first_each_once():
     assert not share_steps("cuda", [None], 2) and not share_steps("sim", [None], 1)
 
 
+def test_a_shared_step_with_fewer_cases_than_workers_leaves_the_others_idle(tmp_path):
+    """Should a shared step ever get more workers than it has cases (_keys_for caps them
+    today), the workers left without a case are done at once: the step is measured once, ends,
+    and no worker is handed an empty case (which raised in the runner before)."""
+    from gputopo.bench.api import _worker_config
+    from gputopo.bench.plan import Step, cases_for
+    from gputopo.bench.runlog import RunLog
+    from gputopo.bench.runner import Runner
+
+    desc, topo = _machine("seed-8gpu")
+    cases = cases_for("p2p", (5, 6), (1 << 20,), ())[:1]
+    runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, 60.0, 1),
+                    log=RunLog(tmp_path), timeout_s=60.0, pool_size=2,
+                    step_settings={"warmup": 1, "samples": 2, "latency_repeat": 2})
+    runner._keys_for = lambda step, running: None if running else ["sim0", "sim1"]
+    runner.run([Step("p2p:5-6", "p2p", (5, 6), "NODE", cases)])
+    assert not runner.findings and runner.steps_done == 1
+    assert len(runner.measurements) == 1 and sum(runner.delivered_by.values()) == 1
+    assert not [p for p in runner.worker_pids if _alive(p)]
+
+
 def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tmp_path):
     """A one-pair run is three steps on two sim workers: each step is shared (shares.py), its
     cases handed out one at a time to whichever worker is free. Its measurements must be exactly those of the same plan on one worker: every case once, the

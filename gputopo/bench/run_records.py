@@ -1,4 +1,5 @@
-"""What the bench runner (runner.py) keeps about its worker processes and the steps they run.
+"""What the bench runner (runner.py) keeps about its worker processes and the steps they run,
+and the progress hook it reports to when nothing is shown.
 
 Why a module of its own: the runner's loop (starting workers, handing out steps, timeouts,
 failures) is one job; these records, and which case a worker was in when its step ended
@@ -55,6 +56,18 @@ class RunningStep:
         self.given.setdefault(key, []).append(case)
         return case
 
+    def first_cases(self, key: str) -> Optional[List[Case]]:
+        """The cases worker ``key`` starts the step with: all of them, or the next one of a
+        shared step; None (and ``key`` done): a shared step with no case left for it (the
+        runner gives a shared step no more workers than cases, but must not hand out none)."""
+        if self.queue is None:
+            return list(self.step.cases)
+        case = self.hand_out(key)
+        if case is None:
+            self.done.add(key)
+            return None
+        return [case]
+
     def current_case(self, key: Optional[str]) -> Optional[Case]:
         """The case worker ``key`` was in when the step ended; None: of the workers not done,
         the case that comes first in the step (a hang stops every worker of a shared step)."""
@@ -68,3 +81,16 @@ class RunningStep:
     def _in(self, key: str) -> Optional[Case]:
         given, n = self.given.get(key, []), self.by_key.get(key, 0)
         return given[n] if n < len(given) else None
+
+
+class NullProgress:
+    """Progress hook that shows nothing (not a TTY, or progress off)."""
+
+    def start(self, total: int, description: str = "") -> None:
+        pass
+
+    def advance(self, n: int = 1, label: str = "") -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

@@ -40,6 +40,7 @@ from gputopo.model import Finding, Measurement
 from .memory_check import killed_cause
 from .plan import Step, layout
 from .processes import TAIL_LINES, _exit_text, mp_context, starting_workers, stop_forkserver, tail
+from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
 from .runlog import RunLog
@@ -51,20 +52,6 @@ __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_cont
 
 #: Seconds a worker may take to start (fork + set-up) before its step counts as failed.
 STARTUP_TIMEOUT_S = 120.0
-
-
-
-class NullProgress:
-    """Progress hook that shows nothing (not a TTY, or progress off)."""
-
-    def start(self, total: int, description: str = "") -> None:
-        pass
-
-    def advance(self, n: int = 1, label: str = "") -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
 
 
 class Runner:
@@ -214,11 +201,16 @@ class Runner:
             store = {"host": "127.0.0.1", "port": ws[0].info.get("store_port"),
                      "prefix": f"{r.step.id}#{self._seq}"}
         for w in ws:
-            cases = r.step.cases if r.queue is None else [r.hand_out(w.key)]
+            cases = r.first_cases(w.key)
+            if cases is None:  # a shared step with fewer cases than workers: w is done
+                w.step = None
+                continue
             if not self._send(r, w, cases, store):
                 return
         r.sent = True
         r.deadline = time.monotonic() + self.timeout_s
+        if r.done >= set(r.keys):  # a shared step without cases
+            self._finish(r, self._running)
 
     def _send(self, r: _Running, w: _Worker, cases, store: Optional[dict]) -> bool:
         """Hand ``w`` its ``cases`` of ``r``; False: it had died (the step failed, a crash)."""
