@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
-from cli_sweep import Case
+from cli_sweep import REPO, Case
 
 
 def _lines(p: Path) -> List[str]:
@@ -199,6 +199,10 @@ RUN_READERS: List[Tuple[str, List[str], str, bool]] = [
     ("place --from", ["place", "2", "--from", "{r}"], "flag", True),
     ("bench --resume", ["bench", "--resume", "{r}"], "any", False),
     ("import nccl-debug --into", ["import", "nccl-debug", "{fix}", "--into", "{r}"], "any", False),
+    # a log of this machine (seed-8gpu's host name and bus ids): accepted into a healthy run, so
+    # what a damaged run does with it is seen (refused, or its report saying what is damaged)
+    ("import nccl-debug --into, this machine's log", ["import", "nccl-debug", "{seedlog}", "--into", "{r}"],
+     "flag", False),
 ]
 
 #: Whole run folders that are not run folders.
@@ -243,9 +247,11 @@ def run_cases(work: Path) -> List[Case]:
     cases = []
     for name, argv, expect, quick in RUN_READERS:
         def fill(a: str) -> str:
-            return a.replace("{r}", "{c}/run").replace("{fix}", str(FIX["ndebug"]))
+            return (a.replace("{r}", "{c}/run").replace("{fix}", str(FIX["ndebug"]))
+                    .replace("{seedlog}", str(REPO / "examples" / "nccl-debug-seed-8gpu.log")))
         # the nccl-debug fixture is another machine's log: refused into any run here, healthy or not
-        cases.append(Case("run", f"{name} <healthy>", [fill(a) for a in argv], "any" if "into" in name else "ok",
+        cases.append(Case("run", f"{name} <healthy>", [fill(a) for a in argv],
+                          "any" if "{fix}" in argv else "ok",
                           setup=_damaged_setup(work, lambda r: None), quick=quick))
         for dname, (damage, may_pass) in damages(work).items():
             exp = "any" if may_pass else expect
