@@ -21,4 +21,3 @@ def test_every_examples_file_the_readme_names_is_shipped():
     assert named, "the README names no example file (the pattern no longer matches it)"
     missing = sorted(n for n in named if not (ROOT / n).is_file())
     assert not missing, f"the README names example files the repository does not ship: {missing}"
-

@@ -36,13 +36,13 @@ def _collective(ops, case: Case) -> Spec:
             outs = bufs
             # in place: the inputs are written again from their cached pattern instead (a copy
             # of each rank's input kept aside was a third of this test's memory)
-            restored, poisoned = {g: SEED_RANK[gpus.index(g)] for g in local}, set()
+            refill_seeds, poisoned = {g: SEED_RANK[gpus.index(g)] for g in local}, set()
         elif test == "collective.all_gather":
             ins = {g: fill_pattern(ops.empty(g, per), SEED_SRC, gpus.index(g) * per) for g in local}
             outs = {g: ops.empty(g, n) for g in local}
             exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
             run = lambda: ops.all_gather(outs, ins)  # noqa: E731
-            restored, poisoned = {}, set(local)
+            refill_seeds, poisoned = {}, set(local)
         elif test == "collective.reduce_scatter":
             ins = {g: fill_small(ops.empty(g, n), SEED_RANK[gpus.index(g)]) for g in local}
             outs = {g: ops.empty(g, per) for g in local}
@@ -52,7 +52,7 @@ def _collective(ops, case: Case) -> Spec:
                 full = _sum_expected(ops, g, [(n,)], SEED_RANK[:world])[0]
                 exp[g] = full[r * per:(r + 1) * per]  # a view of the cached sum: read only
             run = lambda: ops.reduce_scatter(outs, ins)  # noqa: E731
-            restored, poisoned = {}, set(local)
+            refill_seeds, poisoned = {}, set(local)
         else:  # broadcast from case.src
             root = case.src
             outs = {}
@@ -63,12 +63,12 @@ def _collective(ops, case: Case) -> Spec:
                 outs[g] = t
             exp = {g: expected(n, SEED_SRC, ops.device(g)) for g in local}
             run = lambda: ops.broadcast(outs, root)  # noqa: E731
-            restored, poisoned = {}, {g for g in local if g != root}  # the root keeps its source
+            refill_seeds, poisoned = {}, {g for g in local if g != root}  # the root keeps its source
 
         # before every sample: the outputs poisoned (compare() poisons them once checked, and
         # poison() then skips them), all_reduce's in-place buffers filled with their inputs
         def refill():
-            for g, seed in restored.items():
+            for g, seed in refill_seeds.items():
                 fill_small(outs[g], seed)
             for g in poisoned:
                 poison(outs[g])
