@@ -20,6 +20,10 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+# Runs from a checkout without gputopo installed, as the other benchmarks do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rank_main(rank: int, port: int, size_bytes: int, warmup: int, samples: int, rounds: int,

@@ -17,6 +17,10 @@ import argparse
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+# Runs from a checkout without gputopo installed, as the other benchmarks do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def sweep(desc, out: str, pairs=None):
