@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
+from pathlib import Path
+
+# Runs from a checkout without gputopo installed, as the other benchmarks do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

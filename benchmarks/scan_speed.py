@@ -43,6 +43,9 @@ def main():
     import tempfile
 
     os.environ["GPUTOPO_HISTORY"] = os.path.join(tempfile.mkdtemp(prefix="gputopo-bench-"), "history.sqlite")
+    # the checkout's gputopo, installed or not (as demo_time.py runs it)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (repo, os.environ.get("PYTHONPATH")) if x)
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     base = wall([sys.executable, "-c", "pass"], args.runs)
