@@ -224,3 +224,54 @@ def test_a_killed_pool_with_a_big_job_unread_lets_the_process_exit(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=90, env=env)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr
+
+
+def _records(run_dir):
+    return {(tuple(r["gpus"]), r["way"]): r
+            for r in map(json.loads, (run_dir / "numerics.jsonl").read_text().splitlines())}
+
+
+def test_fault_free_sim_runs_are_computed_once_and_say_so(tmp_path):
+    """A sim job no fault can touch gives the same bits on every pair with its routes, so a
+    worker computes it once (numerics/worker_main._train_sim): the other pairs' records say
+    ``same_run_as`` and hold exactly what running them gives. A pair whose route a fault hits
+    (DataParallel's peer copies on NODE/SYS here, and a pair given a fault of its own) is
+    always run, and caught."""
+    from gputopo.numerics import worker_main
+    from gputopo.numerics.job import NumericsOptions
+
+    desc = load_description("seed-8gpu")
+    desc = desc.with_faults(list(desc.faults) + [
+        {"where": "pair:2,3", "what": "corrupt", "path": "all", "rate": 0.001}])
+    topo = scan_description(desc)
+    run = run_numerics(topo, _all_pairs(topo), "sim", desc, run_dir=str(tmp_path), timeout_s=60)
+    recs = _records(tmp_path)
+    reused = {k for k, r in recs.items() if "same_run_as" in (r.get("extra") or {})}
+    hit = {(p, way) for p in _all_pairs(topo) for way in ("dp", "ddp")
+           if any(desc.faults_for(*p, path=route)
+                  for route in ({"p2p", "host"} if way == "dp" else {recs[(p, way)]["paths"]["all_reduce"]}))}
+    assert reused and not reused & hit
+    # DDP on the 16 SYS pairs goes through host memory, which no fault touches: shared runs
+    assert sum(1 for (p, way) in reused if way == "ddp") >= 16 - 2
+    verdicts = run.verdicts()
+    assert verdicts[(2, 3)]["reference"] == "ok"  # its own fault: both ways run, both caught
+    assert "ok" not in (verdicts[(2, 3)]["dp"], verdicts[(2, 3)]["ddp"])
+    assert verdicts[(0, 1)] == {"reference": "ok", "dp": "ok", "ddp": "ok"}
+    for key in reused:  # the run it names has the same numbers; a fresh run of it too
+        rec, origin = recs[key], recs[(tuple(recs[key]["extra"]["same_run_as"]), key[1])]
+        assert rec["losses"] == origin["losses"] and rec["verdict"] == origin["verdict"]
+        assert "same_run_as" not in (origin.get("extra") or {})
+    pair, way = sorted(reused)[-1]
+    worker_main._FAULT_FREE_RUNS.clear()  # this process never ran it: a fresh computation
+    job = {"kind": f"sim-{way}", "pair": list(pair), "description": desc,
+           "opts": NumericsOptions().to_json()}
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the workers run (another count sums in another order)
+    try:
+        fresh = worker_main._run_job(0, job, "sim")
+    finally:
+        torch.set_num_threads(threads)
+    assert fresh["losses"] == [float(x) for x in recs[(pair, way)]["losses"]]
+    assert "same_run_as" not in fresh["extra"]

@@ -63,6 +63,8 @@ class OpsTransport:
         self.ops = ops
         self.name = getattr(ops, "fabric", type(ops).__name__)
         self.copies = 0
+        #: every (source GPU, destination GPU, path) a copy went over
+        self.routes: set = set()
 
     def copy(self, tensor, src: int, dst: int, path: str = "p2p"):
         import torch
@@ -73,6 +75,7 @@ class OpsTransport:
         out = self.ops.empty(dst, tuple(src_t.shape))
         self.ops.transfers([(out, src_t, dst, src)], path)
         self.copies += 1
+        self.routes.add((src, dst, path))
         return out
 
 
