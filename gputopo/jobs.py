@@ -61,6 +61,8 @@ class JobResult:
     bench: Any  # gputopo.bench.results.RunResult
     numerics: Any  # gputopo.numerics.NumericsRun | None
     summary: Any  # gputopo.report.summary.Summary | None
+    #: Ctrl-C while the report was written: the report is incomplete, the run folder is not.
+    report_cut: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -104,12 +106,16 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
                 nrun = _run_numerics_phase(machine, result, numerics_options, bench_options,
                                            ahead.take())
     summary = None
+    report_cut = False
     with errors_belong_to(result.run_dir):
         if render:
             from gputopo.report.render import render_run
 
-            summary = render_run(result.run_dir)
-    return JobResult(result.run_dir, result, nrun, summary)
+            try:
+                summary = render_run(result.run_dir)
+            except KeyboardInterrupt:  # run.json is final: `gputopo report DIR` writes it again
+                report_cut = True
+    return JobResult(result.run_dir, result, nrun, summary, report_cut)
 
 
 def _import_plotting() -> None:
@@ -180,10 +186,16 @@ class _NumericsAhead:
 
     def close(self) -> None:
         """The bench was interrupted or failed, or its numerics phase never took the jobs."""
-        jobs, self.jobs = self.jobs, None
+        from gputopo.bench.processes import despite_ctrl_c
+
+        jobs = self.jobs
         if jobs is not None:
-            jobs.kill()
-            jobs.close()
+            def stop() -> None:
+                jobs.kill()
+                jobs.close()
+
+            despite_ctrl_c(stop)  # every worker killed and joined, even through a Ctrl-C
+            self.jobs = None
 
 
 def numerics_todo(run_dir, options) -> list:

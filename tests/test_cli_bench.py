@@ -592,6 +592,7 @@ def test_check_never_judges_a_run_interrupted_by_ctrl_c(tmp_path, monkeypatch):
     class Interrupted:
         run_dir = tmp_path / "run"
         interrupted = True
+        report_cut = False
 
     monkeypatch.setattr(jobs, "run_job", lambda *a, **kw: Interrupted())
     _register()
@@ -599,6 +600,107 @@ def test_check_never_judges_a_run_interrupted_by_ctrl_c(tmp_path, monkeypatch):
                                    "--quick", "--pairs", "0,1"])
     assert res.exit_code == 130, res.output
     assert "PASSED" not in res.output and "--resume" in res.output
+
+
+def test_a_second_ctrl_c_while_the_workers_stop_still_kills_them_all_and_the_run_is_interrupted():
+    """A Ctrl-C that came while the runner joined a worker (a second press, or the process
+    group's copy of the first: `timeout -s INT` sends both) escaped the shutdown: run.json said
+    failed, the command "aborted", and the workers after that one were never killed."""
+    from gputopo.bench.run_records import WorkerRecord
+    from gputopo.bench.runner import Runner
+
+    class Proc:
+        def __init__(self, ctrl_c_in_join: bool):
+            self.alive, self.ctrl_c, self.joins = True, ctrl_c_in_join, 0
+
+        def is_alive(self):
+            return self.alive
+
+        def kill(self):
+            self.alive = False
+
+        def join(self, timeout=None):
+            self.joins += 1
+            if self.ctrl_c and self.joins == 1:
+                raise KeyboardInterrupt
+
+    class Conn:
+        def send(self, msg):
+            pass
+
+        def close(self):
+            pass
+
+    runner = Runner(fabric="sim", config={}, log=None, timeout_s=1.0, pool_size=3)
+    procs = [Proc(k == 0) for k in range(3)]
+    for k, proc in enumerate(procs):
+        runner.workers[f"sim{k}"] = WorkerRecord(f"sim{k}", proc, Conn(), "log", ready=True)
+    runner.run([])  # nothing left to run: the shutdown, with a Ctrl-C in its first join
+    assert runner.interrupted and runner.workers == {}
+    assert not any(p.alive for p in procs)
+
+
+def test_ctrl_c_while_the_report_is_written_names_the_complete_run_and_what_to_run(
+        tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the report was drawn ended in "gputopo: aborted" (or, with the run
+    finished, a report half written and nothing said). Now one line: the run is complete, and
+    the command that writes its report, or judges it for `check`, which then works."""
+    import gputopo.report.render as render
+    from gputopo.cli.main import main
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(render, "render_run", cut)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+              "--out", str(run)])
+    err = capsys.readouterr().err
+    assert e.value.code == 130, err
+    assert err.strip().splitlines()[-1] == (
+        f"gputopo: interrupted while the report was written: the run folder {run} holds a "
+        f"complete run; write its report with `gputopo report {run}`")
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    gate = tmp_path / "gate"
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--spec", "pcie-box", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1",
+              "--out", str(gate)])
+    err = capsys.readouterr().err
+    assert e.value.code == 130 and "no verdict" in err and "PASSED" not in err
+    assert f"judge it with `gputopo check --spec pcie-box {gate}`" in err
+    monkeypatch.undo()
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run)])
+    assert e.value.code == 0 and (run / "report.html").stat().st_size > 0
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--spec", "pcie-box", str(gate)])
+    out = capsys.readouterr().out
+    assert (e.value.code, "PASSED" in out) in ((0, True), (1, False)), out  # a verdict, either way
+
+
+def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(monkeypatch):
+    """A Ctrl-C while the command stopped its helpers (the forkserver), or between its end and
+    the exit, escaped as a KeyboardInterrupt traceback (exit -2): the outcome stands now."""
+    import gputopo.cli.main as cli_main
+
+    calls = []
+
+    def stop_helpers():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "_stop_helpers", stop_helpers)
+    with pytest.raises(SystemExit) as e:
+        cli_main.main(["sims"])
+    assert e.value.code in (0, None) and len(calls) == 2
+    late = ("import gputopo.cli.main as m\n"
+            "def main():\n    raise KeyboardInterrupt\n"
+            "m.main = main\nm.entry()\n")
+    p = subprocess.run([sys.executable, "-c", late], env=_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 130 and "Traceback" not in p.stderr, p.stderr
 
 
 def test_ctrl_c_wrapped_by_python_in_another_error_is_an_interrupt_not_a_bug():

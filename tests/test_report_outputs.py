@@ -419,6 +419,29 @@ def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch)
     assert in_child(os.getpid).result() != parent  # and what a child that succeeds made is used
 
 
+def test_the_drawing_child_leaves_ctrl_c_to_the_parent():
+    """A Ctrl-C that reached the child between its fork and its own code unwound the parent's
+    stack copied into it (the command's clean-up run twice, from two processes). The signals
+    are held across the fork; the child ignores them, the parent gets them (and cancels it),
+    and the parent's own signal mask and handlers are as before."""
+    import signal
+
+    from gputopo.report.outputs.plot_fork import in_child
+
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    handler = signal.getsignal(signal.SIGINT)
+
+    def seen():
+        return (os.getpid(), signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+                signal.getsignal(signal.SIGTERM) == signal.SIG_IGN,
+                signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+
+    pid, ignores_int, ignores_term, blocked = in_child(seen).result()
+    assert pid != os.getpid() and ignores_int and ignores_term and not blocked
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
 def test_a_cancelled_child_is_stopped_and_reaped(tmp_path):
     """When the report fails while a child still draws, the child is killed and reaped at once
     (no process left drawing into a folder whose report failed, no zombie)."""

@@ -92,6 +92,7 @@ def test_ctrl_c_during_check_still_writes_the_junit_of_what_was_judged(tmp_path,
     class Interrupted:
         run_dir = run
         interrupted = True
+        report_cut = False
 
     monkeypatch.setattr(jobs, "run_job", lambda *a, **kw: Interrupted())
     capsys.readouterr()

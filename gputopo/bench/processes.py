@@ -9,7 +9,7 @@ import multiprocessing as mp
 import os
 import signal
 from contextlib import contextmanager
-from typing import Optional
+from typing import Callable, Optional
 
 #: Lines of a worker's log quoted in a crash finding.
 TAIL_LINES = 20
@@ -24,6 +24,21 @@ def mp_context():
     ctx.set_forkserver_preload(["torch", "torch.distributed", "gputopo.bench.worker",
                                 "gputopo.bench.suites"])
     return ctx
+
+
+def despite_ctrl_c(stop: Callable[[], None]) -> bool:
+    """Run ``stop`` (killing and joining processes) to its end even when Ctrl-C comes during
+    it: a second press, or the process group's copy of the first (``timeout -s INT`` sends
+    both) used to escape from a join, leaving the processes not yet killed behind and the run
+    marked failed. ``stop`` must be safe to call again after a partial run. True when a Ctrl-C
+    came (the caller's run is then interrupted)."""
+    came = False
+    while True:
+        try:
+            stop()
+            return came
+        except KeyboardInterrupt:
+            came = True
 
 
 @contextmanager

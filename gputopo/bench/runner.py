@@ -39,7 +39,8 @@ from gputopo.model import Finding, Measurement
 
 from .memory_check import killed_cause
 from .plan import Step, layout
-from .processes import TAIL_LINES, _exit_text, mp_context, starting_workers, stop_forkserver, tail
+from .processes import (TAIL_LINES, _exit_text, despite_ctrl_c, mp_context, starting_workers,
+                        stop_forkserver, tail)
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
@@ -99,18 +100,19 @@ class Runner:
         return w
 
     def _kill(self, key: str) -> None:
-        w = self.workers.pop(key, None)
+        """Kill and join worker ``key``; it leaves ``self.workers`` only once that is done, so
+        a Ctrl-C in the middle leaves it there for :meth:`_shutdown` to kill again."""
+        w = self.workers.get(key)
         if w is None:
             return
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(10)
+        self.workers.pop(key, None)
         try:
-            if w.proc.is_alive():
-                w.proc.kill()
-            w.proc.join(10)
-        finally:
-            try:
-                w.conn.close()
-            except OSError:
-                pass
+            w.conn.close()
+        except OSError:
+            pass
 
     def _pool_keys(self) -> List[str]:
         return [f"sim{k}" for k in range(self.pool_size)]
@@ -155,7 +157,8 @@ class Runner:
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
-            self._shutdown()
+            if despite_ctrl_c(self._shutdown):  # a Ctrl-C during it: interrupted, not failed
+                self.interrupted = True
 
     def _prestart(self, steps: Sequence[Step]) -> None:
         """Fork every worker the plan needs at once, so their set-up overlaps."""

@@ -221,6 +221,32 @@ def say_redone(job) -> None:
 
 
 def _report(job, as_json):
+    """Print the run's summary, record it in the history, and end with 130 if it was
+    interrupted. A Ctrl-C here (or one that cut the report short, ``job.report_cut``) ends with
+    the one line that says what the run folder holds and what to run next."""
+    try:
+        if not job.report_cut:
+            _print_and_record(job, as_json)
+    except KeyboardInterrupt:
+        pass
+    else:
+        if not job.interrupted and not job.report_cut:
+            return
+    cmd = click.get_current_context().info_name or "bench"
+    if job.interrupted:
+        click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "
+                   f"run; finish it with `gputopo {cmd} --resume {job.run_dir}`", err=True)
+    elif job.report_cut:
+        click.echo(f"gputopo: interrupted while the report was written: the run folder "
+                   f"{job.run_dir} holds a complete run; write its report with "
+                   f"`gputopo report {job.run_dir}`", err=True)
+    else:  # after the report, while its summary was printed or the history recorded
+        click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a complete run and "
+                   f"its report", err=True)
+    finish(130)
+
+
+def _print_and_record(job, as_json) -> None:
     from gputopo.cli.history_hook import after_run, record_exit_code
 
     say_redone(job)
@@ -244,11 +270,6 @@ def _report(job, as_json):
         record_exit_code(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
     else:
         after_run(job.run_dir, ctx.info_name or "bench", ctx.params.get("sim"))
-    if job.interrupted:
-        cmd = click.get_current_context().info_name or "bench"
-        click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "
-                   f"run; finish it with `gputopo {cmd} --resume {job.run_dir}`", err=True)
-        finish(130)
 
 
 @cli.command()

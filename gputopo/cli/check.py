@@ -123,6 +123,11 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         job = run_job(machine, opts, nopts)
         say_redone(job)
         run_dir = str(job.run_dir)
+        if job.report_cut and not job.interrupted:  # complete, the report cut: no verdict yet
+            click.echo(f"gputopo: interrupted while the report was written: no verdict; the run "
+                       f"folder {run_dir} holds a complete run; judge it with "
+                       f"`gputopo check --spec {spec} {run_dir}`", err=True)
+            finish(130)
         if job.interrupted:  # a partial run never passes (run.complete), but CI gets its JUnit
             if junit_file:
                 _judge(spec_path, run_dir, junit_file)

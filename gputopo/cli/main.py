@@ -170,7 +170,9 @@ def main(argv=None):
         _flush_stdout(quiet_exit=e.code in (None, 0))
         raise
     finally:
-        _stop_helpers()
+        from gputopo.bench.processes import despite_ctrl_c
+
+        despite_ctrl_c(_stop_helpers)  # a Ctrl-C now changes nothing: the command has ended
         if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
             signal.signal(signal.SIGTERM, old_sigterm)
 
@@ -189,6 +191,12 @@ def entry() -> None:
         main()
     except SystemExit as e:
         code = e.code  # type: ignore[assignment]
+    except KeyboardInterrupt:  # a Ctrl-C between the command's end and main()'s return
+        code = 130
+    try:  # the outcome is decided: a Ctrl-C from here on would only print a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
     if isinstance(code, str):  # as the interpreter does with SystemExit("message")
         print(code, file=sys.stderr)
         code = 1

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List
 
 from gputopo.errors import NoHardwareError, UsageError
 from gputopo.model import Topology
+from gputopo.bench.processes import despite_ctrl_c
 from gputopo.model.values import is_value
 
 from .outcome import NumericsRun, Pair, WayFailed
@@ -65,10 +66,19 @@ def _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, time
         _run_on_cpu_compute(topology, pairs, opts, out, sink, ways, "sim", None,  # (data: in the workers)
                             jobs.train("dp"), jobs.train("ddp"), [], [_SIM_DDP_NOTE], jobs.reference())
     except BaseException:
-        jobs.kill()  # Ctrl-C, or no worker could start: nothing more to wait for
+        despite_ctrl_c(jobs.kill)  # Ctrl-C, or no worker could start: nothing more to wait for
         raise
     finally:
-        out.notes.extend(jobs.close())
+        _closed(jobs.close, out)
+
+
+def _closed(close: Callable[[], List[str]], out) -> None:
+    """``close()`` the workers to the end even through a Ctrl-C (then raised once they are
+    all joined), its notes added to ``out``."""
+    notes: List[str] = []
+    if despite_ctrl_c(lambda: notes.extend(close())):
+        raise KeyboardInterrupt
+    out.notes.extend(notes)
 
 
 @contextlib.contextmanager
@@ -80,12 +90,13 @@ def _pool_closed(pool, out, what: str):
         yield pool
     except KeyboardInterrupt:
         if pool is not None:
-            pool.kill()
+            despite_ctrl_c(pool.kill)
         raise
     finally:
         if pool is not None:
             out.notes.append(f"{what} started {pool.starts} time(s)")
-            pool.close()
+            if despite_ctrl_c(pool.close):
+                raise KeyboardInterrupt
 
 
 def _run_sim_in_process(topology, pairs, opts, out, sink, ways, factory: TransportFactory) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+from contextlib import contextmanager
 from typing import Callable, Generic, Optional, TypeVar
 
 T = TypeVar("T")
@@ -56,17 +57,44 @@ class Later(Generic[T]):
         return self._work()
 
 
+@contextmanager
+def _interrupts_held():
+    """Hold SIGINT and SIGTERM (blocked, so they wait) across the fork. Why: a Ctrl-C taken
+    by the child between ``fork()`` and its ``try`` would unwind the parent's stack copied into
+    it: run the command's clean-up (stop the forkserver, rewrite run.json) a second time, from a
+    second process. The child calls the function it is given: it ignores both signals from
+    then on (the parent, which gets them, cancels it) and unblocks them."""
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM}
+    block = getattr(signal, "pthread_sigmask", None)
+    old = block(signal.SIG_BLOCK, held) if block is not None else None
+
+    def child_ignores() -> None:
+        for sig in held:
+            signal.signal(sig, signal.SIG_IGN)
+
+    try:
+        yield child_ignores
+    finally:
+        if block is not None and old is not None:
+            block(signal.SIG_SETMASK, old)  # a signal that came meanwhile is delivered now
+
+
 def in_child(work: Callable[[], T]) -> Later[T]:
     """Start ``work`` in a forked child; ``.result()`` gives what it returned (or does it here)."""
     if not hasattr(os, "fork"):
         return Later(work)
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
-        r, w = os.pipe()
-        pid = os.fork()
-    except OSError:
-        return Later(work)
+    with _interrupts_held() as child_ignores:
+        try:
+            r, w = os.pipe()
+            pid = os.fork()
+        except OSError:
+            return Later(work)
+        if pid == 0:
+            child_ignores()
     if pid == 0:  # the child
         code = 1
         try:
