@@ -274,4 +274,5 @@ def test_fault_free_sim_runs_are_computed_once_and_say_so(tmp_path):
     finally:
         torch.set_num_threads(threads)
     assert fresh["losses"] == [float(x) for x in recs[(pair, way)]["losses"]]
+    assert fresh["extra"]["paths"] == recs[(pair, way)]["paths"]  # its own routes, recorded
     assert "same_run_as" not in fresh["extra"]

@@ -153,7 +153,7 @@ def _train_sim(opts, data, job: Dict[str, Any], tell: Callable[[str, int], None]
     # DDP only all-reduces
     routes = (copy_path, collective_path) if job["kind"] == "sim-dp" else (collective_path,)
     used = {(a, b, r) for r in routes for a, b in ((i, j), (j, i))}
-    key = _fault_free_key(ops, job, used)
+    key = _fault_free_key(ops, job, routes, used)
     tell("prepared", -1)
     if key is not None and key in _FAULT_FREE_RUNS:
         pair, run = _FAULT_FREE_RUNS[key]
@@ -169,14 +169,15 @@ def _train_sim(opts, data, job: Dict[str, Any], tell: Callable[[str, int], None]
     return run
 
 
-def _fault_free_key(ops, job: Dict[str, Any], used) -> Optional[tuple]:
-    """What a sim job's result depends on when no fault can touch it: its kind, its routes and
-    options; None when a fault of the description hits one of the transfers ``used`` (source,
-    destination, route) it may make."""
+def _fault_free_key(ops, job: Dict[str, Any], routes: tuple, used) -> Optional[tuple]:
+    """What a sim job's result depends on when no fault can touch it: its kind, its routes in
+    their roles (they are recorded with it: DataParallel's (copies, NCCL), DDP's (all_reduce,))
+    and its options; None when a fault of the description hits one of the transfers ``used``
+    (source, destination, route) it may make."""
     if any(ops.model.faults(a, b, route) for a, b, route in used):
         return None
-    return (job["kind"], tuple(sorted({r for _, _, r in used})),
-            json.dumps(job["opts"], sort_keys=True), str(getattr(job["description"], "name", "")))
+    return (job["kind"], routes, json.dumps(job["opts"], sort_keys=True),
+            str(getattr(job["description"], "name", "")))
 
 
 def _run_to_payload(run) -> Dict[str, Any]:
