@@ -682,16 +682,19 @@ def test_ctrl_c_while_the_report_is_written_names_the_complete_run_and_what_to_r
 def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(monkeypatch):
     """A Ctrl-C while the command stopped its helpers (the forkserver), or between its end and
     the exit, escaped as a KeyboardInterrupt traceback (exit -2): the outcome stands now."""
+    import multiprocessing.forkserver  # noqa: F401 - as after a bench: there is one to stop
+
+    import gputopo.bench.processes as processes
     import gputopo.cli.main as cli_main
 
     calls = []
 
-    def stop_helpers():
+    def stop_forkserver():
         calls.append(1)
         if len(calls) == 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_main, "_stop_helpers", stop_helpers)
+    monkeypatch.setattr(processes, "stop_forkserver", stop_forkserver)
     with pytest.raises(SystemExit) as e:
         cli_main.main(["sims"])
     assert e.value.code in (0, None) and len(calls) == 2

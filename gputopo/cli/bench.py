@@ -224,14 +224,14 @@ def _report(job, as_json):
     """Print the run's summary, record it in the history, and end with 130 if it was
     interrupted. A Ctrl-C here (or one that cut the report short, ``job.report_cut``) ends with
     the one line that says what the run folder holds and what to run next."""
-    try:
-        if not job.report_cut:
+    cut_here = False
+    if not job.report_cut:
+        try:
             _print_and_record(job, as_json)
-    except KeyboardInterrupt:
-        pass
-    else:
-        if not job.interrupted and not job.report_cut:
-            return
+        except KeyboardInterrupt:
+            cut_here = True
+    if not (job.interrupted or job.report_cut or cut_here):
+        return
     cmd = click.get_current_context().info_name or "bench"
     if job.interrupted:
         click.echo(f"gputopo: interrupted: the run folder {job.run_dir} holds a valid partial "

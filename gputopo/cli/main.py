@@ -170,9 +170,7 @@ def main(argv=None):
         _flush_stdout(quiet_exit=e.code in (None, 0))
         raise
     finally:
-        from gputopo.bench.processes import despite_ctrl_c
-
-        despite_ctrl_c(_stop_helpers)  # a Ctrl-C now changes nothing: the command has ended
+        _stop_helpers()
         if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
             signal.signal(signal.SIGTERM, old_sigterm)
 
@@ -235,13 +233,15 @@ def _flush_stdout(quiet_exit: bool = True) -> None:
 
 def _stop_helpers() -> None:
     """End the multiprocessing forkserver a bench or numerics run started, so that no python
-    process outlives the command (left alone it lingers while torch tears down)."""
+    process outlives the command (left alone it lingers while torch tears down). A Ctrl-C
+    during it changes nothing: the command has ended. Commands that started no forkserver
+    import nothing here (multiprocessing alone is 10 ms of every `scan`)."""
     if "multiprocessing.forkserver" not in sys.modules:
         return
     try:
-        from gputopo.bench.runner import stop_forkserver
+        from gputopo.bench.processes import despite_ctrl_c, stop_forkserver
 
-        stop_forkserver()
+        despite_ctrl_c(stop_forkserver)
     except Exception:  # noqa: BLE001 - best effort on the way out; never mask the exit code
         pass
 
