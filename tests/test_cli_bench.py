@@ -698,6 +698,15 @@ def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(monkeypatch):
     with pytest.raises(SystemExit) as e:
         cli_main.main(["sims"])
     assert e.value.code in (0, None) and len(calls) == 2
+    lost = ("import gputopo.cli.main as m\n"
+            "class Ctrl:\n    def __del__(self):\n        raise KeyboardInterrupt\n"
+            "class Bug:\n    def __del__(self):\n        raise ValueError('shown')\n"
+            "def main():\n    Ctrl(); Bug()\n"
+            "m.main = main\nm.entry()\n")
+    p = subprocess.run([sys.executable, "-c", lost], env=_env(), capture_output=True, text=True,
+                       timeout=60)  # a Ctrl-C Python could only drop, in a __del__: not shown
+    assert p.returncode == 0 and "KeyboardInterrupt" not in p.stderr, p.stderr
+    assert "ValueError: shown" in p.stderr  # other unraisable errors still are
     late = ("import gputopo.cli.main as m\n"
             "def main():\n    raise KeyboardInterrupt\n"
             "m.main = main\nm.entry()\n")
