@@ -206,7 +206,7 @@ def test_format_md_example_nics():
     on node 1 is NODE to GPUs 2 and 3 (GPU 3's own node is "unsupported": its bridges' node)."""
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "gputopo" / "sim" / "FORMAT.md").read_text()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim-format.md").read_text()
     topo = scan_description(parse_description(doc.split("```toml\n", 1)[1].split("```", 1)[0], "my-box.toml"))
     assert [(n.device, n.numa_node) for n in topo.nics] == [("mlx5_0", 0), ("mlx5_1", 1)]
     assert topo.nics[0].gpu_classes == {0: C("PIX"), 1: C("PIX"), 2: C("SYS"), 3: C("SYS")}

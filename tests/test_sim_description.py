@@ -440,7 +440,7 @@ def test_import_stays_light():
 def test_format_md_example_loads_as_documented(tmp_path):
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "gputopo" / "sim" / "FORMAT.md").read_text()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim-format.md").read_text()
     example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
     d = parse_description(example, str(tmp_path / "my-box.toml"))
     assert d.name == "my-box" and len(d.gpus) == 4
