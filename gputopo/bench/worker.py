@@ -313,7 +313,11 @@ class WorkerState:
         from .spec import measure
         from .suites import build_spec
 
-        grouped = step["world"] > 1 and not step.get("shared")  # shared: each its own cases
+        # A process group for a step of several ranks, and for collectives of one rank too on
+        # the fabrics that have one (tools/gpu_check.py's one-rank NCCL all_reduce): without it
+        # torch.distributed has no group to run them on. shared: each worker its own cases.
+        grouped = not step.get("shared") and (step["world"] > 1 or (
+            self.fabric in ("cpu", "cuda") and step.get("group") == "collectives"))
         if grouped and self.nccl_tail is not None:
             self.nccl_tail.mark()
         if grouped:
