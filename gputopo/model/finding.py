@@ -20,6 +20,8 @@ KINDS = (
     "bandwidth-cliff",
     # A GPU with NVLink ports and none connected (an unbridged PCIe card): info, fails nothing.
     "nvlink-not-connected",
+    # An NVSwitch GPU NVML reports not (successfully) registered with its NVLink fabric.
+    "nvlink-fabric",
     # Against the machine's own history (gputopo.report.history_findings).
     "drift", "counter-growth",
     # A cluster group whose all_reduce buffer could not be allocated: nothing measured there.

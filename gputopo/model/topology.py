@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .fabric import fabric_from_json, fabric_to_json
 from .health import health_from_json, health_to_json
 from .linkclass import LinkClass
 from .values import Failed, NotAvailable, field_from_json, is_value
@@ -75,6 +76,9 @@ class Gpu:
     nvlinks: List[NvLink] = field(default_factory=list)
     lost: Optional[Failed] = None
     health: Any = NotAvailable("not read")  # GpuHealth (model/health.py) | NotAvailable | Failed
+    #: NVML's GPU fabric information (NVSwitch registration): GpuFabric (model/fabric.py), or
+    #: NotAvailable where the GPU, the driver or the bindings have none (no fabric to be in).
+    fabric: Any = NotAvailable("not read")
 
     @property
     def key(self) -> str:
@@ -244,6 +248,7 @@ def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
                 "nvlinks": [_enc(vars(lk)) for lk in g.nvlinks],
                 "lost": _enc(g.lost),
                 "health": health_to_json(g.health),
+                "fabric": fabric_to_json(g.fabric),
             }
         )
     pairs = [pair_to_json(p) for p in topo.pairs] if with_pairs else []
@@ -278,7 +283,9 @@ def topology_from_json(d: Dict[str, Any]) -> Topology:
             links.append(NvLink(**ld))
         lost = field_from_json(gd.pop("lost", None))
         health = health_from_json(gd.pop("health", None))
-        gpus.append(Gpu(pcie=pcie, nvlinks=links, lost=lost, health=health, **_dec_fields(gd)))
+        fabric = fabric_from_json(gd.pop("fabric", None))
+        gpus.append(Gpu(pcie=pcie, nvlinks=links, lost=lost, health=health, fabric=fabric,
+                        **_dec_fields(gd)))
     pairs = [
         Pair(gpus=tuple(pd["gpus"]), link_class=LinkClass.parse(pd["link_class"]),
              nvlink_count=pd.get("nvlink_count", 0), p2p=_dec_fields(pd.get("p2p") or {}))

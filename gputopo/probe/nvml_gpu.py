@@ -1,4 +1,5 @@
-"""NVML -> one Gpu: name, UUID, PCIe, CPU affinity, MIG mode and NVLinks, read once per GPU.
+"""NVML -> one Gpu: name, UUID, PCIe, CPU affinity, MIG mode, NVLinks and NVLink fabric
+(nvml_fabric.py), read once per GPU.
 
 Part of gputopo.probe.nvml_reader (its docstring has the rules); every call goes through
 nvml_query.query, so a lost GPU raises GpuLost here and the reader marks it with mark_lost.
@@ -13,6 +14,7 @@ from typing import Any, List, Optional
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, Gpu, NvLink, PcieLink
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.nvml_codes import NVLINK_GENERATION, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND
+from gputopo.probe.nvml_fabric import read_fabric
 from gputopo.probe.nvml_query import GpuLost, as_text, nvlink_count, query
 
 #: nvmlNvLinkDeviceType -> name.
@@ -126,6 +128,7 @@ def read_gpu(lib, gpu: Gpu, handle, max_links: int) -> Gpu:
         if lk is not None:  # an unsupported link in the middle does not end the enumeration
             links.append(lk)
     gpu.nvlinks = links
+    gpu.fabric = read_fabric(lib, handle)  # NVSwitch fabric registration, n/a outside a fabric
     return gpu
 
 
@@ -136,11 +139,12 @@ def mark_lost(gpu: Gpu, exc: GpuLost) -> Gpu:
     keep = lambda v: v if is_value(v) else na  # noqa: E731
     return Gpu(nvml_index=gpu.nvml_index, name=keep(gpu.name), uuid=keep(gpu.uuid),
                pci_bus_id=keep(gpu.pci_bus_id), cuda_index=na, numa_node=na, cpu_affinity=na,
-               pcie=PcieLink(na, na, na, na, na), mig_mode=na, nvlinks=[], lost=Failed(str(exc)))
+               pcie=PcieLink(na, na, na, na, na), mig_mode=na, nvlinks=[], lost=Failed(str(exc)),
+               fabric=na)
 
 
 def failed_gpu(index: int, error: Any) -> Gpu:
     """A GPU NVML would not even give a handle for."""
     err = error if isinstance(error, (Failed, NotAvailable)) else Failed(str(error))
     return Gpu(nvml_index=index, name=err, uuid=err, pci_bus_id=err, cuda_index=err, numa_node=err,
-               cpu_affinity=err, pcie=PcieLink(err, err, err, err, err), mig_mode=err)
+               cpu_affinity=err, pcie=PcieLink(err, err, err, err, err), mig_mode=err, fabric=err)

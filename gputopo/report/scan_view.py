@@ -14,6 +14,7 @@ from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.topology import pair_to_json
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.fabric import GpuFabric
 from gputopo.model.health import GpuHealth
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import is_value, show
@@ -115,6 +116,7 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     console.print(gt)
     if left_out:
         console.print(Text(left_out_note(left_out), style="dim"))
+    console.print(fabric_line(topo))
     console.print()
     if any(isinstance(g.health, GpuHealth) for g in topo.gpus):
         _print_health_table(console, topo)
@@ -131,6 +133,29 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     console.print(f"IOMMU: {iommu}   ACS: {acs}")
     console.print(kernel_log_line(topo) + "\n")
     render_problems(console, problems)
+
+
+def fabric_line(topo: Topology) -> str:
+    """'NVLink fabric: GPU 0-7 completed, success, clique 0', GPUs in the same state together;
+    n/a with NVML's reason where a GPU is in no fabric (or it could not be read)."""
+    groups: dict = {}
+    for g in topo.gpus:
+        f = g.fabric
+        if g.lost is not None:
+            continue
+        if isinstance(f, GpuFabric):
+            text = f.text()
+        else:
+            why = getattr(f, "reason", None) or getattr(f, "error", None) or "not read"
+            text = f"{show(f)} ({str(why).removeprefix('GPU fabric: ')})"
+        groups.setdefault(text, []).append(g.nvml_index)
+    if not groups:
+        return "NVLink fabric: n/a (no GPU read)"
+    if len(groups) == 1:
+        ((text, gpus),) = groups.items()
+        return f"NVLink fabric: {text}" if len(gpus) == len(topo.gpus) else \
+            f"NVLink fabric: GPU {gpu_ranges(gpus)} {text}"
+    return "NVLink fabric: " + "; ".join(f"GPU {gpu_ranges(gpus)} {text}" for text, gpus in groups.items())
 
 
 def render_problems(console, problems: List[Finding]) -> None:

@@ -1,6 +1,7 @@
-"""Problems the scan alone can see, as findings: lost GPUs, NVLinks down, PCIe links running
-narrower than they can, error counters, P2P not allowed where the class suggests it should be,
-and the host settings (IOMMU translating DMA, ACS redirect) known to corrupt PCIe peer copies.
+"""Problems the scan alone can see, as findings: lost GPUs, NVLinks down, an NVSwitch GPU not
+registered with its NVLink fabric, PCIe links running narrower than they can, error counters,
+P2P not allowed where the class suggests it should be, and the host settings (IOMMU translating
+DMA, ACS redirect) known to corrupt PCIe peer copies.
 
 These are suspicions from static facts; the benchmarks confirm or clear them with data.
 """
@@ -8,9 +9,10 @@ These are suspicions from static facts; the benchmarks confirm or clear them wit
 from __future__ import annotations
 
 import statistics
-from typing import List
+from typing import Any, Dict, List, Tuple
 
 from gputopo.model import Finding, Topology, is_value
+from gputopo.model.fabric import GpuFabric
 from gputopo.model.finding import gpu_ranges
 from gputopo.probe.bus_id import short_bus_id
 from gputopo.report.health_checks import health_findings
@@ -26,6 +28,7 @@ def topology_findings(topo: Topology) -> List[Finding]:
     out: List[Finding] = []
     out += _lost(topo)
     out += _nvlinks_down(topo)
+    out += _fabric(topo)
     out += _pcie_downgraded(topo)
     out += _link_errors(topo)
     out += _p2p_status(topo)
@@ -73,7 +76,13 @@ def _nvlinks_down(topo):
     the same model and board (same NVML name) have; an SXM module's links are all wired by its
     baseboard (_board_wired). A GPU whose links are all inactive and that
     no other GPU links to has no NVLink connected: one info line, which fails nothing.
+
+    A GPU alone on its machine (one GPU read, none lost) has no NVLink peer to lose, whatever its
+    model and whatever else NVML says: the usual one-GPU cloud VM of an H100/H200 SXM lists its
+    18 links inactive with no far end. At most one info line (_alone), never a warning or error.
     """
+    if len(topo.gpus) == 1:
+        return _alone(topo.gpus[0])
     live = [g for g in topo.gpus if g.lost is None]
     switched = any(str(lk.remote_type) == "SWITCH" for g in live for lk in g.nvlinks)
     remotes = {short_bus_id(lk.remote_bus_id) for g in live for lk in g.nvlinks if _remote_known(lk)}
@@ -115,6 +124,75 @@ def _nvlinks_down(topo):
             cause="NVLink training failed, a bridge/cable/baseboard fault, or fabric manager not running",
             remedies=[REMEDY_NVLINK, "on NVSwitch systems: check that nvidia-fabricmanager is running"],
         ))
+    return out
+
+
+def _alone(g) -> List[Finding]:
+    """The NVLinks of the machine's only GPU: an info line where it lists ports, nothing else."""
+    if g.lost is not None or not g.nvlinks:
+        return []
+    active = len(g.active_nvlinks())
+    if active == 0:
+        return [Finding(
+            "nvlink-not-connected", "info",
+            f"GPU {g.nvml_index}: no NVLink connected ({len(g.nvlinks)} NVLink ports, none active; "
+            "the only GPU, with no peer to link to)",
+            gpus=[g.nvml_index], evidence={"ports": len(g.nvlinks), "active": 0, "gpus": 1})]
+    if active == len(g.nvlinks):
+        return []
+    return [Finding(
+        "nvlink-not-connected", "info",
+        f"GPU {g.nvml_index}: {active} of {len(g.nvlinks)} NVLink ports active; it is the only GPU, "
+        "so no peer traffic uses them",
+        gpus=[g.nvml_index], evidence={"ports": len(g.nvlinks), "active": active, "gpus": 1})]
+
+
+def _fabric(topo):
+    """NVSwitch GPUs that NVML says are not (or not successfully) registered with the NVLink
+    fabric. A GPU takes part in a fabric when NVML reports a fabric state for it at all (a GPU in
+    none answers NOT_SUPPORTED, read as n/a); it is judged only where it is one of several GPUs
+    and an NVSwitch GPU by other evidence too (a link to a switch, or a baseboard-wired SXM
+    module). Anything else with a state short of completed/success is said as info. GPUs in the
+    same state make one finding."""
+    live = [g for g in topo.gpus if g.lost is None]
+    switched = any(str(lk.remote_type) == "SWITCH" for g in live for lk in g.nvlinks)
+    groups: Dict[Tuple[str, str], List[int]] = {}
+    evidence: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for g in live:
+        f = g.fabric
+        if not isinstance(f, GpuFabric) or f.ready:
+            continue
+        judged = len(topo.gpus) > 1 and (switched or _board_wired(g.name))
+        if f.failed:
+            severity, what = "error", f"NVLink fabric registration failed ({f.status})"
+        elif f.state == "not-started":
+            severity, what = "error", "NVLink fabric registration has not started (fabric state not-started)"
+        elif f.state == "in-progress":
+            severity, what = "warning", ("NVLink fabric registration still in progress (so it stays "
+                                         "while the fabric manager is not running or still starting: "
+                                         "scan again in a minute)")
+        else:  # a state this gputopo does not know: no clear evidence
+            severity, what = "info", f"NVML reports the NVLink fabric state as {f.text()}"
+        if not judged:
+            severity = "info"
+            what += ("; the only GPU, with no NVLink peer" if len(topo.gpus) == 1 else
+                     "; no NVSwitch is seen, so nothing is judged from it")
+        elif severity != "info":
+            what += ": no NVLink peer traffic until the fabric manager registers the GPU"
+        groups.setdefault((severity, what), []).append(g.nvml_index)
+        evidence.setdefault((severity, what), {"state": f.state, "status": str(f.status) if is_value(f.status)
+                                               else None})
+    out = []
+    for (severity, what), gpus in groups.items():
+        alarm = severity != "info"
+        out.append(Finding(
+            "nvlink-fabric", severity, f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}: {what}",
+            gpus=gpus, evidence=dict(evidence[(severity, what)], gpus=gpus),
+            cause=("the fabric manager (nvidia-fabricmanager) is not running, failed, or does not match "
+                   "the driver version" if alarm else None),
+            remedies=(["check `systemctl status nvidia-fabricmanager` and its log; its version must "
+                       "match the driver's", "`nvidia-smi -q | grep -A 3 Fabric` shows each GPU's state"]
+                      if alarm else [])))
     return out
 
 

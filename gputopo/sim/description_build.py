@@ -72,7 +72,7 @@ def build_description(data: Dict[str, Any], path: str, text: str = "", source: s
     if n > 1 and not (matrix is not None or "pairs" in data or nvswitch):  # one GPU has no pair
         raise ctx.error("no pair classes: give `matrix` (nvidia-smi topo -m text), a [pairs] table, "
                         "or nvswitch = true", "pairs")
-    gpus, specs = build_gpus(ctx, name, entries, defaults, matrix)
+    gpus, specs = build_gpus(ctx, name, entries, defaults, matrix, nvswitch)
     faults = build_faults(ctx, data.get("fault", []), n)  # before NVLinks, which they may take down
     wired, pcie = pair_classes(ctx, data, n, gpus, matrix, nvswitch)
     switch_ids, nv_active = wire_nvlinks(ctx, data, gpus, specs, faults, wired, nvswitch)

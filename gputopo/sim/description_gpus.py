@@ -1,6 +1,7 @@
 """The GPUs of a machine description: the ``[[gpu]]`` entries (or ``gpu_count``, or the matrix's
 GPUs) over ``[defaults]``, as NVML would report them: name and model, bus id, UUID, NUMA node,
-CPU affinity, PCIe generation and width, NVLink version, MIG mode and health (health.py).
+CPU affinity, PCIe generation and width, NVLink version, MIG mode, health (health.py) and
+NVLink fabric registration (fabric.py).
 Their NVLink ports are made by description_nvlinks.py.
 """
 
@@ -19,6 +20,7 @@ from .description_context import (
     check_label,
     check_str,
 )
+from .fabric import FABRIC_KEYS, parse_fabric
 from .health import HEALTH_KEYS, parse_health
 from .pci import PciAddress
 from .records import GpuDesc
@@ -26,7 +28,7 @@ from .records import GpuDesc
 #: Keys of a [[gpu]] entry; [defaults] takes the same but bus_id and uuid (one per GPU).
 GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
             "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
-            "nvlinks_down", "nvlink_errors", "mig", "model"} | HEALTH_KEYS
+            "nvlinks_down", "nvlink_errors", "mig", "model"} | HEALTH_KEYS | FABRIC_KEYS
 DEFAULT_KEYS = GPU_KEYS - {"bus_id", "uuid"}
 
 _CPULIST_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
@@ -59,8 +61,9 @@ def gpu_entries(ctx: DescContext, data: Dict[str, Any], matrix) -> List[Dict[str
 
 
 def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], defaults: Dict[str, Any],
-               matrix) -> Tuple[List[GpuDesc], List[Dict[str, Any]]]:
-    """(the GPUs, each GPU's entry over [defaults]: its spec, which the NVLink wiring reads)."""
+               matrix, nvswitch: bool = False) -> Tuple[List[GpuDesc], List[Dict[str, Any]]]:
+    """(the GPUs, each GPU's entry over [defaults]: its spec, which the NVLink wiring reads).
+    ``nvswitch``: an NVSwitch box, whose Hopper-or-later GPUs are registered with the fabric."""
     gpus: List[GpuDesc] = []
     specs: List[Dict[str, Any]] = []
     seen_bus: Dict[str, int] = {}
@@ -156,6 +159,7 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
                             pcie_width=width_cur, pcie_width_max=width_max, pcie_replay=replay,
                             pcie_width_healthy=width_cur,
                             nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
-                            health=parse_health(ctx, spec, where, name), model=model_key))
+                            health=parse_health(ctx, spec, where, name), model=model_key,
+                            fabric=parse_fabric(ctx, spec, where, model, nvswitch)))
     check_unique_uuids(ctx, [(g.uuid, ("gpu", g.index, "uuid")) for g in gpus])
     return gpus, specs

@@ -22,9 +22,14 @@ function names, argument order and return shapes (checked against nvidia-ml-py 1
 - P2P cap index 0 must be an int: pynvml's ``NVML_P2P_CAPS_INDEX_READ`` is the tuple ``(0,)``
   (kept here too), and passing it fails with ctypes.ArgumentError as it does with real NVML.
 
+- ``nvmlDeviceGetGpuFabricInfoV(handle, byref(c_nvmlGpuFabricInfoV_t()))`` fills the caller's
+  structure (version checked) and ``nvmlDeviceGetGpuFabricInfo`` the unversioned one; a GPU in
+  no fabric answers NOT_SUPPORTED (gputopo.sim.fabric);
+
 Test hooks: ``lost`` GPU indices (every per-device call raises GPU_IS_LOST (15); getting the
 handle still works, as with real NVML), ``unsupported`` function names (NOT_SUPPORTED (3)),
-``missing`` function names (not attributes at all: AttributeError, like old bindings), and
+``missing`` function or structure names (not attributes at all: AttributeError, like old
+bindings; e.g. ``nvmlDeviceGetGpuFabricInfoV`` and ``c_nvmlGpuFabricInfoV_t`` before 12.550), and
 ``errors`` {(function name, GPU index or None for any/system): NVML code}.
 
 This module is the entry (FakeNvml and pynvml's module-level names); its parts, each importing
@@ -45,6 +50,8 @@ from .fake_nvml_constants import NVLINK_VERSION_FROM_NVML, NVLINK_VERSION_TO_NVM
 from .fake_nvml_device import DeviceCalls, SystemCalls
 from .fake_nvml_links import NvLinkCalls, PairCalls
 from .fake_nvml_plumbing import ERROR_CLASSES, DeviceHandle, NVMLError, device_call, nvmlPciInfo_t
+from .fabric import BINDING_NAMES as _FABRIC_NAMES
+from .fabric import install_fabric_calls
 from .health import install_health_calls
 from .pci import PciAddress
 
@@ -87,13 +94,17 @@ class FakeNvml(PairCalls, NvLinkCalls, DeviceCalls, SystemCalls):
         missing = tuple(missing)
         if missing:
             for m in missing:
-                if not m.startswith("nvml"):
-                    raise ValueError(f"missing names NVML functions (nvml...), got {m!r}")
+                if not m.startswith(("nvml", "c_nvml")):
+                    raise ValueError(f"missing names NVML functions or structures (nvml..., c_nvml...), "
+                                     f"got {m!r}")
             self.__class__ = type("FakeNvml", (FakeNvml,), {m: _Missing(m) for m in missing})
 
 
 # ECC, retired pages, remapped rows, clocks events, temperature, power, persistence: health.py
 install_health_calls(FakeNvml, device_call)
+# GPU fabric info (nvmlDeviceGetGpuFabricInfoV and its structures): fabric.py
+install_fabric_calls(FakeNvml, device_call)
+globals().update(_FABRIC_NAMES)
 
 # pynvml's module-level names: the error classes and the NVML_* constants, on the fake too.
 for _name, _value in list(vars(_codes).items()) + list(globals().items()):

@@ -17,6 +17,7 @@ from gputopo.model.bandwidth import PCIE_X16_GBPS, nvlink_gbps, pcie_gbps
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
 
+from .fabric import FabricDesc
 from .fault import Fault
 from .gpu_models import gpu_model
 from .health import HealthDesc
@@ -91,6 +92,8 @@ class GpuDesc:
     health: HealthDesc = field(default_factory=HealthDesc)  # ECC, remapped rows, Xids... (health.py)
     #: the simulated model when the name alone does not say it (``model =`` in the description)
     model: str = ""
+    #: NVLink fabric registration (fabric.py); None: the fabric calls answer NOT_SUPPORTED
+    fabric: Optional[FabricDesc] = None
 
     @property
     def sim_model(self):
