@@ -33,6 +33,7 @@ from gputopo.writable import check_writable_dir
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
+from .peer_mappings import PEER_LIMIT
 from .plan import count_cases, measurement_key, plan_steps
 from .resume_line import resume_line
 from .resume_plan import plan_resume
@@ -43,6 +44,7 @@ from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_
 from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from .runner import NullProgress, Runner
 from .summary import make_progress, render_summary
+from .worker_env import WORKER_ENV_KEY, override_line, worker_env
 
 __all__ = [
     "BenchOptions", "FABRICS", "PRESETS", "Preset", "RunResult", "TEST_GROUPS", "all_pairs",
@@ -119,13 +121,16 @@ def _check_memory(topology: Topology, options: BenchOptions, fabric: str) -> Non
 
 def _worker_config(topology: Topology, fabric: str, description, timeout_s: float,
                    threads: int) -> dict:
+    """What every worker process starts from. Its environment is this process's, with the
+    variables that change what is timed set on the cuda fabric (worker_env.py)."""
     gpus = {}
     for g in topology.gpus:
         gpus[g.nvml_index] = {
             "pci_bus_id": g.pci_bus_id if is_value(g.pci_bus_id) else None,
         }
+    env = worker_env(os.environ)[0] if fabric == "cuda" else dict(os.environ)
     return {"fabric": fabric, "description": description if fabric == "sim" else None,
-            "env": dict(os.environ), "parent_pid": os.getpid(), "threads": threads,
+            "env": env, "parent_pid": os.getpid(), "threads": threads,
             "gpus": gpus, "pg_timeout_s": max(60.0, 2 * timeout_s)}
 
 
@@ -215,13 +220,18 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
 
     log = RunLog(run_dir)
     eff = options.effective
+    env_record = worker_env(os.environ)[1] if fabric == "cuda" else None
+    line = override_line(env_record or {})
+    if line:
+        print(line, file=sys.stderr)
     log.start(fabric=fabric, simulated=simulated, machine=topology.machine,
               options=options.to_json(), topology=topology, argv=options.argv,
               sim=(getattr(description, "name", None) if description is not None else None),
               sim_path=(str(getattr(description, "path", "") or "") or None)
               if description is not None else None,
               concurrent=concurrent, steps=len(steps),
-              **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options})
+              **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options,
+                 WORKER_ENV_KEY: env_record})
     for note in cut_notes:
         log.event({"type": "cut-line-cleared", "note": note})
     for r in redo:
@@ -234,7 +244,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         progress = make_progress(enabled=options.progress) if options.progress else NullProgress()
     runner = Runner(
         fabric=fabric, log=log, timeout_s=options.timeout_s, concurrent=concurrent,
-        pool_size=pool, progress=progress,
+        pool_size=pool, progress=progress, peer_limit=PEER_LIMIT if fabric == "cuda" else None,
         config=_worker_config(topology, fabric, description, options.timeout_s, threads),
         step_settings={"warmup": eff.warmup, "samples": eff.samples,
                        "latency_repeat": eff.latency_repeat})

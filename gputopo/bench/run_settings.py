@@ -2,9 +2,11 @@
 ``--resume`` use them instead of whatever the reader's shell has.
 
 - ``nccl_env``: every ``NCCL_*`` and ``TORCH_NCCL_*`` variable of the gputopo process when the
-  run started (the workers inherit them; gputopo's own NCCL_DEBUG* logging settings are added
-  to the workers only and are not part of it). NCCL's route for a pair (P2P or through host
-  memory) depends on them, so the report's remedies read these, and a resume runs with them.
+  run started (the workers inherit them, but for the few that change what is timed, which
+  cuda workers set themselves: run.json ``worker_env``, worker_env.py; gputopo's own
+  NCCL_DEBUG* logging settings are added to the workers only and are not part of it).
+  NCCL's route for a pair (P2P or through host memory) depends on them, so the report's
+  remedies read these, and a resume runs with them.
 - ``numerics_options``: the training job of the numerics phase (steps, lr, model, batch,
   momentum, seed), or null when the run has no numerics. A resume finishes the run with them.
 

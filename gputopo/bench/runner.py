@@ -38,6 +38,7 @@ from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
 
 from .memory_check import killed_cause
+from .peer_mappings import PeerLedger, step_pairs
 from .plan import Step, layout
 from .processes import (TAIL_LINES, _exit_text, despite_ctrl_c, mp_context, starting_workers,
                         stop_forkserver, tail)
@@ -58,7 +59,8 @@ STARTUP_TIMEOUT_S = 120.0
 class Runner:
     def __init__(self, *, fabric: str, config: dict, log: RunLog, timeout_s: float,
                  concurrent: bool = False, pool_size: int = 1, progress=None,
-                 step_settings: Optional[dict] = None, on_measurement=None):
+                 step_settings: Optional[dict] = None, on_measurement=None,
+                 peer_limit: Optional[int] = None):
         self.fabric = fabric
         self.config = config
         self.log = log
@@ -80,6 +82,9 @@ class Runner:
         self._running: Dict[str, _Running] = {}
         self._share = False  # every sim step measured by every worker (shares.py)
         self.delivered_by: Dict[str, int] = {}  # measurements each worker key delivered
+        # The peer mappings each live worker holds (peer_mappings.py), None: not counted (the
+        # cuda fabric counts them: CUDA allows a device 8 at once, over all processes)
+        self.peers = PeerLedger(peer_limit) if peer_limit else None
 
     # ------------------------------------------------------------------ workers
     def _start_worker(self, key: str) -> _Worker:
@@ -109,6 +114,8 @@ class Runner:
             w.proc.kill()
         w.proc.join(10)
         self.workers.pop(key, None)
+        if self.peers is not None:  # its mappings went with its process
+            self.peers.drop(key)
         try:
             w.conn.close()
         except OSError:
@@ -176,6 +183,8 @@ class Runner:
     def _launch(self, pending: List[Step], running: Dict[str, _Running]) -> None:
         for step in list(pending):
             keys = self._keys_for(step, running)
+            if keys is not None and not self._room_for(step, keys, running, pending):
+                keys = None  # a busy worker holds the mappings it needs: after that step
             if keys is None:
                 if self.fabric != "sim" and not self.concurrent:
                     break  # keep the plan's order
@@ -193,6 +202,54 @@ class Runner:
         for r in list(running.values()):
             if not r.sent:
                 self._try_send(r)
+
+    def _room_for(self, step: Step, keys: List[str], running: Dict[str, _Running],
+                  pending: Sequence[Step]) -> bool:
+        """Make room for the peer mappings ``step``'s workers will hold, ending idle workers
+        whose mappings would take a device past the limit (peer_mappings.py); they are then
+        counted as held. False: the mappings in the way belong to a running step's workers."""
+        if self.peers is None:
+            return True
+        extra = step_pairs(tuple(step.gpus), keys)
+        if not extra or not self.peers.over(extra):
+            for k, pairs in extra.items():
+                for a, b in pairs:
+                    self.peers.hold(k, a, b)
+            return True
+        busy = {k for r in running.values() for k in r.keys}
+        next_use: Dict[str, int] = {k: 0 for k in keys}  # (this step's own: now)
+        for n, s in enumerate(x for x in pending if x is not step):
+            for rank in layout(s, self.fabric):
+                next_use.setdefault(f"gpu{rank[0]}", n + 1)
+        idle = [k for k in self.workers if k not in busy]
+        ended = self.peers.room_for(extra, idle, next_use)
+        if ended is None:
+            return False
+        over = self.peers.over(extra)
+        for k in ended:
+            self._retire(k, step, over)
+        for k, pairs in extra.items():
+            for a, b in pairs:
+                self.peers.hold(k, a, b)
+        return True
+
+    def _retire(self, key: str, step: Step, devices: List[int]) -> None:
+        """End idle worker ``key`` so that its peer mappings are given back before ``step``
+        maps its own (its process must be gone first: torch cannot unmap safely)."""
+        w = self.workers.get(key)
+        if w is None:
+            return
+        held = sorted(self.peers.held.get(key, ())) if self.peers is not None else []
+        try:
+            w.conn.send(("exit",))
+        except (OSError, EOFError):
+            pass
+        w.proc.join(5)
+        self.log.event({"type": "worker-retired", "worker": key, "pid": w.proc.pid,
+                        "why": "peer-mappings", "for_step": step.id, "devices": devices,
+                        "limit": self.peers.limit if self.peers is not None else None,
+                        "held_pairs": [list(p) for p in held]})
+        self._kill(key)
 
     def _try_send(self, r: _Running) -> None:
         ws = [w for w in (self.workers.get(k) for k in r.keys) if w is not None and w.ready]

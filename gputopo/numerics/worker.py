@@ -83,12 +83,19 @@ class WorkerPool:
         self._next_id = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="gputopo-numerics-")
         self.starts = 0
+        # The peer mappings the live workers hold (gputopo.bench.peer_mappings): a job naming
+        # two CUDA devices maps them in every rank that runs it; CUDA allows a device 8 at once
+        from gputopo.bench.peer_mappings import PeerLedger
+
+        self._peers = PeerLedger()
+        #: Starts made only to give peer mappings back (not after a hang or a crash).
+        self.peer_starts = 0
 
     # --- lifecycle
     @property
     def restarts(self) -> int:
         """How many times the workers had to be started again after a hang or a crash."""
-        return max(0, self.starts - 1)
+        return max(0, self.starts - 1 - self.peer_starts)
 
     def _start(self) -> None:
         from gputopo.bench.processes import starting_workers
@@ -99,6 +106,10 @@ class WorkerPool:
             self._results = self._ctx.Queue()
             self._jobs = [self._ctx.Queue() for _ in range(self.size)]
             env = dict(os.environ)
+            if self.backend == "nccl":  # the variables that change what runs (bench.worker_env)
+                from gputopo.bench.worker_env import worker_env
+
+                env = worker_env(env)[0]
             self._procs = [self._ctx.Process(target=_worker_main, name=f"gputopo-numerics-{r}",
                                              args=(r, self._jobs[r], self._results, self.backend,
                                                    self.threads, self._log_path(r), os.getpid(),
@@ -152,23 +163,48 @@ class WorkerPool:
             q.cancel_join_thread()
         self._procs = []
         self._results = None
+        self._peers.held.clear()  # (the mappings went with the processes)
 
     def close(self) -> None:
         """Ask the workers to exit; an exit-time crash here is not a failure (all results are in)."""
-        started = [p for p in self._procs if p.pid is not None]
         for q, p in zip(self._jobs, self._procs):
             if p.pid is not None and p.is_alive():
                 try:
                     q.put(None)
                 except (OSError, ValueError):
                     pass
+        self._stop_workers()
+        self._tmp.cleanup()
+
+    def _stop_workers(self) -> None:
+        """Join the workers asked to exit (killed after 10 s); the pool can start again."""
+        started = [p for p in self._procs if p.pid is not None]
         for p in started:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
         self._procs = []
-        self._tmp.cleanup()
+        self._peers.held.clear()
+
+    @staticmethod
+    def _job_pairs(job: Dict[str, Any], ranks: Tuple[int, ...]) -> Dict[str, List[Tuple[int, int]]]:
+        """The pair of CUDA devices each rank of ``job`` maps (none for a one-GPU job)."""
+        devices = job.get("cuda_devices") or []
+        if len(devices) != 2 or devices[0] == devices[1]:
+            return {}
+        return {str(r): [(int(devices[0]), int(devices[1]))] for r in ranks}
+
+    def _retire(self) -> None:
+        """Ask the (idle) workers to exit and join them; the next job starts fresh ones."""
+        for q, p in zip(self._jobs, self._procs):
+            if p.pid is not None and p.is_alive():
+                try:
+                    q.put(None)
+                except (OSError, ValueError):
+                    pass
+        self._stop_workers()
+        self.peer_starts += 1
 
     def __enter__(self):
         return self
@@ -208,10 +244,18 @@ class WorkerPool:
         block, slow on a busy machine), then at most ``timeout_s`` without progress (a training
         step or the result) is a hang. Start-up is not counted either (START_TIMEOUT_S). Raises
         WorkerHang or WorkerCrash; the pool is then restarted lazily."""
+        pairs = self._job_pairs(job, ranks)
+        if pairs and self._alive() and self._peers.over(pairs):
+            # the pair would take a device past CUDA's 8 peer mappings (both workers counted):
+            # fresh workers run it, the old ones' mappings gone with them (torch cannot unmap)
+            self._retire()
         if not self._alive():
             if self._procs:
                 self.kill()
             self._start()
+        for key, held in pairs.items():  # (from now on, until the workers end)
+            for a, b in held:
+                self._peers.hold(key, a, b)
         self._next_id += 1
         job = dict(job, id=self._next_id, timeout_s=timeout_s,
                    store=os.path.join(self._tmp.name, f"store-{self._next_id}"))
