@@ -32,10 +32,15 @@ lint: setup
 test: lint
 	$(PY) -m pytest -q
 
+# Every script docs/performance.md quotes (several minutes on 2 cores).
 perf: setup
 	$(PY) benchmarks/scan_speed.py
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/sweep_time.py
+	$(PY) benchmarks/demo_time.py
+	$(PY) benchmarks/pair_floor.py
+	$(PY) benchmarks/cluster_scale.py
+	$(PY) benchmarks/history_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
