@@ -2,12 +2,17 @@
 is finished: record it in the history database and print what the history says about it.
 
 The options store into the click context's ``meta`` (shared by the group and its commands), so
-the commands' signatures do not change. The hook runs after the run folder is complete: a
-database problem prints one line naming the kept folder and ends the command with exit 2.
+the commands' signatures do not change. The hook runs after the run folder is complete. A
+database the user named (``--history PATH`` or ``$GPUTOPO_HISTORY``) is an input of the command:
+when it cannot be used, one line naming the kept folder and exit 2. The default location is
+not: recording there is a side effect, so a problem with it (a read-only HOME on a CI runner or
+in a container) is one warning line and the command keeps its own exit code; check's
+``[history]`` rule then has no baseline and says why (skipped, or failed when strict).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +57,19 @@ def history_path(reading: bool = False) -> Path | None:
     return Path(given) if given else default_history_path()
 
 
+def _named() -> bool:
+    """The database was named by the user (--history PATH or $GPUTOPO_HISTORY), not defaulted."""
+    from gputopo.history.db import HISTORY_ENV
+
+    return bool(click.get_current_context().meta.get(_PATH) or os.environ.get(HISTORY_ENV))
+
+
+def _default_unusable(e: Exception, what: str) -> None:
+    """The one warning line for a default database that cannot be used."""
+    click.echo(f"gputopo: warning: {what} not recorded in the default history database: {e}",
+               err=True)
+
+
 def _argv() -> list[str]:
     return list(sys.argv[1:])
 
@@ -80,6 +98,9 @@ def record_exit_code(run_dir, command: str, sim: str | None = None) -> int:
     try:
         recorded = record_folder(path, run_dir, command, _argv(), sim)
     except HistoryError as e:
+        if not _named():  # recording into the default location is a side effect
+            _default_unusable(e, f"the run (folder {run_dir}) is complete;")
+            return 0
         click.echo(f"gputopo: error: {e} (the run is complete and its folder {run_dir} is kept; "
                    "not recorded)", err=True)
         return EXIT_USAGE
@@ -115,6 +136,9 @@ def after_scan(topo, findings, sim: str | None = None) -> None:
     try:
         _say(record_scan(path, topo, findings, _argv(), sim))
     except HistoryError as e:
+        if not _named():  # recording into the default location is a side effect
+            _default_unusable(e, "the scan above is complete;")
+            return
         click.echo(f"gputopo: error: {e} (the scan above is complete; not recorded)", err=True)
         finish(EXIT_USAGE)
 
@@ -124,9 +148,18 @@ def history_outcomes(spec, summary, sim: str | None = None) -> list:
     from gputopo.check.history_rule import history_outcomes as judge
     from gputopo.recording import baseline_drift
 
+    from gputopo.history.db import HistoryError
+
     path = history_path(reading=True)  # --no-history: this run is not recorded, still judged
     assert path is not None
-    if not path.exists():
-        return judge(spec, [], 0, f"no history database at {path} yet")
-    points, runs = baseline_drift(path, summary, spec.history_runs, sim)
+    try:
+        if not path.exists():
+            return judge(spec, [], 0, f"no history database at {path} yet")
+        points, runs = baseline_drift(path, summary, spec.history_runs, sim)
+    except (HistoryError, OSError) as e:
+        if _named():  # the user's database: an input that cannot be used (exit 2)
+            if isinstance(e, HistoryError):
+                raise
+            raise HistoryError(f"history database {path}: {e.strerror or e}") from None
+        return judge(spec, [], 0, f"the default history database cannot be read: {e}")
     return judge(spec, points, runs)

@@ -119,9 +119,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def open_history(path, *, create: bool = True) -> sqlite3.Connection:
     """Open (and create or migrate) the database at ``path``; HistoryError on any problem."""
     path = Path(path)
-    if not create and not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as e:  # a folder on the way that cannot be searched (EACCES)
+        raise HistoryError(f"history database {path}: cannot open ({_reason(e)}); choose "
+                           "another with --history PATH or skip it with --no-history") from None
+    if not create and not exists:
         raise HistoryError(f"history database {path}: no such file (no run recorded there yet)")
-    if path.exists():  # a folder or /dev/full: SQLite's own words were "unable to open database
+    if exists:  # a folder or /dev/full: SQLite's own words were "unable to open database
         from gputopo.inputs import user_file_problem  # file" or "cannot rollback"
 
         problem = user_file_problem(path)
