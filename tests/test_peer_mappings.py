@@ -324,3 +324,15 @@ def test_numerics_pool_without_the_count_crashes_the_ninth_pair(tmp_path, monkey
                 pool.run({"kind": "dp-cuda", "cuda_devices": [0, j]}, ranks=(0,), timeout_s=10)
         finally:
             pool.close()
+
+
+def test_the_numerics_notes_say_why_their_workers_started_afresh():
+    from types import SimpleNamespace
+
+    from gputopo.numerics.fabric_runs import _pool_closed
+
+    out = SimpleNamespace(notes=[])
+    with _pool_closed(SimpleNamespace(starts=5, peer_starts=4, close=lambda: None), out, "NCCL workers"):
+        pass
+    assert out.notes == ["NCCL workers started 5 time(s) (4 of them fresh workers so that no GPU "
+                         "held more than 8 peer mappings at once, CUDA's limit)"]

@@ -94,7 +94,10 @@ def _pool_closed(pool, out, what: str):
         raise
     finally:
         if pool is not None:
-            out.notes.append(f"{what} started {pool.starts} time(s)")
+            fresh = getattr(pool, "peer_starts", 0)
+            out.notes.append(f"{what} started {pool.starts} time(s)"
+                             + (f" ({fresh} of them fresh workers so that no GPU held more than "
+                                "8 peer mappings at once, CUDA's limit)" if fresh else ""))
             if despite_ctrl_c(pool.close):
                 raise KeyboardInterrupt
 
@@ -237,7 +240,11 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
                         rank_param_gap(res.payloads[0], res.payloads[1]))
                     return run
 
-                nccl_env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+                from gputopo.bench.worker_env import worker_env
+
+                # what the workers ran with (they set the few variables that change the run)
+                nccl_env = {k: v for k, v in worker_env(os.environ)[0].items()
+                            if k.startswith("NCCL_")}
                 _judged(out, sink, (i, j), lc, "ddp", "cuda", "wall", opts, ref, tol,
                         [f"DistributedDataParallel over NCCL, ranks on cuda:{ci} and cuda:{cj}"]
                         + ([f"NCCL environment: {nccl_env}"] if nccl_env else []), ddp_run,
