@@ -1,6 +1,6 @@
 """Errors that end a command with a known exit code and a one-line message (no traceback).
 
-Exit codes (DESIGN.md): 0 good, 1 findings fail the spec, 2 usage/input error,
+Exit codes (README.md): 0 good, 1 findings fail the spec, 2 usage/input error,
 3 no GPU/driver where one is needed, 4 internal error.
 """
 

@@ -1,9 +1,9 @@
 """Synthetic run folders for the report/check/import tests (no bench, no sim needed).
 
-`seed_topology(faulty=...)` is the DESIGN.md story machine: 8 GPUs, NV4 pairs 0-1, 2-3, 4-5, 6-7,
+`seed_topology(faulty=...)` is the docs/architecture.md story machine: 8 GPUs, NV4 pairs 0-1, 2-3, 4-5, 6-7,
 NODE inside a socket (GPUs 0-3 | 4-7), SYS across; the faulty twin has the IOMMU translating and
 ACS redirect above GPUs 4-7. `write_run(dir, topo, faults=...)` writes a run folder in the
-CONTRACTS.md layout with modeled measurements; each fault name injects one symptom so every
+docs/run-folder.md layout with modeled measurements; each fault name injects one symptom so every
 finding kind can be produced and shown absent on the healthy twin.
 """
 

@@ -18,7 +18,7 @@ from gputopo.bench.api import BenchOptions, bench_document, run_bench
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[1]
 #: Plausible share of the theoretical rate: above LOW (a healthy link reaches 60-90 %; idle
-#: PCIe may train down a generation, DESIGN.md) and at most HIGH (no link beats its rate).
+#: PCIe may train down a generation, docs/scan.md) and at most HIGH (no link beats its rate).
 LOW, HIGH = 0.15, 1.10
 
 

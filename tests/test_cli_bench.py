@@ -1,7 +1,7 @@
 """`gputopo bench` and `gputopo numerics` end to end, as a user runs them: `python -m gputopo`
 in a subprocess, exit codes, stdout/stderr, and the run folder left on disk.
 
-The seed story (DESIGN.md) is benchmarked once for the module on three pairs of `seed-8gpu`:
+The seed story (README.md's worked example) is benchmarked once for the module on three pairs of `seed-8gpu`:
 5,6 (NODE) and 3,4 (SYS), where peer copies corrupt and DataParallel goes NaN or diverges, and
 6,7 (NV4), which stays clean; every test below reads that one run.
 Everything that starts worker processes is marked slow.

@@ -1,5 +1,5 @@
 """An internal error during a run: exit 4, one line on the terminal, the traceback in the run
-folder (DESIGN.md), and the measurements made before it kept."""
+folder (docs/run-folder.md), and the measurements made before it kept."""
 
 import pytest
 

@@ -16,7 +16,7 @@ from gputopo.model import Measurement, Topology
 
 from .options import BenchOptions, TEST_GROUPS
 
-#: Measurement.test names per group (CONTRACTS.md).
+#: Measurement.test names per group (docs/bench.md).
 P2P_TESTS = ("p2p.copy", "p2p.copy_bidir", "p2p.staged", "p2p.latency")
 DP_TESTS = ("dp.broadcast_coalesced", "dp.scatter", "dp.gather", "dp.reduce_add")
 COLLECTIVE_TESTS = ("collective.all_reduce", "collective.all_gather",

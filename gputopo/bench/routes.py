@@ -14,7 +14,7 @@ report's causes share. Written from NCCL's ``ncclTopoCheckP2p`` / ``ncclGetLevel
   3 PHB, 4 and above SYS); anything else is ignored. The user's level replaces the default.
 - P2P is used when the path type is at most the level and NVML says P2P read and write are OK
   (``peer_ok``); else NCCL goes through host memory (SHM). This is why a broken PCIe P2P path
-  spares DDP on an Intel host while it corrupts DataParallel's raw peer copies (DESIGN.md).
+  spares DDP on an Intel host while it corrupts DataParallel's raw peer copies (docs/architecture.md).
 """
 
 from __future__ import annotations

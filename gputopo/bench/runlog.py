@@ -1,6 +1,6 @@
 """The run folder as the bench writes it, line by line, and reads it back for ``--resume``.
 
-Layout (CONTRACTS.md): ``run.json`` (what was asked, rewritten atomically when the run's status
+Layout (docs/run-folder.md): ``run.json`` (what was asked, rewritten atomically when the run's status
 changes), ``topology.json``, ``measurements.jsonl`` (one Measurement per line, appended and
 flushed the moment it reaches the parent), ``events.jsonl`` (``{"type": "finding", ...}`` for
 hang/crash, ``{"type": "step-done", "step": id, ...}``), ``workers/*.log`` (each worker
@@ -158,7 +158,7 @@ def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, D
 
 def run_info(*, fabric: str, simulated: bool, machine: str, argv: Optional[List[str]] = None,
              options: Optional[Dict[str, Any]] = None, **more) -> Dict[str, Any]:
-    """The ``run.json`` document of a new run (CONTRACTS.md)."""
+    """The ``run.json`` document of a new run (docs/run-folder.md)."""
     return {"schema_version": SCHEMA_VERSION, "gputopo_version": __version__,
             "started": _now(), "argv": list(argv or []), "fabric": fabric,
             "simulated": simulated, "machine": machine, "options": dict(options or {}), **more}
@@ -259,7 +259,7 @@ def read_run_info(run_dir) -> Dict[str, Any]:
 @contextlib.contextmanager
 def errors_belong_to(run_dir):
     """Tag an exception escaping the block with ``run_dir`` (unless an inner block already
-    did), so the CLI saves an internal error's traceback into that run folder (DESIGN.md)."""
+    did), so the CLI saves an internal error's traceback into that run folder (docs/run-folder.md)."""
     try:
         yield
     except Exception as e:

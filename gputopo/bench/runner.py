@@ -2,7 +2,7 @@
 
 Process model: workers are started once per run, in parallel, from a *forkserver* that has
 already imported torch, so a worker costs one fork (milliseconds) instead of a fresh
-interpreter plus ``import torch`` (about 2 s, DESIGN.md); start-ups do not grow with pairs.
+interpreter plus ``import torch`` (about 2 s, docs/architecture.md); start-ups do not grow with pairs.
 
 - cuda and cpu: one worker per GPU (key ``gpuN``); a step goes to the workers of its GPUs
   (:func:`plan.layout`). One step at a time, or with ``concurrent`` every step whose GPUs are

@@ -11,7 +11,7 @@ Protocol (tuples over a multiprocessing Connection):
 The worker's stdout/stderr go to a log file in the run folder (the runner quotes its tail in a
 ``crash`` finding). It ignores SIGINT (the parent decides what Ctrl-C does), exits when the
 parent process disappears, and leaves with ``os._exit`` so interpreter teardown (gloo's
-occasional SIGABRT at exit, DESIGN.md) can never turn delivered results into a failure.
+occasional SIGABRT at exit, docs/architecture.md) can never turn delivered results into a failure.
 Each worker hosts a TCPStore server; a step spanning two workers builds its process group on
 rank 0's store under a fresh prefix, and destroys it at the end of the step.
 """
@@ -354,7 +354,7 @@ class WorkerState:
                 ops.close()
             del ops
             if grouped:
-                # Drop buffers (and any module) before the group goes (DESIGN.md). Only here:
+                # Drop buffers (and any module) before the group goes (docs/architecture.md). Only here:
                 # a full collection costs ~0.1 s with torch loaded.
                 gc.collect()
                 import torch.distributed as dist

@@ -15,7 +15,7 @@ from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat
 from gputopo.errors import GputopoError, UsageError
 
-#: Pairwise on a simulated cluster is N^2/2 modeled pairs: 256 nodes took 0.72 s (README,
+#: Pairwise on a simulated cluster is N^2/2 modeled pairs: 256 nodes took 0.77 s (docs/performance.md,
 #: Performance), so 2,048 take about 45 s; 100,000 (the format's limit) would take days.
 MAX_SIM_PAIRWISE_NODES = 2048
 
@@ -132,7 +132,7 @@ def cluster(sim, plan_only, nodes, pattern, fabric, size_text, samples, timeout_
 
 def _run_rank(fabric: str, opts, as_json: bool) -> None:
     """One rank of a real launch. It ends with os._exit: torch's exit-time teardown of process
-    groups can abort (gloo, DESIGN.md) or wait on a lost peer; results are on disk by then."""
+    groups can abort (gloo, docs/architecture.md) or wait on a lost peer; results are on disk by then."""
     from gputopo.cluster.job import run_dist_cluster
     from gputopo.cluster.launch import launch_env
 

@@ -160,7 +160,7 @@ def _plain_streams() -> None:
 
 
 def main(argv=None):
-    """Entry point: run the click group, map errors to exit codes (DESIGN.md)."""
+    """Entry point: run the click group, map errors to exit codes (README.md)."""
     old_sigterm = _terminate_as_interrupt()
     _plain_streams()
     try:

@@ -12,7 +12,7 @@ def sims():
     """List the built-in simulated machines (use them with --sim NAME).
 
     A simulated machine is a description file: GPUs, pair matrix, host facts, link model and
-    faults. Point --sim at your own .toml file to simulate your machine (format: README).
+    faults. Point --sim at your own .toml file to simulate your machine (format: docs/sim-format.md).
     """
     from gputopo.sim.catalog import builtin_summaries
     from gputopo.sim.description import SYNTHETIC_GPUS

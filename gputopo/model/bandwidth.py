@@ -1,4 +1,4 @@
-"""Theoretical unidirectional link bandwidth in GB/s (1e9 B/s), from DESIGN.md's table.
+"""Theoretical unidirectional link bandwidth in GB/s (1e9 B/s), the rates docs/report.md judges against.
 
 Good hardware reaches roughly 80-90 % of these figures.
 """

@@ -1,7 +1,7 @@
 """Link classes between two GPUs, as `nvidia-smi topo -m` names them.
 
 Order, best first: NV# (more links better), PIX, PXB, PHB, NODE, SYS. NVML's topology levels map
-to the PCIe classes (DESIGN.md); NV# comes from counting active NVLinks, not from that call.
+to the PCIe classes (docs/scan.md); NV# comes from counting active NVLinks, not from that call.
 """
 
 from __future__ import annotations

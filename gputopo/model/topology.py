@@ -228,7 +228,7 @@ def pair_to_json(p: Pair) -> Dict[str, Any]:
 
 
 def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
-    """Encode a topology; pairs carry ``gpus: [i, j]`` and ``link_class`` (DESIGN.md).
+    """Encode a topology; pairs carry ``gpus: [i, j]`` and ``link_class`` (docs/scan.md).
     ``with_pairs=False``: "pairs" is left empty, for a writer that writes them itself (the
     half million pairs of a 1,024-GPU machine, report/pairs_json.py)."""
     gpus = []

@@ -1,6 +1,6 @@
 """Typed "not available" and "failed" values.
 
-DESIGN.md: three states never look alike. A field that the driver, the bindings or the input
+docs/architecture.md (model/): three states never look alike. A field that the driver, the bindings or the input
 cannot give is ``NotAvailable(reason)``; a call that failed is ``Failed(error)``; a number that
 is numerically bad stays a number (NaN/Inf) and is judged as such. Never float NaN for "n/a".
 """

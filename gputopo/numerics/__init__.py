@@ -1,4 +1,4 @@
-"""DP-vs-DDP training numerics on GPU pairs (issue 4): the check that catches the DESIGN.md story
+"""DP-vs-DDP training numerics on GPU pairs (issue 4): the check that catches the docs/architecture.md story
 the way users meet it, loss going NaN under DataParallel on some pairs only.
 
 Public API (no torch at import time)::

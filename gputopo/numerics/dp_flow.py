@@ -1,7 +1,7 @@
 """torch.nn.DataParallel's data flow over two GPUs, rebuilt from its documented steps on a transport.
 
 Without CUDA, ``torch.nn.parallel.comm`` refuses CPU tensors and ``nn.DataParallel`` just calls
-the module (DESIGN.md), so on the sim and cpu fabrics the flow is reproduced step by step, with
+the module (docs/architecture.md), so on the sim and cpu fabrics the flow is reproduced step by step, with
 every inter-GPU transfer going through ``transport.copy`` so that a simulated link's faults hit
 the very bytes DataParallel would move. One forward/backward does, as DataParallel does:
 

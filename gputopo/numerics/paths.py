@@ -7,7 +7,7 @@
   gputopo.bench.routes.nccl_route, shared with the sim fabric; the CPU vendor is the host's.
 - Raw tensor copies (DataParallel's scatter and gather) are peer DMA whenever CUDA allows peer
   access, which it does for any pair whose P2P status is OK (or unknown), whatever the class:
-  that is exactly how a broken PCIe P2P path reaches DataParallel and not DDP (DESIGN.md).
+  that is exactly how a broken PCIe P2P path reaches DataParallel and not DDP (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """NumericsResult: one way of the training job on one GPU pair, as written to numerics.jsonl.
 
-One JSON line per pair and way (CONTRACTS.md, run folder):
+One JSON line per pair and way (docs/run-folder.md):
 
     {"gpus": [i, j], "link_class": "SYS", "way": "reference" | "dp" | "ddp",
      "verdict": "ok" | "diverged" | "nan"   (or "hang" | "crash" when the way gave no numbers),

@@ -9,11 +9,11 @@
   the ways that move bytes through the simulated links run here too, under the same timeout.
 
 The pool is started once per numerics run and reused pair after pair (start-up is ~2 s per
-process with torch, DESIGN.md); a worker that hangs or dies is killed and the pool is restarted
+process with torch, docs/architecture.md); a worker that hangs or dies is killed and the pool is restarted
 for the next job. Each DDP job gets a fresh process group over a FileStore (no TCP port races).
 
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
-(DESIGN.md). Workers delete the DDP module and collect garbage before destroying the group, and
+(docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the group, and
 the parent treats a death after every result was delivered as a clean exit.
 
 The worker's side (its entry point and the jobs it runs) is in worker_main.py.

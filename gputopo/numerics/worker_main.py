@@ -236,7 +236,7 @@ def _train_ddp(rank: int, opts, data, job: Dict[str, Any], backend: str):
         wall = time.perf_counter() - log.t0
         final = flat_params(model)
     finally:
-        # DESIGN.md: without this, ~4 % of gloo runs abort at exit after destroy_process_group.
+        # docs/architecture.md: without this, ~4 % of gloo runs abort at exit after destroy_process_group.
         del ddp, opt, model
         gc.collect()
         dist.destroy_process_group()

@@ -2,7 +2,7 @@
 
 NVML numbers every GPU of the machine; CUDA numbers only the GPUs CUDA_VISIBLE_DEVICES lets it
 see, in the order that variable lists them, counted in CUDA's own enumeration order. gputopo keeps
-both indices (DESIGN.md) and never imports torch to find the CUDA one, so it is computed here:
+both indices (docs/scan.md) and never imports torch to find the CUDA one, so it is computed here:
 
 - CUDA's enumeration order is PCI bus order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. The default,
   ``FASTEST_FIRST``, puts faster devices first and breaks ties by PCI bus id, so on a machine whose

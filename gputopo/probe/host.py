@@ -1,6 +1,6 @@
 """Host facts that decide whether PCIe peer-to-peer DMA works: IOMMU mode and ACS on GPU bridges.
 
-DESIGN.md's story: P2P across PCIe is silently broken when the IOMMU translates DMA addresses
+docs/architecture.md's story: P2P across PCIe is silently broken when the IOMMU translates DMA addresses
 (peer BARs are not mapped for the peer) or when ACS request/completion redirect on a bridge
 between two GPUs forces peer traffic up to the root complex. This reader gathers the evidence a
 person needs to see that, from files under ``root`` (``/`` on a real machine, a temporary tree on

@@ -5,7 +5,7 @@ machine's fake NVML); every call goes through nvml_query.query, so an unsupporte
 NotAvailable with its reason, a failing one a Failed, and a lost GPU is marked lost while the
 others are read completely. Each GPU is read once (cached); pairs cost O(n^2) calls, nothing more.
 
-Link class of a pair (i, j), as ``nvidia-smi topo -m`` names it (DESIGN.md):
+Link class of a pair (i, j), as ``nvidia-smi topo -m`` names it (docs/scan.md):
 
 - ``NV<n>`` when NVLinks join them. Direct links: n = active links of i whose remote PCI bus id is
   j's; when both GPUs could be read and they disagree, the smaller count is taken (a link is only

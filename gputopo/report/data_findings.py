@@ -18,7 +18,7 @@ from gputopo.model import Finding
 
 from .run_folder import Run
 
-#: The finding kinds this module makes (stable vocabulary, DESIGN.md).
+#: The finding kinds this module makes (stable vocabulary, docs/findings.md).
 DATA_KINDS = ("incomplete-data", "invalid-data")
 REMEDY_RERUN = "re-run the benchmark (or re-import the complete log) to get the missing results"
 

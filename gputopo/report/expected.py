@@ -1,6 +1,6 @@
 """Theoretical unidirectional GB/s of the link between two GPUs, from the scanned topology.
 
-NVLink: version x active links bonded to the pair (DESIGN.md's table, via model.bandwidth).
+NVLink: version x active links bonded to the pair (docs/report.md, via model.bandwidth).
 PCIe: generation x width of the narrower end of the two GPUs. The generation used is the
 *maximum* the GPU supports, because idle GPUs drop their generation to save power and the scan
 usually reads them idle; the width is the *current* one, because a narrower trained width is a

@@ -24,7 +24,7 @@ from .imported_tests import is_host_copy, is_peer_copy
 from .references import REFERENCE_FRACTION, Reference, closest_reference
 
 #: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
-#: Good hardware reaches 0.8-0.9 (DESIGN.md), so 0.5 leaves room for overheads, not for faults.
+#: Good hardware reaches 0.8-0.9 (docs/report.md), so 0.5 leaves room for overheads, not for faults.
 SLOW_EFFICIENCY = 0.5
 #: Series judged against the theoretical rate: plain peer copies, nothing else in the way.
 SLOW_SERIES = ("p2p.copy", "p2p.copy_bidir")

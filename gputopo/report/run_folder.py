@@ -1,7 +1,7 @@
 """A run folder on disk: load it into a `Run` record. The helpers that write one, and the
 JSON-lines reader used here, are the bench's (gputopo.bench.runlog), shared by every writer.
 
-Layout (CONTRACTS.md): ``run.json``, ``topology.json``, ``measurements.jsonl`` (one Measurement
+Layout (docs/run-folder.md): ``run.json``, ``topology.json``, ``measurements.jsonl`` (one Measurement
 per line, appended as each completes), ``events.jsonl`` (step findings such as hang/crash),
 ``numerics.jsonl`` (training results per pair and way). A run that crashed may leave a truncated
 last line in a JSON-lines file: it is skipped and noted, never fatal, because everything before

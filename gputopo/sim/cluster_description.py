@@ -1,4 +1,4 @@
-"""Simulated clusters: a description's ``[cluster]`` table (FORMAT.md, "Clusters").
+"""Simulated clusters: a description's ``[cluster]`` table (docs/sim-format.md, "Clusters").
 
     [cluster]
     nodes = 1024

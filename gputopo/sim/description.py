@@ -11,7 +11,7 @@ _faults, _host (one table each), description_build (the machine), description_fi
 A description says what a scan of the machine would see (GPUs, NVLinks, PCIe, pair classes, P2P
 status, host IOMMU/ACS facts), how fast each path is when healthy (the link model), and which
 faults the simulated transport applies to the bytes it moves. The format is documented with a
-complete example in ``gputopo/sim/FORMAT.md``; in short::
+complete example in ``docs/sim-format.md``; in short::
 
     name = "my-box"                      # optional, defaults to the file name
     summary = "one line"

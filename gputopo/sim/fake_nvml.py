@@ -1,6 +1,6 @@
 """A pynvml look-alike answering for a simulated machine.
 
-It implements exactly the NVML surface gputopo's probe reads (CONTRACTS.md), with pynvml's
+It implements exactly the NVML surface gputopo's probe reads (docs/architecture.md, "The seams"), with pynvml's
 function names, argument order and return shapes (checked against nvidia-ml-py 13.x):
 
 - strings are ``str`` (pynvml decodes them); ``bytes_strings=True`` returns ``bytes`` like old

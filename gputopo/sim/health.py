@@ -9,7 +9,7 @@ rows; GDDR data-centre parts (A40, RTX A6000, L40S) have ECC but neither (RTX A 
 ECC off). ECC counters of a GPU
 with ECC off are NOT_SUPPORTED, as NVML says.
 
-The description keys (per GPU or in [defaults]) are HEALTH_KEYS; see FORMAT.md.
+The description keys (per GPU or in [defaults]) are HEALTH_KEYS; see docs/sim-format.md.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ IOMMU_MODES = ("translated", "passthrough", "off")
 CPU_VENDORS = ("intel", "amd")
 P2P_STATUSES = tuple(P2P_STATUS_NAMES.values())
 
-#: Fraction of the theoretical rate a healthy path reaches (DESIGN.md: 80-90 %).
+#: Fraction of the theoretical rate a healthy path reaches (docs/report.md: 80-90 %).
 DEFAULT_EFFICIENCY = 0.85
 #: Extra derating of PCIe peer paths that cross the host: NODE a little, SYS more.
 PCIE_CLASS_DERATE = {"PIX": 1.0, "PXB": 1.0, "PHB": 0.97, "NODE": 0.94, "SYS": 0.85}

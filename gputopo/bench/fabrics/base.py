@@ -6,7 +6,7 @@ process (cpu, cuda collectives), one rank each. Benchmarks hold their buffers as
 ``{gpu: tensor}`` of local GPUs only and call these operations; an operation involving a GPU of
 another process sends or receives its half. So one benchmark runs unchanged on every fabric.
 
-DataParallel's primitives (``torch.nn.parallel.comm``) only exist with CUDA (DESIGN.md). The
+DataParallel's primitives (``torch.nn.parallel.comm``) only exist with CUDA (docs/architecture.md). The
 cpu and sim fabrics reproduce DataParallel's documented steps here on top of ``transfers``:
 broadcast_coalesced = flatten parameters into buckets of at most 10 MiB, copy each bucket to
 the other devices, unflatten; scatter = split dim 0 into ``torch.chunk`` pieces, copy each to

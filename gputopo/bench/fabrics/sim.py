@@ -11,7 +11,7 @@ Time is modeled (``timing: "modeled"``): a transfer of n bytes takes
 ``latency + n / bandwidth`` of its route, where
 
 - route ``p2p`` (peer DMA) uses the pair's ``link_model(i, j)``. A fault's ``factor`` is the
-  fraction of throughput left (FORMAT.md): ``slow`` multiplies the bandwidth by it, and so does
+  fraction of throughput left (docs/sim-format.md): ``slow`` multiplies the bandwidth by it, and so does
   ``downtrained`` (a GPU's PCIe link at lower width/generation) on every PCIe route of that GPU
   (not on NVLink). ``link_down`` needs nothing here: the description already reports the pair
   at its PCIe class, whose model is PCIe's. Base rates come from the description rebuilt
@@ -182,7 +182,7 @@ class SimModel:
 
 
 def _factor(f, default: float) -> float:
-    """The fraction of throughput a fault leaves (FORMAT.md), in (0, 1]."""
+    """The fraction of throughput a fault leaves (docs/sim-format.md), in (0, 1]."""
     v = getattr(f, "factor", None)
     if v is None:
         return default
