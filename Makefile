@@ -8,7 +8,7 @@ SIM    ?= seed-8gpu
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo lint test perf clean
+.PHONY: setup demo lint test perf clean gpu-check gpu-check-fake
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ demo: setup
 # bugbear): the code that cannot run without a GPU must at least agree with the libraries it calls.
 lint: setup
 	$(VENV)/bin/mypy gputopo
-	$(VENV)/bin/ruff check gputopo tests benchmarks
+	$(VENV)/bin/ruff check gputopo tests benchmarks tools
 
 # What CI runs (.ci/run): fails on a type or lint error as on a failing test.
 test: lint
@@ -41,6 +41,21 @@ perf: setup
 	$(PY) benchmarks/pair_floor.py
 	$(PY) benchmarks/cluster_scale.py
 	$(PY) benchmarks/history_cost.py
+
+# The GPU acceptance run (docs/gpu-check.md): on a GPU machine whose python3 already has CUDA torch
+# and the requirements, from the checkout, about 4 minutes; it builds no venv and installs nothing.
+# Leaves reports/gpu-check-<gpu>/ and reports/gpu-check-<gpu>.tar.gz. E.g.
+#   make gpu-check GPU_CHECK_ARGS="--budget 240 --copy-to /somewhere"
+GPU_CHECK_ARGS ?=
+gpu-check:
+	PYTHONPATH=. $(PYTHON) tools/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The same run here, without a GPU: the fake nvidia-smi (tests/fake_nvidia_smi, outputs written
+# from NVIDIA's documented formats) and the built-in sim it was written to agree with.
+GPU_CHECK_SIM ?= h100-pcie-1gpu
+gpu-check-fake: setup
+	FAKE_NVIDIA_SMI_DATA=tests/fake_nvidia_smi/$(GPU_CHECK_SIM) PYTHONPATH=. $(PY) tools/gpu_check.py \
+		--nvidia-smi tests/fake_nvidia_smi/nvidia-smi --sim $(GPU_CHECK_SIM) $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

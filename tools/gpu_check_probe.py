@@ -175,7 +175,10 @@ def _bus_id_of_gpu0(scan_path: Optional[str]) -> Optional[str]:
     import torch
 
     p = torch.cuda.get_device_properties(0)
-    return f"{getattr(p, 'pci_domain_id', 0):04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    bus, dev = getattr(p, "pci_bus_id", None), getattr(p, "pci_device_id", None)
+    if bus is None or dev is None:  # then the worker cannot find the GPU by bus id, and says so
+        return None
+    return f"{getattr(p, 'pci_domain_id', 0):04x}:{bus:02x}:{dev:02x}.0"
 
 
 def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int, log_dir: str,
@@ -300,7 +303,7 @@ def reference_training(device: str) -> Dict[str, Any]:
     doc["finite"] = finite
     doc["learned"] = bool(losses) and finite and losses[-1] < losses[0]
     doc["swapped_max_rel_dev"] = _max_rel_dev(losses, runs[f"{device}:swapped"]["losses"])
-    if f"cpu:plain" in runs and device != "cpu":
+    if "cpu:plain" in runs and device != "cpu":
         doc["gpu_vs_cpu_max_rel_dev"] = _max_rel_dev(losses, runs["cpu:plain"]["losses"])
     doc["ok"] = doc["learned"]
     return doc
