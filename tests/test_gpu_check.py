@@ -365,3 +365,25 @@ def test_ratio_per_direction_against_the_bare_loop(tmp_path):
     assert cmp.main(["ratio", str(tmp_path)]) == 1
     md = (tmp_path / "self-ratio.md").read_text()
     assert "below-target: 0.929 at 256 MiB" in md and "HBM: 3352.0 GB/s" in md
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_check_stops_the_step_and_keeps_the_folder(tmp_path):
+    """The machine's time runs out: SIGTERM to the check kills the step in progress with its
+    group, and the folder and archive say where it stopped (exit 130)."""
+    proc = subprocess.Popen([sys.executable, str(TOOLS / "gpu_check.py"), "--nvidia-smi", str(FAKE / "nvidia-smi"),
+                             "--reports", str(tmp_path / "reports"), "--sim", "h100-pcie-1gpu", "--inject", "hang",
+                             "--only", "smi-query,injected-hang,scan-json"], cwd=REPO, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _alive_with("time.sleep(600)") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.terminate()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    (folder,) = [p for p in (tmp_path / "reports").iterdir() if p.is_dir()]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["interrupted"] and not summary["complete"]
+    assert _steps(summary)["injected-hang"]["verdict"] == "interrupted"
+    assert (folder.parent / (folder.name + ".tar.gz")).is_file()
+    assert _alive_with("time.sleep(600)") == []

@@ -183,11 +183,14 @@ class Check:
         if self.sim:
             gpu += f"-sim-{_slug(Path(self.sim).stem)}"
         final = self.reports / f"gpu-check-{gpu}"
-        if final.exists():
-            shutil.rmtree(final)
-        old = self.reports / f"gpu-check-{gpu}.tar.gz"
-        if old.exists():
-            old.unlink()
+        for suffix in ("", ".tar.gz"):  # an earlier run's folder and archive: kept once, as .previous
+            old, prev = Path(f"{final}{suffix}"), Path(f"{final}.previous{suffix}")
+            if old.exists():
+                if prev.is_dir():
+                    shutil.rmtree(prev)
+                elif prev.exists():
+                    prev.unlink()
+                old.rename(prev)
         self.dir.rename(final)  # the steps' files are named relative to it
         self.dir = final
 
