@@ -1,11 +1,14 @@
-"""Every example the README shows (a code block of `$ gputopo ...` lines and their output) is run
-as written, in order, in one shell, and every output line it shows must be in what gputopo
-really printed.
+"""Every example the README and the pages of docs/ show (a code block of `$ gputopo ...` lines and
+their output) is run as written, in order, one shell per page, and every output line it shows
+must be in what gputopo really printed.
 
 Why: the README's outputs went stale one by one as the code moved on (a verdict's wording, a
 pair that went NaN instead of diverging, a test count), and files it named (`topo.txt`, a spec,
 a database) were never shipped, so a user copying an example got something else or an error.
-Issue 18 asked for the README's figures to be true; this keeps them true.
+Issue 18 asked for the README's figures to be true; this keeps them true, and issue 35 moved the
+reference material into docs/ pages, each run the same way (a page's examples build on each other
+as a reader goes down it, never on another page's). Only blocks fenced with a bare ``` whose first
+line starts with `$ ` are run; an example that needs a GPU is fenced ```sh and only shown.
 
 How a shown line is matched: the README's tables and paragraphs were captured at various
 terminal widths, so both sides are compared as text with table borders removed and whitespace
@@ -29,18 +32,20 @@ from typing import List, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The pages whose examples run: the README, then every page of docs/ (one shell each).
+PAGES = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
 #: Table borders and tree glyphs rich draws; not text.
 _BOX = re.compile(r"[│┃━─┏┓┗┛┡┩└┘┌┐├┤┬┴┼╇╈┳┻╋═║╔╗╚╝╭╮╰╯]")
 _MARK = "=== gputopo readme example {} ==="
 
 
-def _blocks() -> List[Tuple[int, List[str], List[str]]]:
-    """(README line, commands, shown output lines) of each example block, in README order."""
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+def _blocks(page: str = "README.md") -> List[Tuple[int, List[str], List[str]]]:
+    """(line, commands, shown output lines) of each example block of ``page``, in page order."""
+    lines = (ROOT / page).read_text(encoding="utf-8").splitlines()
     out, i = [], 0
     while i < len(lines):
         fence = lines[i].strip()
-        if fence != "```":
+        if not fence.startswith("```"):  # an opening fence, with or without a language
             i += 1
             continue
         indent = len(lines[i]) - len(lines[i].lstrip())
@@ -48,7 +53,7 @@ def _blocks() -> List[Tuple[int, List[str], List[str]]]:
         while j < len(lines) and lines[j].strip() != "```":
             j += 1
         body = [ln[indent:] if ln[:indent].strip() == "" else ln for ln in lines[i + 1:j]]
-        if body and body[0].startswith("$ "):
+        if fence == "```" and body and body[0].startswith("$ "):  # ```sh, ```toml: shown only
             cmds = [ln[2:] for ln in body if ln.startswith("$ ")]
             shown = [ln for ln in body if not ln.startswith("$ ")]
             out.append((i + 1, cmds, shown))
@@ -71,11 +76,16 @@ def _pieces(shown: str) -> List[str]:
     return [p for p in (_norm(x) for x in re.split(r"\.\.\.|…", shown)) if len(p) >= 3]
 
 
-@pytest.fixture(scope="module")
-def ran(tmp_path_factory):
-    """Run every example block in one bash session (cd and export carry over, as for a reader
-    going down the page); the output of each block, by README line."""
-    work = tmp_path_factory.mktemp("readme")
+#: Pages with at least one example to run.
+RUN_PAGES = [p for p in PAGES if _blocks(p)]
+
+
+@pytest.fixture(scope="module", params=RUN_PAGES)
+def ran(request, tmp_path_factory):
+    """Run every example block of one page in one bash session (cd and export carry over, as for
+    a reader going down the page); the page, the output of each block by line, and the blocks."""
+    page = request.param
+    work = tmp_path_factory.mktemp("examples")
     shutil.copytree(ROOT / "examples", work / "examples")  # the history walk-through writes there
     (work / "tests").symlink_to(ROOT / "tests")
     bindir = work / "bin"
@@ -83,7 +93,7 @@ def ran(tmp_path_factory):
     wrapper = bindir / "gputopo"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gputopo "$@"\n')
     wrapper.chmod(0o755)
-    blocks = _blocks()
+    blocks = _blocks(page)
     script = ["set +e", f"cd {work}"]
     for line, cmds, _ in blocks:
         script.append(f"echo '{_MARK.format(line)}'")
@@ -103,31 +113,35 @@ def ran(tmp_path_factory):
             got[cur] = []
         elif cur is not None:
             got[cur].append(ln)
-    return {k: "\n".join(v) for k, v in got.items()}, blocks
+    return page, {k: "\n".join(v) for k, v in got.items()}, blocks
 
 
-def test_the_readme_has_its_examples():
-    blocks = _blocks()
-    assert sum(len(cmds) for _, cmds, _ in blocks) >= 20, "the README's examples were not found"
-    assert any("bench --sim seed-8gpu --pairs 5,6" in c for _, cmds, _ in blocks for c in cmds)
+def test_the_readme_and_docs_have_their_examples():
+    readme = _blocks("README.md")
+    assert any("bench --sim seed-8gpu --pairs 5,6" in c for _, cmds, _ in readme for c in cmds)
+    total = sum(len(cmds) for p in PAGES for _, cmds, _ in _blocks(p))
+    assert total >= 30, f"only {total} example commands found in README.md and docs/"
+    for page in ("docs/scan.md", "docs/bench.md", "docs/report.md", "docs/check.md", "docs/cluster.md",
+                 "docs/import.md", "docs/history.md", "docs/export.md"):
+        assert page in RUN_PAGES, f"{page} shows no example that runs"
 
 
-def test_every_readme_example_prints_what_the_readme_shows(ran):
-    got, blocks = ran
+def test_every_example_prints_what_its_page_shows(ran):
+    page, got, blocks = ran
     missing = []
     for line, cmds, shown in blocks:
         out = _norm(got.get(line, ""))
         for s in shown:
             for piece in _pieces(s):
                 if piece not in out:
-                    missing.append(f"README line {line} ({cmds[0][:60]}): {piece[:120]!r}")
-    assert not missing, "README output not printed:\n" + "\n".join(missing)
+                    missing.append(f"{page} line {line} ({cmds[0][:60]}): {piece[:120]!r}")
+    assert not missing, f"{page}: output not printed:\n" + "\n".join(missing)
 
 
-def test_no_readme_example_fails_unexpectedly(ran):
+def test_no_example_fails_unexpectedly(ran):
     """An example that does not show an error must not print one (a file it names missing, an
     option since renamed)."""
-    got, blocks = ran
+    page, got, blocks = ran
     bad = []
     for line, cmds, shown in blocks:
         if any("error:" in s for s in shown):
@@ -135,5 +149,5 @@ def test_no_readme_example_fails_unexpectedly(ran):
         text = got.get(line, "")
         if "gputopo: error:" in text or "Traceback" in text:
             err = next(ln for ln in text.splitlines() if "error:" in ln or "Traceback" in ln)
-            bad.append(f"README line {line} ({cmds[0][:60]}): {err[:160]}")
+            bad.append(f"{page} line {line} ({cmds[0][:60]}): {err[:160]}")
     assert not bad, "\n".join(bad)
