@@ -1,4 +1,4 @@
-"""Wall and CPU time of the README's timed commands, as a user runs them (whole process tree):
+"""Wall and CPU time of the timed commands of docs/performance.md, as a user runs them (whole process tree):
 
 - the demo's bench, ``gputopo bench --sim seed-8gpu --quick`` (1,008 verified measurements,
   56 trainings, the report), target 15 s wall on 2 quiet cores;
