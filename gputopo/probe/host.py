@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from gputopo.model.topology import AcsBridge, HostInfo
 from gputopo.model.values import NotAvailable
-from gputopo.probe.bus_id import bus_key, try_bus_key
+from gputopo.model.bus_id import bus_key, try_bus_key
 from gputopo.probe.host_facts import read_cpu_vendor
 from gputopo.probe.host_files import host_path, read_hostname, read_kernel
 from gputopo.probe.host_files import host_path as _path, read_host_file as _read  # noqa: F401 (probe.nics)

@@ -13,7 +13,7 @@ import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from gputopo.model.values import NotAvailable
-from gputopo.probe.bus_id import try_bus_key
+from gputopo.model.bus_id import try_bus_key
 from gputopo.probe.host_files import host_path, read_host_file
 
 _TRANSLATED_TYPES = ("DMA", "DMA-FQ")

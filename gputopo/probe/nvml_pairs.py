@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import P2P_CAPS, P2P_STATUS_NAMES, Gpu, Pair
 from gputopo.model.values import Failed, NotAvailable, is_value
-from gputopo.probe.bus_id import try_bus_key
+from gputopo.model.bus_id import try_bus_key
 from gputopo.probe.nvml_gpu import LOST
 from gputopo.probe.nvml_query import P2P_CAP_INDEX, GpuLost, as_text, asker, nvml_failure
 

@@ -45,7 +45,7 @@ from typing import Any, List, Mapping, Optional
 from gputopo.errors import NoHardwareError
 from gputopo.model.topology import Gpu, HostInfo, Topology
 from gputopo.model.values import NotAvailable, is_value
-from gputopo.probe.bus_id import try_bus_key
+from gputopo.model.bus_id import try_bus_key
 from gputopo.probe.cuda_index import cuda_indices
 from gputopo.probe.host_facts import read_pci_numa_node
 from gputopo.probe.nvml_gpu import (LOST, REMOTE_TYPES, cpulist_from_mask, failed_gpu, mark_lost,

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from gputopo.probe.bus_id import BDF_RE, bus_key, try_bus_key
+from gputopo.model.bus_id import BDF_RE, bus_key, try_bus_key
 from gputopo.probe.host_files import host_path
 
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.model import Topology, is_value
-from gputopo.probe.bus_id import short_bus_id
+from gputopo.model.bus_id import short_bus_id
 
 #: Where the traffic of each PCIe class goes (for messages).
 PATH_WORDS = {

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement, Topology, is_value
-from gputopo.probe.bus_id import short_bus_id
+from gputopo.model.bus_id import short_bus_id
 
 from .expected import ExpectedRate, pair_rate
 from .headline import HEADLINE_ORDER, Headline, link_class_of

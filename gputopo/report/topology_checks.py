@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.fabric import GpuFabric
 from gputopo.model.finding import gpu_ranges
-from gputopo.probe.bus_id import short_bus_id
+from gputopo.model.bus_id import short_bus_id
 from gputopo.report.health_checks import health_findings
 from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
                                    REMEDY_NCCL_P2P, REMEDY_NVLINK)
