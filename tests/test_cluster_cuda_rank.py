@@ -1,33 +1,61 @@
-"""Issue 16, items 1 and 4: `gputopo cluster --fabric cuda` on real ranks, without a GPU.
+"""Issues 16 and 33: `gputopo cluster --fabric cuda` on real ranks, without a GPU.
 
-- Timing: the all_reduce is asynchronous (``async_op=True``); ProcessGroupNCCL runs it on its
-  own stream and ``work.wait()`` makes the current stream wait for it. A fake GPU models the two
-  streams' clocks, so an end event recorded before ``wait()`` reads ~0 and the test fails.
+- Timing: ProcessGroupNCCL runs the all_reduce on its own stream; ``work.wait()`` (blocking wait
+  off) only makes the current stream wait for it, and the end event recorded next is behind the
+  collective. A fake GPU models the two streams' clocks and the CPU's (a fake clock), so an end
+  event recorded before ``wait()`` reads ~0, and one recorded after a blocking wait (the CPU
+  polling in 1 ms sleeps, ``TORCH_NCCL_BLOCKING_WAIT=1``) reads whole milliseconds.
+- Bounded waits: the CPU polls ``query()`` against the round's deadline, the group's failure key
+  and the stop flag; on any of them the group is aborted (``ProcessGroupNCCL.abort``) and the
+  rank records why, never an error of its own.
 - Device choice: a Slurm task bound to one GPU sees ``device_count() == 1``; the rank must drive
   that GPU, whatever its local rank; two ranks of a node on one GPU is a launch error.
 """
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from gputopo.cluster.dist_backend import DistBackend
+from gputopo.cluster import dist_backend
+from gputopo.cluster.dist_backend import DistBackend, group_key, set_rank_env
+from gputopo.cluster.launch import LaunchEnv
 from gputopo.cluster.rank_device import choose_device, shared_gpus
 from gputopo.errors import NoHardwareError
 
-KERNEL_S = 0.005  # the fake all_reduce kernel's length on NCCL's stream
+KERNEL_S = 0.0003  # the fake all_reduce kernel on NCCL's stream: 64 MiB on 8 x H100, about
+
+
+class Clock:
+    """The CPU's clock: time passes only when the code sleeps (or a test says so)."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.sleeps = 0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, dt: float) -> None:
+        self.sleeps += 1
+        self.t += dt
 
 
 class FakeGpu:
-    """Two streams' clocks (seconds): the current stream and NCCL's internal stream."""
+    """Two streams' clocks (seconds: the current stream's and NCCL's), on the CPU's timeline: a
+    stream cannot run work before the CPU enqueued it, and an event is complete once the CPU's
+    clock has reached the moment its stream passed it."""
 
-    def __init__(self):
+    def __init__(self, clock: Clock, kernel_s: float = KERNEL_S):
+        self.clock, self.kernel_s = clock, kernel_s
         self.current = 0.0
         self.nccl = 0.0
         self.calls = []
+        self.queries = 0
+        self.aborted = 0
 
     def torch(self):
         gpu = self
@@ -38,54 +66,222 @@ class FakeGpu:
 
             def record(self, stream=None):
                 gpu.calls.append("record")
+                gpu.current = max(gpu.current, gpu.clock.t)
                 self.at = gpu.current
 
-            def synchronize(self):
-                gpu.calls.append("synchronize")
+            def query(self):
+                gpu.queries += 1
+                return self.at <= gpu.clock.t
 
             def elapsed_time(self, other):  # ms, as CUDA
                 return (other.at - self.at) * 1e3
 
-        cuda = SimpleNamespace(Event=Event, synchronize=lambda d=None: None)
         return SimpleNamespace(empty=lambda n, dtype, device: torch.empty(n, dtype=dtype),
-                               float32=torch.float32, cuda=cuda)
+                               float32=torch.float32, cuda=SimpleNamespace(Event=Event))
 
-    def dist(self, n):
+    def pg(self, n):
         gpu = self
 
         class Work:
-            def wait(self):  # WorkNCCL::synchronizeStream: current stream waits on NCCL's end
+            def __init__(self, done_at):
+                self.done_at = done_at
+
+            def wait(self):
                 gpu.calls.append("wait")
-                gpu.current = max(gpu.current, gpu.nccl)
+                if dist_backend.os.environ.get("TORCH_NCCL_BLOCKING_WAIT") == "1":
+                    # ProcessGroupNCCL: the CPU polls the work in 1 ms sleeps (kSynchronizeBusyWaitMillis)
+                    while gpu.clock.t < self.done_at and gpu.clock.t < 3600:
+                        gpu.clock.sleep(0.001)
+                # WorkNCCL::synchronizeStream: the current stream waits for NCCL's end
+                gpu.current = max(gpu.current, self.done_at)
 
-        def all_reduce(x, group=None, async_op=False):
-            gpu.calls.append("all_reduce")
-            # NCCL's stream waits for the current stream, then runs the kernel
-            gpu.nccl = max(gpu.nccl, gpu.current) + KERNEL_S
-            x.fill_(float(n))
-            assert async_op
-            return Work()
+        class Pg:
+            def allreduce(self, tensors):
+                gpu.calls.append(f"allreduce {tensors[0].numel()}")
+                # NCCL's stream waits for the current stream, then runs the kernel
+                gpu.nccl = max(gpu.nccl, gpu.current, gpu.clock.t) + gpu.kernel_s
+                if math.isfinite(gpu.nccl):
+                    tensors[0].fill_(float(n))
+                return Work(gpu.nccl)
 
-        def barrier(group=None, device_ids=None):
-            gpu.calls.append(f"barrier {device_ids}")
+            def abort(self):
+                gpu.aborted += 1
 
-        return SimpleNamespace(barrier=barrier, all_reduce=all_reduce)
+        return Pg()
 
 
-def backend(gpu: FakeGpu, n: int) -> DistBackend:
+class FakeStore:
+    """The launcher's store as the group's members use it (set, get, check, add, wait)."""
+
+    def __init__(self, clock: Clock):
+        self.clock, self.data, self.later = clock, {}, []
+
+    def set(self, k, v):
+        self.data[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        return self.data[k]
+
+    def check(self, keys):
+        self.clock.t += 1e-4  # a round trip
+        for at, k, v in list(self.later):  # another member's write, when its time comes
+            if self.clock.t >= at:
+                self.set(k, v)
+                self.later.remove((at, k, v))
+        return all(k in self.data for k in keys)
+
+    def add(self, k, n):
+        self.data[k] = str(int(self.data.get(k, b"0")) + n).encode()
+        return int(self.data[k])
+
+    def wait(self, keys, timeout):
+        if not self.check(keys):
+            self.clock.t += timeout.total_seconds()
+            raise RuntimeError("wait timeout after ... (DistStoreError)")
+
+
+def backend(clock: Clock, gpu: FakeGpu, *, timeout_s: float = 30.0, samples: int = 3) -> DistBackend:
     b = DistBackend.__new__(DistBackend)
-    b.torch, b.dist, b.fabric = gpu.torch(), gpu.dist(n), "cuda"
-    b.size_bytes, b.samples, b.device = 1024, 3, torch.device("cuda", 2)
+    b._init_state()
+    b.torch, b.dist, b.fabric = gpu.torch(), SimpleNamespace(), "cuda"
+    b.size_bytes, b.samples, b.device = 1024, samples, torch.device("cuda", 2)
+    b.rank, b.world, b.timeout_s = 0, 2, timeout_s
+    b.env = LaunchEnv("slurm", 0, 2, 0, 1, "h", 1, "n0")
+    b._clock, b._sleep = clock.monotonic, clock.sleep
+    b._deadline = clock.t + timeout_s
+    b._pg_store = FakeStore(clock)
     return b
 
 
-def test_cluster_all_reduce_time_covers_the_collective():
-    gpu = FakeGpu()
-    out = backend(gpu, 2)._time_all_reduce(None, 2)
+def test_cluster_all_reduce_time_is_the_kernel_not_whole_milliseconds(monkeypatch):
+    """A user's TORCH_NCCL_BLOCKING_WAIT=1 is overridden (run.json says so); the time is the
+    kernel's 0.3 ms, not the 1 ms the CPU's poll rounded it up to."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
+    monkeypatch.setenv("NCCL_ASYNC_ERROR_HANDLING", "1")  # the old spelling torch still reads
+    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
+    done = set_rank_env("cuda")
+    assert dist_backend.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "0"
+    assert dist_backend.os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0"
+    assert dist_backend.os.environ["NCCL_ASYNC_ERROR_HANDLING"] == "0"
+    assert done["TORCH_NCCL_BLOCKING_WAIT"]["was"] == "1" and done["TORCH_NCCL_ASYNC_ERROR_HANDLING"]["was"] is None
+    assert "1 ms" in done["TORCH_NCCL_BLOCKING_WAIT"]["why"] and "NCCL_BLOCKING_WAIT" not in done
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    out = backend(clock, gpu)._time_all_reduce(gpu.pg(2), "k", torch.empty(256), 2)
     assert out["wrong"] == 0
-    assert out["time_s"] == pytest.approx(KERNEL_S)  # the end event waits for NCCL's stream
-    first = gpu.calls[:6]
-    assert first == ["barrier [2]", "record", "all_reduce", "wait", "record", "synchronize"]
+    assert out["time_s"] == pytest.approx(KERNEL_S, rel=1e-9)  # the end event waits for NCCL's stream
+    # the start barrier (1 element), its event polled; then the timed one
+    assert gpu.calls[:8] == ["allreduce 1", "wait", "record", "record", "allreduce 256", "wait", "record",
+                             "allreduce 1"]
+
+
+def test_with_blocking_wait_the_fake_reads_whole_milliseconds(monkeypatch):
+    """The fake models the defect the override removes: blocking wait made the same kernel read
+    1 ms (busbw ~117 instead of ~390 GB/s)."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    out = backend(clock, gpu)._time_all_reduce(gpu.pg(2), "k", torch.empty(256), 2)
+    assert out["time_s"] == pytest.approx(1e-3, abs=1e-6)
+
+
+def test_the_cpu_fabric_sets_nothing(monkeypatch):
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
+    assert set_rank_env("cpu") == {} and dist_backend.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+
+
+def _measure(b, gpu):
+    rec = {}
+    b._make_group = lambda key, ranks: gpu.pg(2)
+    b._measure(group_key(1, "all", [0, 1]), [0, 1], rec)
+    return rec
+
+
+def test_a_collective_that_never_finishes_is_aborted_at_the_round_s_deadline(monkeypatch):
+    """A peer lost inside the all_reduce: the CPU polls the end event until --timeout after the
+    round started, aborts the group (its kernels stop spinning on this GPU) and records a
+    timeout, not an error of this rank."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock, kernel_s=math.inf)
+    b = backend(clock, gpu, timeout_s=30.0)
+    b._pg_store.set(group_key(1, "all", [0, 1]) + "/gate", "ready")
+    rec = _measure(b, gpu)
+    assert "error" not in rec and "did not finish within --timeout 30 s" in rec["timed_out"], rec
+    assert gpu.aborted == 1
+    assert 30.0 <= clock.t < 30.5  # bounded by the deadline, not by torch's own timeout
+
+
+def test_a_member_s_failure_ends_the_wait_at_once(monkeypatch):
+    """A member says it failed (its buffer did not fit) while this rank waits in the all_reduce:
+    within FAIL_CHECK_S this rank aborts the group and records whose failure it waited on."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock, kernel_s=math.inf)
+    b = backend(clock, gpu, timeout_s=120.0)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    b._pg_store.later.append((2.0, key + "/failed", "rank 1 (n1): RuntimeError: CUDA out of memory"))
+    rec = _measure(b, gpu)
+    assert rec.get("peer_failed") == "rank 1 (n1): RuntimeError: CUDA out of memory" and "error" not in rec
+    assert gpu.aborted == 1 and clock.t < 2.0 + dist_backend.FAIL_CHECK_S + 0.1
+
+
+def test_a_member_that_failed_before_the_gate_is_known_without_waiting():
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/failed", "rank 1 (n1): RuntimeError: can't allocate memory")
+    b._pg_store.set(key + "/gate", "failed")
+    rec = _measure(b, gpu)
+    assert "can't allocate memory" in rec["peer_failed"] and gpu.calls == [] and clock.t < 0.01
+
+
+def test_a_stop_signal_ends_the_wait_and_tells_the_group(monkeypatch):
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock, kernel_s=math.inf)
+    b = backend(clock, gpu)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    orig = clock.sleep
+
+    def sleep(dt):  # SIGTERM arrives 1 s into the wait
+        orig(dt)
+        if clock.t > 1.0:
+            b.stop_signal = "SIGTERM"
+
+    b._sleep = sleep
+    rec = _measure(b, gpu)
+    assert "stopped by SIGTERM" in rec["stopped"] and gpu.aborted == 1 and clock.t < 1.1
+    assert b"stopped by SIGTERM" in b._pg_store.get(key + "/failed")
+
+
+def test_a_buffer_that_does_not_fit_is_this_rank_s_error_and_its_peers_are_told():
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu)
+
+    def no_memory():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+    b._buffer = no_memory
+    rec = _measure(b, gpu)
+    key = group_key(1, "all", [0, 1])
+    assert rec["error"].startswith("RuntimeError: CUDA out of memory") and "peer_failed" not in rec
+    assert b._pg_store.get(key + "/gate") == b"failed"
+    assert b"rank 0 (n0): RuntimeError: CUDA out of memory" in b._pg_store.get(key + "/failed")
+
+
+def test_a_group_s_key_depends_on_its_round_kind_and_ranks_only():
+    """Every member names a group alike whatever it made or failed to make before (torch's name
+    for a locally synchronised group counted the groups the process already had)."""
+    k = group_key(3, "all", [0, 1, 2, 3])
+    assert k == group_key(3, "all", [0, 1, 2, 3]) and k.startswith("gputopo/pg/3/all/4-")
+    assert len({k, group_key(4, "all", [0, 1, 2, 3]), group_key(3, "one-gpu", [0, 1, 2, 3]),
+                group_key(3, "all", [0, 1, 2, 4])}) == 4
+    assert len(group_key(1, "all", list(range(8192)))) < 64
 
 
 def fake_cuda(bus_ids):

@@ -4,7 +4,8 @@ testcase) per node and per measured node pair, named by host.
 - ``min_inter_node_busbw_gbps``: every node pair's inter-node all_reduce busbw (its lowest);
 - ``nodes_alike``: no node differs from the majority (``topology-mismatch``);
 - ``no_slow_node``: no ``slow-node`` finding names the node, and none says that a group of it
-  measured nothing for want of memory (``out-of-memory``: unmeasured is not passed).
+  measured nothing for want of memory (``out-of-memory``) or because its rank failed
+  (``rank-error``): unmeasured is not passed.
 
 A run that is not a cluster run (no cluster.json) is refused (exit 2): those keys cannot judge
 it, and "skipped" would let the gate pass. So is a cluster run judged by a spec without
@@ -73,7 +74,8 @@ def _busbw(limit: float, doc, names) -> List[Outcome]:
 
 
 def _per_node(rule: str, kind: str, s: Summary, names) -> List[Outcome]:
-    kinds = (kind, "out-of-memory") if kind == "slow-node" else (kind,)
+    # unmeasured is not passed: a buffer that did not fit, a rank that failed on its own
+    kinds = (kind, "out-of-memory", "rank-error") if kind == "slow-node" else (kind,)
     out = []
     for name in names:
         bad = [f for f in s.findings if f.kind in kinds and _names(f, name)]

@@ -1,28 +1,45 @@
 """The real cluster backend: this rank's part of `gputopo cluster` over torch.distributed.
 
-Two process groups: the *data* group (NCCL on ``--fabric cuda``, gloo on ``--fabric cpu``)
-carries the measured all_reduces; the *control* group (always gloo) carries the gathered facts,
-the results and the liveness barrier, so a stuck NCCL communicator never hides who is lost.
+Two kinds of process groups: the *data* groups (NCCL on ``--fabric cuda``, gloo on ``--fabric
+cpu``) carry the measured all_reduces; the *control* group (always gloo) carries the gathered
+facts, the results and the liveness barrier, so a stuck NCCL communicator never hides who is lost.
 
-After every intra-node or inter-node round each rank appends its own result to its JSONL in the
+A data group is made by its members only, on a store prefix of gputopo's own keyed by round,
+kind and ranks (:func:`group_key`), so its name never depends on what else a rank made or failed
+to make. Its members first meet at a gate in the store: a member that cannot take part (its
+buffer does not fit, a signal stopped it) says so there, and its peers stop waiting at once and
+record whose failure they waited on, never an error of their own. Every wait of a round (the
+gate, the collective, the per-sample start barrier) is polled from Python against the round's
+deadline (``--timeout`` after it started), the group's failure key and the stop flag; on cuda
+the times are CUDA events, the end event recorded right after a non-blocking ``wait()`` and
+polled with ``query()``, and a group that passes the deadline is aborted (:data:`RANK_ENV`).
+
+After every intra-node or inter-node round each rank appends its own record to its JSONL in the
 run folder, then all ranks pass ``monitored_barrier`` on the control group (bounded by
-``--timeout``). Rank 0 learns there which ranks did not arrive; a heartbeat counter each rank's
-thread bumps in the launcher's TCPStore tells a hung rank (still counting) from a gone one
-(crash, killed). The results are then gathered on every rank, so every rank plans the same next
-round. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others so and
-the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``, ``perf_counter`` on ``cpu`` (``wall``); a group's time is
-its slowest rank's median. torch is imported here and only here in the cluster package.
+``--timeout`` plus :data:`BARRIER_MARGIN_S`: every live rank's round ends within ``--timeout``).
+Rank 0 learns there which ranks did not arrive; a heartbeat counter each rank's thread bumps in
+the launcher's TCPStore tells a hung rank (still counting) from a gone one (crash, killed). The
+records are then gathered on every rank, so every rank plans the same next round. SIGTERM and
+SIGINT during the rounds set a flag (:meth:`DistBackend.stop_signals`): the rank stops
+measuring, tells its group, and the round's gather tells everyone, so the writer names the
+stopped rank. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others
+so and the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``,
+``perf_counter`` on ``cpu`` (``wall``); a group's time is its slowest rank's median. torch is
+imported here and only here in the cluster package.
 """
-
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import os
 import re
+import signal
 import statistics
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
 
 from gputopo.bench.runlog import append_jsonl
 from gputopo.console import clip
@@ -33,13 +50,58 @@ from .patterns import Group
 from .rank_device import choose_device, free_bytes, message_fit_error, shared_gpus
 from .rounds import GroupResult, LostRank, RanksLost
 from .run_folder import rank_log_path
-from .survivor import mark_alive, wait_folder_written
+from .survivor import SETTLE_S, mark_alive, marked_alive, wait_folder_written
 
 HEARTBEAT_S = 1.0
 DONE_KEY = "gputopo/written"
 #: Why rank 0 is named lost when the store (a launcher's, or rank 0's own) cannot be reached.
 STORE_GONE = "the launcher's store is gone with it"
 _RANKS_RE = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+#: Seconds the liveness barrier waits beyond --timeout: each live rank's round ends within
+#: --timeout of its start; this covers the ranks' start skew and recording an abandoned group.
+BARRIER_MARGIN_S = 10.0
+#: Seconds one wait on the group's gate in the store lasts before the clock, the stop flag and
+#: the store are looked at again.
+GATE_SLICE_S = 0.5
+#: Seconds a gloo work's wait() blocks before this rank looks again (it returns the moment the
+#: work completes, so the wall time is not rounded to it).
+WAIT_SLICE_S = 0.1
+#: Seconds between looks at the group's failure key while a collective has not finished.
+FAIL_CHECK_S = 0.5
+#: Seconds between CUDA event queries: only how soon the CPU notices; the time is the GPU's.
+CUDA_POLL_S = 0.0002
+
+#: What a cuda-fabric rank sets, whatever the user's environment says, because it changes what
+#: is timed or whether a lost peer takes a healthy rank down; run.json keeps it (``env_set``).
+RANK_ENV = {
+    "TORCH_NCCL_BLOCKING_WAIT": (
+        "0", "with blocking wait, work.wait() polls the CPU in 1 ms sleeps and the end event is "
+             "recorded after the CPU wakes, so every all_reduce read as whole milliseconds (64 MiB "
+             "on 8 x H100: ~1 ms for ~0.3 ms); gputopo records the end event behind the collective "
+             "and polls it itself, bounded by --timeout"),
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
+        "0", "torch's watchdog would tear this rank down at a group's timeout, racing gputopo's "
+             "own bounded poll, which aborts the group and names the lost rank instead (torch's "
+             "note on aborting a group asks for it off)"),
+}
+#: Older spellings torch still reads; set too where the user's environment has them.
+_RANK_ENV_ALIASES = {"TORCH_NCCL_BLOCKING_WAIT": "NCCL_BLOCKING_WAIT",
+                     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING"}
+
+
+def set_rank_env(fabric: str, environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Dict[str, Any]]:
+    """Set :data:`RANK_ENV` (cuda fabric; the cpu fabric's gloo reads none of it) and return what
+    was set: ``{name: {"value", "was" (None: unset), "why"}}``, for run.json."""
+    env = os.environ if environ is None else environ
+    done: Dict[str, Dict[str, Any]] = {}
+    if fabric != "cuda":
+        return done
+    for name, (value, why) in RANK_ENV.items():
+        for var in (name, _RANK_ENV_ALIASES[name]):
+            if var == name or var in env:
+                done[var] = {"value": value, "was": env.get(var), "why": why}
+                env[var] = value
+    return done
 
 
 class RendezvousError(GputopoError):
@@ -68,16 +130,16 @@ class DistBackend:
 
         self.torch, self.dist, self.env, self.fabric = torch, dist, env, fabric
         self.size_bytes, self.samples, self.timeout = size_bytes, samples, timedelta(seconds=timeout_s)
+        self.timeout_s = float(timeout_s)
         self.rank, self.world = env.rank, env.world_size
         env.export()
+        # before any process group exists: torch reads them when it makes one
+        self.env_set = set_rank_env(fabric)
         self.gpu_bus_id: Optional[str] = None
         if fabric == "cuda":
             # by what this task sees: all the node's GPUs (torchrun) or its own (Slurm binding)
             index, self.gpu_bus_id = choose_device(torch.cuda, env.local_rank, env.local_world_size,
                                                    f"rank {env.rank} ({env.node_name})")
-            # a collective with a lost peer raises after the timeout instead of NCCL's watchdog
-            # tearing this (healthy) rank down, so the liveness barrier can name the lost one
-            os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
             torch.cuda.set_device(index)
             self.device = torch.device("cuda", index)
         else:
@@ -90,13 +152,27 @@ class DistBackend:
             dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
                                     rank=env.rank, world_size=env.world_size, timeout=self.timeout)
             self.control = dist.new_group(backend="gloo", timeout=self.timeout)
+            # the data groups meet under gputopo/pg/... in the store torch's own groups use
+            self._pg_store: Any = dist.distributed_c10d._get_default_store()
         except (RuntimeError, ValueError, OSError) as e:  # DistStoreError, DistNetworkError...
             raise RendezvousError(env, timeout_s, e) from None
+        self._init_state()
+        self._start_heartbeat()
+
+    def _init_state(self) -> None:
+        """What the rounds keep (also what a test's backend made without __init__ needs)."""
         self.run_dir: Optional[str] = None
         self.node_names: List[str] = []
         self.node_ranks: List[List[int]] = []
         self._store: Optional[Any] = None  # the launcher's TCPStore, once reached
-        self._start_heartbeat()
+        self._clock: Callable[[], float] = time.monotonic
+        self._sleep: Callable[[float], None] = time.sleep
+        self._deadline = 0.0
+        self._groups: List[Any] = []  # every data group made (kept alive until the process ends)
+        #: the first SIGTERM/SIGINT received during the rounds (by name), or None
+        self.stop_signal: Optional[str] = None
+        #: ranks the last round's gather said were stopped by a signal
+        self.stopped: List[LostRank] = []
 
     # ------------------------------------------------------------------ liveness
     def _start_heartbeat(self) -> None:
@@ -114,6 +190,8 @@ class DistBackend:
                 try:
                     store.add(key, 1)
                 except Exception:  # noqa: BLE001 - the store is gone: the job is ending
+                    if self.run_dir:  # say so where the writer looks without the store (_state)
+                        mark_alive(self.run_dir, self.rank)
                     return
                 time.sleep(HEARTBEAT_S)
 
@@ -128,8 +206,13 @@ class DistBackend:
             time.sleep(3 * HEARTBEAT_S)
             return {r: "hang" if self._store.add(f"gputopo/hb/{r}", 0) > before[r] else "crash"
                     for r in ranks}
-        except Exception:  # noqa: BLE001
-            return {r: "hang" for r in ranks}
+        except Exception:  # noqa: BLE001 - the store is gone (its launcher ended)
+            if not self.run_dir:
+                return {r: "hang" for r in ranks}
+            # every live rank's heartbeat thread says so in the run folder when the store goes
+            time.sleep(SETTLE_S + HEARTBEAT_S)
+            alive = set(marked_alive(self.run_dir))
+            return {r: "hang" if r in alive else "crash" for r in ranks}
 
     def lost_with_rank0(self) -> Optional[List[LostRank]]:
         """After a loss, on a rank other than 0: None while rank 0's heartbeat still counts (it
@@ -177,14 +260,85 @@ class DistBackend:
                 return name
         return f"rank{rank}"
 
-    def barrier(self, phase: str) -> None:
-        """Every rank alive? RanksLost (rank 0: with the lost ranks named) when not."""
+    @contextlib.contextmanager
+    def stop_signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT (main thread only) set :attr:`stop_signal` instead of ending the
+        rank: it stops measuring at its next poll, tells its group, and the round's gather tells
+        every rank, so whoever writes names it (a launcher that stops the job when one rank is
+        lost sends them to the others: they live to write, within its grace)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(signum, frame):
+            if self.stop_signal is None:
+                self.stop_signal = signal.Signals(signum).name
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            self.dist.monitored_barrier(group=self.control, timeout=self.timeout, wait_all_ranks=True)
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def _gone(self, ranks: List[int]) -> List[int]:
+        """Those of ``ranks`` whose heartbeat stopped (without the store: that did not say they
+        live in the run folder); none when nothing can tell."""
+        return [r for r, state in self._state(ranks).items() if state == "crash"]
+
+    def _monitored_barrier(self, phase: str) -> None:
+        """``monitored_barrier`` in a thread, so that this rank still acts on a stop signal
+        meanwhile (torch blocks in C++ until the barrier's timeout, and a launcher stopping the
+        job SIGKILLs after its grace, torchrun 30 s): stopped, rank 0 names the ranks whose
+        heartbeat stopped and leaves the barrier (RanksLost) to write; another rank leaves it
+        when rank 0 is gone or has already written. Otherwise the barrier's own outcome."""
+        box: Dict[str, BaseException] = {}
+
+        def run() -> None:
+            try:
+                self.dist.monitored_barrier(group=self.control, wait_all_ranks=True,
+                                            timeout=self.timeout + timedelta(seconds=BARRIER_MARGIN_S))
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread
+                box["error"] = e
+
+        t = threading.Thread(target=run, name="gputopo-barrier", daemon=True)
+        t.start()
+        while t.is_alive():
+            t.join(GATE_SLICE_S)
+            if not (self.stop_signal and t.is_alive()):
+                continue
+            if self.rank == 0:
+                gone = self._gone([r for r in range(1, self.world)])
+                if gone and t.is_alive():
+                    if self.run_dir:
+                        mark_alive(self.run_dir, 0)
+                    raise RanksLost([LostRank(r, self.node_of(r), "crash",
+                                              f"its heartbeat stopped while rank 0 ({self.stop_signal}: "
+                                              "its launcher stopping the job) waited for it")
+                                     for r in gone], phase)
+            elif self._written_already() or (t.is_alive() and self._gone([0])):
+                if self.run_dir:
+                    mark_alive(self.run_dir, self.rank)
+                raise RanksLost([], phase)
+        if "error" in box:
+            raise box["error"]
+
+    def _written_already(self) -> bool:
+        try:
+            return self._store is not None and bool(self._store.check([DONE_KEY]))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def barrier(self, phase: str) -> None:
+        """Every rank alive? RanksLost (rank 0: with the lost ranks named) when not. Bounded by
+        --timeout plus :data:`BARRIER_MARGIN_S`: a rank whose group waited on a failed or lost
+        peer until the round's deadline still arrives in time, and is not taken for hung."""
+        try:
+            self._monitored_barrier(phase)
         except RuntimeError as e:
             lost: List[LostRank] = []
-            if self.rank == 0 and self.run_dir:
-                mark_alive(self.run_dir, 0)  # the writer: no other rank takes rank 0 for lost
+            if self.run_dir:  # rank 0 the writer: no other rank takes it for lost
+                mark_alive(self.run_dir, self.rank)
             if self.rank == 0:
                 m = _RANKS_RE.search(str(e))
                 # a peer whose connection broke fails the barrier at once, without the list
@@ -202,8 +356,8 @@ class DistBackend:
         try:
             self.dist.all_gather_object(out, obj, group=self.control)
         except RuntimeError:
-            if self.rank == 0 and self.run_dir:
-                mark_alive(self.run_dir, 0)
+            if self.run_dir:
+                mark_alive(self.run_dir, self.rank)
             raise RanksLost([], phase) from None
         return out
 
@@ -242,37 +396,188 @@ class DistBackend:
         return shared
 
     # ------------------------------------------------------------------ measuring
-    def _time_all_reduce(self, pg, n: int) -> Dict[str, Any]:
-        torch, dist = self.torch, self.dist
-        x = torch.empty(self.size_bytes // 4, dtype=torch.float32, device=self.device)
+    def _remaining(self) -> float:
+        return self._deadline - self._clock()
+
+    def _check_stop(self) -> None:
+        if self.stop_signal:
+            raise _Abandoned("stopped", f"rank {self.rank} ({self.env.node_name}) was stopped by "
+                                        f"{self.stop_signal}")
+
+    def _publish_failure(self, key: str, text: str) -> None:
+        """Tell the group's other members that this rank will not take part (they stop waiting
+        for it and say whose failure they waited on)."""
+        try:
+            self._pg_store.set(f"{key}/failed", text)
+            self._pg_store.set(f"{key}/gate", "failed")
+        except Exception:  # noqa: BLE001 - the store is gone: the members wait out --timeout
+            pass
+
+    def _peer_failure(self, key: str) -> Optional[str]:
+        """What a member of the group said when it failed, or None."""
+        try:
+            if self._pg_store.check([f"{key}/failed"]):
+                return bytes(self._pg_store.get(f"{key}/failed")).decode("utf-8", "replace")
+        except Exception:  # noqa: BLE001 - the store is gone: nothing known
+            pass
+        return None
+
+    def _gate(self, key: str, size: int) -> None:
+        """Say this member is ready; return once every member is. Raises :class:`_Abandoned`
+        when a member failed first, the round's --timeout passed, a signal asked this rank to
+        stop, or the store is gone; a member that cannot take part is known here, before
+        anyone waits inside torch for it."""
+        store = self._pg_store
+        try:
+            if int(store.add(f"{key}/ready", 1)) >= size:
+                store.set(f"{key}/gate", "ready")
+        except Exception as e:  # noqa: BLE001
+            raise _Abandoned("no_store", f"the launcher's store could not be reached: {_line(e)}") from None
+        while True:
+            self._check_stop()
+            left = self._remaining()
+            if left <= 0:
+                raise _Abandoned("timed_out", f"not every member of the group was ready within "
+                                              f"--timeout {self.timeout_s:g} s")
+            t0 = self._clock()
+            try:
+                store.wait([f"{key}/gate"], timedelta(seconds=min(GATE_SLICE_S, left)))
+                break
+            except Exception as e:  # noqa: BLE001 - DistStoreError: this slice timed out
+                if not isinstance(e, getattr(self.dist, "DistStoreError", ())) \
+                        and "timeout" not in str(e).lower():
+                    raise _Abandoned("no_store", f"the launcher's store could not be reached: "
+                                                 f"{_line(e)}") from None
+                if self._clock() - t0 < GATE_SLICE_S / 10:
+                    self._sleep(GATE_SLICE_S / 10)
+        peer = self._peer_failure(key)
+        if peer is not None:
+            raise _Abandoned("peer_failed", peer)
+
+    def _make_group(self, key: str, ranks: List[int]) -> Any:
+        """The data group of ``ranks``: a backend on a store prefix of gputopo's own, keyed by
+        round, kind and ranks, so every member names it alike whatever groups each made or
+        failed to make before (torch names a locally synchronised group after how many groups
+        this process already has, so one failure used to break every later group of its rank)."""
+        dist = self.dist
+        store = dist.PrefixStore(f"{key}/pg/", self._pg_store)
+        me, size = ranks.index(self.rank), len(ranks)
+        pg: Any
+        if self.fabric == "cuda":
+            from torch._C._distributed_c10d import ProcessGroupNCCL
+
+            opts = ProcessGroupNCCL.Options()
+            opts.is_high_priority_stream = False
+            # longer than the poll's bound: the poll aborts the group first (and torch's own
+            # handling is off, RANK_ENV), so a lost peer never takes this rank down
+            opts._timeout = timedelta(seconds=2 * self.timeout_s + BARRIER_MARGIN_S)
+            opts.global_ranks_in_group = list(ranks)
+            pg = ProcessGroupNCCL(store, me, size, opts)
+        else:
+            pg = dist.ProcessGroupGloo(store, me, size, timedelta(seconds=max(1.0, self._remaining())))
+        self._groups.append(pg)  # kept: a group destroyed while a peer still waits on it breaks the peer's wait
+        return pg
+
+    def _abort(self, pg: Any) -> None:
+        """NCCL: abort the communicator (its kernels stop waiting for a lost peer, and this
+        GPU's stream moves on). Gloo: nothing; the abandoned work ends at the group's timeout."""
+        if self.fabric == "cuda":
+            try:
+                pg.abort()
+            except Exception:  # noqa: BLE001 - already aborted or torn down
+                pass
+
+    def _settle(self, done: Callable[[], bool], key: str, pg: Any, what: str) -> None:
+        """Return once ``done()``. Until then, every poll looks at the round's deadline and the
+        stop flag, and every :data:`FAIL_CHECK_S` at the group's failure key; when one says to
+        stop waiting, the group is aborted and :class:`_Abandoned` raised. CUDA: ``done`` is an
+        event's ``query()``, polled every :data:`CUDA_POLL_S` (the time itself is the GPU's)."""
+        next_check = self._clock() + FAIL_CHECK_S
+        while not done():
+            try:
+                self._check_stop()
+                now = self._clock()
+                if now >= self._deadline:
+                    raise _Abandoned("timed_out", f"{what} did not finish within --timeout "
+                                                  f"{self.timeout_s:g} s")
+                if now >= next_check:
+                    next_check = now + FAIL_CHECK_S
+                    peer = self._peer_failure(key)
+                    if peer is not None:
+                        raise _Abandoned("peer_failed", peer)
+            except _Abandoned:
+                self._abort(pg)
+                raise
+            if self.fabric == "cuda":
+                self._sleep(CUDA_POLL_S)
+
+    def _buffer(self) -> Any:
+        """The message: allocated before the group meets, so a rank whose memory is taken says
+        so before its peers wait for it."""
+        return self.torch.empty(self.size_bytes // 4, dtype=self.torch.float32, device=self.device)
+
+    def _time_all_reduce(self, pg, key: str, x, n: int) -> Dict[str, Any]:
+        torch = self.torch
         cuda = self.fabric == "cuda"
+        one = torch.empty(1, dtype=torch.float32, device=self.device)  # the start barrier's message
         times, wrong = [], 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
-            # start together: no rank's time includes waiting for another (on cuda, on this
-            # rank's own GPU, not one guessed from its rank)
-            dist.barrier(group=pg, **({"device_ids": [self.device.index]} if cuda else {}))
+            one.fill_(1.0)
+            # start together: a one-element all_reduce every member must reach, waited for on
+            # this rank's own GPU (cuda: that also covers the fill) with the bounded poll
+            # instead of barrier() / cuda.synchronize(), which block without a bound
+            gate = pg.allreduce([one])
             if cuda:
-                torch.cuda.synchronize(self.device)
+                gate.wait()  # orders the current stream after it (no TORCH_NCCL_BLOCKING_WAIT)
+                ready = torch.cuda.Event()
+                ready.record()
+                self._settle(ready.query, key, pg, "the start barrier")
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()  # NCCL's stream waits for this stream before the collective
-                work = dist.all_reduce(x, group=pg, async_op=True)
-                # wait() makes the current stream wait for the work's end event on NCCL's own
-                # stream (WorkNCCL::synchronizeStream); with TORCH_NCCL_BLOCKING_WAIT it also
-                # blocks here, raising when the timeout passes. Only after that is the end
-                # event behind the collective: recorded before, it timed nothing.
+                work = pg.allreduce([x])
+                # with blocking wait off, wait() only makes the current stream wait for the
+                # work's end on NCCL's stream (WorkNCCL::synchronizeStream) and returns: the end
+                # event recorded next is behind the collective on the timed stream. (Blocking
+                # wait polled the CPU in 1 ms sleeps first: every time read as whole ms.)
                 work.wait()
                 end.record()
-                end.synchronize()
+                self._settle(end.query, key, pg, "the all_reduce")
                 t = start.elapsed_time(end) / 1e3
             else:
+                self._settle(functools.partial(_gloo_done, gate), key, pg, "the start barrier")
                 t0 = time.perf_counter()
-                dist.all_reduce(x, group=pg)
+                work = pg.allreduce([x])
+                self._settle(functools.partial(_gloo_done, work), key, pg, "the all_reduce")
                 t = time.perf_counter() - t0
             wrong += int((x != float(n)).sum().item())
             if k:
                 times.append(t)
         return {"time_s": statistics.median(times), "wrong": wrong}
+
+    def _measure(self, key: str, ranks: List[int], rec: Dict[str, Any], prefix: str = "") -> None:
+        """One group's all_reduce on this rank, into ``rec``: ``time_s`` and ``wrong``, or why
+        not, as facts of this rank: ``error`` (its own: it failed, and told its peers; with
+        ``after_peer`` when a member had already said it failed), ``peer_failed`` (a member
+        failed: this rank waited for it), ``timed_out``, ``stopped`` or ``no_store``."""
+        try:
+            self._check_stop()
+            x = self._buffer()
+            self._gate(key, len(ranks))
+            pg = self._make_group(key, ranks)
+            rec.update(self._time_all_reduce(pg, key, x, len(ranks)))
+        except _Abandoned as a:
+            rec[a.field] = prefix + a.text
+            if a.field == "stopped":
+                self._publish_failure(key, prefix + a.text)
+        except Exception as e:  # noqa: BLE001 - recorded as a fact; the barrier names a lost rank
+            text = f"{type(e).__name__}: {_line(e)}"
+            rec["error"] = prefix + text
+            peer = self._peer_failure(key)
+            if peer is not None:  # a member had failed first: this error may be its echo
+                rec["after_peer"] = prefix + peer
+            else:
+                self._publish_failure(key, f"rank {self.rank} ({self.env.node_name}): {prefix}{text}")
 
     def _run_groups(self, groups: List[Group], index: int, phase: str,
                     one_gpu: bool = False) -> List[GroupResult]:
@@ -280,72 +585,92 @@ class DistBackend:
         my_group = next((g for g, ranks in zip(groups, rank_lists) if self.rank in ranks), None)
         local: Dict[str, Any] = {"round": index, "phase": phase, "rank": self.rank,
                                  "node": self.env.node_name, "group": list(my_group or [])}
-        mine = None
-        # every rank makes exactly one group per round (a rank left out: a group of itself), so
-        # the count torch folds into a locally synchronised group's name stays equal on all ranks
-        ranks = rank_lists[groups.index(my_group)] if my_group is not None else [self.rank]
-        try:  # only the group's members make it; a lost member stops this (store timeout)
-            mine = self._group(ranks)
-        except Exception as e:  # noqa: BLE001 - recorded; the barrier below names who is lost
-            local["error"] = f"making the group: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        if mine is not None and my_group is not None:
-            n = len(ranks)
-            try:
-                local.update(self._time_all_reduce(mine, n) if n > 1 else {"na": "one rank"})
-            except Exception as e:  # noqa: BLE001 - a peer died or timed out: recorded, then the barrier names it
-                local["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        if one_gpu and "error" not in local:
-            self._one_gpu(my_group, local)
+        # every wait of this round ends by this deadline, so every live rank reaches the
+        # barrier within --timeout of the round's start (BARRIER_MARGIN_S for the rest)
+        self._deadline = self._clock() + self.timeout_s
+        ranks = rank_lists[groups.index(my_group)] if my_group is not None else []
+        if len(ranks) > 1:
+            self._measure(group_key(index, "all", ranks), ranks, local)
+        elif ranks:
+            local["na"] = "one rank"
+        if one_gpu and my_group is not None:
+            self._one_gpu(index, my_group, local)
+        if self.stop_signal:
+            local["stopped_by"] = self.stop_signal
         append_jsonl(rank_log_path(self.run_dir, self.env.node_name, self.rank),
                      {**local, "size_bytes": self.size_bytes, "timing": self._timing})
         self.barrier(phase)
         everyone = self.gather(local, phase)
+        self.stopped = [LostRank(r["rank"], r["node"], "stopped", f"stopped by {r['stopped_by']}")
+                        for r in everyone if isinstance(r, dict) and r.get("stopped_by")]
         return [self._combine(g, ranks, everyone) for g, ranks in zip(groups, rank_lists)]
 
-    def _one_gpu(self, my_group: Optional[Group], local: Dict[str, Any]) -> None:
-        """The group's all_reduce again between one GPU of each node (each node's first rank);
-        the other ranks make a group of themselves, to keep the group count equal everywhere."""
-        leaders = [self.node_ranks[k][0] for k in my_group] if my_group is not None else []
-        ranks = leaders if self.rank in leaders and len(leaders) > 1 else [self.rank]
-        try:
-            pg = self._group(ranks)
-            if len(ranks) > 1:
-                local["one_gpu_time_s"] = self._time_all_reduce(pg, len(ranks))["time_s"]
-        except Exception as e:  # noqa: BLE001 - recorded; the barrier names a lost rank
-            local["error"] = f"one GPU per node: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-
-    def _group(self, ranks: List[int]):
-        """The data group of ``ranks``, made by its members only (``use_local_synchronization``:
-        one group per rank and round, not every group of the round on every rank). torch names
-        it by its ranks and the number of groups the rank already has."""
-        return self.dist.new_group(ranks=list(ranks), timeout=self.timeout,
-                                   use_local_synchronization=True,
-                                   backend="nccl" if self.fabric == "cuda" else "gloo")
+    def _one_gpu(self, index: int, my_group: Group, local: Dict[str, Any]) -> None:
+        """The group's all_reduce again between one GPU of each node (each node's first rank).
+        A leader whose all-GPU all_reduce did not finish tells the others and skips it."""
+        leaders = [self.node_ranks[k][0] for k in my_group]
+        if self.rank not in leaders or len(leaders) < 2:
+            return
+        key = group_key(index, "one-gpu", leaders)
+        why = next((local[k] for k in NOT_MEASURED if local.get(k)), None)
+        if why is not None:
+            self._publish_failure(key, f"rank {self.rank} ({self.env.node_name}) measured no one-GPU "
+                                       f"all_reduce: its all-GPU one did not finish ({why})")
+            return
+        sub: Dict[str, Any] = {}
+        self._measure(key, leaders, sub, "one GPU per node: ")
+        if "time_s" in sub:
+            local["one_gpu_time_s"] = sub["time_s"]
+            local["wrong"] = local.get("wrong", 0) + sub.get("wrong", 0)
+        for k in NOT_MEASURED:
+            if k in sub:
+                local[k] = sub[k]
 
     @property
     def _timing(self) -> str:
         return "cuda-events" if self.fabric == "cuda" else "wall"
 
     def _combine(self, group: Group, ranks: List[int], everyone: List[Dict[str, Any]]) -> GroupResult:
+        """The group's result from its members' records: a member's own error is that rank's
+        (``rank_errors``), never its peers'; peers that waited on it measured nothing."""
         recs = [everyone[r] for r in ranks]
         res = GroupResult(nodes=tuple(group), size_bytes=self.size_bytes, timing=self._timing,
                           gpus=len(ranks))
-        errors = [f"rank {r['rank']} ({r['node']}): {r['error']}" for r in recs if r.get("error")]
         if len(ranks) < 2:
             res.na = "one GPU: no all_reduce to measure"
-        elif errors:
-            res.error = "; ".join(errors[:3])
-        else:
-            t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
-            res.time_s = t
-            res.busbw_gbps = self.size_bytes * 2 * (len(ranks) - 1) / len(ranks) / t / 1e9
-            lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
-            if len(lead) > 1:
-                res.one_gpu_busbw_gbps = self.size_bytes * 2 * (len(lead) - 1) / len(lead) / max(lead) / 1e9
-            wrong = sum(r.get("wrong", 0) for r in recs)
-            if wrong:
-                res.wrong = wrong
-                res.error = f"{wrong} wrong elements after all_reduce"
+            return res
+        own = [r for r in recs if r.get("error")]
+        if own:
+            # blamed: the ranks that failed first; an error after a member's failure was known
+            # (a connection it closed...) is said, not blamed
+            first = [r for r in own if not r.get("after_peer")] or own
+            res.rank_errors = [{"rank": r["rank"], "node": r["node"], "error": r["error"]} for r in first]
+            res.error = "; ".join(f"rank {r['rank']} ({r['node']}): {r['error']}"
+                                  + (" (after a member failed)" if r not in first else "")
+                                  for r in (first + [r for r in own if r not in first])[:3])
+            return res
+        late = [r for r in recs if r.get("timed_out")]
+        if late:  # nobody failed, yet the collective did not finish: the group's own trouble
+            res.error = (f"rank(s) {', '.join(str(r['rank']) for r in late[:8])}: "
+                         f"{late[0]['timed_out']}")
+            return res
+        waited = next((r[k] for r in recs for k in NOT_MEASURED if r.get(k)), None)
+        if waited is not None:
+            res.na = f"not measured: {waited}"
+            return res
+        if any(r.get("time_s") is None for r in recs):
+            res.na = "not measured: a member recorded no time"
+            return res
+        t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
+        res.time_s = t
+        res.busbw_gbps = self.size_bytes * 2 * (len(ranks) - 1) / len(ranks) / t / 1e9
+        lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
+        if len(lead) > 1:
+            res.one_gpu_busbw_gbps = self.size_bytes * 2 * (len(lead) - 1) / len(lead) / max(lead) / 1e9
+        wrong = sum(r.get("wrong", 0) for r in recs)
+        if wrong:
+            res.wrong = wrong
+            res.error = f"{wrong} wrong elements after all_reduce"
         return res
 
     def measure_intra(self) -> List[GroupResult]:
@@ -353,3 +678,39 @@ class DistBackend:
 
     def measure_round(self, index: int, groups: List[Group]) -> List[GroupResult]:
         return self._run_groups(groups, index, f"inter-node round {index}", one_gpu=True)
+
+
+#: A rank record's keys for an all_reduce it did not measure (besides ``error``, its own).
+NOT_MEASURED = ("peer_failed", "timed_out", "stopped", "no_store")
+
+
+class _Abandoned(Exception):
+    """This rank stopped waiting on its group: ``field`` is the rank record's key for why (one
+    of :data:`NOT_MEASURED`), ``text`` the words."""
+
+    def __init__(self, field: str, text: str):
+        super().__init__(text)
+        self.field, self.text = field, text
+
+
+def _line(e: BaseException) -> str:
+    return (str(e).splitlines() or [""])[0][:200]
+
+
+def _gloo_done(work: Any) -> bool:
+    """Whether a gloo work has finished, waiting at most :data:`WAIT_SLICE_S` (the wait ends the
+    moment it does); raises the work's own error."""
+    try:
+        work.wait(timedelta(seconds=WAIT_SLICE_S))
+        return True
+    except Exception:  # "Operation timed out!" while it is still running
+        if work.is_completed():
+            raise
+        return False
+
+
+def group_key(index: int, kind: str, ranks: Sequence[int]) -> str:
+    """A data group's store prefix: the round, what it measures and its ranks, the same on every
+    member whatever it did before."""
+    digest = hashlib.sha1(",".join(map(str, ranks)).encode(), usedforsecurity=False).hexdigest()[:16]
+    return f"gputopo/pg/{index}/{kind}/{len(ranks)}-{digest}"

@@ -1,6 +1,8 @@
 """Findings of a cluster run, named by host: ``slow-node``, a slow inter-node link (``slow``),
-``hang`` / ``crash`` for lost ranks (host and rank), ``out-of-memory`` for groups whose message
-did not fit (never a drain reason), and the drain list a Slurm admin can use.
+``hang`` / ``crash`` for lost ranks (host and rank), ``rank-error`` for a rank that failed on its
+own (its peers only waited for it), ``out-of-memory`` for a rank whose message did not fit (never
+a drain reason), ``stopped`` for a rank a signal stopped (never a drain reason), and the drain
+list a Slurm admin can use.
 
 Node findings carry ``evidence.node`` (the hostname) and ``evidence.ranks``; a slow link carries
 ``evidence.nodes`` (both hosts). ``gpus`` stays None: GPU indices are per machine.
@@ -8,7 +10,7 @@ Node findings carry ``evidence.node`` (the hostname) and ``evidence.ranks``; a s
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding
 from gputopo.report.cluster_view import gbps_text
@@ -17,7 +19,7 @@ from .rounds import LostRank, Outcome, out_of_memory
 from .triangulation import Verdicts
 
 #: Finding kinds that put a node on the drain list.
-DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt")
+DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt", "rank-error")
 
 
 def _gbps(v: Optional[float]) -> str:
@@ -77,25 +79,73 @@ def corrupt_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
 
 def memory_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
     """Groups whose all_reduce buffer could not be allocated: measured nothing, so they are
-    neither slow nor fast, and the gate must not pass their nodes as checked."""
-    out = []
+    neither slow nor fast, and the gate must not pass their nodes as checked. Named by the node
+    whose rank could not allocate (``rank_errors``); a group without that record names its nodes."""
+    return [f for f in rank_error_findings(outcome, names) if f.kind == "out-of-memory"]
+
+
+def _memory_finding(hosts: List[str], ranks: List[int], rounds: List[str], size_bytes: int,
+                    errors: List[str], peers: List[str]) -> Finding:
+    one = len(hosts) == 1
+    who = f"{'node' if one else 'nodes'} {', '.join(hosts)}" + (f" rank(s) {','.join(map(str, ranks))}" if ranks else "")
+    also = f"; its group with {', '.join(peers)} measured nothing there" if peers else ""
+    return Finding(
+        "out-of-memory", "error",
+        f"{who}: the all_reduce's {size_bytes:,}-byte message could not be allocated "
+        f"({', '.join(rounds)}), so nothing was measured there{also}: {errors[0]}",
+        evidence={"node" if one else "nodes": hosts[0] if one else hosts, "ranks": ranks,
+                  "rounds": rounds, "size_bytes": size_bytes, "error": errors[0], "errors": errors[:3],
+                  "waited": peers},
+        cause="host or GPU memory was taken by other processes after the run checked "
+              "that the message fits; this says nothing about the node's speed or links",
+        remedies=["rerun with a smaller --size", "free the memory other processes hold "
+                  "on these nodes (`nvidia-smi`, `free -g`)"])
+
+
+def rank_error_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
+    """A rank that failed on its own (``GroupResult.rank_errors``): its error is its node's
+    finding, ``out-of-memory`` when its buffer did not fit, else ``rank-error``; the nodes that
+    only waited for it are named as having measured nothing there, never as failed. One finding
+    per node and kind, over every round it failed in."""
+    acc: Dict[tuple, Dict[str, Any]] = {}
+    out: List[Finding] = []
     for r in outcome.rounds:
+        where = f"{r.phase}-node round {r.index}"
         for g in r.groups:
-            if not out_of_memory(g.error):
-                continue
             hosts = [names[n] for n in g.nodes]
-            one = len(hosts) == 1
-            out.append(Finding(
-                "out-of-memory", "error",
-                f"{'node' if one else 'nodes'} {', '.join(hosts)}: the all_reduce's "
-                f"{g.size_bytes:,}-byte message could not be allocated ({r.phase}-node round "
-                f"{r.index}), so nothing was measured there: {g.error}",
-                evidence={"node" if one else "nodes": hosts[0] if one else hosts, "round": r.index,
-                          "phase": r.phase, "size_bytes": g.size_bytes, "error": g.error},
-                cause="host or GPU memory was taken by other processes after the run checked "
-                      "that the message fits; this says nothing about the node's speed or links",
-                remedies=["rerun with a smaller --size", "free the memory other processes hold "
-                          "on these nodes (`nvidia-smi`, `free -g`)"]))
+            if not g.rank_errors:
+                if out_of_memory(g.error):  # a record without the failing rank: its nodes
+                    out.append(_memory_finding(hosts, [], [where], g.size_bytes, [g.error or ""], []))
+                continue
+            failed = {str(e.get("node")) for e in g.rank_errors}
+            for e in g.rank_errors:
+                err = str(e.get("error") or "")
+                kind = "out-of-memory" if out_of_memory(err) else "rank-error"
+                a = acc.setdefault((kind, str(e.get("node"))), {"ranks": set(), "rounds": [], "errors": [],
+                                                                  "peers": set(), "size": g.size_bytes})
+                a["ranks"].add(int(e.get("rank", -1)))
+                if where not in a["rounds"]:
+                    a["rounds"].append(where)
+                if err not in a["errors"]:
+                    a["errors"].append(err)
+                a["peers"].update(h for h in hosts if h not in failed)
+    for (kind, node), a in sorted(acc.items()):
+        ranks, peers = sorted(a["ranks"]), sorted(a["peers"])
+        if kind == "out-of-memory":
+            out.append(_memory_finding([node], ranks, a["rounds"], a["size"], a["errors"], peers))
+            continue
+        also = (f"; its group with {', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''} measured "
+                "nothing there (they waited for it)") if peers else ""
+        out.append(Finding(
+            "rank-error", "error",
+            f"node {node} rank(s) {','.join(map(str, ranks))} failed in {', '.join(a['rounds'])}: "
+            f"{a['errors'][0]}{also}",
+            evidence={"node": node, "ranks": ranks, "rounds": a["rounds"], "errors": a["errors"][:3],
+                      "waited": peers},
+            cause="the rank's own all_reduce failed (its message in the run folder's "
+                  "ranks/<node>-rank<N>.jsonl); the ranks that waited for it are not blamed",
+            remedies=["read the error above: a NIC or GPU that fails NCCL setup, a driver error",
+                      "rerun the node with a known-good partner (gputopo cluster on those two nodes)"]))
     return out
 
 
@@ -106,7 +156,11 @@ def lost_findings(outcome: Outcome) -> List[Finding]:
     out = []
     for (node, state), rs in sorted(by_node.items()):
         ranks = sorted(r.rank for r in rs)
-        what = "stopped answering (hung)" if state == "hang" else "is gone (crashed, killed or stopped)"
+        what = {"hang": "stopped answering (hung)",
+                "stopped": "was stopped by a signal (its launcher or a user: "
+                           f"{', '.join(sorted({r.message for r in rs if r.message}))}); the run is "
+                           "partial, and the node is not blamed for it"}.get(
+            state, "is gone (crashed, killed or stopped)")
         out.append(Finding(
             state, "error",
             f"node {node} rank(s) {','.join(map(str, ranks))} {what} during {outcome.lost_phase}",

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +11,11 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding
 
-from .findings import corrupt_findings, lost_findings, memory_findings, slow_findings
+from .findings import corrupt_findings, lost_findings, rank_error_findings, slow_findings
 from .fingerprint import mismatch_findings
 from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
 from .run_folder import ClusterRunFolder, make_run_dir
-from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints, shielded
+from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints
 from .triangulation import triangulate
 
 
@@ -55,7 +54,7 @@ def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
     verdicts = triangulate(outcome, len(names))
     return (mismatch_findings(names, fingerprints, ranks)
             + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
-            + memory_findings(outcome, names) + lost_findings(outcome))
+            + rank_error_findings(outcome, names) + lost_findings(outcome))
 
 
 def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> ClusterResult:
@@ -147,13 +146,16 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
         first = next((f["topology"] for f in facts if f.get("topology")), None)
         folder.start(fabric=fabric, simulated=False, machine=f"cluster of {len(names)} nodes",
                      argv=opts.argv, options=opts.to_json(), nodes=names,
-                     topology=topology_from_json(first) if first else None)
+                     topology=topology_from_json(first) if first else None,
+                     env_set=backend.env_set)
         folder.nodes(names, ranks, fingerprints, [f.get("topology") for f in facts])
     backend.share_run_dir(str(folder.dir) if folder else None)
     wall0 = time.monotonic()
-    outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
-                         intra=opts.intra, on_round=folder.round if folder else None)
-    with shielded() if outcome.lost_phase else contextlib.nullcontext():
+    # from here a SIGTERM/SIGINT (a launcher stopping the job after losing a rank, a user)
+    # stops the measuring but not the rank: whoever writes still writes, naming who was lost
+    with backend.stop_signals():
+        outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
+                             intra=opts.intra, on_round=folder.round if folder else None)
         return _conclude_rank(backend, env, fabric, opts, outcome, folder, fingerprints, wall0)
 
 
@@ -163,7 +165,9 @@ def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Out
     """Write the folder (the writer) or wait for it to be written (the others)."""
     names, ranks = backend.node_names, backend.node_ranks
     extra: Dict[str, Any] = {"launcher": env.launcher, "world_size": env.world_size}
-    if folder is None and outcome.lost_phase and backend.run_dir:
+    # ranks only stopped by a signal were named by the round's gather, rank 0 among the living
+    only_stopped = bool(outcome.lost) and all(r.state == "stopped" for r in outcome.lost)
+    if folder is None and outcome.lost_phase and backend.run_dir and not only_stopped:
         folder, fingerprints = _survivor_folder(backend, outcome, names)
         extra.update(written_by_rank=env.rank, fingerprints_compared=any(fingerprints))
     elif folder is not None and not claim_writer(folder.dir, env.rank):

@@ -10,8 +10,10 @@ A *backend* measures; this module decides what to measure next. The backend (a r
   group of nodes (all GPUs of the group's nodes), all groups at once;
 
 either may raise :class:`RanksLost` when ranks stopped answering (dead or hung): the loop then
-stops and returns what it has, with the lost ranks. Every rank of a real job runs this loop on
-the same gathered results, so all of them plan the same next round without a message.
+stops and returns what it has, with the lost ranks. A backend whose ``stopped`` lists ranks
+after a round (a signal stopped them, cluster.dist_backend) ends the loop the same way, with
+that round kept. Every rank of a real job runs this loop on the same gathered results, so all
+of them plan the same next round without a message.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .patterns import Group, random_pairs, round_robin, second_pass
 
@@ -41,6 +43,9 @@ class GroupResult:
     busbw_gbps: Optional[float] = None
     gpus: int = 0
     error: Optional[str] = None  # failed: the message (busbw then None)
+    #: the members that failed on their own (``rank``, ``node`` name, ``error``): the group
+    #: measured nothing, and its other members only waited on them
+    rank_errors: List[Dict[str, Any]] = field(default_factory=list)
     na: Optional[str] = None  # not applicable: the reason (e.g. one GPU per node)
     wrong: int = 0  # elements that were not the expected sum after the all_reduce
     #: inter-node only: the same all_reduce between one GPU (local rank 0) of each node
@@ -60,7 +65,8 @@ class GroupResult:
 @dataclass
 class LostRank:
     """A rank that did not reach the liveness barrier in time: ``state`` is ``hang`` (still
-    connected but silent) or ``crash`` (its connection is gone)."""
+    connected but silent) or ``crash`` (its connection is gone); or ``stopped``: it reached it,
+    saying a signal (SIGTERM, SIGINT) stopped it."""
 
     rank: int
     node: str
@@ -112,12 +118,13 @@ def out_of_memory(error: Optional[str]) -> bool:
 
 def judge(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
     """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow. Groups
-    that failed for want of memory are not: they measured nothing (findings.memory_findings)."""
+    that failed for want of memory, or because a member failed on its own (``rank_errors``),
+    are not: they measured nothing, and the error is that rank's (findings.rank_error_findings)."""
     for g in groups:
         if g.na:
             continue
         # wrong sums are judged as corrupt, a buffer that did not fit as out of memory
-        failed = bool(g.error) and not g.wrong and not out_of_memory(g.error)
+        failed = bool(g.error) and not g.wrong and not out_of_memory(g.error) and not g.rank_errors
         g.slow = failed or (reference is not None and g.busbw_gbps is not None
                                    and g.busbw_gbps < slow_below * reference)
 
@@ -140,6 +147,11 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
             on_round(rec)
         return rec
 
+    def stop_if_stopped(phase: str) -> None:
+        stopped = list(getattr(backend, "stopped", None) or [])
+        if stopped:
+            raise RanksLost(stopped, phase)
+
     try:
         if intra:
             res = backend.measure_intra()
@@ -147,6 +159,7 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
             # an outlier needs a majority to stand out from: with 2 nodes, which is slow is unknown
             judge(res, ref if len(res) >= MIN_NODES_TO_JUDGE else None, slow_below)
             record(RoundRecord(0, "intra", res, ref))
+            stop_if_stopped("intra-node round")
         if pattern == "all":
             plan = [[tuple(nodes)]]
         elif pattern == "pairwise":
@@ -156,20 +169,27 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
         ref = None
         first: List[GroupResult] = []
         for groups in plan:
-            res = backend.measure_round(len(out.inter_rounds) + 1, groups)
+            index = len(out.inter_rounds) + 1
+            res = backend.measure_round(index, groups)
             first += res
-            record(RoundRecord(len(out.inter_rounds) + 1, "inter", res))
+            record(RoundRecord(index, "inter", res))
+            stop_if_stopped(f"inter-node round {index}")
         ref = reference_gbps(first)
         for rec in out.inter_rounds:  # judged against the whole first pass, not one round
             rec.reference_gbps = ref
             judge(rec.groups, ref, slow_below)
         if pattern == "random2pass":
-            suspects = sorted({n for g in first if g.slow for n in g.nodes})
-            passers = sorted({n for g in first if not g.slow and not g.na for n in g.nodes})
+            # a group a member failed in measured nothing: its nodes are tried again with nodes
+            # that passed (the failed one may fail again; the others get measured)
+            suspects = sorted({n for g in first if g.slow or g.rank_errors for n in g.nodes})
+            passers = sorted({n for g in first if not g.slow and g.busbw_gbps is not None
+                              for n in g.nodes} - set(suspects))
             for groups in second_pass(suspects, passers, rng):
-                res = backend.measure_round(len(out.inter_rounds) + 1, groups)
+                index = len(out.inter_rounds) + 1
+                res = backend.measure_round(index, groups)
                 judge(res, ref, slow_below)
-                record(RoundRecord(len(out.inter_rounds) + 1, "inter", res, ref))
+                record(RoundRecord(index, "inter", res, ref))
+                stop_if_stopped(f"inter-node round {index}")
     except RanksLost as e:
         out.lost, out.lost_phase = e.lost, e.phase
     return out

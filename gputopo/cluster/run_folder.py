@@ -48,11 +48,16 @@ class ClusterRunFolder:
         self.t0 = time.monotonic()
 
     def start(self, *, fabric: str, simulated: bool, machine: str, argv: List[str],
-              options: Dict[str, Any], nodes: List[str], topology=None) -> None:
+              options: Dict[str, Any], nodes: List[str], topology=None,
+              env_set: Optional[Dict[str, Any]] = None) -> None:
+        """``env_set``: the variables every rank set whatever the user's environment said, each
+        with its value, the value it replaced on rank 0 (None: unset) and why
+        (cluster.dist_backend.RANK_ENV); ``nccl_env`` is rank 0's environment after that."""
+        more = {} if simulated else {"env_set": dict(env_set or {})}
         write_json(self.dir / RUN_JSON, run_info(
             fabric=fabric, simulated=simulated, machine=machine, argv=argv, options=options,
             kind="cluster", nodes=len(nodes), status="running",
-            nccl_env=nccl_settings()))  # rank 0's environment (another node's may differ)
+            nccl_env=nccl_settings(), **more))  # rank 0's environment (another node's may differ)
         if topology is not None:
             from gputopo.model import topology_to_json
 
@@ -99,6 +104,9 @@ class ClusterRunFolder:
                                           encoding="utf-8")
         (self.dir / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
         write_node_heatmap(doc, self.dir)
-        set_run_status(self.dir, "failed" if outcome.lost else "complete",
+        # only stopped by a signal: interrupted; a rank hung or gone: failed
+        status = ("failed" if any(r.state != "stopped" for r in outcome.lost) else
+                  "interrupted" if outcome.lost else "complete")
+        set_run_status(self.dir, status,
                        elapsed_s=round(time.monotonic() - self.t0, 3), rounds_inter=len(inter))
         return doc

@@ -11,20 +11,17 @@ stop the writer.
 
 The launcher stops the job's ranks once one is lost (torchrun's agent SIGTERMs its node's other
 workers, and a node's agent that loses its store stops its own), then SIGKILLs them after its
-grace (torchrun: 30 s): a rank that saw the loss writes with SIGTERM and SIGINT held off
-(:func:`shielded`), within that grace.
+grace (torchrun: 30 s): during the rounds and the writing, SIGTERM and SIGINT only set a flag
+(cluster.dist_backend.DistBackend.stop_signals), so whoever writes does so within that grace.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 from gputopo.bench.runlog import RUN_JSON
 
@@ -101,18 +98,3 @@ def saved_fingerprints(run_dir, names: List[str]) -> List[Dict[str, Any]]:
             return [{} for _ in names]
         out.append(fp if isinstance(fp, dict) else {})
     return out
-
-
-@contextlib.contextmanager
-def shielded() -> Iterator[None]:
-    """SIGTERM and SIGINT held off (main thread only) while a rank that saw a loss writes or
-    waits for the writer: both are bounded (--timeout), and the launcher's SIGKILL still ends it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)

@@ -33,7 +33,10 @@ class Verdicts:
 
 def triangulate(outcome: Outcome, n_nodes: int) -> Verdicts:
     tallies = {k: NodeTally() for k in range(n_nodes)}
-    inter = [g for r in outcome.inter_rounds for g in r.groups if not g.na]
+    # a group that measured nothing (a member's own error, a buffer that did not fit) is no
+    # test of its nodes: counted, it would read as "fast with that partner"
+    inter = [g for r in outcome.inter_rounds for g in r.groups
+             if not g.na and (g.slow or g.busbw_gbps is not None)]
     for g in inter:
         for n in g.nodes:
             t = tallies[n]

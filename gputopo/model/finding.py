@@ -26,6 +26,9 @@ KINDS = (
     "drift", "counter-growth",
     # A cluster group whose all_reduce buffer could not be allocated: nothing measured there.
     "out-of-memory",
+    # A cluster rank that failed on its own (its error, by host and rank; its peers only waited),
+    # and one that a signal stopped (SIGTERM, SIGINT: the run is partial, the node not blamed).
+    "rank-error", "stopped",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

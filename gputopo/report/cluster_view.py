@@ -82,7 +82,10 @@ def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
              f"- the same all_reduce between one GPU of each node: median "
              f"{gbps_text(one_gpu_median(doc))} GB/s", ""]
     if doc.get("lost"):
-        lines += [f"**The run stopped: {len(doc['lost'])} rank(s) lost during {doc.get('lost_phase')}.**", ""]
+        stopped = sum(1 for r in doc["lost"] if isinstance(r, dict) and r.get("state") == "stopped")
+        how = (f"{len(doc['lost'])} rank(s) lost" if not stopped else f"{stopped} rank(s) stopped by a signal"
+               if stopped == len(doc["lost"]) else f"{len(doc['lost'])} rank(s) lost or stopped by a signal")
+        lines += [f"**The run stopped: {how} during {doc.get('lost_phase')}.**", ""]
     lines += ["## Findings", ""]
     lines += [f"- **{f.kind}** ({f.severity}): {f.message}" for f in findings] or ["- none"]
     lines += ["", "## Nodes", "", "| node | ranks | GPUs | intra-node busbw (GB/s) | inter-node busbw (GB/s, lowest) | driver | differs |",
