@@ -111,13 +111,3 @@ def test_the_cycle_finder_sees_a_lazy_cycle():
     graph = import_graph()
     assert "gputopo.cli.group" in graph["gputopo.cli.scan"]  # commands add themselves to the group
     assert "gputopo.cli.scan" in graph["gputopo.cli.main"]   # main imports them (lazily), not back
-
-
-#: The house rule of issue 13: a newcomer can read any product module in one sitting.
-MAX_LINES = 400
-
-
-def test_no_product_file_over_400_lines():
-    long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long, f"split these along their seams (over {MAX_LINES} lines): {long}"
