@@ -20,8 +20,7 @@ import pytest
 
 from gputopo.probe.nvml_codes import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED
 from gputopo.sim.description import load_description
-from gputopo.sim.fake_nvml import FakeNvml, NVMLError
-from gputopo.sim.fake_nvml_constants import NVML_FI_DEV_NVLINK_LINK_COUNT
+from gputopo.sim.fake_nvml import NVML_FI_DEV_NVLINK_LINK_COUNT, FakeNvml, NVMLError
 
 REPO = Path(__file__).resolve().parents[1]
 ONE = "h100-pcie-1gpu"
