@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from .description_build import Description, build_description
 from .description_files import parse_description
-from .fault import FAULT_KINDS, FAULT_PATHS, Fault
+from .records import FAULT_KINDS, FAULT_PATHS, Fault
 from .machine_lookup import SYNTHETIC_GPUS, SYNTHETIC_HELP, load_description
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_LATENCY_US, DEFAULT_NVSWITCHES, IOMMU_MODES,
                       P2P_STATUSES, PCIE_CLASS_DERATE, GpuDesc, HostDesc, LinkModel, MachineDesc, NvLinkDesc)

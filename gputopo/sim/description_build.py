@@ -21,7 +21,7 @@ from .description_gpus import DEFAULT_KEYS, build_gpus, gpu_entries
 from .description_host import HOST_KEYS, acs_redirect_bridges, build_host, parse_link_model, parse_p2p
 from .description_nvlinks import wire_nvlinks
 from .description_pairs import pair_classes, read_matrix
-from .fault import Fault
+from .records import Fault
 from .nics import parse_nics
 from .pci import PciAddress
 from .records import MachineDesc

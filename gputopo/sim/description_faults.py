@@ -12,8 +12,8 @@ from gputopo.model.bandwidth import pcie_gbps
 
 from .description_checks import check_fault_fields
 from .description_context import DescContext, check_keys
-from .fault import Fault
-from .records import GpuDesc, _pcie_theory
+from .records import Fault
+from .records import GpuDesc, pcie_theory_gbps
 
 FAULT_KEYS = {"where", "what", "path", "rate", "factor", "description", "width", "gen"}
 
@@ -55,7 +55,7 @@ def apply_downtrained(ctx: DescContext, gpus: List[GpuDesc], faults: List[Fault]
         if f.what != "downtrained":
             continue
         g = gpus[f.gpus[0]]
-        healthy = _pcie_theory(g)
+        healthy = pcie_theory_gbps(g)
         width = f.width if f.width is not None else max(1, g.pcie_width_max // 2)
         gen = f.gen if f.gen is not None else g.pcie_gen_max
         if width > g.pcie_width_max or gen > g.pcie_gen_max:

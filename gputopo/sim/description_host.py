@@ -12,7 +12,7 @@ from gputopo.model.topology import P2P_CAPS
 
 from .description_context import DescContext, check_int, check_keys, check_label, check_num, check_str
 from .description_pairs import parse_class, parse_pair_ref
-from .fault import _PAIR_KEY_RE
+from .records import PAIR_KEY_RE
 from .pci import PciAddress
 from .records import CPU_VENDORS, DEFAULT_EFFICIENCY, IOMMU_MODES, P2P_STATUSES, HostDesc, MachineDesc
 
@@ -120,7 +120,7 @@ def parse_p2p(ctx: DescContext, table: Any, n: int) -> Dict[str, Dict[str, str]]
     for key, value in table.items():
         if key == "default" or key == "NV":
             rule = key
-        elif _PAIR_KEY_RE.match(key):
+        elif PAIR_KEY_RE.match(key):
             i, j = parse_pair_ref(ctx, key, n, "p2p", key)
             rule = f"{i},{j}"
         else:

@@ -11,9 +11,9 @@ from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS
 
 from .description_context import DescContext, check_int, check_str
-from .fault import Fault
+from .records import Fault
 from .pci import PciAddress
-from .records import DEFAULT_NVSWITCHES, GpuDesc, NvLinkDesc, _lc
+from .records import DEFAULT_NVSWITCHES, GpuDesc, NvLinkDesc, shared_link_class
 
 
 def wire_nvlinks(ctx: DescContext, data: Dict[str, Any], gpus: List[GpuDesc], specs: List[Dict[str, Any]],
@@ -175,7 +175,7 @@ def _wire_switch(ctx, data, gpus, specs, wired) -> List[str]:
         for j in range(i + 1, n):
             m = min(ports_list[i], ports_list[j])
             if m:
-                wired[(i, j)] = _lc(f"NV{m}")
+                wired[(i, j)] = shared_link_class(f"NV{m}")
     return switch_ids
 
 

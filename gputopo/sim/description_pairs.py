@@ -14,8 +14,8 @@ from gputopo.errors import InputFileError
 from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 
 from .description_context import DescContext, check_str
-from .fault import _PAIR_KEY_RE  # the pair-key syntax "I,J", shared with Fault's where
-from .records import GpuDesc, _lc
+from .records import PAIR_KEY_RE
+from .records import GpuDesc, shared_link_class
 
 
 def read_matrix(ctx: DescContext, data: Dict[str, Any], path: str):
@@ -67,11 +67,11 @@ def pair_classes(ctx: DescContext, data: Dict[str, Any], n: int, gpus, matrix, n
             else:
                 pcie[(i, j)] = _numa_kind(gpus[i], gpus[j])
             if nvswitch:
-                wired[(i, j)] = _lc(pcie[(i, j)])  # the NVLinks: description_nvlinks.wire_switch
+                wired[(i, j)] = shared_link_class(pcie[(i, j)])  # the NVLinks: description_nvlinks.wire_switch
             elif cls is not None:
                 wired[(i, j)] = cls
             else:
-                wired[(i, j)] = _lc(pcie[(i, j)])
+                wired[(i, j)] = shared_link_class(pcie[(i, j)])
     return wired, pcie
 
 
@@ -113,7 +113,7 @@ def _numa_kind(a: GpuDesc, b: GpuDesc) -> str:
 
 def parse_pair_ref(ctx, ref, n, *key) -> Tuple[int, int]:
     if isinstance(ref, str):
-        m = _PAIR_KEY_RE.match(ref)
+        m = PAIR_KEY_RE.match(ref)
         pair = (int(m.group(1)), int(m.group(2))) if m else None
     elif isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in ref):
         pair = (ref[0], ref[1])
@@ -160,7 +160,7 @@ def _parse_pairs_table(ctx, table, n, gpus, name, pcie_only, need_all=True) -> D
                 default = parse_class(ctx, value, pcie_only, name, key)
                 if default.is_nvlink:
                     raise ctx.error("the default class must be a PCIe class or \"numa\"", name, key)
-        elif _PAIR_KEY_RE.match(key):
+        elif PAIR_KEY_RE.match(key):
             put(parse_pair_ref(ctx, key, n, name, key), parse_class(ctx, value, pcie_only, name, key), key)
         else:
             cls = parse_class(ctx, key, pcie_only, name, key)
@@ -177,6 +177,6 @@ def _parse_pairs_table(ctx, table, n, gpus, name, pcie_only, need_all=True) -> D
             if default is None:
                 raise ctx.error(f"pair {i},{j} has no class; list it or set default = \"SYS\" "
                                 "(or \"numa\": NODE on one NUMA node, SYS across)", name)
-            out[(i, j)] = default if isinstance(default, LinkClass) else _lc(_numa_kind(gpus[i], gpus[j]))
+            out[(i, j)] = default if isinstance(default, LinkClass) else shared_link_class(_numa_kind(gpus[i], gpus[j]))
     return out
 
