@@ -12,7 +12,8 @@ import pytest
 from conftest_report import seed_topology, write_run
 from gputopo.bench.nccl_transport import (NCCL_LOG_SUFFIX, NcclLogTail, modeled_transport, nccl_debug_env,
                                           step_transport)
-from gputopo.probe.nccl_log import bus_id_from_nccl, parse_nccl_debug, parse_nccl_debug_files
+from gputopo.model.bus_id import from_nccl
+from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
 
 DATA = Path(__file__).parent / "data" / "nccl_debug"
 
@@ -26,7 +27,7 @@ def pairs_of(log):
 
 def test_old_nccl_bus_ids_in_brackets():
     log = parse_nccl_debug_files([DATA / "p2p_ipc_read_busid_nccl743.log"])
-    assert bus_id_from_nccl("4a000") == "0000:4a:00.0" and bus_id_from_nccl("3") is None
+    assert from_nccl("4a000").lspci == "0000:4a:00.0" and from_nccl("3") is None
     h = "task272117-mq5ss/"
     assert pairs_of(log) == {
         (h + "0000:4a:00.0", h + "0000:50:00.0"): ["P2P/IPC/read"],

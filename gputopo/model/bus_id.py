@@ -137,8 +137,12 @@ def _checked(addr: PciAddress, text: object) -> PciAddress:
     return addr
 
 
-def _device_form(text: str) -> Optional[PciAddress]:
-    """``domain:bus:device`` with or without ``.function`` (0 when not printed); None otherwise."""
+def parse_device(text: object) -> Optional[PciAddress]:
+    """A device address, the domain required and the function optional (0 when not printed):
+    ``0000:3b:00``, ``00000000:3B:00.0``; None for anything else (a NotAvailable too). For
+    matching an address against a source that names devices (:attr:`PciAddress.device_key`)."""
+    if not isinstance(text, str):
+        return None
     m = _DEVICE_RE.match(text.strip())
     if not m:
         return None
@@ -175,7 +179,7 @@ def from_nccl_tests(printed: str) -> Optional[Decoded]:
     """A nccl-tests rank line's bus id: ``0000:b4:00`` (domain:bus:device, nccl-tests 2.x) or
     ``0x1b`` (older releases: the bus only, a :class:`BusOnly`). None for anything else."""
     text = str(printed).strip()
-    addr = _device_form(text)
+    addr = parse_device(text)
     if addr is not None:
         return addr
     m = re.fullmatch(r"0[xX]([0-9a-fA-F]{1,2})", text)
@@ -184,7 +188,7 @@ def from_nccl_tests(printed: str) -> Optional[Decoded]:
 
 def from_nvbandwidth(printed: str) -> Optional[PciAddress]:
     """nvbandwidth's device bus id (v0.5+), ``00000000:99:00``; also the same with a function."""
-    return _device_form(str(printed))
+    return parse_device(str(printed))
 
 
 def from_p2pbw(bus: str, device: Optional[str] = None, domain: Optional[str] = None) -> Optional[Decoded]:
@@ -206,7 +210,7 @@ def from_xid(text: str) -> Optional[PciAddress]:
     """A kernel log's GPU: ``PCI:0000:01:00`` (NVRM's Xid lines), ``0000:b3:00.0`` (its "fallen
     off the bus" lines), ``00000000:3B:00.0``. Function 0 when none is printed."""
     s = str(text).strip()
-    return _device_form(s[4:] if s[:4].upper() == "PCI:" else s)
+    return parse_device(s[4:] if s[:4].upper() == "PCI:" else s)
 
 
 def from_torch(props: Any) -> Optional[PciAddress]:
@@ -215,7 +219,9 @@ def from_torch(props: Any) -> Optional[PciAddress]:
     properties have no bus or device number."""
     domain, bus, device = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", None),
                            getattr(props, "pci_device_id", None))
-    if not (isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int)) or min(domain, bus, device) < 0:
+    if not (isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int)):
+        return None
+    if min(domain, bus, device) < 0:
         return None
     return PciAddress(domain, bus, device, 0)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
+from gputopo.model.bus_id import try_parse
 from gputopo.model.values import NotAvailable
 
 CudaIndex = Union[int, NotAvailable]
@@ -50,11 +51,8 @@ def _pci_order(bus_ids: Sequence[Optional[str]]) -> List[int]:
 
 
 def _bus_sort_key(bus_id: str) -> Tuple[int, ...]:
-    parts = re.split(r"[:.]", bus_id.strip())
-    try:
-        return tuple(int(p, 16) for p in parts)
-    except ValueError:
-        return (1 << 62,)
+    """PCI order (domain, bus, device, function); text that is no address sorts last."""
+    return try_parse(bus_id) or (1 << 62,)
 
 
 def _match_uuid(entry: str, uuids: Sequence[Optional[str]]) -> Optional[int]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from gputopo.line_prefixes import strip_launcher_prefix
+from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_ranks import RankMap, RankSeen
 
 #: Transport families, from the text after "via ".
@@ -57,16 +58,10 @@ _SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to\s*(?P<va
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
 
 
-def bus_id_from_nccl(token: str) -> Optional[str]:
-    """NCCL's integer bus id ("1b000": domain<<20 | bus<<12 | device<<4 | function) as
-    ``0000:1b:00.0``; None for a token that is an NVML index (short decimal)."""
-    if len(token) < 4:
-        return None
-    try:
-        v = int(token, 16)
-    except ValueError:
-        return None
-    return f"{v >> 20:04x}:{(v >> 12) & 0xFF:02x}:{(v >> 4) & 0xFF:02x}.{v & 0xF:x}"
+def _bus_id(token: str) -> Optional[str]:
+    """A bracket or busId token as ``0000:1b:00.0``; None for an NVML index (short decimal)."""
+    addr = from_nccl(token)
+    return addr.lspci if addr is not None else None
 
 
 @dataclass(frozen=True)
@@ -172,7 +167,7 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     i = _INIT.search(msg)
     if i:
         nvml = i.group("nvml")
-        bus = bus_id_from_nccl(i.group("bus").rjust(5, "0"))
+        bus = _bus_id(i.group("bus").rjust(5, "0"))
         if nvml is not None and bus is not None:
             log.buses[(host, int(nvml))] = bus
         rank = int(i.group("rank"))
@@ -239,7 +234,7 @@ def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token:
     lines said (Init: bus id / nvmlDev; NCCL <= 2.5 lines: the printing process's [cudaDev])."""
     name = seen.host if seen is not None else label
     if token:
-        bus = bus_id_from_nccl(token)
+        bus = _bus_id(token)
         if bus is not None:
             return Endpoint(label, bus_id=bus)
         dev = int(token)

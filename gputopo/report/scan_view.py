@@ -13,6 +13,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import P2P_CAPS, Finding, Topology, topology_to_json
 from gputopo.model.topology import pair_to_json
+from gputopo.model.bus_id import table_bus_id
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.fabric import GpuFabric
 from gputopo.model.health import GpuHealth
@@ -106,11 +107,11 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     for g in topo.gpus:
         if g.lost is not None:
             rows.append([str(g.nvml_index), "", Text(f"LOST: {g.lost.error}", style="bold red"),
-                         _short_bus(g.pci_bus_id), "", "", "", "", ""])
+                         table_bus_id(show(g.pci_bus_id)), "", "", "", "", ""])
             continue
         links = (f"{len(g.active_nvlinks())}/{len(g.nvlinks)}" if g.nvlinks
                  else "n/a" if topo.source == SMI_SOURCE else "-")  # the text has no per-link states
-        rows.append([str(g.nvml_index), show(g.cuda_index), _short_name(g.name), _short_bus(g.pci_bus_id),
+        rows.append([str(g.nvml_index), show(g.cuda_index), _short_name(g.name), table_bus_id(show(g.pci_bus_id)),
                      show(g.numa_node), show(g.cpu_affinity), _pcie_text(g.pcie), links, show(g.mig_mode)])
     gt, left_out = fitted_table(GPU_COLUMNS, rows, console.width, edges=False, title="GPUs", title_justify="left")
     console.print(gt)
@@ -203,13 +204,6 @@ def _pcie_text(p) -> str:
 
 def _short_name(name) -> str:
     return show(name).removeprefix("NVIDIA ")
-
-
-def _short_bus(bus_id) -> str:
-    """'00000000:1A:00.0' -> '0000:1a:00.0' (lspci's form), shorter in a table."""
-    s = show(bus_id)
-    dom, sep, rest = s.partition(":")
-    return f"{dom[-4:]}:{rest}".lower() if sep and len(dom) == 8 else s
 
 
 #: Devices (GPUs + NICs) up to which the matrix is a coloured table. rich measures every cell

@@ -25,24 +25,14 @@ GPUs are NVML indices everywhere in gputopo; ``cuda_index`` maps them to CUDA de
 from __future__ import annotations
 
 import os
-import re
 from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
+from gputopo.model.bus_id import DeviceKey, from_torch, try_parse
+
 from .base import NCCL_DP_TESTS, Ops
 from .cpu import DistMixin
-
-
-def _norm_bus_id(bus_id: str) -> Optional[tuple]:
-    """"00000000:07:00.0" / "0000:07:00.0" -> (domain, bus, device, function) as ints."""
-    parts = re.split(r"[:.]", str(bus_id).strip())
-    if len(parts) != 4:
-        return None
-    try:
-        return tuple(int(p, 16) for p in parts)
-    except ValueError:
-        return None
 
 
 def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
@@ -53,18 +43,18 @@ def resolve_cuda_indices(gpus: Mapping[int, dict]) -> Dict[int, int]:
     (CUDA_VISIBLE_DEVICES), and guessing a number for it measured another GPU. The parent only
     plans steps on visible GPUs (gputopo.bench.visible); :meth:`CudaOps.device` refuses others.
     """
-    by_bus: Dict[tuple, int] = {}
+    by_bus: Dict[DeviceKey, int] = {}
     for d in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(d)
         if " MIG " in f" {getattr(props, 'name', '')} ":
             continue  # a MIG slice ("... MIG 1g.10gb"): its GPU's bus id, but not the whole GPU
-        key = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
-               getattr(props, "pci_device_id", -1))
-        by_bus.setdefault(key, d)
+        have = from_torch(props)
+        if have is not None:
+            by_bus.setdefault(have.device_key, d)
     out = {}
     for nvml, info in gpus.items():
-        nb = _norm_bus_id(info.get("pci_bus_id") or "")
-        hit = by_bus.get((nb[0], nb[1], nb[2])) if nb else None
+        want = try_parse(info.get("pci_bus_id"))
+        hit = by_bus.get(want.device_key) if want is not None else None
         if hit is not None:
             out[int(nvml)] = int(hit)
     return out
@@ -75,14 +65,13 @@ def check_bus_ids(devices: Sequence[int], bus_ids: Sequence[Optional[str]]) -> N
     ``bus_ids[k]`` (None: not checked): the guard that a number computed in the parent still
     names the GPU it was meant to."""
     for d, bus in zip(devices, bus_ids):
-        want = _norm_bus_id(bus or "")
+        want = try_parse(bus)
         if want is None:
             continue
-        p = torch.cuda.get_device_properties(int(d))
-        have = (getattr(p, "pci_domain_id", 0), getattr(p, "pci_bus_id", -1),
-                getattr(p, "pci_device_id", -1))
-        if have != want[:3]:
-            raise RuntimeError(f"cuda:{d} is PCI {have[0]:04x}:{have[1]:02x}:{have[2]:02x}, not "
+        have = from_torch(torch.cuda.get_device_properties(int(d)))
+        if have is None or have.device_key != want.device_key:
+            where = have.device_text if have is not None else "unknown (torch gives no PCI bus id)"
+            raise RuntimeError(f"cuda:{d} is PCI {where}, not "
                                f"{bus}: CUDA numbers GPUs differently than expected "
                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
 
