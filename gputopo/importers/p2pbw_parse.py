@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gputopo.model.bus_id import as_address, from_p2pbw
 from gputopo.text_input import CappedList
 
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
@@ -39,7 +40,12 @@ class P2pDevice:
 
     @property
     def bus_id(self) -> str:
-        return f"{int(self.pci_domain, 16):08X}:{int(self.pci_bus, 16):02X}:{int(self.pci_device, 16):02X}"
+        """The device in NVML's form without the function, ``00000000:C1:00`` (as printed when it
+        is no PCI address)."""
+        addr = from_p2pbw(self.pci_bus, self.pci_device, self.pci_domain)
+        if addr is None:
+            return f"{self.pci_domain}:{self.pci_bus}:{self.pci_device}"
+        return as_address(addr).nvml_device
 
     def to_json(self) -> dict:
         return {**vars(self), "bus_id": self.bus_id}
