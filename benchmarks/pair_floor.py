@@ -66,7 +66,7 @@ def main() -> None:
     from gputopo.bench.spec import measure
     from gputopo.bench.suites import build_spec
     from gputopo.bench.worker import _reuse_freed_memory
-    from gputopo.sim.machine_lookup import load_description
+    from gputopo.sim.description import load_description
 
     torch.set_num_threads(1)  # as in a sim worker
     _reuse_freed_memory()

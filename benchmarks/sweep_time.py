@@ -48,8 +48,7 @@ def _load() -> str:
 def main(argv=None) -> int:
     import os
 
-    from gputopo.sim.description import load_description
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description, load_description
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-16", action="store_true", help="only the 8-GPU sweep")

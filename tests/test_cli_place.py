@@ -122,7 +122,7 @@ def test_too_many_sets_are_grown_greedily_and_say_so():
     import math
 
     from gputopo.report.placement import MAX_SETS, rank, scan_states
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description
     from gputopo.sim.scan import scan_description
 
     topo = scan_description(generate_description(32))  # 4 sockets of 8 GPUs

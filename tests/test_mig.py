@@ -14,7 +14,7 @@ import torch
 import gputopo.sim
 from gputopo.bench.visible import mig_refusal, restrict_to_cuda_visible
 from gputopo.errors import UsageError
-from gputopo.sim.description_files import parse_description
+from gputopo.sim.description import parse_description
 from gputopo.sim.fake_nvml import FakeNvml
 from gputopo.sim.scan import scan_description
 

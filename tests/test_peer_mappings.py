@@ -148,7 +148,7 @@ class FakeContext:
 
 
 def _machine(n: int):
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description
     from gputopo.sim.scan import scan_description
 
     topo = scan_description(generate_description(n))

@@ -10,7 +10,7 @@ import pytest
 from gputopo.model.topology import P2P_CAPS
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
-from gputopo.sim.catalog import builtin_names
+from gputopo.sim.description import builtin_names
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_nvml import FakeNvml
 
@@ -260,7 +260,7 @@ def test_cuda_visible_devices_renumbers_cuda_not_nvml():
 
 
 def test_256_gpus_reasonable_and_quadratic():
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description
 
     desc = generate_description(256)
     lib = FakeNvml(desc)

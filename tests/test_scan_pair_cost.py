@@ -33,7 +33,7 @@ def _read(desc, **fake_options):
 def test_each_pair_costs_six_nvml_calls_and_one_p2p_rule_lookup(n, monkeypatch):
     """Six NVML calls per pair (common ancestor + five P2P capabilities) and the description's
     P2P rules worked out once per pair, whatever n: the cost per pair does not grow with n."""
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description
 
     desc = generate_description(n)
     looked_up = []

@@ -8,9 +8,9 @@ import textwrap
 import pytest
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.sim.catalog import builtin_names, builtin_summaries
-from gputopo.sim.description import Fault, load_description, parse_description
-from gputopo.sim.generate import generate_description
+from gputopo.sim.description import (builtin_names, builtin_summaries, generate_description, load_description,
+                                    parse_description)
+from gputopo.sim.records import Fault
 
 EXPECTED_BUILTINS = {"seed-8gpu", "seed-8gpu-healthy", "dgx-a100", "dgx-h100", "pcie-4gpu", "degraded-nvlink"}
 SEED_NV4 = {(0, 1), (2, 3), (4, 5), (6, 7)}
@@ -431,7 +431,7 @@ def test_generated_odd_and_invalid():
 
 def test_import_stays_light():
     code = ("import sys, gputopo.sim.description, gputopo.sim.fake_nvml, gputopo.sim.fake_host, "
-            "gputopo.sim.generate, gputopo.sim.catalog\n"
+            "gputopo.sim.records, gputopo.sim.cluster_description\n"
             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pynvml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

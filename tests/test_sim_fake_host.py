@@ -134,7 +134,7 @@ def test_lspci_without_root_denies_capabilities():
 
 
 def test_multi_domain_host_prints_domains():
-    from gputopo.sim.generate import generate_description
+    from gputopo.sim.description import generate_description
 
     with FakeHost(generate_description(16)) as h:
         first = h.run(["lspci"])[1].splitlines()[0]

@@ -39,9 +39,9 @@ def _sim_gpu_count(sim: str) -> int:
     """How many GPUs the --sim machine has, known before it is scanned (a synthetic name says
     it; a description is loaded, which costs far less than the scan)."""
     from gputopo.sim.description import load_description
-    from gputopo.sim.machine_lookup import _SYNTHETIC_RE
+    from gputopo.sim.description import SYNTHETIC_RE
 
-    m = _SYNTHETIC_RE.match(sim)
+    m = SYNTHETIC_RE.match(sim)
     if m and len(m.group(1)) < 8:
         return int(m.group(1))
     return len(load_description(sim).gpus)

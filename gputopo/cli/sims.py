@@ -14,7 +14,7 @@ def sims():
     A simulated machine is a description file: GPUs, pair matrix, host facts, link model and
     faults. Point --sim at your own .toml file to simulate your machine (format: docs/sim-format.md).
     """
-    from gputopo.sim.catalog import builtin_summaries
+    from gputopo.sim.description import builtin_summaries
     from gputopo.sim.description import SYNTHETIC_GPUS
 
     rows = builtin_summaries() + [("synthetic-<N>gpu", f"generated: N GPUs (N = {SYNTHETIC_GPUS.start}.."

@@ -27,8 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.errors import InputFileError
 
-from .description import Description, build_description, load_description
-from .toml_reader import toml_loads  # the one TOML reader (with line numbers in errors)
+from .description import Description, build_description, load_description, toml_loads
 
 CLUSTER_FAULT_KINDS = ("slow", "hang", "crash", "link_down", "driver")
 MAX_NODES = 100_000

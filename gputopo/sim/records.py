@@ -1,13 +1,12 @@
 """The records of a simulated machine: GPUs, NVLinks, host facts, faults, link models, the machine.
 
-They are built and validated by the description builder (description_build.py and the modules
-it calls). ``MachineDesc`` answers what a scan sees (link classes, P2P status, NVLink state), the
-healthy link models, and which faults act on a pair or GPU; ``Description``
-(description_build.py) is a MachineDesc that can also rebuild itself with other faults.
-``Fault`` checks its own fields (ValueError naming the field); the description builder turns
-those into file/key/line errors and applies the faults a scan sees (link_down, downtrained).
-What the simulated transport does with the others (corrupt, nan, slow, hang, crash) is
-gputopo.bench.fabrics.sim's job.
+They are built and validated by the description builder (description.py). ``MachineDesc``
+answers what a scan sees (link classes, P2P status, NVLink state), the healthy link models, and
+which faults act on a pair or GPU; ``Description`` (description.py) is a MachineDesc that can
+also rebuild itself with other faults. ``Fault`` checks its own fields (ValueError naming the
+field); the description builder turns those into file/key/line errors and applies the faults a
+scan sees (link_down, downtrained). What the simulated transport does with the others (corrupt,
+nan, slow, hang, crash) is gputopo.bench.fabrics.sim's job.
 """
 
 from __future__ import annotations
@@ -281,7 +280,7 @@ def _parse_where(where: Any) -> Tuple[str, Any]:
 class MachineDesc:
     """A simulated machine. Pairs are NVML indices; ``link_class`` is what a scan reports.
 
-    Built as its subclass ``Description`` (description_build.py), which adds ``with_faults``."""
+    Built as its subclass ``Description`` (description.py), which adds ``with_faults``."""
 
     name: str
     summary: str
