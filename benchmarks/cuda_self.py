@@ -1,7 +1,7 @@
 """The copies `gputopo bench --self` makes, as a bare CUDA-event loop: the reference its figures
 are held against (tools/gpu_check.py divides gputopo's GB/s by these, direction by direction).
 
-The same copies as gputopo/bench/suite_copies.py's ``_self`` on the cuda fabric
+The same copies as gputopo/bench/suites.py's ``_self`` on the cuda fabric
 (gputopo/bench/fabrics/cuda.py): float32 buffers of ``size / 4`` elements; host->GPU from a
 pinned host buffer, GPU->host into a pinned host buffer, GPU->GPU on the device, each
 ``dst.copy_(src, non_blocking=True)`` on the current stream of the device. The same sizes,

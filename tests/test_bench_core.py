@@ -113,7 +113,7 @@ def test_every_seed_reads_its_pattern_from_one_period_of_its_kind(monkeypatch):
     seed's pattern must still equal the definition (short, across the period's end, longer
     than a period, and a sum of ranks), and no period of another seed may be generated."""
     from gputopo.bench import patterns as P
-    from gputopo.bench.suite_buffers import SEED_RANK
+    from gputopo.bench.suites import SEED_RANK
 
     monkeypatch.setattr(P, "_cache", type(P._cache)())
     monkeypatch.setattr(P, "_cache_bytes", {})

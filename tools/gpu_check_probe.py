@@ -202,7 +202,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
                            "size_bytes": size_bytes, "worker_log": log_path, "error": None,
                            "code_path": "gputopo.bench.worker.worker_main -> WorkerState.run_step "
                                         "(its process group of one rank) -> suites.build_spec "
-                                        "(suite_collectives._collective) -> spec.measure"}
+                                        "(suites._collective) -> spec.measure"}
     t0 = time.monotonic()
     with starting_workers(ctx):
         parent, child = ctx.Pipe()

@@ -13,23 +13,29 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Measurement, Topology
+from gputopo.model.collectives import BENCH_COLLECTIVES, collective, is_collective
 
 from .options import BenchOptions, TEST_GROUPS
 
 #: Measurement.test names per group (docs/bench.md).
 P2P_TESTS = ("p2p.copy", "p2p.copy_bidir", "p2p.staged", "p2p.latency")
-DP_TESTS = ("dp.broadcast_coalesced", "dp.scatter", "dp.gather", "dp.reduce_add")
-COLLECTIVE_TESTS = ("collective.all_reduce", "collective.all_gather",
-                    "collective.reduce_scatter", "collective.broadcast")
+#: DataParallel's primitives, each with the nccl-tests collective its bytes move like (the
+#: busbw factor it gets: a scatter or gather of the batch crosses the link with half of it).
+DP_MOVES_LIKE = {"dp.broadcast_coalesced": "broadcast", "dp.scatter": "scatter",
+                 "dp.gather": "gather", "dp.reduce_add": "reduce"}
+DP_TESTS = tuple(DP_MOVES_LIKE)
+#: The collectives the bench runs (model/collectives.py), in the order it measures them.
+COLLECTIVE_TESTS = tuple(c.test for c in BENCH_COLLECTIVES)
 SELF_TESTS = ("self.h2d", "self.d2h", "self.d2d")
 
-#: nccl-tests bus bandwidth factors for n ranks.
+
 def busbw_factor(test: str, n_ranks: int = 2) -> float:
-    n = n_ranks
-    if test == "collective.all_reduce":
-        return 2 * (n - 1) / n
-    if test in ("collective.all_gather", "collective.reduce_scatter", "dp.scatter", "dp.gather"):
-        return (n - 1) / n
+    """busbw / algbw of a bench test over ``n_ranks`` GPUs: the collective table's factor for a
+    collective and for the DataParallel primitive moving like one, 1 for plain copies."""
+    if is_collective(test):
+        return collective(test).busbw_factor(n_ranks)
+    if test in DP_MOVES_LIKE:
+        return collective(DP_MOVES_LIKE[test]).busbw_factor(n_ranks)
     return 1.0
 
 
@@ -120,11 +126,11 @@ def cases_for(group: str, gpus: Tuple[int, ...], sizes: Sequence[int],
                     out.append(Case(test, gpus, _arrow(a, b), size, a, b))
     elif group == "collectives":
         for size in sizes:
-            for test in COLLECTIVE_TESTS:
-                if test == "collective.broadcast":
-                    out.append(Case(test, gpus, _arrow(i, j), size, i, j))
+            for coll in BENCH_COLLECTIVES:
+                if coll.rooted:  # from the pair's first GPU, the root, to the second
+                    out.append(Case(coll.test, gpus, _arrow(i, j), size, i, j))
                 else:
-                    out.append(Case(test, gpus, "both", size, None, None))
+                    out.append(Case(coll.test, gpus, "both", size, None, None))
     else:
         raise ValueError(f"unknown test group {group!r}")
     return out

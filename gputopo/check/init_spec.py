@@ -16,6 +16,7 @@ from typing import Dict, List
 
 from gputopo.errors import UsageError
 from gputopo.model import is_value
+from gputopo.model.collectives import PREFIX, is_collective
 from gputopo.report.coverage import unreadable
 from gputopo.report.classes import UNKNOWN_CLASS
 from gputopo.report.headline import LINK_RATE_FABRICS
@@ -141,7 +142,7 @@ def _bandwidth_section(summary: Summary, margin: float) -> List[str]:
     for c in summary.classes:
         if c.link_class == UNKNOWN_CLASS or c.min_gbps is None or not c.series:
             continue
-        if c.series.startswith("collective."):
+        if is_collective(c.series):
             continue  # collectives are held by [busbw]
         L += [f"[bandwidth.{_q(c.link_class)}]",
               f"# {c.pairs_measured} pair(s) measured: median {c.median_gbps:.3g}, lowest {c.min_gbps:.3g} GB/s ({c.series})",
@@ -157,9 +158,9 @@ def _busbw_section(summary: Summary, margin: float) -> List[str]:
     lowest: Dict[str, Dict[str, float]] = defaultdict(dict)
     for p in summary.pairs:
         for series, d in p.series.items():
-            if not series.startswith("collective.") or series.endswith("(in-place)"):
+            if not is_collective(series) or series.endswith("(in-place)"):
                 continue
-            op = series[len("collective."):]
+            op = series[len(PREFIX):]
             if op not in BUSBW_OPS:
                 continue
             sel = p.link_class if (p.link_class and len(p.gpus) == 2) else ANY

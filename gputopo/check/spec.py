@@ -19,14 +19,15 @@ from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 from gputopo.errors import InputFileError
 from gputopo.model import LinkClass
+from gputopo.model.collectives import COLLECTIVES, PREFIX
 from gputopo.model.finding import KINDS
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS
 
 SPEC_SCHEMA_VERSION = 1
 INTEGRITY_KEYS = ("no_corruption", "no_nan", "no_divergence", "no_hang", "no_crash")
-#: Collectives a busbw minimum may name (nccl-tests spellings; "collective." prefix optional).
-BUSBW_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-             "scatter", "gather", "sendrecv", "hypercube")
+#: Collectives a busbw minimum may name: every one of the collective table (model/collectives.py;
+#: nccl-tests' names, "collective." prefix optional).
+BUSBW_OPS = tuple(c.name for c in COLLECTIVES)
 ANY_NVLINK, ANY_PCIE, ANY = "NV", "PCIe", "*"
 
 _ALLOWED = {
@@ -267,7 +268,7 @@ def parse_spec(doc: Dict[str, Any], path: str = "<spec>") -> Spec:
     busbw = r.table(doc.get("busbw", {}), "busbw")
     for op, per in busbw.items():
         key = f"busbw.{op}"
-        name = op[len("collective."):] if op.startswith("collective.") else op
+        name = op[len(PREFIX):] if op.startswith(PREFIX) else op
         if name not in BUSBW_OPS:
             r.fail(key, f"unknown collective (known: {', '.join(BUSBW_OPS)})")
         if isinstance(per, (int, float)) and not isinstance(per, bool):
@@ -327,7 +328,7 @@ def _requires_anything(spec: Spec) -> bool:
 
 def _matrix_classes(r: _Reader, text: str) -> Dict[Tuple[int, int], str]:
     """Expected classes from `nvidia-smi topo -m` text (the smi parser reads it)."""
-    from gputopo.probe.smi_parser import parse_topo_matrix
+    from gputopo.probe.smi import parse_topo_matrix
 
     try:
         m = parse_topo_matrix(text, source="topology.matrix")
@@ -370,8 +371,8 @@ def shipped_spec_names() -> List[str]:
 
 def known_series() -> set:
     """Every series a run can hold: the bench's tests and the collectives nccl-tests reports."""
-    from gputopo.bench.plan import COLLECTIVE_TESTS, DP_TESTS, P2P_TESTS, SELF_TESTS
+    from gputopo.bench.plan import DP_TESTS, P2P_TESTS, SELF_TESTS
 
-    collectives = set(COLLECTIVE_TESTS) | {f"collective.{op}" for op in BUSBW_OPS}
+    collectives = {c.test for c in COLLECTIVES}
     return (set(P2P_TESTS + DP_TESTS + SELF_TESTS) | collectives
             | {f"{c} (in-place)" for c in collectives})

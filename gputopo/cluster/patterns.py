@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from gputopo.errors import UsageError
+from gputopo.model.collectives import collective
 
 PATTERNS = ("random2pass", "pairwise", "all")
 Group = Tuple[int, ...]
@@ -125,7 +126,7 @@ def plan(nodes: int, pattern: str, *, size_bytes: int, samples: int, gbps: float
     else:
         rounds, groups, group_n = 1, 1, nodes
         note = "all: one whole-job all_reduce; says how fast, not which node is slow"
-    factor = 2 * (group_n - 1) / group_n
+    factor = collective("all_reduce").busbw_factor(group_n)
     one = latency_us * 1e-6 * 2 * (group_n - 1) + size_bytes * factor / (gbps * 1e9)
     # each inter-node round measures twice: all GPUs of the nodes, then one GPU per node
     return PlanEstimate(nodes=nodes, pattern=pattern, rounds=rounds, groups_per_round=groups,

@@ -21,6 +21,7 @@ import random
 from typing import Dict, List, Sequence
 
 from gputopo.bench.routes import nccl_route
+from gputopo.model.collectives import collective
 
 from .fingerprint import topology_facts
 from .patterns import SETUP_S, Group
@@ -47,7 +48,7 @@ def intra_node_busbw(desc, size_bytes: int) -> float:
         return 0.0
     step = max(_edge_seconds(desc, k, (k + 1) % g, size_bytes / g) for k in range(g))
     t = 2 * (g - 1) * step
-    return size_bytes * 2 * (g - 1) / g / t / 1e9
+    return size_bytes * collective("all_reduce").busbw_factor(g) / t / 1e9
 
 
 class SimBackend:
@@ -115,7 +116,7 @@ class SimBackend:
     def _result(self, group: Group, gbps: float, ranks: int, round_index: int) -> GroupResult:
         if round_index:  # inter-node rounds jitter; the one intra-node model is shared as is
             gbps *= self._jitter(round_index, group)
-        factor = 2 * (ranks - 1) / ranks
+        factor = collective("all_reduce").busbw_factor(ranks)
         lat = self.cluster.link_latency_us * 1e-6 * 2 * (ranks - 1)
         t = lat + self.size_bytes * factor / (gbps * 1e9)
         return GroupResult(nodes=group, size_bytes=self.size_bytes, timing="modeled", time_s=t,
@@ -161,7 +162,8 @@ class SimBackend:
             r = self._result(grp, gbps, len(grp) * self.gpus_per_node, index)
             one = min(self._one_gpu_gbps(k) for k in grp) * (gbps / min(self._node_gbps(k) for k in grp))
             r.one_gpu_busbw_gbps = one_gbps = one * self._jitter(-index, grp)
-            one_gpu_times.append(self.size_bytes * 2 * (len(r.nodes) - 1) / len(r.nodes) / (one_gbps * 1e9))
+            factor = collective("all_reduce").busbw_factor(len(r.nodes))
+            one_gpu_times.append(self.size_bytes * factor / (one_gbps * 1e9))
             res.append(r)
         one_gpu_s = max(one_gpu_times)
         self.elapsed_s += 2 * SETUP_S + (self.samples + 1) * (max(r.time_s or 0.0 for r in res) + one_gpu_s)

@@ -1,5 +1,6 @@
-"""The nccl-tests collectives gputopo reads: each op's gputopo test name and busbw factor, the
-spellings of an op in file and program names, and the check of an --op value.
+"""The nccl-tests collectives gputopo reads (every one of the collective table,
+model/collectives.py), the spellings of an op in file and program names, and the check of an
+--op value.
 """
 
 from __future__ import annotations
@@ -8,26 +9,12 @@ import re
 from typing import Optional
 
 from gputopo.errors import UsageError
+from gputopo.model.collectives import COLLECTIVES, spellings
 
-#: nccl-tests program / op name -> (gputopo test, busbw factor as a function of ranks n).
-OPS = {
-    "all_reduce": ("collective.all_reduce", lambda n: 2 * (n - 1) / n),
-    "all_gather": ("collective.all_gather", lambda n: (n - 1) / n),
-    "reduce_scatter": ("collective.reduce_scatter", lambda n: (n - 1) / n),
-    "alltoall": ("collective.alltoall", lambda n: (n - 1) / n),
-    "scatter": ("collective.scatter", lambda n: (n - 1) / n),
-    "gather": ("collective.gather", lambda n: (n - 1) / n),
-    "broadcast": ("collective.broadcast", lambda n: 1.0),
-    "reduce": ("collective.reduce", lambda n: 1.0),
-    "sendrecv": ("collective.sendrecv", lambda n: 1.0),
-    "hypercube": ("collective.hypercube", lambda n: (n - 1) / n),
-}
-#: Spellings in file names, longest first so "reduce_scatter" wins over "reduce".
-_OP_ALIASES = [("reduce_scatter", "reduce_scatter"), ("reducescatter", "reduce_scatter"),
-               ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_gather", "all_gather"),
-               ("allgather", "all_gather"), ("alltoall", "alltoall"), ("all_to_all", "alltoall"),
-               ("sendrecv", "sendrecv"), ("hypercube", "hypercube"), ("broadcast", "broadcast"),
-               ("scatter", "scatter"), ("gather", "gather"), ("reduce", "reduce")]
+#: nccl-tests program / op name -> its entry in the collective table.
+OPS = {c.name: c for c in COLLECTIVES}
+#: Spellings in file names, one containing another first so "reduce_scatter" wins over "reduce".
+_OP_ALIASES = list(spellings().items())
 
 
 def op_from_name(name: str) -> Optional[str]:

@@ -62,10 +62,11 @@ def _op(log: NcclTestsLog) -> str:
 
 
 def busbw_factor(log: NcclTestsLog) -> float:
-    test, fn = OPS[_op(log)]
+    """The collective table's factor for the log's op and ranks (busbw / algbw, as nccl-tests
+    computed what it printed)."""
     n = len(log.ranks)
     if n >= 1:
-        return fn(n) if n > 1 else 1.0
+        return OPS[_op(log)].busbw_factor(n)
     # No rank lines: recover n from the printed busbw/algbw ratio at the largest size.
     for r in reversed(log.rows):
         c = r.out_of_place or r.in_place
@@ -75,7 +76,7 @@ def busbw_factor(log: NcclTestsLog) -> float:
 
 
 def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> List[Measurement]:
-    test, _ = OPS[_op(log)]
+    test = OPS[_op(log)].test
     gpus, _ = device_keys(log)
     factor = busbw_factor(log)
     timing = "wall" if log.time_kind == "cputime" else "cuda-events"
@@ -117,7 +118,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
     wrong_cells = [c.wrong for _, _, c in log.cells()]
     counted = [w for w in wrong_cells if isinstance(w, int)]
     return {
-        "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[_op(log)][0],
+        "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[_op(log)].test,
         "program": log.program, "nccl_tests_version": log.version, "nccl_library": log.nccl_library,
         "nccl_headers": log.nccl_headers, "nccl_version": log.nccl_version, "config": dict(log.config), "time_column": log.time_kind,
         "ranks": len(log.ranks) or None, "hosts": log.hosts, "gpus": gpus, "gpus_are": "devices" if are_devices else "ranks",

@@ -13,7 +13,7 @@ A block is free again when no tensor uses its storage any more (the storage's us
 kept by PyTorch for every tensor and view of it, is down to the pool's own reference), so a
 block can never be handed out while a view of it is alive. A reused block holds what its last
 user left, exactly as a block malloc (or the CUDA allocator) hands back does: outputs are
-poisoned before every sample and before they are dropped (spec.py, suite_buffers._Holder), so
+poisoned before every sample and before they are dropped (spec.py, suites.py's _Holder), so
 no stale output can pass for right. A request takes the smallest idle block that holds it,
 up to ``FIT`` times its size, so the blocks of a 256 MiB measurement serve the 32 and 128 MiB
 buffers after it. Idle blocks are kept up to ``BLOCKS_PER_SIZE`` times the largest block asked
