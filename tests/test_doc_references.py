@@ -29,6 +29,7 @@ EXTERNAL = {
     "hardware/asus-esc8000a-e12.md": "luigifcruz/stelline",
     "compute/accelerator/nvidia/debug.md": "stas00/ml-engineering",
     "micro-benchmarks/nccl-tests/README.md": "stas00/ml-engineering",
+    "doc/PERFORMANCE.md": "NVIDIA/nccl-tests",
 }
 #: A bare ``name.md`` that the code handles as a file name (a quoted "report.md") is an output
 #: gputopo or its tools write, wherever it is named, not a document of the repository.
