@@ -70,7 +70,7 @@ def test_missing_spec_file(tmp_path):
 
 
 def test_matrix_accepts_nvidia_smi_text():
-    pytest.importorskip("gputopo.probe.smi_parser")
+    pytest.importorskip("gputopo.probe.smi")
     matrix = ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
               "GPU0\t X \tNV4\tSYS\t0-31\t0\n"
               "GPU1\tNV4\t X \tSYS\t0-31\t0\n"

@@ -128,7 +128,7 @@ def test_import_check_and_diff(fixtures_dir, tmp_path):
 
 
 def test_import_with_a_topology_gets_link_classes(fixtures_dir, tmp_path):
-    smi = pytest.importorskip("gputopo.probe.smi_parser")
+    smi = pytest.importorskip("gputopo.probe.smi")
     topo = smi.topology_from_smi("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tSYS\t0-15\t0\n"
                                  "GPU1\tSYS\t X \t16-31\t1\n")
     res = import_nccl_tests([fixtures_dir / "nccl-tests" / FIXTURE_NAME], out_dir=tmp_path / "run",

@@ -13,7 +13,7 @@ import pytest
 from gputopo.errors import InputFileError
 from gputopo.model import LinkClass
 from gputopo.probe.nics import read_nics
-from gputopo.probe.smi_parser import topology_from_smi
+from gputopo.probe.smi import topology_from_smi
 from gputopo.sim.description import parse_description
 from gputopo.sim.fake_host import format_topo_text
 from gputopo.sim.nics import endpoint_kind

@@ -15,7 +15,7 @@ def test_scan_equals_nvidia_smi_machine_wide():
     """GPU count, driver and CUDA versions, and every ordered pair's P2P read/write status as
     `nvidia-smi topo -p2p r|w` prints them; UUIDs and bus ids unique (no GPU read twice)."""
     from gputopo.probe.host import bus_key
-    from gputopo.probe.smi_p2p import parse_p2p_matrix
+    from gputopo.probe.smi import parse_p2p_matrix
 
     topo = _scanned()
     rows = parse_query_csv(_smi("--query-gpu=index,driver_version", "--format=csv,noheader,nounits"),
@@ -85,7 +85,7 @@ def test_nvml_fields_equal_nvidia_smi_query_gpu():
 @pytest.mark.nvml
 def test_link_classes_and_numa_equal_nvidia_smi_topo():
     """Every pair's class and each GPU's socket NUMA node (sysfs) as `nvidia-smi topo -m`."""
-    from gputopo.probe.smi_parser import parse_topo_matrix
+    from gputopo.probe.smi import parse_topo_matrix
 
     topo = _scanned()
     m = parse_topo_matrix(_smi("topo", "-m"))

@@ -9,8 +9,8 @@ import pytest
 
 from gputopo.model import (Failed, Gpu, LinkClass, NotAvailable, P2P_CAPS, Pair, Topology)
 from gputopo.probe.smi_format import format_p2p_matrix, format_topo_matrix
-from gputopo.probe.smi_parser import (parse_p2p_matrix, parse_topo_matrix, topology_from_smi,
-                                      topology_from_smi_file_text)
+from gputopo.probe.smi import (parse_p2p_matrix, parse_topo_matrix, topology_from_smi,
+                               topology_from_smi_file_text)
 
 #: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

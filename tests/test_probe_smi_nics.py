@@ -13,7 +13,7 @@ import pytest
 from gputopo.errors import InputFileError
 from gputopo.model import LinkClass, Nic, NotAvailable, topology_from_json, topology_to_json
 from gputopo.probe.smi_format import format_topo_matrix
-from gputopo.probe.smi_parser import decode_smi_bytes, parse_topo_matrix, topology_from_smi
+from gputopo.probe.smi import decode_smi_bytes, parse_topo_matrix, topology_from_smi
 
 TOPO_DIR = Path(__file__).resolve().parent / "fixtures" / "topo"
 NCCL1617 = TOPO_DIR / "nccl-1617_4xh100_nv6_nics.txt"

@@ -12,9 +12,9 @@ import pytest
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import LinkClass, NotAvailable
-from gputopo.probe.smi_parser import (decode_smi_bytes, detect_smi_kind, parse_p2p_matrix,
-                                      parse_topo_matrix, split_smi_sections, topology_from_smi,
-                                      topology_from_smi_file_text)
+from gputopo.probe.smi import (decode_smi_bytes, detect_smi_kind, parse_p2p_matrix,
+                               parse_topo_matrix, split_smi_sections, topology_from_smi,
+                               topology_from_smi_file_text)
 
 #: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -725,7 +725,7 @@ def test_decode_saved_files(encoding):
 
 
 def test_import_is_light():
-    code = ("import sys, gputopo.probe.smi_parser, gputopo.probe.smi_format; "
+    code = ("import sys, gputopo.probe.smi, gputopo.probe.smi_format; "
             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pynvml', 'click', 'rich') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -163,7 +163,7 @@ def test_nvswitches_show_in_lspci():
 
 @pytest.mark.parametrize("name", ["seed-8gpu", "pcie-4gpu", "degraded-nvlink", "dgx-h100"])
 def test_nvidia_smi_text_parses_back(name):
-    from gputopo.probe.smi_parser import parse_p2p_matrix, parse_topo_matrix
+    from gputopo.probe.smi import parse_p2p_matrix, parse_topo_matrix
 
     d = load_description(name)
     with FakeHost(d) as h:

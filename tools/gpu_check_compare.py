@@ -13,7 +13,7 @@ nvidia-smi reads NVML too, but through NVIDIA's code: a field gputopo reads wron
 call, index, unit) shows as `differs`. Values that move between two readings (current PCIe
 generation, temperature) are compared as they were read, moments apart, and say so.
 The XML is parsed as XML (xml.etree), never as text; `topo -m` through gputopo's own parser
-(gputopo.probe.smi_topo, tested on the real outputs in tests/fixtures/topo).
+(gputopo.probe.smi, tested on the real outputs in tests/fixtures/topo).
 
 Exit codes: 0 nothing differs (or below target), 1 something does, 2 an input the comparison
 needs is missing (scan.json / bench-self.json).
@@ -287,7 +287,7 @@ def _read(dir_: Path, name: str, parse, notes: Dict[str, str]):
 
 
 def _topo_parse(text: str):
-    from gputopo.probe.smi_topo import parse_topo_matrix
+    from gputopo.probe.smi import parse_topo_matrix
 
     return parse_topo_matrix(text, "nvidia-smi topo -m")
 

@@ -40,7 +40,7 @@ def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_lo
         return scan_simulated(sim, saved_kernel_log=saved)
     if from_smi:
         from gputopo.inputs import MAX_SMI_BYTES, read_user_bytes
-        from gputopo.probe.smi_parser import (
+        from gputopo.probe.smi import (
             decode_smi_bytes,
             topology_from_smi_file_text,
         )

@@ -86,7 +86,7 @@ def load_topo_file(path: str) -> Topology:
             return topology_from_json(json.loads(data))
         except (ValueError, KeyError, TypeError) as e:
             raise InputFileError(path, f"not a gputopo topology (`gputopo scan --json`): {e}") from None
-    from gputopo.probe.smi_parser import decode_smi_bytes, topology_from_smi_file_text
+    from gputopo.probe.smi import decode_smi_bytes, topology_from_smi_file_text
 
     return topology_from_smi_file_text(decode_smi_bytes(data), source=path)
 

@@ -20,7 +20,7 @@ from gputopo.model.health import GpuHealth
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.values import is_value, show
 from gputopo.probe.smi_format import was_read
-from gputopo.probe.smi_parser import SMI_SOURCE
+from gputopo.probe.smi import SMI_SOURCE
 from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_log_line
 
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",

@@ -508,7 +508,7 @@ def parse_clock(ctx, value) -> float:
 
 
 def read_matrix(ctx: DescContext, data: Dict[str, Any], path: str):
-    """The parsed ``matrix`` or ``matrix_file`` (gputopo.probe.smi_parser's matrix), or None."""
+    """The parsed ``matrix`` or ``matrix_file`` (gputopo.probe.smi's matrix), or None."""
     matrix = None
     if "matrix" in data and "matrix_file" in data:
         raise ctx.error("give the matrix as `matrix` text or `matrix_file`, not both", "matrix_file")
@@ -520,7 +520,7 @@ def read_matrix(ctx: DescContext, data: Dict[str, Any], path: str):
         if not os.path.isabs(mpath) and not path.startswith(("<", "builtin:")):
             mpath = os.path.join(os.path.dirname(os.path.abspath(path)), mpath)
         from gputopo.inputs import MAX_SMI_BYTES, read_user_bytes
-        from gputopo.probe.smi_parser import decode_smi_bytes
+        from gputopo.probe.smi import decode_smi_bytes
 
         try:  # as --from-smi reads it: UTF-8 or PowerShell's UTF-16
             mtext = decode_smi_bytes(read_user_bytes(mpath, "matrix file", MAX_SMI_BYTES))
@@ -566,7 +566,7 @@ def pair_classes(ctx: DescContext, data: Dict[str, Any], n: int, gpus, matrix, n
 
 @functools.lru_cache(maxsize=64)
 def _parse_matrix_cached(text: str, source: str):
-    from gputopo.probe.smi_parser import parse_topo_matrix
+    from gputopo.probe.smi import parse_topo_matrix
 
     return parse_topo_matrix(text, source)
 
