@@ -41,14 +41,14 @@ OUTSIDE = "../" + "shared"  # spelled in two parts so this file does not name it
 
 def repo_files() -> Iterator[Path]:
     """The repository's own text files: sources, tests, scripts and pages; of the test data only
-    tests/fixtures/README.md (the rest is other tools' output, quoted as printed)."""
+    tests/fixtures/README.md (the rest is other tools' output and expected outputs, as printed)."""
     for path in sorted(ROOT.rglob("*")):
         rel = path.relative_to(ROOT)
         if any(part in SKIP_DIRS for part in rel.parts[:-1]) or not path.is_file():
             if not (rel.parts[:1] == ("reports",) and rel.name == "README.md" and path.is_file()):
                 continue
-        if rel.parts[:2] == ("tests", "fixtures") and rel != Path("tests/fixtures/README.md"):
-            continue
+        if rel.parts[:2] in (("tests", "fixtures"), ("tests", "data")) and rel != Path("tests/fixtures/README.md"):
+            continue  # other tools' outputs and expected outputs, quoted as printed
         if path.suffix in TEXT_SUFFIXES or path.name in ("Makefile", "run"):
             yield path
 
@@ -109,6 +109,25 @@ def test_nothing_names_a_path_outside_the_repository():
             if OUTSIDE in line or "/work/" + "shared" in line:
                 found.append(f"{path.relative_to(ROOT)}:{no}")
     assert not found, "paths outside the repository named at:\n" + "\n".join(found)
+
+
+#: A repository path a page names: a file of the code, tests, scripts or examples.
+_PATH = re.compile(r"(?<![\w/.-])((?:gputopo|tests|benchmarks|tools|examples)/[\w./<>-]*\.(?:py|toml|csv|log|txt)"
+                   r"|[a-z_]+/[\w/]*[\w]\.py)\b")
+
+
+def test_every_source_file_a_page_names_exists():
+    """The pages name modules (`bench/runlog.py`, relative to gputopo/, or from the root) and
+    example files; a module moved or renamed must take the pages along."""
+    bad = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for no, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for name in _PATH.findall(line):
+                if "<" in name or name in EXTERNAL:
+                    continue
+                if not ((ROOT / name).exists() or (ROOT / "gputopo" / name).exists()):
+                    bad.append(f"{page.relative_to(ROOT)}:{no}: {name}")
+    assert not bad, "files the pages name that are not in the repository:\n" + "\n".join(bad)
 
 
 def _slug(heading: str) -> str:
