@@ -27,8 +27,9 @@ from gputopo.bench.runlog import (
 )
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology, topology_to_json
+from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import GpuHealth
-from gputopo.probe.xid_lines import KernelLogRead, bus_label, finish, read_line
+from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
 from gputopo.report.run_folder import KERNEL_LOG_JSON
 
 from gputopo.text_input import display_name, text_lines
@@ -74,12 +75,12 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     """One GPU per bus id the log names, in bus order, with its Xid events as its health."""
     gpus = []
     for k, key in enumerate(read.buses):
-        bus = bus_label(key)
+        bus = device_text(key)
         health = GpuHealth(**{name: NotAvailable("not in a kernel log") for name in GpuHealth.__dataclass_fields__})
         health.xid_events = list(read.events.get(key, []))
         gpus.append(Gpu(nvml_index=k, name=f"GPU at {bus} (numbered by the kernel log's bus ids)",
                         uuid=read.uuids.get(key, NotAvailable("not in the kernel log")),
-                        pci_bus_id=f"{key[0]:08X}:{key[1]:02X}:{key[2]:02X}.0", health=health))
+                        pci_bus_id=PciAddress(*key, 0).nvml, health=health))
     hosts = [read.only_host] if read.only_host else read.hosts
     hostname = hosts[0] if hosts else "kernel-log"
     host = HostInfo(hostname=hostname if hosts else NotAvailable("the log names no host"))
@@ -95,7 +96,7 @@ def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
             "nvrm_lines": read.nvrm_lines,
             "xid_events": sum(len(v) for v in read.events.values()),
             "driver_versions": read.driver_versions,
-            "gpus": [bus_label(k) for k in read.buses], "problems": list(read.problems)}
+            "gpus": [device_text(k) for k in read.buses], "problems": list(read.problems)}
 
 
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,

@@ -16,8 +16,9 @@ import dataclasses
 
 from gputopo.errors import UsageError
 from gputopo.model import NotAvailable, Topology, is_value
+from gputopo.model.bus_id import device_text, parse_device
 from gputopo.model.health import GpuHealth
-from gputopo.probe.xid_lines import KernelLogRead, bus_label, xid_bus_key
+from gputopo.probe.xid_lines import KernelLogRead
 
 
 def _host(name: str) -> str:
@@ -29,7 +30,8 @@ def topology_with_log(read: KernelLogRead, topo: Topology, topo_file: str, log_n
     """``topo`` with each GPU's health holding only the log's Xid events for its bus id."""
     by_bus = {}
     for g in topo.gpus:
-        key = xid_bus_key(str(g.pci_bus_id)) if is_value(g.pci_bus_id) else None
+        addr = parse_device(str(g.pci_bus_id)) if is_value(g.pci_bus_id) else None
+        key = addr.device_key if addr is not None else None
         if key is None:
             raise UsageError(f"{topo_file}: GPU {g.nvml_index} has no PCI bus id (saved `nvidia-smi topo -m` "
                              "text names none), and a kernel log names GPUs only by bus id: give "
@@ -43,11 +45,11 @@ def topology_with_log(read: KernelLogRead, topo: Topology, topo_file: str, log_n
     for key in read.buses:
         named = by_bus.get(key)
         if named is None:
-            raise UsageError(f"{topo_file}: has no GPU at {bus_label(key)}, which {log_name} names: it "
+            raise UsageError(f"{topo_file}: has no GPU at {device_text(key)}, which {log_name} names: it "
                              "describes another machine; give the topology of the machine the log is from")
         uuid = read.uuids.get(key)
         if uuid and is_value(named.uuid) and str(named.uuid).lower() != uuid.lower():
-            raise UsageError(f"{topo_file}: GPU {named.nvml_index} at {bus_label(key)} is {named.uuid}, but {log_name} "
+            raise UsageError(f"{topo_file}: GPU {named.nvml_index} at {device_text(key)} is {named.uuid}, but {log_name} "
                              f"has {uuid} there: it describes another machine")
     gpus = []
     for key, g in by_bus.items():

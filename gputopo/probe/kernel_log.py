@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
+from gputopo.model.bus_id import device_text, parse_device
 from gputopo.model.values import NotAvailable
 from gputopo.probe.host import Runner, _call, default_run
-from gputopo.probe.xid_lines import BusKey, KernelLogRead, parse_xid_lines, xid_bus_key
+from gputopo.probe.xid_lines import KernelLogRead, parse_xid_lines
 
-__all__ = ["KERNEL_LOG_COMMANDS", "BusKey", "parse_xid_lines", "read_kernel_log", "read_xid_events",
-           "xid_bus_key"]
+__all__ = ["KERNEL_LOG_COMMANDS", "parse_xid_lines", "read_kernel_log", "read_xid_events"]
 
 #: The commands tried, in order.
 KERNEL_LOG_COMMANDS: Tuple[Tuple[str, ...], ...] = (
@@ -54,7 +54,8 @@ def read_xid_events(gpu_bus_ids: Sequence[str], run: Runner = default_run,
     by_bus = dict(text.events) if isinstance(text, KernelLogRead) else parse_xid_lines(text)
     events = {}
     for bus_id in gpu_bus_ids:
-        key = xid_bus_key(bus_id)
+        addr = parse_device(bus_id)
+        key = addr.device_key if addr is not None else None
         events[bus_id] = by_bus.pop(key, []) if key is not None else []
-    unmatched = {f"{d:04x}:{b:02x}:{dev:02x}": evs for (d, b, dev), evs in by_bus.items()}
+    unmatched = {device_text(key): evs for key, evs in by_bus.items()}
     return events, source, unmatched

@@ -28,9 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputopo.line_prefixes import strip_launcher_prefix
+from gputopo.model.bus_id import DeviceKey, device_text, from_xid
 from gputopo.model.health import XidEvent
-
-BusKey = tuple[int, int, int]  # (domain, bus, device): what an Xid line names
 
 _BUS = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<xid>\d+)\s*,?\s*(?P<text>.*)$")
@@ -57,27 +56,18 @@ _CONTINUATION_LINES = 4
 FALLEN_TEXT = "GPU has fallen off the bus (printed without an Xid number; read as Xid 79)"
 
 
-def xid_bus_key(bus_id: str) -> BusKey | None:
-    """(domain, bus, device) of "0000:3b:00", "00000000:3B:00.0" or "0000:3b:00.0"; None otherwise."""
-    parts = re.split(r"[:.]", str(bus_id).strip())
-    if len(parts) not in (3, 4):
-        return None
-    try:
-        return int(parts[0], 16), int(parts[1], 16), int(parts[2], 16)
-    except ValueError:
-        return None
-
-
-def bus_label(key: BusKey) -> str:
-    return f"{key[0]:04x}:{key[1]:02x}:{key[2]:02x}"
+def _device(bus: str) -> DeviceKey | None:
+    """(domain, bus, device) the driver names ("0000:3b:00", "0000:b3:00.0"); None if unreadable."""
+    addr = from_xid(bus)
+    return addr.device_key if addr is not None else None
 
 
 @dataclass
 class KernelLogRead:
     """What a kernel log says about the GPUs, per bus, and what could not be read."""
 
-    events: dict[BusKey, list[XidEvent]] = field(default_factory=dict)
-    uuids: dict[BusKey, str] = field(default_factory=dict)  # from "NVRM: GPU at PCI:..." lines
+    events: dict[DeviceKey, list[XidEvent]] = field(default_factory=dict)
+    uuids: dict[DeviceKey, str] = field(default_factory=dict)  # from "NVRM: GPU at PCI:..." lines
     hosts: list[str] = field(default_factory=list)  # journal/syslog host names, in order seen
     forms: list[str] = field(default_factory=list)  # "dmesg", "dmesg -T", "journal", ...
     lines: int = 0
@@ -87,14 +77,14 @@ class KernelLogRead:
     driver_versions: list[str] = field(default_factory=list)  # "NVRM: loading NVIDIA UNIX ... 570.158.01"
     #: Read only this host's lines (journal/syslog lines name their host; others are kept).
     only_host: str | None = None
-    _pending: tuple[BusKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
-    _fallen_only: set[BusKey] = field(default_factory=set)
+    _pending: tuple[DeviceKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
+    _fallen_only: set[DeviceKey] = field(default_factory=set)
 
     @property
-    def buses(self) -> list[BusKey]:
+    def buses(self) -> list[DeviceKey]:
         return sorted(set(self.events) | set(self.uuids))
 
-    def add(self, bus: BusKey, event: XidEvent) -> None:
+    def add(self, bus: DeviceKey, event: XidEvent) -> None:
         self.events.setdefault(bus, []).append(event)
 
 
@@ -133,7 +123,7 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
         _continue_pending(read, text, lineno)
     if "NVRM: Xid" in text:  # an event line; other NVRM lines may name an Xid in passing
         m = _XID_RE.search(text)
-        key = xid_bus_key(m.group("bus")) if m else None
+        key = _device(m.group("bus")) if m else None
         if m is None or key is None:
             read.problems.append(f"line {lineno}: an Xid line that could not be read (cut or garbled): "
                                  f"{text[:120]!r}")
@@ -153,7 +143,7 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
         if "fallen off the bus" in tail:
             _fallen(read, m.group("bus"), stamp, lineno, text[m.start():])
         else:
-            key = xid_bus_key(m.group("bus"))
+            key = _device(m.group("bus"))
             if key is not None:
                 read._pending = (key, stamp, lineno, text[m.start():])
         return
@@ -164,7 +154,7 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
         return
     m = _GPU_AT.search(text)
     if m:
-        key = xid_bus_key(m.group("bus"))
+        key = _device(m.group("bus"))
         if key is not None:
             read.uuids[key] = m.group("uuid")
 
@@ -175,7 +165,7 @@ def _continue_pending(read: KernelLogRead, text: str, lineno: int) -> None:
     so_far = f"{so_far} {text.split('NVRM:', 1)[-1].strip()}"
     if "fallen off the bus" in so_far:
         read._pending = None
-        _fallen(read, bus_label(key), stamp, start, so_far)
+        _fallen(read, device_text(key), stamp, start, so_far)
     elif lineno - start >= _CONTINUATION_LINES:
         read._pending = None
     else:
@@ -183,7 +173,7 @@ def _continue_pending(read: KernelLogRead, text: str, lineno: int) -> None:
 
 
 def _fallen(read: KernelLogRead, bus: str, stamp: str, lineno: int, words: str) -> None:
-    key = xid_bus_key(bus)
+    key = _device(bus)
     if key is None:
         read.problems.append(f"line {lineno}: 'fallen off the bus' for an unreadable bus id {bus!r}")
         return
@@ -210,6 +200,6 @@ def read_kernel_log_lines(lines: Iterable[str], only_host: str | None = None) ->
     return finish(read)
 
 
-def parse_xid_lines(text: str) -> dict[BusKey, list[XidEvent]]:
+def parse_xid_lines(text: str) -> dict[DeviceKey, list[XidEvent]]:
     """Every Xid event of a kernel log text, by the GPU bus it names, in log order."""
     return read_kernel_log_lines(text.splitlines()).events
