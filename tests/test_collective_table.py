@@ -6,7 +6,7 @@ import pytest
 
 from gputopo.bench.plan import COLLECTIVE_TESTS, DP_MOVES_LIKE, DP_TESTS, busbw_factor, cases_for
 from gputopo.check.spec import BUSBW_OPS, known_series, parse_spec
-from gputopo.importers.nccl_ops import OPS, check_op, op_from_name
+from gputopo.importers.nccl_tests import OPS, check_op, op_from_name
 from gputopo.importers.nccl_tests import (Cell, NcclTestsLog, Rank, Row, log_measurements,
                                           parse_nccl_tests)
 from gputopo.importers.nccl_tests import busbw_factor as log_factor

@@ -1,8 +1,19 @@
-"""Read nccl-tests text output (all_reduce_perf & co.) into gputopo Measurements.
+"""nccl-tests text output (all_reduce_perf & co., any version) read into gputopo Measurements.
 
-The text is parsed by nccl_parse.py into NcclTestsLog (nccl_tests_records.py); the ops and their busbw
-factors are in nccl_ops.py. This module turns a parsed log into Measurements and the per-log
-facts of nccl_tests.json, and is the public entry for the names of the other three.
+Three steps, in this order below: the text is parsed line by line into one NcclTestsLog per
+test it holds (its header facts, ranks, column names and rows, each row's out-of-place and
+in-place cells with the figures as printed); what a log must not hide is kept with it (a log
+cut short, rows with negative, non-finite or impossible figures: ``problems``, which the
+report turns into findings); and a log becomes Measurements and the per-log facts of
+``nccl_tests.json``. Which collective a log holds, and its busbw factor, come from the
+collective table (model/collectives.py); the folder an import writes is nccl_tests_import.py's.
+
+Accepted: the classic header (``# nThread ... validation: 1 graph: 0``) and the newer one (a
+``# nccl-tests version`` line, ``# Collective test starting:``, ``unalign:``), rank lines of one
+or many hosts (with or without ``Group``), ``cputime`` and per-iteration columns, a timestamp
+column, ``N/A`` cells (e.g. ``#wrong`` when validation is off), out-of-place and in-place
+columns, the footer (out-of-bounds count, "Avg bus bandwidth"), NCCL INFO lines and MPI/srun
+prefixes (``[1,0]<stdout>:``) mixed in, and several tests one after another in one file.
 
 Numbers are kept as printed: nccl-tests rounds algbw/busbw to two decimals, so size/time will
 not give back the printed algbw exactly. Each row becomes one Measurement per placement with
@@ -13,31 +24,455 @@ mean busbw over all sizes (both placements), not the peak; both are kept per log
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from gputopo.errors import InputFileError, UsageError
+from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
+from gputopo.model.bus_id import as_address, from_nccl_tests
+from gputopo.model.collectives import COLLECTIVES, spellings
 
-from .nccl_tests_records import Cell, NcclTestsLog, Rank, Row
-from .nccl_ops import OPS, check_op, op_from_name
-from .nccl_parse import parse_nccl_tests, parse_nccl_tests_file
+__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "busbw_factor", "check_op", "completeness_problems",
+           "device_keys", "drop_negative_rows", "log_measurements", "log_summary", "normalize_bus_id",
+           "op_from_name", "parse_nccl_tests", "parse_nccl_tests_file", "parse_nccl_tests_lines"]
 
-__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "busbw_factor", "check_op", "device_keys",
-           "log_measurements", "log_summary", "normalize_bus_id", "op_from_name", "parse_nccl_tests",
-           "parse_nccl_tests_file"]
+
+# ----------------------------------------------------------------------------- the collectives
+# Every collective of the table (nccl-tests runs them all), the spellings of an op in file and
+# program names, and the check of an --op value.
+
+#: nccl-tests program / op name -> its entry in the collective table.
+OPS = {c.name: c for c in COLLECTIVES}
+#: Spellings in file names, one containing another first so "reduce_scatter" wins over "reduce".
+_OP_ALIASES = list(spellings().items())
+
+
+def op_from_name(name: str) -> Optional[str]:
+    low = name.lower().replace("-", "_")
+    for alias, op in _OP_ALIASES:
+        if alias in low:
+            return op
+    return None
+
+
+def check_op(op: Optional[str]) -> Optional[str]:
+    """An --op value, exactly: "all_reduce", "allreduce", "all_reduce_perf", "collective.all_reduce"."""
+    if op is None:
+        return None
+    name = op.strip().lower().replace("-", "_")
+    name = re.sub(r"^collective\.", "", name)
+    name = re.sub(r"_perf(_mpi)?$", "", name)
+    found = dict(_OP_ALIASES).get(name)
+    if found is None:
+        raise UsageError(f"unknown nccl-tests op {op!r}; known: {', '.join(sorted(OPS))}")
+    return found
+
+
+# ----------------------------------------------------------------------------- one log, parsed
+# Its header facts, ranks, column names and rows, each row's out-of-place and in-place cells
+# with the figures as printed (N/A: NotAvailable).
+
+
+@dataclass
+class Rank:
+    rank: int
+    group: Optional[int]
+    pid: int
+    host: str
+    device: int
+    bus_id: str  # as printed: "0000:b4:00" (newer) or "0x1b" (older)
+    name: str
+
+    def to_json(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
+class Cell:
+    """One placement's printed figures; N/A cells are NotAvailable, never NaN."""
+
+    time_us: Any
+    algbw_gbps: Any
+    busbw_gbps: Any
+    wrong: Any  # int | NotAvailable
+    per_iter: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: Optional[int]
+    out_of_place: Optional[Cell]
+    in_place: Optional[Cell]
+    line: int
+
+
+@dataclass
+class NcclTestsLog:
+    """One test's output, parsed."""
+
+    source: str
+    op: Optional[str] = None
+    program: Optional[str] = None
+    version: Optional[str] = None
+    nccl_headers: Optional[int] = None
+    nccl_library: Optional[int] = None
+    config: Dict[str, Any] = field(default_factory=dict)
+    ranks: List[Rank] = field(default_factory=list)
+    columns: List[str] = field(default_factory=list)
+    time_kind: str = "time"  # "time" (CUDA events) | "cputime" (host wall clock)
+    rows: List[Row] = field(default_factory=list)
+    out_of_bounds: Optional[int] = None
+    out_of_bounds_status: Optional[str] = None  # "OK" | "FAILED" as printed
+    nccl_version: Optional[str] = None  # "NCCL version 2.9.9+cuda11.2" as NCCL printed it
+    avg_busbw_gbps: Optional[float] = None
+    errors: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    #: What makes this log's data incomplete or invalid (drop_negative_rows and
+    #: completeness_problems below); the report says it.
+    problems: List[str] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> List[str]:
+        return list(dict.fromkeys(r.host for r in self.ranks))
+
+    def cells(self):
+        """(row, in_place, cell) for every printed placement."""
+        for r in self.rows:
+            if r.out_of_place is not None:
+                yield r, False, r.out_of_place
+            if r.in_place is not None:
+                yield r, True, r.in_place
+
+    @property
+    def peak(self) -> Tuple[Optional[float], Optional[int], Optional[bool]]:
+        """(printed busbw max, the largest size reaching it, in place?)."""
+        best: Tuple[Optional[float], Optional[int], Optional[bool]] = (None, None, None)
+        for r, inplace, c in self.cells():
+            b = c.busbw_gbps
+            if isinstance(b, float) and (best[0] is None or b > best[0] or (b == best[0] and r.size_bytes >= best[1])):
+                best = (b, r.size_bytes, inplace)
+        return best
+
+
+# ----------------------------------------------------------------------------- the parser
+# Lines and rows into NcclTestsLog, one per test in the text.
+
+#: Header and footer lines older nccl-tests printed without their "#" (read as if they had it).
+_BARE_HEADER = re.compile(r"^\s*(?:nThread\s|Using devices|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s|size\s+count\s"
+                          r"|\(B\)|out-of-place\b|Out of bounds values|Avg bus bandwidth|Collective test starting"
+                          r"|nccl-tests version\s)")
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+\S*)")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+                   r"\[([^\]]*)\]\s*(.*)$")
+_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_WORD_KV = re.compile(r"\b(nThread|nGpus|minBytes|maxBytes)\s+(\d+)")
+_COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
+_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
+_DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
+
+
+def _clean(line: str) -> str:
+    """The line without launcher prefixes and colours, with "#" put back on the bare header and
+    footer lines of older nccl-tests."""
+    line = strip_launcher_prefix(line.rstrip("\r\n"))
+    if _BARE_HEADER.match(line):
+        return "# " + line.strip()
+    return line
+
+
+def _num(tok: str):
+    """A printed number, or NotAvailable for N/A; ValueError otherwise."""
+    if tok.upper() in ("N/A", "NA", "-"):
+        return NotAvailable(f"nccl-tests printed {tok}")
+    return float(tok)
+
+
+def _int_or_na(tok: str):
+    v = _num(tok)
+    return v if isinstance(v, NotAvailable) else int(round(v))
+
+
+def _header_layout(tokens: List[str]):
+    """Split header column names into the leading columns and the placement groups."""
+    starts = [k for k, t in enumerate(tokens) if t in ("time", "cputime")]
+    if not starts:
+        return None
+    pre = tokens[:starts[0]]
+    groups = []
+    for a, b in zip(starts, starts[1:] + [len(tokens)]):
+        g = tokens[a:b]
+        if "timestamp" in g:
+            g = g[:g.index("timestamp")]
+        groups.append(g)
+    return pre, groups
+
+
+def _cell(names: List[str], toks: List[str]) -> Cell:
+    vals = dict(zip(names, toks))
+    wrong_tok = vals.get("#wrong", vals.get("wrong"))
+    wrong: Any = NotAvailable("no #wrong column")
+    if wrong_tok is not None:
+        wrong = _int_or_na(wrong_tok)
+    elif "error" in vals:  # very old nccl-tests: max error, not a count
+        err = _num(vals["error"])
+        wrong = NotAvailable("old nccl-tests 'error' column (max error, not a count)")
+        vals["max_error"] = err
+    time_key = "cputime" if "cputime" in vals else "time"
+    per_iter = {k: _num(v) for k, v in vals.items() if k.startswith("i_")}
+    if "max_error" in vals:
+        per_iter["max_error"] = vals["max_error"]
+    return Cell(time_us=_num(vals[time_key]), algbw_gbps=_num(vals.get("algbw", "N/A")),
+                busbw_gbps=_num(vals.get("busbw", "N/A")), wrong=wrong, per_iter=per_iter)
+
+
+def _parse_row(log: NcclTestsLog, toks: List[str], lineno: int) -> Optional[Row]:
+    layout = _header_layout(log.columns)
+    if layout is None:
+        return None
+    pre, groups = layout
+    need = len(pre) + sum(len(g) for g in groups)
+    lead = dict(zip(pre, toks[:len(pre)]))
+    rest = toks[len(pre):]
+    cells: List[Optional[Cell]] = []
+    if len(rest) >= need - len(pre):
+        k = 0
+        for g in groups:
+            cells.append(_cell(g, rest[k:k + len(g)]))
+            k += len(g)
+    elif len(groups) == 2 and len(rest) >= len(groups[1]) and len(rest) < need - len(pre):
+        cells = [None, _cell(groups[1], rest[:len(groups[1])])]  # out-of-place left blank
+    else:
+        raise ValueError(f"{len(toks)} columns where the header has {need}")
+    root = lead.get("root")
+    return Row(size_bytes=int(lead["size"]), count=int(lead.get("count", 0)), dtype=lead.get("type", "?"),
+               redop=lead.get("redop", "?"), root=int(root) if root not in (None, "-") else None,
+               out_of_place=cells[0] if cells else None,
+               in_place=cells[1] if len(cells) > 1 else None, line=lineno)
+
+
+def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None) -> List[NcclTestsLog]:
+    """Parse nccl-tests output; one NcclTestsLog per test found. InputFileError if none."""
+    return parse_nccl_tests_lines(text.splitlines(), source=source, op=op)
+
+
+def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
+                           op: Optional[str] = None) -> List[NcclTestsLog]:
+    """Parse nccl-tests output given line by line (a file streams: only rows are kept)."""
+    logs: List[NcclTestsLog] = []
+    cur = NcclTestsLog(source=source)
+
+    def start_new():
+        nonlocal cur
+        if cur.rows or cur.columns:
+            logs.append(cur)
+            cur = NcclTestsLog(source=source)
+
+    any_line = False
+    for lineno, raw in enumerate(lines, start=1):
+        any_line = True
+        line = _clean(raw)
+        s = line.strip()
+        if not s:
+            continue
+        v = _NCCL_VERSION.search(s)
+        if v and (cur.nccl_version is None or not cur.rows):
+            cur.nccl_version = v.group(1)
+        if s.startswith("#"):
+            body = s.lstrip("#").strip()
+            m = _VERSION.match(s)
+            if m:
+                start_new()
+                cur.version = m.group(1)
+                cur.nccl_headers = int(m.group(2)) if m.group(2) else None
+                cur.nccl_library = int(m.group(3)) if m.group(3) else None
+                continue
+            m = _STARTING.match(s)
+            if m:
+                if cur.rows:
+                    start_new()
+                cur.program = m.group(1)
+                continue
+            if body.startswith("nThread"):
+                if cur.rows:
+                    start_new()
+                cur.config.update({k: int(v) for k, v in _WORD_KV.findall(body)})
+                for k, v, unit in _COLON_KV.findall(body):
+                    key = k.strip().replace(" ", "_")
+                    cur.config[key] = int(v)
+                    if unit:
+                        cur.config[key + "_unit"] = unit
+                continue
+            m = _RANK.match(s)
+            if m:
+                cur.ranks.append(Rank(rank=int(m.group(1)), group=int(m.group(2)) if m.group(2) else None,
+                                      pid=int(m.group(3)), host=m.group(4), device=int(m.group(5)),
+                                      bus_id=m.group(6).strip(), name=m.group(7).strip()))
+                continue
+            toks = body.split()
+            if toks and toks[0] == "size" and ("time" in toks or "cputime" in toks):
+                cur.columns = toks
+                cur.time_kind = "cputime" if "cputime" in toks else "time"
+                continue
+            m = _OOB.match(s)
+            if m:
+                cur.out_of_bounds = int(m.group(1))
+                cur.out_of_bounds_status = m.group(2)
+                continue
+            m = _AVG.match(s)
+            if m:
+                try:
+                    cur.avg_busbw_gbps = float(m.group(1))
+                except ValueError:
+                    cur.notes.append(f"line {lineno}: unreadable Avg bus bandwidth {m.group(1)!r}")
+                continue
+            m = _ERROR.match(s)
+            if m:
+                cur.errors.append(m.group(1).strip())
+            continue
+        if _DATA.match(line) and cur.columns:
+            try:
+                row = _parse_row(cur, line.split(), lineno)
+            except (ValueError, KeyError) as e:
+                cur.notes.append(f"line {lineno}: skipped row ({e})")
+                cur.problems.append(f"line {lineno}: row skipped ({e}; cut or malformed)")
+                continue
+            if row is not None:
+                cur.rows.append(row)
+    start_new()
+    if not any_line:
+        raise InputFileError(source, "empty file: expected nccl-tests output (all_reduce_perf & co.)")
+    for lg in logs:
+        lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
+    logs = [lg for lg in logs if lg.rows]
+    if not logs:
+        raise InputFileError(source, "no nccl-tests result rows found (expected the '#  size  count  type ...' "
+                                     "header followed by rows)")
+    for lg in logs:
+        lg.op = op or _op_of(lg)
+        if lg.op is None:
+            raise InputFileError(source, "cannot tell which collective this is (no 'Collective test starting' "
+                                         "line and no op in the file name); name it with --op, e.g. --op all_reduce")
+        if lg.op not in OPS:
+            raise InputFileError(source, f"unknown nccl-tests op {lg.op!r}; known: {', '.join(sorted(OPS))}")
+    return logs
+
+
+def _op_of(log: NcclTestsLog) -> Optional[str]:
+    if log.program:
+        found = op_from_name(log.program)
+        if found:
+            return found
+    return op_from_name(Path(log.source).name)
+
+
+def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
+    """Parse a file (streamed; ``-`` is stdin). InputFileError for an unreadable, empty or binary
+    file, or one without nccl-tests rows."""
+    from gputopo.text_input import text_lines
+
+    with text_lines(str(path), "nccl-tests output (all_reduce_perf & co.)") as lines:
+        return parse_nccl_tests_lines(lines, source=str(path), op=op)
+
+
+# ----------------------------------------------------------------------------- what a log must not hide
+# A log that stops mid-row or before its footer ("Out of bounds values", "Avg bus bandwidth") is
+# from a test that crashed, hung or was killed, or a file that was cut: its last row may be part
+# of a line, and its missing sizes are not "fine". Negative times, bandwidths or ``#wrong`` counts
+# are not measurements at all. Each such fact is kept per log (``problems`` in nccl_tests.json),
+# and the report turns it into a finding (report/data_findings.py), so the verdict is not "ok".
+# (The inputs an import refuses outright are nccl_tests_import.py's.)
+
+#: Figures of a cell that can never be negative.
+_CELL_FIGURES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+
+
+def _negative(v) -> bool:
+    """Negative, or not a finite number at all (nccl-tests printed nan or inf)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not (0 <= v < math.inf)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _impossible(row, cell) -> List[str]:
+    """Figures no run can print together: a size moved in zero time, an algbw faster than
+    size / time or below half of it (printed to 2 decimals, time to 4 digits), a busbw
+    above twice the algbw (its factor is below 2 for every op), more wrong elements than the
+    row has."""
+    out = []
+    t, alg, bus = cell.time_us, cell.algbw_gbps, cell.busbw_gbps
+    if _is_num(t) and t == 0 and row.size_bytes > 0:
+        out.append(f"{row.size_bytes} B in 0 us")
+    elif _is_num(t) and t > 0 and _is_num(alg):
+        expected = row.size_bytes / (t * 1e3)
+        # Current nccl-tests print size / time; older ones (issue 37, 2019) printed all_gather's
+        # as (n-1)/n of it: anything from half of size / time up to it (rounding allowed) is a
+        # real output, beyond that no run can print it.
+        if alg > expected * 1.1 + 0.02 or alg < expected * 0.45 - 0.02:
+            out.append(f"algbw {alg:g} GB/s but {row.size_bytes} B in {t:g} us is {expected:.3g} GB/s")
+    if _is_num(alg) and _is_num(bus) and bus > 2 * alg + 0.02:
+        out.append(f"busbw {bus:g} GB/s above twice the algbw {alg:g}")
+    if _is_num(cell.wrong) and isinstance(row.count, int) and row.count >= 0 and cell.wrong > row.count:
+        out.append(f"{cell.wrong} wrong of {row.count} elements")
+    return out
+
+
+def drop_negative_rows(log) -> List[str]:
+    """Remove rows with a negative figure from ``log`` (they are no measurement); the problems."""
+    problems, kept = [], []
+    for row in log.rows:
+        bad = [f"{'in-place' if k else 'out-of-place'} {name.split('_')[0]} {getattr(cell, name)}"
+               for k, cell in enumerate((row.out_of_place, row.in_place)) if cell is not None
+               for name in _CELL_FIGURES if _negative(getattr(cell, name))]
+        impossible = [] if bad else [f"{'in-place' if k else 'out-of-place'} {why}"
+                                     for k, cell in enumerate((row.out_of_place, row.in_place))
+                                     if cell is not None for why in _impossible(row, cell)]
+        if bad:
+            problems.append(f"line {row.line}: negative or non-finite figure(s) ({', '.join(bad)}): row dropped")
+        elif impossible:
+            problems.append(f"line {row.line}: impossible values ({'; '.join(impossible)}): row dropped")
+        else:
+            kept.append(row)
+    log.rows = kept
+    for name in ("avg_busbw_gbps", "out_of_bounds"):
+        if _negative(getattr(log, name)):
+            problems.append(f"negative or non-finite {name.replace('_gbps', '').replace('_', ' ')} "
+                            f"{getattr(log, name)}")
+    return problems
+
+
+def completeness_problems(log) -> List[str]:
+    """A log without its footer: the test did not finish, or the file was cut (rows that did
+    not parse are noted by the parser as it skips them)."""
+    if log.avg_busbw_gbps is not None or log.out_of_bounds is not None:
+        return []
+    last = f" after line {log.rows[-1].line}" if log.rows else ""
+    return [f"no footer ('Out of bounds values' / 'Avg bus bandwidth'){last}: the test did not finish or "
+            "the log was cut, so the sizes after its last row are missing"]
+
+
+# ----------------------------------------------------------------------------- to Measurements
+# A parsed log as Measurements, and the per-log facts of nccl_tests.json.
 
 
 def normalize_bus_id(printed: str) -> str:
-    """nccl-tests' "0000:b4:00" / "0x1b" -> NVML's "00000000:B4:00.0" form (device 0 assumed for 0x..)."""
-    s = printed.strip().lower()
-    m = re.fullmatch(r"([0-9a-f]{1,8}):([0-9a-f]{1,2}):([0-9a-f]{1,2})(?:\.([0-7]))?", s)
-    if m:
-        return f"{int(m.group(1), 16):08X}:{int(m.group(2), 16):02X}:{int(m.group(3), 16):02X}.{m.group(4) or 0}"
-    m = re.fullmatch(r"0x([0-9a-f]{1,2})", s)
-    if m:
-        return f"00000000:{int(m.group(1), 16):02X}:00.0"
-    return printed.strip()
+    """nccl-tests' "0000:b4:00" / "0x1b" in NVML's form, "00000000:B4:00.0" (model/bus_id.py
+    decodes it; a bare bus "0x1b" is read as device 0 of domain 0, as always); text it cannot
+    decode comes back as printed."""
+    decoded = from_nccl_tests(printed)
+    return as_address(decoded).nvml if decoded is not None else printed.strip()
 
 
 def device_keys(log: NcclTestsLog) -> Tuple[List[int], bool]:

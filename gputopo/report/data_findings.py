@@ -7,7 +7,7 @@ footer or mid-row, and imported kernel-log / NCCL_DEBUG lines that could not be 
 
 They are warnings: the hardware may be fine, but a report built from part of the data cannot say
 "ok" as if it had all of it. The problems themselves are collected where the data is read
-(run_folder.py, importers/nccl_checks.py); here they become findings, one per problem.
+(the run-folder reader, importers/nccl_tests.py); here they become findings, one per problem.
 """
 
 from __future__ import annotations
