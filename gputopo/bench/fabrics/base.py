@@ -256,7 +256,10 @@ class Ops:
         return result if self.is_local(master) else None
 
     # ------------------------------------------------------------------ collectives
-    # ``bufs`` / ``outs`` / ``ins`` map each local GPU to its tensor; rank = position in the step.
+    # Each is the ``operation`` of an entry of the collective table (model/collectives.py), which
+    # bench/suites.py calls as its ``result`` says: in place ``op(bufs)`` / ``op(bufs, root)``,
+    # out of place ``op(outs, ins)``. ``bufs`` / ``outs`` / ``ins`` map each local GPU to its
+    # tensor; rank = position in the step.
     def all_reduce(self, bufs: Dict[int, torch.Tensor]) -> None:
         raise NotImplementedError
 
