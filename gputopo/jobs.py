@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology
+from gputopo.runfolder.layout import WORKERS_DIR
 
 Pair = Tuple[int, int]
 
@@ -88,8 +89,7 @@ def run_job(machine: Machine, bench_options, numerics_options=None, *, render: b
     made), then numerics on the same pairs when ``numerics_options`` is given, then render
     the report into the run folder. Every result is on disk as soon as it exists."""
     from gputopo.bench.api import run_bench
-    from gputopo.bench.resume_scope import run_folder_lock
-    from gputopo.bench.runlog import errors_belong_to
+    from gputopo.runfolder.writer import errors_belong_to, run_folder_lock
 
     ahead = _NumericsAhead(machine, numerics_options, bench_options.timeout_s)
     with contextlib.ExitStack() as lock:  # one writer per run folder, over both phases
@@ -140,8 +140,7 @@ def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> b
     are recorded for every pair."""
     from gputopo.bench.api import resume_options
     from gputopo.bench.plan import measurement_key, plan_steps
-    from gputopo.bench.resume_plan import plan_resume
-    from gputopo.bench.runlog import read_progress, read_run_info
+    from gputopo.runfolder.resume import plan_resume, read_progress, read_run_info
     from gputopo.numerics.run import done_pairs
 
     run_dir = bench_options.resume_dir
@@ -178,7 +177,7 @@ class _NumericsAhead:
         todo = numerics_todo(run_dir, options)
         if todo:
             self.jobs = SimJobs(self.machine.description, self.options, self.timeout_s,
-                                os.path.join(str(run_dir), "workers"), todo, ("dp", "ddp"))
+                                os.path.join(str(run_dir), WORKERS_DIR), todo, ("dp", "ddp"))
 
     def take(self):
         jobs, self.jobs = self.jobs, None
@@ -213,7 +212,7 @@ def _run_numerics_phase(machine: Machine, result, numerics_options, bench_option
     ``ahead``: the sim's jobs started beside the bench (_NumericsAhead), used when they are
     this phase's."""
     from gputopo.bench.api import make_progress
-    from gputopo.bench.runlog import set_run_status
+    from gputopo.runfolder.writer import set_run_status
     from gputopo.numerics import run_numerics
     from gputopo.numerics.result import WAY_NAMES, WAYS
 

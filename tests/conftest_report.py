@@ -15,7 +15,7 @@ from typing import Iterable, List, Optional
 
 from gputopo.model import (AcsBridge, Gpu, HostInfo, LinkClass, Measurement, NvLink, Pair,
                            PcieLink, Topology, topology_to_json)
-from gputopo.bench.runlog import append_jsonl, run_info, write_json
+from gputopo.runfolder.writer import append_jsonl, run_info, write_json
 
 BUS = ["00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
        "00000000:87:00.0", "00000000:90:00.0", "00000000:B7:00.0", "00000000:BD:00.0"]

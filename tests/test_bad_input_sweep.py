@@ -33,7 +33,7 @@ def test_fabric_cuda_with_a_simulated_machine_is_refused_before_any_run_folder(t
 
 
 def test_out_on_a_folder_that_is_not_a_run_does_not_suggest_resume(tmp_path):
-    from gputopo.bench.runlog import claim_out_dir
+    from gputopo.runfolder.writer import claim_out_dir
     from gputopo.errors import UsageError
 
     other = tmp_path / "photos"

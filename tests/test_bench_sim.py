@@ -184,7 +184,7 @@ def test_a_measurement_longer_than_the_timeout_is_no_hang_while_its_samples_prog
     complete. (Before beats per sample, `--timeout 3` flagged healthy SYS pairs as hangs.)"""
     from gputopo.bench.api import _worker_config
     from gputopo.bench.plan import Case, Step
-    from gputopo.bench.runlog import RunLog
+    from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
 
     desc, topo = _machine("pcie-4gpu")
@@ -388,7 +388,7 @@ def test_a_shared_step_with_fewer_cases_than_workers_leaves_the_others_idle(tmp_
     and no worker is handed an empty case (which raised in the runner before)."""
     from gputopo.bench.api import _worker_config
     from gputopo.bench.plan import Step, cases_for
-    from gputopo.bench.runlog import RunLog
+    from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
 
     desc, topo = _machine("seed-8gpu")
@@ -409,7 +409,7 @@ def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tm
     same wrong counts, first bad indices and modeled samples (seeded per measurement)."""
     from gputopo.bench.api import _worker_config
     from gputopo.bench.plan import Step, cases_for
-    from gputopo.bench.runlog import RunLog
+    from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
 
     desc, topo = _machine("seed-8gpu")

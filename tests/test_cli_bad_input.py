@@ -372,7 +372,7 @@ def test_resume_redoes_a_step_marked_done_whose_measurements_were_lost(run_copy,
 
 def test_resume_plan_redoes_crashed_and_incomplete_steps_and_keeps_hangs():
     from gputopo.bench.plan import Case
-    from gputopo.bench.resume_plan import plan_resume
+    from gputopo.runfolder.resume import plan_resume
 
     class Step:
         def __init__(self, sid, n, pair):
@@ -505,7 +505,7 @@ def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_ru
 def test_resume_of_a_read_only_run_is_refused(run_copy, capsys, read_only):
     """A run with steps left to do (half its measurements gone, status interrupted) in a folder
     that cannot be written: refused before anything runs (a complete run has nothing to do)."""
-    from gputopo.bench.runlog import set_run_status
+    from gputopo.runfolder.writer import set_run_status
 
     ms = run_copy / "measurements.jsonl"
     lines = ms.read_text().splitlines(keepends=True)

@@ -735,7 +735,8 @@ def test_resume_of_a_cpu_fabric_run_keeps_its_number_of_stand_in_gpus(tmp_path):
     """`bench --fabric cpu --cpu-gpus 3`, then `bench --resume DIR`: the machine is rebuilt with
     3 stand-in GPUs (it was 2, the default, and failed: "--pairs 0,2: no such pair")."""
     from gputopo.bench.api import cpu_topology
-    from gputopo.bench.runlog import RUN_JSON, TOPOLOGY_JSON, run_info, write_json
+    from gputopo.runfolder.layout import RUN_JSON, TOPOLOGY_JSON
+    from gputopo.runfolder.writer import run_info, write_json
     from gputopo.cli.bench import _build
     from gputopo.model import topology_to_json
 

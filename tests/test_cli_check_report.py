@@ -322,7 +322,7 @@ def test_report_of_a_folder_another_gputopo_writes_waits_its_turn_in_one_line(tm
     """Two `report` re-renders of one folder at once deleted each other's plots: rc 4
     (FileNotFoundError, found by the sweep). The re-render takes the folder's write lock."""
     from conftest_report import write_run
-    from gputopo.bench.resume_scope import run_folder_lock
+    from gputopo.runfolder.writer import run_folder_lock
 
     run = write_run(tmp_path / "run", [])
     with run_folder_lock(run):  # another gputopo (a bench, a resume, a report) is writing it

@@ -85,7 +85,7 @@ def test_import_of_a_clean_log_does_not_call_an_unknown_class_fine(tmp_path):
 def test_resume_line_of_a_numerics_only_run_counts_no_bench_measurements():
     """`numerics --resume DIR` has no bench steps: its first line names the run and the numerics
     (the numerics phase then counts its pairs), not "0 of 0 measurements"."""
-    from gputopo.bench.resume_line import resume_line
+    from gputopo.runfolder.resume import resume_line
 
     line = resume_line("run", "pcie-4gpu", "sim", True, (), (), 0, 0)
     assert line == "resuming run: numerics on pcie-4gpu (SIMULATED)"

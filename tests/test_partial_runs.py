@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.bench.runlog import append_jsonl, write_json
+from gputopo.runfolder.writer import append_jsonl, write_json
 
 from conftest_report import measurements, numerics, write_run
 

@@ -24,7 +24,7 @@ import pytest
 from gputopo.bench.options import BenchOptions, all_pairs
 from gputopo.bench.peer_mappings import PEER_LIMIT, PeerLedger
 from gputopo.bench.plan import plan_steps
-from gputopo.bench.runlog import RunLog
+from gputopo.runfolder.writer import RunLog
 
 TOO_MANY = "RuntimeError: CUDA error: peer mapping resources exhausted"
 

@@ -181,7 +181,7 @@ def test_rerun_numerics_supersede_earlier_records(tmp_path):
 
 
 def test_a_written_finding_the_analysis_also_derives_is_not_doubled(tmp_path):
-    from gputopo.bench.runlog import append_jsonl
+    from gputopo.runfolder.writer import append_jsonl
 
     d = write_run(tmp_path / "run", ["corrupt-sys"])
     append_jsonl(d / "events.jsonl", {"type": "finding", "kind": "corrupt", "severity": "error", "gpus": [0, 4],

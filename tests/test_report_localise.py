@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest_report import _m, measurements, seed_topology, write_run
-from gputopo.bench.runlog import append_jsonl
+from gputopo.runfolder.writer import append_jsonl
 from gputopo.model import Finding
 from gputopo.report.localise import LOCALISED_KINDS, finish, killed, localise, mark_explained
 from gputopo.report.render import render_run

@@ -9,7 +9,7 @@ import pytest
 
 from conftest_report import seed_topology, write_run
 from gputopo.errors import InputFileError, UsageError
-from gputopo.bench.runlog import append_jsonl, new_run_dir, write_json
+from gputopo.runfolder.writer import append_jsonl, new_run_dir, write_json
 from gputopo.report.run_folder import load_run
 
 

@@ -135,7 +135,7 @@ def test_retry_hung_without_resume_is_refused():
 
 
 def test_numerics_pairs_with_a_recorded_hang_are_done_unless_retried(tmp_path):
-    from gputopo.bench.runlog import append_jsonl
+    from gputopo.runfolder.writer import append_jsonl
     from gputopo.numerics.run import done_pairs
 
     append_jsonl(tmp_path / "numerics.jsonl", {"gpus": [0, 1], "way": "reference", "verdict": "ok"})
@@ -211,7 +211,7 @@ def test_a_full_disk_during_a_job_marks_the_run_failed_not_running(tmp_path, mon
     run.json becomes "failed" where the disk still takes it (best effort)."""
     from conftest_report import write_run
     from gputopo import jobs
-    from gputopo.bench.runlog import errors_belong_to, set_run_status
+    from gputopo.runfolder.writer import errors_belong_to, set_run_status
     from gputopo.cli.main import main
 
     run = write_run(tmp_path / "run", ())
@@ -240,8 +240,9 @@ def test_a_lock_still_shared_with_a_starting_child_is_waited_for_not_refused(tmp
     process is still refused, after LOCK_GRACE_S."""
     import time
 
-    from gputopo.bench import resume_scope as R
     from gputopo.errors import UsageError
+    from gputopo.runfolder import writer as R
+    from gputopo.runfolder.layout import LOCK_FILE
 
     with R.run_folder_lock(tmp_path):
         pid = os.fork()
@@ -256,7 +257,7 @@ def test_a_lock_still_shared_with_a_starting_child_is_waited_for_not_refused(tmp
 
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys, time\n"
-         f"fd = os.open({str(tmp_path / R.LOCK_FILE)!r}, os.O_RDWR)\n"
+         f"fd = os.open({str(tmp_path / LOCK_FILE)!r}, os.O_RDWR)\n"
          "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)"],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -46,7 +46,7 @@ def test_sigterm_leaves_the_run_interrupted_not_running(tmp_path):
 
 
 def test_a_worker_that_dies_idle_is_recorded_in_events(tmp_path):
-    from gputopo.bench.runlog import RunLog
+    from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
 
     class Proc:

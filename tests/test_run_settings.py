@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from gputopo.bench.run_settings import NCCL_PREFIXES, nccl_settings, use_saved_nccl_settings
-from gputopo.bench.runlog import NUMERICS_JSONL, RUN_JSON
+from gputopo.runfolder.layout import NUMERICS_JSONL, RUN_JSON
 
 
 def _main(capsys, *argv):

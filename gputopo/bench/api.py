@@ -28,6 +28,9 @@ from typing import Callable, Dict, List, Optional
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value, worst_first
 from gputopo.report.measured_findings import derived_findings
+from gputopo.runfolder.resume import (clear_cut_lines, plan_resume, read_progress, read_run_info,
+                                      refuse_non_bench, resume_line)
+from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
 from gputopo.writable import check_writable_dir
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
@@ -35,12 +38,7 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
 from .peer_mappings import PEER_LIMIT
 from .plan import count_cases, measurement_key, plan_steps
-from .resume_line import resume_line
-from .resume_plan import plan_resume
-from .resume_scope import clear_cut_lines, refuse_non_bench, run_folder_lock
 from .results import RunResult, bench_document
-from .runlog import (RunLog, claim_out_dir, errors_belong_to, new_run_dir, read_progress,
-                     read_run_info)
 from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from .runner import NullProgress, Runner
 from .summary import make_progress, render_summary

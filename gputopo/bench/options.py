@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from gputopo.console import clip
 from gputopo.errors import UsageError
 from gputopo.model import LinkClass, Topology
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
 #: Test groups a pair step can run, in the order they run.
 TEST_GROUPS = ("p2p", "dp", "collectives")
@@ -72,7 +73,7 @@ class BenchOptions:
     concurrent: bool = False
     resume_dir: Optional[str] = None
     out_dir: Optional[str] = None
-    reports_dir: str = "reports"
+    reports_dir: str = DEFAULT_BASE_DIR
     progress: bool = True
     argv: List[str] = field(default_factory=list)
     sim_workers: Optional[int] = None

@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Finding, Measurement
+from gputopo.runfolder.writer import RunLog
 
 from .memory_check import killed_cause
 from .peer_mappings import PeerLedger, step_pairs
@@ -45,7 +46,6 @@ from .processes import (TAIL_LINES, _exit_text, despite_ctrl_c, mp_context, star
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
-from .runlog import RunLog
 from .shares import dealing_order, share_steps
 from .step_failure import step_failure_finding
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from gputopo.bench.runlog import MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
+from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
 from gputopo.model import Finding, is_value
 from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.cluster_view import read_cluster_doc
@@ -318,7 +318,7 @@ def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
 def _not_judged_by_history(kind: str, s: Summary) -> Optional[str]:
     """Why the run folder cannot say whether a history kind (drift, counter-growth) happened,
     or None: they are judged when the run is recorded (its history_findings.json)."""
-    from gputopo.report.history_record import HISTORY_FINDINGS_JSON, HISTORY_KINDS
+    from gputopo.report.history_record import HISTORY_KINDS
 
     if kind not in HISTORY_KINDS:
         return None

@@ -89,7 +89,7 @@ def numerics_options_for(resume_dir, wanted: bool, **given):
     from gputopo.numerics import validate_options
 
     if resume_dir:
-        from gputopo.bench.api import read_run_info
+        from gputopo.runfolder.resume import read_run_info
         from gputopo.bench.run_settings import NUMERICS_KEY, saved_numerics_options
 
         saved = saved_numerics_options(read_run_info(resume_dir))
@@ -135,12 +135,11 @@ def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s
     ctx = click.get_current_context(silent=True)
     require_torch(f"gputopo {ctx.info_name if ctx else 'bench'}")  # bench, numerics, check
     if resume_dir:  # an import or a cluster run has nothing to resume (exit 2, not "no GPU")
-        from gputopo.bench.api import read_run_info
-        from gputopo.bench.resume_scope import refuse_non_bench
+        from gputopo.runfolder.resume import read_run_info, refuse_non_bench
 
         refuse_non_bench(resume_dir, read_run_info(resume_dir))
     if resume_dir and sim is None and fabric is None:
-        from gputopo.bench.api import read_run_info
+        from gputopo.runfolder.resume import read_run_info
 
         info = read_run_info(resume_dir)  # resume on the machine and fabric the run used
         sim_path = info.get("sim_path") or ""
@@ -195,7 +194,7 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
     """How many stand-in GPUs a cpu-fabric run had (its topology.json), or None if unreadable."""
     from pathlib import Path
 
-    from gputopo.bench.runlog import TOPOLOGY_JSON
+    from gputopo.runfolder.layout import TOPOLOGY_JSON
     from gputopo.errors import InputFileError
     from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
@@ -209,7 +208,7 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
 def say_redone(job) -> None:
     """Tell the user which steps a --resume ran again and why, and which NCCL settings it set
     back to the run's (stderr: --json stays a document)."""
-    from gputopo.bench.resume_plan import redo_lines
+    from gputopo.runfolder.resume import redo_lines
 
     bench = getattr(job, "bench", None)
     for line in redo_lines(getattr(bench, "redone", None) or []):
@@ -308,10 +307,9 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
         raise UsageError("--retry-hung applies only with --resume DIR (a new run has no hang)")
     groups, want_numerics = split_tests(tests_text)
     if resume_dir:  # the tests the run was started with, never this command line's defaults
-        from gputopo.bench.api import read_run_info
+        from gputopo.runfolder.resume import read_run_info, refuse_non_bench, resumed_tests
 
         refuse_ignored(resume_dir, sim, fabric)  # what only run.json may say, before reading it
-        from gputopo.bench.resume_scope import refuse_non_bench, resumed_tests
 
         info = read_run_info(resume_dir)
         refuse_non_bench(resume_dir, info)

@@ -14,6 +14,8 @@ from gputopo.cli.history_hook import history_options, record_exit_code
 from gputopo.cli.options import finish
 from gputopo.cli.strict import FiniteFloat, refuse_unused
 from gputopo.errors import UsageError
+from gputopo.runfolder.layout import (EVENTS_JSONL, HISTORY_FINDINGS_JSON, MEASUREMENTS_JSONL, NUMERICS_JSONL,
+                                      RUN_JSON, TOPOLOGY_JSON)
 from gputopo.writable import check_writable_file
 
 
@@ -153,9 +155,9 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
 
 
 #: Files a run folder holds (its raw data and the report's outputs): --junit never writes them.
-RUN_FILES = ("run.json", "topology.json", "measurements.jsonl", "events.jsonl", "numerics.jsonl",
+RUN_FILES = (RUN_JSON, TOPOLOGY_JSON, MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL,
              "summary.json", "report.md", "report.html", "results.csv", "cluster.json",
-             "history_findings.json")
+             HISTORY_FINDINGS_JSON)
 
 
 def refuse_run_file(junit_file, run_dir) -> None:

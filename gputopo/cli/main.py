@@ -43,8 +43,10 @@ def save_traceback(folder: str | None = None) -> str:
     """Write the current exception's traceback to a file and return its path: the run folder's
     error.txt, else a temporary file; never raises (the disk may be what failed): then it
     returns why nothing was saved."""
+    from gputopo.runfolder.layout import ERROR_TXT
+
     text = traceback.format_exc()
-    for where in ([os.path.join(folder, "error.txt")] if folder and os.path.isdir(folder) else []) + [None]:
+    for where in ([os.path.join(folder, ERROR_TXT)] if folder and os.path.isdir(folder) else []) + [None]:
         try:
             if where is None:
                 fd, where = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
@@ -68,7 +70,8 @@ def _disk_full(e: OSError):
     where = e.filename or run_dir or "a file"
     if run_dir:
         try:
-            from gputopo.bench.runlog import read_run_info, set_run_status
+            from gputopo.runfolder.resume import read_run_info
+            from gputopo.runfolder.writer import set_run_status
 
             if read_run_info(run_dir).get("status") == "running":
                 set_run_status(run_dir, "failed", error="disk full")

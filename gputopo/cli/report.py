@@ -28,11 +28,12 @@ def report(run_dir, no_plots, as_json):
     import contextlib
     import os
 
-    from gputopo.bench.resume_scope import run_folder_lock
     from gputopo.report.render import render_run
+    from gputopo.runfolder.layout import MEASUREMENTS_JSONL, RUN_JSON
+    from gputopo.runfolder.writer import run_folder_lock
 
     with contextlib.ExitStack() as held:
-        is_run = any(os.path.isfile(os.path.join(run_dir, f)) for f in ("run.json", "measurements.jsonl"))
+        is_run = any(os.path.isfile(os.path.join(run_dir, f)) for f in (RUN_JSON, MEASUREMENTS_JSONL))
         if is_run:  # two re-renders at once deleted each other's plots (rc 4); no lock file in a non-run
             try:
                 held.enter_context(run_folder_lock(run_dir))

@@ -41,9 +41,9 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
 
-from gputopo.bench.runlog import append_jsonl
 from gputopo.console import clip
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
+from gputopo.runfolder.writer import append_jsonl
 
 from .launch import LaunchEnv
 from .patterns import Group

@@ -16,8 +16,9 @@ from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.bench.run_settings import nccl_settings
-from gputopo.bench.runlog import (EVENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl,
-                                  claim_out_dir, new_run_dir, run_info, set_run_status, write_json)
+from gputopo.runfolder.layout import EVENTS_JSONL, RUN_JSON, TOPOLOGY_JSON
+from gputopo.runfolder.writer import (append_jsonl, claim_out_dir, new_run_dir, run_info, set_run_status,
+                                      write_json)
 from gputopo.model import Finding, worst_first
 from gputopo.report.cluster_view import (CLUSTER_JSON, DRAIN_TXT, cluster_markdown,
                                          write_node_heatmap)

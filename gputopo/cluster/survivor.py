@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from gputopo.bench.runlog import RUN_JSON
+from gputopo.runfolder.layout import RUN_JSON
 
 from .run_folder import NODES_DIR, RANKS_DIR
 

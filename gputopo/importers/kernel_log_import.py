@@ -18,25 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from gputopo import SCHEMA_VERSION
-from gputopo.bench.runlog import (
-    MEASUREMENTS_JSONL,
-    RUN_JSON,
-    TOPOLOGY_JSON,
-    run_info,
-    write_json,
-)
 from gputopo.errors import InputFileError, UsageError
-from gputopo.model import Gpu, HostInfo, NotAvailable, Topology, topology_to_json
+from gputopo.model import Gpu, HostInfo, NotAvailable, Topology
 from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import GpuHealth
 from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
-from gputopo.report.run_folder import KERNEL_LOG_JSON
-
+from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
 from gputopo.text_input import display_name, text_lines
-
-from .import_folder import import_run_dir
-
-DEFAULT_BASE_DIR = "reports"
 
 
 @dataclass
@@ -117,13 +106,9 @@ def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, arg
     options: dict[str, Any] = {"imported_from": [display_name(path)]}
     if topology_file:
         options["topology_file"] = topology_file
-    info = run_info(fabric="none", simulated=bool(topo.simulated), machine=topo.machine,
-                    argv=argv if argv is not None else ["import", "kernel-log", str(path)],
-                    options=options, source="kernel-log")
-    write_json(run_dir / RUN_JSON, info)
-    write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
-    (run_dir / MEASUREMENTS_JSONL).touch()
-    write_json(run_dir / KERNEL_LOG_JSON, kernel_log_document(read, path))
+    write_imported_run(run_dir, source="kernel-log", fabric="none", simulated=bool(topo.simulated), topology=topo,
+                       argv=argv if argv is not None else ["import", "kernel-log", str(path)], options=options,
+                       measurements=(), document_name=KERNEL_LOG_JSON, document=kernel_log_document(read, path))
     result = KernelLogImport(run_dir=run_dir, read=read)
     if render:
         from gputopo.report.render import render_run

@@ -12,18 +12,16 @@ from pathlib import Path
 from typing import Iterable, List, Optional
 
 from gputopo import SCHEMA_VERSION
-from gputopo.bench.runlog import (MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON, append_jsonl,
-                                  run_info, write_json)
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
-from gputopo.report.run_folder import NCCL_TESTS_JSON
+from gputopo.runfolder.imported import import_run_dir
+from gputopo.runfolder.layout import (DEFAULT_BASE_DIR, MEASUREMENTS_JSONL, NCCL_TESTS_JSON, RUN_JSON,
+                                      TOPOLOGY_JSON)
+from gputopo.runfolder.writer import append_jsonl, run_info, write_json
 
-from .import_folder import import_run_dir
 from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_hosts, refuse_other_machine
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
                          normalize_bus_id, parse_nccl_tests_file)
-
-DEFAULT_BASE_DIR = "reports"
 
 
 @dataclass

@@ -11,7 +11,9 @@ from __future__ import annotations
 from gputopo.errors import InputFileError
 from gputopo.model import Topology
 
-from .import_folder import DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, import_outputs
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR
+
+from .matrix_import import ImportedDevice, ImportFolder, import_outputs
 from .nvbandwidth_json import parse_nvbandwidth_json
 from .nvbandwidth_measure import output_measurements
 from .nvbandwidth_parse import looks_like_nvbandwidth, parse_nvbandwidth_lines

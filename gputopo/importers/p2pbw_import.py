@@ -17,7 +17,9 @@ from __future__ import annotations
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
 
-from .import_folder import DEFAULT_BASE_DIR, ImportedDevice, ImportFolder, import_outputs
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR
+
+from .matrix_import import ImportedDevice, ImportFolder, import_outputs
 from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
 from gputopo.text_input import TextSource, open_lines
 

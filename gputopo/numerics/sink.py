@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from gputopo.bench.runlog import EVENTS_JSONL, NUMERICS_JSONL, append_jsonl, read_jsonl
+from gputopo.runfolder.layout import EVENTS_JSONL, NUMERICS_JSONL
+from gputopo.runfolder.reader import read_jsonl
+from gputopo.runfolder.writer import append_jsonl
 
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json

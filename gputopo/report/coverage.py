@@ -14,31 +14,16 @@ over the pairs that were measured looks like a faulty GPU. So the report reads, 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set
 
-from gputopo.bench.runlog import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON,
-                                  TOPOLOGY_JSON)
 from gputopo.model import Finding, Measurement
-
-Pair = Tuple[int, int]
-
-#: run.json statuses of a run that did not finish.
-UNFINISHED = ("running", "interrupted", "failed")
-#: Every status a bench run's run.json can hold (it says "running" from the start).
-BENCH_STATUSES = UNFINISHED + ("complete",)
+from gputopo.runfolder.layout import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, STATUSES,
+                                      TOPOLOGY_JSON, UNFINISHED)
+from gputopo.runfolder.reader import Pair, planned_pairs
 #: The fabrics a bench run measures with.
 BENCH_FABRICS = ("cuda", "cpu", "sim")
 #: Bench test groups that write measurements.jsonl.
 MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
-
-
-def planned_pairs(info: Dict[str, Any]) -> List[Pair]:
-    """The GPU pairs run.json says the run was asked to measure (none for imports/clusters)."""
-    out = []
-    for p in ((info.get("options") or {}).get("pairs") or []):
-        if isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(g, int) for g in p):
-            out.append((min(p), max(p)))
-    return sorted(set(out))
 
 
 def measured_pairs(measurements: Sequence[Measurement], numerics: Sequence[Dict[str, Any]],
@@ -105,7 +90,7 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     if status in (UNFINISHED if bench else ("running", "interrupted")):
         out.append(f"{RUN_JSON} says the run is {status}: it did not finish, so what it did not "
                    "measure is unknown")
-    elif bench and status not in BENCH_STATUSES:  # a bench writes one from its start on
+    elif bench and status not in STATUSES:  # a bench writes one from its start on
         said = "has no status" if status is None else f"says the run is {str(status)[:40]!r}, a status gputopo never writes"
         out.append(f"{RUN_JSON} {said}: whether the run finished is unknown (the file was edited or cut)")
     if bench and status == "complete" and not (path / EVENTS_JSONL).exists():  # a finished step writes it

@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding
+from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON
 
 from .history_findings import when
 
-HISTORY_FINDINGS_JSON = "history_findings.json"
 #: The kinds judged against the history; only they may come from history_findings.json.
 HISTORY_KINDS = ("drift", "counter-growth")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputopo.bench.runlog import write_json
+from gputopo.runfolder.writer import write_json
 from gputopo.report.summary import Summary
 
 FILENAME = "summary.json"

@@ -1,40 +1,32 @@
-"""The run folder as the bench writes it, line by line, and reads it back for ``--resume``.
+"""Writing a run folder: claim it (a new ``reports/<stamp>-<machine>/`` or an empty ``--out``),
+hold its lock, write ``run.json`` and ``topology.json``, rewrite run.json's status atomically,
+and append measurements / events / numerics lines, each flushed the moment it exists
+(docs/run-folder.md). A run stopped at any point leaves every completed line readable; a cut
+last line is skipped by the reader (reader.read_jsonl) and cleared before a resume appends
+(resume.clear_cut_lines).
 
-Layout (docs/run-folder.md): ``run.json`` (what was asked, rewritten atomically when the run's status
-changes), ``topology.json``, ``measurements.jsonl`` (one Measurement per line, appended and
-flushed the moment it reaches the parent), ``events.jsonl`` (``{"type": "finding", ...}`` for
-hang/crash, ``{"type": "step-done", "step": id, ...}``), ``workers/*.log`` (each worker
-process's stdout/stderr); the numerics add ``numerics.jsonl``. A run stopped at any point
-(Ctrl-C, a crash of the parent) leaves every completed line readable; a truncated last line is
-skipped by readers (:func:`read_jsonl`).
-
-The file helpers here (``new_run_dir``, ``append_jsonl``, ``write_json``, ``read_jsonl``,
-``run_info``, ``finding_from_event``) are the only ones: the numerics, the report's loader and
-the importers use them.
+These helpers are the only ones: the bench (:class:`RunLog`), the numerics, the imports
+(imported.py), the cluster's folder and the history's write-back all write through them.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import contextlib
+import datetime as _dt
 import json
 import os
 import re
+import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 from gputopo import SCHEMA_VERSION, __version__
-from gputopo.errors import InputFileError, UsageError
-from gputopo.model import Finding, Measurement, Topology, topology_to_json
+from gputopo.errors import UsageError
+from gputopo.model import Finding, Topology, topology_to_json
 from gputopo.writable import check_writable_dir
 
-RUN_JSON = "run.json"
-TOPOLOGY_JSON = "topology.json"
-MEASUREMENTS_JSONL = "measurements.jsonl"
-EVENTS_JSONL = "events.jsonl"
-#: Written by the numerics (DP-vs-DDP training results per pair and way) into the same folder.
-NUMERICS_JSONL = "numerics.jsonl"
-WORKERS_DIR = "workers"
+from .layout import (EVENTS_JSONL, LOCK_FILE, MEASUREMENTS_JSONL, RUN_JSON, STATUSES, TOPOLOGY_JSON,
+                     WORKERS_DIR)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -112,50 +104,6 @@ def write_json(path, obj: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_jsonl(path, notes: Optional[List[str]] = None) -> Iterator[Tuple[int, Dict[str, Any]]]:
-    """Yield (line number, object) from a JSON-lines file; a missing file yields nothing.
-
-    A line that does not parse, or is not a JSON object, is skipped: the last line of a run
-    stopped mid-write is expected to be cut. With ``notes`` each skipped line is noted there
-    (a cut last line says so)."""
-    path = Path(path)
-    if not path.exists():
-        return
-    unparsed = None  # a line that did not parse: noted once it is known whether it was the last
-
-    def note(lineno: int, why: str) -> None:
-        if notes is not None:
-            notes.append(f"{path.name}:{lineno}: skipped, {why}")
-
-    from gputopo.inputs import user_file_problem
-
-    problem = user_file_problem(path)  # /dev/zero has no lines to end; a FIFO blocks the open
-    if problem:
-        raise InputFileError(path, f"cannot read: {problem}")
-    try:
-        f = open(path, encoding="utf-8", errors="replace")
-    except OSError as e:  # a directory, no permission: the user's file, not our bug
-        raise InputFileError(path, f"cannot read: {e.strerror or e}") from None
-    with f:
-        for lineno, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            if unparsed is not None:
-                note(unparsed, "not JSON")
-                unparsed = None
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError:
-                unparsed = lineno
-                continue
-            if isinstance(obj, dict):
-                yield lineno, obj
-            else:
-                note(lineno, "not a JSON object")
-    if unparsed is not None:
-        note(unparsed, "truncated last line (the run stopped while writing it)")
-
-
 def run_info(*, fabric: str, simulated: bool, machine: str, argv: Optional[List[str]] = None,
              options: Optional[Dict[str, Any]] = None, **more) -> Dict[str, Any]:
     """The ``run.json`` document of a new run (docs/run-folder.md)."""
@@ -201,7 +149,7 @@ class RunLog:
             write_json(tpath, dict(topology_to_json(topology), schema_version=SCHEMA_VERSION))
 
     def finish(self, status: str, **more) -> None:
-        self._info.update(status=status, finished=_now(), **more)
+        self._info.update(status=_status(status), finished=_now(), **more)
         write_json(self.dir / RUN_JSON, self._info)
 
     def measurement(self, record: Dict[str, Any]) -> None:
@@ -223,39 +171,6 @@ class RunLog:
         return self.dir / WORKERS_DIR / f"{key}.{generation}.log"
 
 
-_FINDING_FIELDS = ("kind", "severity", "message", "gpus", "link_class", "evidence", "cause", "remedies")
-
-
-def finding_from_event(rec: Dict[str, Any]) -> Finding:
-    """The Finding of an events.jsonl ``{"type": "finding", ...}`` line. Context a writer added
-    beside the finding's fields (e.g. the numerics' ``"step"``) is kept in its evidence.
-    Raises KeyError, TypeError or ValueError when the line is not a finding."""
-    d = {k: v for k, v in rec.items() if k in _FINDING_FIELDS}
-    context = {k: v for k, v in rec.items() if k not in _FINDING_FIELDS and k != "type"}
-    if context:
-        d["evidence"] = {**context, **(d.get("evidence") or {})}
-    return Finding.from_json(d)
-
-
-def read_run_info(run_dir) -> Dict[str, Any]:
-    """run.json of a run folder (UsageError when it is not one)."""
-    p = Path(run_dir)
-    path = p / RUN_JSON
-    if not path.is_file():
-        raise UsageError(f"--resume {p}: not a gputopo run folder (no {RUN_JSON})")
-    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
-
-    try:
-        info = json.loads(read_user_text(path, RUN_JSON, MAX_TEXT_BYTES))
-    except InputFileError as e:
-        raise UsageError(f"--resume {p}: {e}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--resume {p}: cannot read {RUN_JSON}: {e}") from None
-    from .resume_check import check_run_info
-
-    return check_run_info(info, path)
-
-
 @contextlib.contextmanager
 def errors_belong_to(run_dir):
     """Tag an exception escaping the block with ``run_dir`` (unless an inner block already
@@ -275,6 +190,7 @@ def set_run_status(run_dir, status: str, **more) -> None:
     """Rewrite run.json's ``status`` (atomically), e.g. when a phase after the bench steps (the
     numerics) runs, completes or is interrupted. Nothing happens where there is no run.json."""
     path = Path(run_dir) / RUN_JSON
+    _status(status)
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -287,27 +203,61 @@ def set_run_status(run_dir, status: str, **more) -> None:
     write_json(path, info)
 
 
-def read_progress(run_dir) -> Tuple[Dict[str, str], List[Measurement], List[Finding]]:
-    """The last status of each step marked done, measurements already taken, findings already
-    recorded."""
-    p = Path(run_dir)
-    done: Dict[str, str] = {}
-    findings: List[Finding] = []
-    for _, rec in read_jsonl(p / EVENTS_JSONL):
-        if rec.get("type") == "step-done":
-            step, status = rec.get("step"), rec.get("status")
-            if isinstance(step, str) and isinstance(status, str):  # else not a step we can resume
-                done[step] = status
-        elif rec.get("type") == "finding":
-            try:
-                findings.append(finding_from_event(rec))
-            except (KeyError, TypeError, ValueError):
-                pass
-    measurements = []
-    for lineno, rec in read_jsonl(p / MEASUREMENTS_JSONL):
+def _status(status: str) -> str:
+    """``status`` if it is one run.json may hold (layout.STATUSES): a reader takes any other as
+    a damaged file, so a writer never writes one."""
+    if status not in STATUSES:
+        raise ValueError(f"run.json status {status!r} is not one of {', '.join(STATUSES)}")
+    return status
+
+
+# ----------------------------------------------------------------------------- the lock
+
+_HELD: Dict[str, List[Any]] = {}  # real path -> [fd, depth]
+
+#: Seconds a lock held elsewhere is waited for before another writer is named. Why: a flock
+#: belongs to the open file, and a process this one starts (the multiprocessing forkserver, from
+#: a thread, while a phase holds the lock) shares it until it closes its inherited descriptors
+#: at exec, milliseconds later; the next phase's lock in that window was refused as "another
+#: gputopo" (seen once in the tests). A real other writer holds it for the whole run.
+LOCK_GRACE_S = 2.0
+
+
+@contextlib.contextmanager
+def run_folder_lock(run_dir) -> Iterator[None]:
+    """Hold the run folder's write lock: one writer per folder (two resumes of one folder at
+    once would append the same steps twice). ``fcntl.flock`` on ``.gputopo.lock`` in the folder,
+    held while the job writes; UsageError (one line, exit 2) when another process holds it.
+    Re-entrant within one process (the bench phase and the numerics phase of one job)."""
+    import fcntl
+
+    key = os.path.realpath(run_dir)
+    held = _HELD.get(key)
+    if held is not None:
+        held[1] += 1
         try:
-            measurements.append(Measurement.from_json(rec))
-        except (KeyError, TypeError, ValueError) as e:  # a resume would build on a broken file
-            raise InputFileError(p / MEASUREMENTS_JSONL, f"not a measurement ({e}); fix or "
-                                 "remove that line to resume", line=lineno) from None
-    return done, measurements, findings
+            yield
+        finally:
+            held[1] -= 1
+        return
+    fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + LOCK_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() < deadline:  # maybe our own lock, still shared with a child
+                time.sleep(0.02)             # this process is starting (see LOCK_GRACE_S)
+                continue
+            os.close(fd)
+            raise UsageError(f"{run_dir}: another gputopo is writing this run folder (it holds "
+                             f"{LOCK_FILE}); wait for it to finish, then run this again") from None
+        except OSError:  # a filesystem without flock (ENOLCK on some NFS): go on unlocked
+            pass
+        break
+    _HELD[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        os.close(fd)  # closing the descriptor releases the flock

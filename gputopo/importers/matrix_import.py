@@ -1,5 +1,7 @@
-"""The run folder of an imported benchmark output (nvbandwidth, p2pBandwidthLatencyTest), written
-the way bench writes one, so `report`, `check`, `diff` and `place` read it like any run.
+"""The one flow of `import nvbandwidth` and `import p2pbw`: each output read, its devices matched
+against ``--topo`` and renumbered to the topology's NVML indices by bus id, its measurements
+given their pairs' link classes, then written as a run folder (runfolder/imported.py) and
+rendered, so `report`, `check`, `diff` and `place` read it like any run.
 
 What each importer parsed goes to ``imported.json`` (one summary per file: versions, devices,
 every matrix as printed, failed testcases, problems); its measurements go to
@@ -16,17 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputopo import SCHEMA_VERSION
-from gputopo.bench.runlog import (
-    MEASUREMENTS_JSONL,
-    RUN_JSON,
-    TOPOLOGY_JSON,
-    append_jsonl,
-    new_run_dir,
-    run_info,
-    write_json,
-)
 from gputopo.errors import InputFileError, UsageError
+from gputopo.model.bus_id import Decoded, as_address, from_nvbandwidth, from_p2pbw
 from gputopo.model import (
     Gpu,
     HostInfo,
@@ -34,12 +27,9 @@ from gputopo.model import (
     NotAvailable,
     Topology,
     is_value,
-    topology_to_json,
 )
-from gputopo.report.run_folder import IMPORTED_JSON
-from gputopo.writable import check_writable_dir
-
-DEFAULT_BASE_DIR = "reports"
+from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 
 
 @dataclass
@@ -57,20 +47,22 @@ class ImportFolder:
     summary: Any = None  # gputopo.report.summary.Summary when rendered
 
 
-def normalize_bus_id(printed: str | None) -> str | None:
-    """'00000000:99:00' / '99' (p2pBandwidthLatencyTest's hex bus) -> NVML's '00000000:99:00.0'."""
+def decode_bus_id(printed: str | None) -> Decoded | None:
+    """An output's bus id: nvbandwidth's ``00000000:99:00`` (p2pBandwidthLatencyTest's device as
+    its parser writes it too; a topology's ``00000000:99:00.0``), or p2pBandwidthLatencyTest's bare
+    hex bus ``99`` (a BusOnly); None for other text."""
     if not printed:
         return None
-    parts = printed.strip().lower().split(":")
-    try:
-        if len(parts) == 3:
-            dev, _, fn = parts[2].partition(".")
-            return f"{int(parts[0], 16):08X}:{int(parts[1], 16):02X}:{int(dev, 16):02X}.{fn or 0}"
-        if len(parts) == 1:
-            return f"00000000:{int(parts[0], 16):02X}:00.0"
-    except ValueError:
-        pass
-    return printed.strip()
+    return from_nvbandwidth(printed) or from_p2pbw(printed.strip())
+
+
+def normalize_bus_id(printed: str | None) -> str | None:
+    """'00000000:99:00' / '99' -> NVML's '00000000:99:00.0' (a bus alone as device 0 of domain 0,
+    BusOnly.assumed); other text as printed."""
+    decoded = decode_bus_id(printed)
+    if decoded is None:
+        return printed.strip() if printed else None
+    return as_address(decoded).nvml
 
 
 def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
@@ -85,8 +77,9 @@ def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname
 
 
 def _bus_key(bus: str | None) -> str | None:
-    b = normalize_bus_id(bus)
-    return b.rsplit(".", 1)[0] if b and b.count(":") == 2 else None
+    """The device an output or topology names, as ``00000000:99:00`` (the function left out)."""
+    decoded = decode_bus_id(bus)
+    return as_address(decoded).nvml_device if decoded is not None else None
 
 
 def device_renumbering(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int]:
@@ -161,33 +154,16 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     return ms
 
 
-def import_run_dir(out_dir, base_dir, name: str) -> Path:
-    """The folder an import writes: ``--out`` (made if missing; never one that holds a run:
-    run folders are never overwritten), else a new one under ``base_dir`` named after ``name``."""
-    if out_dir is None:
-        return new_run_dir(base_dir, name)
-    run_dir = Path(out_dir)
-    if run_dir.exists() and ((run_dir / RUN_JSON).exists() or (run_dir / MEASUREMENTS_JSONL).exists()):
-        raise UsageError(f"{run_dir}: already holds a run; run folders are never overwritten")
-    check_writable_dir(run_dir, "--out")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
-
-
 def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
                         summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
                         argv: list[str] | None = None, render: bool = True, console=None,
                         topology_file: str | None = None) -> ImportFolder:
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or tool)
-    info = run_info(fabric="cuda", simulated=False, machine=topo.machine,
-                    argv=argv if argv is not None else ["import", tool, *paths],
-                    options={"imported_from": list(paths), "topology_file": topology_file}, source=tool)
-    write_json(run_dir / RUN_JSON, info)
-    write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
-    for m in with_link_classes(measurements, topo):
-        append_jsonl(run_dir / MEASUREMENTS_JSONL, m.to_json())
-    (run_dir / MEASUREMENTS_JSONL).touch()
-    write_json(run_dir / IMPORTED_JSON, {"schema_version": SCHEMA_VERSION, "imports": summaries})
+    write_imported_run(run_dir, source=tool, fabric="cuda", simulated=False, topology=topo,
+                       argv=argv if argv is not None else ["import", tool, *paths],
+                       options={"imported_from": list(paths), "topology_file": topology_file},
+                       measurements=with_link_classes(measurements, topo), document_name=IMPORTED_JSON,
+                       document={"imports": summaries})
     result = ImportFolder(run_dir=run_dir)
     if render:
         from gputopo.report.render import render_run

@@ -1,0 +1,51 @@
+"""The names of the run folder: where new folders go, its files, run.json's status values and
+the schema versions a reader takes (docs/run-folder.md, the contract). Every writer and reader
+takes them from here, so a name is spelled once."""
+
+from __future__ import annotations
+
+from gputopo import SCHEMA_VERSION
+
+#: Where a new run folder goes without ``--out``: ``reports/<YYYYmmdd-HHMMSS>-<machine>/`` under
+#: the current directory.
+DEFAULT_BASE_DIR = "reports"
+
+# -- the raw files, written as results come and never rewritten by a reader
+RUN_JSON = "run.json"
+TOPOLOGY_JSON = "topology.json"
+MEASUREMENTS_JSONL = "measurements.jsonl"
+EVENTS_JSONL = "events.jsonl"
+#: Written by the numerics (DP-vs-DDP training results per pair and way) into the same folder.
+NUMERICS_JSONL = "numerics.jsonl"
+#: Each worker process's stdout/stderr, ``<worker>.<generation>.log``.
+WORKERS_DIR = "workers"
+#: The lock a writing job holds in its run folder (``fcntl.flock``; writer.run_folder_lock).
+LOCK_FILE = ".gputopo.lock"
+#: The internal error's traceback (exit 4).
+ERROR_TXT = "error.txt"
+
+# -- what an import keeps beside its measurements
+#: Per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
+NCCL_TESTS_JSON = "nccl_tests.json"
+#: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
+NCCL_DEBUG_JSON = "nccl_debug.json"
+#: Per-file facts of imported nvbandwidth / p2pBandwidthLatencyTest outputs (matrices as
+#: printed, failed testcases, what could not be read).
+IMPORTED_JSON = "imported.json"
+#: What an imported kernel log held and which of its lines could not be read (import kernel-log).
+KERNEL_LOG_JSON = "kernel_log.json"
+
+#: What the machine's history said when the run was recorded (docs/history.md).
+HISTORY_FINDINGS_JSON = "history_findings.json"
+
+#: The JSON-lines files appended to as results come (a resume appends to them too).
+APPENDED = (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)
+
+# -- run.json's status
+#: Statuses of a run that did not finish ("running" from the start).
+UNFINISHED = ("running", "interrupted", "failed")
+#: Every status a bench or cluster run's run.json can hold; a reader takes any other as damage.
+STATUSES = UNFINISHED + ("complete",)
+
+#: Schema versions of run-folder files this gputopo reads (SCHEMA_VERSION: what it writes).
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION,)
