@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from gputopo.errors import InputFileError
 from gputopo.model import Topology
-
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
 from .matrix_import import ImportedDevice, ImportFolder, import_outputs

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
-
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
 from .matrix_import import ImportedDevice, ImportFolder, import_outputs
