@@ -11,13 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from gputopo import SCHEMA_VERSION
 from gputopo.errors import UsageError
-from gputopo.model import Gpu, HostInfo, Topology, topology_to_json
-from gputopo.runfolder.imported import import_run_dir
-from gputopo.runfolder.layout import (DEFAULT_BASE_DIR, MEASUREMENTS_JSONL, NCCL_TESTS_JSON, RUN_JSON,
-                                      TOPOLOGY_JSON)
-from gputopo.runfolder.writer import append_jsonl, run_info, write_json
+from gputopo.model import Gpu, HostInfo, Topology
+from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
 
 from .nccl_inputs import refuse_duplicate_logs, refuse_duplicates, refuse_other_hosts, refuse_other_machine
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
@@ -81,18 +78,12 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
         refuse_other_machine(topology, logs, topology_file)
     topo = topology or topology_from_logs(logs)
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
-    info = run_info(fabric="cuda", simulated=False, machine=topo.machine,
-                    argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
-                    options={"imported_from": [str(p) for p in paths], "op": op}, source="nccl-tests")
-    write_json(run_dir / RUN_JSON, info)
-    write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topo)})
-    for log in logs:
-        gpus, _ = device_keys(log)
-        for m in log_measurements(log, link_class=_class_for(topo, gpus)):
-            append_jsonl(run_dir / MEASUREMENTS_JSONL, m.to_json())
-    (run_dir / MEASUREMENTS_JSONL).touch()
-    write_json(run_dir / NCCL_TESTS_JSON, {"schema_version": SCHEMA_VERSION,
-                                           "logs": [log_summary(lg) for lg in logs]})
+    write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
+                       argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
+                       options={"imported_from": [str(p) for p in paths], "op": op},
+                       measurements=(m for log in logs
+                                     for m in log_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),
+                       document_name=NCCL_TESTS_JSON, document={"logs": [log_summary(lg) for lg in logs]})
     result = ImportResult(run_dir=run_dir, logs=logs)
     if render:
         from gputopo.report.render import render_run
