@@ -7,8 +7,9 @@ import pytest
 from gputopo.model.topology import AcsBridge
 from gputopo.model.values import NotAvailable
 from gputopo.probe import host as host_mod
-from gputopo.probe.host import (bus_key, cmdline_iommu_flags, default_run, parse_acs_controls,
-                                parse_lspci_blocks, read_host, read_iommu, upstream_bridges)
+from gputopo.model.bus_id import bus_key
+from gputopo.probe.host import (cmdline_iommu_flags, default_run, parse_acs_controls, parse_lspci_blocks,
+                                read_host, read_iommu, upstream_bridges)
 
 GPU0, GPU1, GPU2 = "00000000:07:00.0", "00000000:0F:00.0", "00000000:87:00.0"
 # Two GPUs behind one PLX switch on socket 0, one directly on a root port of socket 1.

@@ -4,7 +4,8 @@
 import pytest
 
 from gputopo.model.values import NotAvailable
-from gputopo.probe.host import bus_key, read_host, upstream_bridges
+from gputopo.model.bus_id import bus_key
+from gputopo.probe.host import read_host, upstream_bridges
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_host import FakeHost
 

@@ -14,7 +14,7 @@ from gputopo.model.values import is_value
 def test_scan_equals_nvidia_smi_machine_wide():
     """GPU count, driver and CUDA versions, and every ordered pair's P2P read/write status as
     `nvidia-smi topo -p2p r|w` prints them; UUIDs and bus ids unique (no GPU read twice)."""
-    from gputopo.probe.host import bus_key
+    from gputopo.model.bus_id import bus_key
     from gputopo.probe.smi import parse_p2p_matrix
 
     topo = _scanned()
@@ -63,7 +63,7 @@ def _scanned():
 
 @pytest.mark.nvml
 def test_nvml_fields_equal_nvidia_smi_query_gpu():
-    from gputopo.probe.host import bus_key
+    from gputopo.model.bus_id import bus_key
 
     topo = _scanned()
     rows = parse_query_csv(_smi(f"--query-gpu={','.join(_QUERY)}", "--format=csv,noheader,nounits"),

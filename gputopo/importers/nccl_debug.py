@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
-from gputopo.probe.host import try_bus_key
+from gputopo.model.bus_id import try_bus_key
 from gputopo.probe.nccl_log import Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
 from gputopo.report.run_folder import load_run
 from gputopo.runfolder.layout import NCCL_DEBUG_JSON

@@ -34,17 +34,15 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from gputopo.model.topology import AcsBridge, HostInfo
 from gputopo.model.values import NotAvailable
-from gputopo.model.bus_id import bus_key, try_bus_key
 from gputopo.probe.host_facts import read_cpu_vendor
 from gputopo.probe.host_files import host_path, read_hostname, read_kernel
-from gputopo.probe.host_files import host_path as _path, read_host_file as _read  # noqa: F401 (probe.nics)
 from gputopo.probe.iommu import cmdline_iommu_flags, read_iommu
 from gputopo.probe.pci_bridges import parse_acs_controls, parse_lspci_blocks, pci_place, upstream_bridges
 
 __all__ = [
-    "COMMAND_TIMEOUT_S", "LSPCI_S_PER_BRIDGE", "Runner", "bus_key", "cmdline_iommu_flags",
+    "COMMAND_TIMEOUT_S", "LSPCI_S_PER_BRIDGE", "Runner", "call_runner", "cmdline_iommu_flags",
     "default_run", "parse_acs_controls", "parse_lspci_blocks", "pci_place", "read_acs", "read_host",
-    "read_iommu", "try_bus_key", "upstream_bridges",
+    "read_iommu", "upstream_bridges",
 ]
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
@@ -73,7 +71,7 @@ def default_run(argv: Sequence[str]) -> Tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _call(run: Runner, argv: Sequence[str]) -> Tuple[int, str, str]:
+def call_runner(run: Runner, argv: Sequence[str]) -> Tuple[int, str, str]:
     """``run`` with the same missing-command/timeout mapping for runners that raise."""
     try:
         return run(argv)
@@ -145,7 +143,7 @@ def _lspci_bridges(run: Runner, bdfs: Sequence[str]):
         if time.monotonic() > deadline:
             last_error = f"out of time after {len(blocks)} of {len(bdfs)} bridges"
             break
-        rc, out, err = _call(run, ["lspci", "-vvv", "-D", "-s", bdf])
+        rc, out, err = call_runner(run, ["lspci", "-vvv", "-D", "-s", bdf])
         if rc == 127:
             return NotAvailable("lspci not installed (package pciutils); it is needed to read "
                                 "ACS control bits, as root")

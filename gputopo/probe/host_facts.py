@@ -50,7 +50,7 @@ def read_cpu_vendor(root: str = "/") -> Union[str, NotAvailable]:
 
 def read_pci_numa_node(root: str, key) -> Union[int, NotAvailable]:
     """The NUMA node the kernel attaches PCI device ``key`` (sysfs form ``0000:07:00.0``, see
-    gputopo.probe.host.bus_key; None when unknown) to, or NotAvailable(reason)."""
+    gputopo.model.bus_id.bus_key; None when unknown) to, or NotAvailable(reason)."""
     if key is None:
         return NotAvailable("no PCI address to look up the NUMA node of")
     rel = f"sys/bus/pci/devices/{key}/numa_node"

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from gputopo.model.bus_id import device_text, parse_device
 from gputopo.model.values import NotAvailable
-from gputopo.probe.host import Runner, _call, default_run
+from gputopo.probe.host import Runner, call_runner, default_run
 from gputopo.probe.xid_lines import KernelLogRead, parse_xid_lines
 
 __all__ = ["KERNEL_LOG_COMMANDS", "parse_xid_lines", "read_kernel_log", "read_xid_events"]
@@ -29,7 +29,7 @@ def read_kernel_log(run: Runner = default_run) -> Tuple[Union[str, NotAvailable]
     """(log text or NotAvailable(why), the command that gave it). Never raises."""
     why = []
     for argv in KERNEL_LOG_COMMANDS:
-        rc, out, err = _call(run, list(argv))
+        rc, out, err = call_runner(run, list(argv))
         if rc == 0 and out.strip():
             return out, " ".join(argv)
         reason = (err or "").strip().splitlines()[-1:] or [f"exit status {rc}, no output"]

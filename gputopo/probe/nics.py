@@ -23,13 +23,16 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from gputopo.model import LinkClass, Nic
 from gputopo.model.values import NotAvailable
 
-from .host import _path, _read, pci_place, try_bus_key
+from gputopo.model.bus_id import try_bus_key
+
+from .host_files import host_path, read_host_file
+from .pci_bridges import pci_place
 
 Place = Tuple[Optional[str], List[str], Optional[int]]  # host bridge, bridges, NUMA node
 
 
 def _numa(root: str, bdf: str) -> Optional[int]:
-    text = _read(root, f"sys/bus/pci/devices/{bdf}/numa_node")
+    text = read_host_file(root, f"sys/bus/pci/devices/{bdf}/numa_node")
     try:
         node = int(text) if text is not None else -1
     except ValueError:
@@ -70,7 +73,7 @@ def _natural(name: str):
 
 def rdma_devices(root: str) -> List[Tuple[str, str]]:
     """(device name, PCI address) of each RDMA device with a PCI function, by name (mlx5_2 < mlx5_10)."""
-    base = _path(root, "sys/class/infiniband")
+    base = host_path(root, "sys/class/infiniband")
     try:
         names = os.listdir(base)
     except OSError:
