@@ -52,6 +52,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model.bandwidth import pcie_gbps
+from gputopo.model.bus_id import PciAddress
 from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
 from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
@@ -60,7 +61,6 @@ from .fabric import FABRIC_KEYS, parse_fabric
 from .gpu_models import GENERIC, MODEL_KEYS, GpuModel, find_model
 from .health import HEALTH_KEYS, parse_health
 from .nics import parse_nics
-from .pci import PciAddress
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_NVSWITCHES, IOMMU_MODES, P2P_STATUSES,
                       PAIR_KEY_RE, Fault, GpuDesc, HostDesc, MachineDesc, NvLinkDesc, pcie_theory_gbps,
                       shared_link_class)

@@ -18,7 +18,7 @@ The tree holds what real readers look at::
     sys/bus/pci/devices/0000:1b:00.0 -> ../../../devices/pci0000:18/.../0000:1b:00.0
 
 Addresses here are lspci/sysfs form (``0000:1b:00.0``: 4-digit domain, lower case); NVML's form
-(``00000000:1B:00.0``) is the same address, see gputopo.sim.pci.
+(``00000000:1B:00.0``) is the same address, see gputopo.model.bus_id.
 
 ``run`` answers ``lspci`` (see gputopo.sim.lspci), ``nvidia-smi topo -m`` / ``topo -p2p X`` /
 ``-L``, ``uname``, ``hostname``, ``cat FILE`` (under the root), ``dmesg``; anything else exits 127.
@@ -36,6 +36,7 @@ import tempfile
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from gputopo.model.bus_id import PciAddress
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.topology import P2P_CAPS, P2P_STATUS_MEANING
 
@@ -137,9 +138,7 @@ class FakeHost:
                 self.iommu_groups[bdf] = _FIRST_IOMMU_GROUP + k
             base = _FIRST_IOMMU_GROUP + len(paths)
             for k, sw in enumerate(desc.nvswitch_bus_ids):
-                from .pci import lspci_bdf
-
-                self.iommu_groups[lspci_bdf(sw)] = base + k
+                self.iommu_groups[PciAddress.parse(sw).lspci] = base + k
         self._pci_devices = pci_devices(desc, self.iommu_groups or None)  # what lspci answers from
         devices = {d.addr.lspci: d for d in self._pci_devices}
         for bdf, rel in paths.items():

@@ -47,6 +47,7 @@ import functools
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Dict, Iterable, Optional, Tuple
 
+from gputopo.model.bus_id import PciAddress
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
 from gputopo.probe import nvml_codes  # plain data: the fake never imports pynvml
 from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID_ARGUMENT,
@@ -55,7 +56,6 @@ from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID
 from .fabric import BINDING_NAMES as FABRIC_BINDING_NAMES
 from .fabric import install_fabric_calls
 from .health import install_health_calls
-from .pci import PciAddress
 
 if TYPE_CHECKING:
     from .records import MachineDesc

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from gputopo.model.bus_id import PciAddress
+
 from .nics import NIC_PCI_IDS
-from .pci import PciAddress
 from .pcie_tree import ROOT_PORT, SWITCH_DOWN, SWITCH_UP
 
 _SPEED = {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}

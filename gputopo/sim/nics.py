@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .pci import PciAddress
+from gputopo.model.bus_id import PciAddress
+
 from .pcie_tree import RANK
 
 NIC_KEYS = {"name", "bus_id", "gpu", "class", "numa_node"}

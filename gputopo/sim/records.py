@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model.bandwidth import PCIE_X16_GBPS, nvlink_gbps, pcie_gbps
+from gputopo.model.bus_id import PciAddress
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_NAMES
 
 from .fabric import FabricDesc
 from .gpu_models import gpu_model
 from .health import HealthDesc
-from .pci import PciAddress
 
 IOMMU_MODES = ("translated", "passthrough", "off")
 CPU_VENDORS = ("intel", "amd")
