@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.importers.nccl_import import import_nccl_tests
+from gputopo.importers.nccl_tests_import import import_nccl_tests
 from gputopo.importers.nccl_tests import (log_measurements, normalize_bus_id, parse_nccl_tests,
                                           parse_nccl_tests_file)
 from gputopo.model import NotAvailable
@@ -274,7 +274,7 @@ def test_the_same_log_twice_is_refused(tmp_path):
 
 
 def test_a_topology_of_another_machine_is_refused(tmp_path):
-    from gputopo.importers.nccl_inputs import load_topo_file
+    from gputopo.importers.user_inputs import load_topo_file
 
     log = FIXTURES / "nccl-tests" / FIXTURE_NAME
     eight = load_topo_file(str(FIXTURES / "topo" / "seed-8gpu-nv4-pairs.txt"))
@@ -292,6 +292,20 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
     with pytest.raises(UsageError, match="GPU 0 is 'Tesla V100-PCIE-32GB', but .* ran on 'NVIDIA GeForce RTX 2080 Ti'"):
         import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
                           render=False)
+    # the logs' models but other bus ids (domain, bus, device compared; nccl-tests prints no
+    # function): another machine; the same ones, in NVML's spelling, are this machine
+    for g, name in zip(doc["gpus"], ("NVIDIA GeForce RTX 2080 Ti",) * 2):
+        g["name"] = name
+    doc["gpus"][0]["pci_bus_id"], doc["gpus"][1]["pci_bus_id"] = "00000000:B4:00.0", "00000000:B6:00.0"
+    (tmp_path / "topo.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=r"GPU 1 is at 00000000:B6:00.0, but .* ran device 1 at 0000:b5:00"):
+        import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
+                          render=False)
+    doc["gpus"][1]["pci_bus_id"] = "00000000:B5:00.0"
+    (tmp_path / "topo.json").write_text(json.dumps(doc))
+    res = import_nccl_tests([log], out_dir=tmp_path / "same", topology=load_topo_file(str(tmp_path / "topo.json")),
+                            render=False)
+    assert res.run_dir.exists()
     # the machine's own topology is taken
     own = load_topo_file(str(FIXTURES / "topo" / "autodl_2x2080ti_pix.txt"))
     res = import_nccl_tests([log], out_dir=tmp_path / "ok", topology=own, render=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.importers.nccl_import import import_nccl_tests
+from gputopo.importers.nccl_tests_import import import_nccl_tests
 from gputopo.importers.nccl_tests import (
     log_summary,
     parse_nccl_tests,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.importers.nccl_inputs import load_topo_file
+from gputopo.importers.user_inputs import load_topo_file
 from gputopo.importers.p2pbw_import import import_p2pbw, p2pbw_measurements, read_p2pbw
 
 P2P = Path(__file__).parent / "fixtures" / "p2pbw"

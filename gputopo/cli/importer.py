@@ -29,7 +29,7 @@ def load_topo_option(topo_file):
     """The --topo file's Topology, or None; one line and exit 2 when it cannot be read."""
     if not topo_file:
         return None
-    from gputopo.importers.nccl_inputs import load_topo_file
+    from gputopo.importers.user_inputs import load_topo_file
 
     return load_topo_file(topo_file)
 
@@ -99,7 +99,7 @@ def nccl_tests(logs, out_dir, op, topo_file):
     Times, algbw, busbw and #wrong are kept as printed; "Avg bus bandwidth" (nccl-tests' mean
     over all sizes, not the peak) is kept beside the peak busbw.
     """
-    from gputopo.importers.nccl_import import import_nccl_tests
+    from gputopo.importers.nccl_tests_import import import_nccl_tests
 
     res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=load_topo_option(topo_file),
                             topology_file=topo_file,

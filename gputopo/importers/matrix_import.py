@@ -181,7 +181,7 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
     """The one flow of `import nvbandwidth` and `import p2pbw`: each file read (the same output
     twice refused: it would count twice), one machine's GPUs in all of them, the devices checked
     against ``--topo`` and renumbered to its NVML indices by bus id, then the run folder."""
-    from .nccl_inputs import refuse_duplicates
+    from .user_inputs import refuse_duplicates
 
     refuse_duplicates([Path(p) for p in paths if p != "-"])
     outputs = [read(p) for p in paths]

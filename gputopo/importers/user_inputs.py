@@ -1,0 +1,56 @@
+"""What every `gputopo import` reads or refuses besides a tool's own output (exit 2): the same
+file given twice, which would count every measurement twice, and the ``--topo`` file, the
+machine's topology its GPUs are matched against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Dict, List
+
+from gputopo.errors import InputFileError, UsageError
+from gputopo.model import Topology
+
+
+def refuse_duplicates(paths: List[Path]) -> None:
+    """The same output given twice (same file, or files with the same content) would count every
+    measurement twice: exit 2 naming both."""
+    from gputopo.inputs import user_file_problem
+
+    seen: Dict[str, Path] = {}  # content hash -> the first file with it
+    for p in paths:
+        problem = user_file_problem(p)
+        if problem:
+            raise InputFileError(p, f"cannot read the nccl-tests log: {problem}")
+        try:
+            digest = hashlib.sha256()
+            with open(p, "rb") as f:  # in pieces: a log may be larger than memory
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            key = digest.hexdigest()
+        except OSError:
+            continue  # unreadable: the parser says why
+        if key in seen:
+            same = "is given twice" if seen[key].resolve() == p.resolve() else f"has the same content as {seen[key]}"
+            raise UsageError(f"{p} {same}: its measurements would be counted twice; give each log once")
+        seen[key] = p
+
+
+def load_topo_file(path: str) -> Topology:
+    """--topo: `gputopo scan --json` output (it has GPU models and bus ids, so a mismatch with
+    the logs is seen in full) or saved `nvidia-smi topo -m` text."""
+    import json
+
+    from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_bytes
+    from gputopo.model import topology_from_json
+
+    data = read_user_bytes(path, "topology", MAX_DESCRIPTION_BYTES)
+    if data.lstrip()[:1] == b"{":
+        try:
+            return topology_from_json(json.loads(data))
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputFileError(path, f"not a gputopo topology (`gputopo scan --json`): {e}") from None
+    from gputopo.probe.smi import decode_smi_bytes, topology_from_smi_file_text
+
+    return topology_from_smi_file_text(decode_smi_bytes(data), source=path)
