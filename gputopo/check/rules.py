@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
 from gputopo.model import Finding, is_value
+from gputopo.model.collectives import collective
 from gputopo.report.data_findings import DATA_KINDS
 from gputopo.report.cluster_view import read_cluster_doc
 from gputopo.report.headline import LINK_RATE_FABRICS
@@ -224,7 +225,7 @@ def busbw_rules(spec: Spec, s: Summary) -> List[Outcome]:
     out = []
     links_measured = _fabric_measures_links(s)
     for op, per in spec.busbw.items():
-        series = f"collective.{op}"
+        series = collective(op).test
         for sel, minimum in per.items():
             rule = f"busbw.{op}.{sel}" if sel != ANY else f"busbw.{op}"
             rows = [p for p in s.pairs if series in p.series and selector_matches(sel, p.link_class)]
