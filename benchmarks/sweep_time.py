@@ -65,7 +65,7 @@ def main(argv=None) -> int:
             wall, res = sweep(desc, out)
             n = len(res.options.pairs)
             per_pair[name] = wall / n
-            bad = [f.kind for f in res.findings if f.kind in ("hang", "crash")]
+            bad = [f.kind for f in res.failures]
             print(f"{name}: {n} pairs, {len(res.measurements)} measurements, {wall:.1f} s wall, "
                   f"{wall / n:.2f} s/pair{' FAILURES ' + str(bad) if bad else ''} "
                   f"(load average after: {_load()})", flush=True)

@@ -69,17 +69,30 @@ class JobResult:
     def interrupted(self) -> bool:
         return bool(self.bench.interrupted)
 
+    def own_findings(self) -> list:
+        """What the bench and the numerics found by themselves, as their results came in (the
+        report's judgement of them, gputopo.report: measured_findings, numerics_record)."""
+        from gputopo.report.measured_findings import bench_findings
+
+        return bench_findings(self.bench) + self.numerics_findings()
+
+    def numerics_findings(self) -> list:
+        from gputopo.report.numerics_record import numerics_run_findings
+
+        return numerics_run_findings(self.numerics) if self.numerics is not None else []
+
     def document(self) -> dict:
         """The `--json` document: the bench's per-pair figures, the analysed findings, numerics."""
         from gputopo.bench.api import bench_document
 
-        doc = bench_document(self.bench)
+        doc = bench_document(self.bench, self.summary.findings if self.summary is not None
+                             else self.own_findings())
         doc["run_dir"] = str(self.run_dir)
         if self.summary is not None:
             doc["verdict"] = self.summary.verdict
             doc["findings"] = [f.to_json() for f in self.summary.findings]
         if self.numerics is not None:
-            doc["numerics"] = self.numerics.to_json()
+            doc["numerics"] = self.numerics.to_json(self.numerics_findings())
         return doc
 
 
@@ -242,7 +255,6 @@ def _run_numerics_phase(machine: Machine, result, numerics_options, bench_option
     finally:
         bar.stop()
     set_run_status(result.run_dir, "complete")
-    result.findings = result.findings + list(nrun.findings)
     return nrun
 
 

@@ -4,6 +4,7 @@
 import pytest
 
 from gputopo.bench.api import BenchOptions, bench_document, cpu_topology, run_bench
+from gputopo.report.measured_findings import bench_findings
 
 pytestmark = pytest.mark.slow
 
@@ -14,8 +15,8 @@ def test_cpu_fabric_real_gloo_between_two_processes(tmp_path):
                         sizes_bytes=(64 << 10, 1 << 20), samples=3, progress=False,
                         out_dir=str(tmp_path / "run"), timeout_s=60)
     res = run_bench(topo, opts, "cpu")
-    assert not [f for f in res.findings if f.kind in ("hang", "crash", "corrupt")], \
-        [f.message for f in res.findings]
+    assert not [f for f in bench_findings(res) if f.kind in ("hang", "crash", "corrupt")], \
+        [f.message for f in bench_findings(res)]
     tests = {m.test for m in res.measurements}
     assert {"collective.all_reduce", "collective.all_gather", "collective.reduce_scatter",
             "collective.broadcast", "p2p.copy", "p2p.copy_bidir", "p2p.staged", "p2p.latency",

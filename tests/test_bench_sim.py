@@ -15,6 +15,7 @@ import pytest
 
 from gputopo.bench.api import BenchOptions, bench_document, render_summary, run_bench
 from gputopo.bench.plan import measurement_key
+from gputopo.report.measured_findings import bench_findings
 from gputopo.sim.description import load_description, parse_description
 from gputopo.sim.scan import scan_description
 
@@ -88,14 +89,15 @@ def test_seed_sweep_finds_corruption_exactly_where_peer_dma_is_broken(seed_sweep
             if m.test in ("dp.broadcast_coalesced", "dp.reduce_add"):
                 want = "host" if pair in pcie_pairs else "p2p"  # Intel host: P2P up to PXB
                 assert (m.extra["path"], m.extra["nccl_route"]) == ("nccl", want), (pair, m.test)
-    corrupt = {tuple(f.gpus) for f in res.findings if f.kind == "corrupt"}
+    corrupt = {tuple(f.gpus) for f in bench_findings(res) if f.kind == "corrupt"}
     assert corrupt == broken
-    assert not [f for f in res.findings if f.kind in ("hang", "crash")]
+    assert not [f for f in bench_findings(res) if f.kind in ("hang", "crash")]
+    assert not res.failures
 
 
 def test_seed_sweep_outputs(seed_sweep, capsys):
     desc, topo, res, elapsed = seed_sweep
-    doc = bench_document(res)
+    doc = bench_document(res, bench_findings(res))
     assert doc["schema_version"] >= 1 and doc["simulated"] is True and doc["fabric"] == "sim"
     assert doc["timing"] == ["modeled"]
     p = next(x for x in doc["pairs"] if x["gpus"] == [0, 1])
@@ -114,7 +116,7 @@ def test_seed_sweep_outputs(seed_sweep, capsys):
     assert info["status"] == "complete" and info["simulated"] and info["fabric"] == "sim"
     lines = (run_dir / "measurements.jsonl").read_text().splitlines()
     assert len(lines) == len(res.measurements)
-    render_summary(res)
+    render_summary(res, findings=bench_findings(res))
     out = capsys.readouterr().out
     assert "SIMULATED" in out and "corrupt" in out and "NV4" in out
     assert out.index("corrupt") < out.index("NV4")  # findings before the table
@@ -161,7 +163,7 @@ def test_hang_and_crash_become_findings_and_leave_no_process(tmp_path):
     res = _run(desc, topo, tmp_path, pairs=[(0, 1), (2, 3), (0, 2)], tests=("p2p",),
                timeout_s=3.0)
     elapsed = time.monotonic() - t0
-    kinds = {f.kind: f for f in res.findings if f.kind in ("hang", "crash")}
+    kinds = {f.kind: f for f in bench_findings(res) if f.kind in ("hang", "crash")}
     assert set(kinds) == {"hang", "crash"}
     hang, crash = kinds["hang"], kinds["crash"]
     assert hang.gpus == [0, 1] and hang.link_class == "PXB" and hang.severity == "error"
@@ -173,7 +175,11 @@ def test_hang_and_crash_become_findings_and_leave_no_process(tmp_path):
     assert {tuple(m.gpus) for m in res.measurements} == {(0, 2)}
     assert res.worker_pids and not [p for p in res.worker_pids if _alive(p)]
     events = [json.loads(x) for x in (res.run_dir / "events.jsonl").read_text().splitlines()]
-    assert {e["kind"] for e in events if e["type"] == "finding"} == {"hang", "crash"}
+    # recorded as they happened, as facts (the report words them: report/step_failures.py)
+    assert {(e["kind"], e["step"]) for e in events if e["type"] == "step-failed"} == \
+        {("hang", "p2p:0-1"), ("crash", "p2p:2-3")}
+    assert not [e for e in events if e["type"] == "finding"]
+    assert sorted((f.kind, tuple(f.gpus)) for f in res.failures) == [("crash", (2, 3)), ("hang", (0, 1))]
     assert {e["step"] for e in events if e["type"] == "step-done"} == \
         {"p2p:0-1", "p2p:2-3", "p2p:0-2"}
 
@@ -194,7 +200,7 @@ def test_a_measurement_longer_than_the_timeout_is_no_hang_while_its_samples_prog
                     log=RunLog(tmp_path), timeout_s=timeout, pool_size=1,
                     step_settings={"warmup": 1, "samples": 1500, "latency_repeat": 1})
     runner.run([step])
-    assert not runner.findings, runner.findings[0].message
+    assert not runner.failures, runner.failures[0].what
     assert len(runner.measurements) == 1 and runner.measurements[0].n == 1500
     assert runner.worker_pids and not [p for p in runner.worker_pids if _alive(p)]
     done = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
@@ -398,7 +404,7 @@ def test_a_shared_step_with_fewer_cases_than_workers_leaves_the_others_idle(tmp_
                     step_settings={"warmup": 1, "samples": 2, "latency_repeat": 2})
     runner._keys_for = lambda step, running: None if running else ["sim0", "sim1"]
     runner.run([Step("p2p:5-6", "p2p", (5, 6), "NODE", cases)])
-    assert not runner.findings and runner.steps_done == 1
+    assert not runner.failures and runner.steps_done == 1
     assert len(runner.measurements) == 1 and sum(runner.delivered_by.values()) == 1
     assert not [p for p in runner.worker_pids if _alive(p)]
 
@@ -422,7 +428,7 @@ def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tm
                         log=RunLog(folder), timeout_s=60.0, pool_size=pool,
                         step_settings={"warmup": 1, "samples": 3, "latency_repeat": 2})
         runner.run(steps)
-        assert not runner.findings and runner.steps_done == 3
+        assert not runner.failures and runner.steps_done == 3
         assert runner.worker_pids and not [p for p in runner.worker_pids if _alive(p)]
         return runner, {measurement_key(m): (m.wrong, m.first_bad_index, m.samples_s,
                                              m.extra.get("wrong_samples"))

@@ -454,10 +454,10 @@ def test_gpu_free_memory_is_read_through_nvml_by_bus_id(monkeypatch):
 def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
     import signal
 
-    from gputopo.bench.memory_check import killed_cause
     from gputopo.model import Finding
     from gputopo.report.analysis import _step_failure_cause
     from gputopo.report.run_folder import Run
+    from gputopo.report.step_failures import killed_cause
 
     cause, remedies = killed_cause(-signal.SIGKILL)
     assert "out-of-memory" in cause and "nothing about the GPU link" in cause

@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 
 from gputopo.numerics import run_numerics, validate_options  # noqa: E402
 from gputopo.sim.scan import scan_simulated  # noqa: E402
+from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def topo():
 def test_ddp_over_gloo_matches_the_reference(topo, tmp_path):
     run = run_numerics(topo, [(0, 1), (5, 6)], "cpu", options=validate_options(steps=30),
                        run_dir=str(tmp_path), timeout_s=120)
-    assert run.findings == []
+    assert numerics_run_findings(run) == []
     tol = run.tolerances["run"]
     for rec in run.results:
         assert rec.verdict == "ok", rec.summary()
@@ -43,5 +44,5 @@ def test_nan_injected_into_one_ranks_gradients_is_reported_at_its_step(topo):
     assert (ddp.verdict, ddp.step, ddp.nonfinite_in) == ("nan", 7, "gradient")
     assert all(math.isfinite(v) for v in ddp.losses[:8]) and math.isnan(ddp.losses[8])
     assert any("self-test" in n for n in ddp.notes)
-    (f,) = run.findings
+    (f,) = numerics_run_findings(run)
     assert (f.kind, f.evidence["way"], f.evidence["step"], f.gpus) == ("nan", "ddp", 7, [5, 6])

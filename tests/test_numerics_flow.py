@@ -16,6 +16,7 @@ from gputopo.numerics.transport import LocalTransport, adapt_transport  # noqa: 
 from gputopo.numerics.verdict import WayRun, judge, measure_tolerance  # noqa: E402
 from gputopo.numerics.ways import (train_ddp_simulated, train_dp_flow,  # noqa: E402
                                    train_reference)
+from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
 
 
 class FlipTransport:
@@ -188,7 +189,7 @@ def test_run_numerics_over_a_given_transport_in_process():
     v = run.verdicts()
     assert v[(6, 7)] == {"reference": "ok", "dp": "ok", "ddp": "ok"}
     assert v[(0, 4)]["dp"] in ("nan", "diverged") and v[(0, 4)]["ddp"] == "ok"  # SYS: DDP via host
-    (f,) = run.findings
+    (f,) = numerics_run_findings(run)
     assert f.gpus == [0, 4] and f.evidence["way"] == "dp" and f.link_class == "SYS"
 
 
@@ -197,7 +198,7 @@ def test_a_chaotic_job_is_called_out():
 
     run = run_numerics(_topology(), [(6, 7)], "sim", options=validate_options(lr=10),
                        transport_factory=lambda i, j: LocalTransport(), ways=("reference",))
-    (f,) = run.findings
+    (f,) = numerics_run_findings(run)
     assert f.kind == "noisy" and f.severity == "warning" and "--lr" in f.message
 
 

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 
 from gputopo.numerics import run_numerics, validate_options  # noqa: E402
 from gputopo.numerics.run import done_pairs  # noqa: E402
+from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
 from gputopo.sim.description import load_description  # noqa: E402
 from gputopo.sim.scan import scan_description  # noqa: E402
 
@@ -45,7 +46,7 @@ def test_healthy_sim_every_way_ok_on_every_pair(healthy):
     assert sorted(verdicts) == sorted(_all_pairs(topo))
     for pair, ways in verdicts.items():
         assert ways == {"reference": "ok", "dp": "ok", "ddp": "ok"}, pair
-    assert run.findings == []
+    assert numerics_run_findings(run) == []
     assert all(r.timing == "modeled" and r.fabric == "sim" for r in run.results)
     assert run.tolerance_lines() and "tolerance" in run.tolerance_lines()[0]
 
@@ -91,7 +92,7 @@ def test_seed_8gpu_dataparallel_flagged_on_sys_and_ddp_ok_everywhere(seed):
 
 def test_seed_8gpu_findings_name_way_step_and_class(seed):
     _, topo, run = seed
-    dp_findings = [f for f in run.findings if f.evidence.get("way") == "dp"]
+    dp_findings = [f for f in numerics_run_findings(run) if f.evidence.get("way") == "dp"]
     flagged = {p for p, ways in run.verdicts().items() if ways["dp"] != "ok"}
     assert {tuple(f.gpus) for f in dp_findings} == flagged
     for f in dp_findings:
@@ -133,7 +134,7 @@ def test_batchnorm_difference_is_shown_as_expected_and_faults_still_found(machin
         # ... and the verdict, against per-replica statistics, still finds the SYS corruption.
         expect_bad = bad and rec.way == "dp" and rec.gpus == (0, 4)
         assert (rec.verdict != "ok") == expect_bad, rec.summary()
-    assert len(run.findings) == (1 if bad else 0)
+    assert len(numerics_run_findings(run)) == (1 if bad else 0)
 
 
 @pytest.mark.slow
@@ -150,15 +151,19 @@ def test_hang_and_crash_become_findings_and_the_run_goes_on(tmp_path):
     assert v[(0, 4)] == {"reference": "ok", "dp": "hang", "ddp": "ok"}  # DDP goes via host on SYS
     assert v[(1, 5)] == {"reference": "ok", "dp": "crash", "ddp": "crash"}
     assert v[(6, 7)] == {"reference": "ok", "dp": "ok", "ddp": "ok"}
-    kinds = sorted((f.kind, f.evidence["way"], tuple(f.gpus)) for f in run.findings)
+    kinds = sorted((f.kind, f.evidence["way"], tuple(f.gpus)) for f in numerics_run_findings(run))
     assert kinds == [("crash", "ddp", (1, 5)), ("crash", "dp", (1, 5)), ("hang", "dp", (0, 4))]
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert sum(e["type"] == "finding" for e in events) == 3
-    crash = next(f for f in run.findings if f.kind == "crash")
+    # recorded as they happened, as records (the report makes the findings from them)
+    assert not [e for e in events if e["type"] == "finding"]
+    recs = [json.loads(x) for x in (tmp_path / "numerics.jsonl").read_text().splitlines()]
+    assert sorted((r["verdict"], r["way"], tuple(r["gpus"])) for r in recs
+                  if r["verdict"] in ("hang", "crash")) == kinds
+    crash = next(f for f in numerics_run_findings(run) if f.kind == "crash")
     assert "SIGABRT" in crash.message
     # found once 3 s passed without progress, not sooner, and seconds later at most, even on a
     # busy machine (the healthy ways, longer than 3 s in all there, are not called hung)
-    hang = next(f for f in run.findings if f.kind == "hang")
+    hang = next(f for f in numerics_run_findings(run) if f.kind == "hang")
     assert 3 <= hang.evidence["wall_s"] < 60 and "no progress for 3 s" in hang.message
 
 

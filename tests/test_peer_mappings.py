@@ -182,7 +182,7 @@ def _retired(tmp_path) -> List[dict]:
 def test_no_device_ever_holds_a_ninth_peer_mapping(tmp_path, monkeypatch, n):
     driver, runner, steps = _run(tmp_path, monkeypatch, n)
     assert driver.failures == []
-    assert runner.findings == [] and runner.steps_done == len(steps) == 3 * n * (n - 1) // 2
+    assert runner.failures == [] and runner.steps_done == len(steps) == 3 * n * (n - 1) // 2
     assert 0 < driver.peak <= PEER_LIMIT
     # the plan: each worker process ran pairs of at most 8 peers per device, and the copies and
     # DataParallel of a pair ran in its first GPU's worker, as before
@@ -200,7 +200,7 @@ def test_no_device_ever_holds_a_ninth_peer_mapping(tmp_path, monkeypatch, n):
 
 def test_concurrent_steps_count_the_mappings_of_every_worker_alive(tmp_path, monkeypatch):
     driver, runner, steps = _run(tmp_path, monkeypatch, 10, concurrent=True, step_s=0.002)
-    assert driver.failures == [] and runner.findings == []
+    assert driver.failures == [] and runner.failures == []
     assert runner.steps_done == len(steps) and driver.peak <= PEER_LIMIT
 
 
@@ -213,12 +213,12 @@ def test_without_the_count_the_ninth_peer_is_a_crash_on_a_healthy_pair(tmp_path,
     opts = BenchOptions(pairs=all_pairs(range(10)), tests=("p2p",))
     runner = runner_mod.Runner(fabric="cuda", config={}, log=RunLog(tmp_path), timeout_s=30)
     runner.run(plan_steps(_machine(10), opts))
-    assert driver.failures and {f.kind for f in runner.findings} == {"crash"}
+    assert driver.failures and {f.kind for f in runner.failures} == {"crash"}
 
 
 def test_an_eight_gpu_box_copies_in_one_process_per_gpu_as_before(tmp_path, monkeypatch):
     driver, runner, steps = _run(tmp_path, monkeypatch, 8, tests=("p2p", "dp"))
-    assert driver.failures == [] and runner.findings == []
+    assert driver.failures == [] and runner.failures == []
     assert sorted(k for k, _pid in driver.ran) == [f"gpu{k}" for k in range(7)]
     assert _retired(tmp_path) == []
 

@@ -145,7 +145,7 @@ def test_killed_reads_exit_code_and_out_of_memory_text():
     assert killed(Finding("crash", "error", "x", evidence={"exitcode": -9}))
     assert killed(Finding("crash", "error", "x", evidence={"error": "torch.OutOfMemoryError: CUDA out of memory"}))
     assert not killed(Finding("crash", "error", "x", evidence={"exitcode": -6, "stderr_tail": "abort"}))
-    from gputopo.bench.memory_check import kill_reason_cause as killed_cause
+    from gputopo.report.step_failures import kill_reason_cause as killed_cause
 
     assert killed_cause(killed(Finding("crash", "error", "RuntimeError: CUDA out of memory. Tried")))[0] == "gpu-memory"
     assert killed_cause(killed(Finding("crash", "error", "x", evidence={"error": "MemoryError"})))[0] == "host-memory"

@@ -7,8 +7,8 @@
 ``run_bench(topology, options, fabric, description)`` plans the steps, writes the run folder
 (run.json, topology.json, measurements.jsonl line by line, events.jsonl, workers/*.log), runs
 the steps in worker processes and returns a :class:`RunResult` with every measurement and the
-findings (``hang``, ``crash`` from the runner; ``corrupt``, ``noisy`` judged from the
-measurements by gputopo.report.measured_findings).
+steps that hung or crashed (StepFailure facts); gputopo.report judges them
+(report/measured_findings.py's ``bench_findings``).
 It never raises for a hung or crashed step; it raises UsageError for bad options and
 NoHardwareError when ``--fabric cuda`` finds no usable CUDA device. Ctrl-C returns a result
 with ``interrupted=True`` (the folder stays a valid partial run; ``--resume`` finishes it).
@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from gputopo.errors import UsageError
-from gputopo.model import Finding, Measurement, Topology, is_value, worst_first
-from gputopo.report.measured_findings import derived_findings
+from gputopo.model import Finding, Measurement, Topology, is_value
+from gputopo.model.step_failure import STEP_FAILED, StepFailure
+from gputopo.runfolder.layout import EVENTS_JSONL
+from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.resume import (clear_cut_lines, plan_resume, read_progress, read_run_info,
                                       refuse_non_bench, resume_line)
 from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
@@ -163,15 +165,26 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     prior_done: Dict[str, str] = {}
     prior_ms: List[Measurement] = []
     prior_findings: List[Finding] = []
+    prior_failures: List[StepFailure] = []
     cut_notes: List[str] = []
     with contextlib.ExitStack() as lock:
         return _run_bench(topology, options, fabric, description, progress, t0, lock,
-                          prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
-                          on_started, meanwhile)
+                          prior_done, prior_ms, prior_findings, prior_failures, cut_notes,
+                          numerics_options, on_started, meanwhile)
+
+
+def _prior_failures(run_dir) -> List[StepFailure]:
+    """The step failures an earlier part of a resumed run recorded in its events.jsonl."""
+    out = []
+    for _, rec in read_jsonl(Path(run_dir) / EVENTS_JSONL):
+        if rec.get("type") == STEP_FAILED:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                out.append(StepFailure.from_event(rec))
+    return out
 
 
 def _run_bench(topology, options, fabric, description, progress, t0, lock,
-               prior_done, prior_ms, prior_findings, cut_notes, numerics_options,
+               prior_done, prior_ms, prior_findings, prior_failures, cut_notes, numerics_options,
                on_started=None, meanwhile=None) -> RunResult:
     """run_bench's body, with ``lock`` (an ExitStack) holding the run folder's write lock."""
     nccl_restored: List[str] = []
@@ -192,7 +205,8 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
         lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
         cut_notes = clear_cut_lines(run_dir)
-        prior_done, prior_ms, prior_findings = read_progress(run_dir)
+        prior_done, prior_ms, prior_findings = read_progress(run_dir)  # (findings: older runs')
+        prior_failures = _prior_failures(run_dir)
     _validate(topology, options)
     if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
         from .visible import restrict_to_cuda_visible
@@ -212,8 +226,9 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
     if options.resume_dir:  # before anything runs: which run this continues, how far it got
         print(resume_line(str(run_dir), topology.machine, fabric, simulated, options.tests,
                           options.self_gpus, total_cases, count_cases(todo)), file=sys.stderr)
-    redone_ids = {r.step for r in redo}  # their earlier crash findings are superseded
+    redone_ids = {r.step for r in redo}  # their earlier failures are superseded
     prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
+    prior_failures = [f for f in prior_failures if f.step not in redone_ids]
     concurrent = bool(options.concurrent and fabric != "sim")
 
     log = RunLog(run_dir)
@@ -264,12 +279,11 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
     for m in list(prior_ms) + runner.measurements:
         merged[measurement_key(m)] = m
     measurements = list(merged.values())
-    findings = worst_first(list(prior_findings) + runner.findings
-                           + derived_findings(measurements))
     return RunResult(
         run_dir=run_dir, topology=topology, fabric=fabric, simulated=simulated,
         machine=topology.machine, options=options, measurements=measurements,
-        findings=findings, interrupted=runner.interrupted, concurrent=concurrent,
+        failures=list(prior_failures) + runner.failures, recorded_findings=list(prior_findings),
+        interrupted=runner.interrupted, concurrent=concurrent,
         elapsed_s=time.monotonic() - t0, steps_total=len(steps), steps_run=runner.steps_done,
         steps_skipped=len(steps) - len(todo), worker_pids=list(runner.worker_pids),
         redone=redo, nccl_restored=nccl_restored)

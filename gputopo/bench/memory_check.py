@@ -10,7 +10,6 @@ buffers (its free memory is read through NVML where it can be).
 
 from __future__ import annotations
 
-import signal
 from typing import Dict, Optional
 
 from gputopo.errors import UsageError
@@ -66,30 +65,3 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
         raise UsageError(f"--sizes: the largest message ({size}) needs at least {_gib(host_need)} "
                          f"{where}, but only {_gib(host_free)} is available; use smaller --sizes")
 
-
-def killed_cause(code: Optional[int]):
-    """(cause, remedies) for a worker killed by SIGKILL, which a worker never sends itself: the
-    kernel's out-of-memory killer, or a person or job scheduler. Not evidence against the link,
-    so the report must not blame IOMMU/ACS for it. (None, None) for any other exit."""
-    if code != -signal.SIGKILL:
-        return None, None
-    _, cause, remedies = kill_reason_cause("killed by SIGKILL")
-    return cause, remedies
-
-
-def kill_reason_cause(reason: str):
-    """(culprit, cause, remedies) of a worker the kernel killed or that ran out of memory, from
-    the reason its crash record gives ("killed by SIGKILL", "CUDA out of memory", ...)."""
-    low = reason.lower()
-    if low.startswith("killed") or "sigkill" in low or "oom" in low:
-        return ("host-memory", "the worker was killed by SIGKILL, most likely by the kernel's out-of-memory "
-                "killer (the OOM killer: host memory ran out), or by a person or the job scheduler; this says nothing "
-                "about the GPU link",
-                ["check `dmesg | grep -i -e 'out of memory' -e 'killed process'`",
-                 "measure smaller sizes (--sizes) or fewer pairs at once (gputopo bench --pairs I,J), "
-                 "or free host memory", "rerun the pair"])
-    if "cuda" in low or "outofmemoryerror" in low:
-        return ("gpu-memory", "the GPU ran out of memory (another process on it, or the test's sizes too large)",
-                ["check `nvidia-smi` for other processes on these GPUs", "rerun with smaller sizes or --quick"])
-    return ("host-memory", "the worker ran out of host memory",
-            ["free host memory or run fewer pairs at once (gputopo bench --pairs I,J)", "rerun the pair"])

@@ -1,9 +1,9 @@
 """What a bench run returns: the RunResult and the ``--json`` document.
 
-The runner's findings (``hang``, ``crash``) come with the run; the findings read off the
-measurements (``corrupt``, ``noisy``) are made by the report layer
-(gputopo.report.measured_findings), which judges. Missing numbers are JSON ``null``
-("not measured"), never NaN.
+A run returns what it measured and which steps hung or crashed (StepFailure facts); the
+findings of both are made by the report layer (gputopo.report.measured_findings.bench_findings),
+which judges, and the ``--json`` document shows the ones its caller passes. Missing numbers are
+JSON ``null`` ("not measured"), never NaN.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, worst_first
+from gputopo.model.step_failure import StepFailure
 
 from .options import BenchOptions
 
 
 @dataclass
 class RunResult:
-    """A finished (or interrupted) bench run. ``findings`` are worst first."""
+    """A finished (or interrupted) bench run: its measurements, and its steps that hung or
+    crashed (``failures``, an earlier part's of a resumed run first)."""
 
     run_dir: Path
     topology: Topology
@@ -31,7 +33,10 @@ class RunResult:
     machine: str
     options: BenchOptions
     measurements: List[Measurement] = field(default_factory=list)
-    findings: List[Finding] = field(default_factory=list)
+    failures: List[StepFailure] = field(default_factory=list)
+    #: Findings an earlier part of a resumed run wrote into events.jsonl (a run folder from
+    #: before step failures were recorded as facts): read back, not judged again.
+    recorded_findings: List[Finding] = field(default_factory=list)
     interrupted: bool = False
     concurrent: bool = False
     elapsed_s: float = 0.0
@@ -42,10 +47,6 @@ class RunResult:
     redone: List[Any] = field(default_factory=list)  # runfolder.resume.Redo: steps a resume redid
     #: NCCL settings a resume set back to the run's saved ones (run_settings.use_saved_nccl_settings)
     nccl_restored: List[str] = field(default_factory=list)
-
-    @property
-    def failed_findings(self) -> List[Finding]:
-        return [f for f in self.findings if f.kind in ("corrupt", "hang", "crash")]
 
 
 # ----------------------------------------------------------------------------- per pair
@@ -137,8 +138,9 @@ def group_by_gpus(result: RunResult):
     return pairs
 
 
-def bench_document(result: RunResult) -> Dict[str, Any]:
-    """The ``gputopo bench --json`` document."""
+def bench_document(result: RunResult, findings: Sequence[Finding] = ()) -> Dict[str, Any]:
+    """The ``gputopo bench --json`` document; ``findings``: the report's judgement of the run
+    (its caller asks gputopo.report for them), shown worst first."""
     by = group_by_gpus(result)
     topo = result.topology
     pairs = []
@@ -165,6 +167,6 @@ def bench_document(result: RunResult) -> Dict[str, Any]:
         "elapsed_s": _r(result.elapsed_s, 2),
         "pairs": pairs,
         "self": selfs,
-        "findings": [f.to_json() for f in worst_first(result.findings)],
+        "findings": [f.to_json() for f in worst_first(list(findings))],
         "measurements": len(result.measurements),
     }

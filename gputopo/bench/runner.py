@@ -13,19 +13,19 @@ interpreter plus ``import torch`` (about 2 s, docs/architecture.md); start-ups d
   whichever worker is free (shares.py).
 
 Failure handling, per step: a worker that sends nothing for ``timeout_s`` is a ``hang``; a
-worker that dies (or raises) is a ``crash`` whose finding quotes the tail of its log. Either
+worker that dies (or raises) is a ``crash`` whose record quotes the tail of its log. Either
 way the step's workers are killed (SIGKILL, then joined: nothing is left behind), the step is
-recorded as done with its finding, and fresh workers are forked for the steps still to run.
+recorded as done with its failure (a StepFailure, gputopo/model/step_failure.py: the report
+makes the finding), and fresh workers are forked for the steps still to run.
 An idle worker that dies (e.g. at exit after delivering its results) is simply replaced,
-never a finding. Ctrl-C (KeyboardInterrupt in the parent) stops the run; every worker is
+never a failure. Ctrl-C (KeyboardInterrupt in the parent) stops the run; every worker is
 killed and joined in ``finally``; what was written stays a valid partial run. Workers (and the
 forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`starting_workers`,
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
 
 The process machinery (mp_context, starting_workers, stop_forkserver, tail) is in processes.py
-and re-exported here, where the CLI and the numerics worker pool have always found it; the
-wording of a failed step's finding is in step_failure.py.
+and re-exported here, where the CLI and the numerics worker pool have always found it.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from gputopo.errors import NoHardwareError
-from gputopo.model import Finding, Measurement
+from gputopo.model import Measurement
+from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.writer import RunLog
 
-from .memory_check import killed_cause
 from .peer_mappings import PeerLedger, step_pairs
 from .plan import Step, layout
 from .processes import (TAIL_LINES, _exit_text, despite_ctrl_c, mp_context, starting_workers,
@@ -47,7 +47,6 @@ from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
 from .shares import dealing_order, share_steps
-from .step_failure import step_failure_finding
 
 __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_context",
            "starting_workers", "stop_forkserver", "tail"]
@@ -73,7 +72,8 @@ class Runner:
         self.ctx = mp_context()
         self.workers: Dict[str, _Worker] = {}
         self.generation: Dict[str, int] = {}
-        self.findings: List[Finding] = []
+        #: The steps that hung or crashed, as they happened (also in events.jsonl).
+        self.failures: List[StepFailure] = []
         self.measurements: List[Measurement] = []
         self.worker_pids: List[int] = []
         self.interrupted = False
@@ -392,12 +392,10 @@ class Runner:
         r = running.get(w.step) if w.step else None
         if r is not None:
             ev = self._evidence(r, w)
-            ev["exitcode"] = code
-            cause, remedies = killed_cause(code)  # SIGKILL: the OOM killer, not the link
+            ev["exitcode"] = code  # (SIGKILL: the OOM killer, not the link; the report says so)
             self._fail(r, running, "crash",
-                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev,
-                       cause=cause, remedies=remedies)
-        else:  # idle death (e.g. at exit after its results): replace it, no finding, but say so
+                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
+        else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
             self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
                             "exitcode": code, "exit": _exit_text(code), "idle": True})
             self._kill(w.key)
@@ -424,13 +422,14 @@ class Runner:
         self.steps_done += 1
 
     def _fail(self, r: _Running, running: Dict[str, _Running], kind: str, what: str,
-              evidence: dict, cause: Optional[str] = None, remedies=None) -> None:
+              evidence: dict) -> None:
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
-        f = step_failure_finding(r.step, kind, what, evidence, cause, remedies)
-        self.findings.append(f)
-        self.log.finding(f)
+        failure = StepFailure(kind=kind, step=r.step.id, group=r.step.group, gpus=list(r.step.gpus),
+                              link_class=r.step.link_class, what=what, evidence=evidence)
+        self.failures.append(failure)
+        self.log.event(failure.to_event())
         self.log.step_done(r.step.id, kind, measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.progress.advance(max(0, len(r.step.cases) - r.delivered), r.step.label)

@@ -1,6 +1,7 @@
 """The terminal side of a bench run: the rich summary table and the progress bar.
 
-The summary puts ``corrupt``, ``hang`` and ``crash`` findings first, then one row per pair:
+The summary puts the findings its caller passes (the report's judgement) first, ``corrupt``,
+``hang`` and ``crash`` before the others, then one row per pair:
 link class, GB/s each way with peer access and staged through the host, latency, ``#wrong``
 and all_reduce busbw. A simulated run says SIMULATED above everything; ``--concurrent`` says
 that its bandwidths are perturbed. The progress bar (with ETA) shows only on a terminal.
@@ -8,11 +9,11 @@ that its bandwidths are perturbed. The progress bar (with ETA) shows only on a t
 
 from __future__ import annotations
 
-from typing import Dict, Set, Tuple
+from typing import Dict, Sequence, Set, Tuple
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
-from gputopo.model import worst_first
+from gputopo.model import Finding, worst_first
 
 from .nccl_transport import transport_cell
 from .options import format_size
@@ -39,11 +40,13 @@ def _two(a, b) -> str:
 
 
 def render_summary(result: RunResult, console=None, *, show_info: bool = False,
-                   findings: bool = True) -> None:
+                   findings: Sequence[Finding] = (), show_findings: bool = True) -> None:
     """Print the run's summary to ``console`` (a rich Console; stdout when None).
 
-    ``findings=False`` leaves the findings out, for callers that print the report's analysed
-    findings (with causes and remedies) right after."""
+    ``findings``: the report's judgement of the run (gputopo.report.measured_findings
+    .bench_findings, and the numerics' own), shown above the table, their hangs and crashes
+    marked in it; ``show_findings=False`` marks but does not show them, for callers that print
+    the report's analysed findings (with causes and remedies) right after."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -68,7 +71,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
         console.print(Text("--concurrent on: disjoint pairs ran at once, bandwidths perturbed",
                            style="yellow"))
 
-    shown = [f for f in worst_first(result.findings) if findings and
+    shown = [f for f in worst_first(list(findings)) if show_findings and
              (show_info or f.severity != "info" or f.kind in ("corrupt", "hang", "crash"))]
     first = [f for f in shown if f.kind in ("corrupt", "hang", "crash")]
     rest = [f for f in shown if f not in first]
@@ -80,7 +83,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
         sizes = sorted({p["size_bytes"] for p in doc["pairs"] if p["size_bytes"]})
         at = f" at {format_size(sizes[-1])}" if sizes else ""
         failed: Dict[Tuple[int, ...], Set[str]] = {}
-        for f in result.findings:
+        for f in findings:
             if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
                 failed.setdefault(tuple(f.gpus), set()).add(f.kind)
         rows = []

@@ -257,7 +257,7 @@ def _print_and_record(job, as_json) -> None:
 
         c = console()
         if job.bench.measurements:  # (hang/crash findings show in the report part below)
-            render_summary(job.bench, c, findings=False)
+            render_summary(job.bench, c, findings=job.own_findings(), show_findings=False)
         if job.numerics is not None:
             from gputopo.numerics.summary import summary_lines
 

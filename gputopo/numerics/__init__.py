@@ -6,8 +6,9 @@ Public API (no torch at import time)::
     from gputopo.numerics import validate_options, run_numerics
     opts = validate_options(steps=50, lr=0.05, model="mlp")       # UsageError on bad values
     run = run_numerics(topology, [(5, 6)], "sim", description, opts, run_dir=folder)
-    run.results   # NumericsResult per pair and way ("reference", "dp", "ddp")
-    run.findings  # nan / diverged / hang / crash findings
+    run.results   # NumericsResult per pair and way ("reference", "dp", "ddp"), each with its
+                  # verdict (ok, nan, diverged, hang, crash); the findings they make are
+                  # gputopo.report.numerics_record.numerics_run_findings(run)
     run.tolerance_lines()  # the measured tolerance, to print
 """
 

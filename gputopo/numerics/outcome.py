@@ -5,7 +5,7 @@ import this module and not run.py, their caller."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding
 
@@ -28,12 +28,12 @@ class WayFailed(Exception):
 
 @dataclass
 class NumericsRun:
-    """Everything one numerics run produced."""
+    """Everything one numerics run produced: its records and tolerances (the findings they
+    make are gputopo.report.numerics_record's ``numerics_run_findings``)."""
 
     options: NumericsOptions
     fabric: str
     results: List[NumericsResult] = field(default_factory=list)
-    findings: List[Finding] = field(default_factory=list)
     #: Tolerance per scope: "run" (sim/cpu: one CPU job for every pair) or "i,j" (cuda).
     tolerances: Dict[str, Tolerance] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -50,10 +50,11 @@ class NumericsRun:
         return [(f"{scope}: " if scope != "run" else "") + tol.describe()
                 for scope, tol in self.tolerances.items()]
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self, findings: Sequence[Finding] = ()) -> Dict[str, Any]:
+        """The run as JSON, with ``findings`` (the report's judgement of it) beside its results."""
         return {"fabric": self.fabric, "options": self.options.to_json(),
                 "tolerances": {k: t.to_json() for k, t in self.tolerances.items()},
                 "results": [r.to_json() for r in self.results],
-                "findings": [f.to_json() for f in self.findings],
+                "findings": [f.to_json() for f in findings],
                 "wall_s": self.wall_s, "notes": list(self.notes)}
 

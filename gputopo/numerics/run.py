@@ -24,13 +24,14 @@ On the sim, DataParallel and DDP run in a worker process (worker.py): the sim's 
 really blocks, and its ``crash`` fault really aborts, the process that moves the bytes. Callers
 that pass ``transport_factory`` (tests, embedding) run them in this process instead.
 
-A way that hangs or crashes becomes a ``hang``/``crash`` finding (and a record with that
-verdict); the run goes on with the next way and pair. NaN/Inf are findings, never exceptions.
-Results are appended to ``numerics.jsonl`` in the run folder as they complete, hang/crash
-findings to ``events.jsonl``, and the loss curves to ``numerics_losses.csv`` at the end.
+A way that hangs or crashes becomes a record with that verdict; the run goes on with the next
+way and pair. NaN/Inf are verdicts, never exceptions. Results are appended to ``numerics.jsonl``
+in the run folder as they complete (a step-done line per pair to ``events.jsonl``), and the
+loss curves to ``numerics_losses.csv`` at the end. The findings the records make (nan,
+diverged, hang, crash, a chaotic job's noisy) are the report's: gputopo.report.numerics_record.
 
 The stages live in their own modules: outcome.py (NumericsRun, WayFailed), fabric_runs.py (the
-ways per fabric), judging.py (reference, tolerance, verdict per way), sink.py (records, findings,
+ways per fabric), judging.py (reference, tolerance, verdict per way), sink.py (records,
 run-folder files, done_pairs). This module is the entry point and keeps their public names.
 """
 
@@ -74,7 +75,7 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
     ``description``: the sim Description (sim fabric; used to build the fault-applying transport
     when ``transport_factory`` is not given). ``transport_factory(i, j)`` returns the transport
     for a pair (see transport.py; a bench fabric ``Ops`` is accepted). ``run_dir``: the run folder
-    to append ``numerics.jsonl`` (and hang/crash findings to ``events.jsonl`` when
+    to append ``numerics.jsonl`` (and a step-done line per pair to ``events.jsonl`` when
     ``write_events``) to. ``progress(result)`` is called as each record completes.
     ``sim_jobs``: the sim's DataParallel/DDP jobs already started (sim_jobs.SimJobs, from
     jobs.py, beside the bench); this run then owns them and closes them.
@@ -106,9 +107,6 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
         _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s)
     for pair in pairs:
         sink.pair_done(out, pair)
-    from gputopo.report.numerics_record import warn_if_chaotic  # (not at the top: see sink.py)
-
-    warn_if_chaotic(out)
     out.wall_s = time.perf_counter() - t0
     sink.write_losses(out.results)
     return out

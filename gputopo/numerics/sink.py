@@ -1,6 +1,7 @@
-"""Where a numerics run's records go as they complete: the findings a record makes (judged by
-gputopo.report.numerics_record.finding_for), numerics.jsonl / events.jsonl appends (_Sink), the
-loss curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back)."""
+"""Where a numerics run's records go as they complete: numerics.jsonl (each record, a hang or
+crash included, the moment it exists) and events.jsonl's step-done lines (_Sink), the loss
+curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back). The findings
+the records make are the report's (gputopo.report.numerics_record)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def done_pairs(run_dir, retry_hung: bool = False) -> List[Pair]:
 
 
 class _Sink:
-    """Collects records and findings, appends them to the run folder as they complete."""
+    """Collects records, appends them to the run folder as they complete."""
 
     def __init__(self, run_dir: Optional[str], write_events: bool, progress):
         self.run_dir = run_dir
@@ -57,19 +58,6 @@ class _Sink:
     def add(self, out: NumericsRun, rec: NumericsResult) -> None:
         out.results.append(rec)
         self._append(NUMERICS_JSONL, rec.to_json())
-        others = {r.way: r for r in out.results if r.gpus == rec.gpus and r is not rec}
-        # imported here, not at the top: the numerics worker processes import this package,
-        # and importing the report there made a restarted worker miss a 3 s timeout (measured)
-        from gputopo.report.numerics_record import finding_for
-
-        f = finding_for(rec, others)
-        if f is not None:
-            out.findings.append(f)
-            if f.kind in ("hang", "crash") and self.write_events:
-                self._append(EVENTS_JSONL, {"type": "finding", **f.to_json(),
-                                            "step": step_id(rec.gpus)})
-        if rec.way == "ddp":  # a DP finding made before DDP ran can now name DDP's verdict
-            self._refresh_dp_finding(out, rec)
         if self.progress is not None:
             self.progress(rec)
 
@@ -80,14 +68,6 @@ class _Sink:
         failed = any(r.verdict in FAILED_VERDICTS for r in out.results if tuple(r.gpus) == tuple(pair))
         self._append(EVENTS_JSONL, {"type": "step-done", "step": step_id(pair),
                                     "status": "failed" if failed else "ok"})
-
-    def _refresh_dp_finding(self, out: NumericsRun, ddp: NumericsResult) -> None:
-        for k, f in enumerate(out.findings):
-            if f.gpus == list(ddp.gpus) and f.evidence.get("way") == "dp" and f.kind in ("nan", "diverged"):
-                dp = next(r for r in out.results if r.gpus == ddp.gpus and r.way == "dp")
-                from gputopo.report.numerics_record import finding_for
-
-                out.findings[k] = finding_for(dp, {"ddp": ddp}) or f
 
     def fail(self, out: NumericsRun, pair, lc, way, err: WayFailed, fabric, timing, opts,
              wall_s: float = 0.0) -> None:

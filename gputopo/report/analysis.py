@@ -1,8 +1,9 @@
 """A run's measurements + topology + host facts -> findings, worst first.
 
-Sources, each in its own module: the scan's problems (topology_checks.py), step failures the
-bench recorded as events (hang / crash, passed through), wrong data (integrity_findings.py),
-training numerics (numerics_findings.py), bandwidth (bandwidth_findings.py).
+Sources, each in its own module: the scan's problems (topology_checks.py), steps that did not
+finish (hang / crash: the bench's step failures, step_failures.py, and the numerics' records,
+numerics_findings.py), wrong data (integrity_findings.py), training numerics
+(numerics_findings.py), bandwidth (bandwidth_findings.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from gputopo.bench.memory_check import kill_reason_cause
 from gputopo.bench.run_settings import NCCL_ENV_KEY
 from gputopo.model import Finding, Topology, worst_first
 
@@ -24,8 +24,9 @@ from .import_findings import import_findings
 from .integrity_findings import corrupt_findings
 from .sweep_findings import cliff_findings
 from .localise import LOCALISED_KINDS, finish, localise, mark_explained
-from .numerics_findings import numerics_findings
+from .numerics_findings import numerics_failure_findings, numerics_findings
 from .run_folder import Run
+from .step_failures import kill_reason_cause, step_failure_findings
 
 
 @dataclass
@@ -55,9 +56,13 @@ def scan_findings(topo: Optional[Topology], notes: List[str]) -> List[Finding]:
 
 
 def event_findings(run: Run) -> List[Finding]:
-    """hang / crash (and any other) findings the bench wrote, with the link class filled in."""
+    """The steps that did not finish (hang / crash: the bench's step failures, the numerics'
+    records) and any finding a writer put in events.jsonl (a folder from before step failures
+    were recorded as facts has its hangs and crashes there), with the link class, the host
+    facts on their path and a cause filled in."""
     out = []
-    for f in run.event_findings:
+    for f in (run.event_findings + step_failure_findings(run.step_failures)
+              + numerics_failure_findings(run.numerics, run.event_findings)):
         if f.link_class is None and f.gpus and len(f.gpus) >= 2:
             lc = class_of(run.topology, f.gpus)
             if lc is not None:
@@ -75,7 +80,7 @@ def event_findings(run: Run) -> List[Finding]:
 
 
 def _step_failure_cause(run: Run, f: Finding):
-    """A default explanation for a hang or crash the bench recorded without one."""
+    """A default explanation for a hang or crash without one (a SIGKILL has its own)."""
     reason = killed(f) if f.kind == "crash" else None
     if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
         _, cause, remedies = kill_reason_cause(reason)

@@ -14,12 +14,14 @@ over the pairs that were measured looks like a faulty GPU. So the report reads, 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from gputopo.model import Finding, Measurement
+from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.layout import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, STATUSES,
                                       TOPOLOGY_JSON, UNFINISHED)
 from gputopo.runfolder.reader import Pair, planned_pairs
+
 #: The fabrics a bench run measures with.
 BENCH_FABRICS = ("cuda", "cpu", "sim")
 #: Bench test groups that write measurements.jsonl.
@@ -27,7 +29,7 @@ MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
 
 
 def measured_pairs(measurements: Sequence[Measurement], numerics: Sequence[Dict[str, Any]],
-                   findings: Sequence[Finding] = ()) -> Set[Pair]:
+                   findings: Sequence[Union[Finding, StepFailure]] = ()) -> Set[Pair]:
     """Pairs the folder holds any result for: a measurement, a numerics record, a failure."""
     out: Set[Pair] = set()
     for m in measurements:
@@ -51,7 +53,7 @@ def coverage(run) -> Optional[Dict[str, Any]]:
     if not planned:  # a cluster run that lost ranks ("failed") names them in its own findings
         return None if status not in ("running", "interrupted") else {
             "pairs_measured": None, "pairs_planned": None, "status": status, "unmeasured": []}
-    have = measured_pairs(run.measurements, run.numerics, run.event_findings)
+    have = measured_pairs(run.measurements, run.numerics, [*run.event_findings, *run.step_failures])
     missing = [p for p in planned if p not in have]
     if not missing and status not in UNFINISHED:
         return None

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
-from gputopo.bench.memory_check import kill_reason_cause
 from gputopo.model import Finding, LinkClass
 from gputopo.model.finding import gpu_ranges
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts
+from .step_failures import kill_reason_cause
 
 Pair = Tuple[int, int]
 

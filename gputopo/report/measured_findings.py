@@ -2,10 +2,10 @@
 measurements had wrong elements, named by test and data path) and ``noisy`` (every pair whose
 samples spread).
 
-Judging lives in gputopo.report (house rule: measuring code returns measurements); the bench
-shows these at the end of a run through :func:`derived_findings`, and the report builds on them
-(integrity_findings.py adds host facts, cause and remedies; bandwidth_findings.py the link
-classes from the topology).
+Judging lives in gputopo.report (house rule: measuring code returns measurements); a bench
+run's own findings (:func:`bench_findings`: these, and its steps that hung or crashed) are
+what its caller shows at its end, and the report builds on them (integrity_findings.py adds
+host facts, cause and remedies; bandwidth_findings.py the link classes from the topology).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
 
 from gputopo.bench.options import format_size
-from gputopo.model import Finding, Measurement
+from gputopo.bench.results import RunResult
+from gputopo.model import Finding, Measurement, worst_first
 from gputopo.model.finding import where_text
 from gputopo.model.measurement import NOISE_THRESHOLD
+
+from .step_failures import step_failure_findings
 
 #: Tests whose data is staged through host memory (a peer copy may be too: ``path == "host"``).
 STAGED_TESTS_PREFIX = ("p2p.staged", "self.")
@@ -116,9 +119,12 @@ def noisy_findings(measurements: List[Measurement],
     return out
 
 
-def derived_findings(measurements: List[Measurement]) -> List[Finding]:
-    """The findings a bench run's measurements make by themselves (the bench shows them)."""
-    return corrupt_findings(measurements) + noisy_findings(measurements)
+def bench_findings(result: RunResult) -> List[Finding]:
+    """A bench run's findings by themselves, worst first: those an earlier part of a resumed run
+    recorded, its steps that hung or crashed (step_failures.py), and what its measurements make
+    (``corrupt``, ``noisy``). The run's report adds the host facts, causes and the rest."""
+    return worst_first(list(result.recorded_findings) + step_failure_findings(result.failures)
+                       + corrupt_findings(result.measurements) + noisy_findings(result.measurements))
 
 
 def _r(x: Optional[float], nd: int = 3) -> Optional[float]:

@@ -2,17 +2,17 @@
 ``diverged`` with the way and the step, ``hang`` / ``crash`` with the error; and the run's
 chaotic-job warning.
 
-Judging lives in gputopo.report (house rule: measuring code returns measurements). The numerics
-run shows these findings as its results come in (through :func:`finding_for`, which adds a quick
-cause where the ways alone tell it), and numerics_findings.py builds on the same findings,
-adding the host facts and the analysed cause. No torch.
+Judging lives in gputopo.report (house rule: measuring code returns measurements). A numerics
+run's own findings (:func:`numerics_run_findings`, with a quick cause where the ways alone tell
+it) are what its caller shows at its end; numerics_findings.py builds on the same findings from
+the run folder, adding the host facts and the analysed cause. No torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from gputopo.model import Finding
 from gputopo.model.finding import where_text
@@ -81,13 +81,14 @@ def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any
 CHAOTIC_NOISE = 1e-4
 
 
-def warn_if_chaotic(out: NumericsRun) -> None:
+def chaotic_findings(out: NumericsRun) -> List[Finding]:
     """A ``noisy`` warning when re-running the reference with only the summation order changed
     moves the loss more than CHAOTIC_NOISE: then divergence says little."""
+    found = []
     for scope, tol in out.tolerances.items():
         if tol.noise_loss_rel > CHAOTIC_NOISE:
             where = "" if scope == "run" else f" (GPUs {scope})"
-            out.findings.append(Finding(
+            found.append(Finding(
                 "noisy", "warning",
                 f"numerics{where}: re-running the one-GPU job with only the fp32 summation order "
                 f"changed moves the loss by {tol.noise_loss_rel:.1e} (relative): the job is "
@@ -96,6 +97,26 @@ def warn_if_chaotic(out: NumericsRun) -> None:
                 evidence={"test": "numerics", "noise_loss_rel": tol.noise_loss_rel,
                           "tolerance_loss_rel": tol.loss_rel, "lr": out.options.lr},
                 remedies=["lower --lr"]))
+    return found
+
+
+def numerics_run_findings(out: NumericsRun) -> List[Finding]:
+    """A numerics run's own findings, as its records came in: each record's (:func:`finding_for`,
+    against the records on the same GPUs before it; a DataParallel nan/diverged one again once
+    DDP's record names DDP's verdict), then the chaotic-job warning."""
+    found: List[Finding] = []
+    for n, rec in enumerate(out.results):
+        before = out.results[:n]
+        f = finding_for(rec, {r.way: r for r in before if r.gpus == rec.gpus})
+        if f is not None:
+            found.append(f)
+        if rec.way != "ddp":
+            continue
+        for k, old in enumerate(found):  # a DP finding made before DDP ran can now name DDP's verdict
+            if old.gpus == list(rec.gpus) and old.evidence.get("way") == "dp" and old.kind in ("nan", "diverged"):
+                dp = next(r for r in before if r.gpus == rec.gpus and r.way == "dp")
+                found[k] = finding_for(dp, {"ddp": rec}) or old
+    return found + chaotic_findings(out)
 
 
 def finding_for(rec: NumericsResult, others: Dict[str, NumericsResult]) -> Optional[Finding]:

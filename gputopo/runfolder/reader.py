@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, 
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
+from gputopo.model.step_failure import STEP_FAILED, StepFailure
 
 from .layout import (EVENTS_JSONL, HISTORY_FINDINGS_JSON, IMPORTED_JSON, KERNEL_LOG_JSON, MEASUREMENTS_JSONL,
                      NCCL_DEBUG_JSON, NCCL_TESTS_JSON, NUMERICS_JSONL, READABLE_SCHEMA_VERSIONS, RUN_JSON,
@@ -303,6 +304,10 @@ class RunFolder:
     topology: Optional[Topology]
     measurements: List[Measurement] = field(default_factory=list)
     event_findings: List[Finding] = field(default_factory=list)
+    #: The bench steps that hung or crashed (events.jsonl ``step-failed``; a step a resume ran
+    #: again has only its new result). A folder from before these were facts has them as
+    #: ``event_findings``.
+    step_failures: List[StepFailure] = field(default_factory=list)
     events: List[Dict[str, Any]] = field(default_factory=list)
     numerics: List[Dict[str, Any]] = field(default_factory=list)
     nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
@@ -383,12 +388,19 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
 
     events: List[dict] = []
     event_findings: List[Finding] = []
+    step_failures: List[StepFailure] = []
     for lineno, rec in read_jsonl(path / EVENTS_JSONL, notes):
         check_schema(rec, path / EVENTS_JSONL, lineno)
         events.append(rec)
         if rec.get("type") == "step-redo":  # a resume ran the step again: its new result counts
             event_findings = [f for f in event_findings
                               if (f.evidence or {}).get("step") != rec.get("step")]
+            step_failures = [f for f in step_failures if f.step != rec.get("step")]
+        if rec.get("type") == STEP_FAILED:
+            try:
+                step_failures.append(StepFailure.from_event(rec))
+            except (KeyError, TypeError, ValueError) as e:
+                notes.append(f"{EVENTS_JSONL}:{lineno}: skipped, not a step failure ({e})")
         if rec.get("type") == "finding":
             try:
                 why = event_finding_problem(rec)
@@ -434,6 +446,6 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
         damaged.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
                        "(the same results appended twice): counted once")
     return RunFolder(path=path, info=info, topology=topo, measurements=measurements,
-                     event_findings=event_findings, events=events, numerics=numerics, nccl_tests=nccl,
+                     event_findings=event_findings, step_failures=step_failures, events=events, numerics=numerics, nccl_tests=nccl,
                      nccl_debug=nccl_debug, imported=imported, notes=notes, skipped_lines=skipped_lines,
                      damaged=damaged, doubled=doubled, kernel_log=kernel, history_doc=history_doc)
