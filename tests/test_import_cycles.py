@@ -111,3 +111,86 @@ def test_the_cycle_finder_sees_a_lazy_cycle():
     graph = import_graph()
     assert "gputopo.cli.group" in graph["gputopo.cli.scan"]  # commands add themselves to the group
     assert "gputopo.cli.scan" in graph["gputopo.cli.main"]   # main imports them (lazily), not back
+
+
+# ----------------------------------------------------------------------------- packages (issue 36)
+
+#: docs/architecture.md's layers, top first: a package imports only from the layers above it
+#: (data flows down, imports point up). ``cli`` may import every layer; ``model`` none.
+LAYERS = ("model", "runfolder", "probe", "sim", "bench", "numerics", "history", "report", "check",
+          "cluster", "importers", "export", "jobs", "recording", "cli", "__main__")
+#: The small modules at the top of the package that serve every layer (and import only each
+#: other): exception types, user files, streamed text, writable folders, consoles, tables, and
+#: ``gputopo/__init__.py`` (SCHEMA_VERSION).
+BASE = ("gputopo", "errors", "inputs", "text_input", "line_prefixes", "writable", "console",
+        "fit_table")
+
+
+def package_of(module: str) -> str:
+    """``gputopo.bench.fabrics.cpu`` -> ``bench``; ``gputopo.jobs`` -> ``jobs``; ``gputopo`` -> ``gputopo``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph(graph: Dict[str, Set[str]]) -> Dict[str, Dict[str, List[str]]]:
+    """package -> {package it imports: ["module -> module", ...]} (lazy imports too)."""
+    out: Dict[str, Dict[str, List[str]]] = {package_of(m): {} for m in graph}
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            a, b = package_of(mod), package_of(dep)
+            if a != b:
+                out[a].setdefault(b, []).append(f"{mod} -> {dep}")
+    return out
+
+
+def layer_violations(packages: Dict[str, Dict[str, List[str]]]) -> List[str]:
+    """Every import of a package from a layer below its own (or from no known layer), named."""
+    bad = []
+    for pkg, deps in sorted(packages.items()):
+        for dep, edges in sorted(deps.items()):
+            if pkg in BASE:
+                ok = dep in BASE
+            elif pkg == "model":
+                ok = False  # plain records: imports nothing of gputopo
+            elif pkg in LAYERS:
+                ok = dep in BASE or (dep in LAYERS and LAYERS.index(dep) < LAYERS.index(pkg))
+            else:
+                ok = False  # a package docs/architecture.md does not place: place it first
+            if not ok:
+                bad += edges
+    return bad
+
+
+def test_no_import_cycle_between_packages():
+    """Packages, not only modules: report/ reads what bench/ and numerics/ record, so neither
+    may import report/ back (measuring code returns measurements; report/ alone judges)."""
+    packages = package_graph(import_graph())
+    found = cycles({p: set(d) for p, d in packages.items()})
+    assert not found, "package cycles: " + "; ".join(
+        f"{c}: " + ", ".join(e for p in c for d, es in packages[p].items() if d in c for e in es)
+        for c in found)
+
+
+def test_imports_point_up_the_layers():
+    """The direction docs/architecture.md gives: every package imports only from the layers
+    above it, and every package of gputopo/ has its place there."""
+    packages = package_graph(import_graph())
+    unplaced = sorted(p for p in packages if p not in LAYERS + BASE)
+    assert not unplaced, f"packages docs/architecture.md's layers do not place: {unplaced}"
+    bad = layer_violations(packages)
+    assert not bad, "imports against the layers (a lower layer imports a higher one):\n" + "\n".join(bad)
+
+
+def test_the_layer_check_sees_an_import_against_the_layers():
+    """The checker itself: measuring code importing the report is named (and with the report
+    reading the bench, a package cycle), the report reading the bench is not, and model/ may
+    import nothing of gputopo."""
+    packages = package_graph({"gputopo.bench.api": {"gputopo.report.measured_findings", "gputopo.model"},
+                              "gputopo.report.analysis": {"gputopo.bench.results", "gputopo.errors"},
+                              "gputopo.model.finding": {"gputopo.errors"},
+                              "gputopo.report.measured_findings": set(), "gputopo.model": set(),
+                              "gputopo.bench.results": set(), "gputopo.errors": set()})
+    assert layer_violations(packages) == ["gputopo.bench.api -> gputopo.report.measured_findings",
+                                          "gputopo.model.finding -> gputopo.errors"]
+    assert cycles({p: set(d) for p, d in packages.items()}) == [["bench", "report"]]
+    assert package_of("gputopo.bench.fabrics.cpu") == "bench" and package_of("gputopo.jobs") == "jobs"
