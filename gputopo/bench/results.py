@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, worst_first
+from gputopo.model.collectives import BENCH_COLLECTIVES, is_collective
 from gputopo.model.step_failure import StepFailure
 
 from .options import BenchOptions
@@ -89,8 +90,8 @@ def pair_summary(gpus: Tuple[int, ...], link_class: Optional[str],
     i, j = gpus
     fwd, back = f"{i}->{j}", f"{j}->{i}"
     coll = {}
-    for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
-        coll[name] = _r(_peak(ms, f"collective.{name}", None, "busbw"))
+    for c in BENCH_COLLECTIVES:
+        coll[c.name] = _r(_peak(ms, c.test, None, "busbw"))
     dp = {}
     for name in ("broadcast_coalesced", "scatter", "gather", "reduce_add"):
         dp[name] = {d: _r(_peak(ms, f"dp.{name}", d)) for d in (fwd, back)}
@@ -118,7 +119,7 @@ def pair_transport(ms: List[Measurement]) -> Optional[Dict[str, Any]]:
     """What NCCL used for the pair's collectives (nccl_transport.py), None when not recorded."""
     for m in ms:
         nt = (m.extra or {}).get("nccl_transport")
-        if m.test.startswith("collective.") and isinstance(nt, dict) and "kind" in nt:
+        if is_collective(m.test) and isinstance(nt, dict) and "kind" in nt:
             return nt
     return None
 
