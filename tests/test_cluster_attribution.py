@@ -240,3 +240,20 @@ def test_a_round_with_a_stopped_rank_tells_every_rank(tmp_path):
     assert mine["stopped_by"] == "SIGTERM" and "stopped by SIGTERM" in mine["stopped"]
     assert [(r.rank, r.state) for r in b.stopped] == [(0, "stopped")]
     assert res[0].na and not res[0].rank_errors
+
+
+def test_a_leader_whose_all_gpu_all_reduce_failed_tells_the_one_gpu_group_and_skips_it():
+    from gputopo.cluster.dist_backend import group_key
+
+    b = _backend(2)
+    published = {}
+    b._pg_store = SimpleNamespace(set=published.__setitem__, check=lambda keys: False)
+    b._measure = lambda *a, **k: pytest.fail("a leader whose own all_reduce failed measured again")
+    b._one_gpu(1, (0, 1), {"error": "RuntimeError: x"})
+    key = group_key(1, "one-gpu", [0, 1])
+    assert published[key + "/gate"] == "failed" and "did not finish (RuntimeError: x)" in published[key + "/failed"]
+    # its one-GPU all_reduce's own error is kept as this rank's
+    b._measure = lambda key, ranks, rec, prefix="": rec.update(error=prefix + "RuntimeError: y")
+    local = {"time_s": 1e-3}
+    b._one_gpu(1, (0, 1), local)
+    assert local["error"] == "one GPU per node: RuntimeError: y"

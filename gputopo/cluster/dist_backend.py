@@ -612,7 +612,7 @@ class DistBackend:
         if self.rank not in leaders or len(leaders) < 2:
             return
         key = group_key(index, "one-gpu", leaders)
-        why = next((local[k] for k in NOT_MEASURED if local.get(k)), None)
+        why = next((local[k] for k in ("error", *NOT_MEASURED) if local.get(k)), None)
         if why is not None:
             self._publish_failure(key, f"rank {self.rank} ({self.env.node_name}) measured no one-GPU "
                                        f"all_reduce: its all-GPU one did not finish ({why})")
@@ -622,7 +622,7 @@ class DistBackend:
         if "time_s" in sub:
             local["one_gpu_time_s"] = sub["time_s"]
             local["wrong"] = local.get("wrong", 0) + sub.get("wrong", 0)
-        for k in NOT_MEASURED:
+        for k in ("error", "after_peer", *NOT_MEASURED):
             if k in sub:
                 local[k] = sub[k]
 
