@@ -69,16 +69,6 @@ def _num(text: Any) -> Optional[float]:
     return float(m.group(1)) if m else None
 
 
-def bus_norm(bus: Any) -> Optional[Tuple[int, int, int, int]]:
-    """"00000000:41:00.0" / "0000:41:00.0" -> (0, 0x41, 0, 0)."""
-    if not isinstance(bus, str):
-        return None
-    m = re.match(r"^\s*(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*$", bus)
-    if not m:
-        return None
-    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
-
-
 def parse_xml(text: str) -> Dict[str, Any]:
     """`nvidia-smi -q -x` -> {"driver_version", "cuda_version", "attached_gpus", "gpus": [...]},
     each GPU a flat dict of the elements compared (text as nvidia-smi wrote it)."""
@@ -340,6 +330,8 @@ def _col(rows, index: int, name: str) -> Any:
 
 
 def _compare_gpu(f: Fields, g: Dict[str, Any], xml, rows, topo, nvl, X: str, C: str, T: str, L: str) -> None:
+    from gputopo.model.bus_id import try_parse as bus_norm  # "00000000:41:00.0" / "0000:41:00.0": one key
+
     k = g.get("nvml_index")
     p = f"gpu[{k}]."
     bus = bus_norm(g.get("pci_bus_id"))

@@ -108,8 +108,7 @@ def _torch_facts() -> Dict[str, Any]:
         devs.append({"index": d, "name": p.name, "capability": f"{p.major}.{p.minor}",
                      "total_memory_bytes": int(p.total_memory),
                      "multi_processor_count": int(p.multi_processor_count),
-                     "pci_bus_id": f"{getattr(p, 'pci_domain_id', 0):08x}:{getattr(p, 'pci_bus_id', 0):02x}:"
-                                   f"{getattr(p, 'pci_device_id', 0):02x}.0",
+                     "pci_bus_id": _torch_bus_id(p, lambda a: a.nvml.lower()),
                      "memory_clock_khz": getattr(p, "memory_clock_rate", None),
                      "memory_bus_width_bits": getattr(p, "memory_bus_width", None)})
     out["cuda_devices"] = devs
@@ -174,11 +173,17 @@ def _bus_id_of_gpu0(scan_path: Optional[str]) -> Optional[str]:
             pass
     import torch
 
-    p = torch.cuda.get_device_properties(0)
-    bus, dev = getattr(p, "pci_bus_id", None), getattr(p, "pci_device_id", None)
-    if bus is None or dev is None:  # then the worker cannot find the GPU by bus id, and says so
-        return None
-    return f"{getattr(p, 'pci_domain_id', 0):04x}:{bus:02x}:{dev:02x}.0"
+    # None when torch gives no bus id: then the worker cannot find the GPU by bus id, and says so
+    return _torch_bus_id(torch.cuda.get_device_properties(0), lambda a: a.lspci)
+
+
+def _torch_bus_id(props: Any, form: Any) -> Optional[str]:
+    """A CUDA device's PCI address from torch's properties in ``form`` (of a
+    gputopo.model.bus_id.PciAddress), None when torch gives none."""
+    from gputopo.model.bus_id import from_torch
+
+    addr = from_torch(props)
+    return form(addr) if addr is not None else None
 
 
 def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int, log_dir: str,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.errors import NoHardwareError
+from gputopo.model.bus_id import from_torch
 
 
 def choose_device(cuda: Any, local_rank: int, local_world_size: int,
@@ -33,10 +34,10 @@ def choose_device(cuda: Any, local_rank: int, local_world_size: int,
 def bus_id_of(cuda: Any, index: int) -> Optional[str]:
     """``0000:1b:00.0`` of CUDA device ``index`` (from its properties), None if unknown."""
     try:
-        p = cuda.get_device_properties(index)
-        return f"{int(p.pci_domain_id):04x}:{int(p.pci_bus_id):02x}:{int(p.pci_device_id):02x}.0"
+        addr = from_torch(cuda.get_device_properties(index))
     except (AttributeError, TypeError, ValueError, RuntimeError):
         return None
+    return addr.lspci if addr is not None else None
 
 
 def shared_gpus(records: List[Dict[str, Any]]) -> List[str]:

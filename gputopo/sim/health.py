@@ -271,6 +271,6 @@ def xid_log_lines(desc) -> List[str]:
         addr = g.address
         for code in g.health.xid:
             t += 37.25
-            out.append(f"[{t:12.6f}] NVRM: Xid (PCI:{addr.domain:04x}:{addr.bus:02x}:{addr.device:02x}): "
+            out.append(f"[{t:12.6f}] NVRM: Xid (PCI:{addr.device_text}): "
                        f"{code}, {xid_info(code).log_text}")
     return out
