@@ -45,10 +45,10 @@ from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
 from gputopo.model.linkclass import MAX_NVLINKS
 
 __all__ = [
-    "AFFINITY_COLUMNS", "NOT_IN_TEXT", "P2P_CAP_LETTERS", "P2P_STATUSES", "SMI_SOURCE", "SmiMatrix",
-    "SmiSection", "decode_smi_bytes", "detect_smi_kind", "normalize_p2p_cap", "parse_p2p_matrix",
-    "parse_topo_matrix", "split_smi_sections", "topology_from_smi", "topology_from_smi_file_text",
-    "topology_from_smi_matrix",
+    "AFFINITY_COLUMNS", "NOT_IN_TEXT", "P2P_CAP_LETTERS", "P2P_CAP_NAMES", "P2P_STATUSES", "SMI_SOURCE",
+    "SmiMatrix", "SmiSection", "decode_smi_bytes", "detect_smi_kind", "normalize_p2p_cap",
+    "parse_p2p_matrix", "parse_topo_matrix", "split_smi_sections", "topology_from_smi",
+    "topology_from_smi_file_text", "topology_from_smi_matrix",
 ]
 
 
@@ -666,7 +666,8 @@ def parse_topo_matrix(text: str, source: str = "<text>") -> SmiMatrix:
 
 #: `nvidia-smi topo -p2p` letter -> gputopo capability name (P2P_CAPS).
 P2P_CAP_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci"}
-_CAP_NAMES = {**{c: c for c in P2P_CAPS}, **P2P_CAP_LETTERS, "pcie": "pci"}
+#: Every spelling of a capability -> its P2P_CAPS name (the name itself, its letter, "pcie").
+P2P_CAP_NAMES = {**{c: c for c in P2P_CAPS}, **P2P_CAP_LETTERS, "pcie": "pci"}
 
 
 @dataclass
@@ -737,10 +738,10 @@ def parse_p2p_matrix(text: str, source: str = "<text>") -> Dict[Tuple[int, int],
 def normalize_p2p_cap(cap: str) -> str:
     """'r'/'read', 'w'/'write', 'n'/'nvlink', 'a'/'atomics', 'p'/'pci'/'pcie' -> P2P_CAPS name."""
     key = str(cap).strip().lower()
-    if key not in _CAP_NAMES:
+    if key not in P2P_CAP_NAMES:
         raise UsageError(f"unknown P2P capability {cap!r}; use one of {', '.join(P2P_CAPS)} "
                          f"(or r, w, n, a, p)")
-    return _CAP_NAMES[key]
+    return P2P_CAP_NAMES[key]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -817,8 +818,8 @@ def _cap_from_command(lines: Iterable[_Line]) -> Optional[str]:
     for ln in lines:
         if "nvidia-smi" in ln.text or "topo" in ln.text:
             m = _P2P_CMD_RE.search(ln.text)
-            if m and m.group(1).lower() in _CAP_NAMES:
-                cap = _CAP_NAMES[m.group(1).lower()]
+            if m and m.group(1).lower() in P2P_CAP_NAMES:
+                cap = P2P_CAP_NAMES[m.group(1).lower()]
     return cap
 
 

@@ -33,10 +33,10 @@ from typing import Any, Callable, List
 from gputopo.model import NotAvailable, P2P_CAPS, Topology, is_value
 from gputopo.model.linkclass import LEGEND
 from gputopo.model.topology import P2P_STATUS_MEANING
+from gputopo.probe.smi import NOT_IN_TEXT, P2P_CAP_NAMES
 
 __all__ = ["format_p2p_matrix", "format_topo_matrix", "was_read"]
 
-_CAP_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci", "pcie": "pci"}
 #: `topo -p2p` legend in the driver's order; DR is printed only when a cell says DR (drivers
 #: before DR existed do not print it, newer ones print it between NS and U).
 _P2P_LEGEND_ORDER = ("OK", "CNS", "GNS", "TNS", "NS", "DR", "U")
@@ -64,7 +64,7 @@ def _with_legend(lines: List[str], legend: List[str]) -> str:
 
 
 #: Reasons that mean a field was never looked for (so nvidia-smi would not print its column).
-_NEVER_READ = ("not read", "not in nvidia-smi topo text")
+_NEVER_READ = ("not read", NOT_IN_TEXT)
 
 
 def was_read(value) -> bool:
@@ -133,7 +133,7 @@ def format_p2p_matrix(topo: Topology, cap: str) -> str:
     Raises ValueError for an unknown capability.
     """
     key = str(cap).strip().lower()
-    cap_name = _CAP_LETTERS.get(key, key)
+    cap_name = P2P_CAP_NAMES.get(key, key)
     if cap_name not in P2P_CAPS:
         raise ValueError(f"unknown P2P capability {cap!r}; use one of {', '.join(P2P_CAPS)}")
     gpus = _gpus(topo)
