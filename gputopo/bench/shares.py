@@ -7,7 +7,7 @@ a 20-22 s default-preset run). When a run has fewer than two steps per worker, e
 instead measured by every worker at once: its cases are handed out one at a time, heaviest
 first, to whichever worker is free (shares dealt up front by bytes left one worker idle for
 up to 2 s of a step: the same bytes cost a cold or a contended worker more); the step is still
-one step: done when every case is, failed (hang or crash, every worker killed, one finding,
+one step: done when every case is, failed (hang or crash, every worker killed, one failure,
 one timeout) when any worker fails. Modeled times and the damage of faults are seeded by the
 measurement and the sample (fabrics/sim.py), so a measurement is the same whichever worker
 takes it. Pure Python: the runner never imports torch.

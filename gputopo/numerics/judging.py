@@ -57,7 +57,7 @@ def _judged(out: NumericsRun, sink: "_Sink", pair: Pair, lc: str, way: str, fabr
             timing: str, opts: NumericsOptions, ref: Optional[WayRun], tol: Optional[Tolerance],
             notes: List[str], train: Callable[[], WayRun],
             per_replica: Optional[WayRun] = None) -> None:
-    """Run one way, judge it, record it; a hang or crash becomes a finding and a record.
+    """Run one way, judge it, record it; a hang or crash becomes a record with that verdict.
 
     ``per_replica`` (BatchNorm models): the baseline with per-replica statistics to judge against
     instead of ``ref``; the difference from ``ref`` is recorded as expected."""
