@@ -1,6 +1,9 @@
 """One collective table (gputopo/model/collectives.py): the planner, the suite, the nccl-tests
 importer, the headline and check's spec all give each collective the table's busbw factor,
-sizes and names."""
+sizes and names, and no other module defines a busbw factor of its own."""
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from gputopo.importers.nccl_tests import busbw_factor as log_factor
 from gputopo.model.collectives import BENCH_COLLECTIVES, COLLECTIVES, RESULTS, collective
 from gputopo.report.headline import HEADLINE_ORDER, headlines
 
+PACKAGE = Path(__file__).resolve().parents[1] / "gputopo"
 RANKS = (1, 2, 3, 4, 7, 8, 16)
 #: nccl-tests' doc/PERFORMANCE.md ("Bus bandwidth"), relative to algbw = size / time.
 NCCL_TESTS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -115,3 +119,19 @@ def test_check_spec_and_importer_name_every_collective_of_the_table():
     spec = parse_spec({"busbw": {"collective.alltoall": 10, "all_reduce": 20}}, "s.toml")
     assert spec.busbw == {"alltoall": {"*": 10.0}, "all_reduce": {"*": 20.0}}
     assert all(collective(s) for s in HEADLINE_ORDER if s.startswith("collective."))
+
+
+#: A busbw factor written out: ``(n - 1) / n`` and the like, in code (not in comments).
+_FACTOR = re.compile(r"-\s*1\s*\)\s*/(?!/)|lambda\s+\w+\s*:\s*(?:2\s*\*\s*)?\(\s*\w+\s*-\s*1")
+
+
+def test_no_module_but_the_table_defines_a_busbw_factor():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "model" / "collectives.py":
+            continue
+        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if _FACTOR.search(code):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{k}: {line.strip()}")
+    assert offenders == []

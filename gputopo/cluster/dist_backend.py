@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional
 
 from gputopo.console import clip
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
+from gputopo.model.collectives import collective
 from gputopo.runfolder.writer import append_jsonl
 
 from .launch import LaunchEnv
@@ -663,10 +664,11 @@ class DistBackend:
             return res
         t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
         res.time_s = t
-        res.busbw_gbps = self.size_bytes * 2 * (len(ranks) - 1) / len(ranks) / t / 1e9
+        all_reduce = collective("all_reduce")
+        res.busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(ranks)) / t / 1e9
         lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
         if len(lead) > 1:
-            res.one_gpu_busbw_gbps = self.size_bytes * 2 * (len(lead) - 1) / len(lead) / max(lead) / 1e9
+            res.one_gpu_busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(lead)) / max(lead) / 1e9
         wrong = sum(r.get("wrong", 0) for r in recs)
         if wrong:
             res.wrong = wrong
