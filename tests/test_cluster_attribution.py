@@ -15,10 +15,10 @@ import pytest
 
 from gputopo.cluster.dist_backend import DistBackend
 from gputopo.cluster.findings import drain_lines
-from gputopo.cluster.job import conclude
+from gputopo.cluster.job import conclude, finish_folder
 from gputopo.cluster.launch import LaunchEnv
 from gputopo.cluster.rounds import GroupResult, LostRank, RanksLost, judge, run_rounds
-from gputopo.cluster.run_folder import ClusterRunFolder
+from gputopo.runfolder.cluster import ClusterRunFolder
 
 NAMES = ["n0", "n1", "n2", "n3"]
 RANKS = [[0], [1], [2], [3]]
@@ -164,7 +164,7 @@ def test_a_rank_stopped_by_a_signal_ends_the_rounds_with_that_round_kept(tmp_pat
     assert "n3" not in "".join(drain_lines(fs))
     folder = ClusterRunFolder(tmp_path)
     folder.start(fabric="cpu", simulated=False, machine="m", argv=[], options={}, nodes=NAMES)
-    folder.finish(outcome=out, names=NAMES, ranks=RANKS, fingerprints=[{}] * 4, findings=fs, fabric="cpu",
+    finish_folder(folder, outcome=out, names=NAMES, ranks=RANKS, fingerprints=[{}] * 4, findings=fs, fabric="cpu",
                   simulated=False, time_s=1.0, time_source="wall", size_bytes=1, slow_below=0.8)
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "interrupted"
     assert "1 rank(s) stopped by a signal during inter-node round 2" in (tmp_path / "report.md").read_text()

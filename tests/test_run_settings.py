@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from gputopo.bench.run_settings import NCCL_PREFIXES, nccl_settings, use_saved_nccl_settings
+from gputopo.runfolder.settings import NCCL_PREFIXES, nccl_settings, use_saved_nccl_settings
 from gputopo.runfolder.layout import NUMERICS_JSONL, RUN_JSON
 
 

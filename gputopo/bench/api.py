@@ -32,6 +32,7 @@ from gputopo.runfolder.layout import EVENTS_JSONL
 from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.resume import (clear_cut_lines, plan_resume, read_progress, read_run_info,
                                       refuse_non_bench, resume_line)
+from gputopo.runfolder.settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
 from gputopo.writable import check_writable_dir
 
@@ -41,7 +42,6 @@ from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_p
 from .peer_mappings import PEER_LIMIT
 from .plan import count_cases, measurement_key, plan_steps
 from .results import RunResult, bench_document
-from .run_settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from .runner import NullProgress, Runner
 from .summary import make_progress, render_summary
 from .worker_env import WORKER_ENV_KEY, override_line, worker_env

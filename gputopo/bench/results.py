@@ -46,7 +46,7 @@ class RunResult:
     steps_skipped: int = 0
     worker_pids: List[int] = field(default_factory=list)
     redone: List[Any] = field(default_factory=list)  # runfolder.resume.Redo: steps a resume redid
-    #: NCCL settings a resume set back to the run's saved ones (run_settings.use_saved_nccl_settings)
+    #: NCCL settings a resume set back to the run's saved ones (runfolder.settings.use_saved_nccl_settings)
     nccl_restored: List[str] = field(default_factory=list)
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Dict, List
 
 from gputopo.errors import UsageError
-from gputopo.report.cluster_view import CLUSTER_JSON, inter_groups, read_cluster_doc
+from gputopo.report.cluster_view import inter_groups
+from gputopo.runfolder.cluster import read_cluster_doc
+from gputopo.runfolder.layout import CLUSTER_JSON
 from gputopo.report.summary import Summary
 
 from .rules import FAILED, PASSED, SKIPPED, Outcome

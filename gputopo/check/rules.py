@@ -13,7 +13,7 @@ from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON, MEASUREMENTS_JSONL, 
 from gputopo.model import Finding, is_value
 from gputopo.model.collectives import collective
 from gputopo.report.data_findings import DATA_KINDS
-from gputopo.report.cluster_view import read_cluster_doc
+from gputopo.runfolder.cluster import read_cluster_doc
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary
 

@@ -90,7 +90,7 @@ def numerics_options_for(resume_dir, wanted: bool, **given):
 
     if resume_dir:
         from gputopo.runfolder.resume import read_run_info
-        from gputopo.bench.run_settings import NUMERICS_KEY, saved_numerics_options
+        from gputopo.runfolder.settings import NUMERICS_KEY, saved_numerics_options
 
         saved = saved_numerics_options(read_run_info(resume_dir))
         if saved is None:

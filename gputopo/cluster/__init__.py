@@ -9,5 +9,6 @@ Modules, one job each:
 - ``fingerprint``: per-node software/topology facts and the nodes that differ from the majority;
 - ``sim_backend``: a simulated cluster (one process, modeled time);
 - ``dist_backend``: the real one (torch.distributed, NCCL or gloo for data, gloo for control);
-- ``run_folder``: the one run folder rank 0 writes (cluster.json, findings, report, drain.txt).
+- ``job``: one cluster job: the rounds, the findings, the end of its run folder (cluster.json,
+  report, drain.txt); gputopo.runfolder.cluster writes the folder's files.
 """

@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from gputopo.model import Finding
+from gputopo import SCHEMA_VERSION
+from gputopo.model import Finding, worst_first
+from gputopo.report.cluster_view import cluster_markdown, write_node_heatmap
+from gputopo.runfolder.cluster import ClusterRunFolder, make_run_dir
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
-from .findings import corrupt_findings, lost_findings, rank_error_findings, slow_findings
+from .findings import corrupt_findings, drain_lines, lost_findings, rank_error_findings, slow_findings
 from .fingerprint import mismatch_findings
 from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
-from .run_folder import ClusterRunFolder, make_run_dir
 from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints
 from .triangulation import triangulate
 
@@ -29,7 +32,7 @@ class ClusterOptions:
     seed: int = 0
     intra: bool = True
     out_dir: Optional[str] = None
-    reports_dir: str = "reports"
+    reports_dir: str = DEFAULT_BASE_DIR
     argv: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
@@ -55,6 +58,37 @@ def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
     return (mismatch_findings(names, fingerprints, ranks)
             + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
             + rank_error_findings(outcome, names) + lost_findings(outcome))
+
+
+def finish_folder(folder: ClusterRunFolder, *, outcome: Outcome, names: List[str], ranks: List[List[int]],
+                  fingerprints: List[Dict[str, Any]], findings: List[Finding], fabric: str,
+                  simulated: bool, time_s: float, time_source: str, size_bytes: int,
+                  slow_below: float, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The end of the run folder: the findings (worst first) in events.jsonl, cluster.json,
+    drain.txt, the report (report.md, heatmap_nodes.png), then run.json's status; returns the
+    cluster.json document."""
+    findings = worst_first(findings)
+    intra = {g.nodes[0]: g.to_json() for r in outcome.rounds if r.phase == "intra" for g in r.groups}
+    inter = outcome.inter_rounds
+    doc = {
+        "schema_version": SCHEMA_VERSION, "simulated": simulated, "fabric": fabric,
+        "pattern": outcome.pattern, "rounds_inter": len(inter), "time_s": round(time_s, 3),
+        "time_source": time_source, "size_bytes": size_bytes, "slow_below": slow_below,
+        "reference_gbps": inter[0].reference_gbps if inter else None,
+        "nodes": [{"name": n, "ranks": ranks[k], "fingerprint": fingerprints[k],
+                   "intra": intra.get(k)} for k, n in enumerate(names)],
+        "rounds": [r.to_json() for r in outcome.rounds],
+        "lost": [vars(r) for r in outcome.lost], "lost_phase": outcome.lost_phase,
+        "findings": [f.to_json() for f in findings], **(extra or {}),
+    }
+    folder.results(doc, findings, drain_lines(findings))
+    (folder.dir / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
+    write_node_heatmap(doc, folder.dir)
+    # only stopped by a signal: interrupted; a rank hung or gone: failed
+    status = ("failed" if any(r.state != "stopped" for r in outcome.lost) else
+              "interrupted" if outcome.lost else "complete")
+    folder.end(status, rounds_inter=len(inter))
+    return doc
 
 
 def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> ClusterResult:
@@ -86,7 +120,7 @@ def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> Clu
              "intra_node_models": backend.intra_models}
     doc: Dict[str, Any] = {}
     if folder is not None:
-        doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
+        doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
                             findings=findings, fabric="sim", simulated=True,
                             time_s=backend.elapsed_s, time_source="modeled",
                             size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)
@@ -176,7 +210,7 @@ def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Out
         backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
     findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
-    doc = folder.finish(outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
+    doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
                         findings=findings, fabric=fabric, simulated=False,
                         time_s=time.monotonic() - wall0, time_source="wall",
                         size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)

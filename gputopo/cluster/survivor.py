@@ -23,9 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from gputopo.runfolder.layout import RUN_JSON
-
-from .run_folder import NODES_DIR, RANKS_DIR
+from gputopo.runfolder.layout import NODE_JSON, NODES_DIR, RANKS_DIR, RUN_JSON
 
 WRITER_CLAIM = ".cluster-writer"
 SURVIVOR_PREFIX = ".survivor-rank"
@@ -93,7 +91,7 @@ def saved_fingerprints(run_dir, names: List[str]) -> List[Dict[str, Any]]:
     out = []
     for name in names:
         try:
-            fp = json.loads((Path(run_dir) / NODES_DIR / name / "node.json").read_text(encoding="utf-8"))["fingerprint"]
+            fp = json.loads((Path(run_dir) / NODES_DIR / name / NODE_JSON).read_text(encoding="utf-8"))["fingerprint"]
         except (OSError, ValueError, KeyError, TypeError):
             return [{} for _ in names]
         out.append(fp if isinstance(fp, dict) else {})

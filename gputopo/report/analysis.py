@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from gputopo.bench.run_settings import NCCL_ENV_KEY
+from gputopo.runfolder.settings import NCCL_ENV_KEY
 from gputopo.model import Finding, Topology, worst_first
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings

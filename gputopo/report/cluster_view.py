@@ -1,37 +1,23 @@
-"""A cluster run folder's own files and their rendering: ``cluster.json`` (nodes, rounds, the
-inter-node figures), ``drain.txt``, and the report: per-node sections and a node-by-node busbw
-heatmap (a table in report.md for small clusters, ``heatmap_nodes.png`` when matplotlib is
-installed). The cluster layer writes the document; ``gputopo check`` reads it through here.
+"""A cluster run folder rendered: from its ``cluster.json`` (nodes, rounds, the inter-node
+figures; written and read by gputopo.runfolder.cluster) the report's per-node sections and a
+node-by-node busbw heatmap (a table in report.md for small clusters, ``heatmap_nodes.png`` when
+matplotlib is installed).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
+from gputopo.runfolder.cluster import read_cluster_doc
+from gputopo.runfolder.layout import CLUSTER_JSON
 
-CLUSTER_JSON = "cluster.json"
-DRAIN_TXT = "drain.txt"
 HEATMAP_NODES_PNG = "heatmap_nodes.png"
 #: Largest cluster whose node matrix is written as a Markdown table (wider tables are unreadable).
 MD_MATRIX_MAX = 16
 #: Largest cluster drawn as a PNG heatmap.
 PNG_MATRIX_MAX = 512
-
-
-def read_cluster_doc(run_dir) -> Optional[Dict[str, Any]]:
-    """``cluster.json`` of a run folder, or None when the run is not a cluster run."""
-    from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
-
-    p = Path(run_dir) / CLUSTER_JSON
-    if not p.exists():
-        return None
-    try:
-        return json.loads(read_user_text(p, CLUSTER_JSON, MAX_TEXT_BYTES))
-    except ValueError:
-        return None
 
 
 def inter_groups(doc: Dict[str, Any]) -> List[Dict[str, Any]]:

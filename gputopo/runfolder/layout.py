@@ -38,6 +38,19 @@ KERNEL_LOG_JSON = "kernel_log.json"
 #: What the machine's history said when the run was recorded (docs/history.md).
 HISTORY_FINDINGS_JSON = "history_findings.json"
 
+# -- a cluster run's own (docs/cluster.md; cluster.py)
+#: The cluster's nodes, rounds and verdicts, written at the end.
+CLUSTER_JSON = "cluster.json"
+#: ``host reason`` per line: the nodes to drain.
+DRAIN_TXT = "drain.txt"
+#: Each round as rank 0 gathered it, appended the moment it is done.
+ROUNDS_JSONL = "rounds.jsonl"
+#: ``ranks/<node>-rank<N>.jsonl``: each rank's own results, written by that rank.
+RANKS_DIR = "ranks"
+#: ``nodes/<node>/node.json`` (and the node's topology.json).
+NODES_DIR = "nodes"
+NODE_JSON = "node.json"
+
 #: The JSON-lines files appended to as results come (a resume appends to them too).
 APPENDED = (MEASUREMENTS_JSONL, EVENTS_JSONL, NUMERICS_JSONL)
 

@@ -5,8 +5,8 @@ and append measurements / events / numerics lines, each flushed the moment it ex
 last line is skipped by the reader (reader.read_jsonl) and cleared before a resume appends
 (resume.clear_cut_lines).
 
-These helpers are the only ones: the bench (:class:`RunLog`), the numerics, the imports
-(imported.py), the cluster's folder and the history's write-back all write through them.
+Every writer of the raw files goes through them: the bench (:class:`RunLog`), the numerics, the
+imports (imported.py) and the cluster's folder.
 """
 
 from __future__ import annotations

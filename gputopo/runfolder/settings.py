@@ -3,7 +3,7 @@
 
 - ``nccl_env``: every ``NCCL_*`` and ``TORCH_NCCL_*`` variable of the gputopo process when the
   run started (the workers inherit them, but for the few that change what is timed, which
-  cuda workers set themselves: run.json ``worker_env``, worker_env.py; gputopo's own
+  cuda workers set themselves: run.json ``worker_env``, bench/worker_env.py; gputopo's own
   NCCL_DEBUG* logging settings are added to the workers only and are not part of it).
   NCCL's route for a pair (P2P or through host memory) depends on them, so the report's
   remedies read these, and a resume runs with them.
