@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import pytest
 
 from gputopo.cluster.dist_backend import DistBackend
-from gputopo.cluster.findings import drain_lines
-from gputopo.cluster.job import conclude, finish_folder
+from gputopo.cluster.job import finish_folder
 from gputopo.cluster.launch import LaunchEnv
-from gputopo.cluster.rounds import GroupResult, LostRank, RanksLost, judge, run_rounds
+from gputopo.cluster.rounds import RanksLost, judge, run_rounds
+from gputopo.model.cluster import GroupResult, LostRank
+from gputopo.report.cluster_findings import cluster_findings, drain_lines
 from gputopo.runfolder.cluster import ClusterRunFolder
 
 NAMES = ["n0", "n1", "n2", "n3"]
@@ -106,7 +107,7 @@ def test_a_node_that_cannot_allocate_is_the_only_one_named_and_its_partner_is_me
     later = [g for r in out.inter_rounds[1:] for g in r.groups]
     # the second pass pairs the waiting partner with a node that passed: it gets measured
     assert any(partner in g.nodes and g.busbw_gbps for g in later), [r.to_json() for r in out.rounds]
-    fs = conclude(out, NAMES, RANKS, [{}] * 4, 0.8)
+    fs = cluster_findings(out, NAMES, RANKS, [{}] * 4, 0.8)
     mem = [f for f in fs if f.kind == "out-of-memory"]
     assert [f.evidence["node"] for f in mem] == ["n0"] and mem[0].evidence["ranks"] == [0]
     assert NAMES[partner] in mem[0].evidence["waited"] and "measured nothing there" in mem[0].message
@@ -125,7 +126,7 @@ def test_a_rank_error_names_its_node_once_over_its_rounds_and_drains_only_it():
             return res
 
     out = run_rounds(B(), "pairwise")
-    fs = conclude(out, NAMES, RANKS, [{}] * 4, 0.8)
+    fs = cluster_findings(out, NAMES, RANKS, [{}] * 4, 0.8)
     (err,) = [f for f in fs if f.kind == "rank-error"]
     assert err.evidence["node"] == "n0" and len(err.evidence["rounds"]) == 3
     assert sorted(err.evidence["waited"]) == ["n1", "n2", "n3"] and "NCCL setup failed" in err.message
@@ -140,7 +141,7 @@ def test_a_rank_error_names_its_node_once_over_its_rounds_and_drains_only_it():
 
 def test_groups_that_measured_nothing_are_no_test_of_their_nodes():
     """Triangulation counted a failed, unjudged group as a test, i.e. 'fast with that partner'."""
-    from gputopo.cluster.triangulation import triangulate
+    from gputopo.report.cluster_findings import triangulate
 
     out = run_rounds(_Rounds(), "pairwise")
     t = triangulate(out, 4).tallies
@@ -158,7 +159,7 @@ def test_a_rank_stopped_by_a_signal_ends_the_rounds_with_that_round_kept(tmp_pat
 
     out = run_rounds(B(), "pairwise")
     assert [r.index for r in out.inter_rounds] == [1, 2] and out.lost_phase == "inter-node round 2"
-    fs = conclude(out, NAMES, RANKS, [{}] * 4, 0.8)
+    fs = cluster_findings(out, NAMES, RANKS, [{}] * 4, 0.8)
     (stop,) = [f for f in fs if f.kind == "stopped"]
     assert stop.evidence["node"] == "n3" and "SIGTERM" in stop.message and "not blamed" in stop.message
     assert "n3" not in "".join(drain_lines(fs))

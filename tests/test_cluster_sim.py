@@ -247,9 +247,9 @@ def test_check_cluster_keys_on_a_single_machine_run_are_refused(tmp_path):
 
 
 def test_wrong_sums_are_corrupt_findings_by_host():
-    from gputopo.cluster.findings import drain_lines
-    from gputopo.cluster.job import conclude
-    from gputopo.cluster.rounds import GroupResult, run_rounds
+    from gputopo.cluster.rounds import run_rounds
+    from gputopo.model.cluster import GroupResult
+    from gputopo.report.cluster_findings import cluster_findings, drain_lines
 
     class Backend:  # what DistBackend returns when node 1's all_reduce sums come back wrong
         node_names = ["a", "b", "c", "d"]
@@ -263,7 +263,7 @@ def test_wrong_sums_are_corrupt_findings_by_host():
             return [GroupResult(g, 1024, "wall", 1e-3, 10.0, 4) for g in groups]
 
     out = run_rounds(Backend(), "random2pass")
-    fs = conclude(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
+    fs = cluster_findings(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
     corrupt = [f for f in fs if f.kind == "corrupt"]
     assert len(corrupt) == 1 and corrupt[0].evidence["node"] == "b" and corrupt[0].evidence["wrong"] == 5
     assert any(line.startswith("b gputopo corrupt") for line in drain_lines(fs))
@@ -275,9 +275,9 @@ def test_a_buffer_that_could_not_be_allocated_is_out_of_memory_not_a_slow_node()
     measured nothing: the node is neither called slow nor drained, the finding says why, and
     the gate's no_slow_node does not pass a node that was never measured."""
     from gputopo.check.cluster_rules import _per_node
-    from gputopo.cluster.findings import drain_lines
-    from gputopo.cluster.job import conclude
-    from gputopo.cluster.rounds import GroupResult, run_rounds
+    from gputopo.cluster.rounds import run_rounds
+    from gputopo.model.cluster import GroupResult
+    from gputopo.report.cluster_findings import cluster_findings, drain_lines
 
     oom = ("rank 2 (c): RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes")
@@ -294,7 +294,7 @@ def test_a_buffer_that_could_not_be_allocated_is_out_of_memory_not_a_slow_node()
             return [GroupResult(g, 1 << 40, "wall", 1e-3, 10.0, 4) for g in groups]
 
     out = run_rounds(Backend(), "random2pass")
-    fs = conclude(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
+    fs = cluster_findings(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
     assert not [f for f in fs if f.kind == "slow-node"], [f.message for f in fs]
     (mem,) = [f for f in fs if f.kind == "out-of-memory"]
     assert mem.evidence["node"] == "c" and "could not be allocated" in mem.message

@@ -194,3 +194,17 @@ def test_the_layer_check_sees_an_import_against_the_layers():
                                           "gputopo.model.finding -> gputopo.errors"]
     assert cycles({p: set(d) for p, d in packages.items()}) == [["bench", "report"]]
     assert package_of("gputopo.bench.fabrics.cpu") == "bench" and package_of("gputopo.jobs") == "jobs"
+
+
+def test_only_the_report_makes_findings():
+    """Measuring code returns measurements and facts; report/ alone judges: no module outside
+    gputopo/report/ builds a Finding (reading one back, ``Finding.from_json``, is no judgement)."""
+    makers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in ("report", "model"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Finding":
+                makers.append(f"gputopo/{rel}:{node.lineno}")
+    assert not makers, "Findings built outside gputopo/report/: " + ", ".join(makers)

@@ -43,14 +43,14 @@ from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional
 
 from gputopo.console import clip
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
+from gputopo.model.cluster import Group, GroupResult, LostRank
 from gputopo.model.collectives import collective
 from gputopo.runfolder.cluster import rank_log_path
 from gputopo.runfolder.writer import append_jsonl
 
 from .launch import LaunchEnv
-from .patterns import Group
 from .rank_device import choose_device, free_bytes, message_fit_error, shared_gpus
-from .rounds import GroupResult, LostRank, RanksLost
+from .rounds import RanksLost
 from .survivor import SETTLE_S, mark_alive, marked_alive, wait_folder_written
 
 HEARTBEAT_S = 1.0

@@ -1,5 +1,6 @@
-"""A node's fingerprint (software versions, NICs, topology) and the nodes that differ from the
-majority: the ``topology-mismatch`` findings of a cluster run, named by hostname.
+"""A node's fingerprint (software versions, NICs, topology): the facts each node reports, which
+the report compares across nodes (report/cluster_findings.py: a node that differs from the
+majority is a ``topology-mismatch``, named by hostname).
 
 The fingerprint is plain JSON so it travels through ``all_gather_object``. Values that could not
 be read are the text ``"n/a: <reason>"`` (never a silent empty value), and are compared like any
@@ -9,14 +10,9 @@ other value: a node whose driver cannot be read differs from nodes whose driver 
 from __future__ import annotations
 
 import os
-from collections import Counter
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
-from gputopo.model import Finding, Topology, is_value
-
-#: Fields compared across nodes, in the order findings name them.
-FIELDS = ("gpu_count", "gpu_model", "matrix", "nvlinks_active", "driver", "cuda", "nccl", "torch",
-          "nics")
+from gputopo.model import Topology, is_value
 
 
 def _text(v: Any, what: str) -> str:
@@ -59,48 +55,3 @@ def software_facts() -> Dict[str, Any]:
             nccl = f"n/a: {e}"
     return {"torch": torch.__version__, "cuda": torch.version.cuda or "n/a: CPU build of torch",
             "nccl": nccl}
-
-
-def differing(fingerprints: List[Dict[str, Any]]) -> Dict[int, Dict[str, Dict[str, Any]]]:
-    """node index -> field -> {"value", "majority"} for every field where the node differs from
-    the value most nodes have (no majority with fewer than 3 nodes: nothing is flagged then,
-    unless the counts differ: with two nodes, which one is wrong cannot be told)."""
-    out: Dict[int, Dict[str, Dict[str, Any]]] = {}
-    if len(fingerprints) < 3:
-        return out
-    for name in FIELDS:
-        values = [_key(fp.get(name)) for fp in fingerprints]
-        top, count = Counter(values).most_common(1)[0]
-        if count * 2 <= len(values):
-            continue  # no majority: nothing to compare against
-        for k, v in enumerate(values):
-            if v != top:
-                out.setdefault(k, {})[name] = {"value": fingerprints[k].get(name),
-                                               "majority": _majority_value(fingerprints, name, top)}
-    return out
-
-
-def _key(v: Any) -> str:
-    return ",".join(map(str, v)) if isinstance(v, list) else str(v)
-
-
-def _majority_value(fps, name, key) -> Any:
-    return next(fp.get(name) for fp in fps if _key(fp.get(name)) == key)
-
-
-def mismatch_findings(node_names: List[str], fingerprints: List[Dict[str, Any]],
-                      ranks: Optional[List[List[int]]] = None) -> List[Finding]:
-    out = []
-    for k, diffs in sorted(differing(fingerprints).items()):
-        parts = [f"{f} {_short(d['value'])} (most nodes: {_short(d['majority'])})" for f, d in diffs.items()]
-        out.append(Finding(
-            "topology-mismatch", "error",
-            f"node {node_names[k]} differs from the majority: " + "; ".join(parts),
-            evidence={"node": node_names[k], "ranks": (ranks[k] if ranks else None),
-                      "differs": diffs}))
-    return out
-
-
-def _short(v: Any) -> str:
-    s = _key(v)
-    return s if len(s) <= 60 else s[:57] + "..."

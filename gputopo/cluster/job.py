@@ -11,15 +11,14 @@ from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, worst_first
+from gputopo.model.cluster import LostRank, Outcome
+from gputopo.report.cluster_findings import cluster_findings, drain_lines
 from gputopo.report.cluster_view import cluster_markdown, write_node_heatmap
 from gputopo.runfolder.cluster import ClusterRunFolder, make_run_dir
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
-from .findings import corrupt_findings, drain_lines, lost_findings, rank_error_findings, slow_findings
-from .fingerprint import mismatch_findings
-from .rounds import DEFAULT_SLOW_BELOW, LostRank, Outcome, run_rounds
+from .rounds import DEFAULT_SLOW_BELOW, run_rounds
 from .survivor import claim_writer, lowest_survivor, marked_alive, saved_fingerprints
-from .triangulation import triangulate
 
 
 @dataclass
@@ -49,15 +48,6 @@ class ClusterResult:
     @property
     def rounds_inter(self) -> int:
         return len(self.outcome.inter_rounds)
-
-
-def conclude(outcome: Outcome, names: List[str], ranks: List[List[int]],
-             fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
-    """Every finding of a cluster run: mismatched nodes, slow nodes/links, lost ranks."""
-    verdicts = triangulate(outcome, len(names))
-    return (mismatch_findings(names, fingerprints, ranks)
-            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
-            + rank_error_findings(outcome, names) + lost_findings(outcome))
 
 
 def finish_folder(folder: ClusterRunFolder, *, outcome: Outcome, names: List[str], ranks: List[List[int]],
@@ -114,7 +104,7 @@ def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> Clu
     wall0 = time.monotonic()
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
                          intra=opts.intra, on_round=folder.round if folder else None)
-    findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
+    findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
     extra = {"sim": cluster.name, "sim_path": cluster.path, "node_machine": cluster.node.name,
              "wall_s": round(time.monotonic() - wall0, 3),
              "intra_node_models": backend.intra_models}
@@ -209,7 +199,7 @@ def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Out
     if folder is None:
         backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
-    findings = conclude(outcome, names, ranks, fingerprints, opts.slow_below)
+    findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
     doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
                         findings=findings, fabric=fabric, simulated=False,
                         time_s=time.monotonic() - wall0, time_source="wall",

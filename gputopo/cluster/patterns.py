@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from gputopo.errors import UsageError
+from gputopo.model.cluster import Group
 from gputopo.model.collectives import collective
 
 PATTERNS = ("random2pass", "pairwise", "all")
-Group = Tuple[int, ...]
 Round = List[Group]
 
 

@@ -20,58 +20,16 @@ from __future__ import annotations
 
 import random
 import statistics
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
-from .patterns import Group, random_pairs, round_robin, second_pass
+from gputopo.model.cluster import GroupResult, LostRank, Outcome, RoundRecord, out_of_memory
+
+from .patterns import random_pairs, round_robin, second_pass
 
 #: A group whose busbw is below this fraction of the cluster's reference is slow.
 DEFAULT_SLOW_BELOW = 0.8
 #: Fewest nodes whose intra-node results are compared (a median of two judges nothing).
 MIN_NODES_TO_JUDGE = 3
-
-
-@dataclass
-class GroupResult:
-    """One all_reduce over all GPUs of ``nodes``: median time per iteration, bus bandwidth
-    (GB/s, nccl-tests' busbw for all_reduce) and where the time came from."""
-
-    nodes: Group
-    size_bytes: int
-    timing: str  # "cuda-events" | "wall" | "modeled"
-    time_s: Optional[float] = None
-    busbw_gbps: Optional[float] = None
-    gpus: int = 0
-    error: Optional[str] = None  # failed: the message (busbw then None)
-    #: the members that failed on their own (``rank``, ``node`` name, ``error``): the group
-    #: measured nothing, and its other members only waited on them
-    rank_errors: List[Dict[str, Any]] = field(default_factory=list)
-    na: Optional[str] = None  # not applicable: the reason (e.g. one GPU per node)
-    wrong: int = 0  # elements that were not the expected sum after the all_reduce
-    #: inter-node only: the same all_reduce between one GPU (local rank 0) of each node
-    one_gpu_busbw_gbps: Optional[float] = None
-    slow: bool = False  # set by the judge
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d["nodes"] = list(self.nodes)
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict) -> "GroupResult":
-        return cls(**{**d, "nodes": tuple(d["nodes"])})
-
-
-@dataclass
-class LostRank:
-    """A rank that did not reach the liveness barrier in time: ``state`` is ``hang`` (still
-    connected but silent) or ``crash`` (its connection is gone); or ``stopped``: it reached it,
-    saying a signal (SIGTERM, SIGINT) stopped it."""
-
-    rank: int
-    node: str
-    state: str
-    message: str = ""
 
 
 class RanksLost(Exception):
@@ -80,46 +38,14 @@ class RanksLost(Exception):
         self.lost, self.phase = lost, phase
 
 
-@dataclass
-class RoundRecord:
-    index: int  # 0: intra-node; 1.. inter-node rounds
-    phase: str  # "intra" | "inter"
-    groups: List[GroupResult]
-    reference_gbps: Optional[float] = None
-
-    def to_json(self) -> dict:
-        return {"round": self.index, "phase": self.phase, "reference_gbps": self.reference_gbps,
-                "groups": [g.to_json() for g in self.groups]}
-
-
-@dataclass
-class Outcome:
-    pattern: str
-    rounds: List[RoundRecord] = field(default_factory=list)
-    lost: List[LostRank] = field(default_factory=list)
-    lost_phase: Optional[str] = None
-
-    @property
-    def inter_rounds(self) -> List[RoundRecord]:
-        return [r for r in self.rounds if r.phase == "inter"]
-
-
 def _median(values: Sequence[float]) -> Optional[float]:
     return statistics.median(values) if values else None
-
-
-def out_of_memory(error: Optional[str]) -> bool:
-    """Whether a group's error is its message's buffer not fitting (host or GPU memory taken by
-    others since the rank's check, cluster/rank_device.py): nothing about its nodes' speed."""
-    low = (error or "").lower()
-    return ("out of memory" in low or "outofmemoryerror" in low or "can't allocate memory" in low
-            or "cannot allocate memory" in low)
 
 
 def judge(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
     """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow. Groups
     that failed for want of memory, or because a member failed on its own (``rank_errors``),
-    are not: they measured nothing, and the error is that rank's (findings.rank_error_findings)."""
+    are not: they measured nothing, and the error is that rank's (the report's rank-error)."""
     for g in groups:
         if g.na:
             continue

@@ -21,11 +21,12 @@ import random
 from typing import Dict, List, Sequence
 
 from gputopo.bench.routes import nccl_route
+from gputopo.model.cluster import Group, GroupResult, LostRank
 from gputopo.model.collectives import collective
 
 from .fingerprint import topology_facts
-from .patterns import SETUP_S, Group
-from .rounds import GroupResult, LostRank, RanksLost
+from .patterns import SETUP_S
+from .rounds import RanksLost
 
 JITTER = 0.02
 

@@ -1,8 +1,12 @@
-"""Findings of a cluster run, named by host: ``slow-node``, a slow inter-node link (``slow``),
-``hang`` / ``crash`` for lost ranks (host and rank), ``rank-error`` for a rank that failed on its
-own (its peers only waited for it), ``out-of-memory`` for a rank whose message did not fit (never
-a drain reason), ``stopped`` for a rank a signal stopped (never a drain reason), and the drain
-list a Slurm admin can use.
+"""Findings of a cluster run, named by host, from its records (model/cluster.py: the rounds'
+groups, the ranks lost) and its nodes' fingerprints: ``slow-node``, a slow inter-node link
+(``slow``), ``corrupt`` sums, ``hang`` / ``crash`` for lost ranks (host and rank), ``rank-error``
+for a rank that failed on its own (its peers only waited for it), ``out-of-memory`` for a rank
+whose message did not fit (never a drain reason), ``stopped`` for a rank a signal stopped (never
+a drain reason), ``topology-mismatch`` for a node that differs from the majority; and the drain
+list a Slurm admin can use. The cluster measures (gputopo/cluster, each group marked slow or not
+against its round's reference as the rounds go); this module judges: which node or link the slow
+groups point at (triangulation), and every finding.
 
 Node findings carry ``evidence.node`` (the hostname) and ``evidence.ranks``; a slow link carries
 ``evidence.nodes`` (both hosts). ``gpus`` stays None: GPU indices are per machine.
@@ -10,13 +14,14 @@ Node findings carry ``evidence.node`` (the hostname) and ``evidence.ranks``; a s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
-from gputopo.report.cluster_view import gbps_text
+from gputopo.model.cluster import GroupResult, LostRank, Outcome, out_of_memory
 
-from .rounds import LostRank, Outcome, out_of_memory
-from .triangulation import Verdicts
+from .cluster_view import gbps_text
 
 #: Finding kinds that put a node on the drain list.
 DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt", "rank-error")
@@ -177,3 +182,122 @@ def drain_lines(findings: List[Finding]) -> List[str]:
         if f.kind in DRAIN_KINDS and node and node not in seen:
             seen[node] = f"gputopo {f.kind}: {f.message}".replace("\n", " ")
     return [f"{node} {reason}" for node, reason in sorted(seen.items())]
+
+
+def cluster_findings(outcome: Outcome, names: List[str], ranks: List[List[int]],
+                     fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
+    """Every finding of a cluster run: mismatched nodes, slow nodes/links, wrong sums, ranks that
+    failed on their own, lost ranks."""
+    verdicts = triangulate(outcome, len(names))
+    return (mismatch_findings(names, fingerprints, ranks)
+            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
+            + rank_error_findings(outcome, names) + lost_findings(outcome))
+
+
+# ----------------------------------------------------------------------------- slow node or slow link
+
+# Slow node or slow link? Told apart by who was slow with whom.
+#
+# A node that is slow with most of its partners (and at least two different ones) is a slow node;
+# a group that was slow while each of its nodes was fast with someone else is a slow link between
+# those nodes. A slow group whose nodes could not be tested again (no node passed to pair them
+# with) stays unresolved: it is reported as a slow pair, and says it could not be told apart.
+
+
+@dataclass
+class NodeTally:
+    tests: int = 0
+    slow: int = 0
+    partners_slow: List[int] = field(default_factory=list)
+    busbw_gbps: List[float] = field(default_factory=list)
+
+
+@dataclass
+class Verdicts:
+    slow_nodes: Dict[int, NodeTally]  # node -> its tally
+    slow_links: List[Tuple[GroupResult, bool]]  # (group, resolved: told apart from a slow node)
+    intra_slow: List[GroupResult]
+    tallies: Dict[int, NodeTally]
+    reference_gbps: Optional[float]
+
+
+def triangulate(outcome: Outcome, n_nodes: int) -> Verdicts:
+    tallies = {k: NodeTally() for k in range(n_nodes)}
+    # a group that measured nothing (a member's own error, a buffer that did not fit) is no
+    # test of its nodes: counted, it would read as "fast with that partner"
+    inter = [g for r in outcome.inter_rounds for g in r.groups
+             if not g.na and (g.slow or g.busbw_gbps is not None)]
+    for g in inter:
+        for n in g.nodes:
+            t = tallies[n]
+            t.tests += 1
+            if g.busbw_gbps is not None:
+                t.busbw_gbps.append(g.busbw_gbps)
+            if g.slow:
+                t.slow += 1
+                t.partners_slow += [m for m in g.nodes if m != n]
+    slow_nodes = {n: t for n, t in tallies.items()
+                  if t.slow >= 2 and len(set(t.partners_slow)) >= 2 and t.slow * 2 > t.tests}
+    links = []
+    for g in inter:
+        if not g.slow or any(n in slow_nodes for n in g.nodes):
+            continue
+        resolved = all(tallies[n].tests > tallies[n].slow for n in g.nodes)
+        links.append((g, resolved))
+    intra = [g for r in outcome.rounds if r.phase == "intra" for g in r.groups if g.slow]
+    ref = outcome.inter_rounds[0].reference_gbps if outcome.inter_rounds else None
+    return Verdicts(slow_nodes=slow_nodes, slow_links=links, intra_slow=intra, tallies=tallies,
+                    reference_gbps=ref)
+
+
+# ----------------------------------------------------------------------------- nodes that differ
+
+#: Fields of a node's fingerprint (cluster/fingerprint.py) compared across nodes, in the order
+#: findings name them.
+FIELDS = ("gpu_count", "gpu_model", "matrix", "nvlinks_active", "driver", "cuda", "nccl", "torch",
+          "nics")
+
+
+def differing(fingerprints: List[Dict[str, Any]]) -> Dict[int, Dict[str, Dict[str, Any]]]:
+    """node index -> field -> {"value", "majority"} for every field where the node differs from
+    the value most nodes have (no majority with fewer than 3 nodes: nothing is flagged then,
+    unless the counts differ: with two nodes, which one is wrong cannot be told)."""
+    out: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    if len(fingerprints) < 3:
+        return out
+    for name in FIELDS:
+        values = [_key(fp.get(name)) for fp in fingerprints]
+        top, count = Counter(values).most_common(1)[0]
+        if count * 2 <= len(values):
+            continue  # no majority: nothing to compare against
+        for k, v in enumerate(values):
+            if v != top:
+                out.setdefault(k, {})[name] = {"value": fingerprints[k].get(name),
+                                               "majority": _majority_value(fingerprints, name, top)}
+    return out
+
+
+def _key(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, list) else str(v)
+
+
+def _majority_value(fps, name, key) -> Any:
+    return next(fp.get(name) for fp in fps if _key(fp.get(name)) == key)
+
+
+def mismatch_findings(node_names: List[str], fingerprints: List[Dict[str, Any]],
+                      ranks: Optional[List[List[int]]] = None) -> List[Finding]:
+    out = []
+    for k, diffs in sorted(differing(fingerprints).items()):
+        parts = [f"{f} {_short(d['value'])} (most nodes: {_short(d['majority'])})" for f, d in diffs.items()]
+        out.append(Finding(
+            "topology-mismatch", "error",
+            f"node {node_names[k]} differs from the majority: " + "; ".join(parts),
+            evidence={"node": node_names[k], "ranks": (ranks[k] if ranks else None),
+                      "differs": diffs}))
+    return out
+
+
+def _short(v: Any) -> str:
+    s = _key(v)
+    return s if len(s) <= 60 else s[:57] + "..."
