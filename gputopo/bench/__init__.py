@@ -8,6 +8,6 @@ package or ``gputopo.bench.api`` never imports torch: only worker processes do.
 Modules: ``options`` (flags, presets), ``plan`` (steps and cases), ``spec`` (the one timing and
 verification loop), ``suites`` (every test, written once, by family),
 ``patterns`` (known inputs, bit-exact checks), ``fabrics/`` (cuda, cpu, sim), ``worker`` /
-``runner`` (processes, timeouts, findings), ``results`` / ``summary`` (RunResult, JSON,
+``runner`` (processes, timeouts, step failures), ``results`` / ``summary`` (RunResult, JSON,
 terminal). The run folder it writes is gputopo.runfolder's.
 """
