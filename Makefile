@@ -52,7 +52,7 @@ gpu-check:
 
 # The same run here, without a GPU: the fake nvidia-smi (tests/fake_nvidia_smi, outputs written
 # from NVIDIA's documented formats) and the built-in sim it was written to agree with.
-GPU_CHECK_SIM ?= h100-pcie-1gpu
+GPU_CHECK_SIM ?= h100-sxm-1gpu
 gpu-check-fake: setup
 	FAKE_NVIDIA_SMI_DATA=tests/fake_nvidia_smi/$(GPU_CHECK_SIM) PYTHONPATH=. $(PY) tools/gpu_check.py \
 		--nvidia-smi tests/fake_nvidia_smi/nvidia-smi --sim $(GPU_CHECK_SIM) $(GPU_CHECK_ARGS)

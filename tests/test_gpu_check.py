@@ -127,8 +127,11 @@ def _verdicts(doc):
     return out
 
 
-def test_comparison_equal_where_the_fake_agrees_with_the_sim(tmp_path):
-    _captures(tmp_path, FAKE / "h100-pcie-1gpu", "h100-pcie-1gpu")
+@pytest.mark.parametrize("sim", ["h100-pcie-1gpu", "h100-sxm-1gpu"])
+def test_comparison_equal_where_the_fake_agrees_with_the_sim(tmp_path, sim):
+    """Each fake nvidia-smi was written to agree with the built-in sim of its name (`make
+    gpu-check-fake` runs the SXM one): the comparison finds no difference."""
+    _captures(tmp_path, FAKE / sim, sim)
     doc = cmp.compare_scan(tmp_path)
     v = _verdicts(doc)
     assert doc["counts"]["differs"] == 0, [r for r in doc["fields"] if r["verdict"] == "differs"]

@@ -222,3 +222,17 @@ def test_round_trip_random_topologies(seed):
     assert parse_topo_matrix(pasted).classes == parse_topo_matrix(text).classes
     assert parse_topo_matrix(pasted).numa_affinity == parse_topo_matrix(text).numa_affinity
     assert parse_topo_matrix(pasted).cpu_affinity == parse_topo_matrix(text).cpu_affinity
+
+
+def test_numa_affinity_read_as_unknown_keeps_its_column_as_nvidia_smi_does():
+    """A GPU whose sysfs numa_node is -1 (a one-GPU cloud VM) was read, and nvidia-smi prints
+    its NUMA Affinity column as N/A (seen posted for a one-GPU Tesla P4 VM, Project-HAMi/HAMi
+    pull request 99); the column is dropped only when no source looked for it."""
+    from gputopo.sim.scan import scan_simulated
+
+    topo = scan_simulated("h100-sxm-1gpu")
+    header, row = format_topo_matrix(topo).splitlines()[:2]
+    assert header.split("\t")[1:] == ["GPU0", "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert row.split("\t")[1:] == [" X ", "0-15", "N/A", "", "N/A"]
+    never = make_topology(2, lambda i, j: "SYS", cpu={0: "0-7", 1: "8-15"})
+    assert "NUMA Affinity" not in format_topo_matrix(never)

@@ -87,7 +87,7 @@ def format_topo_matrix(topo: Topology) -> str:
     gpus = _gpus(topo)
     nics = topo.nics
     with_cpu = any(is_value(g.cpu_affinity) for g in gpus)
-    with_numa = any(is_value(g.numa_node) for g in gpus)
+    with_numa = any(was_read(g.numa_node) for g in gpus)
     with_gnuma = any(was_read(g.gpu_memory_numa_node) for g in gpus)
 
     def link_class(a, b) -> str:
