@@ -139,10 +139,10 @@ def _import_plotting() -> None:
     try:
         import pandas  # noqa: F401 - results.csv
 
-        from gputopo.report.outputs.plot_common import _plt
+        from gputopo.report.outputs.plots import pyplot
         from gputopo.report.render import render_run  # noqa: F401 - its modules
 
-        _plt()
+        pyplot()
     except Exception:  # noqa: BLE001 - see the docstring
         pass
 

@@ -196,20 +196,20 @@ def test_a_numerics_only_run_does_not_call_its_trained_class_unmeasured(tmp_path
 def test_numerics_heatmap_paints_wrong_data_over_dataparallel_only(tmp_path, monkeypatch):
     """A pair whose peer copies were wrong while DDP trained fine: DDP's "ok" cell (below the
     diagonal) keeps its colour; DataParallel's (above) is painted as wrong data."""
-    from gputopo.report.outputs import heatmap_draw
-    from gputopo.report.outputs.heatmap_numerics import plot_numerics
+    from gputopo.report.outputs import plots
+    from gputopo.report.outputs.plots import plot_numerics
     from gputopo.report.summary import summarize_dir
 
     run = write_run(tmp_path / "run", ("corrupt-sys",), meas=measurements(("corrupt-sys",), pairs=[(0, 4)]),
                     nums=numerics((), pairs=((0, 4),)))
     painted = {}
-    real = heatmap_draw.paint_wrong_data
+    real = plots.paint_wrong_data
 
     def spy(ax, pos, pairs, texts, annotate, cells=None):
         painted["cells"] = cells
         return real(ax, pos, pairs, texts, annotate, cells)
 
-    monkeypatch.setattr(heatmap_draw, "paint_wrong_data", spy)
+    monkeypatch.setattr(plots, "paint_wrong_data", spy)
     assert plot_numerics(summarize_dir(run), tmp_path) is not None
     assert painted["cells"] == {(0, 4)}  # row GPU 0, column GPU 4: DataParallel only
 

@@ -227,7 +227,7 @@ def test_loss_curves_say_how_many_flagged_runs_they_leave_out(tmp_path):
 def test_loss_curves_draw_every_kind_of_failure_before_more_of_one():
     """16 diverged runs on GPU 0-3's SYS pairs come first in GPU order; the NaN runs on NODE and
     SYS pairs of GPUs 4-7 must be drawn all the same (the first 8 in GPU order were all alike)."""
-    from gputopo.report.outputs.loss_curves import panels
+    from gputopo.report.outputs.plots import panels
 
     runs = [{"gpus": [i, j], "way": "dp", "verdict": "diverged", "link_class": "SYS"}
             for i in range(4) for j in range(4, 8)]

@@ -33,9 +33,9 @@ def _drifted(run: dict[str, Any], series: str, direction: str, scope: str) -> bo
 def draw_history(runs: list[dict[str, Any]], what: str, path, scope: str = "pair") -> Path:
     """Draw the figures of ``runs`` (history.query.list_runs with a pair/class filter, oldest
     first); ``scope`` is "pair" or "class"."""
-    from .plot_common import _plt
+    from .plots import pyplot
 
-    plt = _plt()
+    plt = pyplot()
     lines: dict[tuple[str, str], list[tuple[_dt.datetime, float, dict[str, Any]]]] = {}
     for r in runs:
         t = _dt.datetime.fromtimestamp(r["time_s"], _dt.timezone.utc)
