@@ -4,7 +4,9 @@ causes.py writes the redirecting bridges into a finding's cause ("ACS redirect o
 ...") and into its ACS remedy, and the corrupt, nan and diverged findings of one class share that
 cause: the Causes section of seed-8gpu's report listed the same twelve addresses six times. A
 :class:`BridgeNamer` rewrites the texts of one section in reading order: the first text that names
-a list keeps it; later ones say "the same N bridges as above".
+a list keeps it; later ones say "the same N bridges as above". :func:`bridge_key` is a text with
+its bridge lists blanked, for telling texts apart but for their bridges (explain.py, story.py,
+root_causes.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from typing import List, Optional, Set, overload
 BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 #: A list of bridge addresses in a cause or remedy.
 BRIDGES = re.compile(rf"bridge\(s\) ({BDF}(?:, {BDF})*)")
+
+
+def bridge_key(text: Optional[str]) -> Optional[str]:
+    """``text`` with each bridge list blanked: two causes or remedies that differ only in the
+    bridges they name have one key (alike findings are explained once, a remedy told once)."""
+    return None if text is None else BRIDGES.sub("bridge(s) {}", text)
 
 
 class BridgeNamer:

@@ -10,16 +10,8 @@ from typing import Dict, List, Optional
 
 from gputopo.model import Finding
 
-from .bridge_names import BRIDGES
+from .bridge_names import BRIDGES, bridge_key
 from .cell_text import gpus_text, group_where
-
-
-#: A list of PCI bridge addresses as causes.py writes it into causes and remedies.
-_BRIDGES = BRIDGES
-
-
-def _bridge_key(text: Optional[str]) -> Optional[str]:
-    return None if text is None else _BRIDGES.sub("bridge(s) {}", text)
 
 
 def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:
@@ -28,8 +20,8 @@ def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:
     once, they name them all."""
     if not texts or texts[0] is None:
         return None
-    union = sorted({b for t in texts if t for m in _BRIDGES.finditer(t) for b in m.group(1).split(", ")})
-    return _BRIDGES.sub(lambda m: "bridge(s) " + ", ".join(union), texts[0]) if union else texts[0]
+    union = sorted({b for t in texts if t for m in BRIDGES.finditer(t) for b in m.group(1).split(", ")})
+    return BRIDGES.sub(lambda m: "bridge(s) " + ", ".join(union), texts[0]) if union else texts[0]
 
 
 @dataclass
@@ -66,7 +58,7 @@ def explanations(findings: List[Finding]) -> List[Explanation]:
     for f in findings:
         if f.severity == "info":
             continue
-        key = (f.kind, f.severity, f.link_class, _bridge_key(f.cause), tuple(_bridge_key(r) for r in f.remedies))
+        key = (f.kind, f.severity, f.link_class, bridge_key(f.cause), tuple(bridge_key(r) for r in f.remedies))
         groups.setdefault(key, []).append(f)
     out = []
     for (kind, severity, *_), fs in groups.items():

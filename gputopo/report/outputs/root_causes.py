@@ -25,7 +25,8 @@ from gputopo.report.localise import finding_id
 from gputopo.report.summary import Summary
 
 from .diagnosis import is_localised
-from .explain import Explanation, _bridge_key, explanations
+from .bridge_names import bridge_key
+from .explain import Explanation, explanations
 from .story import StoryItem, story
 
 PROBLEM_SEVERITIES = ("error", "warning")
@@ -90,7 +91,7 @@ class EvidenceEntry:
 
 def _told(items: Sequence[StoryItem]) -> set:
     """The causes and remedies the story tells, bridge lists aside (they are named there)."""
-    return {_bridge_key(t) for it in items for t in [it.cause, *it.remedies] if t}
+    return {bridge_key(t) for it in items for t in [it.cause, *it.remedies] if t}
 
 
 def evidence_entries(summary: Summary, items: Sequence[StoryItem] | None = None) -> list[EvidenceEntry]:
@@ -113,8 +114,8 @@ def evidence_entries(summary: Summary, items: Sequence[StoryItem] | None = None)
         if by is not None:  # its root cause tells cause and remedies, once, above
             out.append(EvidenceEntry(ex, example, by))
             continue
-        cause = ex.cause if ex.cause and _bridge_key(ex.cause) not in told else None
-        remedies = [r for r in ex.remedies if _bridge_key(r) not in told]
+        cause = ex.cause if ex.cause and bridge_key(ex.cause) not in told else None
+        remedies = [r for r in ex.remedies if bridge_key(r) not in told]
         out.append(EvidenceEntry(ex, example, None, cause, remedies))
     return out
 

@@ -18,7 +18,8 @@ from gputopo.report.summary import Summary
 
 from .cell_text import gbps, gpus_text, group_findings, group_where, pct
 from .diagnosis import explained, is_localised, localised_story
-from .explain import _BRIDGES, Explanation, _bridge_key, explanations
+from .bridge_names import BRIDGES, bridge_key
+from .explain import Explanation, explanations
 
 
 @dataclass
@@ -140,9 +141,9 @@ def _remedies(exps: List[Explanation]) -> List[str]:
     """The remedies of several explanations, once each; a generic 'the bridges between the GPUs'
     remedy is dropped where the same remedy names the bridges."""
     out = list(dict.fromkeys(r for e in exps for r in e.remedies))
-    named = {_bridge_key(r) for r in out if _BRIDGES.search(r)}
-    return [r for r in out if _bridge_key(r.replace("the bridges between the GPUs", "bridge(s) 00:00.0"))
-            not in named or _BRIDGES.search(r)]
+    named = {bridge_key(r) for r in out if BRIDGES.search(r)}
+    return [r for r in out if bridge_key(r.replace("the bridges between the GPUs", "bridge(s) 00:00.0"))
+            not in named or BRIDGES.search(r)]
 
 
 def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
