@@ -154,7 +154,7 @@ def nothing_to_resume(machine: Machine, bench_options, want_numerics: bool) -> b
     from gputopo.bench.api import resume_options
     from gputopo.bench.plan import measurement_key, plan_steps
     from gputopo.runfolder.resume import plan_resume, read_progress, read_run_info
-    from gputopo.numerics.run import done_pairs
+    from gputopo.numerics.sink import done_pairs
 
     run_dir = bench_options.resume_dir
     if read_run_info(run_dir).get("status") != "complete":
@@ -212,7 +212,7 @@ class _NumericsAhead:
 
 def numerics_todo(run_dir, options) -> list:
     """The pairs of ``options`` whose numerics are not yet all recorded in ``run_dir``."""
-    from gputopo.numerics.run import done_pairs
+    from gputopo.numerics.sink import done_pairs
 
     done = set(done_pairs(run_dir, retry_hung=options.retry_hung))
     return [p for p in options.pairs if p not in done]

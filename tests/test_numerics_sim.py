@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from gputopo.numerics import run_numerics, validate_options  # noqa: E402
-from gputopo.numerics.run import done_pairs  # noqa: E402
+from gputopo.numerics.sink import done_pairs  # noqa: E402
 from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
 from gputopo.sim.description import load_description  # noqa: E402
 from gputopo.sim.scan import scan_description  # noqa: E402

@@ -294,7 +294,7 @@ class FakeNumericsContext:
 
 def test_numerics_workers_start_afresh_before_a_ninth_peer(tmp_path, monkeypatch):
     """The jobs _run_cuda gives the NCCL pool for every pair of a 10-GPU box: DataParallel on
-    worker 0, DDP on both (gputopo/numerics/fabric_runs.py)."""
+    worker 0, DDP on both (gputopo/numerics/run.py)."""
     import gputopo.numerics.worker as nw
 
     driver = FakeDriver()
@@ -329,7 +329,7 @@ def test_numerics_pool_without_the_count_crashes_the_ninth_pair(tmp_path, monkey
 def test_the_numerics_notes_say_why_their_workers_started_afresh():
     from types import SimpleNamespace
 
-    from gputopo.numerics.fabric_runs import _pool_closed
+    from gputopo.numerics.run import _pool_closed
 
     out = SimpleNamespace(notes=[])
     with _pool_closed(SimpleNamespace(starts=5, peer_starts=4, close=lambda: None), out, "NCCL workers"):

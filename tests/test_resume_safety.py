@@ -136,7 +136,7 @@ def test_retry_hung_without_resume_is_refused():
 
 def test_numerics_pairs_with_a_recorded_hang_are_done_unless_retried(tmp_path):
     from gputopo.runfolder.writer import append_jsonl
-    from gputopo.numerics.run import done_pairs
+    from gputopo.numerics.sink import done_pairs
 
     append_jsonl(tmp_path / "numerics.jsonl", {"gpus": [0, 1], "way": "reference", "verdict": "ok"})
     append_jsonl(tmp_path / "numerics.jsonl", {"gpus": [0, 1], "way": "dp", "verdict": "hang"})

@@ -1,5 +1,5 @@
 """Judge one way of a pair against the reference: the reference and its noise re-runs (the
-tolerance), a way run and judged (_judged: a hang or crash becomes a record too), and the
+tolerance), a way run and judged (run_and_judge: a hang or crash becomes a record too), and the
 reference's own record."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Callable, List, Optional
 from .job import NumericsOptions
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import NumericsResult, num_to_json
-from .sink import _Sink
+from .sink import Sink
 from .verdict import Judgement, Tolerance, WayRun, judge, measure_tolerance
 from .worker import WorkerStartError
 
@@ -21,7 +21,7 @@ BN_BASELINE_NOTE = ("judged against the one-GPU job run as two half-batch passes
                     "from the whole-batch reference is in extra.vs_whole_batch")
 
 
-def _reference_and_tolerance(train: Callable[[str], WayRun], opts: NumericsOptions):
+def reference_and_tolerance(train: Callable[[str], WayRun], opts: NumericsOptions):
     """The reference run, the tolerance from its reduction-order re-runs, and for BatchNorm models
     the per-replica baseline (the half-batch re-run) that DataParallel and DDP are judged against.
 
@@ -47,16 +47,16 @@ def local_data(opts: NumericsOptions):
 
 def cpu_reference(opts: NumericsOptions, data):
     """The one-GPU reference of ``data`` computed on this CPU, with its tolerance and (BatchNorm)
-    per-replica baseline, as _reference_and_tolerance returns them (sim and cpu fabrics)."""
+    per-replica baseline, as reference_and_tolerance returns them (sim and cpu fabrics)."""
     from . import ways as W
 
-    return _reference_and_tolerance(lambda order: W.train_reference(opts, data, order=order), opts)
+    return reference_and_tolerance(lambda order: W.train_reference(opts, data, order=order), opts)
 
 
-def _judged(out: NumericsRun, sink: "_Sink", pair: Pair, lc: str, way: str, fabric: str,
-            timing: str, opts: NumericsOptions, ref: Optional[WayRun], tol: Optional[Tolerance],
-            notes: List[str], train: Callable[[], WayRun],
-            per_replica: Optional[WayRun] = None) -> None:
+def run_and_judge(out: NumericsRun, sink: Sink, pair: Pair, lc: str, way: str, fabric: str,
+                  timing: str, opts: NumericsOptions, ref: Optional[WayRun], tol: Optional[Tolerance],
+                  notes: List[str], train: Callable[[], WayRun],
+                  per_replica: Optional[WayRun] = None) -> None:
     """Run one way, judge it, record it; a hang or crash becomes a record with that verdict.
 
     ``per_replica`` (BatchNorm models): the baseline with per-replica statistics to judge against
@@ -109,7 +109,7 @@ def _judged(out: NumericsRun, sink: "_Sink", pair: Pair, lc: str, way: str, fabr
     sink.add(out, rec)
 
 
-def _reference_record(pair, lc, ref: WayRun, tol: Tolerance, fabric, timing, opts, notes):
+def reference_record(pair, lc, ref: WayRun, tol: Tolerance, fabric, timing, opts, notes):
     nf = ref.first_nonfinite_step
     return NumericsResult(
         gpus=pair, link_class=lc, way="reference", verdict="nan" if nf is not None else "ok",

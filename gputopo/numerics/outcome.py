@@ -1,6 +1,6 @@
 """What one numerics run produced (NumericsRun), and how a way that produced nothing fails
-(WayFailed): the types every stage of a run (fabric_runs, judging, sink) shares, so they
-import this module and not run.py, their caller."""
+(WayFailed): the types every stage of a run (run's ways per fabric, judging, sink, sim_jobs)
+shares, so the stages import this module and not run.py, their caller."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from .verdict import WayRun
 
 #: Most worker processes the sim's numerics use at once (one per core up to this).
 MAX_SIM_WORKERS = 4
-#: The reference's training orders (judging._reference_and_tolerance asks for these).
+#: The reference's training orders (judging.reference_and_tolerance asks for these).
 REFERENCE_ORDERS = ("plain", "swapped", "halves")
 
 
@@ -60,7 +60,7 @@ class SimJobs:
 
     def reference(self):
         """(reference run, tolerance, per-replica baseline) of the run's options, as
-        judging._reference_and_tolerance gives them (computed on a worker)."""
+        judging.reference_and_tolerance gives them (computed on a worker)."""
         return self._reference.result()
 
     def _job(self, job: Dict[str, Any]) -> Dict[str, Any]:
@@ -72,7 +72,7 @@ class SimJobs:
             self._free.put(pool)
 
     def _references(self):
-        from .judging import _reference_and_tolerance
+        from .judging import reference_and_tolerance
         from .worker import WorkerCrash, WorkerHang, payload_to_run
 
         job = {"kind": "cpu-references", "orders": list(REFERENCE_ORDERS), "opts": self.opts.to_json()}
@@ -81,7 +81,7 @@ class SimJobs:
         except (WorkerHang, WorkerCrash) as e:
             raise RuntimeError(f"the one-GPU reference could not be computed: {e}") from e
         runs = {order: payload_to_run(p) for order, p in payload["runs"].items()}
-        return _reference_and_tolerance(lambda order: runs[order], self.opts)
+        return reference_and_tolerance(lambda order: runs[order], self.opts)
 
     @property
     def starts(self) -> int:

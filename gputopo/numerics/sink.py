@@ -1,5 +1,5 @@
 """Where a numerics run's records go as they complete: numerics.jsonl (each record, a hang or
-crash included, the moment it exists) and events.jsonl's step-done lines (_Sink), the loss
+crash included, the moment it exists) and events.jsonl's step-done lines (Sink), the loss
 curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back). The findings
 the records make are the report's (gputopo.report.numerics_record)."""
 
@@ -40,7 +40,7 @@ def done_pairs(run_dir, retry_hung: bool = False) -> List[Pair]:
                   if set(WAYS) <= ways or (p in hung and not retry_hung))
 
 
-class _Sink:
+class Sink:
     """Collects records, appends them to the run folder as they complete."""
 
     def __init__(self, run_dir: Optional[str], write_events: bool, progress):
