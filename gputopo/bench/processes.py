@@ -1,13 +1,17 @@
 """The worker processes' machinery shared by the bench runner and the numerics worker pool: the
 multiprocessing context (forkserver with torch preloaded), starting workers with Ctrl-C held
 and SIGINT blocked (see runner.py's docstring for why), stopping the forkserver on the way out,
-and reading a worker log's tail and a process's exit for findings."""
+and reading a worker log's tail and a process's exit for findings; in a worker (the bench's
+and the numerics'), its output sent to its log and its exit with its parent."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import signal
+import sys
+import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Optional
 
@@ -136,7 +140,8 @@ def tail(path, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
     return out[-max_chars:]
 
 
-def _exit_text(code: Optional[int]) -> str:
+def exit_text(code: Optional[int]) -> str:
+    """'exit code 1', 'killed by signal SIGKILL' or 'still running' for a process's exitcode."""
     if code is None:
         return "still running"
     if code < 0:
@@ -145,3 +150,39 @@ def _exit_text(code: Optional[int]) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+# ----------------------------------------------------------------------------- in a worker
+
+
+def redirect_output(log_path: str) -> None:
+    """In a worker: stdout and stderr (file descriptors 1 and 2, which its children inherit) are
+    appended to ``log_path``."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def watch_parent(parent_pid: int) -> None:
+    """In a worker: exit when the parent is gone, so no worker outlives a killed run."""
+    try:  # Linux: be killed with our parent process (the forkserver, which dies with the run)
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="gputopo-parent-watch", daemon=True).start()

@@ -41,7 +41,7 @@ from gputopo.runfolder.writer import RunLog
 
 from .peer_mappings import PeerLedger, step_pairs
 from .plan import Step, layout
-from .processes import (TAIL_LINES, _exit_text, despite_ctrl_c, mp_context, starting_workers,
+from .processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context, starting_workers,
                         stop_forkserver, tail)
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
@@ -394,10 +394,10 @@ class Runner:
             ev = self._evidence(r, w)
             ev["exitcode"] = code  # (SIGKILL: the OOM killer, not the link; the report says so)
             self._fail(r, running, "crash",
-                       f"worker {w.key} (pid {w.proc.pid}) died: {_exit_text(code)}", ev)
+                       f"worker {w.key} (pid {w.proc.pid}) died: {exit_text(code)}", ev)
         else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
             self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
-                            "exitcode": code, "exit": _exit_text(code), "idle": True})
+                            "exitcode": code, "exit": exit_text(code), "idle": True})
             self._kill(w.key)
 
     def _evidence(self, r: _Running, w: Optional[_Worker]) -> dict:

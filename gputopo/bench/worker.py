@@ -27,6 +27,8 @@ import time
 import traceback
 from typing import Any, Dict, Tuple
 
+from .processes import redirect_output, watch_parent
+
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
 #: Least seconds between two "beat" messages sent within a measurement (after a sample).
@@ -36,42 +38,11 @@ BEAT_S = 0.2
 PREPARE_BEATS_MAX_S = 300.0
 
 
-def _redirect_output(log_path: str) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-def _watch_parent(parent_pid: int) -> None:
-    """Exit when the parent is gone, so no worker outlives a killed run."""
-    try:  # Linux: be killed with our parent process (the forkserver, which dies with the run)
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-    def watch():
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(parent_pid, 0)
-            except ProcessLookupError:
-                os._exit(3)
-            except PermissionError:
-                pass
-
-    threading.Thread(target=watch, name="gputopo-parent-watch", daemon=True).start()
-
-
 def worker_main(conn, key: str, config: dict, log_path: str) -> None:
     """Entry point of a worker process (multiprocessing target)."""
-    _redirect_output(log_path)
+    redirect_output(log_path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _watch_parent(config["parent_pid"])
+    watch_parent(config["parent_pid"])
     os.environ.clear()
     os.environ.update(config.get("env") or {})
     if config["fabric"] == "cuda":

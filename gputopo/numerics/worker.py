@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .worker_main import _worker_main
+from .worker_main import worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
 START_TIMEOUT_S = 120.0
@@ -110,7 +110,7 @@ class WorkerPool:
                 from gputopo.bench.worker_env import worker_env
 
                 env = worker_env(env)[0]
-            self._procs = [self._ctx.Process(target=_worker_main, name=f"gputopo-numerics-{r}",
+            self._procs = [self._ctx.Process(target=worker_main, name=f"gputopo-numerics-{r}",
                                              args=(r, self._jobs[r], self._results, self.backend,
                                                    self.threads, self._log_path(r), os.getpid(),
                                                    env),

@@ -2,7 +2,7 @@
 the jobs the parent's WorkerPool sends (reference, DataParallel on cuda, DDP over gloo/NCCL, the
 sim's DataParallel flow and simulated DDP) and sends back plain payloads.
 
-The forkserver / spawn child imports this module by name to find ``_worker_main``; it imports
+The forkserver / spawn child imports this module by name to find ``worker_main``; it imports
 nothing of the parent's side.
 """
 
@@ -19,21 +19,22 @@ from typing import Any, Callable, Dict, Optional
 #: Least seconds between two "beat" messages (a training step can take milliseconds).
 BEAT_S = 0.2
 
-def _worker_main(rank: int, jobs, results, backend: str, threads: int,
-                 log_path: Optional[str] = None, parent_pid: Optional[int] = None,
-                 env: Optional[Dict[str, str]] = None) -> None:
+
+def worker_main(rank: int, jobs, results, backend: str, threads: int,
+                log_path: Optional[str] = None, parent_pid: Optional[int] = None,
+                env: Optional[Dict[str, str]] = None) -> None:
     """Entry point of a worker process. Output goes to ``log_path`` (the run folder's workers/)
     when given; SIGINT is left to the parent; the worker exits when the parent is gone and
     leaves with ``os._exit``, so interpreter teardown cannot fail a delivered result."""
     import signal
 
-    from gputopo.bench.worker import _redirect_output, _watch_parent
+    from gputopo.bench.processes import redirect_output, watch_parent
 
     if log_path:
-        _redirect_output(log_path)
+        redirect_output(log_path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_pid:
-        _watch_parent(parent_pid)
+        watch_parent(parent_pid)
     if env is not None:  # the parent's environment now (NCCL_* settings...), not the forkserver's
         os.environ.clear()
         os.environ.update(env)
