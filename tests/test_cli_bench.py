@@ -737,16 +737,16 @@ def test_resume_of_a_cpu_fabric_run_keeps_its_number_of_stand_in_gpus(tmp_path):
     from gputopo.bench.api import cpu_topology
     from gputopo.runfolder.layout import RUN_JSON, TOPOLOGY_JSON
     from gputopo.runfolder.writer import run_info, write_json
-    from gputopo.cli.bench import _build
+    from gputopo.cli.bench import machine_and_options
     from gputopo.model import topology_to_json
 
     run = tmp_path / "run"
     run.mkdir()
     write_json(run / RUN_JSON, run_info(fabric="cpu", simulated=False, machine="cpu-fabric"))
     write_json(run / TOPOLOGY_JSON, topology_to_json(cpu_topology(3)))
-    machine, opts = _build(None, None, (), None, None, None, None, None, str(run))
+    machine, opts = machine_and_options(None, None, (), None, None, None, None, None, str(run))
     assert machine.fabric == "cpu" and len(machine.topology.gpus) == 3
-    machine, _ = _build(None, None, (), None, None, 4, None, None, str(run))
+    machine, _ = machine_and_options(None, None, (), None, None, 4, None, None, str(run))
     assert len(machine.topology.gpus) == 4  # what the user says wins
 
 

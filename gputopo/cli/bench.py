@@ -123,9 +123,10 @@ def _gpu_name(topo) -> str:
     return f"GPU {g.nvml_index}, {g.name}" if isinstance(g.name, str) else f"GPU {g.nvml_index}"
 
 
-def _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s, out_dir,
-           resume_dir, *, self_test=False, sizes=None, tests=(), preset="default",
-           concurrent=False, progress=True, alone_ok=True, want_numerics=False):
+def machine_and_options(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
+                        out_dir, resume_dir, *, self_test=False, sizes=None, tests=(),
+                        preset="default", concurrent=False, progress=True, alone_ok=True,
+                        want_numerics=False):
     """The machine and the BenchOptions of a bench/numerics command. On a one-GPU machine bench
     measures the GPU alone (``alone_ok``) and numerics refuses in one line (OneGpuError)."""
     from gputopo.bench.api import BenchOptions, parse_gpus, parse_sizes, select_pairs
@@ -317,10 +318,11 @@ def bench(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
     refuse_ignored(resume_dir, sim, fabric, want_numerics)
     nopts = numerics_options_for(resume_dir, want_numerics, steps=steps, lr=lr, model=model,
                                  batch=batch, seed=seed)
-    machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
-                           out_dir, resume_dir, self_test=self_test, sizes=sizes, tests=groups,
-                           preset=preset or "default", concurrent=concurrent, progress=not as_json,
-                           want_numerics=want_numerics)
+    machine, opts = machine_and_options(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
+                                        timeout_s, out_dir, resume_dir, self_test=self_test,
+                                        sizes=sizes, tests=groups, preset=preset or "default",
+                                        concurrent=concurrent, progress=not as_json,
+                                        want_numerics=want_numerics)
     opts.retry_hung = retry_hung
     if resume_dir and nothing_to_resume(machine, opts, want_numerics):
         refuse_damaged_done(resume_dir)
@@ -363,6 +365,7 @@ def numerics(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout
     refuse_ignored(resume_dir, sim, fabric)
     nopts = numerics_options_for(resume_dir, True, steps=steps, lr=lr, model=model, batch=batch,
                                  seed=seed)
-    machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus, timeout_s,
-                           out_dir, resume_dir, tests=(), progress=not as_json, alone_ok=False)
+    machine, opts = machine_and_options(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
+                                        timeout_s, out_dir, resume_dir, tests=(), progress=not as_json,
+                                        alone_ok=False)
     _report(run_job(machine, opts, nopts), as_json)

@@ -7,8 +7,8 @@ import os
 
 import click
 
-from gputopo.cli.bench import (_build, numerics_options, numerics_options_for, pair_options,
-                               refuse_ignored, say_redone)
+from gputopo.cli.bench import (machine_and_options, numerics_options, numerics_options_for,
+                               pair_options, refuse_ignored, say_redone)
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options, record_exit_code
 from gputopo.cli.options import finish
@@ -119,9 +119,11 @@ def check(run_dir, spec, junit_file, init, from_dir, margin, force, preset,
         refuse_ignored(resume_dir, sim, fabric)
         nopts = numerics_options_for(resume_dir, True, steps=steps, lr=lr, model=model,
                                      batch=batch, seed=seed)
-        machine, opts = _build(sim, fabric, pairs_values, class_text, gpus_text, cpu_gpus,
-                               timeout_s, out_dir, resume_dir, tests=("p2p", "dp", "collectives"),
-                               preset=preset or "default", progress=not as_json, want_numerics=True)
+        machine, opts = machine_and_options(sim, fabric, pairs_values, class_text, gpus_text,
+                                            cpu_gpus, timeout_s, out_dir, resume_dir,
+                                            tests=("p2p", "dp", "collectives"),
+                                            preset=preset or "default", progress=not as_json,
+                                            want_numerics=True)
         job = run_job(machine, opts, nopts)
         say_redone(job)
         run_dir = str(job.run_dir)
