@@ -4,6 +4,9 @@ Every import counts, a lazy one inside a function too: a lazy import hides a cyc
 import machinery but not from a reader, who still has to hold both modules in mind at once.
 A package's ``__init__`` importing its own submodules is not an edge back to the package from
 those submodules (Python imports the parent first anyway), so only written imports are edges.
+
+Below, the packages' layers (issue 36), and that no module imports another one's private
+(``_name``) names: what two modules share has a public name in one place.
 """
 
 from __future__ import annotations
@@ -208,3 +211,87 @@ def test_only_the_report_makes_findings():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Finding":
                 makers.append(f"gputopo/{rel}:{node.lineno}")
     assert not makers, "Findings built outside gputopo/report/: " + ", ".join(makers)
+
+
+# ------------------------------------------------------------------- private names (issue 36)
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names and attributes, else ''."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id] + parts[::-1])
+
+
+def private_uses(mod: str, source: str, mods: Dict[str, Path], is_package: bool = False) -> List[str]:
+    """Where module ``mod`` reaches another gputopo module's private (``_name``) names: ``from m
+    import _name`` (relative too), and ``m._name`` on a name bound to a gputopo module
+    (``import gputopo.m as m``, ``from gputopo import m``, ``import gputopo.m`` then
+    ``gputopo.m._name``). A public name imported under a private alias (``import x as _x``) is fine."""
+    package = mod.split(".") if is_package else mod.split(".")[:-1]
+    bound: Dict[str, str] = {}  # local name -> the gputopo module it names
+    found: List[str] = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "gputopo" and a.name in mods:
+                    if a.asname:
+                        bound[a.asname] = a.name
+                    else:
+                        bound["gputopo"] = "gputopo"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "gputopo":
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in mods:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+                elif _is_private(a.name) and base != mod:
+                    found.append(f"{mod}:{node.lineno}: from {base} import {a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            chain = _dotted(node.value)
+            head, _, rest = chain.partition(".")
+            if head in bound:
+                target = bound[head] + ("." + rest if rest else "")
+                if target in mods and target != mod:
+                    found.append(f"{mod}:{node.lineno}: {chain}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    """What two modules share has a public name in one place: no module of gputopo/ imports
+    another one's ``_name`` (nor reaches it as ``module._name``)."""
+    mods = _modules()
+    found = []
+    for mod, path in sorted(mods.items()):
+        found += private_uses(mod, path.read_text(encoding="utf-8"), mods, path.name == "__init__.py")
+    assert not found, "private names used across modules:\n" + "\n".join(found)
+
+
+def test_the_private_name_check_sees_each_way_in():
+    """The checker itself: a private name imported (absolute, relative, in a function) or reached
+    through a module is named; a public one, one aliased private, or a module's own is not."""
+    mods = {m: Path() for m in ("gputopo", "gputopo.a", "gputopo.a.b", "gputopo.a.c")}
+    source = ("from gputopo.a.c import _x, y\n"
+              "from .c import z as _z\n"
+              "import gputopo.a.c as c\n"
+              "import gputopo.a.c\n"
+              "from gputopo.a import c as cc\n"
+              "def f():\n"
+              "    from .c import _w\n"
+              "    return c._v, cc._u, gputopo.a.c._t, c.pub, c.__name__, os._exit\n")
+    assert private_uses("gputopo.a.b", source, mods) == [
+        "gputopo.a.b:1: from gputopo.a.c import _x", "gputopo.a.b:7: from gputopo.a.c import _w",
+        "gputopo.a.b:8: c._v", "gputopo.a.b:8: cc._u", "gputopo.a.b:8: gputopo.a.c._t"]
+    assert private_uses("gputopo.a.c", "from gputopo.a.c import _x\n", mods) == []
