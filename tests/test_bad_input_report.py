@@ -57,6 +57,7 @@ def test_a_cut_measurements_file_is_said_and_unmeasured_classes_are_not_ok(tmp_p
     assert "NODE (8 pairs)" in unjudged and "SYS (16 pairs)" in unjudged
 
 
+@pytest.mark.slow
 def test_an_emptied_measurements_file_calls_no_class_ok(tmp_path):
     d = _healthy(tmp_path)
     (d / "measurements.jsonl").write_text("")
@@ -70,6 +71,7 @@ def test_an_emptied_measurements_file_calls_no_class_ok(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["run.json", "topology.json", "measurements.jsonl", "numerics.jsonl"])
+@pytest.mark.slow
 def test_an_unknown_schema_version_is_refused(tmp_path, where):
     d = _healthy(tmp_path)
     path = d / where
@@ -100,6 +102,7 @@ def test_measurements_appended_twice_are_counted_once_and_said(tmp_path):
     assert s.verdict == "degraded"
 
 
+@pytest.mark.slow
 def test_records_of_the_wrong_shape_are_skipped_and_counted_not_a_crash(tmp_path):
     """JSON lines that parse but hold the wrong types (gpus "x", losses "abc", an event finding
     whose gpus is a string) ended in an internal error (exit 4); they are skipped and counted."""
@@ -119,6 +122,7 @@ def test_records_of_the_wrong_shape_are_skipped_and_counted_not_a_crash(tmp_path
     assert "events.jsonl: 1 of 3 line(s) skipped (not a finding): line(s) 3" in flat
 
 
+@pytest.mark.slow
 def test_nccl_tests_json_with_logs_of_the_wrong_type_is_refused(tmp_path):
     d = _healthy(tmp_path)
     (d / "nccl_tests.json").write_text('{"schema_version": 1, "logs": "x"}')

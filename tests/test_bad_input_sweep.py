@@ -24,6 +24,7 @@ def gputopo(*args, cwd=None):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_fabric_cuda_with_a_simulated_machine_is_refused_before_any_run_folder(tmp_path):
     rc, out, err = gputopo("bench", "--fabric", "cuda", "--sim", "seed-8gpu", "--quick", cwd=tmp_path)
     assert rc == 2 and out == ""
@@ -58,6 +59,7 @@ def test_synthetic_machine_size_out_of_range_states_the_range(n):
     assert len(load_description("synthetic-3gpu").gpus) == 3
 
 
+@pytest.mark.slow
 def test_sims_lists_the_synthetic_machines_with_their_range():
     rc, out, _ = gputopo("sims")
     assert rc == 0
@@ -67,6 +69,7 @@ def test_sims_lists_the_synthetic_machines_with_their_range():
     assert rc == 2 and "synthetic-<N>gpu (N GPUs, N = 1..1024" in err
 
 
+@pytest.mark.slow
 def test_diff_of_two_different_machines_says_so(tmp_path):
     from gputopo.report.diff import diff_runs
 
@@ -178,6 +181,7 @@ def _short(argv):
     return [str(a)[:80] for a in argv]
 
 
+@pytest.mark.slow
 def test_sweep_every_input_file_kind_through_every_command_that_reads_one(tmp_path):
     if os.geteuid() == 0:
         kinds = [k for k in _KINDS if k != "unreadable"]  # root reads a mode-000 file anyway
@@ -215,6 +219,7 @@ _VALUE_ARGS = [  # {v}: the value under test; every base command is refused or f
 ]
 
 
+@pytest.mark.slow
 def test_sweep_odd_values_through_the_numeric_options(tmp_path):
     run = write_run(tmp_path / "good-run", [])
     (tmp_path / "out").mkdir()

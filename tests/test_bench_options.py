@@ -121,6 +121,7 @@ def test_plan_cases_and_layout():
     assert busbw_factor("collective.broadcast", 2) == 1.0
 
 
+@pytest.mark.slow
 def test_api_import_stays_light():
     code = ("import sys, gputopo.bench.api; "
             "bad = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]; "

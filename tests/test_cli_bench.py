@@ -640,6 +640,7 @@ def test_a_second_ctrl_c_while_the_workers_stop_still_kills_them_all_and_the_run
     assert not any(p.alive for p in procs)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_report_is_written_names_the_complete_run_and_what_to_run(
         tmp_path, monkeypatch, capsys):
     """Ctrl-C while the report was drawn ended in "gputopo: aborted" (or, with the run
@@ -679,6 +680,7 @@ def test_ctrl_c_while_the_report_is_written_names_the_complete_run_and_what_to_r
     assert (e.value.code, "PASSED" in out) in ((0, True), (1, False)), out  # a verdict, either way
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(monkeypatch):
     """A Ctrl-C while the command stopped its helpers (the forkserver), or between its end and
     the exit, escaped as a KeyboardInterrupt traceback (exit -2): the outcome stands now."""

@@ -78,6 +78,7 @@ def test_history_option_and_default_location(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("make", ["corrupt", "newer", "not-writable"])
+@pytest.mark.slow
 def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
     db = tmp_path / "h.sqlite"
     if make == "corrupt":
@@ -100,6 +101,7 @@ def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_history_without_a_database_and_bad_options(tmp_path):
     code, _out, err = run(["history", "--history", str(tmp_path / "none.sqlite")], timeout=60)
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
@@ -156,6 +158,7 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
     assert (out5 / "summary.json").exists() and json.loads((out5 / "run.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.slow
 def test_a_bad_clock_in_a_description_names_the_key(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('extends = "pcie-4gpu"\nclock = "yesterday"\n')
@@ -189,6 +192,7 @@ def test_tests_never_use_the_real_history_database():
     assert default_history_path() != home_db and not str(default_history_path()).startswith(str(Path.home() / ".local"))
 
 
+@pytest.mark.slow
 def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtures_dir):
     db = tmp_path / "h.sqlite"
     log = fixtures_dir / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
@@ -225,6 +229,7 @@ def test_every_import_is_recorded_and_no_history_skips_it(tmp_path, kind, path):
 
 
 @pytest.mark.parametrize("name", ["plot", "plot.json"])
+@pytest.mark.slow
 def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
     """--plot NAME wrote NAME.png (so `--plot /dev/full` made /dev/full.png) and `--plot x.json`
     was an internal error: the format comes from the name's ending, so a name without one of
@@ -237,6 +242,7 @@ def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
     """--limit 99999999999999999999999 reached SQLite and ended in rc 4 (datatype mismatch)."""
     env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
@@ -244,6 +250,7 @@ def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--limit" in err, err
 
 
+@pytest.mark.slow
 def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
     """--plot new/deeper/p.png was rc 4 (FileNotFoundError from matplotlib): like --out and
     --junit, the folders are made."""
@@ -257,6 +264,7 @@ def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
 
 @pytest.mark.parametrize("where, says", [("folder", "is a folder, not a file"),
                                          ("/dev/full", "is a character device, not a regular file")])
+@pytest.mark.slow
 def test_a_history_database_that_is_not_a_file_says_what_it_is(tmp_path, where, says):
     """SQLite's words were "unable to open database file" for a folder and "cannot rollback - no
     transaction is active" for /dev/full (the sweep)."""

@@ -100,6 +100,7 @@ def test_scan_format_smi_round_trips_through_from_smi(tmp_path):
         {(i, j): seed_class(i, j) for i in range(8) for j in range(i + 1, 8)}
 
 
+@pytest.mark.slow
 def test_scan_from_smi_fixture_and_stdin(fixtures_dir):
     text = (fixtures_dir / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt").read_text()
     rc, out, err = run(["scan", "--from-smi", "-", "--json"], input=text)
@@ -114,12 +115,14 @@ def test_scan_from_smi_fixture_and_stdin(fixtures_dir):
     (["scan", "--sim", "seed-8gpu", "--from-smi", "x"], 2, "exclusive"),
     (["scan", "--format", "xml"], 2, "xml"),
 ])
+@pytest.mark.slow
 def test_scan_bad_input_one_line_exit_2(args, code, needle):
     rc, out, err = run(args)
     assert rc == code
     assert needle in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_scan_broken_smi_file_names_file_and_line(tmp_path):
     f = tmp_path / "bad.txt"
     f.write_text("\tGPU0\tGPU1\nGPU0\t X \tNVX\nGPU1\tNVX\t X \n")
@@ -128,6 +131,7 @@ def test_scan_broken_smi_file_names_file_and_line(tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_scan_broken_description_names_key(tmp_path):
     f = tmp_path / "m.toml"
     f.write_text('name = "x"\nsummary = "y"\n[[fault]]\nwhere = "pair:0,1"\nwhat = "melt"\n')
@@ -135,6 +139,7 @@ def test_scan_broken_description_names_key(tmp_path):
     assert rc == 2 and str(f) in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_scan_without_driver_exits_3_and_names_sim():
     rc, out, err = run(["scan"])
     if rc == 0:
@@ -149,6 +154,7 @@ def test_sims_lists_builtins():
         assert n in names
 
 
+@pytest.mark.slow
 def test_scan_does_not_import_heavy_libraries():
     code = (
         "import sys\n"
@@ -162,6 +168,7 @@ def test_scan_does_not_import_heavy_libraries():
     assert "HEAVY []" in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_big_machines_matrix_is_plain_rows_with_every_class():
     """Above MAX_DRAWN_MATRIX devices the matrix is plain aligned text (a coloured table of
     1,024 GPUs took most of a minute to lay out): still every cell, each pair's class."""

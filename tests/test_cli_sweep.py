@@ -62,6 +62,7 @@ def _light_fixtures(work: Path) -> None:
     (work / "scan4.json").write_bytes(_gputopo(work, "scan", "--sim", "pcie-4gpu", "--json"))
 
 
+@pytest.mark.slow
 def test_a_slice_of_the_sweep_finds_no_defect(tmp_path):
     _light_fixtures(tmp_path)
     by_name = {f"{c.group}: {c.name}": c for c in all_cases(tmp_path)}

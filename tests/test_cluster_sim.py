@@ -214,6 +214,7 @@ def test_check_judges_a_cluster_run_per_node_and_pair(tmp_path):
     assert run_check(spec, healthy.run_dir).exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_spec_without_cluster_keys_on_a_cluster_run_is_refused(tmp_path):
     """The mirror case (the sweep): `check --spec pcie-box` on a cluster run whose report said
     "broken" (a slow node) PASSED, its bench rules judging none of the rounds; exit 2, one line."""

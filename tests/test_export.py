@@ -206,6 +206,7 @@ def run(args, timeout=120):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_textfile_is_written_whole_and_parses(tmp_path):
     out = tmp_path / "textfile"
     code, _stdout, err = run(["export", "--sim", "seed-8gpu", "--textfile", str(out)])
@@ -215,6 +216,7 @@ def test_textfile_is_written_whole_and_parses(tmp_path):
     assert len(samples(fams, "gputopo_gpu_info")) == 8 and "gputopo_nvlink_errors" in fams
 
 
+@pytest.mark.slow
 def test_a_second_exporter_on_the_same_port_is_one_line_and_exit_2(serve):
     _url, srv = serve(CountingScanner())
     code, _out, err = run(["export", "--sim", "seed-8gpu", "--listen", f"127.0.0.1:{srv.server_address[1]}"])
@@ -223,6 +225,7 @@ def test_a_second_exporter_on_the_same_port_is_one_line_and_exit_2(serve):
     assert len(lines) == 1 and "in use" in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_listen_is_loopback_unless_an_address_is_given_and_options_are_checked():
     assert parse_listen(":9400") == ("127.0.0.1", 9400)
     assert parse_listen("0.0.0.0:9100") == ("0.0.0.0", 9100)
@@ -255,6 +258,7 @@ def test_no_driver_is_exit_3_before_serving(monkeypatch):
     (["--listen", "127.0.0.1:0", "--interval", "inf"], "'inf' is not a finite number"),
     (["--textfile", "OUT", "--interval", "5"], "--interval is ignored with --textfile"),
 ])
+@pytest.mark.slow
 def test_interval_must_be_finite_and_used(tmp_path, args, says):
     """The sweep found --interval nan/inf accepted (exit 0): NaN passes every range check."""
     args = [str(tmp_path / "prom") if a == "OUT" else a for a in args]

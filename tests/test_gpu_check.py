@@ -92,6 +92,7 @@ def test_one_rank_all_reduce_goes_through_the_bench_worker(tmp_path):
     assert (tmp_path / "nccl-one-rank-worker.log").is_file()
 
 
+@pytest.mark.slow
 def test_the_cuda_only_probes_say_they_need_cuda():
     """Without CUDA the bare loop and a --device cuda training exit 3 with one line (the check
     records n/a), never a traceback."""
@@ -128,6 +129,7 @@ def _verdicts(doc):
 
 
 @pytest.mark.parametrize("sim", ["h100-pcie-1gpu", "h100-sxm-1gpu"])
+@pytest.mark.slow
 def test_comparison_equal_where_the_fake_agrees_with_the_sim(tmp_path, sim):
     """Each fake nvidia-smi was written to agree with the built-in sim of its name (`make
     gpu-check-fake` runs the SXM one): the comparison finds no difference."""
@@ -146,6 +148,7 @@ def test_comparison_equal_where_the_fake_agrees_with_the_sim(tmp_path, sim):
     assert (tmp_path / "comparison.md").read_text().count("| gpu[0].") >= 30
 
 
+@pytest.mark.slow
 def test_comparison_says_differs_on_a_mismatched_fake(tmp_path):
     """A copy of the fake with fields changed the way a wrong reader would see them: each
     changed field, and only those, differs."""
@@ -186,6 +189,7 @@ def test_comparison_says_differs_on_a_mismatched_fake(tmp_path):
     assert cmp.main(["scan", str(cap)]) == 1  # the step's exit code: its verdict is `differs`
 
 
+@pytest.mark.slow
 def test_pair_link_classes_compared_cell_by_cell(tmp_path):
     """Several GPUs: every pair's class against the topo -m matrix (gputopo's own smi text of
     the sim stands in for nvidia-smi's, with one cell changed on both sides of the diagonal)."""

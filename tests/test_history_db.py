@@ -140,6 +140,7 @@ def _writer(path, k, n):
         save(path, machine(host=f"w{k}"), run(T0 + i))
 
 
+@pytest.mark.slow
 def test_two_writers_at_once_lose_nothing(tmp_path):
     path = tmp_path / "h.sqlite"
     open_history(path).close()
@@ -322,6 +323,7 @@ record_run(Stalls(open_history({path!r})), t.machine(), t.run(t.T0, counters=[1,
 """
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_write_leaves_nothing_and_no_damage(tmp_path):
     import signal
     import subprocess

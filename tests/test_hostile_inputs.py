@@ -50,6 +50,7 @@ def _user_file_commands(bad):
 
 
 @pytest.mark.parametrize("argv", _user_file_commands("/dev/zero"), ids=lambda a: " ".join(map(str, a[:2])))
+@pytest.mark.slow
 def test_dev_zero_as_any_input_file_is_refused_in_one_line(argv, tmp_path):
     rc, _, err = run_cli(*argv, cwd=tmp_path, timeout=30)
     line = one_line_error(rc, err)
@@ -57,12 +58,14 @@ def test_dev_zero_as_any_input_file_is_refused_in_one_line(argv, tmp_path):
 
 
 @pytest.mark.parametrize("i", range(7))
+@pytest.mark.slow
 def test_a_fifo_with_no_writer_is_refused_not_waited_on(i, fifo, tmp_path):
     argv = _user_file_commands(fifo)[i]
     rc, _, err = run_cli(*argv, cwd=tmp_path, timeout=30)
     assert "FIFO" in one_line_error(rc, err)
 
 
+@pytest.mark.slow
 def test_a_measurements_file_that_is_a_device_is_refused(tmp_path):
     from conftest_report import write_run
 
@@ -73,6 +76,7 @@ def test_a_measurements_file_that_is_a_device_is_refused(tmp_path):
     assert "measurements.jsonl" in one_line_error(rc, err)
 
 
+@pytest.mark.slow
 def test_closed_stdin_with_dash_says_so(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(f"{sys.executable} -m gputopo scan --from-smi - <&-", shell=True, cwd=tmp_path,
@@ -91,6 +95,7 @@ def test_an_oversized_file_is_refused_by_size_before_reading(tmp_path):
     assert read_user_text(big, "description", 2000) == "#" * 2000
 
 
+@pytest.mark.slow
 def test_a_symlink_loop_as_a_description_is_one_line(tmp_path):
     (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")
     rc, _, err = run_cli("scan", "--sim", tmp_path / "loop.toml", cwd=tmp_path, timeout=30)
@@ -99,6 +104,7 @@ def test_a_symlink_loop_as_a_description_is_one_line(tmp_path):
 
 # ---------------------------------------------------------------- user text as names and numbers
 
+@pytest.mark.slow
 def test_a_machine_name_with_slashes_never_becomes_a_path(tmp_path):
     (tmp_path / "evil.toml").write_text('name = "../../x/y"\nextends = "seed-8gpu"\n')
     rc, out, err = run_cli("scan", "--sim", tmp_path / "evil.toml", cwd=tmp_path)
@@ -106,6 +112,7 @@ def test_a_machine_name_with_slashes_never_becomes_a_path(tmp_path):
     assert "'../../x/y'" in out  # shown as the user wrote it, used in no path
 
 
+@pytest.mark.slow
 def test_a_machine_name_with_escapes_and_newlines_is_printed_escaped(tmp_path):
     (tmp_path / "ansi.toml").write_text('name = "a\\u001b[31mRED\\nline2"\nextends = "seed-8gpu"\n'
                                         '[defaults]\nname = "NVIDIA RTX A6000\\u001b[2J"\n')
@@ -120,6 +127,7 @@ def test_a_machine_name_with_escapes_and_newlines_is_printed_escaped(tmp_path):
                                   ("bench", "--sim", "seed-8gpu", "--sizes", "{big}M"),
                                   ("place", "{big}", "--sim", "seed-8gpu"),
                                   ("place", "2", "--exclude", "{big}", "--sim", "seed-8gpu")])
+@pytest.mark.slow
 def test_a_100000_digit_number_is_one_short_line(argv, tmp_path):
     big = "9" * 100_000
     rc, _, err = run_cli(*[a.replace("{big}", big) for a in argv], cwd=tmp_path)
@@ -131,6 +139,7 @@ def test_a_100000_digit_number_is_one_short_line(argv, tmp_path):
                                   ("bench", "--sim", "seed-8gpu", "--quick", "--out", "loop/x"),
                                   ("import", "nccl-tests", "--out", "loop",
                                    REPO / "tests/fixtures/nccl-tests/autodl_2x2080ti_all_reduce.txt")])
+@pytest.mark.slow
 def test_an_out_symlink_loop_is_one_line(argv, tmp_path):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     rc, _, err = run_cli(*argv, cwd=tmp_path)
@@ -138,6 +147,7 @@ def test_an_out_symlink_loop_is_one_line(argv, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
 
 
+@pytest.mark.slow
 def test_hundreds_of_gpus_behind_one_host_bridge_build_a_machine(tmp_path):
     """130 GPUs on one PXB tree need more bridge buses than one PCI domain has (was: "PCI domain
     0000 has no free bus numbers", rc 4); the tree spills into fresh domains and keeps its shape."""
@@ -152,11 +162,13 @@ def test_hundreds_of_gpus_behind_one_host_bridge_build_a_machine(tmp_path):
 
 # ---------------------------------------------------------------- sizes that would run for minutes
 
+@pytest.mark.slow
 def test_place_on_a_1024_gpu_machine_is_refused_at_once(tmp_path):
     rc, _, err = run_cli("place", "4", "--sim", "synthetic-1024gpu", cwd=tmp_path, timeout=20)
     assert "1,024 GPUs" in one_line_error(rc, err)
 
 
+@pytest.mark.slow
 def test_pairwise_plan_at_the_largest_node_count_is_instant(tmp_path):
     rc, out, err = run_cli("cluster", "--plan", "--nodes", "1000000", "--pattern", "pairwise", "--json",
                            cwd=tmp_path, timeout=20)
@@ -181,6 +193,7 @@ _BASE = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29617"}
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": ",,"},
      "SLURM_JOB_NODELIST"),
 ])
+@pytest.mark.slow
 def test_a_broken_launch_environment_is_one_line(env, named, tmp_path):
     clean = {k: None for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "MASTER_ADDR", "MASTER_PORT")}
     rc, _, err = run_cli("cluster", "--fabric", "cpu", "--timeout", "3", cwd=tmp_path,
@@ -189,6 +202,7 @@ def test_a_broken_launch_environment_is_one_line(env, named, tmp_path):
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_one_rank_of_two_alone_names_the_rendezvous_within_the_timeout(tmp_path):
     pytest.importorskip("torch")
     import time
@@ -207,12 +221,14 @@ def _shell(cmd, tmp_path, env=None):
     return subprocess.run(["bash", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=full, check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_on_stdout_is_one_line(tmp_path):
     proc = _shell(f"{sys.executable} -m gputopo scan --sim seed-8gpu > /dev/full", tmp_path)
     assert "No space left on device" in one_line_error(proc.returncode, proc.stderr)
 
 
 @pytest.mark.parametrize("cmd", ["scan --sim synthetic-64gpu", "scan --sim synthetic-64gpu --csv", "sims"])
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly_with_141(cmd, tmp_path):
     # the reader is gone before gputopo writes: every write fails with EPIPE (rich's table,
     # click.echo and the interpreter's last flush each answered it differently: exit 1 or 0)
@@ -221,6 +237,7 @@ def test_a_closed_pipe_ends_quietly_with_141(cmd, tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "141" and proc.stderr == ""
 
 
+@pytest.mark.slow
 def test_ascii_stdout_no_color_and_a_bogus_mplbackend_degrade(tmp_path):
     proc = _shell(f"{sys.executable} -m gputopo scan --sim seed-8gpu", tmp_path, {"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 0 and proc.stderr == "" and "GPU0" in proc.stdout
@@ -238,6 +255,7 @@ def test_ascii_stdout_no_color_and_a_bogus_mplbackend_degrade(tmp_path):
 
 # ---------------------------------------------------------------- signals and missing torch
 
+@pytest.mark.slow
 def test_sigterm_stops_a_background_bench_like_ctrl_c(tmp_path):
     pytest.importorskip("torch")
     script = (f"{sys.executable} -m gputopo bench --sim seed-8gpu --quick --out run >out.txt 2>err.txt &\n"
@@ -266,6 +284,7 @@ sys.meta_path.insert(0, _NoTorch())
                                   ("bench", "--fabric", "cpu", "--quick"),
                                   ("check", "--sim", "seed-8gpu", "--spec", "pcie-box", "--quick"),
                                   ("cluster", "--fabric", "cpu")])
+@pytest.mark.slow
 def test_without_torch_says_how_to_install_it_and_writes_nothing(argv, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -279,6 +298,7 @@ def test_without_torch_says_how_to_install_it_and_writes_nothing(argv, tmp_path)
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_junit_into_a_fifo_nobody_reads_is_refused_not_waited_on(fifo, tmp_path):
     from conftest_report import write_run
 
@@ -287,17 +307,20 @@ def test_junit_into_a_fifo_nobody_reads_is_refused_not_waited_on(fifo, tmp_path)
     assert "no process reads" in one_line_error(rc, err)
 
 
+@pytest.mark.slow
 def test_an_error_naming_a_path_with_a_newline_or_escape_stays_one_line(tmp_path):
     rc, _, err = run_cli("scan", "--sim", "a\nb\x1b[31m.toml", cwd=tmp_path)
     line = one_line_error(rc, err)
     assert "a\\nb\\x1b[31m.toml" in line and "\x1b" not in err
 
 
+@pytest.mark.slow
 def test_dash_is_stdin_only_where_the_option_says_so(tmp_path):
     rc, _, err = run_cli("import", "nccl-tests", "-", cwd=tmp_path, stdin=subprocess.PIPE, timeout=30)
     assert "-: cannot read the nccl-tests log: no such file" in one_line_error(rc, err)
 
 
+@pytest.mark.slow
 def test_a_full_disk_on_stdout_says_the_output_could_not_be_written(tmp_path):
     """It said "while writing a file", naming no file: it was the output (the README's words)."""
     proc = _shell(f"{sys.executable} -m gputopo sims > /dev/full", tmp_path)

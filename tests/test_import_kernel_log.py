@@ -177,6 +177,7 @@ def test_huge_log_is_streamed(tmp_path):
     assert read.lines == 100001 and [e.xid for e in read.events[(0, 0x3b, 0)]] == [79]
 
 
+@pytest.mark.slow
 def test_stdin_as_a_user_pipes_it(tmp_path):
     import subprocess
     import sys

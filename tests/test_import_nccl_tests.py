@@ -320,6 +320,7 @@ def test_nan_figures_drop_their_row_and_are_said(tmp_path):
     assert log["peak_busbw_gbps"] == 4.0
 
 
+@pytest.mark.slow
 def test_single_host_logs_of_two_hosts_are_refused_not_merged(fixtures_dir, tmp_path):
     """The sweep imported two machines' logs as one machine "A+B": host B's device 0 became
     host A's GPU 0 and its figures were averaged into A's pairs. Exit 2, one line, no folder."""

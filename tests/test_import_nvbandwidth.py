@@ -76,6 +76,7 @@ def test_a100_h2d_sm_one_gpu_with_bus_id(tmp_path):
     assert _findings(res.run_dir) == []
 
 
+@pytest.mark.slow
 def test_failed_pattern_check_is_corrupt_naming_the_testcase():
     r = _cli("import", "nvbandwidth", A100_FAILED, "--out", Path(os.environ.get("TMPDIR", "/tmp")) / f"nvb-{os.getpid()}")
     assert r.returncode == 0, r.stderr  # imported, never refused
@@ -143,6 +144,7 @@ def test_quoted_paste_launcher_prefixes_and_lost_blanks_read_the_same(tmp_path):
     assert "quoted paste" in " ".join(read_nvbandwidth(str(quoted)).notes)
 
 
+@pytest.mark.slow
 def test_stdin_dash(tmp_path):
     r = _cli("import", "nvbandwidth", "-", "--out", tmp_path / "run", stdin=A100_H2D.read_text())
     assert r.returncode == 0, r.stderr
@@ -156,6 +158,7 @@ def test_stdin_dash(tmp_path):
     (b"#  Rank  0 Pid 1 on host device 0 [0x1b] Tesla\n#  out-of-place in-place\n", "not nvbandwidth output"),
     (b"{\"nvbandwidth\": {\"testcases\": [", "not valid JSON"),
 ])
+@pytest.mark.slow
 def test_bad_input_one_line_exit_2(tmp_path, content, words):
     p = tmp_path / "in.txt"
     p.write_bytes(content)
@@ -164,6 +167,7 @@ def test_bad_input_one_line_exit_2(tmp_path, content, words):
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_missing_file_and_p2pbw_output_refused(tmp_path):
     r = _cli("import", "nvbandwidth", tmp_path / "nope.txt")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
@@ -187,6 +191,7 @@ def test_a_1gb_file_is_read_with_bounded_effort(tmp_path, monkeypatch):
     assert any("only the first" in p for p in out.problems)
 
 
+@pytest.mark.slow
 def test_topo_of_another_machine_is_refused(tmp_path):
     topo = Path(__file__).parent / "fixtures" / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt"
     r = _cli("import", "nvbandwidth", A6000, "--topo", topo, "--out", tmp_path / "run")

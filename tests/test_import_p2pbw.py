@@ -82,6 +82,7 @@ def test_peer_slower_than_staged_on_every_pair(tmp_path):
     assert any(f["kind"] == "incomplete-data" and "cut short" in f["message"] for f in fs)
 
 
+@pytest.mark.slow
 def test_cli_and_topo_mismatch(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-m", "gputopo", "import", "p2pbw", str(STELLINE), "--topo",
@@ -170,6 +171,7 @@ def test_latency_excerpt_pasted_with_editor_line_numbers(tmp_path):
     assert _findings(res.run_dir) == []  # latency alone: nothing to judge, nothing wrong
 
 
+@pytest.mark.slow
 def test_place_ranks_an_import_without_topo_by_measured_gbps(tmp_path):
     res = import_p2pbw([str(NCCL_814)], out_dir=tmp_path / "run", render=False)
     env = {**os.environ, "PYTHONPATH": str(REPO)}

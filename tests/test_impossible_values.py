@@ -40,6 +40,7 @@ def refused(proc, *words) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_cluster_spec_on_a_bench_run_is_refused(tmp_path):
     run = write_run(tmp_path / "run", ())
     spec = tmp_path / "c.toml"
@@ -47,6 +48,7 @@ def test_a_cluster_spec_on_a_bench_run_is_refused(tmp_path):
     refused(gputopo("check", "--spec", spec, run), "[cluster]", "not one")
 
 
+@pytest.mark.slow
 def test_a_cluster_spec_is_refused_before_measuring_a_bench(tmp_path):
     spec = tmp_path / "c.toml"
     spec.write_text('name = "fleet"\n[cluster]\nnodes_alike = true\n')
@@ -57,6 +59,7 @@ def test_a_cluster_spec_is_refused_before_measuring_a_bench(tmp_path):
 CLUSTER = 'name = "c"\n[cluster]\nnodes = 8\nnode = "pcie-4gpu"\n'
 
 
+@pytest.mark.slow
 def test_a_node_fault_outside_cluster_fault_is_refused(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text(CLUSTER.replace('name = "c"\n', 'name = "c"\n[[fault]]\nwhere = "node:6"\nwhat = "slow"\n'))
@@ -64,6 +67,7 @@ def test_a_node_fault_outside_cluster_fault_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
+@pytest.mark.slow
 def test_a_cluster_link_rate_that_is_no_number_is_refused(tmp_path, value):
     f = tmp_path / "c.toml"
     f.write_text(CLUSTER + f"[cluster.link]\ngbps = {value}\n")
@@ -72,10 +76,12 @@ def test_a_cluster_link_rate_that_is_no_number_is_refused(tmp_path, value):
 
 @pytest.mark.parametrize("args", [["--gbps", "nan"], ["--gbps", "inf"], ["--timeout", "inf"],
                                   ["--timeout", "nan"], ["--slow-below", "nan"]])
+@pytest.mark.slow
 def test_cluster_plan_refuses_non_finite_numbers(args):
     refused(gputopo("cluster", "--plan", "--nodes", "4", *args), args[0])
 
 
+@pytest.mark.slow
 def test_an_absurd_cpu_affinity_in_a_description_is_refused(tmp_path):
     f = tmp_path / "m.toml"
     f.write_text('name = "m"\nnvswitch = true\n[defaults]\nname = "NVIDIA H100 80GB HBM3"\n'
@@ -85,6 +91,7 @@ def test_an_absurd_cpu_affinity_in_a_description_is_refused(tmp_path):
 
 @pytest.mark.parametrize("old,new,word", [("24-47,72-95     1", "0-99999999      1", "CPU Affinity"),
                                           ("24-47,72-95     1", "24-47,72-95     99999", "NUMA Affinity")])
+@pytest.mark.slow
 def test_absurd_affinities_in_smi_text_are_refused(tmp_path, old, new, word):
     text = (FIXTURES / "topo" / "autodl_2x2080ti_pix.txt").read_text()
     assert old in text
@@ -93,6 +100,7 @@ def test_absurd_affinities_in_smi_text_are_refused(tmp_path, old, new, word):
     refused(gputopo("scan", "--from-smi", f), word)
 
 
+@pytest.mark.slow
 def test_an_impossible_nccl_tests_row_is_invalid_data_and_fails_a_gate(tmp_path):
     """algbw must be size / time: a row claiming 9.17 GB/s for 2 KiB in 11.83 us is no
     measurement; it is dropped, said, and no gate passes."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -20,6 +22,7 @@ def gputopo(*args, cwd=None, timeout=240):
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 def test_resume_says_first_which_run_it_continues_and_how_far_it_got(tmp_path):
     run = tmp_path / "run"
     first = gputopo("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
@@ -40,6 +43,7 @@ def test_resume_says_first_which_run_it_continues_and_how_far_it_got(tmp_path):
     assert len(ms.read_text(encoding="utf-8").splitlines()) == total  # and it did what it said
 
 
+@pytest.mark.slow
 def test_concurrent_on_a_simulated_machine_is_refused_in_one_line(tmp_path):
     proc = gputopo("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
                    "--concurrent", "--out", tmp_path / "run", cwd=tmp_path)
@@ -56,6 +60,7 @@ NCCL_DATA = REPO / "tests" / "data" / "nccl_tests"
 NCCL_FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 
 
+@pytest.mark.slow
 def test_import_of_a_log_with_wrong_elements_headlines_them_not_also_or_a_question_mark(tmp_path):
     """It headlined "PROBLEM Also: GPUs 0,1; nccl-tests broadcast." (an "Also" with nothing
     before it, and the pair's finding cut to its GPUs) with the likely cause "collectives PCIe (?)
@@ -73,6 +78,7 @@ def test_import_of_a_log_with_wrong_elements_headlines_them_not_also_or_a_questi
     assert first.startswith("- **Problem:** GPUs 0,1: 1024 wrong element(s)"), first
 
 
+@pytest.mark.slow
 def test_import_of_a_clean_log_does_not_call_an_unknown_class_fine(tmp_path):
     proc = gputopo("import", "nccl-tests", NCCL_FIXTURES / "autodl_2x2080ti_all_reduce.txt",
                    "--out", tmp_path / "run", cwd=tmp_path)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest_report import measurements, write_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,6 +24,7 @@ def gputopo(*args):
                           capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_diff_of_a_full_run_and_a_subset_says_not_measured_not_gone(tmp_path):
     full = write_run(tmp_path / "full", ["corrupt-sys"])  # every SYS pair corrupts
     # B measured two pairs only: NV4 pair 0,1 and SYS pair 0,4, which is clean now

@@ -122,6 +122,7 @@ def run_cli(*args):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_import_into_a_run_says_why_ddp_survived(tmp_path):
     topo = seed_topology({"nan-dp"})
     topo.host.hostname = "gpu-node-07"  # the host the log's job ran on (another host is refused)
@@ -145,6 +146,7 @@ def test_import_into_a_run_says_why_ddp_survived(tmp_path):
     assert rc == 2 and "never overwritten" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_no_sentence_when_nccl_used_p2p_on_the_failing_pair(tmp_path):
     topo = seed_topology({"nan-dp"})
     topo.host.hostname = "gpu-node-07"
@@ -158,6 +160,7 @@ def test_no_sentence_when_nccl_used_p2p_on_the_failing_pair(tmp_path):
     assert "DDP survived" not in (run / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_import_errors(tmp_path):
     plain = tmp_path / "plain.log"
     plain.write_text("hello\n")
@@ -176,6 +179,7 @@ def test_import_errors(tmp_path):
     assert rc == 2 and "none of the 3 GPU pair(s)" in err and not (run / "nccl_debug.json").exists()
 
 
+@pytest.mark.slow
 def test_import_without_run_prints_pairs_as_json():
     rc, out, err = run_cli("import", "nccl-debug", DATA / "shm_8gpu_nccl1817.log", "--json")
     assert rc == 0, err

@@ -4,6 +4,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from gputopo.numerics.job import NumericsOptions, build_model, make_data, make_optimizer
@@ -32,6 +33,7 @@ def test_momentum_sgd_matches_torch_sgd_bit_for_bit():
     assert not all(torch.equal(a, b) for a, b in zip(ours, _train(make_optimizer, steps=6)))
 
 
+@pytest.mark.slow
 def test_training_does_not_import_the_compiler_stack():
     code = ("import sys; from gputopo.numerics.job import NumericsOptions, make_data; "
             "from gputopo.numerics import ways; o = NumericsOptions(steps=2); "

@@ -49,6 +49,7 @@ def test_split_is_torch_chunk(batch, sizes):
     assert [c.shape[0] for c in torch.arange(batch).chunk(2)] == sizes
 
 
+@pytest.mark.slow
 def test_import_is_light():
     import subprocess
     import sys

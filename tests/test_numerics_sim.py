@@ -40,6 +40,7 @@ def seed(tmp_path_factory):
     return desc, topo, run_numerics(topo, _all_pairs(topo), "sim", desc, timeout_s=60)
 
 
+@pytest.mark.slow
 def test_healthy_sim_every_way_ok_on_every_pair(healthy):
     topo, run, _ = healthy
     verdicts = run.verdicts()
@@ -51,6 +52,7 @@ def test_healthy_sim_every_way_ok_on_every_pair(healthy):
     assert run.tolerance_lines() and "tolerance" in run.tolerance_lines()[0]
 
 
+@pytest.mark.slow
 def test_healthy_run_folder(healthy):
     topo, run, run_dir = healthy
     lines = (run_dir / "numerics.jsonl").read_text().splitlines()
@@ -68,6 +70,7 @@ def test_healthy_run_folder(healthy):
     assert sorted(done_pairs(run_dir)) == sorted(_all_pairs(topo))
 
 
+@pytest.mark.slow
 def test_seed_8gpu_dataparallel_flagged_on_sys_and_ddp_ok_everywhere(seed):
     desc, topo, run = seed
     verdicts = run.verdicts()
@@ -90,6 +93,7 @@ def test_seed_8gpu_dataparallel_flagged_on_sys_and_ddp_ok_everywhere(seed):
     assert set(by_class["SYS"]) <= flagged
 
 
+@pytest.mark.slow
 def test_seed_8gpu_findings_name_way_step_and_class(seed):
     _, topo, run = seed
     dp_findings = [f for f in numerics_run_findings(run) if f.evidence.get("way") == "dp"]
@@ -111,6 +115,7 @@ def test_seed_8gpu_findings_name_way_step_and_class(seed):
 
 
 @pytest.mark.parametrize("batch, split", [(10, [5, 5]), (9, [5, 4])])
+@pytest.mark.slow
 def test_dp_split_recorded(batch, split):
     desc, topo = _machine("seed-8gpu-healthy")
     run = run_numerics(topo, [(6, 7)], "sim", desc, validate_options(batch=batch, steps=5),
@@ -120,6 +125,7 @@ def test_dp_split_recorded(batch, split):
 
 
 @pytest.mark.parametrize("machine, bad", [("seed-8gpu-healthy", False), ("seed-8gpu", True)])
+@pytest.mark.slow
 def test_batchnorm_difference_is_shown_as_expected_and_faults_still_found(machine, bad):
     desc, topo = _machine(machine)
     run = run_numerics(topo, [(0, 4), (6, 7)], "sim", desc,
@@ -167,6 +173,7 @@ def test_hang_and_crash_become_findings_and_the_run_goes_on(tmp_path):
     assert 3 <= hang.evidence["wall_s"] < 60 and "no progress for 3 s" in hang.message
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_numerics_marks_the_run_interrupted(tmp_path, monkeypatch):
     """Ctrl-C during the numerics phase of a job: the result says interrupted (the CLI then exits
     130 and names --resume), run.json says so too (it said "complete" from the bench), and the
@@ -236,6 +243,7 @@ def _records(run_dir):
             for r in map(json.loads, (run_dir / "numerics.jsonl").read_text().splitlines())}
 
 
+@pytest.mark.slow
 def test_fault_free_sim_runs_are_computed_once_and_say_so(tmp_path):
     """A sim job no fault can touch gives the same bits on every pair with its routes, so a
     worker computes it once (numerics/worker_main._train_sim): the other pairs' records say

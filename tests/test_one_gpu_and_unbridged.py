@@ -51,6 +51,7 @@ def alarms(findings):
     return [(f["kind"], f["severity"], f.get("gpus")) for f in findings if f["severity"] in ("error", "warning")]
 
 
+@pytest.mark.slow
 def test_synthetic_3gpu_p2p_has_no_nvlink_down(tmp_path):
     """GPU 2 simply has no bridge partner: info that it has no NVLink connected, no error."""
     doc, _ = bench_json("synthetic-3gpu", tmp_path / "run", "--tests", "p2p")
@@ -61,10 +62,12 @@ def test_synthetic_3gpu_p2p_has_no_nvlink_down(tmp_path):
 
 
 @pytest.mark.parametrize("sim", [ONE, BRIDGED])
+@pytest.mark.slow
 def test_healthy_pcie_machines_scan_clean(sim):
     assert alarms(scan_problems(sim)) == []
 
 
+@pytest.mark.slow
 def test_bridged_a100_pcie_bench_clean(tmp_path):
     doc, _ = bench_json(BRIDGED, tmp_path / "run", "--tests", "p2p,dp,collectives")
     assert alarms(doc["findings"]) == [] and doc["verdict"] == "ok"
@@ -72,12 +75,14 @@ def test_bridged_a100_pcie_bench_clean(tmp_path):
     assert classes[(0, 1)] == classes[(2, 3)] == "NV12" and classes[(1, 2)] == "SYS"
 
 
+@pytest.mark.slow
 def test_degraded_nvlink_still_errors():
     down = [f for f in scan_problems("degraded-nvlink") if f["kind"] == "nvlink-down"]
     assert [(f["severity"], f["gpus"]) for f in down] == [("error", [5])]
     assert down[0]["evidence"]["down"] == list(range(12))
 
 
+@pytest.mark.slow
 def test_one_gpu_bench_measures_it_alone(tmp_path):
     doc, proc = bench_json(ONE, tmp_path / "run")
     notes = [ln for ln in proc.stderr.splitlines() if "one GPU" in ln and "measured alone" in ln]
@@ -91,12 +96,14 @@ def test_one_gpu_bench_measures_it_alone(tmp_path):
     assert "nothing to do" in again.stderr and again.stdout == ""
 
 
+@pytest.mark.slow
 def test_one_gpu_bench_terminal_has_no_class_table(tmp_path):
     proc = gputopo("bench", "--sim", ONE, "--quick", "--out", tmp_path / "run")
     assert proc.returncode == 0, proc.stderr
     assert "GPUs alone" in proc.stdout and "not-measured │" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_self_alone_prints_no_table_of_unmeasured_classes(tmp_path):
     proc = gputopo("bench", "--sim", "pcie-4gpu", "--self", "--quick", "--out", tmp_path / "run")
     assert proc.returncode == 0, proc.stderr
@@ -105,6 +112,7 @@ def test_self_alone_prints_no_table_of_unmeasured_classes(tmp_path):
     assert "median GB/s" not in proc.stdout and "not-measured │" not in proc.stdout  # the class table's
 
 
+@pytest.mark.slow
 def test_one_gpu_numerics_says_why_in_one_line(tmp_path):
     proc = gputopo("numerics", "--sim", ONE, "--out", tmp_path / "run")
     assert proc.returncode == 3
@@ -114,6 +122,7 @@ def test_one_gpu_numerics_says_why_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_iommu_and_acs_on_one_gpu_say_what_is_true(tmp_path):
     desc = tmp_path / "one-iommu.toml"
     desc.write_text(f'extends = "{ONE}"\nname = "one-iommu"\n[host]\niommu = "translated"\n'
@@ -127,6 +136,7 @@ def test_iommu_and_acs_on_one_gpu_say_what_is_true(tmp_path):
     assert alarms(list(found.values())) == []
 
 
+@pytest.mark.slow
 def test_iommu_still_warns_where_pcie_pairs_exist():
     found = [f for f in scan_problems("seed-8gpu") if f["kind"] == "iommu"]
     assert found and found[0]["severity"] == "warning" and "GPU pair(s) reach each other" in found[0]["message"]
@@ -161,6 +171,7 @@ def test_fake_nvml_lists_the_ports_of_a_card_without_a_partner():
     assert [lib.nvmlDeviceGetNvLinkState(h0, k) for k in range(4)] == [1] * 4
 
 
+@pytest.mark.slow
 def test_iommu_on_an_all_nvlink_machine_says_only_a_fallback_is_at_risk(tmp_path):
     desc = tmp_path / "two-bridged.toml"
     desc.write_text('name = "two"\n[pairs]\n"0,1" = "NV12"\n[defaults]\nname = "NVIDIA A100 80GB PCIe"\n'
@@ -203,6 +214,7 @@ def test_rule_pcie_cards_short_of_their_peers_warn_and_unbridged_ones_are_info()
     assert found == {2: ("nvlink-down", "warning"), 3: ("nvlink-not-connected", "info")}
 
 
+@pytest.mark.slow
 def test_fake_nvml_version_of_an_untrained_port_is_invalid_and_the_probe_says_so():
     lib = FakeNvml(load_description(ONE))
     lib.nvmlInit()

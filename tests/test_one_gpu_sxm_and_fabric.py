@@ -127,6 +127,7 @@ def test_rule_two_sxm_gpus_with_links_down_still_error():
 
 
 @pytest.mark.parametrize("model", ["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
+@pytest.mark.slow
 def test_renamed_h100_pcie_sim_scans_without_nvlink_down(tmp_path, model):
     """The issue's reproduction: before the fix, ERROR nvlink-down ... 18 down."""
     doc = scan_doc(renamed(tmp_path, model))
@@ -139,6 +140,7 @@ def test_renamed_h100_pcie_sim_scans_without_nvlink_down(tmp_path, model):
 
 
 @pytest.mark.parametrize("sim", ONE_SXM)
+@pytest.mark.slow
 def test_one_sxm_sims_scan_clean_and_say_the_fabric_is_na(sim):
     doc = scan_doc(sim)
     assert alarms(doc["problems"]) == []
@@ -330,12 +332,14 @@ def _fabric_findings(tmp_path, text, name="t"):
     ('fabric_state = "in-progress"', "warning", "still in progress"),
     ('fabric_state = "completed"\nfabric_status = "NOT_READY"', "error", "failed (NVML_ERROR_NOT_READY (27))"),
 ])
+@pytest.mark.slow
 def test_nvswitch_gpus_not_registered_with_the_fabric_are_a_finding(tmp_path, extra, severity, words):
     found, doc = _fabric_findings(tmp_path, f'extends = "dgx-h100"\nname = "fm"\n[defaults]\n{extra}\n')
     assert [(f["severity"], f["gpus"]) for f in found] == [(severity, list(range(8)))]
     assert words in found[0]["message"] and "fabricmanager" in found[0]["remedies"][0]
 
 
+@pytest.mark.slow
 def test_dgx_h100_fabric_completed_shows_in_the_scan_and_fails_nothing():
     doc = scan_doc("dgx-h100")
     assert doc["problems"] == []
@@ -346,6 +350,7 @@ def test_dgx_h100_fabric_completed_shows_in_the_scan_and_fails_nothing():
     assert "NVLink fabric: completed, success, clique 0" in table.stdout
 
 
+@pytest.mark.slow
 def test_a_fabric_state_without_an_nvswitch_is_only_said(tmp_path):
     """Two A100 PCIe cards (no switch, not board-wired) reporting a fabric state: nothing judged."""
     found, doc = _fabric_findings(tmp_path, '[pairs]\n"0,1" = "NV12"\n[defaults]\nname = "NVIDIA A100 80GB PCIe"\n'

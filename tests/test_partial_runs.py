@@ -69,6 +69,7 @@ def interrupted_run(run_dir: Path) -> Path:
                           with_numerics=False)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_blames_no_gpu_it_did_not_measure(tmp_path):
     run = interrupted_run(tmp_path / "run")
     proc = gputopo("report", run)
@@ -89,6 +90,7 @@ def test_an_interrupted_run_blames_no_gpu_it_did_not_measure(tmp_path):
     assert html.index("partial: 13 of 28") < html.index("<h1>")
 
 
+@pytest.mark.slow
 def test_place_from_an_interrupted_run_keeps_every_gpu(tmp_path):
     run = interrupted_run(tmp_path / "run")
     proc = gputopo("place", "4", "--from", run)
@@ -97,6 +99,7 @@ def test_place_from_an_interrupted_run_keeps_every_gpu(tmp_path):
     assert "Best 4 GPUs" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_complete_run_is_not_partial(tmp_path):
     run = bench_like_run(tmp_path / "run")
     proc = gputopo("report", run, "--json")
@@ -119,6 +122,7 @@ def healthy_spec(tmp_path):
 
 @pytest.mark.parametrize("damage", ["numerics-deleted", "measurements-cut", "measurements-cut-mid-line",
                                     "topology-deleted", "run-json-deleted", "measurements-deleted"])
+@pytest.mark.slow
 def test_check_fails_a_damaged_run_even_on_a_spec_that_ignores_warnings(tmp_path, healthy_spec, damage):
     run = bench_like_run(tmp_path / "run", faults=())
     ok = gputopo("check", "--spec", healthy_spec, run)
@@ -146,6 +150,7 @@ def test_check_fails_a_damaged_run_even_on_a_spec_that_ignores_warnings(tmp_path
 
 
 @pytest.mark.parametrize("status", ["running", "interrupted"])
+@pytest.mark.slow
 def test_report_says_a_run_did_not_finish(tmp_path, status):
     run = bench_like_run(tmp_path / "run", status=status)
     proc = gputopo("report", run)
@@ -153,6 +158,7 @@ def test_report_says_a_run_did_not_finish(tmp_path, status):
 
 
 @pytest.mark.parametrize("status", ["running", "empty"])
+@pytest.mark.slow
 def test_check_init_refuses_a_running_or_empty_run(tmp_path, status):
     run = bench_like_run(tmp_path / "run", status="running" if status == "running" else "complete",
                          faults=())
@@ -166,6 +172,7 @@ def test_check_init_refuses_a_running_or_empty_run(tmp_path, status):
     assert not spec.exists()
 
 
+@pytest.mark.slow
 def test_diff_with_the_second_runs_measurements_gone_is_no_clean_gone(tmp_path):
     a = bench_like_run(tmp_path / "a")
     b = bench_like_run(tmp_path / "b")
@@ -175,6 +182,7 @@ def test_diff_with_the_second_runs_measurements_gone_is_no_clean_gone(tmp_path):
     assert "finding gone" not in proc.stdout or proc.returncode == 2
 
 
+@pytest.mark.slow
 def test_check_junit_never_writes_over_a_file_of_the_run(tmp_path, healthy_spec):
     run = bench_like_run(tmp_path / "run", faults=())
     before = (run / "run.json").read_bytes()
@@ -184,6 +192,7 @@ def test_check_junit_never_writes_over_a_file_of_the_run(tmp_path, healthy_spec)
     assert (run / "run.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_numerics_only_run_does_not_call_its_trained_class_unmeasured(tmp_path):
     """`numerics` on an NV4 pair: the class table says NV4 measured 1, ok; the story must not
     also warn "Links not measured: NV4"."""
@@ -214,6 +223,7 @@ def test_numerics_heatmap_paints_wrong_data_over_dataparallel_only(tmp_path, mon
     assert painted["cells"] == {(0, 4)}  # row GPU 0, column GPU 4: DataParallel only
 
 
+@pytest.mark.slow
 def test_a_topology_of_another_machine_is_no_baseline_and_fails_the_gate(tmp_path, healthy_spec):
     """topology.json copied from another machine (here: the seed's pairs 0,1 NV4 turned PIX):
     every pair would be judged by a class it was not measured on. The sweep found report, check,
@@ -239,6 +249,7 @@ def test_a_topology_of_another_machine_is_no_baseline_and_fails_the_gate(tmp_pat
     ({"status": "bogus"}, "says the run is 'bogus', a status gputopo never writes"),
     ({"fabric": "quantum"}, "names the fabric 'quantum'"),
 ])
+@pytest.mark.slow
 def test_a_run_json_edited_out_of_shape_fails_the_gate(tmp_path, healthy_spec, edit, says):
     """The sweep found check passing a bench run whose run.json lost its status or names a fabric
     no bench uses: whether it finished, and what measured it, are unknown."""
@@ -252,6 +263,7 @@ def test_a_run_json_edited_out_of_shape_fails_the_gate(tmp_path, healthy_spec, e
 
 @pytest.mark.parametrize("command", [("report",), ("report", "--json"), ("check", "--spec", "pcie-box"),
                                      ("place", "2", "--from")])
+@pytest.mark.slow
 def test_run_json_options_of_the_wrong_type_is_one_line(tmp_path, command):
     """run.json's "options" as text was rc 4 (AttributeError) in report and check."""
     run = bench_like_run(tmp_path / "run", faults=())
@@ -263,6 +275,7 @@ def test_run_json_options_of_the_wrong_type_is_one_line(tmp_path, command):
                                                 "got 'x'"]
 
 
+@pytest.mark.slow
 def test_events_that_lost_the_lines_of_finished_steps_fail_the_gate(tmp_path, healthy_spec):
     """events.jsonl cut at a line end (the sweep): the steps of pair 0,2 are gone from it, and a
     crash recorded there would be gone too, yet check passed the "complete" run."""
@@ -276,6 +289,7 @@ def test_events_that_lost_the_lines_of_finished_steps_fail_the_gate(tmp_path, he
     assert "events.jsonl records no finished step for 1 planned pair(s) (0-2)" in proc.stdout
 
 
+@pytest.mark.slow
 def test_resume_of_a_done_but_damaged_run_does_not_say_complete(tmp_path):
     """`bench --resume` of a run whose every step is done said "complete, nothing to do" (exit 0)
     while its folder, missing topology.json or events.jsonl, fails every gate (the sweep)."""

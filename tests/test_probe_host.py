@@ -260,17 +260,20 @@ def test_acs_bridge_record():
 # ----------------------------------------------------------------------------- running commands
 
 
+@pytest.mark.slow
 def test_default_run_missing_command():
     rc, out, err = default_run(["gputopo-no-such-command-xyz"])
     assert rc == 127 and "not found" in err
 
 
+@pytest.mark.slow
 def test_default_run_timeout(monkeypatch):
     monkeypatch.setattr(host_mod, "COMMAND_TIMEOUT_S", 0.2)
     rc, _, err = default_run(["sleep", "5"])
     assert rc == 124 and "timed out" in err
 
 
+@pytest.mark.slow
 def test_default_run_output():
     assert default_run(["echo", "hi"]) == (0, "hi\n", "")
 

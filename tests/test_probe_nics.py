@@ -100,6 +100,7 @@ def test_fake_nvidia_smi_text_shows_the_same_nics():
         [(n.label, n.device, n.gpu_classes, n.nic_classes) for n in scanned.nics]
 
 
+@pytest.mark.slow
 def test_cli_json_and_smi_round_trip(tmp_path):
     path = tmp_path / "nics.toml"
     path.write_text(NICS)

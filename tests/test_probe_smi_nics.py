@@ -137,6 +137,7 @@ def test_a_non_utf8_byte_shows_as_its_escape_never_raw():
     assert "'GPU\\xff1'" in msg
 
 
+@pytest.mark.slow
 def test_cli_refuses_bad_bytes_in_one_ascii_line(tmp_path):
     path = tmp_path / "topo.txt"
     path.write_bytes(NCCL1617.read_bytes().replace(b"6,14,22,30", b"6,14\xff,22"))

@@ -724,6 +724,7 @@ def test_decode_saved_files(encoding):
     assert parse_topo_matrix(decoded).classes == EXPECTED_CLASSES[NCCL667]
 
 
+@pytest.mark.slow
 def test_import_is_light():
     code = ("import sys, gputopo.probe.smi, gputopo.probe.smi_format; "
             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pynvml', 'click', 'rich') "

@@ -126,6 +126,7 @@ def test_the_readme_and_docs_have_their_examples():
         assert page in RUN_PAGES, f"{page} shows no example that runs"
 
 
+@pytest.mark.slow
 def test_every_example_prints_what_its_page_shows(ran):
     page, got, blocks = ran
     missing = []
@@ -138,6 +139,7 @@ def test_every_example_prints_what_its_page_shows(ran):
     assert not missing, f"{page}: output not printed:\n" + "\n".join(missing)
 
 
+@pytest.mark.slow
 def test_no_example_fails_unexpectedly(ran):
     """An example that does not show an error must not print one (a file it names missing, an
     option since renamed)."""

@@ -385,6 +385,7 @@ def test_unmeasured_pairs_show_no_wrong_count(tmp_path):
     assert by_class == {"NV4": "0", "NODE": "-", "SYS": "-"}
 
 
+@pytest.mark.slow
 def test_figures_drawn_in_a_forked_child_are_written_and_listed(tmp_path):
     """The loss curves and the numerics heatmap are drawn in a child process: their PNGs exist
     and the report lists them in display order, as when everything is drawn in one process."""
@@ -400,6 +401,7 @@ def test_figures_drawn_in_a_forked_child_are_written_and_listed(tmp_path):
     assert all((d / p.name).stat().st_size > 10_000 for p in made)
 
 
+@pytest.mark.slow
 def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch):
     """A child that dies (here: its work raises) is not a lost figure: the parent draws it, and
     an error the work raises surfaces in the parent as without the child."""
@@ -419,6 +421,7 @@ def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch)
     assert in_child(os.getpid).result() != parent  # and what a child that succeeds made is used
 
 
+@pytest.mark.slow
 def test_the_drawing_child_leaves_ctrl_c_to_the_parent():
     """A Ctrl-C that reached the child between its fork and its own code unwound the parent's
     stack copied into it (the command's clean-up run twice, from two processes). The signals
@@ -442,6 +445,7 @@ def test_the_drawing_child_leaves_ctrl_c_to_the_parent():
     assert signal.getsignal(signal.SIGINT) is handler
 
 
+@pytest.mark.slow
 def test_a_cancelled_child_is_stopped_and_reaped(tmp_path):
     """When the report fails while a child still draws, the child is killed and reaped at once
     (no process left drawing into a folder whose report failed, no zombie)."""

@@ -66,6 +66,7 @@ def _drop_step_done(d: Path, step: str) -> None:
     (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
 
 
+@pytest.mark.slow
 def test_resume_of_a_finished_p2p_run_has_nothing_to_do(run):
     before = (run / "measurements.jsonl").read_bytes()
     proc = gputopo("bench", "--resume", run)
@@ -75,6 +76,7 @@ def test_resume_of_a_finished_p2p_run_has_nothing_to_do(run):
     assert (run / "measurements.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resume_takes_its_tests_from_run_json_not_the_defaults(run):
     """An interrupted `--tests p2p` run: the resume finishes p2p and adds no numerics."""
     m = run / "measurements.jsonl"
@@ -88,6 +90,7 @@ def test_resume_takes_its_tests_from_run_json_not_the_defaults(run):
     assert len(lines(m)) == len(keep)
 
 
+@pytest.mark.slow
 def test_a_line_cut_by_a_kill_is_redone_not_dropped(run):
     m = run / "measurements.jsonl"
     whole = lines(m)
@@ -118,6 +121,7 @@ def _fake_hang(run: Path) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_a_recorded_hang_stays_a_result_unless_retry_hung(run):
     n = _fake_hang(run)
     proc = gputopo("bench", "--resume", run)
@@ -129,6 +133,7 @@ def test_a_recorded_hang_stays_a_result_unless_retry_hung(run):
     assert "--retry-hung" in proc.stderr
 
 
+@pytest.mark.slow
 def test_retry_hung_without_resume_is_refused():
     proc = gputopo("bench", "--sim", "seed-8gpu", "--retry-hung")
     assert proc.returncode == 2 and "--retry-hung" in proc.stderr
@@ -144,6 +149,7 @@ def test_numerics_pairs_with_a_recorded_hang_are_done_unless_retried(tmp_path):
     assert done_pairs(tmp_path, retry_hung=True) == []
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_in_one_line(run):
     m = run / "measurements.jsonl"
     m.write_text("".join(m.read_text().splitlines(keepends=True)[:-3]))
@@ -161,6 +167,7 @@ def test_a_second_writer_is_refused_in_one_line(run):
     assert m.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resume_and_place_of_an_import_are_usage_errors(tmp_path):
     log = REPO / "tests" / "fixtures" / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
     d = tmp_path / "imp"
@@ -233,6 +240,7 @@ def test_a_full_disk_during_a_job_marks_the_run_failed_not_running(tmp_path, mon
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+@pytest.mark.slow
 def test_a_lock_still_shared_with_a_starting_child_is_waited_for_not_refused(tmp_path, monkeypatch):
     """A flock belongs to the open file: a child this process forks while a phase holds the lock
     shares it until it closes the descriptor (at exec, for the forkserver). The next phase's lock

@@ -429,6 +429,7 @@ def test_generated_odd_and_invalid():
         generate_description(0)
 
 
+@pytest.mark.slow
 def test_import_stays_light():
     code = ("import sys, gputopo.sim.description, gputopo.sim.fake_nvml, gputopo.sim.fake_host, "
             "gputopo.sim.records, gputopo.sim.cluster_description\n"
