@@ -167,14 +167,18 @@ class WorkerPool:
 
     def close(self) -> None:
         """Ask the workers to exit; an exit-time crash here is not a failure (all results are in)."""
+        self._ask_exit()
+        self._stop_workers()
+        self._tmp.cleanup()
+
+    def _ask_exit(self) -> None:
+        """Tell each live worker to exit once its current job is done (a None job)."""
         for q, p in zip(self._jobs, self._procs):
             if p.pid is not None and p.is_alive():
                 try:
                     q.put(None)
                 except (OSError, ValueError):
                     pass
-        self._stop_workers()
-        self._tmp.cleanup()
 
     def _stop_workers(self) -> None:
         """Join the workers asked to exit (killed after 10 s); the pool can start again."""
@@ -197,12 +201,7 @@ class WorkerPool:
 
     def _retire(self) -> None:
         """Ask the (idle) workers to exit and join them; the next job starts fresh ones."""
-        for q, p in zip(self._jobs, self._procs):
-            if p.pid is not None and p.is_alive():
-                try:
-                    q.put(None)
-                except (OSError, ValueError):
-                    pass
+        self._ask_exit()
         self._stop_workers()
         self.peer_starts += 1
 
