@@ -6,8 +6,6 @@ no link class is called OK without a completed transfer."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,9 @@ from gputopo.errors import InputFileError
 from gputopo.report.run_folder import load_run
 from gputopo.report.summary import summarize_dir
 from gputopo.report.outputs.tables import story, verdict_line
+from helpers.cli import gputopo_here
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def gputopo(*args):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _healthy(tmp_path):
@@ -57,13 +50,12 @@ def test_a_cut_measurements_file_is_said_and_unmeasured_classes_are_not_ok(tmp_p
     assert "NODE (8 pairs)" in unjudged and "SYS (16 pairs)" in unjudged
 
 
-@pytest.mark.slow
 def test_an_emptied_measurements_file_calls_no_class_ok(tmp_path):
     d = _healthy(tmp_path)
     (d / "measurements.jsonl").write_text("")
     json_run = json.loads((d / "run.json").read_text())
     (d / "run.json").write_text(json.dumps({**json_run, "status": "complete"}))
-    rc, out, err = gputopo("report", d, "--no-plots")
+    rc, out, err = gputopo_here("report", d, "--no-plots", cwd=REPO)
     assert rc == 0, err
     assert "no measurement in it, yet run.json says the run completed" in out
     assert "Link classes without problems" not in out and "Every link class is fine" not in out
@@ -71,7 +63,6 @@ def test_an_emptied_measurements_file_calls_no_class_ok(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["run.json", "topology.json", "measurements.jsonl", "numerics.jsonl"])
-@pytest.mark.slow
 def test_an_unknown_schema_version_is_refused(tmp_path, where):
     d = _healthy(tmp_path)
     path = d / where
@@ -84,7 +75,7 @@ def test_an_unknown_schema_version_is_refused(tmp_path, where):
     with pytest.raises(InputFileError, match="schema_version 999 is not one this gputopo reads"):
         load_run(d)
     line = ":2" if where.endswith(".jsonl") else ""
-    rc, out, err = gputopo("report", d, "--no-plots")
+    rc, out, err = gputopo_here("report", d, "--no-plots", cwd=REPO)
     assert rc == 2 and out == ""
     assert err.strip().splitlines() == [
         f"gputopo: error: {path}{line}: schema_version 999 is not one this gputopo reads (it reads 1): "
@@ -102,7 +93,6 @@ def test_measurements_appended_twice_are_counted_once_and_said(tmp_path):
     assert s.verdict == "degraded"
 
 
-@pytest.mark.slow
 def test_records_of_the_wrong_shape_are_skipped_and_counted_not_a_crash(tmp_path):
     """JSON lines that parse but hold the wrong types (gpus "x", losses "abc", an event finding
     whose gpus is a string) ended in an internal error (exit 4); they are skipped and counted."""
@@ -115,18 +105,17 @@ def test_records_of_the_wrong_shape_are_skipped_and_counted_not_a_crash(tmp_path
     with open(d / "events.jsonl", "a") as f:
         f.write(json.dumps({"type": "finding", "kind": "hang", "severity": "error", "gpus": "0,1",
                             "message": "x"}) + "\n")
-    rc, out, err = gputopo("report", d, "--no-plots")
+    rc, out, err = gputopo_here("report", d, "--no-plots", cwd=REPO)
     assert rc == 0, err
     flat = " ".join(out.split())
     assert "numerics.jsonl: 3 of 5 line(s) skipped (not a numerics record): line(s) 1, 2, 3" in flat
     assert "events.jsonl: 1 of 3 line(s) skipped (not a finding): line(s) 3" in flat
 
 
-@pytest.mark.slow
 def test_nccl_tests_json_with_logs_of_the_wrong_type_is_refused(tmp_path):
     d = _healthy(tmp_path)
     (d / "nccl_tests.json").write_text('{"schema_version": 1, "logs": "x"}')
-    rc, out, err = gputopo("report", d, "--no-plots")
+    rc, out, err = gputopo_here("report", d, "--no-plots", cwd=REPO)
     assert rc == 2 and err.strip() == (f"gputopo: error: {d}/nccl_tests.json: \"logs\" must be a list of objects "
                                        "(one per imported nccl-tests log)")
 

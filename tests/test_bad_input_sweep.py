@@ -6,27 +6,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest_report import seed_topology, write_run
+from helpers.cli import gputopo, gputopo_here
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def gputopo(*args, cwd=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=cwd or REPO, env=env, stdin=subprocess.DEVNULL)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-@pytest.mark.slow
 def test_fabric_cuda_with_a_simulated_machine_is_refused_before_any_run_folder(tmp_path):
-    rc, out, err = gputopo("bench", "--fabric", "cuda", "--sim", "seed-8gpu", "--quick", cwd=tmp_path)
+    rc, out, err = gputopo_here("bench", "--fabric", "cuda", "--sim", "seed-8gpu", "--quick", cwd=tmp_path)
     assert rc == 2 and out == ""
     assert err.startswith("gputopo: error: --fabric cuda measures this machine's real GPUs, but --sim "
                           "seed-8gpu is a simulated machine") and len(err.strip().splitlines()) == 1
@@ -59,17 +50,15 @@ def test_synthetic_machine_size_out_of_range_states_the_range(n):
     assert len(load_description("synthetic-3gpu").gpus) == 3
 
 
-@pytest.mark.slow
 def test_sims_lists_the_synthetic_machines_with_their_range():
-    rc, out, _ = gputopo("sims")
+    rc, out, _ = gputopo_here("sims", cwd=REPO)
     assert rc == 0
     line = next(x for x in out.splitlines() if x.startswith("synthetic-<N>gpu"))
     assert "N = 1..1024" in line
-    rc, _, err = gputopo("scan", "--sim", "nosuch")
+    rc, _, err = gputopo_here("scan", "--sim", "nosuch", cwd=REPO)
     assert rc == 2 and "synthetic-<N>gpu (N GPUs, N = 1..1024" in err
 
 
-@pytest.mark.slow
 def test_diff_of_two_different_machines_says_so(tmp_path):
     from gputopo.report.diff import diff_runs
 
@@ -88,7 +77,7 @@ def test_diff_of_two_different_machines_says_so(tmp_path):
     assert "GPUs 8 x NVIDIA A100-SXM4-40GB vs 8 x NVIDIA H100 80GB HBM3" in d.machine_differences
     assert d.text().splitlines()[2].startswith("DIFFERENT MACHINES: ")
     assert d.to_json()["same_machine"] is False
-    rc, out, _ = gputopo("diff", a, c, "--json")
+    rc, out, _ = gputopo_here("diff", a, c, "--json", cwd=REPO)
     assert json.loads(out)["machine_differences"] == d.machine_differences
 
 
@@ -163,7 +152,7 @@ def _sweep(cases, tmp_path):
 
     def one(argv):
         try:
-            rc, _, err = gputopo(*argv, cwd=tmp_path)
+            rc, _, err = gputopo(*argv, cwd=tmp_path, timeout=120)
         except subprocess.TimeoutExpired:
             return (argv, "hang")
         lines = err.strip().splitlines()

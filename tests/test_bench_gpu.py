@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.bench.api import BenchOptions, bench_document, run_bench
+from helpers.cli import gputopo
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[1]
@@ -83,14 +84,6 @@ def test_bandwidth_within_a_plausible_band_of_the_link(bench_run):
                 assert LOW * rate.gbps <= got <= HIGH * rate.gbps, (direction, got, rate.basis)
 
 
-def _gputopo(*args, env_extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True,
-                          text=True, timeout=300, env=env)
-
-
 def test_cuda_visible_devices_maps_by_bus_id_never_by_number(tmp_path):
     """With only the last GPU visible, a worker knows it as cuda:0 and no other GPU; naming a
     pair with a hidden GPU is refused (exit 2)."""
@@ -110,8 +103,8 @@ def test_cuda_visible_devices_maps_by_bus_id_never_by_number(tmp_path):
     assert json.loads(out.stdout) == {str(last.nvml_index): 0}
     if torch.cuda.device_count() >= 2:
         a, b = topo.gpus[0].nvml_index, topo.gpus[1].nvml_index
-        proc = _gputopo("bench", "--pairs", f"{a},{b}", "--tests", "p2p", "--quick",
-                        env_extra={"CUDA_VISIBLE_DEVICES": str(last.uuid)})
+        proc = gputopo("bench", "--pairs", f"{a},{b}", "--tests", "p2p", "--quick",
+                       env={"CUDA_VISIBLE_DEVICES": str(last.uuid)}, timeout=300)
         assert proc.returncode == 2, proc.stderr
         assert "not visible to CUDA" in proc.stderr
 

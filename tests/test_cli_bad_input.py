@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_refusal import refused
+from helpers.cli import refused
 from gputopo.cli.main import main
 
 
@@ -31,18 +31,18 @@ from gputopo.cli.main import main
     (["no-such-command"], ["no-such-command"]),
     (["import", "nccl-tests"], ["LOGS"]),
 ])
-def test_click_usage_errors_are_one_line(capsys, argv, names):
-    line = refused(capsys, *argv)
+def test_click_usage_errors_are_one_line(argv, names):
+    line = refused(*argv)
     assert line.startswith("gputopo: error: ")
     assert "Usage:" not in line and "Try " not in line
     for name in names:
         assert name in line
 
 
-def test_out_that_is_a_file_is_one_line(tmp_path, capsys):
+def test_out_that_is_a_file_is_one_line(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
-    line = refused(capsys, "bench", "--sim", "pcie-4gpu", "--out", f)
+    line = refused("bench", "--sim", "pcie-4gpu", "--out", f)
     assert str(f) in line
 
 
@@ -68,8 +68,8 @@ def test_help_is_unchanged(capsys):
     (["bench", "--sim", "pcie-4gpu", "--sizes", "-1M"], "--sizes"),
     (["numerics", "--sim", "pcie-4gpu", "--lr", "nan"], "--lr"),
 ])
-def test_non_finite_and_huge_numbers_are_refused(capsys, argv, name):
-    assert name in refused(capsys, *argv)
+def test_non_finite_and_huge_numbers_are_refused(argv, name):
+    assert name in refused(*argv)
 
 
 # ----------------------------------------------------------------------------- empty values
@@ -90,8 +90,8 @@ def test_non_finite_and_huge_numbers_are_refused(capsys, argv, name):
     (["report", ""], "RUN_DIR"),
     (["diff", "", "b"], "DIR_A"),
 ])
-def test_empty_values_are_refused(capsys, argv, name):
-    line = refused(capsys, *argv)
+def test_empty_values_are_refused(argv, name):
+    line = refused(*argv)
     assert name in line and "empty" in line
 
 
@@ -107,8 +107,8 @@ def test_empty_values_are_refused(capsys, argv, name):
     (["scan", "--sim", "pcie-4gpu", "--format", "smi", "--csv"], ["--format smi", "--csv"]),
     (["bench", "--sim", "seed-8gpu", "--pairs", "all", "--pairs", "0,1"], ["--pairs", "all"]),
 ])
-def test_repeated_and_conflicting_options_are_refused(capsys, argv, names):
-    line = refused(capsys, *argv)
+def test_repeated_and_conflicting_options_are_refused(argv, names):
+    line = refused(*argv)
     for name in names:
         assert name in line
 
@@ -120,18 +120,18 @@ def test_repeated_and_conflicting_options_are_refused(capsys, argv, names):
     (["--margin", "0.1"], ["--margin"]),
     (["--force"], ["--force"]),
 ])
-def test_check_refuses_options_it_would_ignore(tmp_path, capsys, extra, names):
-    line = refused(capsys, "check", "--spec", "pcie-box", tmp_path, *extra)
+def test_check_refuses_options_it_would_ignore(tmp_path, extra, names):
+    line = refused("check", "--spec", "pcie-box", tmp_path, *extra)
     assert "ignored" in line
     for name in names:
         assert name in line
 
 
-def test_check_init_refuses_measuring_options_and_run_dir(tmp_path, capsys):
+def test_check_init_refuses_measuring_options_and_run_dir(tmp_path):
     spec = tmp_path / "new.toml"
-    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", spec, "--sim", "x")
+    line = refused("check", "--init", "--from", tmp_path, "--spec", spec, "--sim", "x")
     assert "--sim" in line and "ignored" in line
-    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", spec, tmp_path)
+    line = refused("check", "--init", "--from", tmp_path, "--spec", spec, tmp_path)
     assert "RUN_DIR" in line
     assert not spec.exists()
 
@@ -166,35 +166,35 @@ def read_only(monkeypatch):
         os.chmod(f, 0o755)
 
 
-def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+def test_out_in_a_read_only_folder_is_refused(tmp_path, read_only):
     ro = read_only(tmp_path / "ro")
-    line = refused(capsys, "bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1",
+    line = refused("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1",
                    "--out", ro / "run")
     assert "--out" in line and "cannot write" in line and str(ro / "run") in line
     assert not (ro / "run").exists()
 
 
-def test_import_out_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+def test_import_out_in_a_read_only_folder_is_refused(tmp_path, read_only):
     log = Path(__file__).parent / "data" / "nccl_tests" / "h200_broadcast_mpi.log"
     ro = read_only(tmp_path / "ro")
-    line = refused(capsys, "import", "nccl-tests", log, "--out", ro / "run")
+    line = refused("import", "nccl-tests", log, "--out", ro / "run")
     assert "--out" in line and "cannot write" in line
 
 
-def test_check_junit_in_a_read_only_folder_is_refused_before_measuring(tmp_path, capsys,
+def test_check_junit_in_a_read_only_folder_is_refused_before_measuring(tmp_path,
                                                                        read_only):
     ro = read_only(tmp_path / "ro")
-    line = refused(capsys, "check", "--spec", "pcie-box", "--sim", "pcie-4gpu", "--quick",
+    line = refused("check", "--spec", "pcie-box", "--sim", "pcie-4gpu", "--quick",
                    "--out", tmp_path / "run", "--junit", ro / "gate.xml")
     assert "--junit" in line and "cannot write" in line
     assert not (tmp_path / "run").exists()  # nothing was measured
-    line = refused(capsys, "check", "--spec", "pcie-box", tmp_path, "--junit", tmp_path)
+    line = refused("check", "--spec", "pcie-box", tmp_path, "--junit", tmp_path)
     assert "--junit" in line and "is a directory" in line
 
 
-def test_check_init_spec_in_a_read_only_folder_is_refused(tmp_path, capsys, read_only):
+def test_check_init_spec_in_a_read_only_folder_is_refused(tmp_path, read_only):
     ro = read_only(tmp_path / "ro")
-    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", ro / "new.toml")
+    line = refused("check", "--init", "--from", tmp_path, "--spec", ro / "new.toml")
     assert "--spec" in line and "cannot write" in line
 
 
@@ -220,11 +220,11 @@ def run_copy(good_run, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_report_no_plots_on_a_read_only_run_keeps_its_plots(run_copy, capsys, read_only):
+def test_report_no_plots_on_a_read_only_run_keeps_its_plots(run_copy, read_only):
     pngs = sorted(p.name for p in run_copy.glob("*.png"))
     assert pngs
     read_only(run_copy)
-    line = refused(capsys, "report", run_copy, "--no-plots")
+    line = refused("report", run_copy, "--no-plots")
     assert "cannot write" in line and str(run_copy) in line
     assert sorted(p.name for p in run_copy.glob("*.png")) == pngs
 
@@ -241,7 +241,7 @@ def _numbers_as_text(path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["report", "diff", "resume"])
 @pytest.mark.parametrize("breakage", ["directory", "unreadable"])
-def test_unreadable_measurements_are_input_errors(run_copy, good_run, capsys, command, breakage,
+def test_unreadable_measurements_are_input_errors(run_copy, good_run, command, breakage,
                                                   monkeypatch):
     ms = run_copy / "measurements.jsonl"
     if breakage == "directory":
@@ -260,14 +260,14 @@ def test_unreadable_measurements_are_input_errors(run_copy, good_run, capsys, co
         monkeypatch.setattr(builtins, "open", deny)
     argv = {"report": ["report", run_copy, "--no-plots"], "diff": ["diff", good_run, run_copy],
             "resume": ["bench", "--resume", run_copy]}[command]
-    line = refused(capsys, *argv)
+    line = refused(*argv)
     assert "measurements.jsonl" in line and "cannot read" in line
 
 
 @pytest.mark.slow
-def test_resume_refuses_numbers_written_as_text(run_copy, capsys):
+def test_resume_refuses_numbers_written_as_text(run_copy):
     _numbers_as_text(run_copy / "measurements.jsonl")
-    line = refused(capsys, "bench", "--resume", run_copy)
+    line = refused("bench", "--resume", run_copy)
     assert "measurements.jsonl:1" in line and "size_bytes" in line
 
 
@@ -279,9 +279,9 @@ def test_resume_refuses_numbers_written_as_text(run_copy, capsys):
     ('{"fabric": "sim", "options": {"sizes_bytes": ["1M"]}}', "[options.sizes_bytes]"),
     ('{"fabric": "sim", "options": {"tests": "p2p"}}', "[options.tests]"),
 ])
-def test_resume_refuses_run_json_of_the_wrong_shape(tmp_path, capsys, text, key):
+def test_resume_refuses_run_json_of_the_wrong_shape(tmp_path, text, key):
     (tmp_path / "run.json").write_text(text)
-    line = refused(capsys, "bench", "--resume", tmp_path)
+    line = refused("bench", "--resume", tmp_path)
     assert "run.json" in line and key in line
 
 
@@ -301,10 +301,10 @@ def test_resume_refuses_run_json_of_the_wrong_shape(tmp_path, capsys, text, key)
     ("[busbw]\nall_reduce = nan\n", ["[busbw.all_reduce]", "finite"]),
     ('[topology.pairs]\n"0,1" = "NV4"\n"1,0" = "SYS"\n', ["[topology.pairs.1,0]", '"0,1" = NV4']),
 ])
-def test_check_refuses_a_spec_that_judges_nothing_or_nonsense(tmp_path, capsys, body, words):
+def test_check_refuses_a_spec_that_judges_nothing_or_nonsense(tmp_path, body, words):
     spec = tmp_path / "s.toml"
     spec.write_text(body)
-    line = refused(capsys, "check", "--spec", spec, tmp_path)
+    line = refused("check", "--spec", spec, tmp_path)
     assert "s.toml" in line
     for w in words:
         assert w in line
@@ -335,9 +335,9 @@ def test_check_fails_a_run_that_lost_its_data(run_copy, capsys, breakage, rule):
     assert rule in {f["rule"] for f in doc["failures"]}, doc["failures"]
 
 
-def test_shipped_spec_names_and_spec_paths_never_mix(tmp_path, capsys, monkeypatch):
+def test_shipped_spec_names_and_spec_paths_never_mix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    line = refused(capsys, "check", "--init", "--from", tmp_path, "--spec", "pcie-box")
+    line = refused("check", "--init", "--from", tmp_path, "--spec", "pcie-box")
     assert "--spec pcie-box" in line and ".toml" in line
     assert not (tmp_path / "pcie-box").exists()
     # a file named like a shipped spec does not shadow it: a bare name is always the shipped one
@@ -346,9 +346,9 @@ def test_shipped_spec_names_and_spec_paths_never_mix(tmp_path, capsys, monkeypat
     from gputopo.check.spec import shipped_spec_path
 
     assert _spec_path("pcie-box") == str(shipped_spec_path("pcie-box"))
-    line = refused(capsys, "check", "--spec", "no-such-spec", tmp_path)
+    line = refused("check", "--spec", "no-such-spec", tmp_path)
     assert "no shipped spec" in line and "pcie-box" in line
-    line = refused(capsys, "check", "--spec", "pcie-box.toml", tmp_path)
+    line = refused("check", "--spec", "pcie-box.toml", tmp_path)
     assert "--spec pcie-box" in line
 
 
@@ -397,12 +397,12 @@ def test_resume_plan_redoes_crashed_and_incomplete_steps_and_keeps_hangs():
     ["bench", "--sim", "pcie-4gpu", "--pairs", "0,1", "--sizes", "1T"],
     ["bench", "--fabric", "cpu", "--sizes", "1M,1T"],
 ])
-def test_sizes_larger_than_memory_are_refused_before_running(tmp_path, capsys, argv,
+def test_sizes_larger_than_memory_are_refused_before_running(tmp_path, argv,
                                                              monkeypatch):
     import gputopo.bench.memory_check as mc
 
     monkeypatch.setattr(mc, "host_available_bytes", lambda: 64 << 30)  # whatever this host has
-    line = refused(capsys, *argv, "--out", tmp_path / "run")
+    line = refused(*argv, "--out", tmp_path / "run")
     assert "--sizes" in line and "1T" in line and "64.0 GiB is available" in line
     assert not (tmp_path / "run").exists()
 
@@ -480,8 +480,8 @@ def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
     (["bench", "--sim", "pcie-4gpu", "--cpu-gpus", "3"], ["--cpu-gpus"]),
     (["bench", "--fabric", "sim", "--sim", "pcie-4gpu", "--cpu-gpus", "3"], ["--cpu-gpus"]),
 ])
-def test_bench_refuses_options_it_would_ignore(tmp_path, capsys, argv, names):
-    line = refused(capsys, *[a.replace("{run}", str(tmp_path)) for a in argv])
+def test_bench_refuses_options_it_would_ignore(tmp_path, argv, names):
+    line = refused(*[a.replace("{run}", str(tmp_path)) for a in argv])
     assert "ignored" in line
     for name in names:
         assert name in line
@@ -490,7 +490,7 @@ def test_bench_refuses_options_it_would_ignore(tmp_path, capsys, argv, names):
 @pytest.mark.slow
 def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_run, capsys):
     _numbers_as_text(run_copy / "measurements.jsonl")
-    line = refused(capsys, "diff", good_run, run_copy)
+    line = refused("diff", good_run, run_copy)
     assert "run B" in line and "measurements.jsonl:1" in line and "size_bytes" in line
     with pytest.raises(SystemExit) as e:  # the report renders, and says what it skipped
         main(["report", str(run_copy), "--json", "--no-plots"])
@@ -502,7 +502,7 @@ def test_numbers_written_as_text_are_never_compared_as_numbers(run_copy, good_ru
 
 
 @pytest.mark.slow
-def test_resume_of_a_read_only_run_is_refused(run_copy, capsys, read_only):
+def test_resume_of_a_read_only_run_is_refused(run_copy, read_only):
     """A run with steps left to do (half its measurements gone, status interrupted) in a folder
     that cannot be written: refused before anything runs (a complete run has nothing to do)."""
     from gputopo.runfolder.writer import set_run_status
@@ -512,5 +512,5 @@ def test_resume_of_a_read_only_run_is_refused(run_copy, capsys, read_only):
     ms.write_text("".join(lines[: len(lines) // 2]))
     set_run_status(run_copy, "interrupted")
     read_only(run_copy)
-    line = refused(capsys, "bench", "--resume", run_copy)
+    line = refused("bench", "--resume", run_copy)
     assert "--resume" in line and "cannot write" in line

@@ -10,6 +10,7 @@ Everything that starts worker processes is marked slow.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -23,23 +24,25 @@ from pathlib import Path
 import pytest
 from conftest import wait_for_first_line
 
+import helpers.cli
+from helpers.cli import cli_env
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_PAIRS = ("3,4", "5,6", "6,7")
 BROKEN = [(3, 4), (5, 6)]  # every PCIe pair of seed-8gpu corrupts peer DMA (NODE and SYS)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+#: The commands see every GPU of their machine, whatever this shell's CUDA_VISIBLE_DEVICES hides.
+ALL_GPUS_VISIBLE = {"CUDA_VISIBLE_DEVICES": None}
+
+
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return env
+    return cli_env(ALL_GPUS_VISIBLE)
 
 
-def gputopo(*args, cwd=None, timeout=180):
-    """Run `python -m gputopo ARGS` as a user would; return the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env=_env())
+#: `python -m gputopo ARGS` as a user runs it (tests/helpers/cli.py); a CompletedProcess (text).
+gputopo = functools.partial(helpers.cli.gputopo, env=ALL_GPUS_VISIBLE, timeout=180)
 
 
 def one_error_line(proc) -> str:

@@ -8,6 +8,7 @@ while the NVLink pair 6,7 is clean) and its healthy twin, on the same three pair
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+import helpers.cli
+from helpers.cli import cli_env
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 NCCL_LOG = FIXTURES / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
@@ -35,20 +39,20 @@ GIB = 1 << 30
 pytestmark = pytest.mark.slow  # every test here starts `python -m gputopo`
 
 
+#: The commands see every GPU of their machine, whatever this shell's CUDA_VISIBLE_DEVICES hides.
+ALL_GPUS_VISIBLE = {"CUDA_VISIBLE_DEVICES": None}
+
+
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return env
+    return cli_env(ALL_GPUS_VISIBLE)
 
 
 def _argv(args):
     return [sys.executable, "-m", "gputopo", *map(str, args)]
 
 
-def gputopo(*args, cwd=None, timeout=120):
-    return subprocess.run(_argv(args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=_env())
+#: `python -m gputopo ARGS` as a user runs it (tests/helpers/cli.py); a CompletedProcess (text).
+gputopo = functools.partial(helpers.cli.gputopo, env=ALL_GPUS_VISIBLE, timeout=120)
 
 
 def one_error_line(proc) -> str:
@@ -326,13 +330,11 @@ def test_report_of_a_folder_another_gputopo_writes_waits_its_turn_in_one_line(tm
 
     run = write_run(tmp_path / "run", [])
     with run_folder_lock(run):  # another gputopo (a bench, a resume, a report) is writing it
-        proc = subprocess.run([sys.executable, "-m", "gputopo", "report", str(run), "--no-plots"],
-                              capture_output=True, text=True, env=_env(), timeout=120, check=False)
+        proc = gputopo("report", run, "--no-plots")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"gputopo: error: {run}: another gputopo is writing this run folder (it holds .gputopo.lock); "
         "wait for it to finish, then run this again"]
     assert not (run / "summary.json").exists()
-    again = subprocess.run([sys.executable, "-m", "gputopo", "report", str(run), "--no-plots"],
-                           capture_output=True, text=True, env=_env(), timeout=120, check=False)
+    again = gputopo("report", run, "--no-plots")
     assert again.returncode == 0 and (run / "summary.json").exists(), again.stderr

@@ -7,12 +7,10 @@ NVLink kinds.
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from helpers.cli import gputopo, gputopo_here
 
 FAULTY = """
 extends = "pcie-4gpu"
@@ -44,16 +42,15 @@ rate = 0.001
 """
 
 
-def gputopo(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+def ended(proc):
+    """The command's result, once it ended with a verdict (exit 0 or 1)."""
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return proc
 
 
 def kinds_by_pair(machine, tmp_path, name):
-    out = gputopo("bench", "--sim", machine, "--quick", "--tests", "p2p,numerics", "--json",
-                  "--out", str(tmp_path / name)).stdout
+    out = ended(gputopo("bench", "--sim", machine, "--quick", "--tests", "p2p,numerics", "--json",
+                        "--out", str(tmp_path / name), timeout=300)).stdout
     doc = json.loads(out)
     found = {}
     for f in doc["findings"]:
@@ -69,6 +66,7 @@ def faulty_and_healthy(tmp_path_factory):
     return kinds_by_pair(str(desc), tmp, "faulty"), kinds_by_pair("pcie-4gpu", tmp, "healthy")
 
 
+@pytest.mark.slow
 def test_each_fault_yields_its_finding_on_its_pair(faulty_and_healthy):
     found, _ = faulty_and_healthy
     assert found["slow"] == {(1, 3), (2, 3)}
@@ -80,14 +78,15 @@ def test_each_fault_yields_its_finding_on_its_pair(faulty_and_healthy):
     assert set(found.get("nan", set()) | found.get("diverged", set())) == {(0, 2)}
 
 
+@pytest.mark.slow
 def test_healthy_twin_has_no_findings(faulty_and_healthy):
     _, healthy = faulty_and_healthy
     assert healthy == {}
 
 
 def test_scan_kinds_for_nvlink_and_host_faults():
-    doc = json.loads(gputopo("scan", "--sim", "degraded-nvlink", "--json").stdout)
+    doc = json.loads(ended(gputopo_here("scan", "--sim", "degraded-nvlink", "--json", timeout=300)).stdout)
     kinds = {f["kind"]: f["gpus"] for f in doc["problems"]}
     assert kinds["nvlink-down"] == [5] and kinds["link-errors"] == [5]
-    doc = json.loads(gputopo("scan", "--sim", "dgx-a100", "--json").stdout)
+    doc = json.loads(ended(gputopo_here("scan", "--sim", "dgx-a100", "--json", timeout=300)).stdout)
     assert doc["problems"] == []

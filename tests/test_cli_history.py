@@ -8,8 +8,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,17 +17,12 @@ from gputopo.cli.main import _register, cli
 
 _register()
 
+from helpers.cli import gputopo, gputopo_here  # noqa: E402
 from history_box import day  # noqa: E402
 
 
 def invoke(args):
     return CliRunner().invoke(cli, args, catch_exceptions=False)
-
-
-def run(args, timeout=300, env=None):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_daily_scans_show_counter_growth_then_an_error_when_the_rate_keeps_rising(tmp_path):
@@ -78,7 +71,6 @@ def test_history_option_and_default_location(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("make", ["corrupt", "newer", "not-writable"])
-@pytest.mark.slow
 def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
     db = tmp_path / "h.sqlite"
     if make == "corrupt":
@@ -92,7 +84,7 @@ def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
     else:
         (tmp_path / "a-file").write_text("x")
         db = tmp_path / "a-file" / "h.sqlite"
-    code, out, err = run(["scan", "--sim", "pcie-4gpu", "--json", "--history", str(db)], timeout=120)
+    code, out, err = gputopo_here("scan", "--sim", "pcie-4gpu", "--json", "--history", str(db))
     assert code == 2
     assert json.loads(out)["gpus"]  # the scan itself completed and printed
     lines = err.strip().splitlines()
@@ -101,13 +93,12 @@ def test_a_bad_database_is_one_line_and_exit_2_after_the_scan(tmp_path, make):
     assert "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_history_without_a_database_and_bad_options(tmp_path):
-    code, _out, err = run(["history", "--history", str(tmp_path / "none.sqlite")], timeout=60)
+    code, _out, err = gputopo_here("history", "--history", str(tmp_path / "none.sqlite"))
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
     for args, words in ((["--pair", "3,3"], "two different"), (["--since", "yesterday"], "--since"),
                         (["--class", "FOO"], "link class"), (["--plot", "x.png"], "--pair")):
-        code, _out, err = run(["history", *args], timeout=60)
+        code, _out, err = gputopo_here("history", *args)
         assert code == 2 and words in err, (args, err)
 
 
@@ -118,8 +109,8 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
     runs = []
     for n in (1, 2, 3, 4):
         out = tmp_path / f"run{n}"
-        code, _o, err = run(["bench", "--sim", day(tmp_path, n, 0, slow=0.6 if n == 4 else 0.0),
-                             "--pairs", "2,3", "--tests", "p2p", "--quick", "--out", str(out)])
+        code, _o, err = gputopo("bench", "--sim", day(tmp_path, n, 0, slow=0.6 if n == 4 else 0.0),
+                                "--pairs", "2,3", "--tests", "p2p", "--quick", "--out", str(out), timeout=300)
         assert code == 0, err
         runs.append((out, err))
     assert all("drift" not in err for _o, err in runs[:3])
@@ -129,19 +120,19 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
 
     spec = tmp_path / "spec.toml"
     spec.write_text("[history]\nbaseline_fraction = 0.8\nruns = 5\n")
-    code, out, _e = run(["check", "--spec", str(spec), str(runs[3][0]), "--json"])
+    code, out, _e = gputopo("check", "--spec", str(spec), str(runs[3][0]), "--json", timeout=300)
     verdict = json.loads(out)
     assert code == 1 and not verdict["passed"]
     failed = [o for o in verdict["failures"] if o["rule"] == "history.baseline_fraction"]
     assert failed and all(o["gpus"] == [2, 3] for o in failed)
-    code, out, _e = run(["check", "--spec", str(spec), str(runs[2][0]), "--json"])
+    code, out, _e = gputopo("check", "--spec", str(spec), str(runs[2][0]), "--json", timeout=300)
     assert code == 0, out  # day 3 against days 1-2: fine
 
     plot = tmp_path / "pair23.png"
-    code, out, err = run(["history", "--pair", "2,3", "--plot", str(plot)])
+    code, out, err = gputopo("history", "--pair", "2,3", "--plot", str(plot), timeout=300)
     assert code == 0, err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "p2p.copy 2->3 on 2,3 (NV4)" in out
-    counts = json.loads(run(["history", "--json"])[1])["runs"]
+    counts = json.loads(gputopo("history", "--json", timeout=300)[1])["runs"]
     assert len(counts) == 6  # 4 benches + 2 checks of folders already recorded
     db = Path(os.environ["GPUTOPO_HISTORY"])
     c = sqlite3.connect(db)
@@ -152,17 +143,16 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"not a database " * 300)
     out5 = tmp_path / "run5"
-    code, _o, err = run(["bench", "--sim", day(tmp_path, 5, 0), "--pairs", "2,3", "--tests", "p2p",
-                         "--quick", "--out", str(out5), "--history", str(bad)])
+    code, _o, err = gputopo("bench", "--sim", day(tmp_path, 5, 0), "--pairs", "2,3", "--tests", "p2p",
+                            "--quick", "--out", str(out5), "--history", str(bad), timeout=300)
     assert code == 2 and "corrupt" in err and str(out5) in err
     assert (out5 / "summary.json").exists() and json.loads((out5 / "run.json").read_text())["status"] == "complete"
 
 
-@pytest.mark.slow
 def test_a_bad_clock_in_a_description_names_the_key(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('extends = "pcie-4gpu"\nclock = "yesterday"\n')
-    code, _out, err = run(["scan", "--sim", str(bad)], timeout=60)
+    code, _out, err = gputopo_here("scan", "--sim", str(bad))
     assert code == 2 and "clock" in err and len(err.strip().splitlines()) == 1
 
 
@@ -192,12 +182,11 @@ def test_tests_never_use_the_real_history_database():
     assert default_history_path() != home_db and not str(default_history_path()).startswith(str(Path.home() / ".local"))
 
 
-@pytest.mark.slow
 def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtures_dir):
     db = tmp_path / "h.sqlite"
     log = fixtures_dir / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
-    code, _out, err = run(["import", "nccl-tests", str(log), "--out", str(tmp_path / "imported"),
-                           "--history", str(db)], timeout=120)
+    code, _out, err = gputopo_here("import", "nccl-tests", str(log), "--out", str(tmp_path / "imported"),
+                                   "--history", str(db))
     assert code == 0, err
     c = sqlite3.connect(db)
     (command, simulated, run_dir), = c.execute("SELECT command, simulated, run_dir FROM runs").fetchall()
@@ -229,48 +218,44 @@ def test_every_import_is_recorded_and_no_history_skips_it(tmp_path, kind, path):
 
 
 @pytest.mark.parametrize("name", ["plot", "plot.json"])
-@pytest.mark.slow
 def test_plot_needs_a_name_whose_ending_gives_its_format(tmp_path, name):
     """--plot NAME wrote NAME.png (so `--plot /dev/full` made /dev/full.png) and `--plot x.json`
     was an internal error: the format comes from the name's ending, so a name without one of
     matplotlib's endings is refused before anything is read."""
     env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
-    code, out, err = run(["history", "--pair", "0,1", "--plot", str(tmp_path / name)], timeout=60, env=env)
+    code, out, err = gputopo_here("history", "--pair", "0,1", "--plot", str(tmp_path / name), env=env)
     assert code == 2 and out == "", err
     assert err.strip().splitlines() == [f"gputopo: error: --plot {tmp_path / name}: give a file name ending in "
                                         ".png, .svg, .pdf (the plot's format comes from it)"]
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
 def test_a_limit_beyond_any_database_is_refused_not_an_internal_error(tmp_path):
     """--limit 99999999999999999999999 reached SQLite and ended in rc 4 (datatype mismatch)."""
     env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
-    code, out, err = run(["history", "--limit", "9" * 23], timeout=60, env=env)
+    code, out, err = gputopo_here("history", "--limit", "9" * 23, env=env)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--limit" in err, err
 
 
-@pytest.mark.slow
 def test_plot_into_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
     """--plot new/deeper/p.png was rc 4 (FileNotFoundError from matplotlib): like --out and
     --junit, the folders are made."""
     env = dict(os.environ, GPUTOPO_HISTORY=str(tmp_path / "h.sqlite"))
-    assert run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)[0] == 0
+    assert gputopo_here("scan", "--sim", "seed-8gpu", env=env)[0] == 0
     plot = tmp_path / "new" / "deeper" / "p.png"
-    code, out, err = run(["history", "--pair", "0,1", "--plot", str(plot)], timeout=120, env=env)
+    code, out, err = gputopo_here("history", "--pair", "0,1", "--plot", str(plot), env=env)
     assert code == 0 and "Traceback" not in err and "internal error" not in err, err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("where, says", [("folder", "is a folder, not a file"),
                                          ("/dev/full", "is a character device, not a regular file")])
-@pytest.mark.slow
 def test_a_history_database_that_is_not_a_file_says_what_it_is(tmp_path, where, says):
     """SQLite's words were "unable to open database file" for a folder and "cannot rollback - no
     transaction is active" for /dev/full (the sweep)."""
     db = tmp_path if where == "folder" else where
     env = dict(os.environ, GPUTOPO_HISTORY=str(db))
-    code, _out, err = run(["scan", "--sim", "seed-8gpu"], timeout=120, env=env)
+    code, _out, err = gputopo_here("scan", "--sim", "seed-8gpu", env=env)
     assert code == 2 and err.strip().splitlines() == [
         f"gputopo: error: history database {db}: {says}; choose another with --history PATH or skip it "
         "with --no-history (the scan above is complete; not recorded)"], err

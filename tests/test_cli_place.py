@@ -8,18 +8,11 @@ import json
 import pytest
 
 from conftest_report import measurements, write_run
-from gputopo.cli.main import main
+from helpers.cli import gputopo_here
 
 
-def place(capsys, *args):
-    with pytest.raises(SystemExit) as e:
-        main(["place", *args])
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-def test_seed_scan_place_2_is_an_nvlink_pair_and_dataparallel_only_there(capsys):
-    code, out, _ = place(capsys, "2", "--sim", "seed-8gpu")
+def test_seed_scan_place_2_is_an_nvlink_pair_and_dataparallel_only_there():
+    code, out, _ = gputopo_here("place", "2", "--sim", "seed-8gpu")
     assert code == 0
     assert out.startswith("SIMULATED")
     assert "Best 2 GPUs: 0,1 (worst pair 0,1 NV4)" in out
@@ -29,8 +22,8 @@ def test_seed_scan_place_2_is_an_nvlink_pair_and_dataparallel_only_there(capsys)
     assert "nn.DataParallel is safe only on NVLink pairs here (0,1 2,3 4,5 6,7)" in out
 
 
-def test_seed_scan_place_4_needs_nccl_off_the_suspect_pcie_path(capsys):
-    code, out, _ = place(capsys, "4", "--sim", "seed-8gpu", "--json")
+def test_seed_scan_place_4_needs_nccl_off_the_suspect_pcie_path():
+    code, out, _ = gputopo_here("place", "4", "--sim", "seed-8gpu", "--json")
     doc = json.loads(out)
     best = doc["sets"][0]
     assert code == 0 and doc["simulated"] is True and doc["schema_version"]
@@ -39,14 +32,15 @@ def test_seed_scan_place_4_needs_nccl_off_the_suspect_pcie_path(capsys):
     assert best["env"]["NCCL_P2P_LEVEL"] == "NVL"  # NVLink pairs keep P2P, PCIe pairs go through the host
 
 
-def test_exclude_is_honoured(capsys):
-    code, out, _ = place(capsys, "2", "--sim", "seed-8gpu", "--exclude", "0,2", "--exclude", "4", "--json")
+def test_exclude_is_honoured():
+    code, out, _ = gputopo_here("place", "2", "--sim", "seed-8gpu", "--exclude", "0,2", "--exclude", "4",
+                                "--json")
     sets = [s["gpus"] for s in json.loads(out)["sets"]]
     assert code == 0 and sets[0] == [6, 7] and all(not {0, 2, 4} & set(s) for s in sets)
 
 
-def test_healthy_pcie_box_ranks_by_class(capsys):
-    code, out, _ = place(capsys, "2", "--sim", "pcie-4gpu", "--json", "--top", "6")
+def test_healthy_pcie_box_ranks_by_class():
+    code, out, _ = gputopo_here("place", "2", "--sim", "pcie-4gpu", "--json", "--top", "6")
     doc = json.loads(out)
     # PIX 2-3 before PXB 0-1 before the SYS pairs; nothing is suspect on a healthy host
     assert [s["gpus"] for s in doc["sets"][:2]] == [[2, 3], [0, 1]]
@@ -54,13 +48,13 @@ def test_healthy_pcie_box_ranks_by_class(capsys):
     assert "NCCL_P2P_DISABLE" not in doc["sets"][0]["env"]
 
 
-def test_from_run_uses_measured_bandwidth_and_skips_broken_pairs(tmp_path, capsys):
+def test_from_run_uses_measured_bandwidth_and_skips_broken_pairs(tmp_path):
     ms = measurements(["slow-pair"])  # pair 0,2 (NODE) at 30 %
     for m in ms:  # GPU 5 corrupts on every path (staged copies too): never placed
         if 5 in m.gpus and m.test in ("p2p.copy", "p2p.staged"):
             m.wrong = 9
     run = write_run(tmp_path / "run", [], meas=ms, nums=[])
-    code, out, _ = place(capsys, "4", "--from", str(run), "--json", "--top", "10")
+    code, out, _ = gputopo_here("place", "4", "--from", str(run), "--json", "--top", "10")
     doc = json.loads(out)
     assert code == 0 and "5" in doc["left_out"]
     assert all(5 not in s["gpus"] and not {0, 2} <= set(s["gpus"]) for s in doc["sets"][:3])
@@ -72,9 +66,9 @@ def test_from_run_uses_measured_bandwidth_and_skips_broken_pairs(tmp_path, capsy
     assert not with_slow or max(without) < min(with_slow)
 
 
-def test_from_seed_run_peer_only_corruption_needs_nccl_setting_and_ddp(tmp_path, capsys):
+def test_from_seed_run_peer_only_corruption_needs_nccl_setting_and_ddp(tmp_path):
     run = write_run(tmp_path / "run", ["corrupt-sys", "iommu", "acs"])
-    code, out, _ = place(capsys, "6", "--from", str(run))
+    code, out, _ = gputopo_here("place", "6", "--from", str(run))
     assert code == 0
     assert "Best 6 GPUs:" in out and "NCCL_P2P_LEVEL=NVL" in out
     assert "nn.DataParallel: NOT safe on this set" in out
@@ -88,15 +82,15 @@ def test_from_seed_run_peer_only_corruption_needs_nccl_setting_and_ddp(tmp_path,
     (["2", "--sim", "seed-8gpu", "--exclude", "8"], "no GPU 8"),
     (["8", "--sim", "seed-8gpu", "--exclude", "3"], "only 7 of 8"),
 ])
-def test_bad_input_exits_2_with_one_line(capsys, args, words):
-    code, out, err = place(capsys, *args)
+def test_bad_input_exits_2_with_one_line(args, words):
+    code, out, err = gputopo_here("place", *args)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gputopo: error:") and words in lines[0]
 
 
-def test_from_a_folder_that_is_not_a_run_exits_2(tmp_path, capsys):
-    code, _, err = place(capsys, "2", "--from", str(tmp_path))
+def test_from_a_folder_that_is_not_a_run_exits_2(tmp_path):
+    code, _, err = gputopo_here("place", "2", "--from", str(tmp_path))
     assert code == 2 and "not a run folder" in err and len(err.strip().splitlines()) == 1
 
 
@@ -140,7 +134,7 @@ def test_too_many_sets_are_grown_greedily_and_say_so():
     ("no-run-json", "no run.json"),
     ("running", "run.json says the run is running"),
 ])
-def test_place_from_a_damaged_run_says_what_it_lacks_first(tmp_path, capsys, damage, says):
+def test_place_from_a_damaged_run_says_what_it_lacks_first(tmp_path, damage, says):
     """place --from ranked a damaged or unfinished run as if it were whole, silently (the sweep)."""
     run = write_run(tmp_path / "run", [], truncate_last=damage == "cut")
     if damage == "no-run-json":
@@ -148,10 +142,10 @@ def test_place_from_a_damaged_run_says_what_it_lacks_first(tmp_path, capsys, dam
     elif damage == "running":
         info = json.loads((run / "run.json").read_text())
         (run / "run.json").write_text(json.dumps({**info, "status": "running"}))
-    code, out, _ = place(capsys, "2", "--from", str(run))
+    code, out, _ = gputopo_here("place", "2", "--from", str(run))
     assert code == 0 and out.startswith("data: ") and says in out.splitlines()[0] + out.splitlines()[1], out
-    code, out, _ = place(capsys, "2", "--from", str(run), "--json")
+    code, out, _ = gputopo_here("place", "2", "--from", str(run), "--json")
     assert any(says in p for p in json.loads(out)["run_problems"])
     healthy = write_run(tmp_path / "healthy", [])
-    code, out, _ = place(capsys, "2", "--from", str(healthy), "--json")
+    code, out, _ = gputopo_here("place", "2", "--from", str(healthy), "--json")
     assert code == 0 and json.loads(out)["run_problems"] == []

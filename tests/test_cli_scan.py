@@ -1,4 +1,4 @@
-"""`gputopo scan` and `gputopo sims` as a user runs them (click's CliRunner and subprocesses)."""
+"""`gputopo scan` and `gputopo sims` as a user runs them (click's CliRunner and the command's entry point)."""
 
 import json
 import subprocess
@@ -8,17 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from gputopo.cli.main import _register, cli
+from helpers.cli import gputopo_here
 
 _register()
 
 SEED_NV4 = {(0, 1), (2, 3), (4, 5), (6, 7)}
-
-
-def run(args, input=None):
-    """Run the CLI through main() so exit codes and error lines are exactly a user's."""
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True, text=True,
-                          input=input, timeout=60)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def invoke(args):
@@ -100,10 +94,9 @@ def test_scan_format_smi_round_trips_through_from_smi(tmp_path):
         {(i, j): seed_class(i, j) for i in range(8) for j in range(i + 1, 8)}
 
 
-@pytest.mark.slow
 def test_scan_from_smi_fixture_and_stdin(fixtures_dir):
     text = (fixtures_dir / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt").read_text()
-    rc, out, err = run(["scan", "--from-smi", "-", "--json"], input=text)
+    rc, out, err = gputopo_here("scan", "--from-smi", "-", "--json", input=text)
     assert rc == 0, err
     classes = {tuple(p["gpus"]): p["link_class"] for p in json.loads(out)["pairs"]}
     assert classes[(0, 1)] == "PXB" and classes[(2, 3)] == "PIX" and classes[(0, 2)] == "SYS"
@@ -115,33 +108,29 @@ def test_scan_from_smi_fixture_and_stdin(fixtures_dir):
     (["scan", "--sim", "seed-8gpu", "--from-smi", "x"], 2, "exclusive"),
     (["scan", "--format", "xml"], 2, "xml"),
 ])
-@pytest.mark.slow
 def test_scan_bad_input_one_line_exit_2(args, code, needle):
-    rc, out, err = run(args)
+    rc, out, err = gputopo_here(*args)
     assert rc == code
     assert needle in err and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_scan_broken_smi_file_names_file_and_line(tmp_path):
     f = tmp_path / "bad.txt"
     f.write_text("\tGPU0\tGPU1\nGPU0\t X \tNVX\nGPU1\tNVX\t X \n")
-    rc, out, err = run(["scan", "--from-smi", str(f)])
+    rc, out, err = gputopo_here("scan", "--from-smi", str(f))
     assert rc == 2 and f"{f}:2" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
 def test_scan_broken_description_names_key(tmp_path):
     f = tmp_path / "m.toml"
     f.write_text('name = "x"\nsummary = "y"\n[[fault]]\nwhere = "pair:0,1"\nwhat = "melt"\n')
-    rc, out, err = run(["scan", "--sim", str(f)])
+    rc, out, err = gputopo_here("scan", "--sim", str(f))
     assert rc == 2 and str(f) in err and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_scan_without_driver_exits_3_and_names_sim():
-    rc, out, err = run(["scan"])
+    rc, out, err = gputopo_here("scan")
     if rc == 0:
         pytest.skip("this machine has an NVIDIA driver")
     assert rc == 3 and "--sim" in err and "Traceback" not in err
@@ -168,20 +157,19 @@ def test_scan_does_not_import_heavy_libraries():
     assert "HEAVY []" in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.slow
 def test_a_big_machines_matrix_is_plain_rows_with_every_class():
     """Above MAX_DRAWN_MATRIX devices the matrix is plain aligned text (a coloured table of
     1,024 GPUs took most of a minute to lay out): still every cell, each pair's class."""
     from gputopo.report.scan_view import MAX_DRAWN_MATRIX
 
     n = MAX_DRAWN_MATRIX + 2
-    rc, out, err = run(["scan", "--sim", f"synthetic-{n}gpu", "--no-history"])
+    rc, out, err = gputopo_here("scan", "--sim", f"synthetic-{n}gpu", "--no-history")
     assert rc == 0, err
     lines = out.splitlines()
     assert any(f"{n} GPUs: the matrix below is plain text" in line for line in lines)
     header = next(line for line in lines if line.split()[:2] == ["GPU0", "GPU1"])
     assert header.split()[n - 1] == f"GPU{n - 1}" and header.split()[n:] == ["CPU", "Affinity", "NUMA", "Affinity"]
-    doc = json.loads(run(["scan", "--sim", f"synthetic-{n}gpu", "--json", "--no-history"])[1])
+    doc = json.loads(gputopo_here("scan", "--sim", f"synthetic-{n}gpu", "--json", "--no-history")[1])
     want = {tuple(p["gpus"]): p["link_class"] for p in doc["pairs"]}
     rows = {line.split()[0]: line.split() for line in lines if line.startswith("GPU") and line.split()[1:2] != ["GPU1"]}
     for i in (0, 1, n // 2, n - 1):

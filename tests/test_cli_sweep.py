@@ -6,7 +6,6 @@ would, in its own folder, with the history database under tmp_path."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cli_sweep import REPO, Case, classify, sweep, table  # noqa: E402
+from cli_sweep import Case, classify, sweep, table  # noqa: E402
 from cli_sweep_cases import all_cases  # noqa: E402
 from conftest_report import write_run  # noqa: E402
+from helpers.cli import gputopo  # noqa: E402
 
 #: group: name of the cases run here (names as cli_sweep_cases builds them).
 SLICE = [
@@ -44,11 +44,8 @@ SLICE = [
 
 
 def _gputopo(work: Path, *argv: str) -> bytes:
-    import os
-
-    env = dict(os.environ, PYTHONPATH=str(REPO), GPUTOPO_HISTORY=str(work / "history.sqlite"))
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *argv], cwd=work, env=env, capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=120, check=False)
+    proc = gputopo(*argv, cwd=work, env={"GPUTOPO_HISTORY": str(work / "history.sqlite")}, timeout=120,
+                   text=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -4,10 +4,6 @@ another GPU than the one named. Runs here without a GPU: torch.cuda's device lis
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +13,8 @@ from gputopo.bench.visible import restrict_to_cuda_visible, worker_cuda_map
 from gputopo.errors import UsageError
 from gputopo.sim.description import load_description
 from gputopo.sim.scan import scan_description
+from helpers.cli import gputopo_here
 
-REPO = Path(__file__).resolve().parents[1]
 # 4 GPUs, PCI bus ids in NVML order (NVML enumerates by bus id)
 BUS = ["00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0"]
 
@@ -106,14 +102,6 @@ def test_numerics_refuses_a_hidden_gpu(seed, monkeypatch):
         run_numerics(seed, [(0, 1)], "cuda", load_description("seed-8gpu"))
 
 
-def _gputopo(*args, env_extra, cwd):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "gputopo", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=env)
-
-
 def _as_this_machine(monkeypatch):
     """`gputopo bench` on "this machine" (fabric cuda) whose NVML shows seed-8gpu's 8 GPUs: the
     scan is the simulated machine's, everything after it is the real cuda path of the CLI."""
@@ -123,26 +111,18 @@ def _as_this_machine(monkeypatch):
     monkeypatch.setattr(jobs, "choose_machine", lambda sim, fabric, cpu_gpus=2: jobs.Machine(topo, "cuda"))
 
 
-def _main(capsys, *argv):
-    from gputopo.cli.main import main
-
-    with pytest.raises(SystemExit) as e:
-        main(list(argv))
-    return e.value.code, capsys.readouterr().err
-
-
 @pytest.mark.slow
-def test_cli_exit_2_for_named_hidden_pair_and_one_line_for_skipped(tmp_path, monkeypatch, capsys):
+def test_cli_exit_2_for_named_hidden_pair_and_one_line_for_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.chdir(tmp_path)
     _as_this_machine(monkeypatch)
-    code, err = _main(capsys, "bench", "--pairs", "0,1")
+    code, _, err = gputopo_here("bench", "--pairs", "0,1")
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert "--pairs 0,1" in lines[0] and "CUDA_VISIBLE_DEVICES=2,3" in lines[0]
     # not named: the hidden GPUs are skipped with one line; then (no GPU here) exit 3
-    code, err = _main(capsys, "bench", "--gpus", "1-3", "--tests", "p2p", "--quick", "--timeout", "60")
+    code, _, err = gputopo_here("bench", "--gpus", "1-3", "--tests", "p2p", "--quick", "--timeout", "60")
     notes = [ln for ln in err.splitlines() if "skipped GPU(s)" in ln]
     assert notes == ["gputopo: skipped GPU(s) 1: not visible to CUDA (CUDA_VISIBLE_DEVICES=2,3); "
                      "2 pair(s) with them not measured"], err

@@ -8,8 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -23,6 +21,7 @@ from gputopo.export.server import make_server, parse_listen
 from gputopo.export.sources import history_reader, judge
 from gputopo.sim.description import load_description
 from gputopo.sim.scan import scan_description
+from helpers.cli import gputopo_here
 
 
 def families(text):
@@ -201,37 +200,30 @@ def test_pair_figures_and_last_run_come_from_the_history(serve, tmp_path):
     assert samples(fams, "gputopo_last_run_timestamp_seconds")[0].value == 1_790_000_000.0
 
 
-def run(args, timeout=120):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *args], check=False, capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-@pytest.mark.slow
 def test_textfile_is_written_whole_and_parses(tmp_path):
     out = tmp_path / "textfile"
-    code, _stdout, err = run(["export", "--sim", "seed-8gpu", "--textfile", str(out)])
+    code, _stdout, err = gputopo_here("export", "--sim", "seed-8gpu", "--textfile", str(out))
     assert code == 0, err
     assert [p.name for p in out.iterdir()] == ["gputopo.prom"]  # no temporary file left
     fams = families((out / "gputopo.prom").read_text())
     assert len(samples(fams, "gputopo_gpu_info")) == 8 and "gputopo_nvlink_errors" in fams
 
 
-@pytest.mark.slow
 def test_a_second_exporter_on_the_same_port_is_one_line_and_exit_2(serve):
     _url, srv = serve(CountingScanner())
-    code, _out, err = run(["export", "--sim", "seed-8gpu", "--listen", f"127.0.0.1:{srv.server_address[1]}"])
+    code, _out, err = gputopo_here("export", "--sim", "seed-8gpu", "--listen",
+                                   f"127.0.0.1:{srv.server_address[1]}")
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "in use" in lines[0] and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_listen_is_loopback_unless_an_address_is_given_and_options_are_checked():
     assert parse_listen(":9400") == ("127.0.0.1", 9400)
     assert parse_listen("0.0.0.0:9100") == ("0.0.0.0", 9100)
     assert parse_listen("[::1]:9400") == ("::1", 9400)
     for args in (["export"], ["export", "--listen", "nohost"], ["export", "--listen", ":1", "--textfile", "x"]):
-        code, _o, err = run(args)
+        code, _o, err = gputopo_here(*args)
         assert code == 2 and len(err.strip().splitlines()) == 1, (args, err)
 
 
@@ -258,10 +250,9 @@ def test_no_driver_is_exit_3_before_serving(monkeypatch):
     (["--listen", "127.0.0.1:0", "--interval", "inf"], "'inf' is not a finite number"),
     (["--textfile", "OUT", "--interval", "5"], "--interval is ignored with --textfile"),
 ])
-@pytest.mark.slow
 def test_interval_must_be_finite_and_used(tmp_path, args, says):
     """The sweep found --interval nan/inf accepted (exit 0): NaN passes every range check."""
     args = [str(tmp_path / "prom") if a == "OUT" else a for a in args]
-    code, out, err = run(["export", "--sim", "seed-8gpu", *args], timeout=60)
+    code, out, err = gputopo_here("export", "--sim", "seed-8gpu", *args, timeout=60)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err, err
     assert not (tmp_path / "prom").exists()

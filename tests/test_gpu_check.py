@@ -25,6 +25,7 @@ sys.path.insert(0, str(TOOLS))
 
 import gpu_check  # noqa: E402
 import gpu_check_compare as cmp  # noqa: E402
+from helpers.cli import gputopo_here  # noqa: E402
 
 
 def _env(**extra):
@@ -189,14 +190,12 @@ def test_comparison_says_differs_on_a_mismatched_fake(tmp_path):
     assert cmp.main(["scan", str(cap)]) == 1  # the step's exit code: its verdict is `differs`
 
 
-@pytest.mark.slow
 def test_pair_link_classes_compared_cell_by_cell(tmp_path):
     """Several GPUs: every pair's class against the topo -m matrix (gputopo's own smi text of
     the sim stands in for nvidia-smi's, with one cell changed on both sides of the diagonal)."""
-    scan = subprocess.run([sys.executable, "-m", "gputopo", "scan", "--sim", "seed-8gpu", "--json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env=_env())
-    smi = subprocess.run([sys.executable, "-m", "gputopo", "scan", "--sim", "seed-8gpu", "--format", "smi"],
-                         cwd=REPO, capture_output=True, text=True, timeout=60, env=_env())
+    env = {**_env(), "FAKE_NVIDIA_SMI_HANG": None}
+    scan = gputopo_here("scan", "--sim", "seed-8gpu", "--json", cwd=REPO, env=env, timeout=60)
+    smi = gputopo_here("scan", "--sim", "seed-8gpu", "--format", "smi", cwd=REPO, env=env, timeout=60)
     (tmp_path / cmp.SCAN_JSON).write_text(scan.stdout)
     lines = smi.stdout.split("\n")
     for k, col in ((1, 6), (6, 1)):  # GPU0-GPU5 is SYS: make it NODE, symmetrically

@@ -10,9 +10,6 @@ regular file, which no user can create folders in."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -100,13 +97,12 @@ def test_checks_history_rule_says_why_it_has_no_baseline(unusable_home, tmp_path
 
 @pytest.mark.slow
 def test_bench_and_check_keep_their_exit_codes(unusable_home, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("GPUTOPO_HISTORY", "XDG_DATA_HOME")}
-    env["HOME"] = str(unusable_home)
+    from helpers.cli import gputopo
+
+    env = {"GPUTOPO_HISTORY": None, "XDG_DATA_HOME": None, "HOME": str(unusable_home)}
 
     def run(*args):
-        p = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True,
-                           text=True, timeout=300, env=env, check=False)
-        return p.returncode, p.stdout, p.stderr
+        return gputopo(*args, env=env, timeout=300)
 
     out = tmp_path / "run"
     code, _o, err = run("bench", "--sim", "pcie-4gpu", "--pairs", "0,1", "--tests", "p2p",

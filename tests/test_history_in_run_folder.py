@@ -9,28 +9,25 @@ findings once; a run recorded with --no-history says nothing about the history.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.cli import gputopo
 from history_box import day  # noqa: E402
 
 
-def gputopo(args, db: Path, timeout=300):
-    env = {**os.environ, "GPUTOPO_HISTORY": str(db)}
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], check=False,
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    return proc.returncode, proc.stdout, proc.stderr
+def history_at(db: Path) -> dict:
+    """The environment of a command that records into (and compares with) the database ``db``."""
+    return {"GPUTOPO_HISTORY": str(db)}
 
 
 def bench(tmp: Path, db: Path, n: int, recovery: int, slow: float = 0.0, *extra) -> Path:
     out = tmp / f"run{n}"
-    code, _o, err = gputopo(["bench", "--sim", day(tmp, n, recovery, slow), "--pairs", "2,3",
-                             "--tests", "p2p", "--quick", "--out", out, *extra], db)
+    code, _o, err = gputopo("bench", "--sim", day(tmp, n, recovery, slow), "--pairs", "2,3",
+                            "--tests", "p2p", "--quick", "--out", out, *extra, env=history_at(db),
+                            timeout=300)
     assert code == 0, err
     return out
 
@@ -73,7 +70,7 @@ def test_history_findings_are_in_the_run_folder_and_survive_a_re_render(tmp_path
 
     # re-rendered later, without the database: the folder keeps what the history said
     gone = tmp_path / "elsewhere.sqlite"
-    code, out, err = gputopo(["report", run2, "--json"], gone)
+    code, out, err = gputopo("report", run2, "--json", env=history_at(gone), timeout=300)
     assert code == 0, err
     assert not gone.exists()
     assert sorted({f["kind"] for f in history_findings(json.loads(out))}) == ["counter-growth", "drift"]
@@ -82,21 +79,21 @@ def test_history_findings_are_in_the_run_folder_and_survive_a_re_render(tmp_path
     # check reads the same findings, each once: fail_on counter-growth fails on the one growth
     spec = tmp_path / "growth.toml"
     spec.write_text('[findings]\nfail_on = ["counter-growth"]\n')
-    code, out, err = gputopo(["check", "--spec", spec, run2, "--json"], db)
+    code, out, err = gputopo("check", "--spec", spec, run2, "--json", env=history_at(db), timeout=300)
     verdict = json.loads(out)
     assert code == 1, err
     assert [o["rule"] for o in verdict["failures"]] == ["findings.fail_on.counter-growth"]
     # [history] judges drift from the database: one failure per drifted figure, none again
     # from the folder's drift findings
     spec.write_text("[history]\nbaseline_fraction = 0.8\n")
-    code, out, err = gputopo(["check", "--spec", spec, run2, "--json"], db)
+    code, out, err = gputopo("check", "--spec", spec, run2, "--json", env=history_at(db), timeout=300)
     failures = json.loads(out)["failures"]
     drifted = [f for f in history_findings(json.loads((run2 / "summary.json").read_text()))
                if f["kind"] == "drift"]
     assert code == 1 and {o["rule"] for o in failures} == {"history.baseline_fraction"}
     assert len(failures) == len(drifted)
     spec.write_text('[findings]\nfail_on = ["drift"]\n[history]\n')
-    code, out, err = gputopo(["check", "--spec", spec, run2], db)
+    code, out, err = gputopo("check", "--spec", spec, run2, env=history_at(db), timeout=300)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "[history]" in err
 
     # checking a recorded folder records it again, never its history findings as its own
@@ -122,12 +119,13 @@ def test_a_run_recorded_with_no_history_says_nothing_about_it(tmp_path):
     # a gate cannot say "no drift" of a run never compared: the rule is skipped, saying why
     spec = tmp_path / "drift.toml"
     spec.write_text('[findings]\nfail_on = ["drift"]\n')
-    code, out, err = gputopo(["check", "--spec", spec, run2, "--json", "--no-history"], db)
+    code, out, err = gputopo("check", "--spec", spec, run2, "--json", "--no-history", env=history_at(db),
+                             timeout=300)
     outcomes = [o for o in json.loads(out)["outcomes"] if o["rule"] == "findings.fail_on.drift"]
     assert code == 0, err
     assert [o["status"] for o in outcomes] == ["skipped"] and "--no-history" in outcomes[0]["message"]
     spec.write_text('strict = true\n[findings]\nfail_on = ["drift"]\n')
-    code, out, err = gputopo(["check", "--spec", spec, run2, "--no-history"], db)
+    code, out, err = gputopo("check", "--spec", spec, run2, "--no-history", env=history_at(db), timeout=300)
     assert code == 1, out + err
 
 

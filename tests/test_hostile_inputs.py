@@ -1,7 +1,9 @@
 """Bad input and hostile environments as a user meets them (issue 18): files that are not files,
 paths and names from user text, broken launch environments, output trouble, signals, no torch.
-Every case runs the CLI (`python -m gputopo`) in a subprocess with a timeout: one line on stderr,
-exit 2 (or 3), never rc 4, never a hang."""
+Every case runs the command with a timeout: one line on stderr, exit 2 (or 3), never rc 4, never a
+hang. What only a process shows (stdout a closed pipe or /dev/full, a closed stdin, a signal, no
+torch, a rank that waits for its peer) runs `python -m gputopo` (tests marked slow); the rest run
+the command's entry point in this process (tests/helpers/cli.py)."""
 
 from __future__ import annotations
 
@@ -12,20 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import gputopo, gputopo_here
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_cli(*args, cwd=None, env=None, stdin=subprocess.DEVNULL, timeout=60):
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), full_env.get("PYTHONPATH")) if p)
-    for k, v in (env or {}).items():  # None: the variable is not set at all
-        if v is None:
-            full_env.pop(k, None)
-        else:
-            full_env[k] = v
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd or REPO, env=full_env, stdin=stdin, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def one_line_error(rc, err, code=2):
@@ -50,29 +41,26 @@ def _user_file_commands(bad):
 
 
 @pytest.mark.parametrize("argv", _user_file_commands("/dev/zero"), ids=lambda a: " ".join(map(str, a[:2])))
-@pytest.mark.slow
 def test_dev_zero_as_any_input_file_is_refused_in_one_line(argv, tmp_path):
-    rc, _, err = run_cli(*argv, cwd=tmp_path, timeout=30)
+    rc, _, err = gputopo_here(*argv, cwd=tmp_path, timeout=30)
     line = one_line_error(rc, err)
     assert "/dev/zero" in line and "not a regular file" in line
 
 
 @pytest.mark.parametrize("i", range(7))
-@pytest.mark.slow
 def test_a_fifo_with_no_writer_is_refused_not_waited_on(i, fifo, tmp_path):
     argv = _user_file_commands(fifo)[i]
-    rc, _, err = run_cli(*argv, cwd=tmp_path, timeout=30)
+    rc, _, err = gputopo_here(*argv, cwd=tmp_path, timeout=30)
     assert "FIFO" in one_line_error(rc, err)
 
 
-@pytest.mark.slow
 def test_a_measurements_file_that_is_a_device_is_refused(tmp_path):
     from conftest_report import write_run
 
     run = write_run(tmp_path / "run", [])
     (run / "measurements.jsonl").unlink()
     (run / "measurements.jsonl").symlink_to("/dev/zero")
-    rc, _, err = run_cli("report", run, cwd=tmp_path, timeout=30)
+    rc, _, err = gputopo_here("report", run, cwd=tmp_path, timeout=30)
     assert "measurements.jsonl" in one_line_error(rc, err)
 
 
@@ -95,28 +83,26 @@ def test_an_oversized_file_is_refused_by_size_before_reading(tmp_path):
     assert read_user_text(big, "description", 2000) == "#" * 2000
 
 
-@pytest.mark.slow
 def test_a_symlink_loop_as_a_description_is_one_line(tmp_path):
     (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")
-    rc, _, err = run_cli("scan", "--sim", tmp_path / "loop.toml", cwd=tmp_path, timeout=30)
+    rc, _, err = gputopo_here("scan", "--sim", tmp_path / "loop.toml", cwd=tmp_path, timeout=30)
     assert "symbolic links loop" in one_line_error(rc, err)
 
 
 # ---------------------------------------------------------------- user text as names and numbers
 
-@pytest.mark.slow
 def test_a_machine_name_with_slashes_never_becomes_a_path(tmp_path):
     (tmp_path / "evil.toml").write_text('name = "../../x/y"\nextends = "seed-8gpu"\n')
-    rc, out, err = run_cli("scan", "--sim", tmp_path / "evil.toml", cwd=tmp_path)
+    rc, out, err = gputopo_here("scan", "--sim", tmp_path / "evil.toml", cwd=tmp_path, timeout=60)
     assert rc == 0 and "Traceback" not in err, err
     assert "'../../x/y'" in out  # shown as the user wrote it, used in no path
 
 
-@pytest.mark.slow
 def test_a_machine_name_with_escapes_and_newlines_is_printed_escaped(tmp_path):
     (tmp_path / "ansi.toml").write_text('name = "a\\u001b[31mRED\\nline2"\nextends = "seed-8gpu"\n'
                                         '[defaults]\nname = "NVIDIA RTX A6000\\u001b[2J"\n')
-    rc, out, err = run_cli("scan", "--sim", tmp_path / "ansi.toml", "--format", "table", cwd=tmp_path)
+    rc, out, err = gputopo_here("scan", "--sim", tmp_path / "ansi.toml", "--format", "table", cwd=tmp_path,
+                                timeout=60)
     assert rc == 0, err
     assert "\x1b" not in out and "line2" not in out.split("RED", 1)[0]
     assert "a\\x1b[31mRED\\nline2" in out
@@ -127,10 +113,9 @@ def test_a_machine_name_with_escapes_and_newlines_is_printed_escaped(tmp_path):
                                   ("bench", "--sim", "seed-8gpu", "--sizes", "{big}M"),
                                   ("place", "{big}", "--sim", "seed-8gpu"),
                                   ("place", "2", "--exclude", "{big}", "--sim", "seed-8gpu")])
-@pytest.mark.slow
 def test_a_100000_digit_number_is_one_short_line(argv, tmp_path):
     big = "9" * 100_000
-    rc, _, err = run_cli(*[a.replace("{big}", big) for a in argv], cwd=tmp_path)
+    rc, _, err = gputopo_here(*[a.replace("{big}", big) for a in argv], cwd=tmp_path, timeout=60)
     line = one_line_error(rc, err)
     assert len(line) < 400 and "100,0" in line
 
@@ -139,22 +124,20 @@ def test_a_100000_digit_number_is_one_short_line(argv, tmp_path):
                                   ("bench", "--sim", "seed-8gpu", "--quick", "--out", "loop/x"),
                                   ("import", "nccl-tests", "--out", "loop",
                                    REPO / "tests/fixtures/nccl-tests/autodl_2x2080ti_all_reduce.txt")])
-@pytest.mark.slow
 def test_an_out_symlink_loop_is_one_line(argv, tmp_path):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    rc, _, err = run_cli(*argv, cwd=tmp_path)
+    rc, _, err = gputopo_here(*argv, cwd=tmp_path, timeout=60)
     assert "symbolic links loop" in one_line_error(rc, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
 
 
-@pytest.mark.slow
 def test_hundreds_of_gpus_behind_one_host_bridge_build_a_machine(tmp_path):
     """130 GPUs on one PXB tree need more bridge buses than one PCI domain has (was: "PCI domain
     0000 has no free bus numbers", rc 4); the tree spills into fresh domains and keeps its shape."""
     lines = ['name = "pxb130"', "[defaults]", 'name = "NVIDIA RTX A6000"', "[pairs]", 'default = "PXB"']
     lines += ["[[gpu]]\nnuma_node = 0"] * 130
     (tmp_path / "pxb.toml").write_text("\n".join(lines) + "\n")
-    rc, out, err = run_cli("scan", "--sim", tmp_path / "pxb.toml", "--csv", cwd=tmp_path, timeout=120)
+    rc, out, err = gputopo_here("scan", "--sim", tmp_path / "pxb.toml", "--csv", cwd=tmp_path, timeout=120)
     assert rc == 0, err
     rows = [r for r in out.splitlines()[1:] if r.strip()]
     assert len(rows) == 130 * 129 // 2 and all(",PXB," in r for r in rows)
@@ -162,16 +145,14 @@ def test_hundreds_of_gpus_behind_one_host_bridge_build_a_machine(tmp_path):
 
 # ---------------------------------------------------------------- sizes that would run for minutes
 
-@pytest.mark.slow
 def test_place_on_a_1024_gpu_machine_is_refused_at_once(tmp_path):
-    rc, _, err = run_cli("place", "4", "--sim", "synthetic-1024gpu", cwd=tmp_path, timeout=20)
+    rc, _, err = gputopo_here("place", "4", "--sim", "synthetic-1024gpu", cwd=tmp_path, timeout=20)
     assert "1,024 GPUs" in one_line_error(rc, err)
 
 
-@pytest.mark.slow
 def test_pairwise_plan_at_the_largest_node_count_is_instant(tmp_path):
-    rc, out, err = run_cli("cluster", "--plan", "--nodes", "1000000", "--pattern", "pairwise", "--json",
-                           cwd=tmp_path, timeout=20)
+    rc, out, err = gputopo_here("cluster", "--plan", "--nodes", "1000000", "--pattern", "pairwise", "--json",
+                                cwd=tmp_path, timeout=20)
     assert rc == 0, err
     import json
 
@@ -193,11 +174,10 @@ _BASE = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29617"}
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": ",,"},
      "SLURM_JOB_NODELIST"),
 ])
-@pytest.mark.slow
 def test_a_broken_launch_environment_is_one_line(env, named, tmp_path):
     clean = {k: None for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "MASTER_ADDR", "MASTER_PORT")}
-    rc, _, err = run_cli("cluster", "--fabric", "cpu", "--timeout", "3", cwd=tmp_path,
-                         env={**clean, **env}, timeout=60)
+    rc, _, err = gputopo_here("cluster", "--fabric", "cpu", "--timeout", "3", cwd=tmp_path,
+                              env={**clean, **env}, timeout=60)
     assert named in one_line_error(rc, err)
     assert not (tmp_path / "reports").exists()
 
@@ -208,7 +188,7 @@ def test_one_rank_of_two_alone_names_the_rendezvous_within_the_timeout(tmp_path)
     import time
 
     t0 = time.monotonic()
-    rc, _, err = run_cli("cluster", "--fabric", "cpu", "--timeout", "3", cwd=tmp_path, timeout=90,
+    rc, _, err = gputopo("cluster", "--fabric", "cpu", "--timeout", "3", cwd=tmp_path, timeout=90,
                          env={"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29618"})
     assert "rendezvous 127.0.0.1:29618" in one_line_error(rc, err)
     assert time.monotonic() - t0 < 60
@@ -248,7 +228,7 @@ def test_ascii_stdout_no_color_and_a_bogus_mplbackend_degrade(tmp_path):
     from conftest_report import write_run
 
     run = write_run(tmp_path / "run", [])
-    rc, _, err = run_cli("report", run, cwd=tmp_path, env={"MPLBACKEND": "bogus"}, timeout=120)
+    rc, _, err = gputopo("report", run, cwd=tmp_path, env={"MPLBACKEND": "bogus"}, timeout=120)
     assert rc == 0, err
     assert list(run.glob("*.png"))
 
@@ -293,30 +273,27 @@ def test_without_torch_says_how_to_install_it_and_writes_nothing(argv, tmp_path)
     work.mkdir()
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(site)]), "RANK": "0", "WORLD_SIZE": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29619"}
-    rc, _, err = run_cli(*argv, cwd=work, env=env)
+    rc, _, err = gputopo(*argv, cwd=work, env=env, timeout=60)
     assert "pip install torch==2.13.0" in one_line_error(rc, err, code=3)
     assert list(work.iterdir()) == []
 
 
-@pytest.mark.slow
 def test_junit_into_a_fifo_nobody_reads_is_refused_not_waited_on(fifo, tmp_path):
     from conftest_report import write_run
 
     run = write_run(tmp_path / "run", [])
-    rc, _, err = run_cli("check", run, "--spec", "pcie-box", "--junit", fifo, cwd=tmp_path, timeout=60)
+    rc, _, err = gputopo_here("check", run, "--spec", "pcie-box", "--junit", fifo, cwd=tmp_path, timeout=60)
     assert "no process reads" in one_line_error(rc, err)
 
 
-@pytest.mark.slow
 def test_an_error_naming_a_path_with_a_newline_or_escape_stays_one_line(tmp_path):
-    rc, _, err = run_cli("scan", "--sim", "a\nb\x1b[31m.toml", cwd=tmp_path)
+    rc, _, err = gputopo_here("scan", "--sim", "a\nb\x1b[31m.toml", cwd=tmp_path, timeout=60)
     line = one_line_error(rc, err)
     assert "a\\nb\\x1b[31m.toml" in line and "\x1b" not in err
 
 
-@pytest.mark.slow
 def test_dash_is_stdin_only_where_the_option_says_so(tmp_path):
-    rc, _, err = run_cli("import", "nccl-tests", "-", cwd=tmp_path, stdin=subprocess.PIPE, timeout=30)
+    rc, _, err = gputopo_here("import", "nccl-tests", "-", cwd=tmp_path, timeout=30)
     assert "-: cannot read the nccl-tests log: no such file" in one_line_error(rc, err)
 
 

@@ -14,7 +14,7 @@ from gputopo.importers.kernel_log_import import import_kernel_log, read_kernel_l
 from gputopo.probe.xid_lines import FALLEN_TEXT, parse_xid_lines, read_kernel_log_lines
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
-from cli_refusal import refused  # noqa: E402
+from helpers.cli import refused  # noqa: E402
 
 XID = Path(__file__).parent / "fixtures" / "xid"
 
@@ -159,11 +159,11 @@ def test_scan_with_saved_kernel_log_on_a_sim(tmp_path, capsys):
     (b"#  size  count  type  redop  root  time  algbw  busbw\n  8  2  float  sum  -1  5.1  0.00  0.00\n",
      "not a kernel log"),
 ])
-def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
+def test_bad_input_is_one_line_exit_2(tmp_path, content, words):
     f = tmp_path / "in.log"
     f.write_bytes(content)
-    assert words in refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
-    assert words in refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)
+    assert words in refused("import", "kernel-log", f, "--out", tmp_path / "r")
+    assert words in refused("scan", "--sim", "pcie-4gpu", "--kernel-log", f)
 
 
 def test_huge_log_is_streamed(tmp_path):
@@ -177,14 +177,11 @@ def test_huge_log_is_streamed(tmp_path):
     assert read.lines == 100001 and [e.xid for e in read.events[(0, 0x3b, 0)]] == [79]
 
 
-@pytest.mark.slow
 def test_stdin_as_a_user_pipes_it(tmp_path):
-    import subprocess
-    import sys
+    from helpers.cli import gputopo_here
 
     log = (XID / "bumblebee-677_xid32_xid31.txt").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "gputopo", "import", "kernel-log", "-", "--out", str(tmp_path / "r")],
-                          input=log, capture_output=True, timeout=120, check=False)
+    proc = gputopo_here("import", "kernel-log", "-", "--out", tmp_path / "r", input=log)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
     assert doc["file"] == "<stdin>" and doc["xid_events"] == 3 and doc["gpus"] == ["0000:01:00"]
@@ -196,22 +193,22 @@ def test_nvrm_lines_that_only_mention_an_xid_are_no_problem():
     assert read.events == {} and read.problems == [] and read.kernel_lines == 2
 
 
-def test_a_log_of_several_hosts_needs_host(tmp_path, capsys):
+def test_a_log_of_several_hosts_needs_host(tmp_path):
     """An aggregated syslog: the same bus id on two machines must not become one GPU."""
     f = tmp_path / "cluster.log"
     f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
                  "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception\n")
-    err = refused(capsys, "import", "kernel-log", f, "--out", tmp_path / "r")
+    err = refused("import", "kernel-log", f, "--out", tmp_path / "r")
     assert "lines of 2 hosts (node1, node2)" in err and "--host NAME" in err
     res = import_kernel_log(str(f), out_dir=tmp_path / "r2", render=False, host="node2")
     run = load_run(res.run_dir)
     assert [e.xid for e in run.topology.gpus[0].health.xid_events] == [13] and run.topology.host.hostname == "node2"
-    assert "no line of host 'node9'" in refused(capsys, "import", "kernel-log", f, "--host", "node9",
+    assert "no line of host 'node9'" in refused("import", "kernel-log", f, "--host", "node9",
                                                   "--out", tmp_path / "r3")
 
 
-def test_scan_refuses_a_log_of_several_hosts(tmp_path, capsys):
+def test_scan_refuses_a_log_of_several_hosts(tmp_path):
     f = tmp_path / "cluster.log"
     f.write_text("Jan  3 10:00:00 node1 kernel: NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n"
                  "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:1c:00): 13, Graphics Exception\n")
-    assert "lines of 2 hosts (node1, node2)" in refused(capsys, "scan", "--sim", "pcie-4gpu", "--kernel-log", f)
+    assert "lines of 2 hosts (node1, node2)" in refused("scan", "--sim", "pcie-4gpu", "--kernel-log", f)

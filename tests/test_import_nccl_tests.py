@@ -320,20 +320,17 @@ def test_nan_figures_drop_their_row_and_are_said(tmp_path):
     assert log["peak_busbw_gbps"] == 4.0
 
 
-@pytest.mark.slow
 def test_single_host_logs_of_two_hosts_are_refused_not_merged(fixtures_dir, tmp_path):
     """The sweep imported two machines' logs as one machine "A+B": host B's device 0 became
     host A's GPU 0 and its figures were averaged into A's pairs. Exit 2, one line, no folder."""
-    import subprocess
-    import sys
+    from helpers.cli import gputopo_here
 
     path = fixtures_dir / "nccl-tests" / FIXTURE_NAME
     other = tmp_path / "other_all_reduce.txt"
     other.write_text(path.read_text().replace("autodl-container-xxxxx", "other-host-b"))
     repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "gputopo", "import", "nccl-tests", str(path), str(other),
-                           "--out", str(tmp_path / "run"), "--no-history"], capture_output=True, text=True,
-                          timeout=120, cwd=repo, check=False)
+    proc = gputopo_here("import", "nccl-tests", path, other, "--out", tmp_path / "run", "--no-history",
+                        cwd=repo)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"gputopo: error: {FIXTURE_NAME} ran on 'autodl-container-xxxxx' and other_all_reduce.txt on "

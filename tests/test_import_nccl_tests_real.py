@@ -18,7 +18,7 @@ from gputopo.importers.nccl_tests import (
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from gputopo.report.sweep_findings import find_cliff
-from cli_refusal import refused  # noqa: E402
+from helpers.cli import refused  # noqa: E402
 
 NT = Path(__file__).parent / "fixtures" / "nccl-tests"
 
@@ -133,12 +133,12 @@ def test_python_logging_and_ansi_prefixes_are_stripped():
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
     (b"[ 5.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n", "no nccl-tests result rows"),
 ])
-def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, words):
+def test_bad_input_is_one_line_exit_2(tmp_path, content, words):
     f = tmp_path / "all_reduce.txt"
     f.write_bytes(content)
-    assert words in refused(capsys, "import", "nccl-tests", f, "--out", tmp_path / "r")
+    assert words in refused("import", "nccl-tests", f, "--out", tmp_path / "r")
     if words != "no nccl-tests result rows":
-        assert words in refused(capsys, "import", "nccl-debug", f)
+        assert words in refused("import", "nccl-debug", f)
 
 
 def test_cut_log_is_imported_with_incomplete_data(tmp_path):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +14,14 @@ from gputopo.errors import InputFileError
 from gputopo import text_input
 from gputopo.importers.nvbandwidth_import import import_nvbandwidth, read_nvbandwidth
 from gputopo.importers.nvbandwidth_measure import output_measurements
+from helpers.cli import gputopo_here
 
 NVB = Path(__file__).parent / "fixtures" / "nvbandwidth"
-REPO = Path(__file__).resolve().parent.parent
 A6000 = NVB / "nvbandwidth-50_6xa6000_d2d_read_ce_v0.8.txt"
 A100_H2D = NVB / "nvbandwidth-42_1xa100_h2d_sm_v0.8.txt"
 A100_FAILED = NVB / "nvbandwidth-34_8xa100_d2d_read_ce_pattern-check-failed_v0.7.txt"
 RTX4090_V02 = NVB / "nvbandwidth-15_8xrtx4090_v0.2_excerpt.txt"
 JSON_FORM = NVB / "constructed_json_v0.8_2gpu_read_ce_h2d_waived.json"
-
-
-def _cli(*args, stdin=None):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True, check=False,
-                          env=env, input=stdin, timeout=120)
 
 
 def _by_cell(ms, test):
@@ -76,9 +68,9 @@ def test_a100_h2d_sm_one_gpu_with_bus_id(tmp_path):
     assert _findings(res.run_dir) == []
 
 
-@pytest.mark.slow
 def test_failed_pattern_check_is_corrupt_naming_the_testcase():
-    r = _cli("import", "nvbandwidth", A100_FAILED, "--out", Path(os.environ.get("TMPDIR", "/tmp")) / f"nvb-{os.getpid()}")
+    r = gputopo_here("import", "nvbandwidth", A100_FAILED, "--out",
+                     Path(os.environ.get("TMPDIR", "/tmp")) / f"nvb-{os.getpid()}")
     assert r.returncode == 0, r.stderr  # imported, never refused
     run_dir = r.stdout.strip().splitlines()[-1].removeprefix("run folder: ")
     (f,) = _findings(run_dir)
@@ -144,9 +136,8 @@ def test_quoted_paste_launcher_prefixes_and_lost_blanks_read_the_same(tmp_path):
     assert "quoted paste" in " ".join(read_nvbandwidth(str(quoted)).notes)
 
 
-@pytest.mark.slow
 def test_stdin_dash(tmp_path):
-    r = _cli("import", "nvbandwidth", "-", "--out", tmp_path / "run", stdin=A100_H2D.read_text())
+    r = gputopo_here("import", "nvbandwidth", "-", "--out", tmp_path / "run", input=A100_H2D.read_text())
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "run" / "imported.json").read_text())["imports"][0]["matrices"][0]["cells"] == [[25.13]]
 
@@ -158,18 +149,16 @@ def test_stdin_dash(tmp_path):
     (b"#  Rank  0 Pid 1 on host device 0 [0x1b] Tesla\n#  out-of-place in-place\n", "not nvbandwidth output"),
     (b"{\"nvbandwidth\": {\"testcases\": [", "not valid JSON"),
 ])
-@pytest.mark.slow
 def test_bad_input_one_line_exit_2(tmp_path, content, words):
     p = tmp_path / "in.txt"
     p.write_bytes(content)
-    r = _cli("import", "nvbandwidth", p, "--out", tmp_path / "run")
+    r = gputopo_here("import", "nvbandwidth", p, "--out", tmp_path / "run")
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
 def test_missing_file_and_p2pbw_output_refused(tmp_path):
-    r = _cli("import", "nvbandwidth", tmp_path / "nope.txt")
+    r = gputopo_here("import", "nvbandwidth", tmp_path / "nope.txt")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     p2p = Path(__file__).parent / "fixtures" / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"
     with pytest.raises(InputFileError, match="not nvbandwidth output"):
@@ -191,10 +180,9 @@ def test_a_1gb_file_is_read_with_bounded_effort(tmp_path, monkeypatch):
     assert any("only the first" in p for p in out.problems)
 
 
-@pytest.mark.slow
 def test_topo_of_another_machine_is_refused(tmp_path):
     topo = Path(__file__).parent / "fixtures" / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt"
-    r = _cli("import", "nvbandwidth", A6000, "--topo", topo, "--out", tmp_path / "run")
+    r = gputopo_here("import", "nvbandwidth", A6000, "--topo", topo, "--out", tmp_path / "run")
     assert r.returncode == 2 and "another machine" in r.stderr, r.stderr
 
 

@@ -5,9 +5,6 @@ gets no warning, and `--topo` names the pairs' link classes."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +12,9 @@ import pytest
 from gputopo.errors import InputFileError, UsageError
 from gputopo.importers.user_inputs import load_topo_file
 from gputopo.importers.p2pbw_import import import_p2pbw, p2pbw_measurements, read_p2pbw
+from helpers.cli import gputopo_here
 
 P2P = Path(__file__).parent / "fixtures" / "p2pbw"
-REPO = Path(__file__).resolve().parent.parent
 STELLINE = P2P / "stelline_asus-esc8000a_4xrtx6000ada.txt"
 STELLINE_TOPO = Path(__file__).parent / "fixtures" / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
 NCCL_814 = P2P / "nccl-814_6gpu_pcie_p2p-slower-than-staged_excerpt.txt"
@@ -82,12 +79,9 @@ def test_peer_slower_than_staged_on_every_pair(tmp_path):
     assert any(f["kind"] == "incomplete-data" and "cut short" in f["message"] for f in fs)
 
 
-@pytest.mark.slow
 def test_cli_and_topo_mismatch(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "gputopo", "import", "p2pbw", str(STELLINE), "--topo",
-                        str(Path(__file__).parent / "fixtures" / "topo" / "seed-8gpu-nv4-pairs.txt")],
-                       capture_output=True, text=True, check=False, env=env, timeout=120)
+    r = gputopo_here("import", "p2pbw", STELLINE, "--topo",
+                     Path(__file__).parent / "fixtures" / "topo" / "seed-8gpu-nv4-pairs.txt")
     assert r.returncode == 2 and "another machine" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -171,12 +165,9 @@ def test_latency_excerpt_pasted_with_editor_line_numbers(tmp_path):
     assert _findings(res.run_dir) == []  # latency alone: nothing to judge, nothing wrong
 
 
-@pytest.mark.slow
 def test_place_ranks_an_import_without_topo_by_measured_gbps(tmp_path):
     res = import_p2pbw([str(NCCL_814)], out_dir=tmp_path / "run", render=False)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "gputopo", "place", "2", "--from", str(res.run_dir), "--json"],
-                       capture_output=True, text=True, check=False, env=env, timeout=120)
+    r = gputopo_here("place", "2", "--from", res.run_dir, "--json")
     assert r.returncode == 0, r.stderr
     best = json.loads(r.stdout)["sets"][0]
     # the pair whose slower peer-copy direction is fastest: 3,5 (10.23 / 10.22 GB/s)

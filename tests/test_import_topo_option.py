@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gputopo.cli.main import _register, cli, main
-from cli_refusal import refused  # noqa: E402
+from gputopo.cli.main import _register, cli
+from helpers.cli import gputopo_here, refused  # noqa: E402
 
 _register()
 
@@ -24,13 +24,6 @@ OTHER_SMI = REPO / "tests" / "fixtures" / "topo" / "autodl_2x2080ti_pix.txt"
 DDP_LOG = REPO / "tests" / "data" / "nccl_debug" / "ddp_shm_and_cumem_seed.log"
 NCCL_TESTS_LOG = next((REPO / "tests" / "fixtures" / "nccl-tests").glob("*.txt"))
 XID_1C = "[ 5.0] NVRM: Xid (PCI:0000:1c:00): 48, An uncorrectable double bit error (DBE)\n"
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return int(e.value.code or 0), out, err
 
 
 def _topo_help(*command) -> str:
@@ -60,7 +53,7 @@ def test_every_importer_has_the_same_topo_option():
     ("nccl-tests", [NCCL_TESTS_LOG]), ("nccl-debug", [DDP_LOG]), ("kernel-log", ["{log}"]),
     ("nvbandwidth", [REPO / "tests" / "fixtures" / "README.md"]),
 ])
-def test_a_bad_topo_is_one_line_and_exit_2_with_the_same_words(tmp_path, capsys, kind, inputs):
+def test_a_bad_topo_is_one_line_and_exit_2_with_the_same_words(tmp_path, kind, inputs):
     log = tmp_path / "kern.log"
     log.write_text(XID_1C)
     args = [str(a).format(log=log) for a in inputs]
@@ -68,18 +61,18 @@ def test_a_bad_topo_is_one_line_and_exit_2_with_the_same_words(tmp_path, capsys,
         args += ["--out", str(tmp_path / "r")]
     not_topo = tmp_path / "not-topo.txt"
     not_topo.write_text("hello\n")
-    err = refused(capsys, "import", kind, *args, "--topo", not_topo)
+    err = refused("import", kind, *args, "--topo", not_topo)
     assert f"{not_topo}:1: no nvidia-smi topo matrix found" in err
-    err = refused(capsys, "import", kind, *args, "--topo", tmp_path / "missing.txt")
+    err = refused("import", kind, *args, "--topo", tmp_path / "missing.txt")
     assert "missing.txt: cannot read the topology" in err
     assert not (tmp_path / "r").exists()
 
 
-def test_kernel_log_onto_the_machines_own_gpus(tmp_path, capsys, pcie_scan):
+def test_kernel_log_onto_the_machines_own_gpus(tmp_path, pcie_scan):
     log = tmp_path / "kern.log"
     log.write_text(XID_1C)
-    code, out, err = _run(capsys, "import", "kernel-log", log, "--topo", pcie_scan, "--out", tmp_path / "r",
-                          "--no-history")
+    code, out, err = gputopo_here("import", "kernel-log", log, "--topo", pcie_scan, "--out", tmp_path / "r",
+                                  "--no-history")
     assert code == 0, err
     topo = json.loads((tmp_path / "r" / "topology.json").read_text())
     scan = json.loads(pcie_scan.read_text())
@@ -98,38 +91,38 @@ def test_kernel_log_onto_the_machines_own_gpus(tmp_path, capsys, pcie_scan):
     assert info["options"]["topology_file"] == str(pcie_scan)
 
 
-def test_kernel_log_refuses_a_topology_it_cannot_map(tmp_path, capsys, pcie_scan):
+def test_kernel_log_refuses_a_topology_it_cannot_map(tmp_path, pcie_scan):
     log = tmp_path / "kern.log"
     log.write_text(XID_1C)
-    err = refused(capsys, "import", "kernel-log", log, "--topo", SEED_SMI, "--out", tmp_path / "a")
+    err = refused("import", "kernel-log", log, "--topo", SEED_SMI, "--out", tmp_path / "a")
     assert "has no PCI bus id" in err and "gputopo scan --json" in err
     other = tmp_path / "other.log"
     other.write_text(XID_1C.replace("1c:00", "99:00"))
-    err = refused(capsys, "import", "kernel-log", other, "--topo", pcie_scan, "--out", tmp_path / "b")
+    err = refused("import", "kernel-log", other, "--topo", pcie_scan, "--out", tmp_path / "b")
     assert "has no GPU at 0000:99:00" in err and "another machine" in err
     uuid = tmp_path / "uuid.log"
     uuid.write_text("[ 1.0] NVRM: GPU at PCI:0000:1c:00: GPU-00000000-0000-0000-0000-000000000000\n" + XID_1C)
-    err = refused(capsys, "import", "kernel-log", uuid, "--topo", pcie_scan, "--out", tmp_path / "c")
+    err = refused("import", "kernel-log", uuid, "--topo", pcie_scan, "--out", tmp_path / "c")
     assert "GPU-00000000-0000-0000-0000-000000000000 there" in err
     assert not any((tmp_path / d).exists() for d in "abc")
 
 
-def test_nccl_debug_names_pairs_by_gpu_and_link_class(capsys):
-    code, out, err = _run(capsys, "import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--json")
+def test_nccl_debug_names_pairs_by_gpu_and_link_class():
+    code, out, err = gputopo_here("import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--json")
     assert code == 0, err
     by_gpus = {tuple(p["gpus"]): p for p in json.loads(out)["pairs"]}
     assert by_gpus[(5, 6)]["link_class"] == "NODE" and by_gpus[(5, 6)]["kind"] == "SHM"
     assert by_gpus[(6, 7)]["link_class"] == "NV4" and by_gpus[(6, 7)]["kind"] == "P2P"
-    code, out, err = _run(capsys, "import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI)
+    code, out, err = gputopo_here("import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI)
     assert code == 0 and "NV4" in out and "NODE" in out
 
 
-def test_nccl_debug_topo_refusals(tmp_path, capsys, pcie_scan):
-    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", OTHER_SMI)
+def test_nccl_debug_topo_refusals(tmp_path, pcie_scan):
+    err = refused("import", "nccl-debug", DDP_LOG, "--topo", OTHER_SMI)
     assert "none of the 2 GPU pair(s)" in err
-    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", pcie_scan)  # host ml-pcie-02
+    err = refused("import", "nccl-debug", DDP_LOG, "--topo", pcie_scan)  # host ml-pcie-02
     assert "are not host" in err and "gpu-node-07" in err
     run = tmp_path / "run"
     run.mkdir()
-    err = refused(capsys, "import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--into", run)
+    err = refused("import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--into", run)
     assert "give one of --into and --topo" in err

@@ -4,29 +4,20 @@ line (exit 2) rather than silently ignored."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.cli import gputopo, gputopo_here
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def gputopo(*args, cwd=None, timeout=240):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], check=False,
-                          cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.slow
 def test_resume_says_first_which_run_it_continues_and_how_far_it_got(tmp_path):
     run = tmp_path / "run"
     first = gputopo("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
-                    "--out", run, "--json", cwd=tmp_path)
+                    "--out", run, "--json", cwd=tmp_path, timeout=240)
     assert first.returncode == 0, first.stderr
     ms = run / "measurements.jsonl"
     lines = ms.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -34,7 +25,7 @@ def test_resume_says_first_which_run_it_continues_and_how_far_it_got(tmp_path):
     assert total > lost
     ms.write_text("".join(lines[:-lost]), encoding="utf-8")  # as if the last ones were never taken
 
-    proc = gputopo("bench", "--resume", run, "--json", cwd=tmp_path)
+    proc = gputopo("bench", "--resume", run, "--json", cwd=tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stderr
     said = proc.stderr.splitlines()
     assert said, "--resume said nothing about what it continues"
@@ -43,10 +34,9 @@ def test_resume_says_first_which_run_it_continues_and_how_far_it_got(tmp_path):
     assert len(ms.read_text(encoding="utf-8").splitlines()) == total  # and it did what it said
 
 
-@pytest.mark.slow
 def test_concurrent_on_a_simulated_machine_is_refused_in_one_line(tmp_path):
-    proc = gputopo("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
-                   "--concurrent", "--out", tmp_path / "run", cwd=tmp_path)
+    proc = gputopo_here("bench", "--sim", "pcie-4gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
+                        "--concurrent", "--out", tmp_path / "run", cwd=tmp_path)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--concurrent" in lines[0] and "sim" in lines[0], proc.stderr
@@ -60,13 +50,12 @@ NCCL_DATA = REPO / "tests" / "data" / "nccl_tests"
 NCCL_FIXTURES = REPO / "tests" / "fixtures" / "nccl-tests"
 
 
-@pytest.mark.slow
 def test_import_of_a_log_with_wrong_elements_headlines_them_not_also_or_a_question_mark(tmp_path):
     """It headlined "PROBLEM Also: GPUs 0,1; nccl-tests broadcast." (an "Also" with nothing
     before it, and the pair's finding cut to its GPUs) with the likely cause "collectives PCIe (?)
     return wrong results"."""
-    proc = gputopo("import", "nccl-tests", NCCL_DATA / "h200_broadcast_mpi.log", "--out", tmp_path / "run",
-                   cwd=tmp_path)
+    proc = gputopo_here("import", "nccl-tests", NCCL_DATA / "h200_broadcast_mpi.log", "--out", tmp_path / "run",
+                        cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr
     md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     for text in (proc.stdout, md):
@@ -78,10 +67,9 @@ def test_import_of_a_log_with_wrong_elements_headlines_them_not_also_or_a_questi
     assert first.startswith("- **Problem:** GPUs 0,1: 1024 wrong element(s)"), first
 
 
-@pytest.mark.slow
 def test_import_of_a_clean_log_does_not_call_an_unknown_class_fine(tmp_path):
-    proc = gputopo("import", "nccl-tests", NCCL_FIXTURES / "autodl_2x2080ti_all_reduce.txt",
-                   "--out", tmp_path / "run", cwd=tmp_path)
+    proc = gputopo_here("import", "nccl-tests", NCCL_FIXTURES / "autodl_2x2080ti_all_reduce.txt",
+                        "--out", tmp_path / "run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "Every link class is fine: unknown" not in out

@@ -5,32 +5,17 @@ a pair B measured clean is gone. As a user runs it: the CLI on two run folders."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 
 from conftest_report import measurements, write_run
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def gputopo(*args):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], check=False,
-                          capture_output=True, text=True, timeout=120, env=env)
+from helpers.cli import gputopo_here
 
 
-@pytest.mark.slow
 def test_diff_of_a_full_run_and_a_subset_says_not_measured_not_gone(tmp_path):
     full = write_run(tmp_path / "full", ["corrupt-sys"])  # every SYS pair corrupts
     # B measured two pairs only: NV4 pair 0,1 and SYS pair 0,4, which is clean now
     subset = write_run(tmp_path / "subset", [], meas=measurements([], pairs=[(0, 1), (0, 4)]), nums=[])
 
-    proc = gputopo("diff", full, subset)
+    proc = gputopo_here("diff", full, subset)
     assert "Traceback" not in proc.stderr, proc.stderr
     out = proc.stdout
     gone = [line for line in out.splitlines() if "finding gone:" in line]
@@ -40,7 +25,7 @@ def test_diff_of_a_full_run_and_a_subset_says_not_measured_not_gone(tmp_path):
     assert any("corrupt: 15 findings (B did not measure pairs 0,5 " in line for line in unmeasured), out
     assert any("class-fault" in line for line in unmeasured), out  # B measured 1 of its 16 pairs
 
-    doc = json.loads(gputopo("diff", full, subset, "--json").stdout)
+    doc = json.loads(gputopo_here("diff", full, subset, "--json").stdout)
     gone_pairs = {tuple(f["gpus"]) for f in doc["gone_findings"] if f["kind"] == "corrupt"}
     not_measured = {tuple(f["gpus"]) for f in doc["not_measured_in_b"] if f["kind"] == "corrupt"}
     assert gone_pairs == {(0, 4)}

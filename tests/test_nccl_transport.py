@@ -3,8 +3,6 @@ nccl_debug, sources in each file), the cuda worker's NCCL log plumbing (without 
 sim fabric's modeled route, `gputopo import nccl-debug` and the report's sentence."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from gputopo.bench.nccl_transport import (NCCL_LOG_SUFFIX, NcclLogTail, modeled_
                                           step_transport)
 from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
+from helpers.cli import gputopo_here
 
 DATA = Path(__file__).parent / "data" / "nccl_debug"
 
@@ -116,18 +115,11 @@ def test_modeled_transport_is_labelled():
 # ----------------------------------------------------------------------------- import and report
 
 
-def run_cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-@pytest.mark.slow
 def test_import_into_a_run_says_why_ddp_survived(tmp_path):
     topo = seed_topology({"nan-dp"})
     topo.host.hostname = "gpu-node-07"  # the host the log's job ran on (another host is refused)
     run = write_run(tmp_path / "run", faults=["nan-dp"], topo=topo)
-    rc, out, err = run_cli("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
+    rc, out, err = gputopo_here("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
     assert rc == 0, err
     assert "SHM/direct/direct" in out and "P2P/CUMEM/read" in out
     doc = json.loads((run / "nccl_debug.json").read_text())
@@ -142,11 +134,10 @@ def test_import_into_a_run_says_why_ddp_survived(tmp_path):
     pair = next(p for p in summary["pairs"] if p["gpus"] == [5, 6])
     assert pair["nccl_transport"]["kind"] == "SHM"
     # a second import into the same run is refused; nothing is overwritten
-    rc, out, err = run_cli("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
+    rc, out, err = gputopo_here("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
     assert rc == 2 and "never overwritten" in err and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_no_sentence_when_nccl_used_p2p_on_the_failing_pair(tmp_path):
     topo = seed_topology({"nan-dp"})
     topo.host.hostname = "gpu-node-07"
@@ -155,33 +146,31 @@ def test_no_sentence_when_nccl_used_p2p_on_the_failing_pair(tmp_path):
     log.write_text("gpu-node-07:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 5 busId 90000 commId 0x1 - Init START\n"
                    "gpu-node-07:2:2 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 nvmlDev 6 busId b7000 commId 0x1 - Init START\n"
                    "gpu-node-07:1:1 [0] NCCL INFO Channel 00/0 : 0[5] -> 1[6] via P2P/IPC\n")
-    rc, _, err = run_cli("import", "nccl-debug", log, "--into", run, "--json")
+    rc, _, err = gputopo_here("import", "nccl-debug", log, "--into", run, "--json")
     assert rc == 0, err
     assert "DDP survived" not in (run / "report.md").read_text()
 
 
-@pytest.mark.slow
 def test_import_errors(tmp_path):
     plain = tmp_path / "plain.log"
     plain.write_text("hello\n")
-    rc, _, err = run_cli("import", "nccl-debug", plain)
+    rc, _, err = gputopo_here("import", "nccl-debug", plain)
     assert rc == 2 and "no 'NCCL INFO' lines" in err
-    rc, _, err = run_cli("import", "nccl-debug", tmp_path / "missing.log")
+    rc, _, err = gputopo_here("import", "nccl-debug", tmp_path / "missing.log")
     assert rc == 2 and "gputopo: error:" in err
     run = write_run(tmp_path / "run")
-    rc, _, err = run_cli("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
+    rc, _, err = gputopo_here("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
     assert rc == 2 and "host(s) task272117-mq5ss are not host seed of run" in err
     assert len(err.strip().splitlines()) == 1 and not (run / "nccl_debug.json").exists()
     topo = seed_topology(set())
     topo.host.hostname = "task272117-mq5ss"  # the right host, but none of its GPUs' bus ids
     run = write_run(tmp_path / "run2", topo=topo)
-    rc, _, err = run_cli("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
+    rc, _, err = gputopo_here("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
     assert rc == 2 and "none of the 3 GPU pair(s)" in err and not (run / "nccl_debug.json").exists()
 
 
-@pytest.mark.slow
 def test_import_without_run_prints_pairs_as_json():
-    rc, out, err = run_cli("import", "nccl-debug", DATA / "shm_8gpu_nccl1817.log", "--json")
+    rc, out, err = gputopo_here("import", "nccl-debug", DATA / "shm_8gpu_nccl1817.log", "--json")
     assert rc == 0, err
     doc = json.loads(out)
     assert len(doc["pairs"]) == 5 and {p["kind"] for p in doc["pairs"]} == {"SHM"}

@@ -11,38 +11,31 @@ user runs gputopo: ``python -m gputopo`` on the simulated machines.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from gputopo.probe.nvml_codes import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_nvml import NVML_FI_DEV_NVLINK_LINK_COUNT, FakeNvml, NVMLError
+from helpers.cli import gputopo, gputopo_here
 
-REPO = Path(__file__).resolve().parents[1]
 ONE = "h100-pcie-1gpu"
 BRIDGED = "a100-pcie-4gpu-bridged"
 
 
-def gputopo(*args, timeout=300):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+#: The command sees every GPU of its machine, whatever this shell's CUDA_VISIBLE_DEVICES hides.
+ALL_GPUS_VISIBLE = {"CUDA_VISIBLE_DEVICES": None}
 
 
 def scan_problems(sim):
-    proc = gputopo("scan", "--sim", sim, "--json")
+    proc = gputopo_here("scan", "--sim", sim, "--json", env=ALL_GPUS_VISIBLE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["problems"]
 
 
 def bench_json(sim, out, *args):
-    proc = gputopo("bench", "--sim", sim, "--quick", "--json", "--out", out, *args)
+    proc = gputopo("bench", "--sim", sim, "--quick", "--json", "--out", out, *args, env=ALL_GPUS_VISIBLE,
+                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), proc
 
@@ -62,7 +55,6 @@ def test_synthetic_3gpu_p2p_has_no_nvlink_down(tmp_path):
 
 
 @pytest.mark.parametrize("sim", [ONE, BRIDGED])
-@pytest.mark.slow
 def test_healthy_pcie_machines_scan_clean(sim):
     assert alarms(scan_problems(sim)) == []
 
@@ -75,7 +67,6 @@ def test_bridged_a100_pcie_bench_clean(tmp_path):
     assert classes[(0, 1)] == classes[(2, 3)] == "NV12" and classes[(1, 2)] == "SYS"
 
 
-@pytest.mark.slow
 def test_degraded_nvlink_still_errors():
     down = [f for f in scan_problems("degraded-nvlink") if f["kind"] == "nvlink-down"]
     assert [(f["severity"], f["gpus"]) for f in down] == [("error", [5])]
@@ -91,30 +82,33 @@ def test_one_gpu_bench_measures_it_alone(tmp_path):
     assert doc["self"][0]["wrong"] == 0 and doc["self"][0]["h2d_gbps"] > 0
     assert alarms(doc["findings"]) == []
     assert any("numerics not run" in ln for ln in proc.stderr.splitlines())
-    again = gputopo("bench", "--resume", tmp_path / "run", "--json")  # a finished one-GPU run resumes:
+    # a finished one-GPU run resumes:
+    again = gputopo("bench", "--resume", tmp_path / "run", "--json", env=ALL_GPUS_VISIBLE, timeout=300)
     assert again.returncode == 0, again.stderr  # as any finished run, with nothing left to do
     assert "nothing to do" in again.stderr and again.stdout == ""
 
 
 @pytest.mark.slow
 def test_one_gpu_bench_terminal_has_no_class_table(tmp_path):
-    proc = gputopo("bench", "--sim", ONE, "--quick", "--out", tmp_path / "run")
+    proc = gputopo("bench", "--sim", ONE, "--quick", "--out", tmp_path / "run", env=ALL_GPUS_VISIBLE,
+                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "GPUs alone" in proc.stdout and "not-measured │" not in proc.stdout
 
 
 @pytest.mark.slow
 def test_self_alone_prints_no_table_of_unmeasured_classes(tmp_path):
-    proc = gputopo("bench", "--sim", "pcie-4gpu", "--self", "--quick", "--out", tmp_path / "run")
+    proc = gputopo("bench", "--sim", "pcie-4gpu", "--self", "--quick", "--out", tmp_path / "run",
+                   env=ALL_GPUS_VISIBLE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "GPUs alone" in proc.stdout
     assert "Link classes" in proc.stdout and "no GPU pair was measured" in proc.stdout
     assert "median GB/s" not in proc.stdout and "not-measured │" not in proc.stdout  # the class table's
 
 
-@pytest.mark.slow
 def test_one_gpu_numerics_says_why_in_one_line(tmp_path):
-    proc = gputopo("numerics", "--sim", ONE, "--out", tmp_path / "run")
+    proc = gputopo_here("numerics", "--sim", ONE, "--out", tmp_path / "run", env=ALL_GPUS_VISIBLE,
+                        timeout=300)
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
@@ -122,7 +116,6 @@ def test_one_gpu_numerics_says_why_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
 def test_iommu_and_acs_on_one_gpu_say_what_is_true(tmp_path):
     desc = tmp_path / "one-iommu.toml"
     desc.write_text(f'extends = "{ONE}"\nname = "one-iommu"\n[host]\niommu = "translated"\n'
@@ -136,7 +129,6 @@ def test_iommu_and_acs_on_one_gpu_say_what_is_true(tmp_path):
     assert alarms(list(found.values())) == []
 
 
-@pytest.mark.slow
 def test_iommu_still_warns_where_pcie_pairs_exist():
     found = [f for f in scan_problems("seed-8gpu") if f["kind"] == "iommu"]
     assert found and found[0]["severity"] == "warning" and "GPU pair(s) reach each other" in found[0]["message"]
@@ -171,7 +163,6 @@ def test_fake_nvml_lists_the_ports_of_a_card_without_a_partner():
     assert [lib.nvmlDeviceGetNvLinkState(h0, k) for k in range(4)] == [1] * 4
 
 
-@pytest.mark.slow
 def test_iommu_on_an_all_nvlink_machine_says_only_a_fallback_is_at_risk(tmp_path):
     desc = tmp_path / "two-bridged.toml"
     desc.write_text('name = "two"\n[pairs]\n"0,1" = "NV12"\n[defaults]\nname = "NVIDIA A100 80GB PCIe"\n'
@@ -214,11 +205,10 @@ def test_rule_pcie_cards_short_of_their_peers_warn_and_unbridged_ones_are_info()
     assert found == {2: ("nvlink-down", "warning"), 3: ("nvlink-not-connected", "info")}
 
 
-@pytest.mark.slow
 def test_fake_nvml_version_of_an_untrained_port_is_invalid_and_the_probe_says_so():
     lib = FakeNvml(load_description(ONE))
     lib.nvmlInit()
     assert lib.nvmlDeviceGetNvLinkVersion(lib.nvmlDeviceGetHandleByIndex(0), 0) == 0  # VERSION_INVALID
-    proc = gputopo("scan", "--sim", ONE, "--json")
+    proc = gputopo_here("scan", "--sim", ONE, "--json", env=ALL_GPUS_VISIBLE, timeout=300)
     link = json.loads(proc.stdout)["gpus"][0]["nvlinks"][0]
     assert link["active"] is False and "invalid (0)" in link["version"]["not_available"]

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -37,22 +33,18 @@ from gputopo.probe.nvml_reader import read_topology
 from gputopo.report.topology_checks import topology_findings
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_nvml import FakeNvml, NVMLError
+from helpers.cli import gputopo, gputopo_here
 
-REPO = Path(__file__).resolve().parents[1]
 ONE_SXM = ("h100-sxm-1gpu", "h200-1gpu")
 ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def gputopo(*args, cwd=None, timeout=300):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cwd)
+#: The command sees every GPU of its machine, whatever this shell's CUDA_VISIBLE_DEVICES hides.
+ALL_GPUS_VISIBLE = {"CUDA_VISIBLE_DEVICES": None}
 
 
 def scan_doc(sim):
-    proc = gputopo("scan", "--sim", sim, "--json")
+    proc = gputopo_here("scan", "--sim", sim, "--json", env=ALL_GPUS_VISIBLE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -127,7 +119,6 @@ def test_rule_two_sxm_gpus_with_links_down_still_error():
 
 
 @pytest.mark.parametrize("model", ["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
-@pytest.mark.slow
 def test_renamed_h100_pcie_sim_scans_without_nvlink_down(tmp_path, model):
     """The issue's reproduction: before the fix, ERROR nvlink-down ... 18 down."""
     doc = scan_doc(renamed(tmp_path, model))
@@ -140,7 +131,6 @@ def test_renamed_h100_pcie_sim_scans_without_nvlink_down(tmp_path, model):
 
 
 @pytest.mark.parametrize("sim", ONE_SXM)
-@pytest.mark.slow
 def test_one_sxm_sims_scan_clean_and_say_the_fabric_is_na(sim):
     doc = scan_doc(sim)
     assert alarms(doc["problems"]) == []
@@ -148,7 +138,7 @@ def test_one_sxm_sims_scan_clean_and_say_the_fabric_is_na(sim):
     assert g["name"] == {"h100-sxm-1gpu": "NVIDIA H100 80GB HBM3", "h200-1gpu": "NVIDIA H200"}[sim]
     assert len(g["nvlinks"]) == 18 and not any(lk["active"] for lk in g["nvlinks"])
     assert "not supported" in g["fabric"]["not_available"]
-    table = gputopo("scan", "--sim", sim)
+    table = gputopo_here("scan", "--sim", sim, env=ALL_GPUS_VISIBLE, timeout=300)
     assert table.returncode == 0, table.stderr
     assert "NVLink fabric: n/a (nvmlDeviceGetGpuFabricInfoV not supported" in table.stdout
     assert "ERROR" not in table.stdout and "WARNING" not in table.stdout
@@ -159,19 +149,22 @@ def test_one_sxm_sims_scan_clean_and_say_the_fabric_is_na(sim):
 def test_one_sxm_sims_bench_and_check_clean(tmp_path, sim):
     """bench --quick: verdict ok, no warning or error; check --init takes it as a baseline
     without --force (it refuses one with errors) and check passes it with nothing failed."""
-    proc = gputopo("bench", "--sim", sim, "--quick", "--json", "--out", tmp_path / "run")
+    proc = gputopo("bench", "--sim", sim, "--quick", "--json", "--out", tmp_path / "run", env=ALL_GPUS_VISIBLE,
+                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["verdict"] == "ok" and alarms(doc["findings"]) == []
     assert "broken" not in proc.stderr and "nvlink-down" not in proc.stderr
     spec = tmp_path / "spec.toml"
-    init = gputopo("check", "--init", "--from", tmp_path / "run", "--spec", spec)
+    init = gputopo("check", "--init", "--from", tmp_path / "run", "--spec", spec, env=ALL_GPUS_VISIBLE,
+                   timeout=300)
     assert init.returncode == 0, init.stderr
-    check = gputopo("check", "--spec", spec, tmp_path / "run", "--json")
+    check = gputopo("check", "--spec", spec, tmp_path / "run", "--json", env=ALL_GPUS_VISIBLE, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
     verdict = json.loads(check.stdout)
     assert verdict["passed"] and verdict["counts"]["failed"] == 0 and verdict["failures"] == []
-    shipped = gputopo("check", "--spec", "nvswitch-8gpu", tmp_path / "run")  # unrelated spec: fails on
+    # unrelated spec: fails on
+    shipped = gputopo("check", "--spec", "nvswitch-8gpu", tmp_path / "run", env=ALL_GPUS_VISIBLE, timeout=300)
     assert "nvlink-down" not in shipped.stdout  # GPU count, never on a finding about lost NVLinks
 
 
@@ -332,25 +325,22 @@ def _fabric_findings(tmp_path, text, name="t"):
     ('fabric_state = "in-progress"', "warning", "still in progress"),
     ('fabric_state = "completed"\nfabric_status = "NOT_READY"', "error", "failed (NVML_ERROR_NOT_READY (27))"),
 ])
-@pytest.mark.slow
 def test_nvswitch_gpus_not_registered_with_the_fabric_are_a_finding(tmp_path, extra, severity, words):
     found, doc = _fabric_findings(tmp_path, f'extends = "dgx-h100"\nname = "fm"\n[defaults]\n{extra}\n')
     assert [(f["severity"], f["gpus"]) for f in found] == [(severity, list(range(8)))]
     assert words in found[0]["message"] and "fabricmanager" in found[0]["remedies"][0]
 
 
-@pytest.mark.slow
 def test_dgx_h100_fabric_completed_shows_in_the_scan_and_fails_nothing():
     doc = scan_doc("dgx-h100")
     assert doc["problems"] == []
     assert {json.dumps(g["fabric"], sort_keys=True) for g in doc["gpus"]} == {json.dumps(
         {"clique_id": 0, "cluster_uuid": {"not_available": "GPU fabric: NVML gives no cluster UUID (all zero)"},
          "state": "completed", "status": "success"}, sort_keys=True)}
-    table = gputopo("scan", "--sim", "dgx-h100")
+    table = gputopo_here("scan", "--sim", "dgx-h100", env=ALL_GPUS_VISIBLE, timeout=300)
     assert "NVLink fabric: completed, success, clique 0" in table.stdout
 
 
-@pytest.mark.slow
 def test_a_fabric_state_without_an_nvswitch_is_only_said(tmp_path):
     """Two A100 PCIe cards (no switch, not board-wired) reporting a fabric state: nothing judged."""
     found, doc = _fabric_findings(tmp_path, '[pairs]\n"0,1" = "NV12"\n[defaults]\nname = "NVIDIA A100 80GB PCIe"\n'

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +16,7 @@ from gputopo.sim.description import parse_description
 from gputopo.sim.fake_host import format_topo_text
 from gputopo.sim.nics import endpoint_kind
 from gputopo.sim.scan import scan_description, scan_simulated
+from helpers.cli import gputopo_here
 
 C = LinkClass.parse
 
@@ -100,14 +99,12 @@ def test_fake_nvidia_smi_text_shows_the_same_nics():
         [(n.label, n.device, n.gpu_classes, n.nic_classes) for n in scanned.nics]
 
 
-@pytest.mark.slow
 def test_cli_json_and_smi_round_trip(tmp_path):
     path = tmp_path / "nics.toml"
     path.write_text(NICS)
 
     def gputopo(*args, input=None):
-        proc = subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True,
-                              text=True, input=input, timeout=60)
+        proc = gputopo_here(*args, input=input, timeout=60)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 

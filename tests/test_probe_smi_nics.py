@@ -4,8 +4,6 @@ text's values refused as the TOML loader refuses them (NV99, a CPU list `abc`, s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from gputopo.errors import InputFileError
 from gputopo.model import LinkClass, Nic, NotAvailable, topology_from_json, topology_to_json
 from gputopo.probe.smi_format import format_topo_matrix
 from gputopo.probe.smi import decode_smi_bytes, parse_topo_matrix, topology_from_smi
+from helpers.cli import gputopo_here
 
 TOPO_DIR = Path(__file__).resolve().parent / "fixtures" / "topo"
 NCCL1617 = TOPO_DIR / "nccl-1617_4xh100_nv6_nics.txt"
@@ -137,12 +136,10 @@ def test_a_non_utf8_byte_shows_as_its_escape_never_raw():
     assert "'GPU\\xff1'" in msg
 
 
-@pytest.mark.slow
 def test_cli_refuses_bad_bytes_in_one_ascii_line(tmp_path):
     path = tmp_path / "topo.txt"
     path.write_bytes(NCCL1617.read_bytes().replace(b"6,14,22,30", b"6,14\xff,22"))
-    proc = subprocess.run([sys.executable, "-m", "gputopo", "scan", "--from-smi", str(path)],
-                          capture_output=True)
+    proc = gputopo_here("scan", "--from-smi", path, text=False)
     assert proc.returncode == 2
     err = proc.stderr.decode("ascii")  # nothing but ASCII: the byte is shown as \xff
     assert err.count("\n") == 1 and err.startswith("gputopo: error: ")

@@ -5,10 +5,10 @@ fault) and named as its smallest culprit."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from helpers.cli import gputopo
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +23,8 @@ def fault(where, what, **kw):
 def culprits(tmp_path, name, *faults, machine=BASE):
     desc = tmp_path / f"{name}.toml"
     desc.write_text(machine.format(name=name) + "\n".join(faults))
-    proc = subprocess.run([sys.executable, "-m", "gputopo", "bench", "--sim", str(desc), "--quick",
-                           "--tests", "p2p", "--json", "--out", str(tmp_path / name)],
-                          capture_output=True, text=True, timeout=600)
+    proc = gputopo("bench", "--sim", desc, "--quick", "--tests", "p2p", "--json", "--out", tmp_path / name,
+                   timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     found = [f for f in doc["findings"] if f["kind"] in ("gpu-fault", "link-fault", "class-fault", "worker-killed")]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import gputopo, gputopo_here
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -26,12 +28,8 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-def gputopo(*args, timeout=300):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env["COLUMNS"] = "200"
-    return subprocess.run([sys.executable, "-m", "gputopo", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+#: The terminal the commands print for: wide enough that no table drops a column.
+WIDE = {"COLUMNS": "200"}
 
 
 def lines(path: Path):
@@ -42,7 +40,7 @@ def lines(path: Path):
 def finished(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("resume") / "p2p"
     proc = gputopo("bench", "--sim", "seed-8gpu", "--quick", "--pairs", "0,1", "--tests", "p2p",
-                   "--out", d)
+                   "--out", d, env=WIDE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return d
 
@@ -69,7 +67,7 @@ def _drop_step_done(d: Path, step: str) -> None:
 @pytest.mark.slow
 def test_resume_of_a_finished_p2p_run_has_nothing_to_do(run):
     before = (run / "measurements.jsonl").read_bytes()
-    proc = gputopo("bench", "--resume", run)
+    proc = gputopo("bench", "--resume", run, env=WIDE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "nothing to do" in proc.stderr, proc.stderr
     assert not (run / "numerics.jsonl").exists()
@@ -84,7 +82,7 @@ def test_resume_takes_its_tests_from_run_json_not_the_defaults(run):
     m.write_text("".join(keep[:-3]))
     _drop_step_done(run, "p2p:0-1")
     _set_status(run, "interrupted")
-    proc = gputopo("bench", "--resume", run)
+    proc = gputopo("bench", "--resume", run, env=WIDE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert not (run / "numerics.jsonl").exists(), "a p2p-only run got numerics on resume"
     assert len(lines(m)) == len(keep)
@@ -99,12 +97,12 @@ def test_a_line_cut_by_a_kill_is_redone_not_dropped(run):
     m.write_text(text[: len(text) - len(last) - 1] + last[: len(last) // 2])  # cut mid-line
     _drop_step_done(run, "p2p:0-1")
     _set_status(run, "interrupted")
-    proc = gputopo("bench", "--resume", run)
+    proc = gputopo("bench", "--resume", run, env=WIDE, timeout=300)
     assert proc.returncode == 0, proc.stderr
     after = lines(m)  # every line parses: the cut one was cleared, not glued to the next
     keys = {(r["test"], r.get("direction"), r["size_bytes"]) for r in after}
     assert keys == {(r["test"], r.get("direction"), r["size_bytes"]) for r in whole}
-    report = gputopo("report", run, "--json")
+    report = gputopo("report", run, "--json", env=WIDE, timeout=300)
     doc = json.loads(report.stdout)
     assert not [f for f in doc["findings"] if f["kind"] in ("incomplete-data", "invalid-data")], doc["findings"]
 
@@ -124,18 +122,17 @@ def _fake_hang(run: Path) -> int:
 @pytest.mark.slow
 def test_a_recorded_hang_stays_a_result_unless_retry_hung(run):
     n = _fake_hang(run)
-    proc = gputopo("bench", "--resume", run)
+    proc = gputopo("bench", "--resume", run, env=WIDE, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr
     assert lines(run / "measurements.jsonl") == [], "the hung step was run again"
-    proc = gputopo("bench", "--resume", run, "--retry-hung")
+    proc = gputopo("bench", "--resume", run, "--retry-hung", env=WIDE, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr
     assert len(lines(run / "measurements.jsonl")) == n
     assert "--retry-hung" in proc.stderr
 
 
-@pytest.mark.slow
 def test_retry_hung_without_resume_is_refused():
-    proc = gputopo("bench", "--sim", "seed-8gpu", "--retry-hung")
+    proc = gputopo_here("bench", "--sim", "seed-8gpu", "--retry-hung", env=WIDE, timeout=300)
     assert proc.returncode == 2 and "--retry-hung" in proc.stderr
 
 
@@ -159,7 +156,7 @@ def test_a_second_writer_is_refused_in_one_line(run):
     fd = os.open(run / ".gputopo.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another gputopo writing this folder
-        proc = gputopo("bench", "--resume", run)
+        proc = gputopo("bench", "--resume", run, env=WIDE, timeout=300)
     finally:
         os.close(fd)
     assert proc.returncode == 2, proc.stderr
@@ -167,14 +164,13 @@ def test_a_second_writer_is_refused_in_one_line(run):
     assert m.read_bytes() == before
 
 
-@pytest.mark.slow
 def test_resume_and_place_of_an_import_are_usage_errors(tmp_path):
     log = REPO / "tests" / "fixtures" / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
     d = tmp_path / "imp"
-    assert gputopo("import", "nccl-tests", log, "--out", d).returncode == 0
-    proc = gputopo("bench", "--resume", d)
+    assert gputopo_here("import", "nccl-tests", log, "--out", d, env=WIDE, timeout=300).returncode == 0
+    proc = gputopo_here("bench", "--resume", d, env=WIDE, timeout=300)
     assert proc.returncode == 2 and "not a bench run" in proc.stderr, proc.stderr
-    proc = gputopo("place", "2", "--from", d)
+    proc = gputopo_here("place", "2", "--from", d, env=WIDE, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 

@@ -13,15 +13,7 @@ import pytest
 
 from gputopo.runfolder.settings import NCCL_PREFIXES, nccl_settings, use_saved_nccl_settings
 from gputopo.runfolder.layout import NUMERICS_JSONL, RUN_JSON
-
-
-def _main(capsys, *argv):
-    from gputopo.cli.main import main
-
-    with pytest.raises(SystemExit) as e:
-        main(list(argv))
-    out = capsys.readouterr()
-    return e.value.code, out.err
+from helpers.cli import gputopo_here
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +71,7 @@ def nccl_env_kept():
 
 @pytest.mark.slow
 def test_resume_uses_the_runs_numerics_options_and_nccl_settings(run_dir, tmp_path, monkeypatch,
-                                                                 capsys, nccl_env_kept):
+                                                                 nccl_env_kept):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     (copy / NUMERICS_JSONL).unlink()  # the numerics phase is still to do
@@ -87,9 +79,9 @@ def test_resume_uses_the_runs_numerics_options_and_nccl_settings(run_dir, tmp_pa
     (copy / RUN_JSON).write_text(json.dumps({**info, "status": "interrupted"}))
     monkeypatch.delenv("NCCL_P2P_LEVEL", raising=False)
     monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
-    code, err = _main(capsys, "bench", "--resume", str(copy), "--steps", "9")
+    code, _, err = gputopo_here("bench", "--resume", str(copy), "--steps", "9")
     assert code == 2 and "--steps is ignored with --resume" in err
-    code, err = _main(capsys, "bench", "--resume", str(copy), "--json")
+    code, _, err = gputopo_here("bench", "--resume", str(copy), "--json")
     assert code in (0, 1), err
     assert ("--resume runs with the run's NCCL settings: NCCL_P2P_DISABLE unset (this shell: 1); "
             "NCCL_P2P_LEVEL=SYS (this shell: unset)") in err
@@ -99,13 +91,13 @@ def test_resume_uses_the_runs_numerics_options_and_nccl_settings(run_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_resume_of_a_run_without_numerics_runs_none(tmp_path, capsys, nccl_env_kept):
+def test_a_resume_of_a_run_without_numerics_runs_none(tmp_path, nccl_env_kept):
     out = tmp_path / "run"
-    code, err = _main(capsys, "bench", "--sim", "seed-8gpu", "--pairs", "6,7", "--tests", "p2p",
-                      "--quick", "--json", "--out", str(out))
+    code, _, err = gputopo_here("bench", "--sim", "seed-8gpu", "--pairs", "6,7", "--tests", "p2p",
+                                "--quick", "--json", "--out", str(out))
     assert code in (0, 1), err
     assert json.loads((out / RUN_JSON).read_text())["numerics_options"] is None
-    code, err = _main(capsys, "bench", "--resume", str(out), "--json")
+    code, _, err = gputopo_here("bench", "--resume", str(out), "--json")
     assert code in (0, 1), err
     assert not (out / NUMERICS_JSONL).exists() or not (out / NUMERICS_JSONL).read_text().strip()
 
@@ -119,11 +111,11 @@ def test_saved_nccl_settings_replace_the_shells():
                        "TORCH_NCCL_ASYNC_ERROR_HANDLING unset (this shell: 3)"]
 
 
-def test_a_cluster_run_json_records_the_nccl_settings(tmp_path, monkeypatch, capsys):
+def test_a_cluster_run_json_records_the_nccl_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0,mlx5_1")
     f = tmp_path / "c.toml"
     f.write_text('[cluster]\nnodes = 3\nnode = "pcie-4gpu"\n')
     out = tmp_path / "run"
-    code, err = _main(capsys, "cluster", "--sim", str(f), "--pattern", "pairwise", "--out", str(out))
+    code, _, err = gputopo_here("cluster", "--sim", str(f), "--pattern", "pairwise", "--out", str(out))
     assert code == 0, err
     assert json.loads((out / RUN_JSON).read_text())["nccl_env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1"
