@@ -102,6 +102,11 @@ def wait_for_first_line(proc, path: Path, what: str, timeout_s: float = 120.0) -
 # may start processes; so may `gpu` and `nvml` tests, which run only on a GPU machine. The guard
 # is always on: `make test` (CI) enforces it as `make test-fast` does.
 _SPAWN_MARKS = frozenset({"slow", "gpu", "nvml"})
+#: Modules whose one-time look-ups start a short process the first time a process needs them,
+#: whichever test that happens in (not work of the test): ctypes.util.find_library runs
+#: ldconfig/gcc (gputopo.bench.verification finds libc's memcmp at import), matplotlib runs
+#: fc-list while it builds its font cache (a fresh checkout's first figure).
+_LOOKUP_MODULES = frozenset({"ctypes.util", "matplotlib.font_manager"})
 _SPAWN_ALLOWED = [True]
 #: The processes a test not allowed to start any tried to start (read at its report).
 _SPAWN_ATTEMPTS: list[str] = []
@@ -113,10 +118,25 @@ class ProcessInFastTest(RuntimeError):
 
 def _forbid(what: str) -> None:
     if not _SPAWN_ALLOWED[0]:
+        import traceback
+
         message = (f"this test starts a process ({what}) but is not marked slow: add "
                    "@pytest.mark.slow (tests that start processes stay out of `make test-fast`)")
-        _SPAWN_ATTEMPTS.append(message)
+        where = "".join(traceback.format_stack(limit=14)[:-2])  # the caller's, not the guard's
+        _SPAWN_ATTEMPTS.append(f"{message}\nstarted from:\n{where}")
         raise ProcessInFastTest(message)
+
+
+def _a_library_lookup() -> bool:
+    """Whether the process about to start is one of _LOOKUP_MODULES' look-ups."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") in _LOOKUP_MODULES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _install_spawn_guard() -> None:
@@ -134,7 +154,8 @@ def _install_spawn_guard() -> None:
             return
 
         def guarded(*args, **kwargs):
-            _forbid(describe(*args, **kwargs))
+            if not _SPAWN_ALLOWED[0] and not _a_library_lookup():
+                _forbid(describe(*args, **kwargs))
             return original(*args, **kwargs)
 
         guarded._spawn_guard = True  # type: ignore[attr-defined]
@@ -192,10 +213,10 @@ def pytest_runtest_makereport(item, call):
     """A test whose process start was caught (by the code under test, or in a thread) fails all
     the same, with the guard's line."""
     report = yield
-    if _SPAWN_ATTEMPTS:
+    raised = call.excinfo is not None and call.excinfo.errisinstance(ProcessInFastTest)
+    if _SPAWN_ATTEMPTS and not raised:  # raised: the traceback already shows where
         then = ""
-        if report.failed and call.excinfo is not None and not call.excinfo.errisinstance(ProcessInFastTest):
-            # e.g. the command caught it and exited 4: the guard's line comes first
+        if report.failed:  # e.g. the command caught it and exited 4: the guard's line comes first
             crash = getattr(report.longrepr, "reprcrash", None)
             then = f"\n(then the test failed: {crash.message if crash else report.longrepr})"
         report.outcome = "failed"
