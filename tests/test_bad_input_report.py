@@ -6,7 +6,6 @@ no link class is called OK without a completed transfer."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from gputopo.report.run_folder import load_run
 from gputopo.report.summary import summarize_dir
 from gputopo.report.outputs.tables import story, verdict_line
 from helpers.cli import gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _healthy(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 
 from conftest_report import seed_topology, write_run
 from helpers.cli import gputopo, gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_fabric_cuda_with_a_simulated_machine_is_refused_before_any_run_folder(tmp_path):

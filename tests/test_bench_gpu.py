@@ -9,15 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from gputopo.bench.api import BenchOptions, bench_document, run_bench
 from helpers.cli import gputopo
+from helpers.paths import REPO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[1]
 #: Plausible share of the theoretical rate: above LOW (a healthy link reaches 60-90 %; idle
 #: PCIe may train down a generation, docs/scan.md) and at most HIGH (no link beats its rate).
 LOW, HIGH = 0.15, 1.10

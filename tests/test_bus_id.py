@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +15,8 @@ import pytest
 from gputopo.model.bus_id import (BDF_RE, BusOnly, PciAddress, as_address, bus_key, device_text, from_nccl,
                                   from_nccl_tests, from_nvbandwidth, from_p2pbw, from_torch, from_xid,
                                   short_bus_id, table_bus_id, try_bus_key, try_parse)
+from helpers.paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 FIX = TESTS / "fixtures"
 B4 = PciAddress(0, 0xB4, 0, 0)
 

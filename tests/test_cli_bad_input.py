@@ -13,6 +13,7 @@ import pytest
 
 from helpers.cli import refused
 from gputopo.cli.main import main
+from helpers.paths import DATA
 
 
 
@@ -175,7 +176,7 @@ def test_out_in_a_read_only_folder_is_refused(tmp_path, read_only):
 
 
 def test_import_out_in_a_read_only_folder_is_refused(tmp_path, read_only):
-    log = Path(__file__).parent / "data" / "nccl_tests" / "h200_broadcast_mpi.log"
+    log = DATA / "nccl_tests" / "h200_broadcast_mpi.log"
     ro = read_only(tmp_path / "ro")
     line = refused("import", "nccl-tests", log, "--out", ro / "run")
     assert "--out" in line and "cannot write" in line

@@ -27,7 +27,6 @@ from conftest import wait_for_first_line
 import helpers.cli
 from helpers.cli import cli_env
 
-REPO = Path(__file__).resolve().parents[1]
 SEED_PAIRS = ("3,4", "5,6", "6,7")
 BROKEN = [(3, 4), (5, 6)]  # every PCIe pair of seed-8gpu corrupts peer DMA (NODE and SYS)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

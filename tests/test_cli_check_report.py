@@ -28,8 +28,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 import helpers.cli
 from helpers.cli import cli_env
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 NCCL_LOG = FIXTURES / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
 PAIRS = ("3,4", "5,6", "6,7")

@@ -19,6 +19,7 @@ _register()
 
 from helpers.cli import gputopo, gputopo_here  # noqa: E402
 from history_box import day  # noqa: E402
+from helpers.paths import FIXTURES
 
 
 def invoke(args):
@@ -196,7 +197,6 @@ def test_an_imported_nccl_tests_log_is_recorded_with_its_figures(tmp_path, fixtu
     assert c.execute("SELECT count(*) FROM figures WHERE headline = 1").fetchone()[0] >= 1
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.mark.parametrize("kind, path", [

@@ -3,7 +3,6 @@ importer, the headline and check's spec all give each collective the table's bus
 sizes and names, and no other module defines a busbw factor of its own."""
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from gputopo.importers.nccl_tests import (Cell, NcclTestsLog, Rank, Row, log_mea
 from gputopo.importers.nccl_tests import busbw_factor as log_factor
 from gputopo.model.collectives import BENCH_COLLECTIVES, COLLECTIVES, RESULTS, collective
 from gputopo.report.headline import HEADLINE_ORDER, headlines
+from helpers.paths import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "gputopo"
+PACKAGE = REPO / "gputopo"
 RANKS = (1, 2, 3, 4, 7, 8, 16)
 #: nccl-tests' doc/PERFORMANCE.md ("Bus bandwidth"), relative to algbw = size / time.
 NCCL_TESTS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,

@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
+ROOT = REPO
 
 #: Folders that are not the repository's own text.
 SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache",

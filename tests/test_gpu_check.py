@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
 TOOLS = REPO / "tools"
 FAKE = REPO / "tests" / "fake_nvidia_smi"
 sys.path.insert(0, str(TOOLS))

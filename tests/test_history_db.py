@@ -28,6 +28,7 @@ from gputopo.history.record import (
     record_run,
 )
 from gputopo.recording import save
+from helpers.paths import REPO, TESTS
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -328,14 +329,13 @@ def test_a_run_killed_mid_write_leaves_nothing_and_no_damage(tmp_path):
     import signal
     import subprocess
     import sys
-    from pathlib import Path
 
     path = tmp_path / "h.sqlite"
     save(path, machine(), run(T0 - DAY))
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(REPO)
     code = _KILLED_WRITER.format(repo=repo, path=str(path))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            cwd=str(Path(__file__).parent), env={**__import__("os").environ, "PYTHONPATH": repo})
+                            cwd=str(TESTS), env={**__import__("os").environ, "PYTHONPATH": repo})
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
         proc.send_signal(signal.SIGKILL)

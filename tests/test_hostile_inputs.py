@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from helpers.cli import gputopo, gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def one_line_error(rc, err, code=2):

@@ -15,7 +15,9 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
-PACKAGE = Path(__file__).resolve().parents[1] / "gputopo"
+from helpers.paths import REPO
+
+PACKAGE = REPO / "gputopo"
 
 
 def _modules() -> Dict[str, Path]:

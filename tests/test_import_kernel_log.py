@@ -5,7 +5,6 @@ as it judges a scan's (report/health_checks.py). Bad input: one line, exit 2."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from gputopo.probe.xid_lines import FALLEN_TEXT, parse_xid_lines, read_kernel_lo
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from helpers.cli import refused  # noqa: E402
+from helpers.paths import FIXTURES
 
-XID = Path(__file__).parent / "fixtures" / "xid"
+XID = FIXTURES / "xid"
 
 
 def _events(name):

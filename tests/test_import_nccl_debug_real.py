@@ -6,7 +6,6 @@ setting values lose NCCL's trailing period, one host name on two machines is kep
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from conftest_report import seed_topology, write_run
@@ -14,8 +13,9 @@ from conftest_report import seed_topology, write_run
 from gputopo.errors import UsageError
 from gputopo.importers.nccl_debug import import_nccl_debug
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
+from helpers.paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 
 
 def pairs(log):

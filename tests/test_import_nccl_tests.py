@@ -9,7 +9,6 @@ tolerance below is 0.005 GB/s plus the time's relative rounding (at most 5e-4).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,10 @@ from gputopo.importers.nccl_tests_import import import_nccl_tests
 from gputopo.importers.nccl_tests import (log_measurements, normalize_bus_id, parse_nccl_tests,
                                           parse_nccl_tests_file)
 from gputopo.model import NotAvailable
+from helpers.paths import DATA as TEST_DATA
+from helpers.paths import FIXTURES, REPO
 
-DATA = Path(__file__).parent / "data" / "nccl_tests"
-FIXTURES = Path(__file__).parent / "fixtures"
+DATA = TEST_DATA / "nccl_tests"
 FIXTURE_NAME = "autodl_2x2080ti_all_reduce.txt"
 
 
@@ -328,7 +328,7 @@ def test_single_host_logs_of_two_hosts_are_refused_not_merged(fixtures_dir, tmp_
     path = fixtures_dir / "nccl-tests" / FIXTURE_NAME
     other = tmp_path / "other_all_reduce.txt"
     other.write_text(path.read_text().replace("autodl-container-xxxxx", "other-host-b"))
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     proc = gputopo_here("import", "nccl-tests", path, other, "--out", tmp_path / "run", "--no-history",
                         cwd=repo)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -5,7 +5,6 @@ dip that recovers is not one)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from gputopo.report.sweep_findings import find_cliff
 from helpers.cli import refused  # noqa: E402
+from helpers.paths import FIXTURES
 
-NT = Path(__file__).parent / "fixtures" / "nccl-tests"
+NT = FIXTURES / "nccl-tests"
 
 
 def _findings(tmp_path, name):

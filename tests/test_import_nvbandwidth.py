@@ -15,8 +15,9 @@ from gputopo import text_input
 from gputopo.importers.nvbandwidth_import import import_nvbandwidth, read_nvbandwidth
 from gputopo.importers.nvbandwidth_measure import output_measurements
 from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
 
-NVB = Path(__file__).parent / "fixtures" / "nvbandwidth"
+NVB = FIXTURES / "nvbandwidth"
 A6000 = NVB / "nvbandwidth-50_6xa6000_d2d_read_ce_v0.8.txt"
 A100_H2D = NVB / "nvbandwidth-42_1xa100_h2d_sm_v0.8.txt"
 A100_FAILED = NVB / "nvbandwidth-34_8xa100_d2d_read_ce_pattern-check-failed_v0.7.txt"
@@ -160,7 +161,7 @@ def test_bad_input_one_line_exit_2(tmp_path, content, words):
 def test_missing_file_and_p2pbw_output_refused(tmp_path):
     r = gputopo_here("import", "nvbandwidth", tmp_path / "nope.txt")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    p2p = Path(__file__).parent / "fixtures" / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"
+    p2p = FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"
     with pytest.raises(InputFileError, match="not nvbandwidth output"):
         read_nvbandwidth(str(p2p))
 
@@ -181,7 +182,7 @@ def test_a_1gb_file_is_read_with_bounded_effort(tmp_path, monkeypatch):
 
 
 def test_topo_of_another_machine_is_refused(tmp_path):
-    topo = Path(__file__).parent / "fixtures" / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt"
+    topo = FIXTURES / "topo" / "nccl-667_4gpu_pxb_pix_sys.txt"
     r = gputopo_here("import", "nvbandwidth", A6000, "--topo", topo, "--out", tmp_path / "run")
     assert r.returncode == 2 and "another machine" in r.stderr, r.stderr
 

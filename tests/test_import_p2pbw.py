@@ -13,10 +13,11 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.importers.user_inputs import load_topo_file
 from gputopo.importers.p2pbw_import import import_p2pbw, p2pbw_measurements, read_p2pbw
 from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
 
-P2P = Path(__file__).parent / "fixtures" / "p2pbw"
+P2P = FIXTURES / "p2pbw"
 STELLINE = P2P / "stelline_asus-esc8000a_4xrtx6000ada.txt"
-STELLINE_TOPO = Path(__file__).parent / "fixtures" / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
+STELLINE_TOPO = FIXTURES / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
 NCCL_814 = P2P / "nccl-814_6gpu_pcie_p2p-slower-than-staged_excerpt.txt"
 
 
@@ -81,7 +82,7 @@ def test_peer_slower_than_staged_on_every_pair(tmp_path):
 
 def test_cli_and_topo_mismatch(tmp_path):
     r = gputopo_here("import", "p2pbw", STELLINE, "--topo",
-                     Path(__file__).parent / "fixtures" / "topo" / "seed-8gpu-nv4-pairs.txt")
+                     FIXTURES / "topo" / "seed-8gpu-nv4-pairs.txt")
     assert r.returncode == 2 and "another machine" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from gputopo.cli.main import _register, cli
 from helpers.cli import gputopo_here, refused  # noqa: E402
+from helpers.paths import REPO
 
 _register()
 
-REPO = Path(__file__).resolve().parents[1]
 SEED_SMI = REPO / "tests" / "fixtures" / "topo" / "seed-8gpu-nv4-pairs.txt"
 OTHER_SMI = REPO / "tests" / "fixtures" / "topo" / "autodl_2x2080ti_pix.txt"
 DDP_LOG = REPO / "tests" / "data" / "nccl_debug" / "ddp_shm_and_cumem_seed.log"

@@ -5,14 +5,13 @@ data so no gate passes on it). Run as a user runs it (the command's entry point)
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest_report import write_run
 from helpers.cli import gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 

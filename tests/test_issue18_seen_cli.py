@@ -4,13 +4,12 @@ line (exit 2) rather than silently ignored."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from helpers.cli import gputopo, gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow

@@ -3,9 +3,10 @@ repository (it once cited a design note that never was); tests/test_doc_referenc
 page to the same rule. The example files the README and docs/ name must be shipped."""
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
+ROOT = REPO
 
 
 def test_format_md_cites_only_files_in_the_repository():

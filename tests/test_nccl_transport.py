@@ -13,8 +13,9 @@ from gputopo.bench.nccl_transport import (NCCL_LOG_SUFFIX, NcclLogTail, modeled_
 from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
 from helpers.cli import gputopo_here
+from helpers.paths import DATA as TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "nccl_debug"
+DATA = TEST_DATA / "nccl_debug"
 
 
 def pairs_of(log):

@@ -15,6 +15,7 @@ from gputopo.numerics.sink import done_pairs  # noqa: E402
 from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
 from gputopo.sim.description import load_description  # noqa: E402
 from gputopo.sim.scan import scan_description  # noqa: E402
+from helpers.paths import REPO
 
 
 def _machine(name):
@@ -226,11 +227,10 @@ def test_a_killed_pool_with_a_big_job_unread_lets_the_process_exit(tmp_path):
     import subprocess
     import sys
 
-    from pathlib import Path
 
     script = tmp_path / "killed.py"
     script.write_text(KILLED_WITH_A_JOB_UNREAD)
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(REPO)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (repo, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -17,6 +17,7 @@ from gputopo.sim.fake_host import format_topo_text
 from gputopo.sim.nics import endpoint_kind
 from gputopo.sim.scan import scan_description, scan_simulated
 from helpers.cli import gputopo_here
+from helpers.paths import REPO
 
 C = LinkClass.parse
 
@@ -202,9 +203,8 @@ def test_no_nics_without_infiniband_class_or_with_a_gpu_not_in_sysfs(tmp_path):
 def test_format_md_example_nics():
     """The documented example: mlx5_0 beside GPU 0 shares the switch of the PIX pair 0,1; mlx5_1
     on node 1 is NODE to GPUs 2 and 3 (GPU 3's own node is "unsupported": its bridges' node)."""
-    from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim-format.md").read_text()
+    doc = (REPO / "docs" / "sim-format.md").read_text()
     topo = scan_description(parse_description(doc.split("```toml\n", 1)[1].split("```", 1)[0], "my-box.toml"))
     assert [(n.device, n.numa_node) for n in topo.nics] == [("mlx5_0", 0), ("mlx5_1", 1)]
     assert topo.nics[0].gpu_classes == {0: C("PIX"), 1: C("PIX"), 2: C("SYS"), 3: C("SYS")}

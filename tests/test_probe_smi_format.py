@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -11,9 +10,9 @@ from gputopo.model import (Failed, Gpu, LinkClass, NotAvailable, P2P_CAPS, Pair,
 from gputopo.probe.smi_format import format_p2p_matrix, format_topo_matrix
 from gputopo.probe.smi import (parse_p2p_matrix, parse_topo_matrix, topology_from_smi,
                                topology_from_smi_file_text)
+from helpers.paths import FIXTURES
 
 #: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO_DIR = FIXTURES / "topo"
 
 TOPO_FIXTURES = ["seed-8gpu-nv4-pairs.txt", "nccl-667_4gpu_pxb_pix_sys.txt",

@@ -4,7 +4,6 @@ text's values refused as the TOML loader refuses them (NV99, a CPU list `abc`, s
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from gputopo.model import LinkClass, Nic, NotAvailable, topology_from_json, topo
 from gputopo.probe.smi_format import format_topo_matrix
 from gputopo.probe.smi import decode_smi_bytes, parse_topo_matrix, topology_from_smi
 from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
 
-TOPO_DIR = Path(__file__).resolve().parent / "fixtures" / "topo"
+TOPO_DIR = FIXTURES / "topo"
 NCCL1617 = TOPO_DIR / "nccl-1617_4xh100_nv6_nics.txt"
 NCCL667 = TOPO_DIR / "nccl-667_4gpu_pxb_pix_sys.txt"
 C = LinkClass.parse

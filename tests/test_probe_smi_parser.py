@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,9 @@ from gputopo.model import LinkClass, NotAvailable
 from gputopo.probe.smi import (decode_smi_bytes, detect_smi_kind, parse_p2p_matrix,
                                parse_topo_matrix, split_smi_sections, topology_from_smi,
                                topology_from_smi_file_text)
+from helpers.paths import FIXTURES
 
 #: Real nvidia-smi outputs kept in the repository (sources in tests/fixtures/README.md).
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO_DIR = FIXTURES / "topo"
 
 SEED = "seed-8gpu-nv4-pairs.txt"

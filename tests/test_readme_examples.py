@@ -26,12 +26,13 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import List, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
+ROOT = REPO
 #: The pages whose examples run: the README, then every page of docs/ (one shell each).
 PAGES = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
 #: Table borders and tree glyphs rich draws; not text.

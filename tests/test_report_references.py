@@ -13,6 +13,7 @@ from gputopo.report.bandwidth_findings import slow_findings
 from gputopo.report.expected_basis import SLOW_EFFICIENCY, judge_rate
 from gputopo.report.headline import HEADLINE_ORDER, headlines
 from gputopo.report.references import REFERENCE_FRACTION, closest_reference, reference_rows
+from helpers.paths import REPO
 
 H100 = "NVIDIA H100 80GB HBM3"
 A6000 = "NVIDIA RTX A6000"
@@ -106,8 +107,7 @@ def test_series_with_no_basis_are_not_judged_slow():
 
 
 def test_docs_list_every_row():
-    from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "report.md").read_text()
+    page = (REPO / "docs" / "report.md").read_text()
     for r in reference_rows():
         assert f"`{r.id}`" in page, f"docs/report.md's reference table lacks {r.id}"

@@ -4,7 +4,6 @@ columns as nvidia-smi has them, and n/a said once where a file could not tell.""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -13,10 +12,11 @@ from gputopo.console import literal_console
 from gputopo.model import Failed, Gpu, LinkClass, Pair, PcieLink, Topology
 from gputopo.model.finding import Finding
 from gputopo.report.scan_view import SMI_BANNER, render_problems, render_scan
+from helpers.paths import FIXTURES
 
 _register()
 
-NCCL1617 = Path(__file__).resolve().parent / "fixtures" / "topo" / "nccl-1617_4xh100_nv6_nics.txt"
+NCCL1617 = FIXTURES / "topo" / "nccl-1617_4xh100_nv6_nics.txt"
 
 
 def rendered(topo, problems=()):

@@ -17,8 +17,9 @@ from gputopo.report.analysis import analyze
 from gputopo.report.render import render_run
 from gputopo.report.run_folder import load_run
 from gputopo.report.step_failures import step_failure_finding
+from helpers.paths import DATA
 
-BEFORE = Path(__file__).parent / "data" / "run_before_step_facts"
+BEFORE = DATA / "run_before_step_facts"
 RAW = ("run.json", "topology.json", "measurements.jsonl", "events.jsonl", "numerics.jsonl",
        "numerics_losses.csv")
 

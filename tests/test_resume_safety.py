@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import gputopo, gputopo_here
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)

@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from conftest import wait_for_first_line
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _env():

@@ -11,6 +11,7 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.sim.description import (builtin_names, builtin_summaries, generate_description, load_description,
                                     parse_description)
 from gputopo.sim.records import Fault
+from helpers.paths import REPO
 
 EXPECTED_BUILTINS = {"seed-8gpu", "seed-8gpu-healthy", "dgx-a100", "dgx-h100", "pcie-4gpu", "degraded-nvlink"}
 SEED_NV4 = {(0, 1), (2, 3), (4, 5), (6, 7)}
@@ -439,9 +440,8 @@ def test_import_stays_light():
 
 
 def test_format_md_example_loads_as_documented(tmp_path):
-    from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim-format.md").read_text()
+    doc = (REPO / "docs" / "sim-format.md").read_text()
     example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
     d = parse_description(example, str(tmp_path / "my-box.toml"))
     assert d.name == "my-box" and len(d.gpus) == 4
