@@ -2,7 +2,7 @@
 NVML scan is compared with, field by field (issue 16, item 9). nvidia-smi reads NVML too, but
 through NVIDIA's code, not gputopo's reader: a field gputopo reads wrongly (a wrong call, a
 wrong index, a wrong unit) shows as a difference. Pure text parsing, unit-tested on samples
-in tests/test_smi_reference.py.
+in tests/unit/probe/test_smi_reference.py.
 """
 
 from __future__ import annotations

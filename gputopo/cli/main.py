@@ -182,7 +182,7 @@ def _drop_lost_ctrl_c_noise() -> None:
     """A Ctrl-C that lands in a garbage-collection callback (a weakref's, a ``__del__``) cannot
     be raised there: Python prints "Exception ignored in ..." and a KeyboardInterrupt traceback
     and goes on, the command's outcome unchanged (seen once in 16 double Ctrl-Cs of the demo,
-    tests/ctrl_c_stress.py). Those lines are dropped; any other unraisable error still shows."""
+    tests/tools/ctrl_c_stress.py). Those lines are dropped; any other unraisable error still shows."""
     shown = sys.unraisablehook
 
     def hook(unraisable) -> None:

@@ -5,7 +5,7 @@ and the standard library's indenting encoder is pure Python (8 CPU seconds there
 Pairs differ mostly in their two GPU indices; the rest of a pair's text (class, NVLink count,
 P2P status) takes a few forms. Each form is written once by json.dumps itself and reused, the
 indices written in front of it; a pair whose P2P values are not all plain strings is written
-by json.dumps alone. tests/test_scan_pair_cost.py compares the result with json.dumps.
+by json.dumps alone. tests/unit/probe/test_scan_pair_cost.py compares the result with json.dumps.
 """
 
 from __future__ import annotations

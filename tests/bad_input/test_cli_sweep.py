@@ -1,4 +1,4 @@
-"""A small, fast slice of the bad-input sweep (tests/cli_sweep.py runs all of it, ~1,700 cases):
+"""A small, fast slice of the bad-input sweep (tests/tools/cli_sweep.py runs all of it, ~1,700 cases):
 one case of each kind of trouble it covers, so CI keeps guarding every class of defect it looks
 for (rc 4, a traceback, an error of more than one line, a silent pass, a hang, an orphan
 process, colour under NO_COLOR). Each case runs `python -m gputopo` in a subprocess as a user
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers.paths import TESTS
+
+sys.path.insert(0, str(TESTS / "tools"))
 
 from cli_sweep import Case, classify, sweep, table  # noqa: E402
 from cli_sweep_cases import all_cases  # noqa: E402

@@ -7,7 +7,7 @@ runner, the numerics' workers, the report's child or the CLI's exit path. It fou
 second Ctrl-C (or the process group's copy of the first: `timeout -s INT` sends both) escaped
 the runner's shutdown ("gputopo: aborted", run.json failed) and the report's drawing.
 
-    python tests/ctrl_c_stress.py [--runs 20] [--single] [--signal SIGTERM] [--from 0.5 --to 12]
+    python tests/tools/ctrl_c_stress.py [--runs 20] [--single] [--signal SIGTERM] [--from 0.5 --to 12]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/tools/ctrl_c_stress.py
 
 
 def _alive_in_session(sid: int) -> list:

@@ -1,4 +1,4 @@
-"""Damaged run folders for tests/cli_sweep.py: a copy of the sweep's healthy run with one file
+"""Damaged run folders for tests/tools/cli_sweep.py: a copy of the sweep's healthy run with one file
 missing, cut, garbled or of the wrong kind, given to every command that reads a run folder.
 
 What a correct gputopo does: `check` and `check --init` never pass (exit 0) a run they cannot

@@ -1,5 +1,5 @@
 """Issue 18, "What a person sees": every document the description format cites must be in the
-repository (it once cited a design note that never was); tests/test_doc_references.py holds every
+repository (it once cited a design note that never was); tests/docs/test_doc_references.py holds every
 page to the same rule. The example files the README and docs/ name must be shipped."""
 
 import re

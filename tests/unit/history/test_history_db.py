@@ -5,8 +5,10 @@ recorded runs and judged by report/history_findings.py."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,8 @@ from gputopo.history.record import (
 from gputopo.recording import save
 from helpers.paths import REPO, TESTS
 
+#: This file's folder: the killed writer imports this module from there.
+HERE = Path(__file__).resolve().parent
 DAY = 86400.0
 T0 = 1_790_000_000.0
 
@@ -335,7 +339,7 @@ def test_a_run_killed_mid_write_leaves_nothing_and_no_damage(tmp_path):
     repo = str(REPO)
     code = _KILLED_WRITER.format(repo=repo, path=str(path))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            cwd=str(TESTS), env={**__import__("os").environ, "PYTHONPATH": repo})
+                            cwd=str(HERE), env={**os.environ, "PYTHONPATH": os.pathsep.join([repo, str(TESTS)])})
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
         proc.send_signal(signal.SIGKILL)

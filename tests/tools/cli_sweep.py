@@ -14,10 +14,10 @@ Each case is classified; these are defects:
              and other sessions run gputopo on this machine too)
   colour     a colour or style sequence (SGR) on stdout under NO_COLOR=1
 
-Usage:  PYTHONPATH=$PWD python tests/cli_sweep.py [--quick] [--jobs N] [--only REGEX] [--show-all]
+Usage:  PYTHONPATH=$PWD python tests/tools/cli_sweep.py [--quick] [--jobs N] [--only REGEX] [--show-all]
 Exit status: 0 when no case is a defect, 1 otherwise. The history database, reports/ and every
 file the sweep makes live under one temporary folder (never the real home). Not collected by
-pytest (no test_ prefix); tests/test_cli_sweep.py runs a small subset of these cases.
+pytest (no test_ prefix); tests/bad_input/test_cli_sweep.py runs a small subset of these cases.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/tools/cli_sweep.py
 FIXTURES = REPO / "tests" / "fixtures"
 
 #: Words a command uses when it says that what it read is incomplete or damaged.

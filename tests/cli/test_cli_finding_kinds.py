@@ -2,8 +2,8 @@
 (the report is never told about a fault), and is absent on the healthy machine.
 
 corrupt/nan/diverged/iommu/acs on seed-8gpu, hang/crash, and resume are covered in
-test_cli_bench.py and test_bench_sim.py; this file covers the bandwidth, PCIe, P2P-status and
-NVLink kinds.
+tests/e2e/test_cli_bench.py and tests/unit/bench/test_bench_sim.py; this file covers the
+bandwidth, PCIe, P2P-status and NVLink kinds.
 """
 
 import json

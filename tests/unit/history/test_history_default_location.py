@@ -1,8 +1,8 @@
 """Issue 33 item 8: with HOME read-only (CI runners, containers) and neither --history nor
 GPUTOPO_HISTORY given, `gputopo scan` printed its whole table and then exited 2. Recording into
 the default location is a side effect: one warning line and the command's own exit code. A
-database the user named stays an input (exit 2, as test_cli_history.py asserts for --history),
-and check's [history] rule skips (or, strict, fails) with the reason.
+database the user named stays an input (exit 2, as tests/cli/test_cli_history.py asserts for
+--history), and check's [history] rule skips (or, strict, fails) with the reason.
 
 Tests run as root here, where a mode of 0o555 stops nothing: the unusable HOME is a path under a
 regular file, which no user can create folders in."""

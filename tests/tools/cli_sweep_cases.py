@@ -1,4 +1,4 @@
-"""The case tables of tests/cli_sweep.py: what each command reads and the bad forms of it.
+"""The case tables of tests/tools/cli_sweep.py: what each command reads and the bad forms of it.
 
 Placeholders in argv: {w} the sweep's work folder (the valid fixtures prepare_fixtures made),
 {c} the case's own folder (its cwd; a setup writes its damaged copies there). Built from

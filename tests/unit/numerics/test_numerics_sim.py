@@ -227,7 +227,6 @@ def test_a_killed_pool_with_a_big_job_unread_lets_the_process_exit(tmp_path):
     import subprocess
     import sys
 
-
     script = tmp_path / "killed.py"
     script.write_text(KILLED_WITH_A_JOB_UNREAD)
     repo = str(REPO)

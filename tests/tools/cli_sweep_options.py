@@ -1,4 +1,4 @@
-"""Option values, output trouble and hostile environments for tests/cli_sweep.py.
+"""Option values, output trouble and hostile environments for tests/tools/cli_sweep.py.
 
 Every option of every command given values no one means (empty, NaN, infinities, negatives,
 huge integers, unicode and escape sequences, out-of-range and repeated GPU indices, bad --pairs
