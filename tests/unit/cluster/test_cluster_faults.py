@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-HELPER = Path(__file__).parent / "helpers" / "cluster_fault_rank.py"
+from helpers.paths import TESTS
+
+HELPER = TESTS / "helpers" / "cluster_fault_rank.py"
 BOUND_S = 150
 pytestmark = pytest.mark.slow
 

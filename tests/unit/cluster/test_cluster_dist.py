@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-HELPER = Path(__file__).parent / "helpers" / "cluster_fault_rank.py"
+from helpers.paths import TESTS
+
+HELPER = TESTS / "helpers" / "cluster_fault_rank.py"
 BOUND_S = 150  # the outer bound of every launch; jobs here end far sooner
 #: A traceback frame in gputopo's own package (the checkout's gputopo/, or an installed one), not
 #: in a virtual environment inside a checkout that is itself named gputopo (`git clone` names it

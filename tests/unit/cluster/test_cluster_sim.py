@@ -214,18 +214,14 @@ def test_check_judges_a_cluster_run_per_node_and_pair(tmp_path):
     assert run_check(spec, healthy.run_dir).exit_code == 0
 
 
-@pytest.mark.slow
 def test_a_spec_without_cluster_keys_on_a_cluster_run_is_refused(tmp_path):
     """The mirror case (the sweep): `check --spec pcie-box` on a cluster run whose report said
     "broken" (a slow node) PASSED, its bench rules judging none of the rounds; exit 2, one line."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from helpers.cli import gputopo_here
+    from helpers.paths import REPO
 
     res = run(cluster(4, {"where": "node:2", "what": "slow", "factor": 0.4}), "pairwise", tmp_path=tmp_path)
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "gputopo", "check", str(res.run_dir), "--spec", "pcie-box"],
-                          capture_output=True, text=True, timeout=120, cwd=repo, check=False)
+    proc = gputopo_here("check", res.run_dir, "--spec", "pcie-box", cwd=REPO)
     assert proc.returncode == 2 and "PASSED" not in proc.stdout, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "spec pcie-box has no [cluster] table" in lines[0]
