@@ -1,5 +1,6 @@
 # gputopo: the README's first commands. `make demo` sets up and runs the main job on a built-in
-# simulated machine; `make test` sets up and runs the tests. Both work on a fresh machine.
+# simulated machine; `make test` sets up and runs the tests (`make test-fast`: those that start
+# no process). All work on a fresh machine.
 PYTHON ?= python3
 VENV   ?= .venv
 # The CPU wheel of torch (on a GPU machine: `make setup TORCH=torch` for the CUDA build).
@@ -8,7 +9,7 @@ SIM    ?= seed-8gpu
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo lint test perf clean gpu-check gpu-check-fake
+.PHONY: setup demo lint test test-fast perf clean gpu-check gpu-check-fake
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,11 @@ lint: setup
 # What CI runs (.ci/run): fails on a type or lint error as on a failing test.
 test: lint
 	$(PY) -m pytest -q
+
+# While working: every test that starts no process (no worker, no `python -m gputopo`, no fork);
+# tests/conftest.py fails a test that starts one without the `slow` mark, so none hides here.
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 # Every script docs/performance.md quotes (several minutes on 2 cores).
 perf: setup
