@@ -54,7 +54,7 @@ def test_a_cuda_run_gives_its_workers_the_settings_and_records_them(tmp_path, mo
         def __init__(self, **kw):
             seen.update(kw)
             self.interrupted, self.steps_done = False, 0
-            self.measurements, self.findings, self.worker_pids = [], [], []
+            self.measurements, self.failures, self.worker_pids = [], [], []
 
         def run(self, steps, meanwhile=None):
             seen["steps"] = list(steps)

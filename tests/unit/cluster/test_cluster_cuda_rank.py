@@ -158,7 +158,10 @@ def test_cluster_all_reduce_time_is_the_kernel_not_whole_milliseconds(monkeypatc
     kernel's 0.3 ms, not the 1 ms the CPU's poll rounded it up to."""
     monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
     monkeypatch.setenv("NCCL_ASYNC_ERROR_HANDLING", "1")  # the old spelling torch still reads
-    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
+    # set, then deleted: so monkeypatch restores it (unset) after set_rank_env wrote it; a bare
+    # delenv of an unset variable records nothing, and its "0" leaked into later tests
+    monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "unset-below")
+    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")
     done = set_rank_env("cuda")
     assert dist_backend.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "0"
     assert dist_backend.os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0"
