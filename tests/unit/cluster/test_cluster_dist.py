@@ -9,15 +9,15 @@ itself within that bound (what the assertions below rule out).
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from helpers.launch import free_port, rank_env
 
 from helpers.paths import TESTS
 
@@ -30,27 +30,13 @@ GPUTOPO_FRAME = r'File "[^"]*/gputopo/(?!\.venv/)[^"]*"'
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(**more) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "GPUTOPO_")) and k not in
-           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    env.update(OMP_NUM_THREADS="1", **more)
-    return env
-
-
 def _torchrun(tmp_path, args, names=("alpha", "beta"), fault=None):
-    port = _free_port()
+    port = free_port()
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     target = [str(HELPER)] if fault else ["-m", "gputopo"]
     procs = []
     for name in names:
-        env = _env(GPUTOPO_NODE_NAME=name, **({"GPUTOPO_TEST_FAULT": fault} if fault else {}))
+        env = rank_env(GPUTOPO_NODE_NAME=name, **({"GPUTOPO_TEST_FAULT": fault} if fault else {}))
         cmd = ["timeout", "-k", "5", str(BOUND_S), torchrun, "--nnodes", "2", "--nproc-per-node", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "t",
                "--monitor-interval", "0.5", *target, "cluster", "--fabric", "cpu", "--size", "256K",
@@ -144,10 +130,10 @@ def test_stopped_rank_1_is_named_within_the_timeout(tmp_path):
 
 
 def test_srun_variables_with_plain_processes(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(3):  # three one-rank nodes, pairwise: each node sits out one round
-        env = _env(SLURM_PROCID=str(rank), SLURM_NTASKS="3", SLURM_LOCALID="0",
+        env = rank_env(SLURM_PROCID=str(rank), SLURM_NTASKS="3", SLURM_LOCALID="0",
                    SLURM_TASKS_PER_NODE="1(x3)", SLURM_JOB_NODELIST="localhost",
                    MASTER_PORT=str(port), GPUTOPO_NODE_NAME=f"n{rank}")
         cmd = ["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
@@ -166,8 +152,8 @@ def test_srun_variables_with_plain_processes(tmp_path):
 
 
 def test_cuda_fabric_without_a_gpu_is_exit_3_on_every_rank(tmp_path):
-    env = _env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
-               MASTER_PORT=str(_free_port()), CUDA_VISIBLE_DEVICES="")
+    env = rank_env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
+               MASTER_PORT=str(free_port()), CUDA_VISIBLE_DEVICES="")
     p = subprocess.run(["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
                         "--out", str(tmp_path / "run")], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 3, p.stderr
@@ -179,8 +165,8 @@ def test_a_message_larger_than_memory_is_refused_before_the_rendezvous(tmp_path)
     """`--size 1T` on a real launch: every rank would fail to allocate it, and the run used to
     read that as a SLOW-NODE error on a healthy node (exit 0). Refused in one line, exit 2,
     before any rank waits for the others, and no run folder."""
-    env = _env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
-               MASTER_PORT=str(_free_port()))
+    env = rank_env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_JOB_NODELIST="localhost",
+               MASTER_PORT=str(free_port()))
     p = subprocess.run(["timeout", "-k", "5", str(BOUND_S), sys.executable, "-m", "gputopo", "cluster",
                         "--fabric", "cpu", "--size", "1T", "--out", str(tmp_path / "run")],
                        env=env, cwd=tmp_path, capture_output=True, text=True)

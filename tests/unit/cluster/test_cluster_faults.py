@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from helpers.launch import free_port, rank_env
 
 from helpers.paths import TESTS
 
@@ -31,28 +32,14 @@ BOUND_S = 150
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(**more) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "GPUTOPO_")) and k not in
-           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    env.update(OMP_NUM_THREADS="1", **more)
-    return env
-
-
 def _srun(tmp_path, nodes, args, fault=None, limit_kb=None, timeout_s=20):
     """``nodes`` one-rank nodes n0, n1, ... as srun would start them; node 0's address space
     capped at ``limit_kb`` (ulimit -v) when given. Returns (exit codes, output, wall seconds)."""
-    port = _free_port()
+    port = free_port()
     procs = []
     t0 = time.monotonic()
     for rank in range(nodes):
-        env = _env(SLURM_PROCID=str(rank), SLURM_NTASKS=str(nodes), SLURM_LOCALID="0",
+        env = rank_env(SLURM_PROCID=str(rank), SLURM_NTASKS=str(nodes), SLURM_LOCALID="0",
                    SLURM_TASKS_PER_NODE=f"1(x{nodes})", SLURM_JOB_NODELIST="localhost",
                    MASTER_PORT=str(port), GPUTOPO_NODE_NAME=f"n{rank}",
                    **({"GPUTOPO_TEST_FAULT": fault} if fault else {}))
@@ -153,14 +140,14 @@ def _torchrun(tmp_path, fault="none:-1", nproc=1, args=("--size", "256K", "--sam
               during=None):
     """Two torchrun "nodes", alpha first (its agent hosts the rendezvous store, and rank 0 is
     there); ``during(pid_dir)`` runs while they do. Returns (exit codes, output, wall seconds)."""
-    port = _free_port()
+    port = free_port()
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     pids = tmp_path / "pids"
     pids.mkdir()
     procs = []
     t0 = time.monotonic()
     for name in ("alpha", "beta"):
-        env = _env(GPUTOPO_NODE_NAME=name, GPUTOPO_TEST_FAULT=fault, GPUTOPO_TEST_PIDDIR=str(pids))
+        env = rank_env(GPUTOPO_NODE_NAME=name, GPUTOPO_TEST_FAULT=fault, GPUTOPO_TEST_PIDDIR=str(pids))
         cmd = ["timeout", "-k", "5", str(BOUND_S), torchrun, "--nnodes", "2", "--nproc-per-node", str(nproc),
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "t",
                "--monitor-interval", "0.5", str(HELPER), "cluster", "--fabric", "cpu",
