@@ -1,0 +1,109 @@
+"""What gputopo says of every real output under tests/fixtures/: one row per file.
+
+Each posted output is read the way a user would (`scan --from-smi`, `import <kind>`), in this
+process, and the row records the exit code, the verdict, the findings' kinds and severities
+(or the problems `scan` / `import nccl-debug` name) and, for a refusal, its one line.
+
+    python tests/helpers/fixture_verdicts.py            # print the table as JSON
+    python tests/helpers/fixture_verdicts.py --write    # rewrite tests/fixtures/verdicts.json
+
+tests/e2e/test_fixture_verdicts.py checks the tree against tests/fixtures/verdicts.json, so a
+change of any verdict shows up as a failing test and then as a diff of that file in review;
+tests/fixtures/verdicts_before.json is the same table as the code gave before issue 37 (commit
+09ededf), kept to show what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+TABLE = FIXTURES / "verdicts.json"
+BEFORE = FIXTURES / "verdicts_before.json"
+
+#: The command that reads each folder's files (the folder name is the kind of output).
+COMMANDS = {
+    "topo": ["scan", "--from-smi", "{file}", "--json"],
+    "nccl-tests": ["import", "nccl-tests", "{file}", "--out", "{out}", "--no-history"],
+    "nvbandwidth": ["import", "nvbandwidth", "{file}", "--out", "{out}", "--no-history"],
+    "p2pbw": ["import", "p2pbw", "{file}", "--out", "{out}", "--no-history"],
+    "xid": ["import", "kernel-log", "{file}", "--out", "{out}", "--no-history"],
+    "nccl-debug": ["import", "nccl-debug", "{file}", "--json"],
+    "ibstat": ["import", "ibstat", "{file}", "--out", "{out}", "--no-history"],
+    "perftest": ["import", "perftest", "{file}", "--out", "{out}", "--no-history"],
+}
+
+
+def fixture_files() -> List[Path]:
+    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.parent.name in COMMANDS)
+
+
+def _kinds(items: Any) -> List[str]:
+    """"kind:severity" of each finding or problem, sorted, repeats counted ("kind x3"); a
+    problem given as text keeps its words without the file and line it names."""
+    counts: Dict[str, int] = {}
+    for item in items or []:
+        if isinstance(item, dict):
+            kind = item.get("kind") or item.get("code") or "?"
+            severity = item.get("severity")
+            key = f"{kind}:{severity}" if severity else str(kind)
+        else:
+            key = re.sub(r"^\S*?:\d+: ", "", str(item).replace(str(FIXTURES) + "/", ""))
+            key = re.sub(r"\d+", "N", key)[:70]
+        counts[key] = counts.get(key, 0) + 1
+    return sorted(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
+
+
+def row(path: Path) -> Dict[str, Any]:
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
+    from helpers.cli import gputopo_here
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        words = [w.format(file=path, out=out) for w in COMMANDS[path.parent.name]]
+        ran = gputopo_here(*words, cwd=REPO, env={"GPUTOPO_HISTORY": str(Path(tmp) / "h.sqlite")})
+        result: Dict[str, Any] = {"command": " ".join(words[:2]), "rc": ran.returncode}
+        if ran.returncode == 2:
+            lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
+            result["refusal"] = (lines[-1] if lines else "").replace(str(FIXTURES) + "/", "")[:200]
+            return result
+        summary = out / "summary.json"
+        if summary.is_file():
+            data = json.loads(summary.read_text())
+            result["verdict"] = data.get("verdict")
+            result["findings"] = _kinds(data.get("findings"))
+        elif ran.stdout.lstrip().startswith("{"):
+            data = json.loads(ran.stdout)
+            verdict: Optional[str] = data.get("verdict")
+            if verdict is not None:
+                result["verdict"] = verdict
+            for key in ("findings", "problems"):
+                if key in data:
+                    result[key] = _kinds(data[key])
+        return result
+
+
+def table() -> Dict[str, Dict[str, Any]]:
+    return {str(p.relative_to(FIXTURES)): row(p) for p in fixture_files()}
+
+
+def main(argv: List[str]) -> int:
+    rows = table()
+    text = json.dumps(rows, indent=1, sort_keys=True) + "\n"
+    if "--write" in argv:
+        TABLE.write_text(text)
+        print(f"wrote {TABLE.relative_to(REPO)} ({len(rows)} files)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
