@@ -166,12 +166,19 @@ def redirect_output(log_path: str) -> None:
     os.close(fd)
 
 
+def libc():
+    """The C library already loaded in this process (``ctypes.CDLL(None)``: the process's own
+    symbols), without ``ctypes.util.find_library``, which runs ``ldconfig -p`` in a subprocess.
+    Raises OSError where it cannot be had."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def watch_parent(parent_pid: int) -> None:
     """In a worker: exit when the parent is gone, so no worker outlives a killed run."""
     try:  # Linux: be killed with our parent process (the forkserver, which dies with the run)
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        libc().prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:
         pass
 

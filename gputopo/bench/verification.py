@@ -20,6 +20,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .patterns import Expected, Periodic
+from .processes import libc
 
 #: Value written to outputs before every timed sample; never produced by either pattern.
 POISON = -1.0
@@ -52,11 +53,9 @@ def _memcmp():
     """libc's memcmp, or None: a CPU bit-exact equality test with one read of each buffer
     (torch.equal on int32 views reads them at less than half the speed)."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        fn = libc.memcmp
+        fn = libc().memcmp
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_int

@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any, Dict, Tuple
 
-from .processes import redirect_output, watch_parent
+from .processes import libc, redirect_output, watch_parent
 
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
@@ -115,13 +115,10 @@ def _reuse_freed_memory() -> None:
     sizes bound (check_sizes_fit). No effect where mallopt is not glibc's.
     """
     try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        c = libc()
         m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
-        libc.mallopt(m_mmap_threshold, 1 << 30)
-        libc.mallopt(m_trim_threshold, 1 << 30)
+        c.mallopt(m_mmap_threshold, 1 << 30)
+        c.mallopt(m_trim_threshold, 1 << 30)
     except (OSError, AttributeError):
         pass
 
