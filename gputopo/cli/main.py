@@ -160,6 +160,30 @@ def _plain_streams() -> None:
                 pass
     if "matplotlib" not in sys.modules and os.environ.get("MPLBACKEND", "").lower() != "agg":
         os.environ["MPLBACKEND"] = "Agg"
+    _matplotlib_config_dir()
+
+
+def _matplotlib_config_dir() -> None:
+    """Where matplotlib's own config folder cannot be written (a read-only or missing HOME, as in
+    many containers), point MPLCONFIGDIR at a folder of this user's under the temp dir, so the
+    plots are drawn without matplotlib's two warning lines about making a temporary one."""
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    folder = os.path.join(xdg, "matplotlib")
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if os.access(folder, os.W_OK):
+        return
+    import tempfile
+
+    fallback = os.path.join(tempfile.gettempdir(), f"gputopo-matplotlib-{os.getuid()}")
+    try:
+        os.makedirs(fallback, mode=0o700, exist_ok=True)
+    except OSError:
+        return
+    if os.access(fallback, os.W_OK):
+        os.environ["MPLCONFIGDIR"] = fallback
 
 
 def main(argv=None):
