@@ -231,7 +231,9 @@ class WorkerPool:
                         return self._results.get(timeout=0.5)
                     except queue.Empty:
                         pass
-                    how = ", ".join(_exit_text(c) for c in codes.values())
+                    from gputopo.bench.processes import exit_text
+
+                    how = ", ".join(exit_text(c) for c in codes.values())
                     last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
                     self.kill()
                     raise WorkerCrash(f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
@@ -308,18 +310,6 @@ def _mp_context():
         return mp_context()
     except ImportError:  # pragma: no cover - the bench is part of the package
         return mp.get_context("spawn")
-
-
-def _exit_text(code) -> str:
-    """'exit code 1' or 'killed by SIGABRT' for a process's exitcode."""
-    if isinstance(code, int) and code < 0:
-        import signal
-
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 def payload_to_run(payload: Dict[str, Any]):
