@@ -98,11 +98,19 @@ def summarize(run: Run) -> Summary:
                       pair_numerics(run.numerics), analysis.findings)
     attach_imported_transports(pairs, run.nccl_debug)
     classes = class_rows(pairs, analysis.findings)
-    verdict = overall_verdict(classes, analysis.findings, pairs)
-    if verdict == "not-measured" and any(len(m.gpus) == 1 and m.error is None and m.samples_s
-                                         for m in run.measurements):
-        verdict = "ok"  # GPUs measured alone (--self, a one-GPU machine) and nothing found in them
+    verdict = measured_verdict(overall_verdict(classes, analysis.findings, pairs), run)
     return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes, verdict=verdict)
+
+
+def measured_verdict(verdict: str, run: Run) -> str:
+    """A verdict never contradicts the figures printed under it: where the pairs and classes
+    say "not-measured" but the run holds measurements that completed (GPUs measured alone by
+    --self or on a one-GPU machine; an imported log that does not name its devices, whose
+    figures are the whole job's), something was measured and nothing was found in it, so the
+    run is "ok"; what is not known (which GPUs) is said beside the figures, not by the verdict."""
+    if verdict == "not-measured" and any(m.error is None and m.samples_s for m in run.measurements):
+        return "ok"
+    return verdict
 
 
 def summarize_dir(run_dir) -> Summary:
