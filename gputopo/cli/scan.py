@@ -47,7 +47,11 @@ def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_lo
 
         data = read_user_bytes(from_smi, "smi text", MAX_SMI_BYTES, stdin_ok=True)
         source = "<stdin>" if from_smi == "-" else from_smi
-        return topology_from_smi_file_text(decode_smi_bytes(data), source=source)
+        notes: list[str] = []
+        topo = topology_from_smi_file_text(decode_smi_bytes(data), source=source, notes=notes)
+        for note in notes:  # on stderr: --format smi/json/csv output stays as it is
+            click.echo(f"gputopo: note: {source}: {note}", err=True)
+        return topo
     from gputopo.probe.scan import scan_real
 
     return scan_real(saved_kernel_log=saved)

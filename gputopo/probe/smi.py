@@ -62,6 +62,8 @@ __all__ = [
 P2P_STATUSES = tuple(P2P_STATUS_NAMES.values())
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GPU_LABEL_RE = re.compile(r"^GPU(\d+)$")
+#: Column names run together by a header whose tabs were lost ("GPU0GPU1GPU2GPU3mlx5_0").
+_GLUED_RE = re.compile(r"^GPU\d+(?:GPU\d|NIC\d|[a-z])")
 _WORDS_RE = re.compile(r"\S+(?: \S+)*")  # words joined by single spaces; 2+ spaces split
 _TOPO = "`nvidia-smi topo -m`"
 _P2P = "`nvidia-smi topo -p2p`"
@@ -164,10 +166,11 @@ def _is_cell_value(t: str) -> bool:
 
 
 def _is_header(line: _Line) -> bool:
-    """A line of column names starting with a GPU label. A row has a cell value second, and
-    a GPU row always holds its X (even a row with a bad cell second)."""
+    """A line of column names starting with a GPU label (or with labels run together, as a
+    header whose tabs were lost prints them: ``GPU0GPU1GPU2...``). A row has a cell value
+    second, and a GPU row always holds its X (even a row with a bad cell second)."""
     toks = _tokens(line.text)
-    if not toks or not _GPU_LABEL_RE.match(toks[0].text):
+    if not toks or not (_GPU_LABEL_RE.match(toks[0].text) or _GLUED_RE.match(toks[0].text)):
         return False
     if any(t.text.upper() == "X" for t in toks[1:]):
         return False
@@ -287,6 +290,59 @@ def _split_header(names: List[_Tok]) -> Tuple[List[str], List[_Tok]]:
     return devices, trailing
 
 
+def _row_labels_after(lines: Sequence[_Line], k: int) -> List[str]:
+    """The labels of the matrix rows that follow the header at ``lines[k]`` (blank lines between
+    rows skipped): a row is a label followed by a cell value or the diagonal X."""
+    labels: List[str] = []
+    for line in lines[k + 1:]:
+        if _is_blank(line):
+            continue
+        toks = _tokens(line.text)
+        if len(toks) < 2 or not (_is_cell_value(toks[1].text) or any(t.text.upper() == "X" for t in toks[1:])):
+            break
+        labels.append(toks[0].text)
+    return labels
+
+
+def _unglue(devices: List[str], labels: Sequence[str]) -> Optional[List[str]]:
+    """The device columns of a header whose tabs were lost (``GPU0GPU1GPU2GPU3mlx5_0``), told by
+    the rows' own labels: the header must spell exactly the row labels in their order, each run
+    of glued names breaking only between labels. None when the rows do not tell the columns."""
+    if not labels or len(set(labels)) != len(labels) or "".join(devices) != "".join(labels):
+        return None
+    label_ends, n = set(), 0
+    for name in labels:
+        n += len(name)
+        label_ends.add(n)
+    n = 0
+    for name in devices:
+        n += len(name)
+        if n not in label_ends:
+            return None
+    return list(labels)
+
+
+def _header_columns(lines: Sequence[_Line], k: int, source: Optional[str] = None
+                    ) -> Tuple[List[str], List[_Tok]]:
+    """(device columns, trailing columns) of the header at ``lines[k]``. Names run together by
+    lost tabs are told apart by the rows' labels; where they cannot be, with ``source`` the
+    header is refused (InputFileError), without it the glued names are kept."""
+    devices, trailing = _split_header(_header_names(lines[k]))
+    glued = [d for d in devices if _GLUED_RE.match(d)]
+    if not glued:
+        return devices, trailing
+    labels = _row_labels_after(lines, k)
+    unglued = _unglue(devices, labels)
+    if unglued is not None:
+        return unglued, trailing
+    if source is not None:
+        rows = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "") if labels else "none"
+        raise _err(source, f"the header's column names run together ({_show(glued[0], 40)}: its tabs "
+                   f"were lost) and the rows' labels ({rows}) do not spell them in order, so the "
+                   "columns cannot be told", lines[k].no)
+    return devices, trailing
+
+
 def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
     k = 0
     while k < len(lines) and (_is_blank(lines[k]) or _is_skippable(lines[k])):
@@ -297,7 +353,7 @@ def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
     if not _is_header(header):
         raise _err(source, f"expected the header row of {what} (column names GPU0, GPU1, ...), "
                    f"found {_show(header.text)}", header.no)
-    devices, trailing = _split_header(_header_names(header))
+    devices, trailing = _header_columns(lines, k, source)
     seen = set()
     for name in devices:
         if name in seen:
@@ -413,52 +469,74 @@ def _align_by_column(extra: List[_Tok], trailing: List[_Tok]) -> List[Optional[s
     return out
 
 
+def _carries_data(line: _Line) -> bool:
+    """A line after a matrix that holds cells (a matrix row: a label, then a link class, a P2P
+    status or X) or starts another matrix (a header): such a line cannot be passed over."""
+    if _is_header(line):
+        return True
+    toks = _tokens(line.text)
+    return (len(toks) >= 2 and "=" not in line.text and _NIC_LABEL_RE.match(toks[0].text) is not None
+            and _is_cell_value(toks[1].text))
+
+
 def _parse_after(rest: Sequence[_Line], source: str, what: str, stop_at_command: bool = False,
-                 nic_labels: Sequence[str] = ()) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
-    """Legend and NIC legend after the matrix; anything else is an error (or, for a file
-    holding several outputs, ends the section at the next pasted command). A NIC Legend entry
-    must name a NIC column (``nic_labels``) once, with a device name."""
+                 nic_labels: Sequence[str] = (), notes: Optional[List[str]] = None
+                 ) -> Tuple[bool, Dict[str, str], Dict[str, str]]:
+    """Legend and NIC legend after the matrix. A line that holds no cells never blocks the
+    matrix: inside a legend it is a legend line the terminal wrapped (``NUMA nodes (e.g.,
+    QPI/UPI)`` on a line of its own), elsewhere it is passed over and named in ``notes``. A
+    line holding cells (a row, another header) is an error, or, for a file holding several
+    outputs, the section ends at the next pasted command. A NIC Legend entry must name a NIC
+    column (``nic_labels``) once, with a device name."""
     legend_present = False
     legend: Dict[str, str] = {}
     nic_devices: Dict[str, str] = {}
     block = None
+    wrapping = False  # the line before was a legend entry (or its wrapped rest)
     for line in rest:
         t = line.text.strip()
         if not t or t.startswith("```") or t.startswith("~~~"):
+            wrapping = False
             continue
         if stop_at_command and _is_skippable(line):
             break
         low = t.lower()
         if low == "legend:" or low == "legend":
-            legend_present, block = True, "legend"
+            legend_present, block, wrapping = True, "legend", False
             continue
         if low == "nic legend:" or low == "nic legend":
-            block = "nic"
+            block, wrapping = "nic", False
             continue
         if block == "legend":
             m = _LEGEND_ENTRY_RE.match(line.text)
             if m:
                 legend[m.group(1)] = m.group(2).strip()
+                wrapping = True
                 continue
-        if block == "nic":
-            m = _NIC_LEGEND_ENTRY_RE.match(line.text)
-            if m:
-                label, device = m.group(1), m.group(2)
-                if label not in nic_labels:
-                    raise _err(source, f"the NIC Legend names {_q(label)}, which is no NIC column of "
-                               f"the matrix ({', '.join(nic_labels) or 'it has none'})", line.no)
-                if label in nic_devices:
-                    raise _err(source, f"{label} is in the NIC Legend twice", line.no)
-                if not _NIC_LABEL_RE.match(device):
-                    raise _err(source, f"{_q(device)} is no device name (like mlx5_0) for {label}",
-                               line.no)
-                nic_devices[label] = device
-                continue
-        hint = ""
-        if _is_header(line):
-            hint = "; a file holding several nvidia-smi outputs is read by `gputopo scan --from-smi`"
-        raise _err(source, f"unexpected text after the {what} matrix: {_show(line.text)}{hint}",
-                   line.no)
+        m = _NIC_LEGEND_ENTRY_RE.match(line.text)
+        if m and (block == "nic" or m.group(1) in nic_labels):
+            label, device = m.group(1), m.group(2)
+            if label not in nic_labels:
+                raise _err(source, f"the NIC Legend names {_q(label)}, which is no NIC column of "
+                           f"the matrix ({', '.join(nic_labels) or 'it has none'})", line.no)
+            if label in nic_devices:
+                raise _err(source, f"{label} is in the NIC Legend twice", line.no)
+            if not _NIC_LABEL_RE.match(device):
+                raise _err(source, f"{_q(device)} is no device name (like mlx5_0) for {label}",
+                           line.no)
+            nic_devices[label] = device
+            continue
+        if _carries_data(line):
+            hint = ""
+            if _is_header(line):
+                hint = "; a file holding several nvidia-smi outputs is read by `gputopo scan --from-smi`"
+            raise _err(source, f"unexpected text after the {what} matrix: {_show(line.text)}{hint}",
+                       line.no)
+        if wrapping:  # the rest of a legend entry the terminal wrapped onto a line of its own
+            continue
+        if notes is not None:
+            notes.append(f"line {line.no} after the {what} matrix was not read (no cells): "
+                         f"{_show(line.text)}")
     return legend_present, legend, nic_devices
 
 
@@ -507,6 +585,8 @@ class SmiMatrix:
     #: 1-based line numbers, for callers that report problems found later.
     header_line: int = 0
     gpu_lines: Dict[int, int] = field(default_factory=dict)
+    #: What was passed over while reading, said to the user (a line after the matrix without cells).
+    notes: List[str] = field(default_factory=list)
 
     @property
     def gpu_indices(self) -> List[int]:
@@ -593,7 +673,9 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
                    f"{', '.join(grid.devices)}): the matrix is not square")
         raise _err(source, msg, expected_at)
     classes_by_label = _matrix_classes(grid, source)
-    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics)
+    notes: List[str] = []
+    legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics,
+                                                       notes)
     p2p_legend = any(k in P2P_STATUSES for k in legend)
     if p2p_legend and not any(k in ("PIX", "SYS", "SOC", "NV#") for k in legend):
         raise _err(source, f"this is {_P2P} output (its legend names P2P statuses), not {_TOPO}",
@@ -640,7 +722,7 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
         nic_pair_classes=nic_pairs,
         legend_present=legend_present, columns=names, nic_devices=nic_devices,
         extra_columns=extra, header_line=grid.header_no,
-        gpu_lines={idx[g]: grid.rows[g].no for g in gpu_labels},
+        gpu_lines={idx[g]: grid.rows[g].no for g in gpu_labels}, notes=notes,
     )
 
 
@@ -770,8 +852,7 @@ def _detect(lines: Sequence[_Line]) -> Optional[str]:
     if not headers:
         return None
     k = headers[0]
-    names = _header_names(lines[k])
-    devices, trailing = _split_header(names)
+    devices, trailing = _header_columns(lines, k)
     if trailing:
         return "topo"
     leading_space_rows = 0
@@ -876,11 +957,13 @@ SMI_SOURCE = "nvidia-smi text"
 
 def topology_from_smi_matrix(matrix: SmiMatrix,
                              p2p: Optional[Mapping[str, Mapping[Tuple[int, int], str]]] = None,
-                             source: str = "<text>") -> Topology:
+                             source: str = "<text>", p2p_skipped: Sequence[str] = ()) -> Topology:
     """Build a Topology from a parsed matrix and parsed `-p2p` matrices keyed by capability.
 
     A pair's P2P status is the row-i/column-j cell (i < j); if the two directions disagree the
-    one that is not OK is kept, since P2P is only usable when both ways work.
+    one that is not OK is kept, since P2P is only usable when both ways work. ``p2p_skipped``
+    says why `-p2p` matrices that were given could not be used; it is added to the reason of
+    every capability left without a status.
     """
     p2p = {normalize_p2p_cap(c): m for c, m in (p2p or {}).items()}
     gpus_idx = matrix.gpu_indices
@@ -925,7 +1008,8 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
         caps: Dict[str, object] = {}
         for cap in P2P_CAPS:
             if cap not in p2p:
-                caps[cap] = NotAvailable(f"no `nvidia-smi topo -p2p {cap[0]}` text given")
+                caps[cap] = NotAvailable(f"no `nvidia-smi topo -p2p {cap[0]}` text given"
+                                         + "".join(f"; {why}" for why in p2p_skipped))
                 continue
             ways = [s for s in (p2p[cap].get((i, j)), p2p[cap].get((j, i))) if s is not None]
             if not ways:
@@ -982,15 +1066,19 @@ def topology_from_smi(topo_text: str, p2p_texts: Optional[Mapping[str, str]] = N
 
 
 def topology_from_smi_file_text(text: str, source: str = "<nvidia-smi text>",
-                                default_p2p_cap: Optional[str] = None) -> Topology:
+                                default_p2p_cap: Optional[str] = None,
+                                notes: Optional[List[str]] = None) -> Topology:
     """Topology from a file holding `nvidia-smi topo -m` output, optionally followed (or
     preceded) by `nvidia-smi topo -p2p X` outputs, as people paste them.
 
     Each `-p2p` matrix's capability is read from the command line pasted above it
     (`$ nvidia-smi topo -p2p r`); where there is none, ``default_p2p_cap`` is used, and without
-    it the file is refused with a message saying to add the command line. Exactly one `topo -m`
-    matrix is required; line numbers in errors are those of the file.
+    it that matrix is skipped: the skip is appended to ``notes`` (for the caller to say) and is
+    the reason given for the P2P statuses left unknown. Lines after a matrix without cells are
+    passed over and named in ``notes`` too. Exactly one `topo -m` matrix is required; line
+    numbers in errors and notes are those of the file.
     """
+    said: List[str] = notes if notes is not None else []
     lines = _split_lines(text)
     sections = _sections(lines, source)
     topo_secs = [s for s in sections if s.kind == "topo"]
@@ -1003,17 +1091,20 @@ def topology_from_smi_file_text(text: str, source: str = "<nvidia-smi text>",
     # Everything but the last section ends at the next command, so text after a legend that
     # is neither a command nor a legend is an error in every section.
     matrix = _parse_topo_lines(topo_secs[0]._lines, source, stop_at_command=True)
+    said.extend(matrix.notes)
     default = normalize_p2p_cap(default_p2p_cap) if default_p2p_cap else None
     p2p: Dict[str, Dict[Tuple[int, int], str]] = {}
     where: Dict[str, int] = {}
+    skipped: List[str] = []
     for sec in sections:
         if sec.kind != "p2p":
             continue
         cap = sec.cap or default
         if cap is None:
-            raise _err(source, f"cannot tell which capability this {_P2P} matrix shows: put the "
-                       "command you ran (e.g. `nvidia-smi topo -p2p r`) on a line above it",
-                       sec.header_line)
+            skipped.append(f"a {_P2P} matrix (line {sec.header_line}) was given but not read: "
+                           "which capability it shows (r, w, n, a or p) cannot be told")
+            said.append(_skipped_p2p_note(sec, source))
+            continue
         if cap in p2p:
             raise _err(source, f"a second {_P2P} matrix for {cap} (the first is at line "
                        f"{where[cap]})", sec.header_line)
@@ -1023,4 +1114,19 @@ def topology_from_smi_file_text(text: str, source: str = "<nvidia-smi text>",
                        f"matrix (line {matrix.header_line}) names {matrix.gpu_indices}",
                        sec.header_line)
         p2p[cap], where[cap] = parsed.status, sec.header_line
-    return topology_from_smi_matrix(matrix, p2p, source)
+    return topology_from_smi_matrix(matrix, p2p, source, skipped)
+
+
+def _skipped_p2p_note(sec: SmiSection, source: str) -> str:
+    """What to say of a `-p2p` matrix whose capability cannot be told (what it holds, and how
+    to have it read)."""
+    try:
+        statuses = sorted(set(_parse_p2p_lines(sec._lines, source, stop_at_command=True).status.values()))
+        held = f"its cells say {', '.join(statuses)}" if statuses else "it has one GPU"
+    except InputFileError as e:
+        prefix = f"{e.path}:{e.line}: " if e.line is not None else f"{e.path}: "
+        why = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
+        held = f"it could not be read either, line {e.line}: {why}" if e.line else f"it could not be read either: {why}"
+    return (f"line {sec.header_line}: a {_P2P} matrix was skipped ({held}): which capability it shows "
+            "cannot be told; put the command you ran (e.g. `nvidia-smi topo -p2p r`) on the line "
+            "above it to have it read")

@@ -166,7 +166,9 @@ def test_fixture_stelline_amd_nics():
 def test_every_topo_fixture_file_is_covered():
     """A fixture added to tests/fixtures/ without expectations here should be noticed."""
     names = {p.name for p in TOPO_DIR.glob("*.txt")}
-    assert names == set(TOPO_FIXTURES) | {AUTODL_P2P, STELLINE}
+    from test_probe_smi_posted import POSTED
+
+    assert names == set(TOPO_FIXTURES) | {AUTODL_P2P, STELLINE} | set(POSTED)
 
 
 # ----------------------------------------------------------------------------- pasted variants
@@ -529,8 +531,9 @@ def test_error_row_not_in_header():
     raises_at("\n".join(lines), 6, "row GPU4 is not a column of the header")
 
 
-def test_error_text_after_the_matrix():
-    text = fixture(NCCL667) + "\nthis line does not belong here\n"
+def test_error_cells_after_the_matrix():
+    """Prose after the matrix is passed over (test_probe_smi_posted.py); a row is data: refused."""
+    text = fixture(NCCL667) + "\nGPU4\tSYS\tSYS\tSYS\tSYS\t X \t0-1\t0\n"
     n = text.count("\n")
     raises_at(text, n, "unexpected text after the")
 
@@ -658,11 +661,14 @@ def test_file_p2p_first_and_several_caps():
 
 
 def test_file_p2p_without_command_line():
+    """Its capability cannot be told: skipped with a note, never the reason to refuse the file."""
     text = fixture(AUTODL) + "\n" + fixture(AUTODL_P2P)
     assert [s.kind for s in split_smi_sections(text)] == ["topo", "p2p"]
-    with pytest.raises(InputFileError, match="cannot tell which capability") as info:
-        topology_from_smi_file_text(text, "f.txt")
-    assert info.value.line == 15
+    notes: list = []
+    skipped = topology_from_smi_file_text(text, "f.txt", notes=notes)
+    assert len(notes) == 1 and notes[0].startswith("line 15: a `nvidia-smi topo -p2p` matrix was skipped")
+    assert all(isinstance(v, NotAvailable) for v in skipped.pair(0, 1).p2p.values())
+    assert skipped.link_class(0, 1) == C("PIX")
     topo = topology_from_smi_file_text(text, "f.txt", default_p2p_cap="r")
     assert topo.pair(0, 1).p2p["read"] == "NS"
 
