@@ -1,11 +1,16 @@
 """`bandwidth-cliff`: along an imported nccl-tests size sweep, busbw that falls at one size to
-below half of what smaller sizes reached, and never comes back at any larger size.
+below half of what smaller sizes reached, and never comes back at any larger size; or busbw
+that falls at least 4x from one size to the next and stays below half of the figure before the
+drop for at least 3 sizes (the size it fell to and the next two), even if it comes back later.
 
 A healthy sweep rises with size and levels off; small dips where NCCL switches algorithm or
 protocol recover at the next sizes. A cliff that does not recover (a real post: 29.9 GB/s at
 8 MB, 1.48 GB/s from 16 MB on) means large transfers take another, much slower path: a fallback
 transport, a buffer beyond what a P2P / BAR mapping can hold, or a link that degrades under
-sustained load. Judged per log on the printed busbw, per size the better of the out-of-place
+sustained load. A sustained drop that does come back (a real post: an alltoall on 2 x 8 RTX
+6000D at 29.9 GB/s at 8 MiB, 1.5 GB/s from 16 MiB, back only at 4-8 GiB) costs every size in
+between the same way. A dip at one or two sizes, where a protocol switch costs a little, is
+neither. Judged per log on the printed busbw, per size the better of the out-of-place
 and in-place figures, so one noisy placement alone never makes a cliff; peaks below 1 GB/s
 (latency-bound small sizes) are not judged.
 """
@@ -18,6 +23,11 @@ from gputopo.model import Finding, Measurement
 CLIFF_FRACTION = 0.5
 #: A sweep whose best busbw before the drop is below this (GB/s) is latency-bound: not judged.
 MIN_PEAK_GBPS = 1.0
+#: A fall between neighbouring sizes by at least this factor ...
+DROP_FACTOR = 4.0
+#: ... after which at least this many sizes (the one it fell to first) stay below
+#: CLIFF_FRACTION of the figure before the fall is a cliff even if larger sizes come back.
+DROP_SIZES = 3
 
 
 def _sweeps(measurements: list[Measurement]) -> dict[tuple[str, str, tuple[int, ...]], dict[int, float]]:
@@ -51,6 +61,25 @@ def find_cliff(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float,
     return None
 
 
+def find_sustained_drop(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float, int, int | None] | None:
+    """(size before, busbw there, size fallen to, busbw there, last size still below half, the
+    size where busbw is back above half or None) of the first fall by DROP_FACTOR between
+    neighbouring sizes that stays below CLIFF_FRACTION of the figure before it for at least
+    DROP_SIZES sizes; None if there is none."""
+    sizes = sorted(busbw_by_size)
+    for k in range(len(sizes) - 1):
+        before, bw = busbw_by_size[sizes[k]], busbw_by_size[sizes[k + 1]]
+        if before < MIN_PEAK_GBPS or bw * DROP_FACTOR > before:
+            continue
+        low = k + 1
+        while low + 1 < len(sizes) and busbw_by_size[sizes[low + 1]] < CLIFF_FRACTION * before:
+            low += 1
+        if low - k >= DROP_SIZES:
+            back = sizes[low + 1] if low + 1 < len(sizes) else None
+            return sizes[k], before, sizes[k + 1], bw, sizes[low], back
+    return None
+
+
 def _size(n: int) -> str:
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= factor and n % factor == 0:
@@ -63,6 +92,9 @@ def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
     for (file, test, gpus), by_size in sorted(_sweeps(measurements).items()):
         cliff = find_cliff(by_size)
         if cliff is None:
+            sustained = find_sustained_drop(by_size)
+            if sustained is not None:
+                out.append(_drop_finding(file, test, gpus, by_size, sustained))
             continue
         at, before, drop, bw, after = cliff
         op = test.split(".", 1)[-1]
@@ -80,3 +112,33 @@ def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
                       "`gputopo import nccl-debug` to see the transport per pair"),
                       "rerun the sizes around the cliff alone (-b/-e) to see whether it moves"]))
     return out
+
+
+def _drop_finding(file: str, test: str, gpus: tuple[int, ...], by_size: dict[int, float],
+                  drop: tuple[int, float, int, float, int, int | None]) -> Finding:
+    at, before, fell, bw, last_low, back = drop
+    op = test.split(".", 1)[-1]
+    low = [s for s in sorted(by_size) if fell <= s <= last_low]
+    worst = min(by_size[s] for s in low)
+    back_text = (f"; back to {by_size[back]:g} GB/s at {_size(back)}" if back is not None
+                 else "; the sweep ends there")
+    return Finding(
+        "bandwidth-cliff", "warning",
+        f"nccl-tests {op} busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at {_size(fell)} "
+        f"({before / bw if bw > 0 else float('inf'):.0f}x) and stays below {CLIFF_FRACTION:.0%} of it from "
+        f"{_size(fell)} to {_size(last_low)} ({len(low)} sizes, lowest {worst:g} GB/s){back_text} ({file})",
+        gpus=list(gpus) or None,
+        evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
+                  "cliff_size_bytes": fell, "busbw_at_cliff_gbps": bw, "last_low_size_bytes": last_low,
+                  "low_sizes": len(low), "lowest_gbps": worst, "recovered_size_bytes": back,
+                  "recovered_gbps": by_size[back] if back is not None else None,
+                  "drop_factor": DROP_FACTOR, "fraction": CLIFF_FRACTION,
+                  "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
+        cause=("sizes in this range take a much slower path than the sizes around them: a transport or "
+               "protocol fallback (e.g. P2P to SHM or a socket, a proxy path), a buffer larger than a peer "
+               "mapping or registration cache holds, or network congestion at these message sizes"),
+        remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,NET and import the log with "
+                   "`gputopo import nccl-debug` to see the transport per pair"),
+                  f"rerun {_size(at)} to {_size(back if back is not None else last_low)} alone (-b/-e) to see "
+                  "whether the drop moves or persists",
+                  "try NCCL_PROTO / NCCL_ALGO pinned to one value to see whether a protocol switch causes it"])

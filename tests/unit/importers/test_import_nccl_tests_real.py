@@ -16,9 +16,9 @@ from gputopo.importers.nccl_tests import (
 )
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
-from gputopo.report.sweep_findings import find_cliff
+from gputopo.report.sweep_findings import find_cliff, find_sustained_drop
 from helpers.cli import refused  # noqa: E402
-from helpers.paths import FIXTURES
+from helpers.paths import DATA, FIXTURES
 
 NT = FIXTURES / "nccl-tests"
 
@@ -120,6 +120,33 @@ def test_bandwidth_cliff_is_found(tmp_path):
 ])
 def test_find_cliff(sweep, cliff):
     assert find_cliff(sweep) == cliff
+
+
+@pytest.mark.parametrize("sweep, drop", [
+    ({1: 10.0, 2: 30.0, 3: 2.0, 4: 31.0, 5: 32.0, 6: 33.0}, None),       # one size down 15x: a dip
+    ({1: 10.0, 2: 30.0, 3: 2.0, 4: 3.0, 5: 31.0, 6: 32.0}, None),        # two sizes down: still a dip
+    ({1: 10.0, 2: 30.0, 3: 2.0, 4: 3.0, 5: 4.0, 6: 31.0}, (2, 30.0, 3, 2.0, 5, 6)),  # three: a cliff
+    ({1: 10.0, 2: 30.0, 3: 8.0, 4: 3.0, 5: 4.0, 6: 4.0, 7: 31.0}, None),  # 3.75x at the first step: not 4x
+    ({1: 10.0, 2: 30.0, 3: 7.0, 4: 14.0, 5: 16.0, 6: 31.0}, None),       # back above half at the 2nd size
+    ({1: 0.1, 2: 0.8, 3: 0.01, 4: 0.02, 5: 0.02, 6: 0.9}, None),         # latency-bound: under 1 GB/s
+    ({1: 10.0, 2: 30.0, 3: 2.0, 4: 3.0, 5: 4.0}, (2, 30.0, 3, 2.0, 5, None)),  # the sweep ends low
+])
+def test_find_sustained_drop(sweep, drop):
+    assert find_sustained_drop(sweep) == drop
+
+
+def test_a_drop_that_comes_back_only_gigabytes_later_is_a_cliff(tmp_path):
+    """WRITTEN variant (tests/data/nccl_tests/written_2x8rtx6000d_alltoall_drop_recovers.txt) of
+    issue 37's post: alltoall on 2 x 8 RTX 6000D, 29.9 GB/s at 8 MiB, 1.5 GB/s from 16 MiB, back
+    only at 4 GiB. The old rule (a cliff that never recovers) called it "ok (no findings)"."""
+    res = import_nccl_tests([DATA / "nccl_tests" / "written_2x8rtx6000d_alltoall_drop_recovers.txt"],
+                            out_dir=tmp_path / "run", render=False)
+    (c,) = [x for x in analyze(load_run(res.run_dir)).findings if x.kind == "bandwidth-cliff"]
+    assert c.severity == "warning" and c.gpus == list(range(16))
+    assert (c.evidence["peak_before_size_bytes"], c.evidence["cliff_size_bytes"], c.evidence["last_low_size_bytes"],
+            c.evidence["recovered_size_bytes"]) == (8 << 20, 16 << 20, 2 << 30, 4 << 30)
+    assert c.message.startswith("nccl-tests alltoall busbw falls from 29.9 GB/s at 8 MiB to 1.5 GB/s at 16 MiB")
+    assert "from 16 MiB to 2 GiB (8 sizes" in c.message and "back to 21.4 GB/s at 4 GiB" in c.message
 
 
 def test_python_logging_and_ansi_prefixes_are_stripped():
