@@ -19,6 +19,7 @@ from .causes import path_facts, run_nccl_settings
 from .culprits import killed
 from .data_findings import data_findings
 from .expected import class_of
+from .expected_basis import expected_notes
 from .headline import Headline, headlines
 from .import_findings import import_findings
 from .integrity_findings import corrupt_findings
@@ -162,4 +163,5 @@ def _analyze(run: Run) -> Analysis:
     if "cpu" in fabrics:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "
                      "staged-vs-peer judgement is made from them")
+    notes += expected_notes(heads, topo)  # the series that reached their published figure
     return Analysis(findings=worst_first(findings), headlines=heads, notes=notes)

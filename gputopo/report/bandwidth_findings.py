@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
-from .expected_basis import SLOW_EFFICIENCY, Judged, judge_rate
+from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, judge_rate
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
 from .measured_findings import noisy_findings as measured_noisy_findings
@@ -67,7 +67,15 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
         }
         if wj.basis == "theoretical":
             evidence["threshold_efficiency"] = SLOW_EFFICIENCY
-        if facts.is_nvlink:
+        severity, told = "warning", ""
+        if not wj.class_known:
+            # an MNNVL row offered to a series whose link is unknown: said, not called a fault
+            severity, told = "info", "; the link between the hosts is not in this output"
+            evidence["link_known"] = False
+            cause = UNKNOWN_TRAY_LINK
+            remedies = ["check that the hosts share one NVLink domain (nvidia-smi -q: Fabric, Clique Id) "
+                        "and that NCCL uses it (NCCL_DEBUG=INFO names MNNVL)"]
+        elif facts.is_nvlink:
             cause = "the NVLink pair runs below its rate: links down or retraining, link errors, or a slow GPU"
             remedies = [REMEDY_NVLINK]
         elif facts.p2p_not_ok:
@@ -80,9 +88,9 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
                      "traffic routed through the root complex")
             remedies = ["compare with `gputopo scan` (PCIe width/generation under load)", REMEDY_ACS]
         out.append(Finding(
-            "slow", "warning",
+            "slow", severity,
             f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "
-            f"{worst.metric} = {wj.fraction:.0%} of {wj.text} (below {wj.threshold:.0%})".replace("  ", " "),
+            f"{worst.metric} = {wj.fraction:.0%} of {wj.text} (below {wj.threshold:.0%}){told}".replace("  ", " "),
             gpus=list(pair), link_class=lc, evidence=evidence, cause=cause, remedies=remedies))
     return out
 

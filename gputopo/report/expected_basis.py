@@ -10,18 +10,27 @@ against theoretical x a typical efficiency otherwise"):
 - ``theoretical``: the link's theoretical rate (expected.py); plain peer copies below
   SLOW_EFFICIENCY of it are slow. Other series have no theoretical basis (an all_reduce's busbw
   depends on the algorithm), so without a reference they are judged only against their peers.
+
+A series whose link class is unknown (a job over several hosts: no one machine's topology has a
+class for it) is offered the rows measured across the trays of one NVLink domain (MNNVL rows, for
+more GPUs than a tray holds). Reaching such a figure is "as expected"; falling below it is said
+(info), not called a fault, since those hosts may be joined only by the network.
+Series that reach their reference are said too (expected_notes): "is this number expected?" has
+an answer either way.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Topology, is_value
+from gputopo.model.finding import gpu_ranges
 
 from .headline import LINK_RATE_FABRICS, Headline
-from .imported_tests import is_host_copy, is_peer_copy
-from .references import REFERENCE_FRACTION, Reference, closest_reference
+from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_peer_copy
+from .references import MNNVL, REFERENCE_FRACTION, Reference, closest_reference
 
 #: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
 #: Good hardware reaches 0.8-0.9 (docs/report.md), so 0.5 leaves room for overheads, not for faults.
@@ -40,6 +49,13 @@ class Judged:
     threshold: float
     text: str  # "the 376 GB/s published for 8x H100 SXM (...)" / "the link's theoretical 100 GB/s"
     reference: Optional[Reference] = None
+    #: False where the series' link class is unknown and the reference is an MNNVL row offered to
+    #: it (the hosts may be joined by NVLink or only by the network: below it is not a fault)
+    class_known: bool = True
+
+    @property
+    def as_expected(self) -> bool:
+        return self.fraction >= self.threshold
 
 
 def gpu_names(topo: Optional[Topology], gpus) -> List[str]:
@@ -72,6 +88,10 @@ def reference_test(test: str) -> str:
         return "p2p.copy"
     if test == "p2p.copy_bidir_read":
         return "p2p.copy_bidir"
+    if test in STAGED_TESTS and not is_bidirectional_total(test):
+        # copies through host memory, however the tool names them (p2pBandwidthLatencyTest's
+        # P2P=Disabled matrix, or its P2P=Enabled one on a pair without peer access)
+        return "p2p.staged"
     if is_host_copy(test):
         name = test.removeprefix("nvbandwidth.")
         return "self.h2d" if name.startswith("host_to_device") else "self.d2h" if name.startswith(
@@ -79,12 +99,23 @@ def reference_test(test: str) -> str:
     return test
 
 
-def reference_for(h: Headline, topo: Optional[Topology]) -> Optional[Reference]:
-    """The published figure a headline is compared with, if one matches its metric too."""
+def reference_match(h: Headline, topo: Optional[Topology]) -> Optional[Tuple[Reference, bool]]:
+    """(the published figure a headline is compared with, whether its link class is known), if
+    one matches its metric too. A series of unknown class is offered the MNNVL rows only."""
     test = reference_test(h.test)
     link_class = "host" if test.startswith("self.") else h.link_class
-    ref = closest_reference(test, len(h.gpus), link_class, gpu_names(topo, h.gpus), platform_of(topo))
-    return ref if ref is not None and ref.metric == h.metric else None
+    names, platform = gpu_names(topo, h.gpus), platform_of(topo)
+    ref = closest_reference(test, len(h.gpus), link_class, names, platform)
+    known = True
+    if ref is None and link_class is None:
+        ref, known = closest_reference(test, len(h.gpus), MNNVL, names, platform), False
+    return (ref, known) if ref is not None and ref.metric == h.metric else None
+
+
+def reference_for(h: Headline, topo: Optional[Topology]) -> Optional[Reference]:
+    """The published figure a headline is compared with, if one matches its metric too."""
+    match = reference_match(h, topo)
+    return match[0] if match is not None else None
 
 
 def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
@@ -92,12 +123,57 @@ def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
     nothing is concluded from a figure with nothing to compare it with)."""
     if h.fabric not in LINK_RATE_FABRICS:
         return None
-    ref = reference_for(h, topo)
-    if ref is not None:
+    match = reference_match(h, topo)
+    if match is not None:
+        ref, known = match
         return Judged("reference", ref.gbps, h.gbps / ref.gbps, REFERENCE_FRACTION,
                       f"the {ref.gbps:g} GB/s {ref.metric} published for {ref.machine} "
-                      f"({ref.tool}; {ref.source})", ref)
+                      f"({ref.tool}; {ref.source})", ref, class_known=known)
     if (h.series in SLOW_SERIES or is_peer_copy(h.series)) and len(h.gpus) == 2 and h.efficiency is not None and h.expected.gbps:
         return Judged("theoretical", h.expected.gbps, h.efficiency, SLOW_EFFICIENCY,
                       f"the link's theoretical {h.expected.gbps:g} GB/s ({h.expected.basis})")
     return None
+
+
+#: What a series judged against an MNNVL row it was offered (its link class unknown) cannot tell.
+UNKNOWN_TRAY_LINK = ("the link between the hosts is not in this output: below this figure is a "
+                     "fault where they share one NVLink domain (multi-node NVLink not in use: "
+                     "NCCL_MNNVL_ENABLE, the IMEX channels), and expected where only the network "
+                     "joins them (another rack, GB200 NVL4 nodes)")
+
+
+def _span(xs: List[float], fmt: str) -> str:
+    lo, hi = min(xs), max(xs)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
+def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]:
+    """One line per published figure that measured series reached (at least its threshold):
+    "as expected" with the figure, the share of it and its source. Series below it are `slow`
+    findings (bandwidth_findings.py); these lines say the rest, so the question "is this number
+    expected?" is answered for every series a row matches."""
+    groups: Dict[tuple, List[Tuple[Headline, Judged]]] = defaultdict(list)
+    for h in heads:
+        j = judge_rate(h, topo)
+        if j is not None and j.basis == "reference" and j.reference is not None and j.as_expected:
+            groups[(j.reference.id, h.test, j.class_known)].append((h, j))
+    notes = []
+    for (_, test, known), hjs in groups.items():
+        h0, j0 = hjs[0]
+        where = sorted({h.pair_key for h, _ in hjs})
+        if len(where) == 1:
+            gpus = where[0]
+            what = f"GPUs {gpu_ranges(gpus)}" if len(gpus) > 1 else f"GPU {gpus[0]}"
+        else:
+            what = f"{len(where)} {'pairs' if all(len(w) == 2 for w in where) else 'GPU sets'}"
+        classes = sorted({h.link_class for h, _ in hjs if h.link_class})
+        cls = f" ({', '.join(classes)})" if classes else ""
+        gbps = _span([h.gbps for h, _ in hjs], "{:.3g}")
+        share = _span([j.fraction * 100 for _, j in hjs], "{:.0f}")
+        line = (f"as expected: {test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text} "
+                f"(at least {REFERENCE_FRACTION:.0%})")
+        if not known:
+            line += "; the link between the hosts is not in this output"
+        notes.append(line)
+    return notes
+

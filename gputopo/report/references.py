@@ -10,6 +10,12 @@ source), and falls back to the theoretical rate only where no row matches.
 A row's ``gbps`` is what a healthy machine reached; a measurement below REFERENCE_FRACTION of it
 is slow. The closest row wins: an exact link class over "PCIe" (any PCIe class), a named platform
 over any, a named model over any.
+
+Rows of class MNNVL are figures measured across the trays (hosts) of one NVLink domain (multi-node
+NVLink: the trays of a GB200 NVL72 rack), for more GPUs than one tray holds. No single machine's
+topology names that link, so expected_basis.py also offers them to a series whose class is
+unknown, and says so (a figure below them is then a note, not a fault: those trays may be joined
+only by the network).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ REFERENCE_FRACTION = 0.75
 TABLE_PATH = Path(__file__).with_name("data") / "reference_rates.csv"
 #: Link classes a "PCIe" row stands for.
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+#: The class of rows measured across the trays of one NVLink domain (multi-node NVLink).
+MNNVL = "MNNVL"
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class Reference:
     id: str
     model: str  # regular expression over the GPU name; "" = any model
     machine: str  # what the source measured, in words
-    link_class: str  # NV<n> | PIX..SYS | "PCIe" | "host"
+    link_class: str  # NV<n> | PIX..SYS | "PCIe" | "host" | "MNNVL"
     platform: str  # "intel" | "amd" | "" (any)
     test: str
     gpus: int

@@ -44,8 +44,8 @@ def test_every_row_is_sourced_and_names_a_real_series():
     for r in rows:
         assert r.test in known, r.id
         assert r.gbps > 0 and r.gpus >= 1 and r.metric in ("algbw", "busbw")
-        assert re.search(r"(issue \d+|\.md|\.h)", r.source), f"{r.id}: no public source"
-        assert r.link_class in ("PCIe", "host") or LinkClass.parse(r.link_class)
+        assert re.search(r"(issue \d+|pull request \d+|\.md|\.h|blog\.\w+\.\w+)", r.source), f"{r.id}: no public source"
+        assert r.link_class in ("PCIe", "host", "MNNVL") or LinkClass.parse(r.link_class)
 
 
 def test_closest_row_prefers_exact_class_then_platform_then_model():
