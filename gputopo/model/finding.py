@@ -29,6 +29,11 @@ KINDS = (
     # A cluster rank that failed on its own (its error, by host and rank; its peers only waited),
     # and one that a signal stopped (SIGTERM, SIGINT: the run is partial, the node not blamed).
     "rank-error", "stopped",
+    # The network path of each GPU (gputopo.report.network_checks): its nearest RDMA NIC far
+    # (NODE/SYS) while other GPUs have one beside them; GPUDirect RDMA unavailable (kernel side) or
+    # off by NCCL's distance rule; a NIC port not Active; a port below its peers' rate; NIC port
+    # error counters not zero. Each names its NIC in evidence["nic"].
+    "nic-far", "gpudirect-rdma", "nic-port-down", "nic-rate", "nic-errors",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .fabric import fabric_from_json, fabric_to_json
 from .health import health_from_json, health_to_json
 from .linkclass import LinkClass
+from .nic import GdrKernel, NicPort
 from .values import Failed, NotAvailable, field_from_json, is_value
 
 #: P2P capabilities in NVML's index order (nvmlGpuP2PCapsIndex_t).
@@ -124,6 +125,12 @@ class Nic:
     numa_node: Any = NotAvailable("not read")
     gpu_classes: Dict[int, LinkClass] = field(default_factory=dict)  # GPU NVML index -> class
     nic_classes: Dict[str, LinkClass] = field(default_factory=dict)  # other NIC's label -> class
+    #: its ports' state, rate, counters and PCIe link (model/nic.py); empty where not read
+    #: (a topology read from `nvidia-smi topo -m` text has none)
+    ports: List[NicPort] = field(default_factory=list)
+    #: the PCIe bridges above it, root port first, with their ACS control bits (``.gpus`` holds the
+    #: NIC's own bus id), or NotAvailable(why): for ACS redirect between a GPU and its NIC
+    bridges: Any = NotAvailable("not read")
 
 
 @dataclass
@@ -160,6 +167,8 @@ class HostInfo:
     xid_unmatched: Dict[str, Any] = field(default_factory=dict)
     #: "intel" | "amd" | "zhaoxin" | "arm" | "power" | other (NCCL's P2P level depends on it).
     cpu_vendor: Any = NotAvailable("not read")
+    #: the kernel side of GPUDirect RDMA (model/nic.py GdrKernel: peer-memory module, dma-buf), or NotAvailable
+    gpudirect_rdma: Any = NotAvailable("not read")
 
 
 @dataclass
@@ -253,7 +262,9 @@ def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
         )
     pairs = [pair_to_json(p) for p in topo.pairs] if with_pairs else []
     h = topo.host
-    host = {k: _enc(v) for k, v in vars(h).items() if k != "acs"}
+    host = {k: _enc(v) for k, v in vars(h).items() if k not in ("acs", "gpudirect_rdma")}
+    host["gpudirect_rdma"] = (h.gpudirect_rdma.to_json() if isinstance(h.gpudirect_rdma, GdrKernel)
+                              else _enc(h.gpudirect_rdma))
     host["acs"] = (
         [{"bdf": b.bdf, "gpus": b.gpus, "controls": b.controls, "redirects": b.redirects} for b in h.acs]
         if isinstance(h.acs, list)
@@ -263,11 +274,22 @@ def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
         {"label": n.label, "device": _enc(n.device), "pci_bus_id": _enc(n.pci_bus_id),
          "numa_node": _enc(n.numa_node),
          "gpu_link_classes": [{"gpu": i, "link_class": str(c)} for i, c in sorted(n.gpu_classes.items())],
-         "nic_link_classes": [{"nic": k, "link_class": str(c)} for k, c in n.nic_classes.items()]}
+         "nic_link_classes": [{"nic": k, "link_class": str(c)} for k, c in n.nic_classes.items()],
+         "ports": [p.to_json() for p in n.ports],
+         "bridges": ([{"bdf": b.bdf, "controls": b.controls, "redirects": b.redirects} for b in n.bridges]
+                     if isinstance(n.bridges, list) else _enc(n.bridges))}
         for n in topo.nics
     ]
     return {"machine": topo.machine, "source": topo.source, "simulated": topo.simulated,
             "gpus": gpus, "pairs": pairs, "nics": nics, "host": host}
+
+
+def _nic_bridges(nd: Dict[str, Any], bus: Any) -> Any:
+    raw = nd.get("bridges", NotAvailable("not read").to_json())
+    if isinstance(raw, list):
+        return [AcsBridge(bdf=b["bdf"], gpus=[bus] if isinstance(bus, str) else [], controls=dict(b["controls"]))
+                for b in raw]
+    return field_from_json(raw)
 
 
 def topology_from_json(d: Dict[str, Any]) -> Topology:
@@ -298,12 +320,15 @@ def topology_from_json(d: Dict[str, Any]) -> Topology:
     else:
         acs = field_from_json(acs)
     evidence = hd.pop("iommu_evidence", [])
-    host = HostInfo(acs=acs, iommu_evidence=list(evidence), **_dec_fields(hd))
+    gdr = hd.pop("gpudirect_rdma", NotAvailable("not read").to_json())
+    gdr = GdrKernel.from_json(gdr) if isinstance(gdr, dict) and "peermem" in gdr else field_from_json(gdr)
+    host = HostInfo(acs=acs, iommu_evidence=list(evidence), gpudirect_rdma=gdr, **_dec_fields(hd))
     nics = [
         Nic(label=nd["label"], device=field_from_json(nd.get("device")),
             pci_bus_id=field_from_json(nd.get("pci_bus_id")), numa_node=field_from_json(nd.get("numa_node")),
             gpu_classes={int(e["gpu"]): LinkClass.parse(e["link_class"]) for e in nd.get("gpu_link_classes", [])},
-            nic_classes={e["nic"]: LinkClass.parse(e["link_class"]) for e in nd.get("nic_link_classes", [])})
+            nic_classes={e["nic"]: LinkClass.parse(e["link_class"]) for e in nd.get("nic_link_classes", [])},
+            ports=[NicPort.from_json(p) for p in nd.get("ports") or []], bridges=_nic_bridges(nd, nd.get("pci_bus_id")))
         for nd in d.get("nics") or []  # absent in documents written before NICs were read
     ]
     return Topology(gpus=gpus, pairs=pairs, host=host, source=d.get("source", ""),

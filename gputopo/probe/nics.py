@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gputopo.model import LinkClass, Nic
+from gputopo.model import AcsBridge, LinkClass, Nic
 from gputopo.model.values import NotAvailable
 
 from gputopo.model.bus_id import try_bus_key
 
 from .host_files import host_path, read_host_file
+from .nic_ports import read_nic_ports
 from .pci_bridges import pci_place
 
+Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 Place = Tuple[Optional[str], List[str], Optional[int]]  # host bridge, bridges, NUMA node
 
 
@@ -87,9 +89,11 @@ def rdma_devices(root: str) -> List[Tuple[str, str]]:
     return out
 
 
-def read_nics(root: str, gpu_bus_ids: Mapping[int, str]) -> List[Nic]:
+def read_nics(root: str, gpu_bus_ids: Mapping[int, str], run: Optional[Runner] = None) -> List[Nic]:
     """The RDMA NICs under ``root`` with their class to each GPU ({NVML index: bus id}) and to
-    each other, labelled NIC0, NIC1, ... in device-name order as nvidia-smi's NIC Legend.
+    each other, labelled NIC0, NIC1, ... in device-name order as nvidia-smi's NIC Legend, each
+    with its ports (gputopo.probe.nic_ports) and, when ``run`` is given, the ACS control bits of
+    the bridges above it (lspci, as for the GPUs' bridges: gputopo.probe.host.read_acs).
 
     Empty when there is none, or when a GPU cannot be placed in sysfs (no class could be told).
     """
@@ -115,5 +119,20 @@ def read_nics(root: str, gpu_bus_ids: Mapping[int, str]) -> List[Nic]:
                        else NotAvailable("sysfs numa_node is -1 for it and its bridges")),
             gpu_classes={i: pcie_class(here, p) for i, p in sorted(gpu_places.items())},
             nic_classes={labels[other]: pcie_class(here, there) for other, there in places.items()
-                         if other != bdf and there is not None}))
+                         if other != bdf and there is not None},
+            ports=read_nic_ports(root, name, bdf),
+            bridges=_bridges(root, run, bdf, here[1])))
     return nics
+
+
+def _bridges(root: str, run: Optional[Runner], bdf: str, chain: List[str]):
+    """The NIC's bridges, root port first, with their ACS controls (``.gpus`` holds the NIC)."""
+    from .host import read_acs
+
+    if run is None:
+        return NotAvailable("ACS of the NIC's bridges not read (no command runner)")
+    acs = read_acs(root, run, [bdf])
+    if not isinstance(acs, list):
+        return acs
+    by_bdf = {b.bdf: b for b in acs}
+    return [by_bdf.get(b, AcsBridge(bdf=b, gpus=[bdf], controls={})) for b in chain]

@@ -18,6 +18,7 @@ def read_machine(lib, root, run, machine: str, source: str, simulated: bool = Fa
     from gputopo.model import is_value
     from gputopo.probe.health import read_health
     from gputopo.probe.host import read_host
+    from gputopo.probe.gdr_kernel import read_gdr_kernel
     from gputopo.probe.nics import read_nics
     from gputopo.probe.nvml_reader import gpu_bus_ids, read_topology
 
@@ -25,7 +26,8 @@ def read_machine(lib, root, run, machine: str, source: str, simulated: bool = Fa
     topo = read_topology(lib, host=host, machine=machine, source=source, simulated=simulated,
                          sysfs_root=root)
     topo.nics = read_nics(root, {g.nvml_index: g.pci_bus_id for g in topo.gpus
-                                 if g.lost is None and is_value(g.pci_bus_id)})
+                                 if g.lost is None and is_value(g.pci_bus_id)}, run=run)
+    topo.host.gpudirect_rdma = read_gdr_kernel(root, topo.host.kernel)
     return read_health(lib, topo, run, saved_kernel_log=saved_kernel_log)
 
 

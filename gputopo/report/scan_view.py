@@ -53,8 +53,10 @@ def scan_json(topo: Topology, problems: List[Finding]) -> str:
     json.dumps, many times faster on a big machine), put in where a marker stands."""
     from gputopo.report.pairs_json import pairs_json_text
 
+    from gputopo.report.network_checks import network_json
+
     doc = {"schema_version": SCHEMA_VERSION, **topology_to_json(topo, with_pairs=False),
-           "problems": [f.to_json() for f in problems]}
+           "network": network_json(topo), "problems": [f.to_json() for f in problems]}
     marker = "\u0000pairs\u0000"  # no text of a topology holds it: json escapes control characters
     doc["pairs"] = marker
     text = json.dumps(doc, indent=2)
@@ -133,7 +135,42 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
                   f"CUDA {show(h.cuda_driver_version)}  NVML {show(h.nvml_version)}")
     console.print(f"IOMMU: {iommu}   ACS: {acs}")
     console.print(kernel_log_line(topo) + "\n")
+    _print_network(console, topo)
     render_problems(console, problems)
+
+
+def _print_network(console, topo: Topology) -> None:
+    """Each GPU's nearest RDMA NIC and NCCL's GDR distance rule on it, the kernel side of
+    GPUDirect RDMA, and one row per NIC port (report/network_checks.py)."""
+    from gputopo.report.network_checks import gdr_line, gpu_network_paths, no_nic_line, port_cells
+
+    if not topo.nics:
+        console.print(no_nic_line(topo) + "\n")
+        return
+    rows = [[str(p.gpu), ", ".join(p.devices), str(p.link_class), show(p.nccl_path),
+             "yes" if p.gdr_by_distance is True else "no" if p.gdr_by_distance is False else "n/a"]
+            for p in gpu_network_paths(topo)]
+    cols = (Column("NVML", keep=True), Column("nearest NIC", keep=True), Column("class", keep=True),
+            Column("NCCL path", drop=1), Column("GDR by distance", keep=True))
+    t, left_out = fitted_table(cols, rows, console.width, edges=False, title="Network path of each GPU",
+                               title_justify="left")
+    console.print(t)
+    if left_out:
+        console.print(left_out_note(left_out))
+    console.print(gdr_line(topo))
+    ports = [port_cells(n, p) for n in topo.nics for p in n.ports]
+    if ports:
+        pcols = (Column("port", keep=True), Column("state", keep=True), Column("physical", keep=True),
+                 Column("rate", keep=True), Column("link layer", drop=2), Column("adapter", drop=3),
+                 Column("PCIe now (max)", keep=True), Column("error counters", drop=1))
+        pt, left_out = fitted_table(pcols, ports, console.width, edges=False, title="RDMA NIC ports",
+                                    title_justify="left")
+        console.print(pt)
+        if left_out:
+            console.print(left_out_note(left_out))
+    else:
+        console.print(f"RDMA NIC ports: n/a (not in this source: {topo.source})")
+    console.print()
 
 
 def fabric_line(topo: Topology) -> str:

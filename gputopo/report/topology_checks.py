@@ -16,6 +16,7 @@ from gputopo.model.fabric import GpuFabric
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.bus_id import short_bus_id
 from gputopo.report.health_checks import health_findings
+from gputopo.report.network_checks import network_findings
 from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
                                    REMEDY_NCCL_P2P, REMEDY_NVLINK)
 
@@ -34,6 +35,7 @@ def topology_findings(topo: Topology) -> List[Finding]:
     out += _p2p_status(topo)
     out += _iommu(topo)
     out += _acs(topo)
+    out += network_findings(topo)
     out += health_findings(topo)  # ECC, remapped rows, Xids, thermal: health_checks.py
     return out
 

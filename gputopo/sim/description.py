@@ -1194,7 +1194,9 @@ def check_class_faults(ctx, faults, pairs: List[Tuple[int, int]], class_of) -> N
 
 
 HOST_KEYS = {"iommu", "acs_redirect", "driver_version", "nvml_version", "cuda_driver_version",
-             "hostname", "kernel", "cmdline", "cpu_vendor", "iommu_group_type"}
+             "hostname", "kernel", "cmdline", "cpu_vendor", "iommu_group_type", "peermem", "open_kernel_module"}
+#: [host] peermem: the peer-memory module loaded for GPUDirect RDMA, or "none".
+PEERMEM_CHOICES = ("nvidia_peermem", "nv_peer_mem", "none")
 
 
 def build_host(ctx: DescContext, raw: Dict[str, Any], machine: str) -> HostDesc:
@@ -1231,10 +1233,17 @@ def build_host(ctx: DescContext, raw: Dict[str, Any], machine: str) -> HostDesc:
         }[(vendor, iommu)]
         cmdline = f"BOOT_IMAGE=/boot/vmlinuz-{kernel} root=/dev/mapper/vg0-root ro quiet splash"
         cmdline += f" {flags}" if flags else ""
+    peermem = raw.get("peermem", "nvidia_peermem")
+    if peermem not in PEERMEM_CHOICES:
+        raise ctx.error(f"expected one of {', '.join(PEERMEM_CHOICES)}, got {peermem!r}", "host", "peermem")
+    open_module = raw.get("open_kernel_module", False)
+    if not isinstance(open_module, bool):
+        raise ctx.error(f"expected true or false, got {open_module!r}", "host", "open_kernel_module")
     return HostDesc(iommu=iommu, acs_redirect_bridges=[], driver_version=driver, nvml_version=nvml,
                     cuda_driver_version=cuda,
                     hostname=check_label(ctx, raw.get("hostname", f"sim-{machine}"), "host", "hostname"),
-                    kernel=kernel, cmdline=cmdline, cpu_vendor=vendor, iommu_group_type=gtype)
+                    kernel=kernel, cmdline=cmdline, cpu_vendor=vendor, iommu_group_type=gtype,
+                    peermem=peermem, open_kernel_module=open_module)
 
 
 def acs_redirect_bridges(ctx: DescContext, raw: Dict[str, Any], desc: MachineDesc) -> List[str]:

@@ -8,7 +8,11 @@ The tree holds what real readers look at::
     proc/cmdline                      "... intel_iommu=on" / "... iommu=pt"
     proc/cpuinfo                      vendor_id GenuineIntel / AuthenticAMD (host cpu_vendor)
     proc/sys/kernel/{hostname,osrelease}, etc/hostname
-    proc/driver/nvidia/version, sys/module/nvidia/version
+    proc/driver/nvidia/version, sys/module/nvidia/version ("Open Kernel Module" with open_kernel_module)
+    proc/modules, sys/module/nvidia_peermem/version (or memory_peers/nv_mem) as [host] peermem says
+    sys/class/infiniband/mlx5_0 -> ../../devices/.../0000:19:00.0/infiniband/mlx5_0
+        hca_type fw_ver board_id device -> ../../../0000:19:00.0
+        ports/1/{state,phys_state,rate,link_layer} ports/1/counters/{symbol_error,...}
     sys/class/iommu/dmar0 ...         (AMD: ivhd0 ...) only when the IOMMU is on
     sys/kernel/iommu_groups/N/type    "DMA" / "DMA-FQ" (translated) or "identity" (passthrough)
     sys/kernel/iommu_groups/N/devices/<bdf> -> ../../../../devices/.../<bdf>
@@ -38,10 +42,12 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from gputopo.model.bus_id import PciAddress
 from gputopo.model.linkclass import LEGEND
+from gputopo.model.nic import ERROR_COUNTERS, PHYS_STATES
 from gputopo.model.topology import P2P_CAPS, P2P_STATUS_MEANING
 
 from .health import xid_log_lines
 from .lspci import SYSFS_SPEED, pci_devices, run_lspci
+from .nics import SYSFS_PORT_STATE
 
 _P2P_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci"}
 _FIRST_IOMMU_GROUP = 17
@@ -104,9 +110,15 @@ class FakeHost:
         self._write("proc/sys/kernel/osrelease", host.kernel + "\n")
         self._write("etc/hostname", host.hostname + "\n")
         self._write("proc/cpuinfo", _cpuinfo(host.cpu_vendor))
+        flavour = "Open Kernel Module for x86_64" if host.open_kernel_module else "x86_64 Kernel Module"
         self._write("proc/driver/nvidia/version",
-                    f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {host.driver_version}  "
+                    f"NVRM version: NVIDIA UNIX {flavour}  {host.driver_version}  "
                     "Thu Dec 28 23:21:52 UTC 2023\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+        self._write("proc/modules", _proc_modules(host.peermem, bool(desc.nics)))
+        if host.peermem == "nvidia_peermem":
+            self._write("sys/module/nvidia_peermem/version", host.driver_version + "\n")
+        elif host.peermem == "nv_peer_mem":
+            self._write("sys/kernel/mm/memory_peers/nv_mem/version", "1.3-0\n")
         self._write("sys/module/nvidia/version", host.driver_version + "\n")
         os.makedirs(self.path("sys/class/iommu"), exist_ok=True)
         os.makedirs(self.path("sys/kernel/iommu_groups"), exist_ok=True)
@@ -133,6 +145,7 @@ class FakeHost:
             ib = f"{paths[nic.lspci_bdf]}/infiniband/{nic.name}"
             self._link(f"sys/{ib}/device", "../../../" + nic.lspci_bdf)
             self._link(f"sys/class/infiniband/{nic.name}", "../../" + ib)
+            self._write_ib_device(f"sys/{ib}", nic)
         if iommu_on:
             for k, bdf in enumerate(sorted(paths)):
                 self.iommu_groups[bdf] = _FIRST_IOMMU_GROUP + k
@@ -166,6 +179,21 @@ class FakeHost:
             for sw, group in self.iommu_groups.items():
                 if sw not in paths:
                     self._write(f"sys/kernel/iommu_groups/{group}/type", f"{host.iommu_group_type}\n")
+
+    def _write_ib_device(self, folder: str, nic) -> None:
+        """The device's sysfs files as the mlx5 driver writes them: hca_type, fw_ver, board_id,
+        and port 1's state, phys_state, rate, link_layer and error counters."""
+        self._write(f"{folder}/hca_type", nic.ca_type + "\n")
+        self._write(f"{folder}/fw_ver", nic.firmware + "\n")
+        self._write(f"{folder}/board_id", nic.board_id + "\n")
+        port = f"{folder}/ports/1"
+        self._write(f"{port}/state", SYSFS_PORT_STATE[nic.state] + "\n")
+        code = {v: k for k, v in PHYS_STATES.items()}[nic.phys_state]
+        self._write(f"{port}/phys_state", f"{code}: {nic.phys_state}\n")
+        self._write(f"{port}/rate", _sysfs_rate(nic.rate_gbps) + "\n")
+        self._write(f"{port}/link_layer", nic.link_layer + "\n")
+        for name in ERROR_COUNTERS:
+            self._write(f"{port}/counters/{name}", f"{nic.counters.get(name, 0)}\n")
 
     # ------------------------------------------------------------------ commands
     def run(self, argv: Union[Sequence[str], str]) -> Tuple[int, str, str]:
@@ -283,6 +311,28 @@ def format_p2p_text(desc, cap: str) -> str:
     for key in ("OK", "CNS", "GNS", "TNS", "NS", "U"):
         legend.append(f"  {key:<4} = {P2P_STATUS_MEANING[key]}")
     return "\n".join(rows + legend) + "\n"
+
+
+#: IB speed name of a 4X port at each rate (sysfs "400 Gb/sec (4X NDR)").
+_IB_SPEED = {800: "4X XDR", 400: "4X NDR", 200: "4X HDR", 100: "4X EDR", 56: "4X FDR", 40: "4X QDR",
+             50: "2X HDR", 25: "1X EDR"}
+
+
+def _sysfs_rate(gbps: float) -> str:
+    number = f"{gbps:g}"
+    speed = _IB_SPEED.get(int(gbps)) if gbps == int(gbps) else None
+    return f"{number} Gb/sec ({speed})" if speed else f"{number} Gb/sec"
+
+
+def _proc_modules(peermem: str, rdma: bool) -> str:
+    """/proc/modules of a GPU host: the NVIDIA modules, the mlx5/RDMA ones when it has NICs, and
+    the peer-memory module when one is loaded."""
+    names = ["nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia"]
+    if rdma:
+        names += ["mlx5_ib", "ib_uverbs", "ib_core", "mlx5_core"]
+    if peermem != "none":
+        names.insert(0, peermem)
+    return "".join(f"{n} 16384 0 - Live 0x0000000000000000 (OE)\n" for n in names)
 
 
 def _cpuinfo(vendor: str) -> str:

@@ -102,8 +102,10 @@ def pci_devices(desc, iommu_groups: Optional[Dict[str, int]] = None) -> List[Pci
         devices.append(PciDevice(
             addr=nic.address, class_code=code, class_name=class_name, vendor_id=vendor,
             device_id=device, name=name, kind="nic", numa_node=nic.numa_node,
-            iommu_group=groups.get(nic.lspci_bdf), link_gen=nic.pcie_gen, link_width=16,
-            link_gen_max=nic.pcie_gen, link_width_max=16, driver="mlx5_core", modules="mlx5_core"))
+            iommu_group=groups.get(nic.lspci_bdf),
+            link_gen=nic.pcie_gen if nic.pcie_gen_now is None else nic.pcie_gen_now,
+            link_width=nic.pcie_width if nic.pcie_width_now is None else nic.pcie_width_now,
+            link_gen_max=nic.pcie_gen, link_width_max=nic.pcie_width, driver="mlx5_core", modules="mlx5_core"))
     taken = {d.addr for d in devices}
     for sw in desc.nvswitch_bus_ids:
         addr = PciAddress.parse(sw)

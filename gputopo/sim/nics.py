@@ -14,6 +14,20 @@ reports comes from the bridge tree, not from the description. A NIC is declared 
     numa_node = 0              # without gpu: its own host bridge on this node (NODE to the GPUs
                                #     on it, SYS to the rest); with gpu: the GPU's node
 
+and, all optional, what its one port (port 1) and its PCIe link show in sysfs (healthy by default;
+a fault is a value other than the default)::
+
+    rate_gbps = 400            # the port's rate, Gb/s (sysfs "400 Gb/sec (4X NDR)")
+    link_layer = "InfiniBand"  # or "Ethernet" (RoCE)
+    state = "Active"           # Down | Initializing | Armed | Active | ActiveDefer
+    phys_state = "LinkUp"      # LinkUp when Active; else default Polling; Disabled, Sleep, ...
+    counters = { symbol_error = 12, link_downed = 1 }   # error counters (model/nic.py names); others 0
+    pcie_gen = 5               # current PCIe generation; default its maximum
+    pcie_gen_max = 5           # default: the GPU's beside it (the machine's highest without gpu)
+    pcie_width = 16            # current lanes; default its maximum
+    pcie_width_max = 16
+    ca_type = "MT4129"         # adapter model (hca_type; MT4129 = ConnectX-7), firmware, board_id
+
 The tree is built over GPUs and NICs together (``endpoint_kind`` gives every pair of them a class
 for :func:`gputopo.sim.pcie_tree.build_tree`): a NIC beside a GPU takes the GPU's classes to
 everything else, or its own declared class where that is farther.
@@ -22,14 +36,21 @@ everything else, or its own declared class where that is farther.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from gputopo.model.bus_id import PciAddress
+from gputopo.model.nic import ERROR_COUNTERS, PHYS_STATES
 
 from .pcie_tree import RANK
 
-NIC_KEYS = {"name", "bus_id", "gpu", "class", "numa_node"}
+NIC_KEYS = {"name", "bus_id", "gpu", "class", "numa_node", "rate_gbps", "link_layer", "state", "phys_state",
+            "counters", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "ca_type", "firmware",
+            "board_id"}
+LINK_LAYERS = ("InfiniBand", "Ethernet")
+#: sysfs spelling of each logical port state ("4: ACTIVE").
+SYSFS_PORT_STATE = {"Down": "1: DOWN", "Initializing": "2: INIT", "Armed": "3: ARMED", "Active": "4: ACTIVE",
+                    "ActiveDefer": "5: ACTIVE_DEFER"}
 #: Classes a NIC may have to the GPU it is declared beside (farther ones: use numa_node alone).
 NEAR_CLASSES = ("PIX", "PXB", "PHB")
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
@@ -46,7 +67,18 @@ class NicDesc:
     numa_node: Optional[int]
     gpu: Optional[int] = None
     near_class: Optional[str] = None
-    pcie_gen: int = 4
+    pcie_gen: int = 4  # the maximum (what lspci's LnkCap says)
+    pcie_gen_now: Optional[int] = None  # current; None: the maximum
+    pcie_width: int = 16  # maximum lanes
+    pcie_width_now: Optional[int] = None
+    rate_gbps: float = 400.0
+    link_layer: str = "InfiniBand"
+    state: str = "Active"
+    phys_state: str = "LinkUp"
+    counters: Dict[str, int] = field(default_factory=dict)
+    ca_type: str = "MT4129"
+    firmware: str = "28.39.1002"
+    board_id: str = "MT_0000000838"
 
     @property
     def lspci_bdf(self) -> str:
@@ -108,8 +140,57 @@ def parse_nics(ctx, entries, gpus, taken: Dict[str, str]) -> List[NicDesc]:
         elif numa is None:
             numa = 0
         gen = gpus[gpu].pcie_gen_max if gpu is not None else max((g.pcie_gen_max for g in gpus), default=4)
-        nics.append(NicDesc(name=name, address=addr, numa_node=numa, gpu=gpu, near_class=near, pcie_gen=gen))
+        nic = NicDesc(name=name, address=addr, numa_node=numa, gpu=gpu, near_class=near, pcie_gen=gen)
+        _port_facts(ctx, entry, key, nic)
+        nics.append(nic)
     return nics
+
+
+def _int_in(ctx, entry, key, name, low, high, default):
+    v = entry.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ctx.error(f"expected an integer in {low}..{high}, got {v!r}", *key, name)
+    return v
+
+
+def _port_facts(ctx, entry, key, nic: NicDesc) -> None:
+    """The optional port and PCIe keys of one [[nic]] (see the module docstring)."""
+    nic.pcie_gen = _int_in(ctx, entry, key, "pcie_gen_max", 1, 6, nic.pcie_gen)
+    nic.pcie_gen_now = _int_in(ctx, entry, key, "pcie_gen", 1, nic.pcie_gen, None)
+    nic.pcie_width = _int_in(ctx, entry, key, "pcie_width_max", 1, 32, 16)
+    nic.pcie_width_now = _int_in(ctx, entry, key, "pcie_width", 1, nic.pcie_width, None)
+    rate = entry.get("rate_gbps", 400)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 3200:
+        raise ctx.error(f"expected a rate in Gb/s (0 < rate <= 3200), got {rate!r}", *key, "rate_gbps")
+    nic.rate_gbps = float(rate)
+    for name, allowed in (("link_layer", LINK_LAYERS), ("state", tuple(SYSFS_PORT_STATE))):
+        v = entry.get(name, getattr(nic, name))
+        if v not in allowed:
+            raise ctx.error(f"expected one of {', '.join(allowed)}, got {v!r}", *key, name)
+        setattr(nic, name, v)
+    phys = entry.get("phys_state", "LinkUp" if nic.state in ("Active", "Armed", "ActiveDefer") else "Polling")
+    if phys not in PHYS_STATES.values():
+        raise ctx.error(f"expected one of {', '.join(PHYS_STATES.values())}, got {phys!r}", *key, "phys_state")
+    if nic.state in ("Active", "Armed", "ActiveDefer") and phys != "LinkUp":
+        raise ctx.error(f"a port in state {nic.state} has its physical link up: phys_state = \"LinkUp\", "
+                        f"got {phys!r}", *key, "phys_state")
+    nic.phys_state = phys
+    counters = entry.get("counters", {})
+    if not isinstance(counters, dict):
+        raise ctx.error("expected a table of error counters, e.g. { symbol_error = 12 }", *key, "counters")
+    for name, v in counters.items():
+        if name not in ERROR_COUNTERS:
+            raise ctx.error(f"unknown counter {name!r}; known: {', '.join(ERROR_COUNTERS)}", *key, "counters", name)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+            raise ctx.error(f"expected a count >= 0, got {v!r}", *key, "counters", name)
+    nic.counters = dict(counters)
+    for name in ("ca_type", "firmware", "board_id"):
+        v = entry.get(name, getattr(nic, name))
+        if not isinstance(v, str) or not v.strip() or len(v) > 64 or "\n" in v:
+            raise ctx.error(f"expected a short text, got {v!r}", *key, name)
+        setattr(nic, name, v)
 
 
 def _worse(*kinds: str) -> str:

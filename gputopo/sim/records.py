@@ -133,6 +133,8 @@ class HostDesc:
     cmdline: str = ""
     cpu_vendor: str = "intel"  # "intel" (IOMMU "dmar0") | "amd" ("ivhd0")
     iommu_group_type: Optional[str] = None  # "DMA" | "DMA-FQ" | "identity" | None (iommu off)
+    peermem: str = "nvidia_peermem"  # the GPUDirect RDMA peer-memory module loaded: | "nv_peer_mem" | "none"
+    open_kernel_module: bool = False  # the open GPU kernel modules (dma-buf) rather than the proprietary one
 
 
 

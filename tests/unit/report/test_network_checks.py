@@ -1,0 +1,180 @@
+"""The network path of every GPU (report/network_checks.py), each finding on a simulated machine:
+nearest NIC and NCCL's GDR distance rule, GPUDirect RDMA's kernel side, NIC port state, rate,
+error counters, PCIe link and ACS redirect between a GPU and its NIC."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputopo.model import LinkClass
+from gputopo.model.nic import GdrKernel
+from gputopo.report.network_checks import gdr_level, gpu_network_paths, network_findings, network_json
+from gputopo.report.topology_checks import topology_findings
+from gputopo.sim.description import builtin_names, parse_description
+from gputopo.sim.scan import scan_description, scan_simulated
+
+NO_ENV: dict = {}
+
+
+def scan(toml: str):
+    return scan_description(parse_description(toml, "net.toml"))
+
+
+def kinds(findings, *only):
+    return [(f.kind, f.severity) for f in findings if not only or f.kind in only]
+
+
+NETWORK_KINDS = ("nic-far", "gpudirect-rdma", "nic-port-down", "nic-rate", "nic-errors")
+
+
+def net(findings):
+    return [f for f in findings if f.kind in NETWORK_KINDS or "nic" in f.evidence]
+
+
+def with_nic(extra: str, host: str = "") -> str:
+    """dgx-h100 with its 8 NICs, NIC mlx5_0 (beside GPU 0) given ``extra`` keys."""
+    nics = "\n".join(f'[[nic]]\nname = "mlx5_{k}"\nbus_id = "{bus}"\ngpu = {k}\n' + (extra if k == 0 else "")
+                     for k, bus in enumerate(["0000:19:00.0", "0000:2b:00.0", "0000:3b:00.0", "0000:5e:00.0",
+                                              "0000:9b:00.0", "0000:ac:00.0", "0000:bb:00.0", "0000:dc:00.0"]))
+    return f'extends = "dgx-h100"\nname = "net-test"\n[host]\n{host}\n{nics}'
+
+
+def test_healthy_dgx_h100_has_no_network_finding_and_gdr_on_every_gpu():
+    topo = scan_simulated("dgx-h100")
+    assert net(topology_findings(topo)) == []
+    paths = gpu_network_paths(topo, NO_ENV)
+    assert [(p.gpu, p.devices, str(p.link_class), p.gdr_by_distance) for p in paths] == [
+        (g, [f"mlx5_{g}"], "PIX", True) for g in range(8)]
+    assert isinstance(topo.host.gpudirect_rdma, GdrKernel) and topo.host.gpudirect_rdma.available is True
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_machines_without_nics_get_no_network_finding(name):
+    topo = scan_simulated(name)
+    if topo.nics:
+        return
+    assert net(topology_findings(topo)) == []
+    assert gpu_network_paths(topo, NO_ENV) == []
+
+
+def test_one_gpu_vms_keep_zero_warnings():
+    for name in ("h100-sxm-1gpu", "h200-1gpu"):
+        found = topology_findings(scan_simulated(name))
+        assert [f for f in found if f.severity != "info"] == [], name
+
+
+def test_nics_on_one_socket_flag_the_other_sockets_gpus():
+    topo = scan_simulated("h100-nics-one-socket")
+    found = net(topology_findings(topo))
+    assert kinds(found) == [("nic-far", "warning")]
+    f = found[0]
+    assert f.gpus == [4, 5, 6, 7] and f.link_class == "SYS"
+    assert f.evidence["nic"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert f.evidence["gdr_by_distance"] is False
+    # the near GPUs keep GPUDirect RDMA by distance, the far ones lose it
+    by_gpu = {p.gpu: p for p in gpu_network_paths(topo, NO_ENV)}
+    assert by_gpu[0].gdr_by_distance is True and by_gpu[5].gdr_by_distance is False
+    assert by_gpu[5].nccl_path == "SYS"
+
+
+def test_distance_rule_alone_is_info_when_every_gpu_is_far():
+    # one NIC on its own host bridge on socket 0: NODE to GPUs 0-3, SYS to 4-7; no GPU has a near one
+    topo = scan('extends = "dgx-h100"\nname = "far"\n[[nic]]\nname = "mlx5_0"\nbus_id = "0000:c0:00.0"\nnuma_node = 0\n')
+    found = net(network_findings(topo, NO_ENV))
+    assert kinds(found) == [("gpudirect-rdma", "info"), ("gpudirect-rdma", "info")]
+    assert {tuple(f.gpus): f.evidence["nccl_path"] for f in found} == {(0, 1, 2, 3): "PHB", (4, 5, 6, 7): "SYS"}
+    # NCCL_NET_GDR_LEVEL=SYS lets it through: no finding
+    assert net(network_findings(topo, {"NCCL_NET_GDR_LEVEL": "SYS"})) == []
+    # old numbering: 3 is PHB, so the NODE GPUs pass and the SYS ones do not
+    found = network_findings(topo, {"NCCL_NET_GDR_LEVEL": "3"})
+    assert [f.gpus for f in found] == [[4, 5, 6, 7]]
+
+
+def test_gdr_level_reads_nccl_names_and_old_numbers():
+    assert gdr_level({})[0] == "P2C"
+    assert gdr_level({"NCCL_NET_GDR_LEVEL": "PIX"})[0] == "PIX"
+    assert gdr_level({"NCCL_NET_GDR_LEVEL": "1"})[0] == "PIX"
+    assert gdr_level({"NCCL_NET_GDR_LEVEL": "9"})[0] == "SYS"
+    level, where = gdr_level({"NCCL_NET_GDR_LEVEL": "bogus"})
+    assert level == "P2C" and "ignored" in where
+
+
+def test_gdr_read_0_turns_sends_off():
+    topo = scan_simulated("dgx-h100")
+    p = gpu_network_paths(topo, {"NCCL_NET_GDR_READ": "0"})[0]
+    assert p.gdr_by_distance is True and p.gdr_send is False
+
+
+def test_no_peermem_and_no_dmabuf_is_gpudirect_unavailable():
+    found = net(network_findings(scan(with_nic("", 'peermem = "none"')), NO_ENV))
+    assert kinds(found) == [("gpudirect-rdma", "warning")]
+    assert "proprietary" in found[0].message and len(found[0].evidence["nic"]) == 8
+
+
+def test_no_peermem_but_dmabuf_is_not_unavailable():
+    topo = scan(with_nic("", 'peermem = "none"\nopen_kernel_module = true\nkernel = "6.5.0-1018-nvidia"'))
+    assert topo.host.gpudirect_rdma.dmabuf is True
+    assert net(network_findings(topo, NO_ENV)) == []
+
+
+def test_old_kernel_has_no_dmabuf_but_peermem_suffices():
+    topo = scan(with_nic("", 'open_kernel_module = true\nkernel = "5.4.0-150-generic"'))
+    g = topo.host.gpudirect_rdma
+    assert g.dmabuf is False and "5.4.0" in g.dmabuf_reason and g.peermem is True
+    assert net(network_findings(topo, NO_ENV)) == []
+
+
+def test_polling_port_is_a_warning_disabled_an_info():
+    polling = net(network_findings(scan(with_nic('state = "Down"\n')), NO_ENV))
+    assert kinds(polling) == [("nic-port-down", "warning")]
+    assert "Polling" in polling[0].message and polling[0].evidence["nic"] == "mlx5_0"
+    disabled = net(network_findings(scan(with_nic('state = "Down"\nphys_state = "Disabled"\n')), NO_ENV))
+    assert kinds(disabled) == [("nic-port-down", "info")]
+    assert "deliberate" in disabled[0].message
+
+
+def test_port_below_its_peers_rate():
+    found = net(network_findings(scan(with_nic("rate_gbps = 200\n")), NO_ENV))
+    assert kinds(found) == [("nic-rate", "warning")]
+    assert found[0].evidence["nic"] == "mlx5_0" and found[0].evidence["peer_rate_gbps"] == 400.0
+
+
+def test_front_end_nic_of_another_model_is_no_peer():
+    toml = with_nic("") + ('[[nic]]\nname = "mlx5_8"\nbus_id = "0000:c0:00.0"\nnuma_node = 0\n'
+                           'rate_gbps = 100\nlink_layer = "Ethernet"\nca_type = "MT4125"\n')
+    assert net(network_findings(scan(toml), NO_ENV)) == []
+
+
+def test_error_counters_are_a_stated_fact():
+    found = net(network_findings(scan(with_nic("counters = { symbol_error = 12, link_downed = 1 }\n")), NO_ENV))
+    assert kinds(found) == [("nic-errors", "info")]
+    assert found[0].evidence["counters"] == {"symbol_error": 12, "link_downed": 1}
+
+
+def test_nic_pcie_downtrained():
+    found = net(network_findings(scan(with_nic("pcie_width = 8\n")), NO_ENV))
+    assert kinds(found) == [("pcie-downgraded", "warning")]
+    assert found[0].evidence["nic"] == "mlx5_0" and found[0].evidence["width_current"] == 8
+
+
+def test_acs_redirect_between_gpu_and_its_nic():
+    topo = scan(with_nic("", "acs_redirect = true"))
+    found = [f for f in network_findings(topo, NO_ENV) if f.kind == "acs"]
+    assert found and all("nic" in f.evidence for f in found)
+    assert sorted(g for f in found for g in f.gpus) == list(range(8))
+
+
+def test_network_json_and_round_trip():
+    from gputopo.model import topology_from_json, topology_to_json
+
+    topo = scan(with_nic("counters = { symbol_error = 3 }\n"))
+    doc = topology_to_json(topo)
+    assert doc["nics"][0]["ports"][0]["counters"]["symbol_error"] == 3
+    assert doc["host"]["gpudirect_rdma"]["available"] is True
+    back = topology_from_json(doc)
+    assert back.nics[0].ports == topo.nics[0].ports
+    assert back.host.gpudirect_rdma == topo.host.gpudirect_rdma
+    assert kinds(network_findings(back, NO_ENV)) == kinds(network_findings(topo, NO_ENV))
+    j = network_json(topo, NO_ENV)
+    assert j["gdr_level"]["nccl_path"] == "P2C" and j["gpus"][0]["gdr_by_distance"] is True
+    assert LinkClass.parse(j["gpus"][0]["link_class"]) == LinkClass.parse("PIX")
