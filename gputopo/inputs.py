@@ -1,23 +1,43 @@
-"""The one way gputopo reads a file the user named: a regular file (or ``-``, stdin), read with a
-size bound, or one line saying why not (exit 2).
+"""The one way gputopo reads a file the user named: a regular file, a pipe (a named FIFO, or
+the ``/dev/fd/N`` of a shell's process substitution ``<(ssh node nvidia-smi topo -m)``) or ``-``
+(stdin), read with a size bound, or one line saying why not (exit 2).
 
 Why: ``open(path).read()`` on what the user typed ran out of memory on ``/dev/zero``, hung
 forever on a FIFO with no writer, and raised a traceback on a closed stdin. Every description,
-smi text, spec, nccl log and measurements file goes through :func:`read_user_bytes` or
-:func:`read_user_text`, which refuse devices, FIFOs, sockets and folders before reading a byte
-and stop reading at ``max_bytes``.
+smi text, spec, nccl log and measurements file goes through :func:`read_user_bytes`,
+:func:`read_user_text` or :func:`open_user_stream`, which refuse devices, sockets and folders
+before reading a byte and stop reading at ``max_bytes``.
+
+A pipe is opened without blocking (``O_NONBLOCK``: POSIX ``open()`` of a FIFO for reading
+otherwise waits for a writer) and then waited on with ``poll()`` for its first byte, at most
+:func:`input_wait_s` seconds (``GPUTOPO_INPUT_WAIT``, default 30): a FIFO nobody writes is
+refused in one line, never waited on forever. (On Linux, poll() on a FIFO opened that way
+reports nothing until a writer has opened it: a writer that opens, writes and closes is read
+whole; one that opens and closes without writing gives an empty input.) After the first byte
+the rest is read to its end, within the same size bound as a file. A pipe can be read once:
+what a FIFO gave is kept for this process, so a command that reads its input twice (a
+description checked for ``[cluster]``, then parsed) sees the same text. Files inside a run
+folder are gputopo's own, never a pipe: their readers pass ``fifo_ok=False`` and a FIFO there
+is refused at once.
 """
 
 from __future__ import annotations
 
 import errno
+import io
+import math
 import os
+import select
 import stat
 import sys
+import time
+from typing import BinaryIO, Dict, Tuple
 
-from gputopo.errors import InputFileError
+from gputopo.errors import InputFileError, UsageError
 
-__all__ = ["MAX_DESCRIPTION_BYTES", "MAX_SMI_BYTES", "MAX_SPEC_BYTES", "MAX_TEXT_BYTES", "read_user_bytes", "read_user_text", "user_file_problem"]
+__all__ = ["DEFAULT_INPUT_WAIT_S", "INPUT_WAIT_ENV", "MAX_DESCRIPTION_BYTES", "MAX_SMI_BYTES", "MAX_SPEC_BYTES",
+           "MAX_TEXT_BYTES", "input_wait_s", "is_fifo", "open_user_stream", "read_user_bytes", "read_user_text",
+           "user_file_problem"]
 
 #: Default bound: far above any real description, smi text, spec or log (the largest real
 #: nccl-tests logs are a few MiB), far below what would exhaust a machine's memory.
@@ -29,6 +49,13 @@ MAX_SMI_BYTES = MAX_DESCRIPTION_BYTES
 
 #: A spec is a few dozen lines.
 MAX_SPEC_BYTES = 4 * 1024 * 1024
+
+#: The environment variable that sets how many seconds a pipe may take to give its first byte.
+INPUT_WAIT_ENV = "GPUTOPO_INPUT_WAIT"
+#: ... and its default: long enough for `ssh node nvidia-smi topo -m` to log in and answer.
+DEFAULT_INPUT_WAIT_S = 30.0
+#: The longest wait that may be set (a day): beyond it a typo, not a wish.
+_MAX_INPUT_WAIT_S = 86400.0
 
 _KIND_NAMES = ((stat.S_ISDIR, "is a folder, not a file"),
                (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file"),
@@ -51,8 +78,34 @@ def _os_reason(e: OSError) -> str:
     return (e.strerror or str(e)).lower() if e.strerror else str(e)
 
 
-def user_file_problem(path) -> str | None:
-    """Why ``path`` cannot be read as a user input file (None when it is a readable regular file).
+def input_wait_s() -> float:
+    """Seconds a pipe may take to give its first byte: ``GPUTOPO_INPUT_WAIT`` when set (0 means
+    only what is already written), else 30. A value that is not a number of seconds is a
+    UsageError (exit 2) naming the variable."""
+    raw = os.environ.get(INPUT_WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_INPUT_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if not (0 <= wait <= _MAX_INPUT_WAIT_S):
+        raise UsageError(f"{INPUT_WAIT_ENV}={raw[:40]!r}: expected the seconds to wait for a pipe's first byte, "
+                         f"a number from 0 to {_MAX_INPUT_WAIT_S:.0f} (default {DEFAULT_INPUT_WAIT_S:.0f})")
+    return wait
+
+
+def is_fifo(path) -> bool:
+    """Whether ``path`` is a pipe (a named FIFO, or a shell's ``/dev/fd/N``); never opens it."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def user_file_problem(path, *, fifo_ok: bool = False) -> str | None:
+    """Why ``path`` cannot be read as a user input file (None when it is a readable regular file,
+    or with ``fifo_ok`` a pipe, which the readers here wait on within :func:`input_wait_s`).
     Never opens it, so a FIFO cannot block: for checks made before anything else runs."""
     try:
         st = os.stat(path)
@@ -60,6 +113,8 @@ def user_file_problem(path) -> str | None:
         return _os_reason(e)
     except ValueError:  # an embedded NUL byte
         return "not a valid path"
+    if fifo_ok and stat.S_ISFIFO(st.st_mode):
+        return None if os.access(path, os.R_OK) else "permission denied"
     for test, words in _KIND_NAMES:
         if test(st.st_mode):
             return words
@@ -90,49 +145,123 @@ def _read_stdin(what: str, max_bytes: int) -> bytes:
         raise InputFileError("-", f"stdin is closed; pipe the {what} in, or give a file name") from None
 
 
-def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_ok: bool = False) -> bytes:
-    """The bytes of the file the user named ``path`` (with ``stdin_ok``, ``-`` is stdin; else it is
-    a file named "-"), at most ``max_bytes``.
-    ``what`` names the input in the message ("description", "smi text"...). InputFileError
-    (exit 2, one line naming ``path``) for anything else: missing, a folder, a FIFO, a device,
-    unreadable, a symlink loop, larger than ``max_bytes``."""
-    if stdin_ok and str(path) == "-":
-        return _read_stdin(what, max_bytes)
+#: What each pipe gave this process, by (path, device, inode): a pipe is read once.
+_PIPE_BYTES: Dict[Tuple[str, int, int], bytes] = {}
+
+
+def _pipe_key(path, st: os.stat_result) -> Tuple[str, int, int]:
+    return os.path.abspath(os.fspath(path)), st.st_dev, st.st_ino
+
+
+def _open_nonblocking(path, what: str) -> int:
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking forever
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise InputFileError(path, f"cannot read the {what}: {_os_reason(e)}") from None
     except ValueError:
         raise InputFileError(repr(str(path)), f"cannot read the {what}: not a valid path") from None
+
+
+def _refuse_kind(path, what: str, st: os.stat_result, fifo_ok: bool) -> None:
+    """InputFileError unless ``st`` is a regular file (or, with ``fifo_ok``, a pipe)."""
+    if fifo_ok and stat.S_ISFIFO(st.st_mode):
+        return
+    for test, words in _KIND_NAMES:
+        if test(st.st_mode):
+            raise InputFileError(path, f"cannot read the {what}: {words}")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(path, f"cannot read the {what}: is not a regular file")
+
+
+def _wait_first_byte(fd: int, path, what: str) -> None:
+    """Return once the pipe ``fd`` has a byte to read or its writer has closed it; InputFileError
+    when neither happens within :func:`input_wait_s` seconds."""
+    wait = input_wait_s()
+    deadline = time.monotonic() + wait
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    while True:
+        left = deadline - time.monotonic()
+        if poller.poll(max(0, math.ceil(left * 1000))):  # POLLIN, or POLLHUP: the writer is done
+            return
+        if time.monotonic() >= deadline:
+            raise InputFileError(path, f"cannot read the {what}: it is a pipe (FIFO) and nothing came "
+                                       f"through it in {wait:g} s; is the command that writes it running? "
+                                       f"(set {INPUT_WAIT_ENV}=SECONDS to wait longer)")
+
+
+def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_ok: bool = False,
+                    fifo_ok: bool = True) -> bytes:
+    """The bytes of the file the user named ``path`` (with ``stdin_ok``, ``-`` is stdin; else it is
+    a file named "-"), at most ``max_bytes``. A pipe (FIFO, ``/dev/fd/N``) is read when its first
+    byte comes within :func:`input_wait_s` seconds (``fifo_ok=False``: refused at once).
+    ``what`` names the input in the message ("description", "smi text"...). InputFileError
+    (exit 2, one line naming ``path``) for anything else: missing, a folder, a device, a silent
+    pipe, unreadable, a symlink loop, larger than ``max_bytes``."""
+    if stdin_ok and str(path) == "-":
+        return _read_stdin(what, max_bytes)
+    fd = _open_nonblocking(path, what)
     try:
         st = os.fstat(fd)
-        for test, words in _KIND_NAMES:
-            if test(st.st_mode):
-                raise InputFileError(path, f"cannot read the {what}: {words}")
-        if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(path, f"cannot read the {what}: is not a regular file")
+        _refuse_kind(path, what, st, fifo_ok)
+        pipe = stat.S_ISFIFO(st.st_mode)
+        if pipe and _pipe_key(path, st) in _PIPE_BYTES:
+            data = _PIPE_BYTES[_pipe_key(path, st)]
+            if len(data) > max_bytes:
+                raise InputFileError(path, f"{what} is larger than {_size_words(max_bytes)}; "
+                                           "is this the right file?")
+            return data
         if st.st_size > max_bytes:
             raise InputFileError(path, f"{what} is {_size_words(st.st_size)}, larger than "
                                        f"{_size_words(max_bytes)}; is this the right file?")
+        if pipe:
+            _wait_first_byte(fd, path, what)
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1
             try:
-                return _read_bounded(f, path, what, max_bytes)
+                data = _read_bounded(f, path, what, max_bytes)
             except OSError as e:
                 raise InputFileError(path, f"cannot read the {what}: {_os_reason(e)}") from None
+        if pipe:
+            _PIPE_BYTES[_pipe_key(path, st)] = data
+        return data
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def open_user_stream(path, what: str, *, fifo_ok: bool = True) -> BinaryIO:
+    """The file the user named ``path`` opened for streaming (the caller closes it and bounds
+    what it reads): a regular file, or a pipe once its first byte has come within
+    :func:`input_wait_s` seconds (a pipe this process already read gives the same bytes again).
+    InputFileError (one line naming ``path``) for what :func:`read_user_bytes` refuses, the size
+    aside."""
+    fd = _open_nonblocking(path, what)
+    try:
+        st = os.fstat(fd)
+        _refuse_kind(path, what, st, fifo_ok)
+        if stat.S_ISFIFO(st.st_mode):
+            seen = _PIPE_BYTES.get(_pipe_key(path, st))
+            if seen is not None:
+                return io.BytesIO(seen)
+            _wait_first_byte(fd, path, what)
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb", closefd=True)
+        fd = -1
+        return f
     finally:
         if fd >= 0:
             os.close(fd)
 
 
 def read_user_text(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, errors: str = "strict",
-                   stdin_ok: bool = False) -> str:
+                   stdin_ok: bool = False, fifo_ok: bool = True) -> str:
     """:func:`read_user_bytes` decoded as UTF-8 (a leading BOM dropped). With ``errors="strict"``
     text that is not UTF-8 is refused in one line naming the byte offset; ``"replace"`` keeps
     going (for logs, where one odd byte must not lose the rest)."""
-    data = read_user_bytes(path, what, max_bytes, stdin_ok=stdin_ok)
+    data = read_user_bytes(path, what, max_bytes, stdin_ok=stdin_ok, fifo_ok=fifo_ok)
     try:
         return data.decode("utf-8-sig", errors=errors)
     except UnicodeDecodeError as e:

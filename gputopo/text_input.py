@@ -57,18 +57,17 @@ class TextSource:
 
 
 def _open_binary(path: str) -> tuple[BinaryIO, str]:
+    """``path`` opened (``-``: stdin). A pipe (a named FIFO, a shell's ``<(command)``) is read
+    once its first byte comes within inputs.input_wait_s() seconds (GPUTOPO_INPUT_WAIT)."""
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
-    from gputopo.inputs import user_file_problem
+    from gputopo.inputs import open_user_stream, user_file_problem
 
     p = Path(path)
-    problem = user_file_problem(p)  # a folder, FIFO, device or loop: refused before open() can block
+    problem = user_file_problem(p, fifo_ok=True)  # a folder, device or loop: refused before open()
     if problem:
         raise InputFileError(path, problem)
-    try:
-        return open(p, "rb"), str(path)
-    except OSError as e:
-        raise InputFileError(path, f"cannot read: {e.strerror}") from None
+    return open_user_stream(p, "input"), str(path)
 
 
 def _sniff(head: bytes, name: str) -> str:

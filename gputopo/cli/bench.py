@@ -200,7 +200,8 @@ def _stand_in_gpus(run_dir) -> Optional[int]:
     from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
     try:
-        gpus = json.loads(read_user_text(Path(run_dir) / TOPOLOGY_JSON, TOPOLOGY_JSON, MAX_TEXT_BYTES))["gpus"]
+        gpus = json.loads(read_user_text(Path(run_dir) / TOPOLOGY_JSON, TOPOLOGY_JSON, MAX_TEXT_BYTES,
+                                         fifo_ok=False))["gpus"]
         return len(gpus) or None
     except (InputFileError, ValueError, KeyError, TypeError):
         return None

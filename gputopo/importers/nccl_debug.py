@@ -31,13 +31,13 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     """Parse the logs; InputFileError for an unreadable file or one without NCCL INFO lines."""
     if not paths:
         raise UsageError("no NCCL log given")
-    from gputopo.inputs import user_file_problem
+    from gputopo.inputs import is_fifo, user_file_problem
 
     for p in paths:
-        problem = user_file_problem(p)
+        problem = user_file_problem(p, fifo_ok=True)  # a pipe is read (within GPUTOPO_INPUT_WAIT)
         if problem:
             raise InputFileError(p, f"cannot read the NCCL log: {problem}")
-        if Path(p).stat().st_size == 0:
+        if not is_fifo(p) and Path(p).stat().st_size == 0:
             raise InputFileError(p, "empty file: expected an NCCL_DEBUG=INFO log")
     try:
         log = parse_nccl_debug_files(paths)

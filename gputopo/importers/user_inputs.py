@@ -16,13 +16,23 @@ from gputopo.model import Topology
 def refuse_duplicates(paths: List[Path]) -> None:
     """The same output given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
-    from gputopo.inputs import user_file_problem
+    import os
+
+    from gputopo.inputs import is_fifo, user_file_problem
 
     seen: Dict[str, Path] = {}  # content hash -> the first file with it
+    pipes: Dict[tuple, Path] = {}  # (device, inode) -> the first path of that pipe
     for p in paths:
-        problem = user_file_problem(p)
+        problem = user_file_problem(p, fifo_ok=True)
         if problem:
             raise InputFileError(p, f"cannot read the nccl-tests log: {problem}")
+        if is_fifo(p):  # a pipe is read once: not hashed here; the same pipe twice is refused
+            st = os.stat(p)
+            first = pipes.setdefault((st.st_dev, st.st_ino), p)
+            if first is not p:
+                raise UsageError(f"{p} is given twice (the same pipe as {first}): a pipe can be read once; "
+                                 "give each log once")
+            continue
         try:
             digest = hashlib.sha256()
             with open(p, "rb") as f:  # in pieces: a log may be larger than memory

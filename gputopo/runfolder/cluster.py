@@ -49,7 +49,7 @@ def read_cluster_doc(run_dir) -> Optional[Dict[str, Any]]:
     if not p.exists():
         return None
     try:
-        return json.loads(read_user_text(p, CLUSTER_JSON, MAX_TEXT_BYTES))
+        return json.loads(read_user_text(p, CLUSTER_JSON, MAX_TEXT_BYTES, fifo_ok=False))
     except ValueError:
         return None
 

@@ -85,7 +85,7 @@ def read_json(path: Path) -> Dict[str, Any]:
     from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
     try:
-        doc = json.loads(read_user_text(path, path.name, MAX_TEXT_BYTES))
+        doc = json.loads(read_user_text(path, path.name, MAX_TEXT_BYTES, fifo_ok=False))
     except json.JSONDecodeError as e:
         raise InputFileError(path, f"not valid JSON: {e.msg}", line=e.lineno) from None
     if not isinstance(doc, dict):

@@ -114,7 +114,7 @@ def read_run_info(run_dir) -> Dict[str, Any]:
     from gputopo.inputs import MAX_TEXT_BYTES, read_user_text
 
     try:
-        info = json.loads(read_user_text(path, RUN_JSON, MAX_TEXT_BYTES))
+        info = json.loads(read_user_text(path, RUN_JSON, MAX_TEXT_BYTES, fifo_ok=False))
     except InputFileError as e:
         raise UsageError(f"--resume {p}: {e}") from None
     except json.JSONDecodeError as e:

@@ -152,7 +152,7 @@ def _sweep(cases, tmp_path):
 
     def one(argv):
         try:
-            rc, _, err = gputopo(*argv, cwd=tmp_path, timeout=120)
+            rc, _, err = gputopo(*argv, cwd=tmp_path, timeout=120, env={"GPUTOPO_INPUT_WAIT": "1"})
         except subprocess.TimeoutExpired:
             return (argv, "hang")
         lines = err.strip().splitlines()

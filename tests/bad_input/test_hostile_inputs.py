@@ -47,10 +47,17 @@ def test_dev_zero_as_any_input_file_is_refused_in_one_line(argv, tmp_path):
 
 
 @pytest.mark.parametrize("i", range(7))
-def test_a_fifo_with_no_writer_is_refused_not_waited_on(i, fifo, tmp_path):
+def test_a_fifo_with_no_writer_is_refused_after_the_wait_bound(i, fifo, tmp_path):
+    """A pipe is read (tests/bad_input/test_input_pipes.py); one nobody writes is refused once
+    GPUTOPO_INPUT_WAIT seconds pass without its first byte, never waited on forever."""
+    import time
+
     argv = _user_file_commands(fifo)[i]
-    rc, _, err = gputopo_here(*argv, cwd=tmp_path, timeout=30)
-    assert "FIFO" in one_line_error(rc, err)
+    t0 = time.monotonic()
+    rc, _, err = gputopo_here(*argv, cwd=tmp_path, timeout=30, env={"GPUTOPO_INPUT_WAIT": "0.2"})
+    line = one_line_error(rc, err)
+    assert "pipe (FIFO) and nothing came through it in 0.2 s" in line and "GPUTOPO_INPUT_WAIT" in line
+    assert time.monotonic() - t0 < 10
 
 
 def test_a_measurements_file_that_is_a_device_is_refused(tmp_path):

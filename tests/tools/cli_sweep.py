@@ -86,7 +86,7 @@ def _env(case: Case, work: Path, tag: str) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUTOPO_", "NO_COLOR", "FORCE_COLOR"))}
     env.update(PYTHONPATH=str(REPO), GPUTOPO_HISTORY=str(work / "history.sqlite"),
                XDG_DATA_HOME=str(work / "xdg"), HOME=str(work / "home"), GPUTOPO_SWEEP_TAG=tag,
-               COLUMNS="120")
+               COLUMNS="120", GPUTOPO_INPUT_WAIT="1")  # a FIFO nobody writes: refused after 1 s, not 30
     for k, v in case.env.items():
         if v is None:
             env.pop(k, None)
