@@ -57,6 +57,7 @@ def snapshot_families(snap: Snapshot) -> Iterator[Metric]:
               ["machine"], [topo.machine], 1.0 if topo.simulated else 0.0)
         _gpus(f, topo)
         _pairs(f, topo)
+        _network(f, topo)
     counts: dict[tuple, int] = {}
     for fd in snap.findings:
         counts[(fd.kind, fd.severity, "scan")] = counts.get((fd.kind, fd.severity, "scan"), 0) + 1
@@ -141,6 +142,52 @@ def _pairs(f: _Families, topo: Topology) -> None:
         f.add("gauge", "gputopo_pair_link_class_info", "One per GPU pair: its link class as "
               "nvidia-smi topo -m prints it.", ["gpu_a", "gpu_b", "link_class"],
               [str(p.gpus[0]), str(p.gpus[1]), str(p.link_class)], 1.0)
+
+
+def _network(f: _Families, topo: Topology) -> None:
+    """RDMA NIC ports (state, rate, PCIe, error counters), each GPU's nearest NIC with NCCL's GDR
+    distance rule, and the kernel side of GPUDirect RDMA (report/network_checks.py, model/nic.py)."""
+    from gputopo.model.nic import GdrKernel
+    from gputopo.report.network_checks import gpu_network_paths
+
+    f.add("gauge", "gputopo_rdma_nics", "RDMA NICs (with a PCI function) the scan found.", [], [],
+          float(len(topo.nics)))
+    for n in topo.nics:
+        for p in n.ports:
+            labels, values = ["nic", "port"], [p.device, str(p.port)]
+            f.add("gauge", "gputopo_nic_port_info", "One per RDMA NIC port: its state, physical state, "
+                  "link layer and adapter model as sysfs says.",
+                  ["nic", "port", "state", "phys_state", "link_layer", "ca_type"],
+                  values + [str(x) if is_value(x) else "" for x in (p.state, p.phys_state, p.link_layer, p.ca_type)],
+                  1.0)
+            f.add("gauge", "gputopo_nic_port_active", "1 when the port's state is Active.", labels, values,
+                  (1.0 if p.state == "Active" else 0.0) if is_value(p.state) else None)
+            rate = _num(p.rate_gbps)
+            f.add("gauge", "gputopo_nic_port_rate_bits_per_second", "The port's rate (sysfs rate).", labels,
+                  values, None if rate is None else rate * 1e9)
+            for name, v in p.counters.items():
+                f.add("counter", "gputopo_nic_port_errors", "NIC port error counters (cumulative, sysfs "
+                      "counters/).", ["nic", "port", "counter"], values + [name], _num(v))
+            for state in ("current", "max"):
+                f.add("gauge", "gputopo_nic_pcie_link_width_lanes", "The NIC's PCIe link width.",
+                      ["nic", "state"], [p.device, state], _num(getattr(p, f"pcie_width_{state}")))
+                f.add("gauge", "gputopo_nic_pcie_link_generation", "The NIC's PCIe link generation.",
+                      ["nic", "state"], [p.device, state], _num(getattr(p, f"pcie_gen_{state}")))
+    for path in gpu_network_paths(topo):
+        for device in path.devices:
+            f.add("gauge", "gputopo_gpu_nearest_nic_info", "One per GPU and nearest RDMA NIC (best PCIe "
+                  "class; not NCCL's own NIC choice).", ["gpu", "nic", "link_class"],
+                  [str(path.gpu), device, str(path.link_class)], 1.0)
+        gdr = path.gdr_by_distance
+        f.add("gauge", "gputopo_gpu_gdr_by_distance", "1 when NCCL's GDR distance rule (ncclTopoCheckGdr) "
+              "allows GPUDirect RDMA between the GPU and its nearest NIC.", ["gpu"], [str(path.gpu)],
+              (1.0 if gdr else 0.0) if isinstance(gdr, bool) else None)
+    g = topo.host.gpudirect_rdma
+    if isinstance(g, GdrKernel) and topo.nics:
+        for name, v in (("available", g.available), ("peermem", g.peermem), ("dmabuf", g.dmabuf)):
+            f.add("gauge", "gputopo_gpudirect_rdma", "The kernel side of GPUDirect RDMA: available, "
+                  "peer-memory module loaded, dma-buf can work (absent: not known).", ["what"], [name],
+                  (1.0 if v else 0.0) if isinstance(v, bool) else None)
 
 
 class GputopoCollector:
