@@ -86,6 +86,36 @@ def p2pbw(files, out_dir, topo_file):
     after_run(res.run_dir, "import")
 
 
+@import_group.command(name="perftest")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@out_option
+@click.option("--ibstat", "ibstat_file", type=click.Path(dir_okay=False),
+              help="Saved `ibstat` (or `ibv_devinfo -v`) text of the node: the rate of the port perftest ran on, "
+                   "which its output does not print, so the bandwidth can be judged.")
+@click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
+              help="`gputopo scan --json` of the node, with its NIC ports: the port's rate (as --ibstat).")
+@history_options
+def perftest(files, out_dir, ibstat_file, topo_file):
+    """Read linux-rdma/perftest bandwidth output (ib_write_bw, ib_read_bw, ib_send_bw; with or
+    without --use_cuda; `-` reads stdin) into a run folder. BW in MB/sec (before perftest 24.07),
+    MiB/sec (since; both 2^20 bytes/s) or Gb/sec (--report_gbits) is kept as printed and as Gb/s.
+    The largest message size's average is judged against the port's rate from --ibstat or --topo;
+    without either it is stated, not judged. A failed run (memory registration, completion
+    errors, the peer not reached) is a finding saying what it usually means.
+
+    \b
+    Examples:
+      ib_write_bw -d mlx5_0 -s 1M --report_gbits peer > bw.txt 2>&1
+      ibstat > ibstat.txt; gputopo import perftest bw.txt --ibstat ibstat.txt
+    """
+    from gputopo.importers.perftest_import import import_perftest
+
+    res = import_perftest(list(files), out_dir=out_dir, topology=load_topo_option(topo_file), topology_file=topo_file,
+                          ibstat_file=ibstat_file, argv=["import", "perftest", *sys.argv[3:]], console=console())
+    click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
+
+
 @import_group.command(name="nccl-tests")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @out_option

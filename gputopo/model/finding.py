@@ -18,6 +18,9 @@ KINDS = (
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
     # busbw along an imported nccl-tests size sweep falls and does not recover (report/sweep_findings.py).
     "bandwidth-cliff",
+    # An imported perftest run (ib_write_bw & co., report/perftest_findings.py): it failed; its
+    # bandwidth below its port's rate; its bandwidth stated (judged fine, or not judged and why).
+    "rdma-test-failed", "rdma-slow", "rdma-bandwidth",
     # A GPU with NVLink ports and none connected (an unbridged PCIe card): info, fails nothing.
     "nvlink-not-connected",
     # An NVSwitch GPU NVML reports not (successfully) registered with its NVLink fabric.

@@ -19,6 +19,7 @@ from gputopo.model import Finding, Measurement
 
 from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
 from .imported_tests import is_latency
+from .perftest_findings import perftest_findings
 from .run_folder import Run
 
 #: One direction of a pair below this fraction of the other (same series, same size) is an outlier.
@@ -99,6 +100,8 @@ def import_findings(run: Run, measurements: list[Measurement] | None = None) -> 
     for doc in run.imported:
         out += [_failure_finding(doc, f) for f in doc.get("failures") or [] if isinstance(f, dict)]
         out += _problem_findings(doc)
+        if doc.get("tool") == "perftest":  # an RDMA port's bandwidth or failure (perftest_findings.py)
+            out += perftest_findings(doc)
     if run.imported:
         out += asymmetry_findings(run.measurements if measurements is None else measurements)
     return out

@@ -17,6 +17,7 @@ from .classes import ClassRow, class_rows, overall_verdict
 from .numerics_findings import pair_numerics
 from .nccl_routes import attach_imported_transports
 from .pairs import PairRow, pair_rows
+from .perftest_findings import perftest_measured
 from .run_folder import Run, load_run
 
 
@@ -108,7 +109,8 @@ def measured_verdict(verdict: str, run: Run) -> str:
     --self or on a one-GPU machine; an imported log that does not name its devices, whose
     figures are the whole job's), something was measured and nothing was found in it, so the
     run is "ok"; what is not known (which GPUs) is said beside the figures, not by the verdict."""
-    if verdict == "not-measured" and any(m.error is None and m.samples_s for m in run.measurements):
+    if verdict == "not-measured" and (any(m.error is None and m.samples_s for m in run.measurements)
+                                      or perftest_measured(run.imported)):
         return "ok"
     return verdict
 

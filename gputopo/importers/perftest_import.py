@@ -1,0 +1,128 @@
+"""`gputopo import perftest FILE`: an ``ib_write_bw`` / ``ib_read_bw`` / ``ib_send_bw`` output
+(perftest_parse.py) as a run folder, judged by report/perftest_findings.py.
+
+perftest measures one NIC port against a peer, not a GPU pair: ``measurements.jsonl`` stays empty
+and what was read goes to ``imported.json`` (``tool: "perftest"``): the header, every result row
+with its unit as printed and as Gb/s, the failures, and the port it ran on with that port's rate
+where it is known. perftest does not print the rate; it comes from ``--ibstat`` (saved
+``ibstat`` / ``ibv_devinfo`` text of the node) or ``--topo`` (a `gputopo scan --json` of the node
+with its NIC ports), matched by the device perftest names (``Device : mlx5_0``) and port 1
+(perftest's ``-i`` default: the port number is not printed). Without either, the figure is stated
+and not judged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gputopo.errors import InputFileError
+from gputopo.model import HostInfo, NotAvailable, Topology, is_value
+from gputopo.model.nic import NicPort
+from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
+from gputopo.text_input import TextSource, display_name, open_lines
+
+from .matrix_import import ImportFolder
+from .perftest_parse import PerftestOutput, parse_perftest_lines
+
+#: perftest's -i (IB port) default; the output does not print the port it used.
+DEFAULT_IB_PORT = 1
+
+
+def read_perftest(path: str) -> PerftestOutput:
+    src = TextSource(path)
+    out = parse_perftest_lines(open_lines(path, src), src.name)
+    if not out.rows and not out.failures and out.title is None:
+        raise InputFileError(src.name, "not perftest output: no 'BW Test' title, no '#bytes #iterations BW peak' "
+                                       "result table and no perftest error line (ib_write_bw, ib_read_bw, "
+                                       "ib_send_bw print them)")
+    if out.latency_test and not out.rows and not out.failures:
+        raise InputFileError(src.name, f"a perftest latency test ({out.title}): only the bandwidth tests "
+                                       "(ib_write_bw, ib_read_bw, ib_send_bw) are imported")
+    src.tell(out)
+    return out
+
+
+def ports_of_topology(topo: Topology | None) -> list[NicPort]:
+    """The NIC ports a `gputopo scan --json` topology holds (none in `nvidia-smi topo -m` text)."""
+    if topo is None:
+        return []
+    return [p for nic in topo.nics for p in (getattr(nic, "ports", None) or []) if isinstance(p, NicPort)]
+
+
+def port_facts(out: PerftestOutput, ports: list[NicPort], where: str | None) -> dict[str, Any]:
+    """The port perftest ran on, with its rate and state, or why its rate is not known."""
+    device = out.device
+    if where is None:
+        return {"rate_gbps": None, "why": "port rate unknown: perftest does not print it; give --ibstat (saved "
+                                          "`ibstat` of the node) or --topo (`gputopo scan --json` of the node)"}
+    if not device:
+        return {"rate_gbps": None, "why": f"port rate unknown: the output names no device ('Device : mlx5_0' "
+                                          f"is in perftest's header), so no port of {where} can be matched"}
+    same = [p for p in ports if p.device == device]
+    if not same:
+        known = ", ".join(sorted({p.device for p in ports})[:12]) or "none"
+        return {"device": device, "rate_gbps": None,
+                "why": f"port rate unknown: {where} has no port of {device} (its devices: {known})"}
+    port = next((p for p in same if p.port == DEFAULT_IB_PORT), same[0])
+    facts: dict[str, Any] = {"device": device, "port": port.port, "name": port.name, "source": where,
+                             "port_assumed": len(same) > 1,
+                             **{k: (getattr(port, k) if is_value(getattr(port, k)) else None)
+                                for k in ("state", "phys_state", "link_layer", "ca_type")}}
+    rate = port.rate_gbps
+    if is_value(rate) and isinstance(rate, (int, float)):
+        facts["rate_gbps"] = float(rate)
+    else:
+        facts["rate_gbps"] = None
+        facts["why"] = f"port rate unknown: {where} has no rate for {port.name}" + (
+            f" ({rate.reason})" if isinstance(rate, NotAvailable) else "")
+    return facts
+
+
+def perftest_document(out: PerftestOutput, ports: list[NicPort], where: str | None) -> dict[str, Any]:
+    return {**out.summary(), "port": port_facts(out, ports, where)}
+
+
+def _empty_topology(out: PerftestOutput) -> Topology:
+    host = HostInfo(hostname=out.hostname or NotAvailable("not printed by perftest"))
+    return Topology(gpus=[], pairs=[], host=host, source="perftest", simulated=False,
+                    machine=out.hostname or "perftest")
+
+
+def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
+                    topology_file: str | None = None, ibstat_file: str | None = None,
+                    argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
+    """Read each output, find its port's rate (--ibstat, else --topo), write the run folder."""
+    from .user_inputs import refuse_duplicates
+
+    refuse_duplicates([Path(p) for p in paths if p != "-"])
+    outputs = [read_perftest(p) for p in paths]
+    ports: list[NicPort] = []
+    where: str | None = None
+    if ibstat_file:  # the saved text of the node's ports wins over a topology's
+        from .ibstat_import import read_ibstat
+
+        ports, where = read_ibstat(ibstat_file).ports, f"ibstat text {Path(display_name(ibstat_file)).name}"
+    elif topology is not None:
+        ports, where = ports_of_topology(topology), f"topology {Path(display_name(topology_file or '--topo')).name}"
+    docs = [perftest_document(o, ports, where) for o in outputs]
+    if where is not None and not ports and topology is not None and not ibstat_file:
+        for d in docs:
+            d["port"] = {"rate_gbps": None, "device": d.get("device"),
+                         "why": f"port rate unknown: {where} holds no NIC port (`nvidia-smi topo -m` text has "
+                                "none; a `gputopo scan --json` of the node has them)"}
+    topo = topology or _empty_topology(outputs[0])
+    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "perftest")
+    options: dict[str, Any] = {"imported_from": list(paths), "topology_file": topology_file,
+                               "ibstat_file": ibstat_file}
+    write_imported_run(run_dir, source="perftest", fabric="none", simulated=bool(topo.simulated), topology=topo,
+                       argv=argv if argv is not None else ["import", "perftest", *paths], options=options,
+                       measurements=(), document_name=IMPORTED_JSON, document={"imports": docs})
+    result = ImportFolder(run_dir=run_dir)
+    if render:
+        from gputopo.report.render import render_run
+
+        result.summary = render_run(run_dir, console=console)
+    return result
+

@@ -1,0 +1,350 @@
+"""linux-rdma/perftest bandwidth output (``ib_write_bw``, ``ib_read_bw``, ``ib_send_bw``, with
+or without ``--use_cuda``) into a PerftestOutput: the test's title and header (device, transport,
+link type, connection, queue pairs, MTU), the GPU buffer lines of ``--use_cuda``, every result
+row as printed, and the failures perftest prints instead of results.
+
+Units, as perftest's source has them (src/perftest_parameters.h and print_report_bw in
+src/perftest_parameters.c of linux-rdma/perftest):
+
+- ``BW peak[MB/sec]`` / ``BW average[MB/sec]`` (before 24.07) and ``[MiB/sec]`` (since 24.07:
+  commit 1d202bb "Display proper unit for MiB/sec results" only renamed the header) are the same
+  figure: bytes / (seconds x ``format_factor``) with ``format_factor = 0x100000`` (2^20 bytes).
+- ``[Gb/sec]`` (``--report_gbits``): ``format_factor = 125000000`` bytes, i.e. 10^9 bits.
+
+Every figure is kept as printed with its unit, and as Gb/s (10^9 bits) beside it. A bidirectional
+test (``-b``) prints the sum of both directions. The peak is printed as 0.00 where perftest does
+not measure it (``-D`` duration runs, ``--run_infinitely``), so only the average is judged.
+
+Failures (stderr lines: ``Couldn't allocate MR``, ``Failed to create MR``, ``Completion with error
+at client`` and its ``Failed status`` line, ``Couldn't read remote address``, ``Couldn't connect
+to``...) are kept per line; the report says what each usually means (report/perftest_findings.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputopo.text_input import CappedList
+
+#: perftest's format_factor per printed unit: bytes per second of one unit ("MB" is 2^20 bytes
+#: in perftest's source before 24.07 printed "MiB"; "Gb" is 10^9 bits).
+UNIT_BYTES_PER_S = {"MB/sec": float(1 << 20), "MiB/sec": float(1 << 20), "Gb/sec": 125_000_000.0}
+
+_TITLE = re.compile(r"^(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic|Write_imm|Send_imm|\w+)\s+"
+                    r"(?:(?!Bidirectional\b|Post\b|BW\b)\w+\s+)?"
+                    r"(?P<bi>Bidirectional\s+)?(?P<pl>Post List\s+)?BW\s+(?:forwarding\s+)?(?:Multicast\s+)?Test\s*$")
+_LAT_TITLE = re.compile(r"^\S+\s+(?:\w+\s+)?Latency\s+.*Test\s*$")
+_RESULT_HEADER = re.compile(
+    r"^#bytes\s+(?P<sl>#sl\s+)?#?iterations\s+BW peak\[(?P<u1>[^\]]+)\]\s+BW average\[(?P<u2>[^\]]+)\]"
+    r"\s+MsgRate\[Mpps\]")
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf)"
+_ROW = re.compile(rf"^(\d+)\s+(\d+)\s+{_NUM}\s+{_NUM}\s+{_NUM}(?:\s+(.*))?$", re.IGNORECASE)
+_ROW_QOS = re.compile(rf"^(\d+)\s+(\d+)\s+(\d+)\s+{_NUM}\s+{_NUM}\s+{_NUM}\s*$", re.IGNORECASE)
+_DASHES = re.compile(r"^-{20,}$")
+_HEADER_KEYS = {  # as perftest prints them (ctx_print_test_info) -> our name
+    "Dual-port": "dual_port", "Device": "device", "Number of qps": "qps", "Transport type": "transport",
+    "Connection type": "connection", "Using SRQ": "srq", "Mtu": "mtu", "Link type": "link_type",
+    "TX depth": "tx_depth", "RX depth": "rx_depth", "CQ Moderation": "cq_moderation", "GID index": "gid_index",
+    "Max inline data": "max_inline", "Outstand reads": "outstanding_reads", "rdma_cm QPs": "rdma_cm",
+    "Data ex. method": "exchange", "Post List": "post_list", "PCIe relax order": "pcie_relax_order",
+    "ibv_wr* API": "ibv_wr_api", "Lock-free": "lock_free", "Using DDP": "ddp",
+}
+_HEADER_RE = {k: re.compile(rf"(?:^|\s){re.escape(k)}\s*:\s*(\S+)") for k in _HEADER_KEYS}
+_CUDA_NAME = re.compile(r"\[pid = \d+, dev = (\d+)\] device name = \[(.*)\]")
+_CUDA_PICK = re.compile(r"Picking device No\.\s*(\d+)")
+_TOOL = re.compile(r"\b(ib_(?:write|read|send|atomic)_bw)\b")
+_MR_ERRNO = re.compile(r"Couldn't allocate MR(?: with error=(\d+))?", re.IGNORECASE)
+_STATUS = re.compile(r"Failed status(?:-(?P<text>.*?)\s*\((?P<n1>\d+)\)|\s+(?P<n2>\d+))\s*:", re.IGNORECASE)
+_COMPLETION = re.compile(r"Completion with error at (client|server)", re.IGNORECASE)
+
+#: (pattern, failure kind); the first that matches a line names its failure.
+_FAILURES: tuple[tuple[re.Pattern, str], ...] = (
+    (_MR_ERRNO, "memory-registration"),
+    (re.compile(r"failed to create mr", re.IGNORECASE), "memory-registration"),
+    (re.compile(r"OFED stack does not support DMA-BUF|DMA-BUF is not supported", re.IGNORECASE),
+     "memory-registration"),
+    (_COMPLETION, "completion-error"),
+    (re.compile(r"Couldn't read remote address|Couldn't connect to \S+|Unable to init the socket connection|"
+                r"Failed to exchange data between server and clients|Couldn't get remote|"
+                r"Unable to open file descriptor for socket connection|Failed to connect|"
+                r"Couldn't exchange", re.IGNORECASE), "peer-unreachable"),
+    (re.compile(r"No IB devices found|IB device \S+ not found|Couldn't get context for the device|"
+                r"Unable to find the Infiniband/RoCE device", re.IGNORECASE), "device"),
+    (re.compile(r"Couldn't create IB resources|Failed to create QP|Couldn't create QP|Failed to modify QP|"
+                r"Couldn't create CQ|Couldn't allocate PD|Failed to init", re.IGNORECASE), "setup"),
+)
+
+
+def to_gbps(value: float, unit: str) -> float | None:
+    """A figure in one of perftest's units as Gb/s (10^9 bits per second); None for another unit."""
+    per = UNIT_BYTES_PER_S.get(unit)
+    return None if per is None else value * per * 8 / 1e9
+
+
+@dataclass
+class PerftestRow:
+    """One result row as printed: message size in bytes, iterations, BW peak and average in
+    ``unit``, message rate in Mpps (millions of messages per second)."""
+
+    line: int
+    size_bytes: int
+    iterations: int
+    bw_peak: float
+    bw_average: float
+    msg_rate_mpps: float
+    unit: str
+    sl: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        avg = to_gbps(self.bw_average, self.unit)
+        peak = to_gbps(self.bw_peak, self.unit)
+        return {"line": self.line, "size_bytes": self.size_bytes, "iterations": self.iterations,
+                "bw_peak": self.bw_peak, "bw_average": self.bw_average, "unit": self.unit,
+                "msg_rate_mpps": self.msg_rate_mpps, "sl": self.sl,
+                "bw_average_gbps": round(avg, 4) if avg is not None else None,
+                "bw_peak_gbps": round(peak, 4) if peak is not None else None}
+
+
+@dataclass
+class PerftestFailure:
+    """What perftest printed instead of (or after) its results: ``kind`` is memory-registration,
+    completion-error, peer-unreachable, device or setup; ``lines`` the lines as printed."""
+
+    kind: str
+    line: int
+    message: str
+    lines: list[str] = field(default_factory=list)
+    errno: int | None = None
+    wc_status: int | None = None
+    wc_status_text: str | None = None
+    side: str | None = None  # "client" | "server" for a completion error
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items()}
+
+
+@dataclass
+class PerftestOutput:
+    source: str
+    tool: str | None = None  # ib_write_bw ... when a prompt line names it
+    title: str | None = None
+    verb: str | None = None  # RDMA_Write | RDMA_Read | Send | ...
+    bidirectional: bool = False
+    latency_test: bool = False
+    role: str | None = None  # "server" when it waited for a client
+    header: dict[str, str] = field(default_factory=dict)
+    unit: str | None = None
+    units_seen: list[str] = field(default_factory=list)
+    use_cuda: bool = False
+    cuda_dmabuf: bool = False
+    gpu_name: str | None = None
+    gpu_index: int | None = None
+    rows: list[PerftestRow] = field(default_factory=list)
+    failures: list[PerftestFailure] = field(default_factory=list)
+    problems: list[str] = field(default_factory=lambda: CappedList(200))
+    notes: list[str] = field(default_factory=lambda: CappedList(50))
+    hostname: str | None = None
+
+    @property
+    def device(self) -> str | None:
+        return self.header.get("device")
+
+    @property
+    def test_name(self) -> str:
+        """``ib_write_bw`` & co. from the prompt, else from the title."""
+        if self.tool:
+            return self.tool
+        verb = {"RDMA_Write": "ib_write_bw", "RDMA_Read": "ib_read_bw", "Send": "ib_send_bw",
+                "Atomic": "ib_atomic_bw"}.get(self.verb or "")
+        return verb or "perftest"
+
+    def summary(self) -> dict[str, Any]:
+        return {"tool": "perftest", "test": self.test_name, "file": self.source.rsplit("/", 1)[-1],
+                "path": self.source, "title": self.title, "verb": self.verb, "bidirectional": self.bidirectional,
+                "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
+                "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
+                "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "rows": [r.to_json() for r in self.rows],
+                "perftest_failures": [f.to_json() for f in self.failures],
+                # "failures" is nvbandwidth's testcase failures in imported.json; perftest's are above
+                "failures": [], "problems": list(self.problems), "notes": list(self.notes)}
+
+
+def _unit_meaning(unit: str | None) -> str | None:
+    if unit in ("MB/sec", "MiB/sec"):
+        return f"{unit}: 2^20 bytes per second (perftest's format_factor 0x100000)"
+    if unit == "Gb/sec":
+        return "Gb/sec: 10^9 bits per second (perftest's format_factor 125000000 bytes, --report_gbits)"
+    return None
+
+
+class _Parser:
+    def __init__(self, out: PerftestOutput):
+        self.out = out
+        self.in_rows = False
+        self.row_unit: str | None = None
+        self.qos = False
+
+    def feed(self, lineno: int, raw: str) -> None:
+        s = raw.strip()
+        out = self.out
+        if not s:
+            return
+        if self.in_rows:
+            if self._row(lineno, s):
+                return
+            self.in_rows = False
+        if _DASHES.match(s) or s.startswith("*"):
+            if "Waiting for client" in s:
+                out.role = "server"
+            return
+        m = _RESULT_HEADER.match(s)
+        if m:
+            u1, u2 = m.group("u1").strip(), m.group("u2").strip()
+            if u1 != u2 or u1 not in UNIT_BYTES_PER_S:
+                out.problems.append(f"line {lineno}: result header with unit {u1!r}/{u2!r}, not one perftest "
+                                    "prints (MB/sec, MiB/sec, Gb/sec): its rows are not read")
+                return
+            self.in_rows, self.row_unit, self.qos = True, u1, bool(m.group("sl"))
+            if out.unit is None:
+                out.unit = u1
+            if u1 not in out.units_seen:
+                out.units_seen.append(u1)
+            return
+        if self._failure(lineno, s):
+            return
+        m = _TITLE.match(s)
+        if m:
+            out.title, out.verb, out.bidirectional = s, m.group("verb"), bool(m.group("bi"))
+            return
+        if _LAT_TITLE.match(s):
+            out.title, out.latency_test = s, True
+            return
+        hit = False
+        for key, rx in _HEADER_RE.items():
+            mm = rx.search(s)
+            if mm and (s.startswith(key) or f"\t{key}" in raw or f"  {key}" in raw):
+                out.header[_HEADER_KEYS[key]] = mm.group(1)
+                hit = True
+        if hit:
+            return
+        if "Waiting for client" in s:
+            out.role = "server"
+            return
+        self._other(lineno, s)
+
+    def _row(self, lineno: int, s: str) -> bool:
+        unit = self.row_unit or ""
+        if self.qos:
+            m = _ROW_QOS.match(s)
+            if m:
+                self.out.rows.append(PerftestRow(lineno, int(m.group(1)), int(m.group(3)), float(m.group(4)),
+                                                 float(m.group(5)), float(m.group(6)), unit, sl=int(m.group(2))))
+                return True
+        else:
+            m = _ROW.match(s)
+            if m:
+                vals = [float(m.group(k)) for k in (3, 4, 5)]
+                if any(v != v or v in (float("inf"), float("-inf")) or v < 0 for v in vals):
+                    self.out.problems.append(f"line {lineno}: a result row with a negative or non-finite "
+                                             f"figure ({s[:80]!r}): left out")
+                    return True
+                self.out.rows.append(PerftestRow(lineno, int(m.group(1)), int(m.group(2)), vals[0], vals[1], vals[2],
+                                                 unit))
+                return True
+        if re.match(r"^\d+(\s+[\d.]+)*\s*$", s):
+            self.out.problems.append(f"line {lineno}: result row cut short ({s[:80]!r}): its figures are "
+                                     "not all there, so it is left out")
+            return True
+        return False
+
+    def _failure(self, lineno: int, s: str) -> bool:
+        out = self.out
+        st = _STATUS.search(s)
+        if st and out.failures and out.failures[-1].kind == "completion-error":
+            f = out.failures[-1]
+            f.wc_status = int(st.group("n1") or st.group("n2"))
+            f.wc_status_text = (st.group("text") or "").strip() or None
+            f.lines.append(s)
+            return True
+        for rx, kind in _FAILURES:
+            m = rx.search(s)
+            if not m:
+                continue
+            last = out.failures[-1] if out.failures else None
+            if kind == "setup" and last is not None:  # "Couldn't create IB resources" after its cause
+                last.lines.append(s)
+                return True
+            if last is not None and last.kind == kind and lineno - last.line <= 4 + len(last.lines):
+                last.lines.append(s)
+            else:
+                last = PerftestFailure(kind=kind, line=lineno, message=s, lines=[s])
+                out.failures.append(last)
+            if rx is _MR_ERRNO and m.group(1):
+                last.errno = int(m.group(1))
+            if kind == "completion-error":
+                last.side = m.group(1).lower()
+                st = _STATUS.search(s)  # printed on one line when pasted so
+                if st:
+                    last.wc_status = int(st.group("n1") or st.group("n2"))
+                    last.wc_status_text = (st.group("text") or "").strip() or None
+            return True
+        if re.match(r"^s?cnt=\d+|^rcnt=\d+|^ccnt=", s) and out.failures:
+            out.failures[-1].lines.append(s)
+            return True
+        return False
+
+    def _other(self, lineno: int, s: str) -> None:
+        out = self.out
+        m = _TOOL.search(s)
+        if m and ("$" in s or "#" in s or s.startswith(m.group(1)) or "/" in s):
+            out.tool = out.tool or m.group(1)
+            if "--use_cuda" in s:
+                out.use_cuda = True
+            if "--use_cuda_dmabuf" in s:
+                out.cuda_dmabuf = True
+            host = re.match(r"^\[?[\w.-]+@([\w.-]+)[:\s\]]", s)  # user@host:/dir# or [user@host dir]#
+            if host:
+                out.hostname = out.hostname or host.group(1)
+            return
+        if s.startswith(("initializing CUDA", "creating CUDA Ctx", "making it the current CUDA Ctx",
+                         "cuMemAlloc()", "allocated GPU buffer", "Listing all CUDA devices", "CUDA device ",
+                         "There are ", "Perftest doesn't supports CUDA")):
+            out.use_cuda = True
+            return
+        if s.startswith("using DMA-BUF") or "Calling ibv_reg_dmabuf_mr" in s or "mlx5dv_reg_dmabuf_mr" in s:
+            out.use_cuda = out.use_cuda or "GPU" in s
+            out.cuda_dmabuf = True
+            return
+        m = _CUDA_NAME.search(s)
+        if m:
+            out.use_cuda, out.gpu_index, out.gpu_name = True, int(m.group(1)), m.group(2).strip()
+            return
+        m = _CUDA_PICK.search(s)
+        if m:
+            out.use_cuda, out.gpu_index = True, int(m.group(1))
+            return
+        if s.startswith(("local address:", "remote address:", "GID:", "ulimit", "unlimited", "WARNING:")):
+            return
+        if s == "..." or s == "…":
+            out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted")
+            return
+        out.notes.append(f"line {lineno}: not a perftest line, left out: {s[:80]!r}")
+
+
+def parse_perftest_lines(lines: Iterable[tuple[int, str]], source: str) -> PerftestOutput:
+    out = PerftestOutput(source=source)
+    p = _Parser(out)
+    last = 0
+    for lineno, line in lines:
+        p.feed(lineno, line)
+        last = lineno
+    if p.in_rows and out.rows and not out.failures and not any(q.startswith(f"line {last}:") for q in out.problems):
+        out.problems.append(f"line {last}: the output ends inside the result table, without perftest's closing "
+                            "dashes: it may have been cut, so larger message sizes may be missing")
+    if len(out.units_seen) > 1:
+        out.problems.append(f"result tables in several units ({', '.join(out.units_seen)}): each row keeps its own")
+    return out

@@ -1,0 +1,237 @@
+"""Findings of an imported perftest run (imported.json ``tool: "perftest"``, written by `gputopo
+import perftest`: importers/perftest_import.py).
+
+- A run that failed is ``rdma-test-failed`` (error), saying what failed and what it usually means:
+  memory registration (``Couldn't allocate MR`` / ``Failed to create MR``: with ``--use_cuda``,
+  GPU memory the NIC cannot register, i.e. GPUDirect RDMA not set up (no ``nvidia_peermem``) or
+  ``--use_cuda_dmabuf`` needed; from host memory, the locked-memory limit, e.g. a pod's
+  memlock), a completion error (its work-completion status: transport retry exceeded is the
+  peer or the path gone), the peer not reached (``Couldn't read remote address``, ``Couldn't
+  connect to``), no such device, or QP/CQ setup.
+- The bandwidth of the largest message size printed (perftest's average, not its peak) is judged
+  against the port's rate where the import knew it (``--ibstat`` / ``--topo``): below
+  ``RDMA_SLOW_RATIO`` of it (twice the rate for a bidirectional test, which prints the sum of both
+  directions) is ``rdma-slow`` (warning); otherwise ``rdma-bandwidth`` (info) states the figure
+  and its share of the rate. Without the rate, or below ``RDMA_MIN_JUDGED_BYTES`` (small messages
+  measure the message rate, not the link), ``rdma-bandwidth`` (info) states the figure and says
+  "not judged" and why.
+
+Why 0.8: a healthy RC write/read/send at 64 KiB and up reaches 90-98 % of the port's data rate
+(the headers of a 4096 B MTU packet cost ~1.5 %; posted EDR runs read 11,129 MiB/s = 93.4 Gb/s on
+100 Gb/s); below 80 % something is in the way (PCIe of the NIC or GPU, a far GPU with --use_cuda,
+a congested or mis-negotiated link).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputopo.model import Finding
+
+#: The average of a run below this share of its port's rate is rdma-slow.
+RDMA_SLOW_RATIO = 0.8
+#: Rows of smaller messages are not judged against the port's rate (perftest's default BW size is
+#: 65536 B, DEF_SIZE_BW in perftest_parameters.h).
+RDMA_MIN_JUDGED_BYTES = 65536
+
+#: ibv_wc_status numbers (libibverbs verbs.h enum ibv_wc_status) -> (name, what it usually means)
+WC_STATUS = {
+    1: ("local length error", "a message longer than the receive buffer posted for it"),
+    2: ("local QP operation error", "the local QP was in a wrong state or misconfigured"),
+    4: ("local protection error", "the buffer's memory registration does not cover the access: with "
+        "--use_cuda, GPU memory the NIC cannot reach (GPUDirect RDMA, dma-buf)"),
+    5: ("work request flushed error", "an earlier error moved the QP to the error state; the first error "
+        "is the cause"),
+    8: ("local access error", "a protection error on a local buffer"),
+    9: ("remote invalid request error", "the peer refused the request (opcode, size or state)"),
+    10: ("remote access error", "the peer's memory key or access rights refused the RDMA read/write"),
+    11: ("remote operation error", "the peer could not complete the operation"),
+    12: ("transport retry counter exceeded", "no acknowledgement from the peer: the peer process gone, the "
+         "path broken (port down, cable, switch), or on RoCE a lossy network without PFC/ECN"),
+    13: ("RNR retry counter exceeded", "the receiver had no receive posted in time (send tests): the peer "
+         "too slow or gone"),
+    19: ("fatal error", "the adapter reported a fatal error: check dmesg for mlx5 errors"),
+    20: ("response timeout error", "no response from the peer in time"),
+}
+
+_ERRNO = {12: "ENOMEM (out of locked memory)", 14: "EFAULT (bad address)", 13: "EACCES (permission denied)",
+          22: "EINVAL (invalid argument)", 95: "EOPNOTSUPP (not supported)", 1: "EPERM (not permitted)"}
+
+
+def _gbps(v: float) -> str:
+    return f"{v:.1f} Gb/s" if v >= 10 else f"{v:.3g} Gb/s"
+
+
+def _printed(row: dict) -> str:
+    return f"{row['bw_average']} {row['unit']}"  # as perftest printed it (%.2lf, or %.6lf below 0.1 Gb/s)
+
+
+def _where(doc: dict) -> str:
+    """``ib_write_bw on mlx5_0 with --use_cuda``: the head of each message (the report's story
+    takes the text before the first ': ')."""
+    dev = doc.get("device")
+    return (f"{doc.get('test', 'perftest')}" + (f" on {dev}" if dev else "")
+            + (" with --use_cuda" if doc.get("use_cuda") else ""))
+
+
+def _file_line(doc: dict, line: Any) -> str:
+    return f"{doc.get('file', '?')}" + (f" line {line}" if line else "")
+
+
+def _mr_failure(doc: dict, f: dict) -> tuple[str, str, list[str]]:
+    errno = f.get("errno")
+    err = f" (error={errno}, {_ERRNO.get(errno, 'an errno')})" if errno is not None else ""
+    text = " ".join(f.get("lines") or [])
+    if doc.get("use_cuda"):
+        gpu = f" ({doc['gpu_name']})" if doc.get("gpu_name") else ""
+        what = f"could not register its GPU buffer{gpu} with the NIC{err}"
+        cause = ("the NIC cannot register GPU memory: GPUDirect RDMA is not set up (the nvidia_peermem module, "
+                 "or the older nv_peer_mem, not loaded), or the GPU or driver cannot expose its memory that way "
+                 "(older GPUs such as the Tesla K80 often cannot)")
+        if doc.get("cuda_dmabuf") or "DMA-BUF" in text:
+            cause = ("dma-buf registration of GPU memory failed: it needs a kernel >= 5.12, the open GPU kernel "
+                     "module and an RDMA stack that supports dma-buf (perftest printed that it does not)"
+                     if "does not support DMA-BUF" in text else
+                     "dma-buf registration of GPU memory failed: check the kernel (>= 5.12), the open GPU kernel "
+                     "module and the RDMA stack's dma-buf support")
+        remedies = ["load nvidia_peermem (`modprobe nvidia_peermem`) and run again",
+                    "or run with --use_cuda_dmabuf (kernel >= 5.12, open GPU kernel module)",
+                    "run the same test without --use_cuda: if host memory works, the NIC and the path are fine",
+                    "`gputopo scan` says whether GPUDirect RDMA is available on the node"]
+        if errno == 12:
+            cause = "out of locked memory while registering the buffer: the memlock limit (a pod's or a user's)"
+            remedies = ["raise the memlock limit (`ulimit -l unlimited`; in Kubernetes the container runtime's "
+                        "LimitMEMLOCK) and run again", *remedies[:1]]
+        return what, cause, remedies
+    what = f"could not register its host buffer with the NIC{err}"
+    cause = ("registering host memory for RDMA failed: most often the locked-memory limit (`ulimit -l`; in a "
+             "container or pod the runtime's memlock limit) is below what perftest pins")
+    remedies = ["raise the memlock limit (`ulimit -l unlimited`, /etc/security/limits.conf; for a pod, the "
+                "container runtime's LimitMEMLOCK) and run again",
+                "check `dmesg` for mlx5 / ib_core errors"]
+    return what, cause, remedies
+
+
+def failure_finding(doc: dict, f: dict) -> Finding:
+    kind, where = f.get("kind"), _where(doc)
+    evidence: dict[str, Any] = {"tool": "perftest", "file": doc.get("path") or doc.get("file"),
+                                "test": doc.get("test"), "device": doc.get("device"), "failure": f.get("kind"),
+                                "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda")}
+    if kind == "memory-registration":
+        what, cause, remedies = _mr_failure(doc, f)
+    elif kind == "completion-error":
+        st = f.get("wc_status")
+        name, meaning = (WC_STATUS.get(st) if isinstance(st, int) else None) or (
+            f.get("wc_status_text") or "status not printed", "")
+        if st is not None:
+            evidence["wc_status"] = st
+        what = (f"had a transfer complete with an error at the {f.get('side') or 'client'} "
+                f"(status {st if st is not None else '?'}, {f.get('wc_status_text') or name})")
+        cause = meaning or "a work request completed with an error; its status says which"
+        remedies = ["check both ports' state (`ibstat`, `gputopo import ibstat`) and `dmesg` on both nodes",
+                    "run the test again; if it repeats, swap the cable or the peer to localise it"]
+    elif kind == "peer-unreachable":
+        what = "did not reach its peer (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
+        cause = ("the peer was gone or never reached: the server not started or already ended, a wrong address "
+                 "or port, a firewall on perftest's TCP port (18515 by default), or with rdma_cm a route missing")
+        remedies = ["start the server side first and give the client its address",
+                    "check the address, `-p` port and the firewall between the nodes"]
+    elif kind == "device":
+        what = "found no usable RDMA device (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
+        cause = "the device named with -d does not exist on this node, or the RDMA drivers are not loaded"
+        remedies = ["list the devices with `ibv_devices` / `ibstat` and name one with -d"]
+    else:
+        what = "could not set up its RDMA resources (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
+        cause = "perftest failed before any transfer; the lines above the failure say why"
+        remedies = ["read the lines before the failure in the output", "check `dmesg` for mlx5 / ib_core errors"]
+    return Finding("rdma-test-failed", "error",
+                   f"{where} {what}: {_file_line(doc, f.get('line'))}; no bandwidth was measured after it",
+                   evidence=evidence, cause=cause, remedies=remedies)
+
+
+def judged_row(doc: dict) -> dict | None:
+    """The row a run is judged by: the largest message size printed (its last such row)."""
+    rows = [r for r in doc.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("bw_average_gbps"), float)]
+    if not rows:
+        return None
+    top = max(r["size_bytes"] for r in rows)
+    return [r for r in rows if r["size_bytes"] == top][-1]
+
+
+def _link_mismatch(doc: dict, port: dict) -> bool:
+    """perftest's ``Link type : IB`` / ``Ethernet`` against the port's link layer, where both are known."""
+    printed = ((doc.get("header") or {}).get("link_type") or "").lower()
+    layer = (port.get("link_layer") or "").lower()
+    if not printed or not layer:
+        return False
+    return ("ethernet" in printed) != (layer == "ethernet")
+
+
+def bandwidth_finding(doc: dict) -> Finding | None:
+    row = judged_row(doc)
+    if row is None:
+        return None
+    port = doc.get("port") or {}
+    rate = port.get("rate_gbps")
+    got = float(row["bw_average_gbps"])
+    size = row["size_bytes"]
+    bi = bool(doc.get("bidirectional"))
+    head = (f"{_where(doc)} averaged {_printed(row)} = {_gbps(got)} at {size} B messages"
+            + (" (both directions together)" if bi else ""))
+    at = _file_line(doc, row.get("line"))
+    evidence: dict[str, Any] = {"tool": "perftest", "file": doc.get("path") or doc.get("file"), "test": doc.get("test"),
+                                "device": doc.get("device"), "size_bytes": size, "bw_average": row["bw_average"],
+                                "bw_peak": row["bw_peak"], "unit": row["unit"], "unit_meaning": doc.get("unit_meaning"),
+                                "bw_average_gbps": round(got, 3), "line": row.get("line"),
+                                "bidirectional": bi, "use_cuda": doc.get("use_cuda"), "port": port}
+    why_not = None
+    if rate is None:
+        why_not = port.get("why") or "port rate unknown"
+    elif size < RDMA_MIN_JUDGED_BYTES:
+        why_not = (f"messages of {size} B measure the message rate, not the link (judged from "
+                   f"{RDMA_MIN_JUDGED_BYTES} B up)")
+    elif (doc.get("header") or {}).get("dual_port", "OFF").upper() == "ON":
+        why_not = "a dual-port run spans two ports; its figure is not compared with one port's rate"
+    elif _link_mismatch(doc, port):
+        why_not = (f"perftest ran over {(doc.get('header') or {}).get('link_type')} but {port.get('name')} is "
+                   f"{port.get('link_layer')} in {port.get('source')}: the text is not of this port")
+    elif port.get("state") not in (None, "Active"):
+        why_not = f"the port {port.get('name')} was {port.get('state')} in {port.get('source')}, not the port this ran on then"
+    if why_not:
+        evidence["judged"] = False
+        return Finding("rdma-bandwidth", "info", f"{head}, not judged: {why_not.replace(': ', ', ')} ({at})",
+                       evidence=evidence)
+    expected = float(rate or 0.0) * (2 if bi else 1)
+    ratio = got / expected if expected > 0 else 0.0
+    evidence.update({"judged": True, "expected_gbps": expected, "ratio": round(ratio, 3),
+                     "threshold_ratio": RDMA_SLOW_RATIO,
+                     "basis": f"{port.get('name')} rate {rate:g} Gb/s from {port.get('source')}" + (
+                         " x 2 (bidirectional)" if bi else "")})
+    of = f"{ratio:.0%} of {port.get('name')}'s {expected:g} Gb/s" + (" (2 x its rate: bidirectional)" if bi else "")
+    if ratio < RDMA_SLOW_RATIO:
+        cuda = doc.get("use_cuda")
+        return Finding(
+            "rdma-slow", "warning", f"{head} = {of}, below {RDMA_SLOW_RATIO:.0%}: {at}", evidence=evidence,
+            cause=("the transfer did not fill the port: " + (
+                "with --use_cuda the GPU-NIC path (a GPU across the socket from its NIC, SYS/NODE; GPUDirect "
+                "RDMA off so data is staged) often limits it; " if cuda else "")
+                + "the NIC's PCIe link trained below its maximum, a congested or mis-negotiated link, or too few "
+                  "queue pairs / too small messages for this port"),
+            remedies=["run again with larger messages (-s 1M or -a) and more queue pairs (-q 4)",
+                      "compare with the same test from host memory (without --use_cuda)" if cuda else
+                      "check the NIC's PCIe link (`gputopo scan`, `lspci -vv`: LnkSta against LnkCap)",
+                      "check the port's counters and the peer's port rate (`ibstat` on both nodes)"])
+    return Finding("rdma-bandwidth", "info", f"{head} = {of}: {at}", evidence=evidence)
+
+
+def perftest_findings(doc: dict) -> list[Finding]:
+    out = [failure_finding(doc, f) for f in doc.get("perftest_failures") or [] if isinstance(f, dict)]
+    bw = bandwidth_finding(doc)
+    if bw is not None:
+        out.append(bw)
+    return out
+
+
+def perftest_measured(imported: list[dict]) -> bool:
+    """Whether an imported perftest run printed a bandwidth (something was measured)."""
+    return any(d.get("tool") == "perftest" and judged_row(d) is not None for d in imported)

@@ -1,0 +1,221 @@
+"""`gputopo import perftest FILE`: ib_write_bw / ib_read_bw / ib_send_bw outputs read with every
+figure and its unit (MB/sec and MiB/sec are both 2^20 bytes/s in perftest's source, Gb/sec 10^9
+bits), judged against the port's rate only where --ibstat / --topo gives it, and a failed run
+said for what it usually means.
+
+Posted outputs are under tests/fixtures/perftest/ (sources in tests/fixtures/README.md); the
+variants below marked WRITTEN are made up here from them, one change each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputopo.importers.perftest_import import read_perftest
+from gputopo.importers.perftest_parse import parse_perftest_lines, to_gbps
+from helpers.cli import gputopo_here, refused
+from helpers.paths import FIXTURES
+
+PT = FIXTURES / "perftest"
+HEALTHY = PT / "k8s-memlock-blog_ib-write-bw_1M_ib_11129MBps_after-fix.txt"
+K80_MR = PT / "perftest-31_k80_ib-write-bw_-a_use-cuda_server_couldnt-allocate-mr.txt"
+GBITS_CUT = PT / "perftest-342_roce_ib-write-bw_gbits_rdma-cm_cut-mid-row_excerpt.txt"
+READ_BW = PT / "ucx-8852_ib-read-bw_-a_ib_mb_no-separators_ends-at-256B_excerpt.txt"
+POST_LIST_8B = PT / "perftest-273_roce_ib-write-bw_post-list_gbits_8B-messages.txt"
+STATUS_12 = PT / "softiwarp-27_ib-send-bw_completion-error-status-12_one-line.txt"
+
+#: WRITTEN: an ibstat of the healthy run's node as it would read: mlx5_0 an EDR 100 Gb/s IB port.
+IBSTAT_EDR = """CA 'mlx5_0'
+\tCA type: MT4119
+\tNumber of ports: 1
+\tFirmware version: 16.35.2000
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 100
+\t\tLink layer: InfiniBand
+"""
+
+
+def _lines(text: str):
+    return list(enumerate(text.splitlines(), start=1))
+
+
+def _written(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _import(tmp_path: Path, *args):
+    out = tmp_path / "run"
+    ran = gputopo_here("import", "perftest", *map(str, args), "--out", str(out), "--no-history")
+    assert ran.returncode == 0, ran.stderr
+    return ran, json.loads((out / "summary.json").read_text()), out
+
+
+def _kinds(summary):
+    return sorted((f["kind"], f["severity"]) for f in summary["findings"])
+
+
+# --- units, as perftest prints them ------------------------------------------------------------
+
+def test_units_are_perftest_format_factors():
+    # MB/sec and MiB/sec: format_factor 0x100000; Gb/sec: 125000000 bytes = 10^9 bits
+    assert to_gbps(1.0, "MB/sec") == to_gbps(1.0, "MiB/sec") == pytest.approx(2 ** 20 * 8 / 1e9)
+    assert to_gbps(42.31, "Gb/sec") == pytest.approx(42.31)
+    assert to_gbps(1.0, "GB/s") is None
+
+
+def test_healthy_posted_row_and_unit():
+    out = read_perftest(str(HEALTHY))
+    assert out.test_name == "ib_write_bw" and out.device == "mlx5_0" and out.header["link_type"] == "IB"
+    assert out.unit == "MB/sec" and not out.problems and not out.failures
+    (row,) = out.rows
+    assert (row.size_bytes, row.iterations, row.bw_peak, row.bw_average, row.msg_rate_mpps) == (
+        1048576, 5000, 11133.60, 11129.09, 0.011123)
+    assert row.to_json()["bw_average_gbps"] == pytest.approx(11129.09 * 2 ** 20 * 8 / 1e9, abs=1e-4)
+
+
+def test_mib_header_of_24_07_reads_as_the_same_figure():
+    """WRITTEN: the healthy output with perftest >= 24.07's header ([MiB/sec]), figures unchanged."""
+    text = HEALTHY.read_text().replace("[MB/sec]", "[MiB/sec]")
+    out = parse_perftest_lines(_lines(text), "written-mib.txt")
+    (row,) = out.rows
+    assert out.unit == "MiB/sec" and row.bw_average == 11129.09
+    assert row.to_json()["bw_average_gbps"] == read_perftest(str(HEALTHY)).rows[0].to_json()["bw_average_gbps"]
+
+
+def test_gbits_posted_with_a_row_cut_mid_way():
+    out = read_perftest(str(GBITS_CUT))
+    assert out.unit == "Gb/sec" and out.header["link_type"] == "Ethernet" and out.header["rdma_cm"] == "ON"
+    assert [(r.size_bytes, r.bw_average) for r in out.rows] == [(65536, 42.31)]
+    assert any("cut short" in p for p in out.problems)
+
+
+def test_read_bw_posted_without_separator_lines():
+    out = read_perftest(str(READ_BW))
+    assert out.test_name == "ib_read_bw" and out.verb == "RDMA_Read" and out.hostname == "cn3"
+    assert out.header["outstanding_reads"] == "16" and out.device == "mlx5_1"
+    assert [r.size_bytes for r in out.rows] == [2, 4, 8, 16, 32, 64, 128, 256]
+    assert any("ends inside the result table" in p for p in out.problems)
+
+
+def test_send_bw_and_bidirectional_titles():
+    """WRITTEN: the healthy output as ib_send_bw -b would title it."""
+    text = HEALTHY.read_text().replace("RDMA_Write BW Test", "Send Bidirectional BW Test").replace(
+        "ib_write_bw", "ib_send_bw")
+    out = parse_perftest_lines(_lines(text), "written-send-bi.txt")
+    assert out.verb == "Send" and out.bidirectional and out.test_name == "ib_send_bw"
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+def test_k80_use_cuda_mr_failure():
+    out = read_perftest(str(K80_MR))
+    assert out.use_cuda and out.gpu_name == "Tesla K80" and out.role == "server" and not out.rows
+    (f,) = out.failures
+    assert f.kind == "memory-registration" and f.line == 13
+    assert "Failed to create MR" in f.lines and "Couldn't create IB resources" in f.lines
+
+
+def test_completion_error_status_one_line_and_new_format():
+    (f,) = read_perftest(str(STATUS_12)).failures
+    assert (f.kind, f.side, f.wc_status) == ("completion-error", "client", 12)
+    # WRITTEN: the same error as perftest prints it since PR 342 (status text, then number)
+    text = (" Completion with error at client\n"
+            " Failed status-transport retry counter exceeded (12): wr_id 0 syndrom 0x81\n scnt=128, ccnt=0\n")
+    (g,) = parse_perftest_lines(_lines(text), "written.txt").failures
+    assert (g.wc_status, g.wc_status_text, len(g.lines)) == (12, "transport retry counter exceeded", 3)
+
+
+def test_failed_runs_are_findings_saying_what_they_mean(tmp_path):
+    ran, s, _ = _import(tmp_path, K80_MR)
+    assert s["verdict"] == "broken" and _kinds(s) == [("rdma-test-failed", "error")]
+    f = s["findings"][0]
+    assert "GPU buffer (Tesla K80)" in f["message"] and "nvidia_peermem" in f["cause"]
+    assert any("--use_cuda_dmabuf" in r for r in f["remedies"])
+    ran, s, _ = _import(tmp_path / "b", STATUS_12)
+    f = s["findings"][0]
+    assert f["kind"] == "rdma-test-failed" and "peer process gone" in f["cause"] and f["evidence"]["wc_status"] == 12
+
+
+def test_host_memory_mr_failure_blames_memlock(tmp_path):
+    """WRITTEN: a host-memory run whose registration failed with ENOMEM (perftest >= 4.5 prints errno)."""
+    p = _written(tmp_path, "mr.txt", "Couldn't allocate MR with error=12\nFailed to create MR\n"
+                                     " Couldn't create IB resources\n")
+    _, s, _ = _import(tmp_path, p)
+    (f,) = s["findings"]
+    assert f["kind"] == "rdma-test-failed" and "memlock" in f["cause"] and "ENOMEM" in f["message"]
+
+
+def test_peer_gone(tmp_path):
+    """WRITTEN: the client's lines when the server is gone (perftest_communication.c's message)."""
+    p = _written(tmp_path, "peer.txt", "ethernet_read_keys: Couldn't read remote address\n"
+                                       " Unable to read to socket/rdma_cm\n")
+    _, s, _ = _import(tmp_path, p)
+    f = s["findings"][0]
+    assert f["kind"] == "rdma-test-failed" and f["evidence"]["failure"] == "peer-unreachable"
+    assert "peer was gone" in f["cause"]
+
+
+# --- the bandwidth, judged only against a known port rate -----------------------------------------
+
+def test_without_the_port_rate_the_figure_is_stated_not_judged(tmp_path):
+    ran, s, _ = _import(tmp_path, HEALTHY)
+    assert _kinds(s) == [("rdma-bandwidth", "info")] and s["verdict"] == "ok"
+    f = s["findings"][0]
+    assert "11129.09 MB/sec = 93.4 Gb/s" in f["message"] and "not judged: port rate unknown" in f["message"]
+    assert f["evidence"]["judged"] is False and f["evidence"]["unit"] == "MB/sec"
+    assert "2^20 bytes" in f["evidence"]["unit_meaning"]
+
+
+def test_near_its_port_rate_no_false_alarm(tmp_path):
+    ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR)
+    ran, s, out = _import(tmp_path, HEALTHY, "--ibstat", ibstat)
+    assert _kinds(s) == [("rdma-bandwidth", "info")] and s["verdict"] == "ok"
+    ev = s["findings"][0]["evidence"]
+    assert ev["judged"] is True and ev["expected_gbps"] == 100.0 and ev["ratio"] == pytest.approx(0.934, abs=1e-3)
+    port = json.loads((out / "imported.json").read_text())["imports"][0]["port"]
+    assert (port["name"], port["rate_gbps"], port["state"]) == ("mlx5_0:1", 100.0, "Active")
+
+
+def test_well_below_its_port_rate_is_rdma_slow(tmp_path):
+    """WRITTEN: the same node's ibstat with mlx5_0 a 400 Gb/s port: 93 Gb/s is 23 % of it."""
+    ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR.replace("Rate: 100", "Rate: 400"))
+    ran, s, _ = _import(tmp_path, HEALTHY, "--ibstat", ibstat)
+    assert _kinds(s) == [("rdma-slow", "warning")] and s["verdict"] == "degraded"
+    assert "23% of mlx5_0:1's 400 Gb/s" in s["findings"][0]["message"]
+
+
+def test_bidirectional_is_compared_with_twice_the_rate(tmp_path):
+    """WRITTEN: the healthy figure printed by a bidirectional test (the sum of both directions)
+    on the 100 Gb/s port: 93 Gb/s of 200 is below 80 %."""
+    p = _written(tmp_path, "bi.txt", HEALTHY.read_text().replace("RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test"))
+    ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR)
+    _, s, _ = _import(tmp_path, p, "--ibstat", ibstat)
+    (f,) = s["findings"]
+    assert f["kind"] == "rdma-slow" and f["evidence"]["expected_gbps"] == 200.0
+
+
+def test_small_messages_and_other_ports_are_not_judged(tmp_path):
+    ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR.replace("mlx5_0", "ib0").replace("InfiniBand", "Ethernet"))
+    _, s, _ = _import(tmp_path, POST_LIST_8B, "--ibstat", ibstat)
+    (f,) = s["findings"]
+    assert f["kind"] == "rdma-bandwidth" and "8 B measure the message rate" in f["message"]
+    # the ibstat of a node whose mlx5_0 is an Ethernet port is not the IB port this ran on
+    gpud = FIXTURES / "ibstat" / "gpud-testdata_h100_cx7-400g-roce_mlx5_11-polling_mlx5_5-disabled.txt"
+    _, s, _ = _import(tmp_path / "b", HEALTHY, "--ibstat", gpud)
+    (f,) = s["findings"]
+    assert f["kind"] == "rdma-bandwidth" and "not of this port" in f["message"]
+    # a device the ibstat does not have
+    _, s, _ = _import(tmp_path / "c", READ_BW, "--ibstat", _written(tmp_path, "i2.txt", IBSTAT_EDR))
+    assert "has no port of mlx5_1" in [f for f in s["findings"] if f["kind"] == "rdma-bandwidth"][0]["message"]
+
+
+def test_not_perftest_output_is_refused(tmp_path):
+    p = _written(tmp_path, "x.txt", "hello\nworld\n")
+    line = refused("import", "perftest", str(p), "--out", str(tmp_path / "r"), "--no-history")
+    assert "not perftest output" in line
