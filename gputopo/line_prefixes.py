@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["strip_ansi", "strip_launcher_prefix", "strip_quote_marker"]
+__all__ = ["strip_ansi", "strip_launcher_prefix", "strip_quote_marker", "strip_ray_repeat"]
 
 #: CSI (colours, cursor moves), OSC (window titles, links) and two-byte escape sequences.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
@@ -79,3 +79,19 @@ def strip_quote_marker(line: str) -> str:
     """A line of a quoted paste (an e-mail or Markdown quote: ``> `` or ``>> ``) without the
     quote marks. Only for formats whose own lines never start with ``>``."""
     return _QUOTE.sub("", line, count=1)
+
+
+#: Ray's log deduplication (ray/_private/ray_logging: RAY_DEDUP_LOGS): the first of several
+#: similar lines, with `` [repeated 14x across cluster]`` appended (and, the first time, a note
+#: on how to turn it off); the other lines are not printed at all.
+_RAY_REPEAT = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\].*$")
+
+
+def strip_ray_repeat(line: str) -> tuple:
+    """``(line, n)``: the line without Ray's ``[repeated Nx across cluster]`` suffix (and what
+    follows it), and N, the similar lines Ray left out (0 where there is no suffix). Call it on a
+    line whose colour codes are already removed."""
+    m = _RAY_REPEAT.search(line)
+    if m is None:
+        return line, 0
+    return line[:m.start()], int(m.group("n"))

@@ -131,7 +131,7 @@ def nccl_tests(logs, out_dir, op, topo_file):
     """
     from gputopo.importers.nccl_tests_import import import_nccl_tests
 
-    res = import_nccl_tests(logs, out_dir=out_dir, op=op, topology=load_topo_option(topo_file),
+    res = import_nccl_tests(logs, out_dir=out_dir, op=op, ranks=ranks, topology=load_topo_option(topo_file),
                             topology_file=topo_file,
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
@@ -196,12 +196,21 @@ def nccl_debug(logs, into, as_json, topo_file):
 
         raise UsageError(f"--topo {topo_file}: --into {into} matches the log to that run's own "
                          "topology; give one of --into and --topo")
-    doc = import_nccl_debug(list(logs), into=into, topology=load_topo_option(topo_file),
-                            topology_file=topo_file)
+    topology = load_topo_option(topo_file)
+    doc = import_nccl_debug(list(logs), into=into, topology=topology, topology_file=topo_file)
+    from gputopo.report.nccl_debug_findings import nccl_debug_findings, problem_findings, verdict
+
+    if into:
+        from gputopo.report.run_folder import load_run
+
+        topology = load_run(into).topology
+    findings = nccl_debug_findings(doc, topology)
+    judged = findings + problem_findings(doc)
     if as_json:
-        click.echo(document_json(doc))
+        click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged])))
     else:
         _print_transports(doc)
+        _print_findings(doc, judged, verdict(doc, judged))
     if into:
         from gputopo.report.render import render_run
 
@@ -233,7 +242,66 @@ def _print_transports(doc) -> None:
     if doc["settings"]:
         c.print("NCCL settings from the environment: "
                 + ", ".join(f"{k}={v}" for k, v in sorted(doc["settings"].items())))
+    for line in network_lines(doc):
+        c.print(line, markup=False)
     for problem in doc.get("problems") or []:
         c.print(f"Not read: {problem}", markup=False)
     if not doc["pairs"]:
-        c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")
+        if any(p.get("trace") for p in doc.get("processes") or []) or doc.get("error_line_count"):
+            c.print("No channel lines: NCCL stopped before connecting (see below).")
+        else:
+            c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")
+
+
+def network_lines(doc) -> list:
+    """The network facts of the log, in words: per host the NICs NCCL listed and the network used,
+    GPUDirect RDMA per connection, lines without a host prefix."""
+    out = []
+    if doc.get("no_prefix_lines"):
+        out.append(f"{doc['no_prefix_lines']} NCCL line(s) without the host:pid:tid prefix: their host is unknown")
+    net = doc.get("network") or {}
+    for host, f in sorted((net.get("hosts") or {}).items()):
+        parts = []
+        if f.get("networks_used"):
+            parts.append("used " + ", ".join(f["networks_used"]))
+        for name, devs in sorted((f.get("devices") or {}).items()):
+            parts.append(f"{name} devices " + " ".join(
+                f"[{d['index']}]{d['device']}" + (f"/{d['link']}" if d.get("link") else "") for d in devs))
+        if f.get("no_ib_device"):
+            parts.append("no IB device found")
+        if f.get("plugins_loaded"):
+            parts.append("plugin(s) loaded: " + ", ".join(f["plugins_loaded"]))
+        off = [h for h in net.get("gdr_hcas") or [] if h["host"] == host and not h["gdr"]]
+        if off:
+            parts.append("GPU Direct RDMA disabled for " + ", ".join(f"{h['net']} HCA {h['index']} '{h['device']}'"
+                                                                      for h in off))
+        out.append(f"Network on {host}: " + "; ".join(parts or ["-"]))
+    conns = net.get("connections") or []
+    if conns:
+        per: dict = {}
+        for cn in conns:
+            key = f"NET/{cn['net']}/{cn['dev']}" + (f" ({cn['device']})" if cn.get("device") else "")
+            per.setdefault((cn["host"], key), [0, 0])[0 if cn["gdr"] else 1] += cn["lines"]
+        for (host, key), (gdr, plain) in sorted(per.items()):
+            how = "TCP sockets (no GPUDirect RDMA)" if key.startswith("NET/Socket/") else \
+                "GPUDirect RDMA on every line" if not plain else "no GPUDirect RDMA" if not gdr else \
+                f"GPUDirect RDMA on {gdr}, not on {plain}"
+            out.append(f"  {host} {key}: {gdr + plain} connection line(s), {how}")
+    return out
+
+
+def _print_findings(doc, findings, verdict_word) -> None:
+    c = console()
+    c.print(f"verdict: {verdict_word}" + ("" if findings else " (no findings)"), markup=False)
+    unread = [f for f in findings if f.kind == "incomplete-data"]
+    if unread:
+        c.print(f"WARNING incomplete-data: {len(unread)} thing(s) of the log could not be read (the 'Not read' "
+                "lines above): what is shown is part of the job", markup=False)
+    for f in findings:
+        if f.kind == "incomplete-data":
+            continue
+        c.print(f"{f.severity.upper()} {f.kind}: {f.message}", markup=False)
+        if f.cause:
+            c.print(f"    likely cause: {f.cause}", markup=False)
+        for r in f.remedies[:2]:
+            c.print(f"    - {r}", markup=False)

@@ -21,7 +21,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
 from gputopo.model.bus_id import try_bus_key
-from gputopo.probe.nccl_log import Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
+from gputopo.probe.nccl_log import HOST_UNKNOWN, Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
 from gputopo.report.run_folder import load_run
 from gputopo.runfolder.layout import NCCL_DEBUG_JSON
 from gputopo.runfolder.writer import write_json
@@ -44,7 +44,7 @@ def read_logs(paths: Sequence) -> NcclDebugLog:
     except OSError as e:
         raise InputFileError(getattr(e, "filename", None) or paths[0], e.strerror or str(e)) from None
     if log.lines == 0:
-        raise InputFileError(paths[0], "no 'NCCL INFO' lines: run the job with NCCL_DEBUG=INFO "
+        raise InputFileError(paths[0], "no 'NCCL INFO' or 'NCCL WARN' lines: run the job with NCCL_DEBUG=INFO "
                                        "(and NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV)")
     return log
 
@@ -61,7 +61,13 @@ def run_host(topo: Optional[Topology]) -> Optional[str]:
 
 
 def log_hosts(log: NcclDebugLog) -> List[str]:
-    return sorted({ep.host for c in log.channels for ep in (c.src, c.dst) if ep.host != "?"})
+    """The machines the log's lines were printed on (channel ends, warning or failing processes,
+    network lines); lines without the ``host:pid:tid`` prefix name none."""
+    known = {ep.host for c in log.channels for ep in (c.src, c.dst) if ep.host_known}
+    known |= {h for h, _pid in log.processes if h != HOST_UNKNOWN and (log.processes[(h, _pid)]["warnings"]
+                                                                      or log.processes[(h, _pid)]["trace"])}
+    known |= {h for h in set(log.net_devices) | set(log.networks) | set(log.no_ib_device) if h != HOST_UNKNOWN}
+    return sorted(known)
 
 
 def refuse_other_host(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology], into) -> None:
@@ -81,7 +87,9 @@ def _match(ep: Endpoint, topo: Optional[Topology]) -> Dict[str, Any]:
     if topo is None:
         return {"gpu": None, "matched_by": "no run given"}
     mine = run_host(topo)
-    if mine is not None and ep.host != "?" and _base_host(ep.host) != _base_host(mine):
+    if not ep.host_known and ep.host != HOST_UNKNOWN:  # a peer whose host the log does not show
+        return {"gpu": None, "matched_by": "on a host this log does not show"}
+    if mine is not None and ep.host_known and _base_host(ep.host) != _base_host(mine):
         return {"gpu": None, "matched_by": f"host {ep.host} is not the run's host {mine}"}
     if mine is not None and "#" in ep.host:
         return {"gpu": None, "matched_by": f"host name {mine} is on several machines in the log"}
@@ -121,10 +129,58 @@ def _link_class(topo: Optional[Topology], gpus: List[int]) -> Optional[str]:
     return str(lc) if lc is not None else None
 
 
+def net_connections(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[Dict[str, Any]]:
+    """What each rank's NET lines say of its own side: the network, the NIC (``NET/IB/<n>``'s n,
+    named from that host's ``NET/IB : Using`` list), GPUDirect RDMA (``/GDRDMA``) and the proxy rank
+    (PXN), one record per (host, rank, GPU, NIC, GDR) with its line count; ``gpu_index`` is the GPU of
+    ``topo`` the rank's GPU is (matched as pairs are), where one is given."""
+    out: Dict[tuple, Dict[str, Any]] = {}
+    for c in log.channels:
+        net = c.net
+        if net is None:
+            continue
+        ep = c.printer
+        devices = log.net_devices.get(ep.host.split("#", 1)[0], {}).get(net["net"]) or []
+        name = next((d["device"] for d in devices if d["index"] == net["dev"]), None)
+        key = (ep.host, c.printer_rank, ep.label(), net["net"], net["dev"], net["gdr"], net["proxy_rank"])
+        rec = out.get(key)
+        if rec is None:
+            rec = out[key] = {"host": ep.host, "rank": c.printer_rank, "gpu": ep.label(), "bus_id": ep.bus_id,
+                              "nvml_dev": ep.nvml_dev, "net": net["net"], "dev": net["dev"], "device": name,
+                              "gdr": net["gdr"], "proxy_rank": net["proxy_rank"], "lines": 0}
+            if topo is not None:
+                rec["gpu_index"] = _match(ep, topo)["gpu"]
+        rec["lines"] += 1
+    return sorted(out.values(), key=lambda r: (r["host"], r["rank"] if r["rank"] is not None else -1, r["dev"]))
+
+
+def network_facts(log: NcclDebugLog, topo: Optional[Topology] = None) -> Dict[str, Any]:
+    """The job's network as its log tells it, per host: the NICs NCCL listed, "No device found" for
+    IB, the network each communicator used ("Using network IB"), external plugins loaded, NCCL's
+    "GPU Direct RDMA Enabled|Disabled for HCA" lines, and each rank's NET connections."""
+    hosts = sorted(set(log.net_devices) | set(log.no_ib_device) | set(log.networks) | set(log.plugins_loaded)
+                   | {h for h, _n, _i in log.gdr_hcas})
+    return {"hosts": {h: {"devices": log.net_devices.get(h, {}), "no_ib_device": h in log.no_ib_device,
+                          "networks_used": log.networks.get(h, []), "plugins_loaded": log.plugins_loaded.get(h, [])}
+                      for h in hosts},
+            "gdr_hcas": sorted(log.gdr_hcas.values(), key=lambda r: (r["host"], r["net"], r["index"])),
+            "connections": net_connections(log, topo)}
+
+
+def process_facts(log: NcclDebugLog) -> List[Dict[str, Any]]:
+    """Processes that warned or returned an error (NCCL WARN lines, ``file.cc:N -> code``), with
+    the ranks their Init lines named and whether they logged ``Init COMPLETE``."""
+    return [dict(p, ranks=sorted(p["ranks"])) for _k, p in sorted(log.processes.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+            if p["warnings"] or p["trace"]]
+
+
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
-            "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo)}
+            "no_prefix_lines": log.no_prefix_lines, "ray_folded_lines": log.ray_folded,
+            "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
+            "network": network_facts(log, topo), "processes": process_facts(log),
+            "error_lines": list(log.error_lines), "error_line_count": log.error_line_count}
 
 
 def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,
@@ -153,7 +209,7 @@ def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology
         raise UsageError(f"{target}: already imported; run folders are never overwritten")
     refuse_other_host(log, paths, run.topology, into)
     doc = debug_document(log, paths, run.topology)
-    if not any("gpus" in r for r in doc["pairs"]):
+    if doc["pairs"] and not any("gpus" in r for r in doc["pairs"]):
         raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
                          f"{into} (matched by bus id, else NVML index): is it the same machine?")
     write_json(target, doc)

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from gputopo.line_prefixes import strip_launcher_prefix
+from gputopo.line_prefixes import strip_launcher_prefix, strip_ray_repeat
 from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_ranks import RankMap, RankSeen
 
@@ -43,7 +43,47 @@ KIND_WORDS = {
     "NET": "the network (InfiniBand/RoCE or sockets), no peer DMA",
 }
 
-_PREFIX = re.compile(r"^(?:.*?\s)?(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
+#: ``host:pid:tid [cudaDev] NCCL INFO msg``; WARN lines name NCCL's source file and line before
+#: ``NCCL WARN``. The ``host:pid:tid`` prefix (and the ``[cudaDev]``) may be gone where the lines were
+#: cut out of the log (``grep -o 'NCCL INFO.*'``, ``cut -d' ' -f2-``, a paste): read, host unknown.
+_PREFIX = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?(?:\[(?P<dev>\d+)\] )?"
+                     r"(?:(?P<src>[\w./-]+\.\w+:\d+) )?NCCL (?P<level>INFO|WARN)(?: (?P<msg>.*))?$")
+#: The host of lines without the ``host:pid:tid`` prefix.
+HOST_UNKNOWN = "(host unknown)"
+#: The host of a peer rank that never printed a line of its own (nor an Init line) in the log.
+HOST_NOT_IN_LOG = "?"
+#: The host of a peer rank of a communicator whose Init lines the log does not show (cut, or left
+#: out by Ray): its rank numbers are not the world's, so neither its host nor its GPU can be told.
+HOST_NOT_TOLD = "??"
+#: What a channel line's transport may be, whole (NCCL 2.4 to 2.30, src/transport/{p2p,shm,net}.cc);
+#: anything else is a line cut or garbled, skipped and counted, never guessed ("via P").
+_VIA_WHOLE = re.compile(
+    r"^(?:P2P/(?:IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[[0-9a-fA-F]+\])(?:/read)?(?:/CE)?"
+    r"|SHM(?:/(?:direct|CE))*|direct shared memory"
+    r"|NET/[^/]+/\d+(?:\(\d+\))?(?:/GDRDMA)?(?:\(PCI\))?(?:/Shared)?)$")
+#: ``NET/<plugin>/<device index>[(<proxy rank>)][/GDRDMA][(PCI)][/Shared]`` (src/transport/net.cc).
+_NET_VIA = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?")
+#: NCCL <= 2.x ring order lines "Ring 08 : 0 -> 1 -> 2" (previous -> this -> next rank): no connection.
+_RING_ORDER = re.compile(r"^Ring \d+ : \d+ -> \d+ -> \d+$")
+#: "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>" (src/transport/net_ib
+#: init.cc) and "NET/Socket : Using [0]eth0:10.1.2.3<0>" (net_socket.cc): the devices, by index.
+_NET_USING = re.compile(r"^NET/(?P<net>IB|Socket) ?: Using(?P<devs>.*?)(?:;\s*OOB.*)?$")
+_NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<name>[^\s:\[\]<;]+)(?::(?P<port>\d+))?(?::\d*)*(?:/(?P<link>IB|RoCE))?")
+_NO_IB = re.compile(r"^NET/IB ?: No device found")
+#: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (src/graph/topo.cc, NCCL >= 2.19 or so).
+_GDR_HCA = re.compile(r"^NET/(?P<net>.+?) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
+_USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
+_PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI Using (?P<ofi>aws-ofi-nccl \S+))\s*$")
+#: NCCL's error path: every NCCLCHECK that sees a failure logs "file.cc:line -> code" on its way up.
+_TRACE = re.compile(r"^(?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)(?: \[(?P<where>[^\]]*)\])?\s*$")
+#: What a launcher or framework prints when NCCL returned an error (torch, nccl-tests, vLLM).
+_ERROR_TEXT = re.compile(r"unhandled (?:system|cuda) error|internal error - please report|invalid usage \(run with|"
+                         r"remote process exited or there was a network error|ncclSystemError|ncclInternalError|"
+                         r"ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|ncclInvalidArgument")
+#: ncclResult_t (src/include/nccl.h): the code after "->" in words, as ncclGetErrorString says it.
+NCCL_RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",
+                4: "invalid argument", 5: "invalid usage", 6: "remote process exited or there was a network error",
+                7: "operation in progress"}
 #: "Channel 00/0 : 0[0] -> 1[1] via ...", NCCL <= 2.5 "Ring 00 : 3[3] -> 2[2] via P2P/IPC" and
 #: "Ring 00 : 15 -> 0 [send] via NET/Socket/0" (no device in brackets). The transport is the rest
 #: of the line: NET plugin names hold spaces ("NET/AWS Libfabric/1/GDRDMA").
@@ -51,10 +91,13 @@ _CHANNEL = re.compile(
     r"(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)(?:\[(?P<sdev>[0-9a-fA-F]+)\])? -> "
     r"(?P<dst>\d+)(?:\[(?P<ddev>[0-9a-fA-F]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
 _CHANNEL_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+")
+#: "Channel" cut after the word, or run into another process's output ("Channel(RayWorker pid=1)").
+_CUT_START = re.compile(r"^(?:Channel|Ring)(?:$|[^\s\w/])|^(?:Channel|Ring) \d+(?:/\d+)?\s*:?\s*$")
 _INIT = re.compile(
     r"comm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm>0x[0-9a-fA-F]+))?")
-_SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to\s*(?P<value>.*?)\s*$")
+_INIT_START = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank \d+ nranks \d+")
+_SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to\s*(?P<value>.*?)\s*$")
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
 
 
@@ -79,7 +122,17 @@ class Endpoint:
     def label(self) -> str:
         where = self.bus_id if self.bus_id else f"nvml {self.nvml_dev}" if self.nvml_dev is not None \
             else f"cuda {self.cuda_dev}" if self.cuda_dev is not None else f"rank {self.rank} (GPU not in the log)"
+        gpu = "" if where.startswith("rank ") else f" ({where})"
+        if self.host == HOST_NOT_TOLD:
+            return f"rank {self.rank}{gpu} of a communicator whose ranks this log does not show, host unknown"
+        if self.host == HOST_NOT_IN_LOG:  # said in words, never "?/nvml 0"
+            return f"rank {self.rank}{gpu}, on a host not in this log" if self.rank is not None \
+                else f"{where}, on a host not in this log"
         return f"{self.host}/{where}" if self.host else where
+
+    @property
+    def host_known(self) -> bool:
+        return self.host not in (HOST_NOT_IN_LOG, HOST_NOT_TOLD, HOST_UNKNOWN)
 
 
 @dataclass
@@ -91,10 +144,30 @@ class ChannelLine:
     via: str  # "P2P/IPC/read", "SHM/direct/direct", "NET/IB/0/GDRDMA", "P2P/direct pointer"
     direction: Optional[str] = None  # "send" | "receive" (NET lines), None otherwise
 
+    #: the process that printed the line: its rank (the sender, or the receiver on [receive] lines)
+    printer_rank: Optional[int] = None
+
     @property
     def kind(self) -> str:
+        if self.via.startswith("direct shared memory"):  # NCCL 2.7's SHM (src/transport/shm.cc)
+            return "SHM"
         head = self.via.split("/", 1)[0].upper()
         return head if head in TRANSPORT_KINDS else head or "?"
+
+    @property
+    def net(self) -> Optional[dict]:
+        """A NET line's network, device index (``NET/IB/<n>``: the ``[n]`` of ``NET/IB : Using``),
+        proxy rank (PXN) and GPUDirect RDMA (``/GDRDMA``); None for other transports."""
+        m = _NET_VIA.match(self.via)
+        if m is None:
+            return None
+        return {"net": m.group("net"), "dev": int(m.group("dev")), "gdr": bool(m.group("gdr")),
+                "proxy_rank": int(m.group("proxy")) if m.group("proxy") else None}
+
+    @property
+    def printer(self) -> Endpoint:
+        """The GPU of the process that printed the line (its NIC is the one named)."""
+        return self.dst if self.direction == "receive" else self.src
 
 
 @dataclass
@@ -115,9 +188,30 @@ class NcclDebugLog:
     #: communicator (commId, else "nranks N") -> rank -> the process that printed its Init line
     comm_ranks: Dict[str, Dict[int, RankSeen]] = field(default_factory=dict)
     _current_comm: Dict[Tuple[str, int], str] = field(default_factory=dict)  # (host, pid) -> last Init START
+    _comm_sizes: Dict[str, int] = field(default_factory=dict)  # communicator -> nranks
     #: What the log says that could not be used, per line or connection.
     problems: List[str] = field(default_factory=list)
-    _raw: List[Tuple[str, int, int, dict]] = field(default_factory=list)  # channel lines not yet finished
+    _raw: List[Tuple[str, int, Optional[int], dict]] = field(default_factory=list)  # channel lines not yet finished
+    #: NCCL lines read without the ``host:pid:tid`` prefix (their host is unknown)
+    no_prefix_lines: int = 0
+    #: NCCL lines Ray left out of the log ("[repeated Nx across cluster]"), and channel lines among them
+    ray_folded: int = 0
+    ray_folded_channels: int = 0
+    #: host -> network -> the devices ``NET/IB : Using`` / ``NET/Socket : Using`` list:
+    #: [{"index": 0, "device": "mlx5_0", "port": 1, "link": "RoCE"}]
+    net_devices: Dict[str, Dict[str, List[dict]]] = field(default_factory=dict)
+    no_ib_device: List[str] = field(default_factory=list)  # hosts that logged "NET/IB : No device found"
+    networks: Dict[str, List[str]] = field(default_factory=dict)  # host -> "Using network X" values
+    plugins_loaded: Dict[str, List[str]] = field(default_factory=dict)  # host -> external net plugins loaded
+    #: (host, network, HCA index) -> {"host", "net", "index", "device", "gdr": bool}: NCCL's
+    #: "GPU Direct RDMA Enabled|Disabled for HCA n 'name'" lines
+    gdr_hcas: Dict[Tuple[str, str, int], dict] = field(default_factory=dict)
+    #: (host, pid) -> what the process said about itself: "warnings" (NCCL WARN lines, with their
+    #: source), "trace" (NCCL's error path "file.cc:line -> code"), "init_complete", "ranks"
+    processes: Dict[Tuple[str, int], dict] = field(default_factory=dict)
+    #: lines of the launcher or framework that quote an NCCL error ("unhandled system error")
+    error_lines: List[str] = field(default_factory=list)
+    error_line_count: int = 0
 
     def pairs(self) -> Dict[Tuple[Endpoint, Endpoint], List[ChannelLine]]:
         """Channel lines per unordered pair of GPUs (endpoints sorted by label)."""
@@ -138,39 +232,73 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
     return finish_channels(log)
 
 
+def _process(log: NcclDebugLog, host: str, pid: int) -> dict:
+    return log.processes.setdefault((host, pid), {"host": host, "pid": pid, "warnings": [], "trace": [],
+                                                  "init_complete": False, "ranks": []})
+
+
 def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
-    """Feed one line (launcher prefixes and colours are removed first); ``where`` ("file:line")
-    names it when it is a channel line that cannot be read (cut or garbled)."""
-    bare = strip_launcher_prefix(line).strip()
+    """Feed one line (launcher prefixes, colours and Ray's ``[repeated Nx across cluster]`` are
+    removed first); ``where`` ("file:line") names it when it is a channel line that cannot be read
+    whole (cut or garbled): such a line is skipped and counted, never guessed."""
+    bare, folded = strip_ray_repeat(strip_launcher_prefix(line))
+    bare = bare.strip()
     m = _PREFIX.match(bare)
     if not m:
         v = _VERSION.match(bare)  # rank 0 prints "NCCL version 2.9.9+cuda11.2" without the INFO prefix
         if v and v.group("v") not in log.versions:
             log.versions.append(v.group("v"))
+        elif "NCCL" in bare and _ERROR_TEXT.search(bare):
+            log.error_line_count += 1
+            if len(log.error_lines) < 5 and bare[:300] not in log.error_lines:
+                log.error_lines.append(bare[:300])
         return
     log.lines += 1
-    host, msg, pid, dev = m.group("host"), m.group("msg"), int(m.group("pid")), int(m.group("dev"))
+    log.ray_folded += folded
+    msg = (m.group("msg") or "").strip()
+    dev = int(m.group("dev")) if m.group("dev") is not None else None
+    if m.group("host") is None:
+        log.no_prefix_lines += 1
+        host, pid = HOST_UNKNOWN, -1  # the process is told by its rank where the line names one
+    else:
+        host, pid = m.group("host"), int(m.group("pid"))
+    if m.group("level") == "WARN":
+        _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where})
+        return
     c = _CHANNEL.search(msg)
     if c:
         g = c.groupdict()
         g["via"] = g["via"].split(", [", 1)[0].rstrip(".")
+        own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
+        if not _VIA_WHOLE.match(g["via"]):
+            log.problems.append(f"{where or 'a line'}: a channel line that could not be read whole (cut or garbled: "
+                                f"transport {g['via'][:40]!r}): not counted")
+            return
+        log.ray_folded_channels += folded
+        if host == HOST_UNKNOWN:
+            pid = -1 - own
         g["comm"] = log._current_comm.get((host, pid))
         log._raw.append((host, pid, dev, g))
-        own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
         if g["comm"] is None:  # ranks of an unknown communicator: only the world map may hold them
             log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
         return
-    if _CHANNEL_START.match(msg) and "->" in msg:
-        log.problems.append(f"{where or 'a line'}: a channel line that could not be read (cut or garbled): "
-                            f"{msg[:120]!r}")
+    if (_CHANNEL_START.match(msg) and "->" in msg and not _RING_ORDER.match(msg)) or _CUT_START.match(msg):
+        log.problems.append(f"{where or 'a line'}: a channel line that could not be read whole (cut or garbled): "
+                            f"{msg[:120]!r}: not counted")
         return
     i = _INIT.search(msg)
+    if i is None and _INIT_START.search(msg):
+        log.problems.append(f"{where or 'a line'}: an Init line that could not be read whole (cut or garbled): "
+                            f"{msg[:120]!r}: not counted")
+        return
     if i:
         nvml = i.group("nvml")
         bus = _bus_id(i.group("bus").rjust(5, "0"))
+        rank = int(i.group("rank"))
+        if host == HOST_UNKNOWN:
+            pid = -1 - rank
         if nvml is not None and bus is not None:
             log.buses[(host, int(nvml))] = bus
-        rank = int(i.group("rank"))
         log.ranks[(host, rank)] = {
             "bus_id": bus,
             "nvml_dev": int(nvml) if nvml is not None else None, "cuda_dev": int(i.group("cuda")),
@@ -180,8 +308,21 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         log.rank_map.from_init(rank, int(i.group("nranks")), seen)
         comm = i.group("comm") or f"nranks {i.group('nranks')}"
         log.comm_ranks.setdefault(comm, {})[rank] = seen
+        log._comm_sizes[comm] = int(i.group("nranks"))
+        proc = _process(log, host, pid)
+        if rank not in proc["ranks"]:
+            proc["ranks"].append(rank)
         if "Init START" in msg:  # the channel lines this process prints next are this communicator's
             log._current_comm[(host, pid)] = comm
+        if "Init COMPLETE" in msg:
+            proc["init_complete"] = True
+        return
+    if _read_network_line(log, host, msg):
+        return
+    t = _TRACE.match(msg)
+    if t:
+        _process(log, host, pid)["trace"].append({"source": t.group("src"), "code": int(t.group("code")),
+                                                  "where": where})
         return
     s = _SETTING.search(msg)
     if s:
@@ -191,6 +332,41 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     v = _VERSION.search(msg)
     if v and v.group("v") not in log.versions:
         log.versions.append(v.group("v"))
+
+
+def _add_once(values: List[str], value: str) -> None:
+    if value not in values:
+        values.append(value)
+
+
+def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
+    """The network facts of one INFO message: NIC lists, no IB device, GDR per HCA, the network
+    and plugins used. True when the message was one of them."""
+    u = _NET_USING.match(msg)
+    if u:
+        devs = [{"index": int(d.group("i")), "device": d.group("name"),
+                 "port": int(d.group("port")) if d.group("port") else None, "link": d.group("link")}
+                for d in _NET_DEV.finditer(u.group("devs"))]
+        log.net_devices.setdefault(host, {})[u.group("net")] = devs
+        return True
+    if _NO_IB.match(msg):
+        _add_once(log.no_ib_device, host)
+        return True
+    g = _GDR_HCA.match(msg)
+    if g:
+        net, idx = g.group("net").strip(), int(g.group("i"))
+        log.gdr_hcas[(host, net, idx)] = {"host": host, "net": net, "index": idx, "device": g.group("name"),
+                                          "gdr": g.group("state") == "Enabled"}
+        return True
+    n = _USING_NETWORK.match(msg)
+    if n:
+        _add_once(log.networks.setdefault(host, []), n.group("net"))
+        return True
+    p = _PLUGIN_LOADED.match(msg)
+    if p:
+        _add_once(log.plugins_loaded.setdefault(host, []), p.group("name") or p.group("ofi"))
+        return True
+    return False
 
 
 def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
@@ -204,16 +380,24 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
         own_rank = dst_rank if g["dir"] == "receive" else src_rank
         peer_rank = src_rank if own_rank == dst_rank else dst_rank
         members = log.comm_ranks.get(g["comm"]) if g["comm"] else None
-        own_seen = (members or {}).get(own_rank) if members is not None else log.rank_map.seen(own_rank)
+        # Without its communicator's Init START (cut, or folded by Ray), a line of a log with
+        # communicators of several sizes names ranks of an unknown one: the world map would guess.
+        if members is not None and own_rank in members and (members[own_rank].host, members[own_rank].pid) != (host, pid):
+            members = None  # another process is that rank of the printer's last communicator: not its line
+        unknown_comm = members is None and len(set(log._comm_sizes.values())) > 1
+        own_seen = (members or {}).get(own_rank) if members is not None else \
+            None if unknown_comm else log.rank_map.seen(own_rank)
         own_is_world_rank = members is None and own_seen is not None and (own_seen.host, own_seen.pid) == (host, pid)
         if own_seen is None or (own_seen.host, own_seen.pid) != (host, pid):
             own_seen = RankSeen(host=host, pid=pid, cuda_dev=dev)
-        peer_seen = members.get(peer_rank) if members is not None else log.rank_map.seen(peer_rank)
+        peer_seen = members.get(peer_rank) if members is not None else \
+            None if unknown_comm else log.rank_map.seen(peer_rank)
         # World ranks carry their machine label; a sub-communicator's are labelled by process.
         own_label = (log.rank_map.host_of(own_rank) if own_is_world_rank else None) or log.rank_map.label_for(own_seen)
-        local = g["via"].split("/", 1)[0].upper() in ("P2P", "SHM")
+        local = g["via"].split("/", 1)[0].upper() in ("P2P", "SHM") or g["via"].startswith("direct shared memory")
         peer_label = (log.rank_map.host_of(peer_rank) if members is None and peer_seen is not None else None) or \
-            (log.rank_map.label_for(peer_seen) if peer_seen is not None else own_label if local else "?")
+            (log.rank_map.label_for(peer_seen) if peer_seen is not None else own_label if local
+             else HOST_NOT_TOLD if unknown_comm else HOST_NOT_IN_LOG)
         own_ep = _endpoint_of(log, own_seen, own_label, g["sdev"] if own_rank == src_rank else g["ddev"], own_rank)
         peer_ep = _endpoint_of(log, peer_seen, peer_label, g["ddev"] if own_rank == src_rank else g["sdev"],
                                peer_rank)
@@ -223,7 +407,7 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
                                 "(the log does not tell the two GPUs apart): line not counted")
             continue
         log.channels.append(ChannelLine(src_rank=src_rank, dst_rank=dst_rank, src=src, dst=dst, via=g["via"],
-                                        direction=g["dir"]))
+                                        direction=g["dir"], printer_rank=own_rank))
     log._raw = []
     return log
 
@@ -233,12 +417,14 @@ def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token:
     """One end's GPU: from the bracket token (bus id or NVML index), else from what the rank's own
     lines said (Init: bus id / nvmlDev; NCCL <= 2.5 lines: the printing process's [cudaDev])."""
     name = seen.host if seen is not None else label
+    unknown = rank if label in (HOST_NOT_IN_LOG, HOST_NOT_TOLD) else None  # a GPU on an unknown host is told by its rank
     if token:
         bus = _bus_id(token)
         if bus is not None:
-            return Endpoint(label, bus_id=bus)
+            return Endpoint(label, bus_id=bus, rank=unknown)
         dev = int(token)
-        return Endpoint(label, bus_id=log.buses.get((name, dev)), nvml_dev=dev)
+        return Endpoint(label, bus_id=log.buses.get((name, dev)) if unknown is None else None, nvml_dev=dev,
+                        rank=unknown)
     if seen is not None and (seen.bus_id or seen.nvml_dev is not None):
         return Endpoint(label, bus_id=seen.bus_id, nvml_dev=seen.nvml_dev)
     if seen is not None and seen.cuda_dev is not None:
@@ -256,6 +442,10 @@ def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
         with text_lines(str(p), "an NCCL_DEBUG=INFO log") as lines:  # streamed; binary refused
             for lineno, line in enumerate(lines, start=1):
                 read_debug_line(log, line, f"{p}:{lineno}")
+    if log.ray_folded_channels:
+        log.problems.append(f"Ray left {log.ray_folded_channels} channel line(s) out of the log as "
+                            "'[repeated Nx across cluster]' (its log deduplication): those connections are not "
+                            "in it (RAY_DEDUP_LOGS=0 keeps every line)")
     return finish_channels(log)
 
 

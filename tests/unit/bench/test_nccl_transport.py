@@ -72,7 +72,8 @@ def test_lines_with_prefixes_and_noise():
     text = ("(WorkerDict pid=7) node1:7:9 [0] NCCL INFO Channel 02/0 : 0[0] -> 1[1] via P2P/IPC\n"
             "random text via SHM\nnode1:7:9 [0] NCCL WARN Cuda failure 'invalid argument'\n")
     log = parse_nccl_debug(text)
-    assert [c.via for c in log.channels] == ["P2P/IPC"] and log.lines == 1
+    assert [c.via for c in log.channels] == ["P2P/IPC"] and log.lines == 2  # the INFO and the WARN
+    assert log.processes[("node1", 7)]["warnings"][0]["message"] == "Cuda failure 'invalid argument'"
 
 
 # ----------------------------------------------------------------------------- cuda worker plumbing
@@ -156,7 +157,7 @@ def test_import_errors(tmp_path):
     plain = tmp_path / "plain.log"
     plain.write_text("hello\n")
     rc, _, err = gputopo_here("import", "nccl-debug", plain)
-    assert rc == 2 and "no 'NCCL INFO' lines" in err
+    assert rc == 2 and "no 'NCCL INFO' or 'NCCL WARN' lines" in err
     rc, _, err = gputopo_here("import", "nccl-debug", tmp_path / "missing.log")
     assert rc == 2 and "gputopo: error:" in err
     run = write_run(tmp_path / "run")

@@ -33,7 +33,7 @@ def test_nccl429_receive_line_host_is_the_receivers():
     assert got[("machine-1/0000:1b:00.0", "machine-1/0000:3e:00.0")] == (["P2P/direct pointer"], 3)
     assert got[("machine-2/0000:1a:00.0", "machine-2/0000:1b:00.0")] == (["P2P/direct pointer"], 3)
     # 15[b2000] -> 6[b1000] [send] from machine-1: rank 6 never prints, so its host is not guessed
-    assert got[("?/0000:b1:00.0", "machine-1/0000:b2:00.0")] == (["NET/IB/0/GDRDMA"], 1)
+    assert got[("machine-1/0000:b2:00.0", "rank 6 (0000:b1:00.0), on a host not in this log")] == (["NET/IB/0/GDRDMA"], 1)
     assert len(got) == 6 and all(a != b for a, b in got)
 
 
@@ -45,8 +45,8 @@ def test_nccl398_ring_format_and_bare_net_ranks():
     assert got[("ip-172-31-0-112/nvml 2", "ip-172-31-0-112/nvml 3")] == (["P2P/IPC"], 1)
     # "15 -> 0 [send] via NET/Socket/0" by rank 15 ([7] on ip-172-31-13-129); rank 0 never prints
     # the printer is known only by its [cudaDev] (a CUDA number, not an NVML index)
-    assert got[("?/rank 0 (GPU not in the log)", "ip-172-31-13-129/cuda 7")] == (["NET/Socket/0"], 1)
-    assert got[("?/rank 8 (GPU not in the log)", "ip-172-31-0-112/cuda 7")] == (["NET/Socket/0"], 1)
+    assert got[("ip-172-31-13-129/cuda 7", "rank 0, on a host not in this log")] == (["NET/Socket/0"], 1)
+    assert got[("ip-172-31-0-112/cuda 7", "rank 8, on a host not in this log")] == (["NET/Socket/0"], 1)
 
 
 def test_aws_efa_tag_output_net_plugin_name_whole():
@@ -140,7 +140,8 @@ def test_cut_channel_line_is_said_with_its_line(tmp_path, capsys):
                  "n1:5:6 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[")
     log = parse_nccl_debug_files([f])
     assert len(log.channels) == 1
-    assert log.problems == [f"{f}:2: a channel line that could not be read (cut or garbled): 'Channel 01/0 : 0[0] -> 1['"]
+    assert log.problems == [f"{f}:2: a channel line that could not be read whole (cut or garbled): "
+                            "'Channel 01/0 : 0[0] -> 1[': not counted"]
     with pytest.raises(SystemExit) as e:
         main(["import", "nccl-debug", str(f)])
     assert e.value.code == 0 and f"Not read: {f}:2: a channel line" in capsys.readouterr().out.replace("\n", "")

@@ -1,0 +1,301 @@
+"""Findings from an imported NCCL_DEBUG=INFO log (`gputopo import nccl-debug`): what the job really
+did on its network, judged from the facts the importer read (importers/nccl_debug.py):
+
+- ``nccl-init-failed`` (error): a process whose NCCL init failed: it warned (``NCCL WARN``) and
+  NCCL's error path (``file.cc:line -> code``) reached ``init.cc`` / ``group.cc``, or went on
+  with no ``Init COMPLETE`` after it; quoted with the failing call and the ranks.
+- ``nccl-gdr-off`` (warning): connections over an RDMA network (IB/RoCE, a plugin) without
+  GPUDirect RDMA (``NET/IB/0`` and not ``NET/IB/0/GDRDMA``), or HCAs NCCL said ``GPU Direct RDMA
+  Disabled for HCA`` on a host that used that network. The cause is said where the log or the
+  topology tells it: the HCA cannot register GPU memory (NCCL's own line), or the GPU-NIC path is
+  farther than NCCL_NET_GDR_LEVEL (with ``--topo``). Sockets never use GPUDirect RDMA: NCCL's
+  ``NET/Socket : GPU Direct RDMA Disabled`` lines are no finding.
+- ``nccl-socket-fallback``: traffic over ``NET/Socket`` on a host where NCCL looked for IB and
+  found none (``NET/IB : No device found``): a warning where IB was expected (NCCL_IB_* set,
+  another host of the job used IB, or the topology has RDMA NICs), else info.
+- ``nccl-far-nic`` (warning, with a topology): a rank whose NET connections used a NIC farther
+  from its GPU than the node's nearest NIC NCCL listed (PXN proxies excepted).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional
+
+from gputopo.model import Finding, Topology
+from gputopo.model.finding import gpu_ranges
+from gputopo.model.linkclass import LinkClass
+
+#: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
+_RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error", 4: "invalid argument",
+            5: "invalid usage", 6: "remote process exited or there was a network error", 7: "operation in progress"}
+#: NCCL_NET_GDR_LEVEL's default: PXB (src/graph/paths.cc ncclTopoCheckGdr, NCCL 2.12 to 2.30).
+DEFAULT_GDR_LEVEL = "PXB"
+_LEVELS = {"LOC": 0, "PIX": 1, "PXB": 2, "PHB": 4, "SYS": 6, "NODE": 5}  # paths.h PATH_* order, NVML words
+_CLASS_LEVEL = {"PIX": 1, "PXB": 2, "PHB": 4, "NODE": 5, "SYS": 6}
+#: What a few WARNs mean, and what to do (NCCL's issues; src/misc/nvmlwrap.cc).
+_KNOWN_WARNS = [
+    (re.compile(r"nvmlDeviceGetHandleByPciBusId\(\) failed"),
+     "NCCL asked NVML for a GPU by its PCI bus id and NVML in this process does not see that GPU: typically "
+     "ranks on one host that see different GPUs (containers or CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES "
+     "per rank), or a GPU that left the bus",
+     ["give every rank of a host the same visible GPUs (one container per node, or the same device list)",
+      "check that `nvidia-smi` in the job's container lists every GPU the job uses; `dmesg` for Xid 79"]),
+]
+
+
+def _rank_text(ranks: List[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + gpu_ranges(ranks) if ranks else "ranks not in the log"
+
+
+def _failed(proc: Dict[str, Any]) -> bool:
+    codes = [t for t in proc.get("trace") or [] if t.get("code")]
+    if not codes:
+        return False
+    reached_init = any(re.match(r"(?:.*/)?(?:init|group)\.cc:", str(t.get("source"))) for t in codes)
+    return reached_init or (bool(proc.get("warnings")) and not proc.get("init_complete"))
+
+
+def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
+    """One ``nccl-init-failed`` per failing call (the first WARN of each failed process), with
+    every host and rank that failed on it."""
+    groups: Dict[str, Dict[str, Any]] = {}
+    for proc in doc.get("processes") or []:
+        if not _failed(proc):
+            continue
+        warn = (proc.get("warnings") or [{}])[0]
+        call = str(warn.get("message") or "no NCCL WARN line before it")
+        g = groups.setdefault(call, {"procs": [], "source": warn.get("source"), "codes": set(), "path": []})
+        g["procs"].append(proc)
+        for t in proc.get("trace") or []:
+            if t.get("code"):
+                g["codes"].add(int(t["code"]))
+                if t.get("source") not in g["path"]:
+                    g["path"].append(t.get("source"))
+    out = []
+    for call, g in groups.items():
+        hosts = sorted({p["host"] for p in g["procs"]})
+        ranks = sorted({r for p in g["procs"] for r in p.get("ranks") or []})
+        where = ", ".join(f"{h}: {_rank_text(sorted({r for p in g['procs'] if p['host'] == h for r in p.get('ranks') or []}))}"
+                          + (f" (pid {', '.join(str(p['pid']) for p in g['procs'] if p['host'] == h and p['pid'] >= 0)})"
+                             if not any(p.get("ranks") for p in g["procs"] if p["host"] == h) else "")
+                          for h in hosts)
+        codes = " / ".join(f"{c} ({_RESULTS.get(c, 'unknown code')})" for c in sorted(g["codes"]))
+        cause, remedies = None, ["read the NCCL WARN line above: it names the call that failed",
+                                 "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV,NET for the lines before it"]
+        for pattern, why, todo in _KNOWN_WARNS:
+            if pattern.search(call):
+                cause, remedies = why, todo
+        src = f" ({g['source']})" if g.get("source") else ""
+        out.append(Finding(
+            "nccl-init-failed", "error",
+            f"NCCL init failed on {len(g['procs'])} process(es), {where}: `{call}`{src}, then NCCL returned {codes} "
+            f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}",
+            evidence={"call": call, "source": g.get("source"), "hosts": hosts, "ranks": ranks,
+                      "codes": sorted(g["codes"]), "error_path": g["path"],
+                      "processes": [{"host": p["host"], "pid": p["pid"], "ranks": p.get("ranks") or [],
+                                     "init_complete": bool(p.get("init_complete"))} for p in g["procs"]],
+                      "framework_lines": (doc.get("error_lines") or [])[:3], "files": doc.get("files")},
+            cause=cause, remedies=remedies))
+    return out
+
+
+def _gdr_level(settings: Dict[str, str]) -> Optional[str]:
+    v = str(settings.get("NCCL_NET_GDR_LEVEL") or settings.get("NCCL_IB_GDR_LEVEL") or "").strip().upper()
+    return v or None
+
+
+def _nic_class(topo: Optional[Topology], gpu: Optional[int], device: Optional[str]) -> Optional[LinkClass]:
+    if topo is None or gpu is None or not device:
+        return None
+    for nic in getattr(topo, "nics", None) or []:
+        names = {str(getattr(nic, "device", "")), str(getattr(nic, "label", ""))}
+        if device in names:
+            return (getattr(nic, "gpu_classes", None) or {}).get(gpu)
+    return None
+
+
+def _gdr_cause(doc: Dict[str, Any], host: str, net: str, device: Optional[str], dev: Optional[int],
+               topo: Optional[Topology], gpu: Optional[int]) -> Optional[str]:
+    """Why GPUDirect RDMA was off, where the log or the topology tells it; None where neither does."""
+    hcas = (doc.get("network") or {}).get("gdr_hcas") or []
+    off = [h for h in hcas if h["host"] == host and h["net"] == net and not h["gdr"]
+           and (h["index"] == dev or (device and h["device"] == device))]
+    if off:
+        return (f"NCCL's own line 'GPU Direct RDMA Disabled for HCA {off[0]['index']} '{off[0]['device']}'': the "
+                "HCA's driver cannot register GPU memory (NCCL finds neither a peer-memory module - it looks for "
+                "/sys/kernel/mm/memory_peers/nv_mem/version, .../nv_mem_nc/version and "
+                "/sys/module/nvidia_peermem/version - nor DMA-BUF support for it)")
+    cls = _nic_class(topo, gpu, device)
+    level = _gdr_level(doc.get("settings") or {}) or DEFAULT_GDR_LEVEL
+    if cls is not None and str(cls) in _CLASS_LEVEL and level in _LEVELS and _CLASS_LEVEL[str(cls)] > _LEVELS[level]:
+        told = "NCCL_NET_GDR_LEVEL=" + level if _gdr_level(doc.get("settings") or {}) else f"NCCL's default level {level}"
+        return (f"the path from GPU {gpu} to {device} is {cls}, farther than {told}: NCCL uses GPUDirect RDMA only "
+                "up to that distance")
+    return None
+
+
+def gdr_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[Finding]:
+    net = doc.get("network") or {}
+    conns = [c for c in net.get("connections") or [] if str(c.get("net")) != "Socket"]
+    out: List[Finding] = []
+    seen_hcas = set()
+    by_nic: Dict[tuple, List[dict]] = {}
+    for c in conns:
+        if not c.get("gdr"):
+            by_nic.setdefault((c["host"], c["net"], c["dev"], c.get("device")), []).append(c)
+    for (host, netname, dev, device), cs in sorted(by_nic.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        ranks = sorted({c["rank"] for c in cs if c.get("rank") is not None})
+        gpu = next((c.get("gpu_index") for c in cs if c.get("gpu_index") is not None), None)
+        cause = _gdr_cause(doc, host, netname, device, dev, topo, gpu)
+        seen_hcas.add((host, netname, dev))
+        nic = f"NET/{netname}/{dev}" + (f" ({device})" if device else "")
+        out.append(Finding(
+            "nccl-gdr-off", "warning",
+            f"GPUDirect RDMA was not used on {host}, {nic}: {sum(c['lines'] for c in cs)} connection line(s) of "
+            f"{_rank_text(ranks)} went without /GDRDMA, so their data was staged through host memory",
+            evidence={"host": host, "net": netname, "dev": dev, "device": device, "ranks": ranks,
+                      "gpus": sorted({c["gpu"] for c in cs}), "lines": sum(c["lines"] for c in cs),
+                      "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k}},
+            cause=cause or "not told by the log (no 'GPU Direct RDMA Disabled' line for this HCA); give --topo to "
+                           "compare the GPU-NIC path with NCCL_NET_GDR_LEVEL",
+            remedies=_gdr_remedies(cause)))
+    # HCAs NCCL said cannot do GDR, on a host whose communicators used that network, with no
+    # connection line in the log (an excerpt, or the job failed before connecting).
+    hosts = net.get("hosts") or {}
+    disabled: Dict[tuple, List[dict]] = {}
+    for h in net.get("gdr_hcas") or []:
+        if h["gdr"] or h["net"] == "Socket" or (h["host"], h["net"], h["index"]) in seen_hcas:
+            continue
+        used = (hosts.get(h["host"]) or {}).get("networks_used") or []
+        if used and h["net"] not in used:
+            continue  # listed, but the job used another network
+        if any(c["host"] == h["host"] and c["net"] == h["net"] and c["dev"] == h["index"] for c in conns):
+            continue  # connections on this HCA are in the log: they say what was used
+        disabled.setdefault((h["host"], h["net"]), []).append(h)
+    for (host, netname), hs in sorted(disabled.items()):
+        names = ", ".join(f"HCA {h['index']} '{h['device']}'" for h in hs)
+        cause = _gdr_cause(doc, host, netname, hs[0]["device"], hs[0]["index"], topo, None)
+        out.append(Finding(
+            "nccl-gdr-off", "warning",
+            f"GPUDirect RDMA is disabled for {names} on {host} (NET/{netname}): NCCL said so at init, so traffic "
+            "through these NICs is staged through host memory",
+            evidence={"host": host, "net": netname, "hcas": hs, "lines": 0,
+                      "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k}},
+            cause=cause, remedies=_gdr_remedies(cause)))
+    return out
+
+
+def _gdr_remedies(cause: Optional[str]) -> List[str]:
+    if cause and "register GPU memory" in cause:
+        return ["check that nvidia_peermem is loaded where the job runs (`lsmod | grep peermem`, "
+                "/sys/module/nvidia_peermem/version inside the container) or that DMA-BUF works (kernel >= 5.12, "
+                "open GPU kernel modules)",
+                "rerun with NCCL_DEBUG_SUBSYS=INIT,NET and compare with `gputopo scan` of the node"]
+    if cause and "farther than" in cause:
+        return ["place the job's GPUs next to their NICs, or raise NCCL_NET_GDR_LEVEL if the platform's PCIe "
+                "handles peer traffic across that path"]
+    return ["rerun with NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH: NCCL says per HCA whether GPU Direct RDMA is enabled",
+            "import the log with --topo (gputopo scan --json of the node) to compare each GPU-NIC path"]
+
+
+def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[Finding]:
+    net = doc.get("network") or {}
+    hosts = net.get("hosts") or {}
+    conns = net.get("connections") or []
+    settings = doc.get("settings") or {}
+    ib_hosts = sorted(h for h, f in hosts.items() if "IB" in (f.get("networks_used") or []))
+    ib_set = sorted(k for k in settings if k.startswith("NCCL_IB_") and k != "NCCL_IB_DISABLE")
+    topo_nics = [n for n in (getattr(topo, "nics", None) or []) if str(getattr(n, "device", "")).startswith("mlx")]
+    out = []
+    for host, facts in sorted(hosts.items()):
+        on_socket = [c for c in conns if c["host"].split("#", 1)[0] == host and c["net"] == "Socket"]
+        if not facts.get("no_ib_device") or not on_socket:
+            continue
+        why = []
+        if ib_set:
+            why.append(f"{', '.join(ib_set)} set")
+        if str(settings.get("NCCL_IB_DISABLE", "")).strip() == "0":
+            why.append("NCCL_IB_DISABLE=0")
+        others = [h for h in ib_hosts if h != host]
+        if others:
+            why.append(f"{', '.join(others)} used IB in the same job")
+        if topo_nics:
+            why.append(f"the topology lists RDMA NICs ({', '.join(str(n.device) for n in topo_nics[:4])})")
+        ifaces = ", ".join(d["device"] for d in (facts.get("devices") or {}).get("Socket") or []) or "?"
+        ranks = sorted({c["rank"] for c in on_socket if c.get("rank") is not None})
+        out.append(Finding(
+            "nccl-socket-fallback", "warning" if why else "info",
+            f"{host}: NCCL found no InfiniBand/RoCE device ('NET/IB : No device found') and sent "
+            f"{sum(c['lines'] for c in on_socket)} connection line(s) of {_rank_text(ranks)} over TCP sockets "
+            f"(NET/Socket on {ifaces})" + (f", although IB was expected: {'; '.join(why)}" if why else
+                                           ": no sign in the log that IB was meant to be used"),
+            evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "expected_ib": why,
+                      "lines": sum(c["lines"] for c in on_socket)},
+            cause="no RDMA device visible to NCCL on this host (not in the container, driver or rdma-core missing, "
+                  "or NCCL_IB_HCA naming no existing device)" if why else None,
+            remedies=["check `ibv_devinfo` inside the job's container; on Kubernetes the RDMA device plugin must "
+                      "give the pod its HCAs", "compare with a `gputopo scan` of the node (its NICs)"]))
+    return out
+
+
+def far_nic_findings(doc: Dict[str, Any], topo: Optional[Topology]) -> List[Finding]:
+    """With a topology: a rank's NIC farther from its GPU than the nearest NIC NCCL listed on the node."""
+    if topo is None or not getattr(topo, "nics", None):
+        return []
+    net = doc.get("network") or {}
+    out = []
+    done = set()
+    for c in net.get("connections") or []:
+        gpu, device = c.get("gpu_index"), c.get("device")
+        if gpu is None or not device or c.get("proxy_rank") is not None or (c["rank"], device) in done:
+            continue
+        done.add((c["rank"], device))
+        used = _nic_class(topo, gpu, device)
+        listed = {d["device"] for d in ((net.get("hosts") or {}).get(c["host"].split("#", 1)[0]) or {})
+                  .get("devices", {}).get(c["net"]) or []}
+        options = [(cls, str(n.device)) for n in topo.nics
+                   for cls in [(getattr(n, "gpu_classes", None) or {}).get(gpu)]
+                   if cls is not None and (not listed or str(getattr(n, "device", "")) in listed)]
+        if used is None or not options:
+            continue
+        best_cls, best = min(options, key=lambda o: o[0].rank)
+        if used.rank > best_cls.rank:
+            out.append(Finding(
+                "nccl-far-nic", "warning",
+                f"rank {c['rank']} on {c['host']} (GPU {gpu}) used {device} ({used} to its GPU) although {best} is "
+                f"{best_cls} to it: its network traffic crosses more of the PCIe/CPU fabric than it needs to",
+                gpus=[gpu], evidence={"host": c["host"], "rank": c["rank"], "device": device, "class": str(used),
+                                      "nearest": best, "nearest_class": str(best_cls), "lines": c["lines"]},
+                cause="NCCL picked another NIC (NCCL_IB_HCA order, NCCL_CROSS_NIC, rail planning), or the "
+                      "topology NCCL saw differs from the node's",
+                remedies=["check NCCL_IB_HCA and NCCL_CROSS_NIC", "compare NCCL's TOPO lines "
+                          "(NCCL_DEBUG_SUBSYS=GRAPH) with `gputopo scan` of the node"]))
+    return out
+
+
+def nccl_debug_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[Finding]:
+    """Every finding of an imported NCCL_DEBUG log (``nccl_debug.json`` or `--json`'s document)."""
+    if not doc:
+        return []
+    return init_failure_findings(doc) + gdr_findings(doc, topo) + socket_findings(doc, topo) + \
+        far_nic_findings(doc, topo)
+
+
+def verdict(doc: Dict[str, Any], findings: List[Finding]) -> str:
+    """broken (an error finding), degraded (a warning, or lines that could not be read), ok (channel
+    lines read, nothing found), not-measured (no connection in the log)."""
+    sev = {f.severity for f in findings}
+    if "error" in sev:
+        return "broken"
+    if "warning" in sev or doc.get("problems"):
+        return "degraded"
+    return "ok" if doc.get("channel_lines") else "not-measured"
+
+
+def problem_findings(doc: Dict[str, Any]) -> List[Finding]:
+    """The lines of the log that could not be read, as the run folder's report says them
+    (``incomplete-data``, as report/data_findings.py does for ``--into``)."""
+    return [Finding("incomplete-data", "warning", f"imported NCCL_DEBUG log: {p}", evidence={"files": doc.get("files")},
+                    remedies=["re-import the complete NCCL_DEBUG=INFO log"])
+            for p in doc.get("problems") or []]
