@@ -227,13 +227,17 @@ def _far(topo: Topology, paths: List[GpuNetPath]) -> List[Finding]:
     for p in far:
         groups.setdefault((str(p.link_class), tuple(p.devices)), []).append(p)
     out = []
+    # One NIC can be beside one socket only: with a single RDMA NIC the far GPUs are a fact of the
+    # design (often a front-end NIC, not a compute one), said as info; with two or more, where
+    # they sit was a choice and the far GPUs a warning.
+    severity = "warning" if len(topo.nics) >= 2 else "info"
     for (cls, devices), members in groups.items():
         gpus = [p.gpu for p in members]
         gdr = members[0].gdr_by_distance
         rule = (f"; by NCCL's distance rule ({members[0].nccl_path} > {members[0].level}) NCCL would not use "
                 f"GPUDirect RDMA on that path" if gdr is False else "")
         out.append(Finding(
-            "nic-far", "warning",
+            "nic-far", severity,
             f"GPU {gpu_ranges(gpus)}: nearest RDMA NIC {', '.join(devices)} is {cls} (through the CPU"
             f"{' and across sockets' if cls == 'SYS' else ''}), while GPU "
             f"{gpu_ranges([p.gpu for p in near])} have one at {best}{rule}. Jobs across machines send these "

@@ -178,3 +178,12 @@ def test_network_json_and_round_trip():
     j = network_json(topo, NO_ENV)
     assert j["gdr_level"]["nccl_path"] == "P2C" and j["gpus"][0]["gdr_by_distance"] is True
     assert LinkClass.parse(j["gpus"][0]["link_class"]) == LinkClass.parse("PIX")
+
+
+def test_a_single_nic_far_from_some_gpus_is_info_not_warning():
+    # one NIC beside GPU 4 (socket 1): GPUs 0-3 reach it across the socket; one NIC cannot be
+    # beside both sockets, so the far GPUs are stated, not warned about
+    topo = scan('extends = "dgx-h100"\nname = "one"\n[[nic]]\nname = "mlx5_0"\nbus_id = "0000:9b:00.0"\ngpu = 4\n')
+    found = [f for f in network_findings(topo, NO_ENV) if f.kind == "nic-far"]
+    assert [(f.severity, f.gpus, f.link_class) for f in found] == [("info", [0, 1, 2, 3], "SYS"),
+                                                                   ("info", [5, 6, 7], "NODE")]
