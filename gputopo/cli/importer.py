@@ -86,6 +86,33 @@ def p2pbw(files, out_dir, topo_file):
     after_run(res.run_dir, "import")
 
 
+@import_group.command(name="ibstat")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@out_option
+@history_options
+def ibstat(file, out_dir):
+    """Read saved `ibstat` or `ibv_devinfo` (-v for the rate) text of a node (`-` reads stdin)
+    into a run folder holding its RDMA NIC ports, judged as `gputopo scan` judges them: a port
+    not Active (Disabled: may be deliberate; Polling: cable or peer), an Active port below the
+    rate of its peers of the same adapter model and link layer (nic-port-down, nic-rate).
+
+    \b
+    Examples:
+      ibstat > ibstat.txt; gputopo import ibstat ibstat.txt
+      ssh node7 ibv_devinfo -v | gputopo import ibstat -
+    """
+    from gputopo.importers.ibstat_import import import_ibstat, print_ports
+
+    res = import_ibstat(file, out_dir=out_dir, argv=["import", "ibstat", *sys.argv[3:]], console=console(),
+                        render=False)
+    print_ports(res.read, console())
+    from gputopo.report.render import render_run
+
+    render_run(res.run_dir, console=console())
+    click.echo(f"\nrun folder: {res.run_dir}")
+    after_run(res.run_dir, "import")
+
+
 @import_group.command(name="perftest")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @out_option

@@ -6,13 +6,24 @@ The text names no GPU, so the folder's topology has none: one NIC per adapter (`
 the text held and what could not be read goes to ``ibstat.json``-like ``imported.json`` (``tool:
 "ibstat"``). An empty file, a binary one, or text with no ``CA '...'`` / ``hca_id:`` line is
 refused with one line (exit 2).
+
+The findings are the scan's own (report/network_checks.py, through the report's topology
+checks): a port not Active (``nic-port-down``: ``Disabled`` info, may be deliberate; ``Polling``
+warning, a cable or peer problem), an Active port below the rate of its peers of the same
+adapter model and link layer (``nic-rate``). An adapter whose port lines are missing (a cut
+paste) is ``incomplete-data``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gputopo.errors import InputFileError
+from gputopo.model import HostInfo, Nic, NotAvailable, Topology
+from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
 from .ibstat_parse import IbstatRead, parse_ibstat_lines
@@ -32,7 +43,63 @@ def read_ibstat(path: str) -> IbstatRead:
 
 
 def ibstat_document(read: IbstatRead, path: str) -> dict[str, Any]:
-    return {"tool": "ibstat", "form": read.form, "file": display_name(path), "path": read.source,
+    return {"tool": "ibstat", "form": read.form, "file": Path(display_name(path)).name, "path": read.source,
             "adapters": read.adapters, "ports": [p.to_json() for p in read.ports], "failures": [],
             "problems": list(read.problems), "notes": list(read.notes)}
 
+
+def topology_of(read: IbstatRead, hostname: str | None = None) -> Topology:
+    """No GPU; one NIC per adapter carrying its ports (Nic.ports)."""
+    hostname = hostname or read.hostname
+    nics: dict[str, Any] = {}
+    for p in read.ports:
+        nic = nics.get(p.device)
+        if nic is None:
+            nic = nics[p.device] = Nic(label=p.device, device=p.device,
+                                       pci_bus_id=NotAvailable(f"not in {read.form} text"),
+                                       numa_node=NotAvailable(f"not in {read.form} text"))
+        nic.ports.append(p)
+    host = HostInfo(hostname=hostname or NotAvailable(f"not printed by {read.form}"))
+    return Topology(gpus=[], pairs=[], host=host, source=read.form or "ibstat", simulated=False,
+                    machine=hostname or "ibstat", nics=list(nics.values()))
+
+
+@dataclass
+class IbstatImport:
+    run_dir: Path
+    read: IbstatRead
+    summary: Any = None  # gputopo.report.summary.Summary when rendered
+
+
+def import_ibstat(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
+                  render: bool = True, console=None) -> IbstatImport:
+    """Read the text and write a run folder whose topology holds the node's NIC ports."""
+    read = read_ibstat(path)
+    topo = topology_of(read)
+    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "ibstat")
+    write_imported_run(run_dir, source=read.form or "ibstat", fabric="none", simulated=False, topology=topo,
+                       argv=argv if argv is not None else ["import", "ibstat", str(path)],
+                       options={"imported_from": [display_name(path)]}, measurements=(),
+                       document_name=IMPORTED_JSON, document={"imports": [ibstat_document(read, path)]})
+    result = IbstatImport(run_dir=run_dir, read=read)
+    if render:
+        from gputopo.report.render import render_run
+
+        result.summary = render_run(run_dir, console=console)
+    return result
+
+
+def print_ports(read: IbstatRead, console) -> None:
+    """The ports as the scan's NIC port table prints them (report/network_checks.py port_cells)."""
+    from rich.table import Table
+
+    from gputopo.report.network_checks import port_cells
+
+    t = Table(title=f"RDMA NIC ports ({read.form} text {Path(read.source).name}: {read.adapters} adapter(s))",
+              title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("port", "state", "physical", "rate", "link layer", "adapter"):
+        t.add_column(col)
+    for p in read.ports:
+        nic = Nic(label=p.device, device=p.device)
+        t.add_row(*port_cells(nic, p)[:6])
+    console.print(t)

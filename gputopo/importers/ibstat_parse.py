@@ -30,9 +30,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.model.nic import NicPort, NotAvailable, phys_state, port_state, rate_gbps
+from gputopo.model.nic import NicPort, phys_state, port_state, rate_gbps
+from gputopo.model.values import NotAvailable
 from gputopo.text_input import CappedList
 
+_BANNER = re.compile(r"^=+\|\s*([\w.-]+)\s*\|=+$")
 _CA = re.compile(r"^CA\s+'([^']+)'\s*$")
 _PORT = re.compile(r"^Port\s+(\d+)\s*:\s*$")
 _KV = re.compile(r"^([A-Za-z][A-Za-z0-9 _/.-]*?)\s*:\s*(.*?)\s*$")
@@ -54,6 +56,8 @@ class IbstatRead:
     problems: list[str] = field(default_factory=lambda: CappedList(200))
     notes: list[str] = field(default_factory=lambda: CappedList(50))
     adapters: int = 0
+    adapter_names: list[str] = field(default_factory=list)
+    hostname: str | None = None  # from a "==========| node1 |==========" banner (pdsh/clush style)
 
     def port(self, device: str, number: int = 1) -> NicPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -116,6 +120,7 @@ class _Reader:
             rd.form = rd.form or "ibstat"
             self.device, self.ca = m.group(1), {}
             rd.adapters += 1
+            rd.adapter_names.append(self.device)
             return
         m = _HCA_ID.match(s)
         if m:
@@ -123,6 +128,14 @@ class _Reader:
             rd.form = rd.form or "ibv_devinfo"
             self.device, self.ca = m.group(1), {}
             rd.adapters += 1
+            rd.adapter_names.append(self.device)
+            return
+        m = _BANNER.match(s)
+        if m:
+            if rd.hostname is not None and rd.hostname != m.group(1):
+                rd.problems.append(f"line {lineno}: a second host ({m.group(1)}) after {rd.hostname}: its "
+                                   "ports are read as the same node's")
+            rd.hostname = rd.hostname or m.group(1)
             return
         if self.device is None:
             if s.startswith(("$", "#")) or "ibstat" in s or "ibv_devinfo" in s:
@@ -214,11 +227,13 @@ def parse_ibstat_lines(lines: Iterable[tuple[int, str]], source: str) -> IbstatR
     for lineno, line in lines:
         r.feed(lineno, line)
     r.finish()
+    with_ports = {p.device for p in read.ports}
+    for name in read.adapter_names:
+        if name not in with_ports:
+            read.problems.append(f"{name}: no port lines (the text may be cut here): its ports are not known")
     for p in read.ports:
-        for key in ("state", "rate_gbps"):
-            if key not in p.sources and not isinstance(getattr(p, key), NotAvailable):
-                continue
-            if key not in p.sources and read.form == "ibstat":
-                read.problems.append(f"{p.name}: no {'State' if key == 'state' else 'Rate'} line (the text "
-                                     "may be cut)")
+        missing = [what for key, what in (("state", "state"), ("phys_state", "physical state"), ("rate_gbps", "rate"))
+                   if key not in p.sources and not (read.form == "ibv_devinfo" and key != "state")]
+        if missing:
+            read.problems.append(f"{p.name}: no {', no '.join(missing)} line (the text may be cut)")
     return read

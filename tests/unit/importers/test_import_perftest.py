@@ -200,6 +200,22 @@ def test_bidirectional_is_compared_with_twice_the_rate(tmp_path):
     assert f["kind"] == "rdma-slow" and f["evidence"]["expected_gbps"] == 200.0
 
 
+def test_topo_scan_json_gives_the_port_rate(tmp_path):
+    """The port's rate from a `gputopo scan --json` with NIC ports (the dgx-h100 sim: mlx5_0 a
+    400 Gb/s IB port, a made-up machine, not the blog's node)."""
+    scan = gputopo_here("scan", "--sim", "dgx-h100", "--json")
+    assert scan.returncode == 0
+    topo = _written(tmp_path, "scan.json", scan.stdout)
+    _, s, _ = _import(tmp_path, HEALTHY, "--topo", topo)
+    f = [f for f in s["findings"] if f["kind"].startswith("rdma")]
+    assert [(x["kind"], x["evidence"]["port"]["rate_gbps"]) for x in f] == [("rdma-slow", 400.0)]
+    # nvidia-smi topo -m text has no NIC rates: stated, not judged
+    smi = FIXTURES / "topo" / "nccl-1617_4xh100_nv6_nics.txt"
+    _, s, _ = _import(tmp_path / "b", HEALTHY, "--topo", smi)
+    (f,) = [f for f in s["findings"] if f["kind"].startswith("rdma")]
+    assert f["kind"] == "rdma-bandwidth" and "holds no NIC port" in f["message"]
+
+
 def test_small_messages_and_other_ports_are_not_judged(tmp_path):
     ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR.replace("mlx5_0", "ib0").replace("InfiniBand", "Ethernet"))
     _, s, _ = _import(tmp_path, POST_LIST_8B, "--ibstat", ibstat)
