@@ -83,7 +83,8 @@ def platform_of(topo: Optional[Topology]) -> Optional[str]:
 def reference_test(test: str) -> str:
     """The bench series an imported one measures the same way as (the table's test names):
     nvbandwidth's and p2pBandwidthLatencyTest's one-way peer copies are ``p2p.copy``, their
-    host copies ``self.h2d`` / ``self.d2h``."""
+    one-way host copies ``self.h2d`` / ``self.d2h`` (not the bidirectional ones), their copies
+    staged through host memory ``p2p.staged``."""
     if is_peer_copy(test):
         return "p2p.copy"
     if test == "p2p.copy_bidir_read":
@@ -94,6 +95,8 @@ def reference_test(test: str) -> str:
         return "p2p.staged"
     if is_host_copy(test):
         name = test.removeprefix("nvbandwidth.")
+        if "bidirectional" in name:
+            return test  # one direction measured while the other runs: no one-way figure fits it
         return "self.h2d" if name.startswith("host_to_device") else "self.d2h" if name.startswith(
             "device_to_host") else test
     return test
@@ -164,6 +167,8 @@ def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]
         if len(where) == 1:
             gpus = where[0]
             what = f"GPUs {gpu_ranges(gpus)}" if len(gpus) > 1 else f"GPU {gpus[0]}"
+        elif all(len(w) == 1 for w in where):
+            what = f"GPUs {gpu_ranges([w[0] for w in where])}"
         else:
             what = f"{len(where)} {'pairs' if all(len(w) == 2 for w in where) else 'GPU sets'}"
         classes = sorted({h.link_class for h, _ in hjs if h.link_class})

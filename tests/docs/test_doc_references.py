@@ -32,6 +32,8 @@ EXTERNAL = {
     "compute/accelerator/nvidia/debug.md": "stas00/ml-engineering",
     "micro-benchmarks/nccl-tests/README.md": "stas00/ml-engineering",
     "doc/PERFORMANCE.md": "NVIDIA/nccl-tests",
+    "Azure_Results/ND_H200_v5_results.md": "Azure/AI-benchmarking-guide",
+    "Azure_Results/ND_GB200_v6_results.md": "Azure/AI-benchmarking-guide",
 }
 #: A bare ``name.md`` that the code handles as a file name (a quoted "report.md") is an output
 #: gputopo or its tools write, wherever it is named, not a document of the repository.

@@ -208,3 +208,37 @@ def test_posted_gb200_output_ten_times_slower_is_flagged(tmp_path):
     assert f["evidence"]["measured"][0]["reference"]["id"] == "gb200-mnnvl-allreduce-8"
     assert not [n for n in summary["notes"] if n.startswith("as expected")]
     assert "10% of the 840 GB/s" in out
+
+
+NVB_4090 = FIXTURES / "nvbandwidth" / "nvbandwidth-15_8xrtx4090_v0.2_excerpt.txt"
+
+
+def test_posted_rtx4090_host_copies_read_as_expected(tmp_path):
+    """NVIDIA/nvbandwidth issue 15 as posted: its one-way host copies (23.90-26.38 and
+    26.25-27.11 GB/s) are as expected; its host_to_device copy measured while the opposite one
+    runs (11-16 GB/s) is no one-way copy and is not judged by the one-way figure."""
+    rc, out, err = gputopo_here("import", "nvbandwidth", NVB_4090, "--out", tmp_path / "run")
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "slow" not in {f["kind"] for f in summary["findings"]}
+    notes = [n for n in summary["notes"] if n.startswith("as expected")]
+    assert any("self.h2d" not in n and "host_to_device_memcpy_ce on GPUs 0-7" in n
+               and "of the 23.9 GB/s algbw published for 8x RTX 4090" in n for n in notes), notes
+    assert any("device_to_host_memcpy_ce on GPUs 0-7" in n and "26.2 GB/s" in n for n in notes), notes
+    assert not any("bidirectional" in n for n in notes)
+
+
+def test_rtx4090_host_copies_far_below_are_flagged(tmp_path):
+    """WRITTEN, not posted: the issue-15 output with GPU 3's host-to-device figure at 6 GB/s."""
+    text = NVB_4090.read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("0 ") and "25.50" in ln)
+    cells = row.split()
+    cells[4] = "6.00"
+    log = tmp_path / "nvbandwidth_4090_slow_gpu3.txt"
+    log.write_text(text.replace(row, "0     " + "     ".join(cells[1:])))
+    rc, out, err = gputopo_here("import", "nvbandwidth", log, "--out", tmp_path / "run")
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [f] = [f for f in summary["findings"] if f["kind"] == "slow"]
+    assert f["severity"] == "warning" and f["gpus"] == [3]
+    assert "25% of the 23.9 GB/s algbw published for 8x RTX 4090" in f["message"]
