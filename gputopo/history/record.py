@@ -130,6 +130,28 @@ def counters_of(topo: Topology) -> list[CounterValue]:
                     add(f"remapped_rows_{kind}", h.remapped_rows.get(kind))
             if isinstance(h.xid_events, list):
                 add("xid", len(xid_list(h)))
+    out += nic_counters_of(topo)
+    return out
+
+
+#: A NIC port's counters are kept in the same table as a GPU's: its key (the ``gpu_uuid`` column)
+#: is ``nic:<device>:<port>`` (``nic:mlx5_0:1``), ``nvml_index`` is NIC_INDEX, ``link`` the port
+#: and the counter name is the sysfs one with ``nic_`` before it (``nic_symbol_error``).
+NIC_KEY_PREFIX = "nic:"
+NIC_INDEX = -1
+
+
+def nic_counters_of(topo: Topology) -> list[CounterValue]:
+    """Every RDMA NIC port error counter the scan read (model/nic.py ERROR_COUNTERS)."""
+    out: list[CounterValue] = []
+    for n in topo.nics:
+        for p in n.ports:
+            bus = _text(p.pci_bus_id)
+            for name, value in p.counters.items():
+                c = _count(value)
+                if c is not None:
+                    out.append(CounterValue(f"{NIC_KEY_PREFIX}{p.device}:{p.port}", NIC_INDEX, bus,
+                                            f"nic_{name}", p.port, c))
     return out
 
 

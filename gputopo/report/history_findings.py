@@ -59,7 +59,17 @@ def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
     return out
 
 
+def _nic(g: CounterGrowth) -> str | None:
+    """The RDMA device of a NIC port's counter (history/record.py nic_counters_of), else None."""
+    if not g.gpu_uuid.startswith("nic:"):
+        return None
+    return g.gpu_uuid[len("nic:"):].rsplit(":", 1)[0]
+
+
 def _link_text(g: CounterGrowth) -> str:
+    nic = _nic(g)
+    if nic is not None:
+        return f"NIC {nic} port {g.link}"
     return f"GPU {g.nvml_index} NVLink {g.link}" if g.link is not None else f"GPU {g.nvml_index}"
 
 
@@ -77,16 +87,22 @@ def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
                f"scan since {when(g.since_s)}")
         if rising:
             msg += f"; the rate rose over the last three scans ({rates}): the link is getting worse"
+        nic = _nic(g)
+        evidence = {"basis": "history", "counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
+                    "bus_id": g.bus_id, "previous": g.previous, "current": g.current,
+                    "delta": g.delta, "previous_time": when(g.previous_s),
+                    "time": when(g.current_s), "rate_per_day": g.rate_per_day,
+                    "rates_per_day": g.rates_per_day, "since": when(g.since_s),
+                    "keeps_rising": rising}
+        if nic is not None:
+            evidence.update(nic=nic, port=g.link)
         out.append(Finding(
             kind="counter-growth", severity="error" if rising else "warning",
-            gpus=[g.nvml_index], link_class=None, message=msg,
-            evidence={"basis": "history", "counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
-                      "bus_id": g.bus_id, "previous": g.previous, "current": g.current,
-                      "delta": g.delta, "previous_time": when(g.previous_s),
-                      "time": when(g.current_s), "rate_per_day": g.rate_per_day,
-                      "rates_per_day": g.rates_per_day, "since": when(g.since_s),
-                      "keeps_rising": rising},
-            cause=("error counters only grow while something is wrong: a marginal NVLink (cable, "
+            gpus=None if nic is not None else [g.nvml_index], link_class=None, message=msg,
+            evidence=evidence,
+            cause=("error counters only grow while something is wrong: a marginal NIC port (cable, "
+                   "transceiver, switch port)" if nic is not None else
+                   "error counters only grow while something is wrong: a marginal NVLink (cable, "
                    "connector, NVSwitch port) or PCIe link, or a GPU's memory"),
             remedies=["watch it: `gputopo history` after each scan, or `gputopo export` to Prometheus",
                       "reseat or replace the part if it keeps growing; drain the node before the link fails"]))
