@@ -260,7 +260,8 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
                      ("pairs of the other classes are fine: " + ", ".join(fine)) if fine else "no other class was clean",
                      "the pairs share no one GPU: the path, not a GPU"]
         host = facts.evidence()
-        scan = [] if is_nv else [f for f in findings if f.kind in ("iommu", "acs")]
+        # ACS between a GPU and its NIC (evidence "nic") bears on GPUDirect RDMA, not on GPU pairs
+        scan = [] if is_nv else [f for f in findings if f.kind in ("iommu", "acs") and "nic" not in f.evidence]
         if scan:
             reasoning.append("the scan saw what breaks PCIe peer DMA on this host: "
                              + "; ".join(f.message.split(":")[0] for f in scan))
