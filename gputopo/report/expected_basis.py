@@ -138,6 +138,8 @@ def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
     return None
 
 
+#: How every line of expected_notes begins (the terminal picks them out of a summary's notes).
+AS_EXPECTED = "as expected: "
 #: What a series judged against an MNNVL row it was offered (its link class unknown) cannot tell.
 UNKNOWN_TRAY_LINK = ("the link between the hosts is not in this output: below this figure is a "
                      "fault where they share one NVLink domain (multi-node NVLink not in use: "
@@ -175,7 +177,7 @@ def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]
         cls = f" ({', '.join(classes)})" if classes else ""
         gbps = _span([h.gbps for h, _ in hjs], "{:.3g}")
         share = _span([j.fraction * 100 for _, j in hjs], "{:.0f}")
-        line = (f"as expected: {test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text} "
+        line = (f"{AS_EXPECTED}{test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text} "
                 f"(at least {REFERENCE_FRACTION:.0%})")
         if not known:
             line += "; the link between the hosts is not in this output"

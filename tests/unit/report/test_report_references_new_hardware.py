@@ -193,6 +193,7 @@ def imported(tmp_path, text: str):
 def test_posted_gb200_two_tray_all_reduce_reads_as_expected(tmp_path):
     out, summary, md = imported(tmp_path, posted_with_header())
     assert "peak busbw 847 GB/s" in out
+    assert "as expected: collective.all_reduce on GPUs 0-7: 847 GB/s busbw = 101% of the 840 GB/s" in " ".join(out.split())
     assert summary["verdict"] == "ok" and summary["findings"] == []
     [note] = [n for n in summary["notes"] if n.startswith("as expected")]
     assert "collective.all_reduce on GPUs 0-7: 847 GB/s busbw = 101% of the 840 GB/s busbw" in note
