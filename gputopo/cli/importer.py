@@ -148,13 +148,18 @@ def perftest(files, out_dir, ibstat_file, topo_file):
 @out_option
 @click.option("--op", help="The collective when neither the log nor its file name says it "
               "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...).")
+@click.option("--ranks", type=int, metavar="N", help="The number of ranks of a log without its "
+              "'# Using devices' rank lines (rows pasted alone, `kubectl logs --tail`).")
 @topo_option
 @history_options
-def nccl_tests(logs, out_dir, op, topo_file):
-    """Read nccl-tests text output (all_reduce_perf & co., any version) into measurements.
+def nccl_tests(logs, out_dir, op, ranks, topo_file):
+    """Read nccl-tests or rccl-tests text output (all_reduce_perf & co., any version) into
+    measurements.
 
     Times, algbw, busbw and #wrong are kept as printed; "Avg bus bandwidth" (nccl-tests' mean
-    over all sizes, not the peak) is kept beside the peak busbw.
+    over all sizes, not the peak) is kept beside the peak busbw. Rows without their header are
+    read by their column count; a log that names no collective or rank count gets them from
+    busbw / algbw where only one fits (and says so), else --op and --ranks name them.
     """
     from gputopo.importers.nccl_tests_import import import_nccl_tests
 

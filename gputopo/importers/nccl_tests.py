@@ -33,11 +33,11 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
-from gputopo.model.bus_id import as_address, from_nccl_tests
+from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, spellings
 
-__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "busbw_factor", "check_op", "completeness_problems",
-           "device_keys", "drop_negative_rows", "log_measurements", "log_summary", "normalize_bus_id",
+__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
+           "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary", "normalize_bus_id",
            "op_from_name", "parse_nccl_tests", "parse_nccl_tests_file", "parse_nccl_tests_lines"]
 
 
@@ -132,12 +132,42 @@ class NcclTestsLog:
     out_of_bounds: Optional[int] = None
     out_of_bounds_status: Optional[str] = None  # "OK" | "FAILED" as printed
     nccl_version: Optional[str] = None  # "NCCL version 2.9.9+cuda11.2" as NCCL printed it
+    #: "nccl-tests", or "rccl-tests" (AMD's fork: same output, its own version lines)
+    tool: str = "nccl-tests"
+    #: the collective library as the log names it: "NCCL", "RCCL"; None where it prints none
+    library: Optional[str] = None
+    #: what RCCL prints about its platform ("HIP version", "ROCm version"), as printed
+    platform: Dict[str, str] = field(default_factory=dict)
+    #: the number of ranks where the log has no rank lines: given (--ranks) or inferred
+    rank_count: Optional[int] = None
+    #: what was not printed but inferred, and how (said in the terminal and the report)
+    inferred: List[str] = field(default_factory=list)
+    #: what the log does not say (its devices, ...), said instead of a verdict
+    unknown: List[str] = field(default_factory=list)
+    #: result rows read before any column header (a table pasted alone, `kubectl logs --tail`):
+    #: (line number, tokens), read once their layout is inferred
+    headerless: List[Tuple[int, List[str]]] = field(default_factory=list)
     avg_busbw_gbps: Optional[float] = None
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
     problems: List[str] = field(default_factory=list)
+
+    @property
+    def n_ranks(self) -> Optional[int]:
+        """The ranks the test ran on: its rank lines, else the given or inferred count."""
+        return len(self.ranks) or self.rank_count
+
+    @property
+    def validated(self) -> bool:
+        """Whether nccl-tests checked the results: not with ``validation: 0`` (-c 0), nor where
+        every #wrong cell is N/A (what -c 0 prints, also when the header was not posted)."""
+        if self.config.get("validation") == 0:
+            return False
+        wrong = [c.wrong for _, _, c in self.cells()]
+        printed_na = [w for w in wrong if isinstance(w, NotAvailable) and w.reason.startswith("nccl-tests printed")]
+        return not (wrong and len(printed_na) == len(wrong))
 
     @property
     def hosts(self) -> List[str]:
@@ -168,11 +198,17 @@ class NcclTestsLog:
 #: Header and footer lines older nccl-tests printed without their "#" (read as if they had it).
 _BARE_HEADER = re.compile(r"^\s*(?:nThread\s|Using devices|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s|size\s+count\s"
                           r"|\(B\)|out-of-place\b|Out of bounds values|Avg bus bandwidth|Collective test starting"
-                          r"|nccl-tests version\s)")
+                          r"|[nr]ccl-tests version\s)")
 _NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+\S*)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[([^\]]*)\]\s*(.*)$")
-_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
+_VERSION = re.compile(r"^#\s*([nr]ccl)-tests version\s+(\S+)(?:\s+[nr]ccl-headers=(\d+))?(?:\s+[nr]ccl-library=(\d+))?")
+#: rccl-tests' own version line (no "#"): "rccl-tests: Version develop:448c4c7"
+_RCCL_TESTS = re.compile(r"^\s*rccl-tests:\s*Version\s+(\S+)")
+#: RCCL's lines under the devices: "RCCL version : 2.22.3-HEAD:7d8d67c", "HIP version  : 6.4...",
+#: "ROCm version : 6.4.2.0-..." (and RCCL's INFO line "RCCL version 2.18.3+hip6.0 ...")
+_RCCL_VERSION = re.compile(r"\bRCCL version\s*:?\s*(\S+)")
+_PLATFORM = re.compile(r"^\s*(HIP version|ROCm version)\s*:\s*(\S+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _WORD_KV = re.compile(r"\b(nThread|nGpus|minBytes|maxBytes)\s+(\d+)")
 _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
@@ -261,20 +297,23 @@ def _parse_row(log: NcclTestsLog, toks: List[str], lineno: int) -> Optional[Row]
                in_place=cells[1] if len(cells) > 1 else None, line=lineno)
 
 
-def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None) -> List[NcclTestsLog]:
+def parse_nccl_tests(text: str, source: str = "<text>", op: Optional[str] = None,
+                     ranks: Optional[int] = None) -> List[NcclTestsLog]:
     """Parse nccl-tests output; one NcclTestsLog per test found. InputFileError if none."""
-    return parse_nccl_tests_lines(text.splitlines(), source=source, op=op)
+    return parse_nccl_tests_lines(text.splitlines(), source=source, op=op, ranks=ranks)
 
 
 def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
-                           op: Optional[str] = None) -> List[NcclTestsLog]:
-    """Parse nccl-tests output given line by line (a file streams: only rows are kept)."""
+                           op: Optional[str] = None, ranks: Optional[int] = None) -> List[NcclTestsLog]:
+    """Parse nccl-tests (or rccl-tests) output given line by line (a file streams: only rows are
+    kept). ``op`` and ``ranks`` (--op, --ranks) name the collective and the number of ranks
+    where the log does not (no header, no rank lines)."""
     logs: List[NcclTestsLog] = []
     cur = NcclTestsLog(source=source)
 
     def start_new():
         nonlocal cur
-        if cur.rows or cur.columns:
+        if cur.rows or cur.columns or cur.headerless:
             logs.append(cur)
             cur = NcclTestsLog(source=source)
 
@@ -285,17 +324,28 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         s = line.strip()
         if not s:
             continue
-        v = _NCCL_VERSION.search(s)
+        v = _NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)
         if v and (cur.nccl_version is None or not cur.rows):
             cur.nccl_version = v.group(1)
+            cur.library = "RCCL" if "RCCL version" in v.group(0) else "NCCL"
+        m = _RCCL_TESTS.match(s) or _PLATFORM.match(s)
+        if m:
+            if m.re is _RCCL_TESTS:
+                cur.tool, cur.version, cur.library = "rccl-tests", m.group(1), "RCCL"
+            else:
+                cur.platform[m.group(1)] = m.group(2)
+            continue
         if s.startswith("#"):
             body = s.lstrip("#").strip()
             m = _VERSION.match(s)
             if m:
                 start_new()
-                cur.version = m.group(1)
-                cur.nccl_headers = int(m.group(2)) if m.group(2) else None
-                cur.nccl_library = int(m.group(3)) if m.group(3) else None
+                cur.tool = f"{m.group(1)}-tests"
+                if m.group(1) == "rccl":
+                    cur.library = "RCCL"
+                cur.version = m.group(2)
+                cur.nccl_headers = int(m.group(3)) if m.group(3) else None
+                cur.nccl_library = int(m.group(4)) if m.group(4) else None
                 continue
             m = _STARTING.match(s)
             if m:
@@ -304,7 +354,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
                 cur.program = m.group(1)
                 continue
             if body.startswith("nThread"):
-                if cur.rows:
+                if cur.rows or cur.headerless:
                     start_new()
                 cur.config.update({k: int(v) for k, v in _WORD_KV.findall(body)})
                 for k, v, unit in _COLON_KV.findall(body):
@@ -321,6 +371,8 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
                 continue
             toks = body.split()
             if toks and toks[0] == "size" and ("time" in toks or "cputime" in toks):
+                if cur.headerless:  # rows of an earlier test whose header was not in the text
+                    start_new()
                 cur.columns = toks
                 cur.time_kind = "cputime" if "cputime" in toks else "time"
                 continue
@@ -340,6 +392,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             if m:
                 cur.errors.append(m.group(1).strip())
             continue
+        if _DATA.match(line) and not cur.columns and not cur.rows:
+            cur.headerless.append((lineno, line.split()))
+            continue
         if _DATA.match(line) and cur.columns:
             try:
                 row = _parse_row(cur, line.split(), lineno)
@@ -353,19 +408,183 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
     if not any_line:
         raise InputFileError(source, "empty file: expected nccl-tests output (all_reduce_perf & co.)")
     for lg in logs:
+        if lg.headerless:
+            read_headerless_rows(lg)
+    for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     logs = [lg for lg in logs if lg.rows]
     if not logs:
-        raise InputFileError(source, "no nccl-tests result rows found (expected the '#  size  count  type ...' "
-                                     "header followed by rows)")
+        raise InputFileError(source, "no nccl-tests result rows found (expected rows of size, count, type, ... "
+                                     "time, algbw, busbw, with or without the '#  size  count  type ...' header)")
     for lg in logs:
-        lg.op = op or _op_of(lg)
-        if lg.op is None:
-            raise InputFileError(source, "cannot tell which collective this is (no 'Collective test starting' "
-                                         "line and no op in the file name); name it with --op, e.g. --op all_reduce")
-        if lg.op not in OPS:
-            raise InputFileError(source, f"unknown nccl-tests op {lg.op!r}; known: {', '.join(sorted(OPS))}")
+        name_collective(lg, op, ranks)
     return logs
+
+
+# ----------------------------------------------------------------------------- what the log leaves out
+# Rows without their header (a table pasted alone, `kubectl logs --tail`): the column count
+# tells the layout. A log that does not name its collective or its ranks: busbw / algbw tells
+# them where the collective table's factors leave one answer; where they leave several, the
+# user names them (--op, --ranks). Whatever was inferred is said (``inferred``), and what stays
+# unknown too (``unknown``).
+
+#: The leading columns of a result row, by its number of columns (two placements of time,
+#: algbw, busbw and #wrong / error follow): nccl-tests 2.x (with root), older 2.x (redop, no
+#: root), 1.x and the ops without a reduction in old releases (no redop).
+_LEADS = {13: ["size", "count", "type", "redop", "root"], 12: ["size", "count", "type", "redop"],
+          11: ["size", "count", "type"]}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_INT = re.compile(r"-?\d+$")
+
+
+def _lead_fits(lead: List[str], toks: List[str]) -> bool:
+    vals = dict(zip(lead, toks))
+    return (_INT.match(vals["size"]) is not None and _INT.match(vals["count"]) is not None
+            and _WORD.match(vals["type"]) is not None
+            and ("redop" not in vals or _WORD.match(vals["redop"]) is not None)
+            and ("root" not in vals or _INT.match(vals["root"]) is not None))
+
+
+def read_headerless_rows(log: NcclTestsLog) -> None:
+    """Read the rows found before any column header by their column count; rows of another
+    count are problems. Nothing is read (and the log has no rows) when no layout fits."""
+    by_count: Dict[int, int] = {}
+    for _, toks in log.headerless:
+        by_count[len(toks)] = by_count.get(len(toks), 0) + 1
+    n = max(by_count, key=lambda k: (by_count[k], k))
+    lead = _LEADS.get(n)
+    rows = [(ln, toks) for ln, toks in log.headerless if len(toks) == n]
+    if lead is None or not all(_lead_fits(lead, toks) for _, toks in rows):
+        log.notes.append(f"{len(log.headerless)} row(s) without a column header in a layout of {n} columns "
+                         "that nccl-tests does not print: not read")
+        log.headerless = []
+        return
+    # The fourth figure of a placement: a count (#wrong, an integer or N/A) in nccl-tests 2.x,
+    # the largest error (1e-07, 0e+00) in older releases.
+    fourth = [toks[len(lead) + k] for _, toks in rows for k in (3, 7)]
+    wrong = "#wrong" if all(_INT.match(t) or t.upper() == "N/A" for t in fourth) else "error"
+    group = ["time", "algbw", "busbw", wrong]
+    log.columns = lead + group + group
+    for lineno, toks in log.headerless:
+        if len(toks) != n:
+            log.problems.append(f"line {lineno}: row of {len(toks)} columns where the other rows have {n}: skipped")
+            continue
+        try:
+            row = _parse_row(log, toks, lineno)
+        except (ValueError, KeyError) as e:
+            log.problems.append(f"line {lineno}: row skipped ({e}; cut or malformed)")
+            continue
+        if row is not None:
+            log.rows.append(row)
+    first, last = log.headerless[0][0], log.headerless[-1][0]
+    log.inferred.append(
+        f"no column header (lines {first}-{last} are result rows without it): read by their {n} columns as "
+        f"{', '.join(lead)}, then time (us), algbw, busbw (GB/s) and {wrong} out-of-place and in-place, "
+        "as nccl-tests prints them; the time is taken as CUDA-event time (a run with -C prints host time in "
+        "the same columns)")
+    log.headerless = []
+
+
+def _ratio_bounds(log: NcclTestsLog) -> Optional[Tuple[float, float]]:
+    """The range busbw / algbw lies in, from every cell whose figures are big enough to tell it
+    (nccl-tests rounds both to 0.01 GB/s); None when no cell tells it or the cells disagree."""
+    lo, hi = 0.0, math.inf
+    seen = False
+    for _, _, c in log.cells():
+        a, b = c.algbw_gbps, c.busbw_gbps
+        if not (isinstance(a, float) and isinstance(b, float)) or a < 0.5:
+            continue
+        seen = True
+        lo, hi = max(lo, (b - 0.005) / (a + 0.005)), min(hi, (b + 0.005) / (a - 0.005))
+    return (lo, hi) if seen and lo <= hi else None
+
+
+#: The largest job a rank count is inferred for.
+MAX_INFERRED_RANKS = 4096
+
+
+def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None) -> Dict[str, List[int]]:
+    """Collective -> the rank counts whose busbw factor (the collective table's) lies in
+    ``bounds``; only ``ops`` and ``ranks`` where given."""
+    lo, hi = bounds
+    counts = [ranks] if ranks else range(1, MAX_INFERRED_RANKS + 1)
+    out: Dict[str, List[int]] = {}
+    for c in COLLECTIVES:
+        if ops is not None and c.name not in ops:
+            continue
+        ns = [n for n in counts if lo <= c.busbw_factor(n) <= hi]
+        if ns:
+            out[c.name] = ns
+    return out
+
+
+def _ranks_text(ns: List[int]) -> str:
+    if len(ns) == 1:
+        return f"{ns[0]} rank{'s' if ns[0] != 1 else ''}"
+    if ns == list(range(ns[0], ns[-1] + 1)):
+        return f"{ns[0]}-{ns[-1]}{'+' if ns[-1] == MAX_INFERRED_RANKS else ''} ranks"
+    return f"{', '.join(map(str, ns[:4]))}{', ...' if len(ns) > 4 else ''} ranks"
+
+
+def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) -> None:
+    """Set the log's collective (``op``, its program or file name, else busbw / algbw) and, for
+    a log without rank lines, its rank count (``ranks``, else busbw / algbw for that
+    collective); InputFileError, naming --op and --ranks, where neither the log nor the options
+    tell them."""
+    if not log.ranks:
+        log.unknown.append("which GPUs and hosts ran it: the log has no '# Using devices' rank lines, so its "
+                           "figures are the whole job's, tied to no GPU pair")
+    if ranks is not None and log.ranks and ranks != len(log.ranks):
+        raise InputFileError(log.source, f"--ranks {ranks}, but the log names {len(log.ranks)} ranks")
+    given = op or _op_of(log)
+    if given is not None and given not in OPS:
+        raise InputFileError(log.source, f"unknown nccl-tests op {given!r}; known: {', '.join(sorted(OPS))}")
+    if given is not None and (log.ranks or ranks):
+        log.op, log.rank_count = given, (None if log.ranks else ranks)
+        return
+    bounds = _ratio_bounds(log)
+    ratio = f"busbw/algbw = {(bounds[0] + bounds[1]) / 2:.4g}" if bounds else ""
+    if given is not None:  # the collective is known; its rank count is not
+        log.op = given
+        found = fitting(bounds, ops=[given]).get(given, []) if bounds else []
+        if len(found) == 1:
+            log.rank_count = found[0]
+            log.inferred.append(f"{found[0]} ranks: the log has no rank lines, and {ratio} is {given}'s factor "
+                                f"on {found[0]} ranks only (collective table, nccl-tests' GetBw)")
+        else:
+            why = (f"{ratio} fits {given} on {_ranks_text(found)}" if found
+                   else f"{ratio} is not {given}'s factor on any number of ranks" if bounds
+                   else "no figures large enough to tell busbw/algbw")
+            log.unknown.append(f"the number of ranks ({why}; give --ranks N to record it)")
+        return
+    if bounds is None:
+        raise InputFileError(log.source, "cannot tell which collective this is (no 'Collective test starting' line, "
+                                         "no op in the file name, no algbw/busbw figures to tell it); name it with "
+                                         "--op, e.g. --op all_reduce, and the rank count with --ranks N")
+    by_op = fitting(bounds, ranks=ranks)
+    if len(by_op) != 1:
+        groups: Dict[str, List[str]] = {}
+        for o, ns in by_op.items():
+            groups.setdefault("any number of ranks" if len(ns) == MAX_INFERRED_RANKS else _ranks_text(ns), []).append(o)
+        fits = "; ".join(f"{', '.join(ops)} on {where}" for where, ops in groups.items()) or "no collective"
+        example = next(iter(by_op), "all_reduce")
+        raise InputFileError(log.source, f"the rows do not name their collective, and {ratio} fits {fits}: name it "
+                                         f"with --op (e.g. --op {example}) and give the rank count with --ranks N")
+    (log.op, ns), = by_op.items()
+    how = f"{ratio} is {log.op}'s bus-bandwidth factor (collective table, nccl-tests' GetBw)"
+    if ranks is not None:
+        log.rank_count = ranks
+        log.inferred.append(f"collective {log.op}: the log does not name it; {how} on --ranks {ranks}, and no other "
+                            "collective's")
+    elif len(ns) == 1:
+        log.rank_count = ns[0]
+        log.inferred.append(f"collective {log.op} on {ns[0]} ranks: the log names neither; {how} on {ns[0]} ranks, "
+                            "and no other collective's or rank count's")
+    else:
+        log.inferred.append(f"collective {log.op}: the log does not name it; {how} on {_ranks_text(ns)}, and no "
+                            "other collective's")
+        log.unknown.append(f"the number of ranks ({ratio} fits {log.op} on {_ranks_text(ns)}; give --ranks N to "
+                           "record it)")
 
 
 def _op_of(log: NcclTestsLog) -> Optional[str]:
@@ -376,13 +595,13 @@ def _op_of(log: NcclTestsLog) -> Optional[str]:
     return op_from_name(Path(log.source).name)
 
 
-def parse_nccl_tests_file(path, op: Optional[str] = None) -> List[NcclTestsLog]:
+def parse_nccl_tests_file(path, op: Optional[str] = None, ranks: Optional[int] = None) -> List[NcclTestsLog]:
     """Parse a file (streamed; ``-`` is stdin). InputFileError for an unreadable, empty or binary
     file, or one without nccl-tests rows."""
     from gputopo.text_input import text_lines
 
     with text_lines(str(path), "nccl-tests output (all_reduce_perf & co.)") as lines:
-        return parse_nccl_tests_lines(lines, source=str(path), op=op)
+        return parse_nccl_tests_lines(lines, source=str(path), op=op, ranks=ranks)
 
 
 # ----------------------------------------------------------------------------- what a log must not hide
@@ -469,10 +688,32 @@ def completeness_problems(log) -> List[str]:
 
 def normalize_bus_id(printed: str) -> str:
     """nccl-tests' "0000:b4:00" / "0x1b" in NVML's form, "00000000:B4:00.0" (model/bus_id.py
-    decodes it; a bare bus "0x1b" is read as device 0 of domain 0, as always); text it cannot
-    decode comes back as printed."""
+    decodes it; a bare bus "0x1b" as device 0 of domain 0, BusOnly.assumed: for comparing only,
+    never to record as the GPU's address, see gpu_bus_id); text it cannot decode as printed."""
     decoded = from_nccl_tests(printed)
     return as_address(decoded).nvml if decoded is not None else printed.strip()
+
+
+def bus_id_text(printed: str) -> str:
+    """What a rank line says of its GPU's PCI address, in words: "0000:b4:00.0", or for the
+    older nccl-tests that print only the bus, "bus 0x10 (device and function unknown)"."""
+    decoded = from_nccl_tests(printed)
+    if isinstance(decoded, BusOnly):
+        return f"bus 0x{decoded.bus:02x} (domain, device and function unknown)"
+    return decoded.lspci if decoded is not None else printed.strip()
+
+
+def gpu_bus_id(printed: str):
+    """A rank's GPU address for the topology: NVML's form where the line gives one (device 0 of
+    a printed device), NotAvailable saying what was printed where it gives only a bus ("0x10":
+    two GPUs behind one PCIe switch print the same bus, so no address is made up from it), or
+    text it cannot decode."""
+    decoded = from_nccl_tests(printed)
+    if isinstance(decoded, BusOnly):
+        return NotAvailable(f"nccl-tests printed only the bus: {bus_id_text(printed)}")
+    if decoded is None:
+        return NotAvailable(f"nccl-tests printed {printed.strip()!r}, not a PCI address")
+    return decoded.nvml
 
 
 def device_keys(log: NcclTestsLog) -> Tuple[List[int], bool]:
@@ -499,8 +740,8 @@ def _op(log: NcclTestsLog) -> str:
 def busbw_factor(log: NcclTestsLog) -> float:
     """The collective table's factor for the log's op and ranks (busbw / algbw, as nccl-tests
     computed what it printed)."""
-    n = len(log.ranks)
-    if n >= 1:
+    n = log.n_ranks
+    if n:
         return OPS[_op(log)].busbw_factor(n)
     # No rank lines: recover n from the printed busbw/algbw ratio at the largest size.
     for r in reversed(log.rows):
@@ -520,7 +761,7 @@ def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Lis
         extra: Dict[str, Any] = {
             "source": "nccl-tests", "file": Path(log.source).name, "in_place": inplace,
             "count": row.count, "dtype": row.dtype, "redop": row.redop, "root": row.root,
-            "ranks": len(log.ranks) or None,
+            "ranks": log.n_ranks,
             "printed": {"time_us": _json_num(c.time_us), "algbw_gbps": _json_num(c.algbw_gbps),
                         "busbw_gbps": _json_num(c.busbw_gbps), "wrong": _json_num(c.wrong)},
         }
@@ -531,6 +772,8 @@ def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Lis
             extra["wrong_not_available"] = c.wrong.reason
         else:
             wrong = int(c.wrong)
+        if not log.validated:  # -c 0: nothing was checked, so no #wrong is a result
+            extra["data_checked"] = False
         samples = [c.time_us * 1e-6] if isinstance(c.time_us, float) and c.time_us > 0 else []
         if not samples:
             extra["time_not_available"] = "nccl-tests printed no usable time"
@@ -554,16 +797,20 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
     counted = [w for w in wrong_cells if isinstance(w, int)]
     return {
         "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[_op(log)].test,
-        "program": log.program, "nccl_tests_version": log.version, "nccl_library": log.nccl_library,
+        "program": log.program, "tool": log.tool, "library": log.library, "platform": dict(log.platform),
+        "nccl_tests_version": log.version, "nccl_library": log.nccl_library,
         "nccl_headers": log.nccl_headers, "nccl_version": log.nccl_version, "config": dict(log.config), "time_column": log.time_kind,
-        "ranks": len(log.ranks) or None, "hosts": log.hosts, "gpus": gpus, "gpus_are": "devices" if are_devices else "ranks",
-        "devices": [r.to_json() for r in log.ranks], "sizes": len(log.rows),
+        "ranks": log.n_ranks, "ranks_from": "rank lines" if log.ranks else ("given or inferred" if log.rank_count else None),
+        "hosts": log.hosts, "gpus": gpus, "gpus_are": "devices" if are_devices else "ranks",
+        "devices": [{**r.to_json(), "pci": bus_id_text(r.bus_id)} for r in log.ranks], "sizes": len(log.rows),
         "avg_busbw_gbps": log.avg_busbw_gbps,
         "avg_busbw_meaning": "nccl-tests 'Avg bus bandwidth' as printed: the mean busbw over all sizes "
                              "(in-place and out-of-place), not the peak",
         "peak_busbw_gbps": peak, "peak_size_bytes": peak_size, "peak_in_place": peak_inplace,
-        "wrong": sum(counted) if counted else None,
-        "wrong_checked": len(counted) == len(wrong_cells),
+        "wrong": sum(counted) if counted and log.validated else None,
+        "wrong_checked": len(counted) == len(wrong_cells) and log.validated,
+        "validated": log.validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
         "problems": list(log.problems),
+        "inferred": list(log.inferred), "unknown": list(log.unknown),
     }

@@ -22,8 +22,8 @@ from gputopo.model.bus_id import PciAddress, from_nccl_tests, try_parse
 from gputopo.runfolder.imported import import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
 
-from .nccl_tests import (NcclTestsLog, check_op, device_keys, log_measurements, log_summary,
-                         normalize_bus_id, parse_nccl_tests_file)
+from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, log_measurements, log_summary,
+                         parse_nccl_tests_file)
 from .user_inputs import refuse_duplicates
 
 
@@ -44,7 +44,7 @@ def topology_from_logs(logs: List[NcclTestsLog]) -> Topology:
             if r.host not in hosts:
                 hosts.append(r.host)
             if key not in gpus:
-                gpus[key] = Gpu(nvml_index=key, name=r.name or "?", pci_bus_id=normalize_bus_id(r.bus_id),
+                gpus[key] = Gpu(nvml_index=key, name=r.name or "?", pci_bus_id=gpu_bus_id(r.bus_id),
                                 cuda_index=r.device)
     machine = "+".join(hosts) if hosts else "nccl-tests"
     host = HostInfo(hostname=hosts[0] if len(hosts) == 1 else machine)
@@ -61,12 +61,15 @@ def _class_for(topo: Optional[Topology], gpus) -> Optional[str]:
 
 def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, op: Optional[str] = None,
                       topology: Optional[Topology] = None, argv: Optional[List[str]] = None,
-                      render: bool = True, console=None, topology_file: Optional[str] = None) -> ImportResult:
+                      render: bool = True, console=None, topology_file: Optional[str] = None,
+                      ranks: Optional[int] = None) -> ImportResult:
     """Parse the logs and write a run folder; returns where it went.
 
     ``out_dir``: the exact folder to write (created; refused if it already holds a run, since
     run folders are never overwritten); otherwise a new timestamped folder under ``base_dir``.
-    ``op`` names the collective when neither the log nor its file name says it.
+    ``op`` names the collective when neither the log nor its file name says it, ``ranks`` the
+    number of ranks of a log without rank lines (both inferred from busbw / algbw where only one
+    answer fits; refused, naming --op and --ranks, where several do).
     Raises InputFileError for unreadable logs, UsageError for a bad op, an occupied out_dir, a log
     given twice, or a ``topology`` (read from ``topology_file``) of another machine.
     """
@@ -74,10 +77,12 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     if not paths:
         raise UsageError("no nccl-tests log given")
     op = check_op(op)
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks {ranks}: a test runs on at least 1 rank")
     refuse_duplicates(paths)
     logs: List[NcclTestsLog] = []
     for p in paths:
-        logs += parse_nccl_tests_file(p, op=op)
+        logs += parse_nccl_tests_file(p, op=op, ranks=ranks)
     refuse_duplicate_logs(logs)
     refuse_other_hosts(logs)
     if topology is not None:
@@ -86,7 +91,8 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
     write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
                        argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
-                       options={"imported_from": [str(p) for p in paths], "op": op},
+                       options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks,
+                                "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
                        measurements=(m for log in logs
                                      for m in log_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),
                        document_name=NCCL_TESTS_JSON, document={"logs": [log_summary(lg) for lg in logs]})
@@ -96,6 +102,12 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
 
         result.summary = render_run(run_dir, console=console)
     return result
+
+
+def _one_of(values) -> Optional[str]:
+    """The logs' common value ("RCCL"), several joined ("NCCL+RCCL"), None where none says it."""
+    seen = list(dict.fromkeys(v for v in values if v))
+    return "+".join(seen) if seen else None
 
 
 # ----------------------------------------------------------------------------- refused inputs

@@ -18,6 +18,8 @@ KINDS = (
     "gpu-fault", "link-fault", "class-fault", "worker-killed",
     # busbw along an imported nccl-tests size sweep falls and does not recover (report/sweep_findings.py).
     "bandwidth-cliff",
+    # An imported nccl-tests run that checked no data (validation: 0, -c 0): #wrong means nothing.
+    "not-verified",
     # An imported perftest run (ib_write_bw & co., report/perftest_findings.py): it failed; its
     # bandwidth below its port's rate; its bandwidth stated (judged fine, or not judged and why).
     "rdma-test-failed", "rdma-slow", "rdma-bandwidth",

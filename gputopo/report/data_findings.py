@@ -3,7 +3,8 @@ read or a measurements file that was emptied (``incomplete-data``), measurements
 measurement lines with impossible values (a negative time, a GPU the topology lacks) or nccl-tests
 rows with negative figures (``invalid-data``), an imported nccl-tests log that stops before its
 footer or mid-row, and imported kernel-log / NCCL_DEBUG lines that could not be read
-(``incomplete-data``).
+(``incomplete-data``); and an imported nccl-tests log that checked no data (``not-verified``, info:
+validation 0, so its integrity is not measured).
 
 They are warnings: the hardware may be fine, but a report built from part of the data cannot say
 "ok" as if it had all of it. The problems themselves are collected where the data is read
@@ -39,8 +40,30 @@ def data_findings(run: Run) -> List[Finding]:
                                f"nccl-tests {log.get('op', '?')} log {log.get('file', '?')}: {problem}",
                                gpus=None, evidence={"file": log.get("path") or log.get("file")},
                                remedies=[REMEDY_RERUN]))
+    out += not_verified_findings(run)
     for problem in (run.nccl_debug or {}).get("problems") or []:
         out.append(Finding("incomplete-data", "warning", f"imported NCCL_DEBUG log: {problem}",
                            evidence={"files": (run.nccl_debug or {}).get("files")},
                            remedies=["re-import the complete NCCL_DEBUG=INFO log"]))
+    return out
+
+
+def not_verified_findings(run: Run) -> List[Finding]:
+    """An imported nccl-tests log that checked no data (``validation: 0``: nccl-tests' -c 0, or
+    every #wrong printed N/A): its #wrong is no result, so the data's integrity is not measured.
+    A stated fact (info): the bandwidth figures stand, nothing says the bytes were right."""
+    out = []
+    for log in run.nccl_tests:
+        if log.get("validated") is not False:
+            continue
+        how = ("validation: 0 in its header (nccl-tests -c 0)" if log.get("validation") == 0
+               else "#wrong printed N/A in every row")
+        out.append(Finding(
+            "not-verified", "info",
+            f"{log.get('tool') or 'nccl-tests'} {log.get('op', '?')} log {log.get('file', '?')}: the data was not "
+            f"verified ({how}); its #wrong is no result, so this run says nothing of the data's integrity",
+            gpus=log.get("gpus") or None,
+            evidence={"file": log.get("path") or log.get("file"), "validation": log.get("validation"),
+                      "integrity": "not measured"},
+            remedies=["rerun without -c 0 (nccl-tests checks every result by default) to check the data"]))
     return out

@@ -17,7 +17,8 @@ RDMA off for sends; the default turns it off for sends from a GPU of compute cap
 (pre-Ampere) that has no NVLink to another GPU (on a machine of more than one GPU).
 
 What this does not do: predict NCCL's choice of NIC for a GPU (rails, PXN, the version-dependent
-search). "Nearest NIC" here is the NIC(s) of the best PCIe class to the GPU, said as such.
+search). "Nearest NIC" here is the NIC(s) of the best PCIe class to the GPU among those with an
+Active port (NCCL uses no other), said as such.
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ def _device(nic) -> str:
     return nic.device if is_value(nic.device) else nic.label
 
 
+def usable_nics(topo: Topology) -> List[Any]:
+    """The NICs NCCL's IB transport can use: those with an Active port (NCCL 2.30.7
+    ``src/transport/net_ib/init.cc`` skips a port whose state is not IBV_PORT_ACTIVE), or whose
+    ports were not read (a topology from `nvidia-smi topo -m` text). When no NIC has an Active
+    port, all of them (the port findings say why none is usable)."""
+    def usable(n) -> bool:
+        return not n.ports or any(p.state == "Active" or not is_value(p.state) for p in n.ports)
+    return [n for n in topo.nics if usable(n)] or list(topo.nics)
+
+
 def gpu_network_paths(topo: Topology, env: Optional[Mapping[str, str]] = None) -> List[GpuNetPath]:
     """Each GPU's nearest RDMA NIC(s) by PCIe class and NCCL's GDR distance rule on that path;
     empty when the machine has no NIC."""
@@ -107,9 +118,10 @@ def gpu_network_paths(topo: Topology, env: Optional[Mapping[str, str]] = None) -
         return []
     level, _ = gdr_level(env)
     read_off = gdr_read_off(env)
+    usable = usable_nics(topo)
     out = []
     for g in topo.gpus:
-        classes = [(n.gpu_classes[g.nvml_index], n) for n in topo.nics if g.nvml_index in n.gpu_classes]
+        classes = [(n.gpu_classes[g.nvml_index], n) for n in usable if g.nvml_index in n.gpu_classes]
         if not classes:
             continue
         best = min(c for c, _ in classes)

@@ -39,6 +39,8 @@ class PairRow:
     measurements: int = 0
     wrong: int = 0
     errors: int = 0
+    #: measurements whose data was not checked (an imported nccl-tests run with -c 0)
+    unchecked: int = 0
     numerics: Dict[str, str] = field(default_factory=dict)
     findings: List[Finding] = field(default_factory=list)
     #: NCCL's transport for the pair (bench/nccl_transport.py: measured from its log, modeled on
@@ -68,9 +70,10 @@ class PairRow:
 
     @property
     def checked(self) -> bool:
-        """Whether any transfer on the pair completed, so its data was compared: ``wrong`` means
-        something only then (an unmeasured or only failed pair shows ``-``, not ``#wrong 0``)."""
-        return self.measurements > self.errors
+        """Whether any transfer on the pair completed and its data was compared: ``wrong`` means
+        something only then (an unmeasured or only failed pair, or one measured without a data
+        check, shows ``-``, not ``#wrong 0``)."""
+        return self.measurements > self.errors + self.unchecked
 
     @property
     def wrong_or_none(self) -> Optional[int]:
@@ -121,6 +124,7 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
         r.measurements += 1
         r.wrong += int(m.wrong or 0)
         r.errors += int(m.error is not None)
+        r.unchecked += int(m.error is None and (m.extra or {}).get("data_checked") is False)
         nt = (m.extra or {}).get("nccl_transport")
         if isinstance(nt, dict) and "kind" in nt and r.nccl_transport is None:
             r.nccl_transport = nt

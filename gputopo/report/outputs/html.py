@@ -15,6 +15,7 @@ from gputopo.report.history_record import history_lines
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
+from .notes import nccl_tests_statements
 from .plots import Plot
 from .root_causes import evidence_entries, explained_note, root_cause_tags
 from .story import StoryItem
@@ -178,6 +179,9 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
         parts.append("<h2>nccl-tests</h2><p>Avg bus bandwidth is nccl-tests' own figure: the mean busbw "
                      "over all sizes (in-place and out-of-place), not the peak.</p>")
         parts.append(_table(*nccl_tests_table(summary), "nccl-tests-table"))
+        statements = nccl_tests_statements(summary)
+        if statements:
+            parts.append("<ul>" + "".join(f"<li>{escape(st)}</li>" for st in statements) + "</ul>")
     if summary.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in summary.notes) + "</ul>")
     parts.append(_note(raw_data_note(summary)))

@@ -12,6 +12,7 @@ from gputopo.report.history_record import history_lines
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
+from .notes import nccl_tests_statements
 from .plots import Plot
 from .root_causes import evidence_entries, explained_note, root_cause_tags
 from .tables import (class_table, figures_note, findings_table, gpus_text, nccl_tests_table,
@@ -104,6 +105,7 @@ def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
                   "Avg bus bandwidth is nccl-tests' own figure: the mean busbw over all sizes (and both "
                   "in-place and out-of-place), not the peak.", ""]
         lines += [md_table(*nccl_tests_table(summary)), ""]
+        lines += [f"- {st}" for st in nccl_tests_statements(summary)] + ([""] if nccl_tests_statements(summary) else [])
     if summary.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in summary.notes] + [""]
     lines += [raw_data_note(summary), ""]

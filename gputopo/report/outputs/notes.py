@@ -100,3 +100,13 @@ def raw_data_note(summary: Summary) -> str:
     have = [f"{name} ({what})" for name, what in RAW_FILES
             if name in ("results.csv", "summary.json") or (folder / name).exists()]
     return "Raw data in the run folder: " + "; ".join(have) + "."
+
+
+def nccl_tests_statements(summary: Summary) -> List[str]:
+    """What each imported nccl-tests log left out, in words: what was inferred and how (a
+    header, the collective, the rank count), and what stays unknown (its GPUs and hosts)."""
+    out = []
+    for log in summary.run.nccl_tests:
+        for label, lines in (("inferred", log.get("inferred")), ("not known", log.get("unknown"))):
+            out += [f"{log.get('file', '?')}: {label}: {line}" for line in lines or []]
+    return out

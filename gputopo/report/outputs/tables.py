@@ -105,9 +105,13 @@ def nccl_tests_table(summary: Summary) -> Table:
     rows = []
     for log in summary.run.nccl_tests:
         peak = log.get("peak_busbw_gbps")
-        rows.append([str(log.get("file", "?")), str(log.get("op", "?")), str(log.get("ranks", "?")),
+        library = " ".join(str(x) for x in (log.get("library"), log.get("nccl_version")) if x)
+        wrong = ("not checked (validation off)" if log.get("validated") is False
+                 else str(log["wrong"]) if log.get("wrong") is not None else "n/a")
+        rows.append([str(log.get("file", "?")) + (f" ({log.get('tool') or 'nccl-tests'}, {library})" if library else ""),
+                     str(log.get("op", "?")), str(log.get("ranks") or "?"),
                      str(log.get("sizes", "?")),
                      f"{gbps(peak)} ({log.get('peak_size_bytes', '?')} B)",
                      f"{log.get('avg_busbw_gbps')} (mean over all sizes)",
-                     str(log.get("wrong", "n/a")), str(log.get("out_of_bounds", "n/a"))])
+                     wrong, str(log.get("out_of_bounds", "n/a"))])
     return head, rows

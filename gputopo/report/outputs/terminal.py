@@ -134,7 +134,12 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             avg = log.get("avg_busbw_gbps")
             avg_text = (f"{avg} GB/s (nccl-tests' figure: mean over all sizes, not the peak)" if avg is not None
                         else "not printed (the log has no footer)")
-            nccl = f", NCCL {log['nccl_version']}" if log.get("nccl_version") else ""
-            console.print(f"nccl-tests {log.get('op')} ({log.get('file')}{nccl}): peak busbw "
-                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth {avg_text}")
+            library = log.get("library") or "NCCL"
+            nccl = f", {library} {log['nccl_version']}" if log.get("nccl_version") else (
+                f", {library}" if log.get("library") else "")
+            console.print(f"{log.get('tool') or 'nccl-tests'} {log.get('op')} ({log.get('file')}{nccl}): peak busbw "
+                          f"{gbps(log.get('peak_busbw_gbps'))} GB/s, avg bus bandwidth {avg_text}", markup=False)
+            for label, lines in (("inferred", log.get("inferred")), ("not known", log.get("unknown"))):
+                for line in lines or []:
+                    hanging(console, f"    {label}: ", line)
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))

@@ -125,10 +125,11 @@ def test_old_kernel_has_no_dmabuf_but_peermem_suffices():
 
 
 def test_polling_port_is_a_warning_disabled_an_info():
-    polling = net(network_findings(scan(with_nic('state = "Down"\n')), NO_ENV))
+    polling = [f for f in network_findings(scan(with_nic('state = "Down"\n')), NO_ENV) if f.kind == "nic-port-down"]
     assert kinds(polling) == [("nic-port-down", "warning")]
     assert "Polling" in polling[0].message and polling[0].evidence["nic"] == "mlx5_0"
-    disabled = net(network_findings(scan(with_nic('state = "Down"\nphys_state = "Disabled"\n')), NO_ENV))
+    disabled = [f for f in network_findings(scan(with_nic('state = "Down"\nphys_state = "Disabled"\n')), NO_ENV)
+                if f.kind == "nic-port-down"]
     assert kinds(disabled) == [("nic-port-down", "info")]
     assert "deliberate" in disabled[0].message
 
@@ -187,3 +188,14 @@ def test_a_single_nic_far_from_some_gpus_is_info_not_warning():
     found = [f for f in network_findings(topo, NO_ENV) if f.kind == "nic-far"]
     assert [(f.severity, f.gpus, f.link_class) for f in found] == [("info", [0, 1, 2, 3], "SYS"),
                                                                    ("info", [5, 6, 7], "NODE")]
+
+
+def test_a_down_nic_is_nobodys_nearest():
+    # mlx5_0 beside GPU 0 is down: NCCL uses Active ports only, so GPU 0's nearest usable NIC is
+    # another GPU's (NODE, through the CPU) while GPUs 1-7 keep theirs at PIX
+    topo = scan(with_nic('state = "Down"\n'))
+    by_gpu = {p.gpu: p for p in gpu_network_paths(topo, NO_ENV)}
+    assert str(by_gpu[0].link_class) == "NODE" and "mlx5_0" not in by_gpu[0].devices
+    found = network_findings(topo, NO_ENV)
+    assert ("nic-far", "warning") in kinds(found) and ("nic-port-down", "warning") in kinds(found)
+    assert [f.gpus for f in found if f.kind == "nic-far"] == [[0]]
