@@ -95,8 +95,9 @@ def print_ports(read: IbstatRead, console) -> None:
 
     from gputopo.report.network_checks import port_cells
 
-    t = Table(title=f"RDMA NIC ports ({read.form} text {Path(read.source).name}: {read.adapters} adapter(s))",
-              title_justify="left", show_edge=False, pad_edge=False)
+    console.print(f"RDMA NIC ports ({read.form} text {Path(read.source).name}: {read.adapters} adapter(s))",
+                  markup=False)
+    t = Table(show_edge=False, pad_edge=False)
     for col in ("port", "state", "physical", "rate", "link layer", "adapter"):
         t.add_column(col)
     for p in read.ports:
