@@ -9,6 +9,7 @@ from typing import Optional, Set
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
+from gputopo.report.expected_basis import AS_EXPECTED
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -142,4 +143,7 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             for label, lines in (("inferred", log.get("inferred")), ("not known", log.get("unknown"))):
                 for line in lines or []:
                     hanging(console, f"    {label}: ", line)
+    for note in summary.notes:  # the series that reached their published figure, with its source
+        if note.startswith(AS_EXPECTED):
+            hanging(console, Text(AS_EXPECTED, style="green"), note.removeprefix(AS_EXPECTED))
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))
