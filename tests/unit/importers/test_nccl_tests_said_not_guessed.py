@@ -22,7 +22,6 @@ import pytest
 
 from gputopo.errors import InputFileError
 from gputopo.importers.nccl_tests import parse_nccl_tests, parse_nccl_tests_file
-from gputopo.importers.nccl_tests_import import import_nccl_tests
 from gputopo.report.summary import summarize_dir
 from helpers.cli import gputopo_here
 from helpers.paths import DATA, FIXTURES
