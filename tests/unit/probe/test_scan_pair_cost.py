@@ -134,12 +134,13 @@ def test_scan_json_writes_the_pairs_exactly_as_json_dumps(machine, options):
     import json
 
     from gputopo.model.topology import topology_to_json
+    from gputopo.report.network_checks import network_json
     from gputopo.report.pairs_json import pairs_json_text
     from gputopo.report.scan_view import SCHEMA_VERSION, scan_json
 
     _, topo = _read(load_description(machine), **options)
-    plain = json.dumps({"schema_version": SCHEMA_VERSION, **topology_to_json(topo), "problems": []},
-                       indent=2)
+    plain = json.dumps({"schema_version": SCHEMA_VERSION, **topology_to_json(topo),
+                        "network": network_json(topo), "problems": []}, indent=2)
     assert scan_json(topo, []) == plain
     nested = json.dumps({"pairs": topology_to_json(topo)["pairs"]}, indent=2)
     assert nested == '{\n  "pairs": ' + pairs_json_text(topo.pairs) + "\n}"
