@@ -11,6 +11,8 @@ against theoretical x a typical efficiency otherwise"):
   SLOW_EFFICIENCY of it are slow. Other series have no theoretical basis (an all_reduce's busbw
   depends on the algorithm), so without a reference they are judged only against their peers.
 
+A copy staged through host memory whose pair class is unknown (an import without --topo) is
+judged by the "PCIe" rows: it crosses each GPU's PCIe link whatever joins the pair.
 A series whose link class is unknown (a job over several hosts: no one machine's topology has a
 class for it) is offered the rows measured across the trays of one NVLink domain (MNNVL rows, for
 more GPUs than a tray holds). Reaching such a figure is "as expected"; falling below it is said
@@ -110,6 +112,9 @@ def reference_match(h: Headline, topo: Optional[Topology]) -> Optional[Tuple[Ref
     names, platform = gpu_names(topo, h.gpus), platform_of(topo)
     ref = closest_reference(test, len(h.gpus), link_class, names, platform)
     known = True
+    if ref is None and link_class is None and test == "p2p.staged":
+        # a copy staged through host memory crosses each GPU's PCIe link whatever joins the pair
+        ref = closest_reference(test, len(h.gpus), "PCIe", names, platform)
     if ref is None and link_class is None:
         ref, known = closest_reference(test, len(h.gpus), MNNVL, names, platform), False
     return (ref, known) if ref is not None and ref.metric == h.metric else None

@@ -109,8 +109,8 @@ def _class_score(row_class: str, link_class: Optional[str]) -> Optional[int]:
         return None
     if row_class == link_class:
         return 2
-    if row_class == "PCIe" and link_class in PCIE_CLASSES:
-        return 1
+    if row_class == "PCIe" and (link_class in PCIE_CLASSES or link_class == "PCIe"):
+        return 1  # ("PCIe" asked: some PCIe class, which one unknown)
     return None
 
 
@@ -119,8 +119,9 @@ def closest_reference(test: str, gpus: int, link_class: Optional[str], names: It
                       ) -> Optional[Reference]:
     """The best-matching published figure, or None.
 
-    ``link_class`` is the pair's class ("host" for host <-> device copies; None when unknown,
-    which matches no row: a figure for NV18 says nothing about an unknown link). ``names`` are the
+    ``link_class`` is the pair's class ("host" for host <-> device copies; "PCIe" where it is
+    some PCIe class, which one unknown: it matches only "PCIe" rows; None when unknown, which
+    matches no row: a figure for NV18 says nothing about an unknown link). ``names`` are the
     GPU names of the measured GPUs; ``platform`` the host's CPU vendor (None when unknown, which
     matches only rows for any platform).
     """

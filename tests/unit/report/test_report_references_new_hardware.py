@@ -243,3 +243,55 @@ def test_rtx4090_host_copies_far_below_are_flagged(tmp_path):
     [f] = [f for f in summary["findings"] if f["kind"] == "slow"]
     assert f["severity"] == "warning" and f["gpus"] == [3]
     assert "25% of the 23.9 GB/s algbw published for 8x RTX 4090" in f["message"]
+
+
+P2P_4090 = FIXTURES / "p2pbw" / "chlc-blog_8x4090_stock-driver_p2p-none_no-device-header.txt"
+
+
+def p2p_4090_with_devices(slower: float = 1.0) -> str:
+    """The posted output (blog.chlc.cc) under WRITTEN device lines (as the sample prints them; the
+    post left them out: without them the GPU model is unknown and no model's row applies);
+    ``slower`` > 1 divides the unidirectional matrices' peer cells by it (a WRITTEN variant)."""
+    lines = P2P_4090.read_text().splitlines()
+    head = ["[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]",
+            *(f"Device: {i}, {RTX4090}, pciBusID: {0x16 + 0x10 * i:x}, pciDeviceID: 0, pciDomainID:0" for i in range(8)),
+            *(f"Device={i} CANNOT Access Peer Device={j}" for i in range(8) for j in range(8) if i != j)]
+    out, scale = [lines[0], *head], False
+    for ln in lines[1:]:
+        if ln.startswith(("Unidirectional", "Bidirectional", "P2P=")):
+            scale = ln.startswith("Unidirectional")
+        cells = ln.split()
+        if scale and slower != 1.0 and len(cells) == 9 and cells[0].isdigit():
+            row = int(cells[0])
+            cells[1:] = [c if k == row else f"{float(c) / slower:.2f}" for k, c in enumerate(cells[1:])]
+            ln = "     " + "  ".join(cells)
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
+def test_posted_rtx4090_staged_copies_read_as_expected(tmp_path):
+    """The 8 x RTX 4090 output as posted (no peer access on any pair: every figure is a copy
+    staged through host memory), imported without --topo (pair classes unknown: a staged copy
+    crosses each GPU's PCIe link whatever joins the pair): as expected, nothing slow."""
+    log = tmp_path / "p2p_4090.txt"
+    log.write_text(p2p_4090_with_devices())
+    rc, out, err = gputopo_here("import", "p2pbw", log, "--out", tmp_path / "run")
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "slow" not in {f["kind"] for f in summary["findings"]}
+    notes = [n for n in summary["notes"] if n.startswith("as expected")]
+    assert any(n.startswith("as expected: p2p.staged on 28 pairs: 18.4-20.6 GB/s algbw")
+               and "published for 8x RTX 4090 with the stock driver (no peer access)" in n for n in notes), notes
+    assert not any("p2p.copy" in n for n in notes)
+
+
+def test_rtx4090_staged_copies_far_below_are_flagged(tmp_path):
+    log = tmp_path / "p2p_4090_slow.txt"
+    log.write_text(p2p_4090_with_devices(slower=5.0))
+    rc, out, err = gputopo_here("import", "p2pbw", log, "--out", tmp_path / "run")
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    slow = [f for f in summary["findings"] if f["kind"] == "slow"]
+    assert len(slow) == 28 and {f["severity"] for f in slow} == {"warning"}
+    assert {m["reference"]["id"] for f in slow for m in f["evidence"]["measured"]} == {"rtx4090-staged"}
+    assert summary["verdict"] == "degraded"
