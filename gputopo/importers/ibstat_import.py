@@ -33,8 +33,9 @@ def read_ibstat(path: str) -> IbstatRead:
     src = TextSource(path)
     read = parse_ibstat_lines(open_lines(path, src), src.name)
     if read.form is None:
-        raise InputFileError(src.name, "not ibstat or ibv_devinfo output: no \"CA 'mlx5_0'\" (ibstat) or "
-                                       "'hca_id: mlx5_0' (ibv_devinfo) line")
+        raise InputFileError(src.name, "not ibstat or ibv_devinfo output: no \"CA 'mlx5_0'\" (ibstat), "
+                                       "'hca_id: mlx5_0' (ibv_devinfo) or \"Infiniband device 'mlx5_0' port 1 "
+                                       "status:\" (ibstatus) line")
     if not read.ports:
         raise InputFileError(src.name, f"{read.form} text with {read.adapters} adapter(s) and no port: no "
                                        "'Port 1:' (ibstat) or 'port: 1' (ibv_devinfo) line")

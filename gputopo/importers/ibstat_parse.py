@@ -1,4 +1,4 @@
-"""Saved ``ibstat`` or ``ibv_devinfo`` (``-v`` or not) text into NIC port facts
+"""Saved ``ibstat``, ``ibstatus`` or ``ibv_devinfo`` (``-v`` or not) text into NIC port facts
 (gputopo.model.nic.NicPort), one per port, for nodes where that text was saved rather than
 scanned (`gputopo import ibstat`, and `import perftest --ibstat` for the port's rate).
 
@@ -19,7 +19,11 @@ PORT_ACTIVE (4)``, ``link_layer``, and with ``-v`` ``phys_state: LINK_UP (5)``, 
 4X (2)`` and ``active_speed: 100.0 Gbps (128)`` (the rate is width x lane speed). Without ``-v``
 it has no physical state and no rate: those facts are NotAvailable, said as such.
 
-Neither tool knows the adapter's PCIe link or error counters: those facts are NotAvailable
+``ibstatus`` prints ``Infiniband device 'mlx5_0' port 1 status:`` then ``state: 4: ACTIVE``,
+``phys state: 5: LinkUp``, ``rate: 200 Gb/sec (4X HDR)`` and ``link_layer``: no adapter model, so
+its ports are not compared for rate with peers (the model decides who is a peer).
+
+None of these tools knows the adapter's PCIe link or error counters: those facts are NotAvailable
 ("not in ibstat text"). Each fact read names its source: the file.
 """
 
@@ -39,6 +43,7 @@ _CA = re.compile(r"^CA\s+'([^']+)'\s*$")
 _PORT = re.compile(r"^Port\s+(\d+)\s*:\s*$")
 _KV = re.compile(r"^([A-Za-z][A-Za-z0-9 _/.-]*?)\s*:\s*(.*?)\s*$")
 _HCA_ID = re.compile(r"^hca_id:\s*(\S+)")
+_IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 _DEV_PORT = re.compile(r"^port:\s*(\d+)\s*$")
 _WIDTH = re.compile(r"^(\d+)X\b")
 _SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*Gbps")
@@ -122,6 +127,20 @@ class _Reader:
             rd.adapters += 1
             rd.adapter_names.append(self.device)
             return
+        m = _IBSTATUS.match(s)
+        if m:
+            self._close_port()
+            rd.form = rd.form or "ibstatus"
+            if m.group(1) not in rd.adapter_names:
+                rd.adapters += 1
+                rd.adapter_names.append(m.group(1))
+            self.device, self.ca = m.group(1), {"ca_type": NotAvailable("not in ibstatus text"),
+                                                "firmware": NotAvailable("not in ibstatus text")}
+            self.port = _new_port(self.device, int(m.group(2)), {}, rd.source, "not in ibstatus text")
+            for key in ("ca_type", "firmware", "board_id"):
+                setattr(self.port, key, NotAvailable("not in ibstatus text"))
+            rd.ports.append(self.port)
+            return
         m = _HCA_ID.match(s)
         if m:
             self._close_port()
@@ -143,7 +162,7 @@ class _Reader:
             rd.notes.append(f"line {lineno}: before any adapter, left out: {s[:80]!r}")
             return
         why = f"not in {rd.form or 'ibstat'} text"
-        m = _PORT.match(s) if rd.form == "ibstat" else _DEV_PORT.match(s)
+        m = _PORT.match(s) if rd.form == "ibstat" else _DEV_PORT.match(s) if rd.form == "ibv_devinfo" else None
         if m:
             self._close_port()
             self.port = _new_port(self.device, int(m.group(1)), self.ca, src, why)
@@ -156,6 +175,8 @@ class _Reader:
         key, val = m.group(1).strip(), m.group(2).strip()
         if rd.form == "ibstat":
             self._ibstat(lineno, key, val)
+        elif rd.form == "ibstatus":
+            self._ibstatus(key, val)
         else:
             self._devinfo(lineno, key, val)
 
@@ -180,6 +201,21 @@ class _Reader:
         elif key == "Rate":
             _set(p, "rate_gbps", rate_gbps(val), src)
         elif key == "Link layer":
+            _set(p, "link_layer", _link_layer(val), src)
+
+    def _ibstatus(self, key: str, val: str) -> None:
+        """``ibstatus`` (infiniband-diags' script over sysfs): ``state: 4: ACTIVE``, ``phys state:
+        5: LinkUp``, ``rate: 200 Gb/sec (4X HDR)``, ``link_layer: InfiniBand``."""
+        src, p = self.read.source, self.port
+        if p is None:
+            return
+        if key == "state":
+            _set(p, "state", port_state(val), src)
+        elif key == "phys state":
+            _set(p, "phys_state", phys_state(val), src)
+        elif key == "rate":
+            _set(p, "rate_gbps", rate_gbps(val), src)
+        elif key == "link_layer":
             _set(p, "link_layer", _link_layer(val), src)
 
     def _devinfo(self, lineno: int, key: str, val: str) -> None:

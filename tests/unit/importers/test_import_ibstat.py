@@ -19,6 +19,9 @@ from helpers.paths import FIXTURES
 
 GPUD = FIXTURES / "ibstat" / "gpud-testdata_h100_cx7-400g-roce_mlx5_11-polling_mlx5_5-disabled.txt"
 DEVINFO = FIXTURES / "ibstat" / "ucx-9520_ibv-devinfo_cx5_ib_cut-in-mlx5_1_excerpt.txt"
+ALL_ACTIVE_BF3 = FIXTURES / "ibstat" / "gpud-testdata_h100_8x-cx7-400g-ib_bluefield3-bond-200g-eth_all-active.txt"
+FRONTEND_DISABLED = FIXTURES / "ibstat" / "gpud-testdata_h100_cx7-400g-ib_cx6dx-mlx5_2-7-8-disabled.txt"
+IBSTATUS = FIXTURES / "ibstat" / "gpud-testdata_ibstatus_a100_8x-hdr-200g-ib_mlx5_8-40g-ethernet.txt"
 
 #: WRITTEN: `ibv_devinfo -v`'s port lines for one HDR port (the fields rdma-core prints with -v).
 DEVINFO_V = """hca_id:\tmlx5_2
@@ -97,6 +100,33 @@ def test_healthy_node_no_finding(tmp_path):
     text = text.replace("Physical state: Disabled", "Physical state: LinkUp").replace("Rate: 40\n", "Rate: 400\n")
     _, s, _ = _import(tmp_path, _written(tmp_path, text))
     assert s["findings"] == [] and s["verdict"] == "not-measured"  # facts read, nothing measured or wrong
+
+
+def test_posted_healthy_node_with_a_200g_bluefield_no_false_alarm(tmp_path):
+    """8 ConnectX-7 at 400 Gb/s IB and a BlueField-3 bond (MT41692) at 200 Gb/s Ethernet, all Active:
+    the 200 Gb/s port is another adapter model, not a port trained down (spaces for tabs, as stored)."""
+    read = read_ibstat(str(ALL_ACTIVE_BF3))
+    assert len(read.ports) == 9 and not read.problems
+    assert {(p.ca_type, p.rate_gbps) for p in read.ports} == {("MT4129", 400.0), ("MT41692", 200.0)}
+    _, s, _ = _import(tmp_path, ALL_ACTIVE_BF3)
+    assert s["findings"] == []
+
+
+def test_posted_disabled_front_end_ports_are_info_only(tmp_path):
+    _, s, _ = _import(tmp_path, FRONTEND_DISABLED)
+    assert _kinds(s) == [("nic-port-down", "info", d) for d in ("mlx5_2", "mlx5_7", "mlx5_8")]
+    assert s["verdict"] == "not-measured"  # Disabled may be deliberate: nothing fails
+
+
+def test_posted_ibstatus(tmp_path):
+    read = read_ibstat(str(IBSTATUS))
+    assert read.form == "ibstatus" and len(read.ports) == 9 and not read.problems
+    by = {p.name: p for p in read.ports}
+    assert (by["mlx5_0:1"].state, by["mlx5_0:1"].phys_state, by["mlx5_0:1"].rate_gbps) == ("Active", "LinkUp", 200.0)
+    assert (by["mlx5_8:1"].rate_gbps, by["mlx5_8:1"].link_layer) == (40.0, "Ethernet")
+    assert isinstance(by["mlx5_0:1"].ca_type, NotAvailable)  # ibstatus names no adapter model
+    _, s, _ = _import(tmp_path, IBSTATUS)
+    assert s["findings"] == []  # without a model the 40G Ethernet port has no peers to be below
 
 
 def test_posted_ibv_devinfo_without_v_and_cut(tmp_path):
