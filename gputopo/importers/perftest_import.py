@@ -96,7 +96,7 @@ def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR
     """Read each output, find its port's rate (--ibstat, else --topo), write the run folder."""
     from .user_inputs import refuse_duplicates
 
-    refuse_duplicates([Path(p) for p in paths if p != "-"])
+    refuse_duplicates([Path(p) for p in paths if p != "-"], "the perftest output")
     outputs = [read_perftest(p) for p in paths]
     ports: list[NicPort] = []
     where: str | None = None

@@ -13,7 +13,7 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology
 
 
-def refuse_duplicates(paths: List[Path]) -> None:
+def refuse_duplicates(paths: List[Path], what: str = "the nccl-tests log") -> None:
     """The same output given twice (same file, or files with the same content) would count every
     measurement twice: exit 2 naming both."""
     import os
@@ -25,7 +25,7 @@ def refuse_duplicates(paths: List[Path]) -> None:
     for p in paths:
         problem = user_file_problem(p, fifo_ok=True)
         if problem:
-            raise InputFileError(p, f"cannot read the nccl-tests log: {problem}")
+            raise InputFileError(p, f"cannot read {what}: {problem}")
         if is_fifo(p):  # a pipe is read once: not hashed here; the same pipe twice is refused
             st = os.stat(p)
             first = pipes.setdefault((st.st_dev, st.st_ino), p)

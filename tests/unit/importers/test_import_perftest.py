@@ -235,3 +235,18 @@ def test_not_perftest_output_is_refused(tmp_path):
     p = _written(tmp_path, "x.txt", "hello\nworld\n")
     line = refused("import", "perftest", str(p), "--out", str(tmp_path / "r"), "--no-history")
     assert "not perftest output" in line
+
+
+def test_bad_files_are_one_line_refusals(tmp_path):
+    empty = _written(tmp_path, "empty.txt", "")
+    assert "is empty" in refused("import", "perftest", str(empty), "--out", str(tmp_path / "r1"))
+    missing = tmp_path / "missing.txt"
+    assert "cannot read the perftest output: no such file" in refused(
+        "import", "perftest", str(missing), "--out", str(tmp_path / "r2"))
+    assert "given twice" in refused("import", "perftest", str(HEALTHY), str(HEALTHY), "--out", str(tmp_path / "r3"))
+
+
+def test_stdin(tmp_path):
+    out = tmp_path / "run"
+    ran = gputopo_here("import", "perftest", "-", "--out", str(out), "--no-history", input=HEALTHY.read_text())
+    assert ran.returncode == 0 and "verdict: ok" in ran.stdout and "11129.09 MB/sec" in ran.stdout
