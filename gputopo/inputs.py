@@ -15,8 +15,8 @@ refused in one line, never waited on forever. (On Linux, poll() on a FIFO opened
 reports nothing until a writer has opened it: a writer that opens, writes and closes is read
 whole; one that opens and closes without writing gives an empty input.) After the first byte
 the rest is read to its end, within the same size bound as a file. A pipe can be read once:
-what a FIFO gave is kept for this process, so a command that reads its input twice (a
-description checked for ``[cluster]``, then parsed) sees the same text. Files inside a run
+what a FIFO gave is kept for this process, so a command that reads its input twice (``scan
+--sim`` loads the description again to record the scan in the history) sees the same text. Files inside a run
 folder are gputopo's own, never a pipe: their readers pass ``fifo_ok=False`` and a FIFO there
 is refused at once.
 """

@@ -193,6 +193,7 @@ def test_a_wait_bound_that_is_no_number_of_seconds_is_refused(value, monkeypatch
 READERS = [  # (argv with {f} the input and {o} an output folder, the posted output written into the pipe)
     (("scan", "--from-smi", "{f}"), SMI),
     (("scan", "--from-smi", "{f}", "--format", "smi"), FIXTURES / "topo" / "rse-sheffield_dgx1_8xp100_nv1_soc_mlx5_mangled-header.txt"),
+    # scan --sim loads the description twice (the scan, then its history record): the pipe is read once
     (("scan", "--sim", "{f}", "--json"), REPO / "gputopo" / "sim" / "machines" / "pcie-4gpu.toml"),
     (("scan", "--sim", "pcie-4gpu", "--kernel-log", "{f}", "--no-history"),
      FIXTURES / "xid" / "bumblebee-677_xid32_xid31.txt"),
@@ -202,6 +203,8 @@ READERS = [  # (argv with {f} the input and {o} an output folder, the posted out
     (("import", "p2pbw", "{f}", "--out", "{o}", "--no-history"), FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"),
     (("import", "kernel-log", "{f}", "--out", "{o}", "--no-history"), FIXTURES / "xid" / "bumblebee-677_xid32_xid31.txt"),
     (("import", "nccl-debug", "{f}", "--json"), FIXTURES / "nccl-debug" / "nccl-1609_h800_4rank_shm_rank-ne-dev_excerpt.log"),
+    (("import", "nvbandwidth", "{f}", "--out", "{o}", "--no-history"),
+     FIXTURES / "nvbandwidth" / "constructed_json_v0.8_2gpu_read_ce_h2d_waived.json"),
     (("import", "p2pbw", FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt", "--topo", "{f}", "--out", "{o}",
       "--no-history"), FIXTURES / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"),
 ]
@@ -233,6 +236,14 @@ def test_every_reader_reads_a_pipe_as_it_reads_the_file(argv, source, tmp_path, 
     norm = [re.sub(r"\b\d{8}-\d{6}\b|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)?", "T", s) for s in norm]
     assert norm[1] == norm[0]
     assert norm[3] == norm[2]
+
+
+def test_a_cluster_description_in_a_pipe_is_read(fifo, tmp_path, short_wait):
+    with writer(fifo, (REPO / "examples" / "cluster-64.toml").read_bytes()):
+        rc, out, err = gputopo_here("cluster", "--sim", fifo, "--out", tmp_path / "o", "--no-history",
+                                    cwd=tmp_path, timeout=120)
+    assert rc == 0, err
+    assert "SIMULATED 64 nodes" in out and "SLOW-NODE (error): node node0037" in out
 
 
 def test_the_same_pipe_given_twice_to_import_nccl_tests_is_refused(fifo, tmp_path, short_wait):
