@@ -63,7 +63,7 @@ P2P_STATUSES = tuple(P2P_STATUS_NAMES.values())
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GPU_LABEL_RE = re.compile(r"^GPU(\d+)$")
 #: Column names run together by a header whose tabs were lost ("GPU0GPU1GPU2GPU3mlx5_0").
-_GLUED_RE = re.compile(r"^GPU\d+(?:GPU\d|NIC\d|[a-z])")
+_GLUED_RE = re.compile(r"^GPU\d+(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_\d+)")
 _WORDS_RE = re.compile(r"\S+(?: \S+)*")  # words joined by single spaces; 2+ spaces split
 _TOPO = "`nvidia-smi topo -m`"
 _P2P = "`nvidia-smi topo -p2p`"

@@ -272,3 +272,17 @@ def test_ansi_underlined_header_and_spaces_for_tabs():
     assert e.cpu_affinity == {i: "0-47" for i in range(4)} and e.numa_affinity == {i: 0 for i in range(4)}
     assert e.columns == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
     assert e.gpu_numa_id == {i: None for i in range(4)}
+
+
+def test_written_prose_starting_with_a_gpu_word_is_no_glued_header():
+    text = "GPU0s of this box, as posted:\n" + fixture(NCCL667) + "\nGPU0s and GPU1s share a switch\n"
+    topo, notes = read(text)
+    assert topo.link_class(0, 1) == C("PXB")
+    assert notes == [f"line {text.count(chr(10))} after the `nvidia-smi topo -m` matrix was not read (no cells): "
+                     "'GPU0s and GPU1s share a switch'"]
+
+
+def test_written_one_gpu_glued_to_its_nic():
+    text = "\tGPU0mlx5_0\tCPU Affinity\nGPU0\t X \tPIX\t0-7\nmlx5_0\tPIX\t X \n"
+    m = parse_topo_matrix(text, "t.txt")
+    assert m.gpu_labels == ["GPU0"] and m.nics == ["mlx5_0"] and m.nic_classes == {(0, "mlx5_0"): C("PIX")}
