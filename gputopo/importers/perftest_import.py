@@ -24,24 +24,28 @@ from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
 from .matrix_import import ImportFolder
-from .perftest_parse import PerftestOutput, parse_perftest_lines
+from .perftest_parse import PerftestOutput, parse_perftest_runs
 
 #: perftest's -i (IB port) default; the output does not print the port it used.
 DEFAULT_IB_PORT = 1
 
 
-def read_perftest(path: str) -> PerftestOutput:
+def read_perftest(path: str) -> list[PerftestOutput]:
+    """Every perftest run the file holds (one per test: a loop over devices pasted together is
+    several); InputFileError when there is none."""
     src = TextSource(path)
-    out = parse_perftest_lines(open_lines(path, src), src.name)
-    if not out.rows and not out.failures and out.title is None:
+    runs = parse_perftest_runs(open_lines(path, src), src.name)
+    out = runs[0]
+    if len(runs) == 1 and not out.rows and not out.failures and out.title is None:
         raise InputFileError(src.name, "not perftest output: no 'BW Test' title, no '#bytes #iterations BW peak' "
                                        "result table and no perftest error line (ib_write_bw, ib_read_bw, "
                                        "ib_send_bw print them)")
-    if out.latency_test and not out.rows and not out.failures:
+    runs = [r for r in runs if not (r.latency_test and not r.rows and not r.failures)]
+    if not runs:
         raise InputFileError(src.name, f"a perftest latency test ({out.title}): only the bandwidth tests "
                                        "(ib_write_bw, ib_read_bw, ib_send_bw) are imported")
-    src.tell(out)
-    return out
+    src.tell(runs[-1])  # bytes left unread are the end of the file: the last run's
+    return runs
 
 
 def ports_of_topology(topo: Topology | None) -> list[NicPort]:
@@ -97,7 +101,7 @@ def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR
     from .user_inputs import refuse_duplicates
 
     refuse_duplicates([Path(p) for p in paths if p != "-"], "the perftest output")
-    outputs = [read_perftest(p) for p in paths]
+    outputs = [run for p in paths for run in read_perftest(p)]
     ports: list[NicPort] = []
     where: str | None = None
     if ibstat_file:  # the saved text of the node's ports wins over a topology's

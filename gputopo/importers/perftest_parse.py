@@ -147,6 +147,8 @@ class PerftestOutput:
     problems: list[str] = field(default_factory=lambda: CappedList(200))
     notes: list[str] = field(default_factory=lambda: CappedList(50))
     hostname: str | None = None
+    run_number: int | None = None  # k of runs_in_file, where a file holds several runs
+    runs_in_file: int | None = None
 
     @property
     def device(self) -> str | None:
@@ -163,6 +165,7 @@ class PerftestOutput:
 
     def summary(self) -> dict[str, Any]:
         return {"tool": "perftest", "test": self.test_name, "file": self.source.rsplit("/", 1)[-1],
+                "run": self.run_number, "runs_in_file": self.runs_in_file,
                 "path": self.source, "title": self.title, "verb": self.verb, "bidirectional": self.bidirectional,
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
@@ -184,9 +187,21 @@ def _unit_meaning(unit: str | None) -> str | None:
 class _Parser:
     def __init__(self, out: PerftestOutput):
         self.out = out
+        self.runs = [out]
         self.in_rows = False
         self.row_unit: str | None = None
         self.qos = False
+
+    def _next_run(self, lineno: int) -> None:
+        """A second test in the same file (a loop over devices, server and client pasted
+        together): its rows and failures are its own, never merged with the first's device."""
+        cur = self.out
+        if cur.title is None and not cur.rows and not cur.failures:
+            return
+        self.out = PerftestOutput(source=cur.source)
+        self.out.notes.append(f"line {lineno}: another perftest run starts here (run {len(self.runs) + 1} of the file)")
+        self.runs.append(self.out)
+        self.in_rows = False
 
     def feed(self, lineno: int, raw: str) -> None:
         s = raw.strip()
@@ -199,7 +214,9 @@ class _Parser:
             self.in_rows = False
         if _DASHES.match(s) or s.startswith("*"):
             if "Waiting for client" in s:
-                out.role = "server"
+                if out.rows or out.failures:
+                    self._next_run(lineno)
+                self.out.role = "server"
             return
         m = _RESULT_HEADER.match(s)
         if m:
@@ -218,9 +235,15 @@ class _Parser:
             return
         m = _TITLE.match(s)
         if m:
+            if out.title is not None or out.rows or out.failures:
+                self._next_run(lineno)
+                out = self.out
             out.title, out.verb, out.bidirectional = s, m.group("verb"), bool(m.group("bi"))
             return
         if _LAT_TITLE.match(s):
+            if out.title is not None or out.rows or out.failures:
+                self._next_run(lineno)
+                out = self.out
             out.title, out.latency_test = s, True
             return
         hit = False
@@ -301,6 +324,9 @@ class _Parser:
         out = self.out
         m = _TOOL.search(s)
         if m and ("$" in s or "#" in s or s.startswith(m.group(1)) or "/" in s):
+            if out.rows or out.failures or (out.title is not None and out.tool is not None):
+                self._next_run(lineno)  # the prompt of the next test
+                out = self.out
             out.tool = out.tool or m.group(1)
             if "--use_cuda" in s:
                 out.use_cuda = True
@@ -335,16 +361,27 @@ class _Parser:
         out.notes.append(f"line {lineno}: not a perftest line, left out: {s[:80]!r}")
 
 
-def parse_perftest_lines(lines: Iterable[tuple[int, str]], source: str) -> PerftestOutput:
-    out = PerftestOutput(source=source)
-    p = _Parser(out)
+def parse_perftest_runs(lines: Iterable[tuple[int, str]], source: str) -> list[PerftestOutput]:
+    """Every perftest run in the text, in order (usually one)."""
+    p = _Parser(PerftestOutput(source=source))
     last = 0
     for lineno, line in lines:
         p.feed(lineno, line)
         last = lineno
+    out = p.out
     if p.in_rows and out.rows and not out.failures and not any(q.startswith(f"line {last}:") for q in out.problems):
         out.problems.append(f"line {last}: the output ends inside the result table, without perftest's closing "
                             "dashes: it may have been cut, so larger message sizes may be missing")
-    if len(out.units_seen) > 1:
-        out.problems.append(f"result tables in several units ({', '.join(out.units_seen)}): each row keeps its own")
-    return out
+    for run in p.runs:
+        if len(run.units_seen) > 1:
+            run.problems.append(f"result tables in several units ({', '.join(run.units_seen)}): each row keeps its own")
+    runs = [r for r in p.runs if r.title is not None or r.rows or r.failures]
+    if len(runs) > 1:
+        for k, r in enumerate(runs, start=1):
+            r.run_number, r.runs_in_file = k, len(runs)
+    return runs or p.runs[:1]
+
+
+def parse_perftest_lines(lines: Iterable[tuple[int, str]], source: str) -> PerftestOutput:
+    """The text's one perftest run (the first, where it holds several: parse_perftest_runs)."""
+    return parse_perftest_runs(lines, source)[0]

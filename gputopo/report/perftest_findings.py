@@ -71,7 +71,8 @@ def _where(doc: dict) -> str:
     takes the text before the first ': ')."""
     dev = doc.get("device")
     return (f"{doc.get('test', 'perftest')}" + (f" on {dev}" if dev else "")
-            + (" with --use_cuda" if doc.get("use_cuda") else ""))
+            + (" with --use_cuda" if doc.get("use_cuda") else "")
+            + (f" (run {doc['run']} of {doc['runs_in_file']} in its file)" if doc.get("runs_in_file") else ""))
 
 
 def _file_line(doc: dict, line: Any) -> str:

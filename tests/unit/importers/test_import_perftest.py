@@ -39,6 +39,11 @@ IBSTAT_EDR = """CA 'mlx5_0'
 """
 
 
+def _one(path: Path):
+    (out,) = read_perftest(str(path))
+    return out
+
+
 def _lines(text: str):
     return list(enumerate(text.splitlines(), start=1))
 
@@ -70,7 +75,7 @@ def test_units_are_perftest_format_factors():
 
 
 def test_healthy_posted_row_and_unit():
-    out = read_perftest(str(HEALTHY))
+    out = _one(HEALTHY)
     assert out.test_name == "ib_write_bw" and out.device == "mlx5_0" and out.header["link_type"] == "IB"
     assert out.unit == "MB/sec" and not out.problems and not out.failures
     (row,) = out.rows
@@ -85,18 +90,18 @@ def test_mib_header_of_24_07_reads_as_the_same_figure():
     out = parse_perftest_lines(_lines(text), "written-mib.txt")
     (row,) = out.rows
     assert out.unit == "MiB/sec" and row.bw_average == 11129.09
-    assert row.to_json()["bw_average_gbps"] == read_perftest(str(HEALTHY)).rows[0].to_json()["bw_average_gbps"]
+    assert row.to_json()["bw_average_gbps"] == _one(HEALTHY).rows[0].to_json()["bw_average_gbps"]
 
 
 def test_gbits_posted_with_a_row_cut_mid_way():
-    out = read_perftest(str(GBITS_CUT))
+    out = _one(GBITS_CUT)
     assert out.unit == "Gb/sec" and out.header["link_type"] == "Ethernet" and out.header["rdma_cm"] == "ON"
     assert [(r.size_bytes, r.bw_average) for r in out.rows] == [(65536, 42.31)]
     assert any("cut short" in p for p in out.problems)
 
 
 def test_read_bw_posted_without_separator_lines():
-    out = read_perftest(str(READ_BW))
+    out = _one(READ_BW)
     assert out.test_name == "ib_read_bw" and out.verb == "RDMA_Read" and out.hostname == "cn3"
     assert out.header["outstanding_reads"] == "16" and out.device == "mlx5_1"
     assert [r.size_bytes for r in out.rows] == [2, 4, 8, 16, 32, 64, 128, 256]
@@ -114,7 +119,7 @@ def test_send_bw_and_bidirectional_titles():
 # --- failures ---------------------------------------------------------------------------------
 
 def test_k80_use_cuda_mr_failure():
-    out = read_perftest(str(K80_MR))
+    out = _one(K80_MR)
     assert out.use_cuda and out.gpu_name == "Tesla K80" and out.role == "server" and not out.rows
     (f,) = out.failures
     assert f.kind == "memory-registration" and f.line == 13
@@ -122,7 +127,7 @@ def test_k80_use_cuda_mr_failure():
 
 
 def test_completion_error_status_one_line_and_new_format():
-    (f,) = read_perftest(str(STATUS_12)).failures
+    (f,) = _one(STATUS_12).failures
     assert (f.kind, f.side, f.wc_status) == ("completion-error", "client", 12)
     # WRITTEN: the same error as perftest prints it since PR 342 (status text, then number)
     text = (" Completion with error at client\n"
@@ -250,3 +255,20 @@ def test_stdin(tmp_path):
     out = tmp_path / "run"
     ran = gputopo_here("import", "perftest", "-", "--out", str(out), "--no-history", input=HEALTHY.read_text())
     assert ran.returncode == 0 and "verdict: ok" in ran.stdout and "11129.09 MB/sec" in ran.stdout
+
+
+def test_a_loop_over_devices_is_one_run_per_device(tmp_path):
+    """WRITTEN: two outputs pasted one after the other, as a loop over `-d mlx5_0 mlx5_1` prints
+    them; the second device's port is slow. Each run is judged with its own device's port, never
+    the first device's rows with the last header's device."""
+    second = (HEALTHY.read_text().replace("mlx5_0", "mlx5_1").replace("11133.60", "5133.60")
+              .replace("11129.09", "5129.09"))
+    p = _written(tmp_path, "loop.txt", HEALTHY.read_text() + second)
+    runs = read_perftest(str(p))
+    assert [(r.device, r.rows[0].bw_average, r.run_number) for r in runs] == [
+        ("mlx5_0", 11129.09, 1), ("mlx5_1", 5129.09, 2)]
+    ibstat = _written(tmp_path, "ibstat.txt", IBSTAT_EDR + IBSTAT_EDR.replace("mlx5_0", "mlx5_1"))
+    _, s, _ = _import(tmp_path, p, "--ibstat", ibstat)
+    got = sorted((f["kind"], f["evidence"]["device"]) for f in s["findings"])
+    assert got == [("rdma-bandwidth", "mlx5_0"), ("rdma-slow", "mlx5_1")]
+    assert any("(run 2 of 2 in its file)" in f["message"] for f in s["findings"])
