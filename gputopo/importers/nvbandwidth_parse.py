@@ -3,7 +3,8 @@
 Read line by line (text_input.py: bounded memory, launcher prefixes and quote marks removed, lost
 leading blanks do not matter). Accepted: the version/CUDA/driver header, ``Device N: NAME`` with
 or without the bus id (v0.5+), the hostname line (v0.8), multinode ``Process N (host): device D:``
-lines, ``Running X.`` / ``Waiving X.`` / ``Waived:``, every matrix (GB/s or ns), ``N/A`` cells,
+lines, ``Running X.`` / ``Waiving X.`` (v0.2-v0.4) / ``Waived:`` (v0.5+, printed instead of
+``Running X.``, so without the testcase's name), every matrix (GB/s or ns), ``N/A`` cells,
 ``SUM key value`` and ``&&&& PERF key value`` lines, and a failed run: `` Invalid value when
 checking the pattern`` (a data-check failure of the running testcase) and ``ASSERT in
 expression`` / ``[CUDA_ERROR_...]`` lines. A ``...`` line (the poster cut something) and a matrix
@@ -20,6 +21,7 @@ from .nvbandwidth_records import (
     NvbFailure,
     NvbMatrix,
     NvbOutput,
+    UNNAMED_WAIVER,
     testcase_of_key,
 )
 
@@ -137,6 +139,7 @@ class _Parser:
         mm = _PROCESS.match(s)
         if mm:
             out.devices.append(NvbDevice(int(mm.group(1)), mm.group(4).strip(), mm.group(5), host=mm.group(2)))
+            out.multinode = True
             return
         mm = _RUNNING.match(s)
         if mm:
@@ -160,8 +163,8 @@ class _Parser:
             return
         mm = _STATUS.match(s)
         if mm:
-            if mm.group(1) == "Waived":
-                out.waived.append(self.testcase or "(a testcase: v0.6+ prints no name)")
+            if mm.group(1) == "Waived":  # printed in place of "Running X.": never the testcase above
+                out.waived.append(UNNAMED_WAIVER)
             else:
                 out.failures.append(NvbFailure(self.testcase, "error", s, lineno))
             return

@@ -24,6 +24,22 @@ KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
 DEFAULT_BUFFER_MIB = {"old": 64, "new": 512}
 
 
+#: The testcases nvbandwidth runs only where some GPU pair of the machine can access a peer
+#: (``Testcase::filterHasAccessiblePeerPairs()``, testcase.h v0.2 to v0.8: ``cuDeviceCanAccessPeer``
+#: over every ordered pair); it waives them otherwise, and always on one GPU. Every other
+#: testcase it can waive is a ``multinode_`` one (one process, or no multicast).
+PEER_FILTERED_TESTCASES = frozenset({
+    "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
+    "device_to_device_bidirectional_memcpy_read_ce", "device_to_device_bidirectional_memcpy_write_ce",
+    "all_to_one_write_ce", "all_to_one_read_ce", "one_to_all_write_ce", "one_to_all_read_ce",
+    "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm", "device_to_device_latency_sm",
+    "device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_write_sm",
+    "all_to_one_write_sm", "all_to_one_read_sm", "one_to_all_write_sm", "one_to_all_read_sm"})
+#: How a waiver is recorded where the output does not name its testcase (v0.5+ text prints a bare
+#: ``Waived:`` line in place of ``Running X.``).
+UNNAMED_WAIVER = "(a testcase: v0.5+ text prints no name)"
+
+
 def testcase_of_key(key: str) -> str:
     for s in KEY_SUFFIXES:
         if key.endswith(s):
@@ -102,6 +118,25 @@ class NvbOutput:
     problems: list[str] = field(default_factory=lambda: CappedList(200))
     #: Lines read but not used (a hostname, notes): said, not judged.
     notes: list[str] = field(default_factory=lambda: CappedList(50))
+    #: A multinode run (``Process N (host): device D`` lines, ``multinode_`` testcases).
+    multinode: bool = False
+
+    def peer_waivers(self) -> list[str]:
+        """The waived testcases nvbandwidth waives only when no GPU pair can access a peer (or
+        there is one GPU): the named ones of PEER_FILTERED_TESTCASES, and an unnamed waiver of a
+        single-node run (every single-node testcase nvbandwidth can waive is one of them)."""
+        multinode = self.multinode or any(t.startswith("multinode_") for t in self.testcases_run + self.waived)
+        return [t for t in self.waived
+                if t in PEER_FILTERED_TESTCASES or (t == UNNAMED_WAIVER and not multinode)]
+
+    def peer_testcases_measured(self) -> list[str]:
+        """The testcases of PEER_FILTERED_TESTCASES that printed a figure (so some pair had peer access)."""
+        out: list[str] = []
+        for m in self.matrices:
+            tc = m.testcase or ""
+            if tc in PEER_FILTERED_TESTCASES and tc not in out and any(v is not None for r in m.cells for v in r):
+                out.append(tc)
+        return out
 
     @property
     def buffer_mib(self) -> int:
@@ -118,6 +153,8 @@ class NvbOutput:
                 "devices": [d.to_json() for d in self.devices],
                 "buffer_mib_assumed": self.buffer_mib,
                 "testcases_run": self.testcases_run, "waived": self.waived,
+                "waived_no_peer_access": self.peer_waivers(),
+                "peer_testcases_measured": self.peer_testcases_measured(),
                 "matrices": [m.to_json() for m in self.matrices],
                 "failures": [f.to_json() for f in self.failures],
                 "problems": list(self.problems), "notes": list(self.notes)}

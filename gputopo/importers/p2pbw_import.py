@@ -7,6 +7,15 @@ writes -> ``p2p.copy`` (and ``p2p.copy_read`` for ``--p2p_read``), P2P=Disabled 
 ``p2p.latency_staged`` (``_cpu`` for the CPU-timed matrix). Peer copies slower than staged ones
 on a pair then show as ``p2p-slower-than-staged``, as in a bench run.
 
+Where the output says a pair has no peer access (``Device=i CANNOT Access Peer Device=j``, a 0 in
+the P2P Connectivity Matrix: every pair of GeForce cards), the sample's "P2P=Enabled" copies of
+that pair go through host memory like the P2P=Disabled ones: they are recorded as staged copies,
+``p2p.staged_no_peer`` (``_read``, ``_bidir``, ``_bidir_read``) and
+``p2p.latency_staged_no_peer`` (``_read``, ``_cpu``), never as ``p2p.copy``, so nothing judges
+them as peer-to-peer. Run folders imported before this kept them as ``p2p.copy`` with
+``extra.peer_access`` false; they are still read as they are (report/peer_access.py says the fact
+from ``peer_access`` either way).
+
 The sample copies 40,000,000 ints (160 MB) 5 times per cell and prints GB/s (1e9), timed with CUDA
 events: each cell becomes one sample, the time that rate gives for 160 MB (both directions'
 bytes for bidirectional cells, which the sample counts twice).
@@ -43,6 +52,13 @@ def read_p2pbw(path: str) -> P2pOutput:
     return out
 
 
+#: The "P2P=Enabled" series of a pair without peer access: copies staged through host memory.
+_NO_PEER_TESTS = {"p2p.copy": "p2p.staged_no_peer", "p2p.copy_read": "p2p.staged_no_peer_read",
+                  "p2p.copy_bidir": "p2p.staged_no_peer_bidir", "p2p.copy_bidir_read": "p2p.staged_no_peer_bidir_read"}
+#: Every series name a "P2P=Enabled" matrix of a pair without peer access is recorded under.
+NO_PEER_SERIES = tuple(_NO_PEER_TESTS.values()) + ("p2p.latency_staged_no_peer",)
+
+
 def _test_of(m: P2pMatrix) -> str | None:
     if m.kind == "bandwidth":
         return _BANDWIDTH_TESTS.get((m.p2p or "", m.bidirectional, m.mode))
@@ -50,6 +66,14 @@ def _test_of(m: P2pMatrix) -> str | None:
         return ("p2p.latency" if m.p2p == "enabled" else "p2p.latency_staged") \
             + ("_read" if m.mode == "reads" and m.p2p == "enabled" else "") + ("_cpu" if m.timer == "CPU" else "")
     return None
+
+
+def _staged_test(test: str) -> str:
+    """The series of a "P2P=Enabled" cell whose pair has no peer access (the driver stages it
+    through host memory)."""
+    if test.startswith("p2p.latency"):  # p2p.latency[_read][_cpu]
+        return "p2p.latency_staged_no_peer" + test.removeprefix("p2p.latency")
+    return _NO_PEER_TESTS.get(test, test)
 
 
 def p2pbw_measurements(out: P2pOutput) -> list[Measurement]:
@@ -65,9 +89,19 @@ def p2pbw_measurements(out: P2pOutput) -> list[Measurement]:
                 j = m.columns[k]
                 extra = {"source": "p2pBandwidthLatencyTest", "file": out.source.rsplit("/", 1)[-1],
                          "matrix": m.name, "cell": [i, k], "printed": v, "unit": m.unit, "line": m.line}
+                cell_test = test
                 if i != j:
-                    extra["peer_access"] = out.peer_access(i, j)
-                res.append(_one(m, test, i, j, v, extra))
+                    access = out.peer_access(i, j)
+                    if access is None and out.peer_access(j, i) is not None:
+                        # the output names only the other direction (cut, or abridged): peer
+                        # access is granted per pair in practice, so that answer stands for both
+                        access = out.peer_access(j, i)
+                        extra["peer_access_from"] = f"{j}->{i}"
+                    extra["peer_access"] = access
+                    if access is False and m.p2p == "enabled":
+                        cell_test = _staged_test(test)
+                        extra["staged"] = "no peer access: the P2P=Enabled copy went through host memory"
+                res.append(_one(m, cell_test, i, j, v, extra))
     return [x for x in res if x is not None]
 
 

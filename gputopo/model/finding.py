@@ -42,6 +42,8 @@ KINDS = (
     # off by NCCL's distance rule; a NIC port not Active; a port below its peers' rate; NIC port
     # error counters not zero. Each names its NIC in evidence["nic"].
     "nic-far", "gpudirect-rdma", "nic-port-down", "nic-rate", "nic-errors",
+    # GPU pairs an imported output shows without peer access (report/peer_access.py).
+    "no-peer-access",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

@@ -71,7 +71,7 @@ def expected_for(topo: Optional[Topology], m: Measurement) -> ExpectedRate:
         if len(known) < 2:
             return ExpectedRate(None, "PCIe link of a GPU unknown")
         slow = min(known, key=lambda r: r.gbps or 0.0)  # (every known rate has gbps)
-        if m.test != "p2p.staged":  # bidirectional: both directions' bytes
+        if is_bidirectional_total(m.test):  # bidirectional: both directions' bytes
             return ExpectedRate(2 * (slow.gbps or 0.0), f"both directions staged through host memory: 2 x {slow.basis}")
         return ExpectedRate(slow.gbps, f"staged through host memory; narrower PCIe link: {slow.basis}")
     base = pair_rate(topo, gpus[0], gpus[1]) if len(gpus) == 2 else group_rate(topo, gpus)

@@ -6,6 +6,8 @@ that the measurements alone cannot carry:
 - a testcase that died otherwise (``ASSERT``, a CUDA error, ``ERROR:``) is ``crash`` (error);
 - what could not be read (a matrix cut short, ``...`` in a paste, bytes left unread) is
   ``incomplete-data`` (warning), one per problem, so a partial import never reads as clean;
+- pairs the output shows without peer access (p2pBandwidthLatencyTest's CANNOT / 0 cells, an
+  nvbandwidth peer testcase waived on 2+ GPUs) are ``no-peer-access`` (peer_access.py);
 - without link classes (no ``--topo``), a pair whose two directions of the same series differ
   by more than ASYMMETRY_RATIO is an ``outlier``: both directions cross the same link, so the
   comparison needs no class. With classes, outlier_findings compares pairs of a class instead.
@@ -19,6 +21,7 @@ from gputopo.model import Finding, Measurement
 
 from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
 from .imported_tests import is_latency
+from .peer_access import no_peer_access_findings
 from .perftest_findings import perftest_findings
 from .run_folder import Run
 
@@ -103,5 +106,6 @@ def import_findings(run: Run, measurements: list[Measurement] | None = None) -> 
         if doc.get("tool") == "perftest":  # an RDMA port's bandwidth or failure (perftest_findings.py)
             out += perftest_findings(doc)
     if run.imported:
+        out += no_peer_access_findings(run)
         out += asymmetry_findings(run.measurements if measurements is None else measurements)
     return out

@@ -13,9 +13,13 @@ from __future__ import annotations
 PEER_COPY_TESTS = ("p2p.copy_read", "nvbandwidth.device_to_device_memcpy_read_ce",
                    "nvbandwidth.device_to_device_memcpy_write_ce")
 #: Bidirectional series whose bytes count both directions (compared with 2 x the link rate).
-BIDIRECTIONAL_IMPORTED = ("p2p.copy_bidir_read", "p2p.staged_bidir")
-#: Copies through pinned host memory, both GPUs' PCIe links in the way.
-STAGED_TESTS = ("p2p.staged", "p2p.staged_bidir")
+BIDIRECTIONAL_IMPORTED = ("p2p.copy_bidir_read", "p2p.staged_bidir", "p2p.staged_no_peer_bidir",
+                          "p2p.staged_no_peer_bidir_read")
+#: Copies through pinned host memory, both GPUs' PCIe links in the way: p2pBandwidthLatencyTest's
+#: P2P=Disabled matrices, and its P2P=Enabled ones on a pair without peer access (``_no_peer``:
+#: the driver stages those through host memory too).
+STAGED_TESTS = ("p2p.staged", "p2p.staged_bidir", "p2p.staged_no_peer", "p2p.staged_no_peer_read",
+                "p2p.staged_no_peer_bidir", "p2p.staged_no_peer_bidir_read")
 
 
 def is_latency(test: str) -> bool:

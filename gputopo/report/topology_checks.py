@@ -244,23 +244,35 @@ def _link_errors(topo):
 
 
 def _p2p_status(topo):
-    """NVLink and single-switch PCIe pairs should allow P2P read and write."""
+    """NVLink and single-switch PCIe pairs should allow P2P read and write, except between cards
+    whose maker leaves peer-to-peer over PCIe out by design (GeForce: report/peer_access.py's
+    peer_to_peer_off_by_design), which is said as info."""
+    from gputopo.report.peer_access import peer_to_peer_off_by_design
+
+    names = {g.nvml_index: g.name for g in topo.gpus}
     out = []
     for p in topo.pairs:
         bad = {cap: p.p2p.get(cap) for cap in ("read", "write")
                if is_value(p.p2p.get(cap)) and p.p2p.get(cap) != "OK"}
         if not bad:
             continue
-        expected = p.link_class.is_nvlink or p.link_class.kind in ("PIX", "PXB")
         i, j = p.gpus
+        by_design = not p.link_class.is_nvlink and all(peer_to_peer_off_by_design(names.get(g)) for g in (i, j))
+        expected = (p.link_class.is_nvlink or p.link_class.kind in ("PIX", "PXB")) and not by_design
+        if by_design:
+            why = (f"; {names[i]}: NVIDIA gives GeForce cards no peer-to-peer over PCIe, by design, so copies "
+                   "between them are staged through host memory (slower, but correct)")
+        elif expected:
+            why = "; a link of this class normally allows it"
+        else:
+            why = "; copies between them are staged through host memory"
         out.append(Finding(
             "p2p-unsupported", "warning" if expected else "info",
             f"GPUs {i},{j} ({p.link_class}): NVML reports P2P "
-            + ", ".join(f"{c} {s}" for c, s in bad.items())
-            + ("; a link of this class normally allows it" if expected
-               else "; copies between them are staged through host memory"),
-            gpus=[i, j], link_class=str(p.link_class), evidence=bad,
-            cause="P2P disabled by the platform (chipset/topology) or by a driver regkey",
+            + ", ".join(f"{c} {s}" for c, s in bad.items()) + why,
+            gpus=[i, j], link_class=str(p.link_class), evidence=dict(bad, by_design=by_design) if by_design else bad,
+            cause=("NVIDIA disables peer-to-peer between GeForce cards by design" if by_design else
+                   "P2P disabled by the platform (chipset/topology) or by a driver regkey"),
         ))
     return out
 
