@@ -260,9 +260,10 @@ def _cell(names: List[str], toks: List[str]) -> Cell:
     wrong: Any = NotAvailable("no #wrong column")
     if wrong_tok is not None:
         wrong = _int_or_na(wrong_tok)
-    elif "error" in vals:  # very old nccl-tests: max error, not a count
+    elif "error" in vals:  # very old nccl-tests: max error, not a count (N/A: not checked, -c 0)
         err = _num(vals["error"])
-        wrong = NotAvailable("old nccl-tests 'error' column (max error, not a count)")
+        wrong = err if isinstance(err, NotAvailable) else NotAvailable(
+            "old nccl-tests 'error' column (max error, not a count)")
         vals["max_error"] = err
     time_key = "cputime" if "cputime" in vals else "time"
     per_iter = {k: _num(v) for k, v in vals.items() if k.startswith("i_")}

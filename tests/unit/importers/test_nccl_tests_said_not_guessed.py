@@ -139,6 +139,16 @@ def test_validation_off_is_said_and_no_wrong_count_reads_as_verified(tmp_path):
     assert s.verdict == "ok" and "verdict: ok (1 info)" in ran.stdout
 
 
+def test_validation_off_under_the_old_error_column_is_said():
+    """WRITTEN, with the old header of NVIDIA/nccl-tests issue 78's -c 0 run: 'error' column, N/A."""
+    text = ("#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+            "    33554432       8388608   float     sum   1464.2   22.92   45.65    N/A   1458.1   23.01   45.84    N/A\n")
+    (log,) = parse_nccl_tests(text, source="all_reduce.txt")
+    assert not log.validated
+    (log,) = parse_nccl_tests(text.replace("N/A", "2e-06"), source="all_reduce.txt")
+    assert log.validated  # a printed max error: the data was checked
+
+
 def test_a_validated_run_has_no_such_finding(tmp_path):
     ran, out = _import(tmp_path, NT / "autodl_2x2080ti_all_reduce.txt")
     s = summarize_dir(out)
