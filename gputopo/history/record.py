@@ -142,12 +142,17 @@ NIC_INDEX = -1
 
 
 def nic_counters_of(topo: Topology) -> list[CounterValue]:
-    """Every RDMA NIC port error counter the scan read (model/nic.py ERROR_COUNTERS)."""
+    """The RDMA NIC port counters that count a bad link (model/nic.py LINK_ERROR_COUNTERS; the
+    others grow on healthy fabrics too), as the scan read them."""
+    from gputopo.model.nic import LINK_ERROR_COUNTERS
+
     out: list[CounterValue] = []
     for n in topo.nics:
         for p in n.ports:
             bus = _text(p.pci_bus_id)
             for name, value in p.counters.items():
+                if name not in LINK_ERROR_COUNTERS:
+                    continue
                 c = _count(value)
                 if c is not None:
                     out.append(CounterValue(f"{NIC_KEY_PREFIX}{p.device}:{p.port}", NIC_INDEX, bus,

@@ -57,6 +57,15 @@ ERROR_COUNTERS = (
     "excessive_buffer_overrun_errors", "VL15_dropped",
 )
 
+#: The counters that count a bad link (bit errors, retraining, link drops, bad packets received):
+#: their growth between scans is a warning (history counter-growth). The others of
+#: ERROR_COUNTERS also grow on healthy fabrics (``port_xmit_discards`` under congestion,
+#: ``VL15_dropped`` while the port comes up, the constraint errors with partition settings) and
+#: are stated only.
+LINK_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                       "port_rcv_remote_physical_errors", "local_link_integrity_errors",
+                       "excessive_buffer_overrun_errors")
+
 #: How the readers' spellings of a logical state map to :data:`PORT_STATES` names.
 _STATE_WORDS = {
     "nochange": "NoChange", "nop": "NoChange", "down": "Down", "init": "Initializing",

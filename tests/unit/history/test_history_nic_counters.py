@@ -36,3 +36,12 @@ def test_growth_between_scans_is_a_warning_naming_the_nic(tmp_path):
     assert f.kind == "counter-growth" and f.severity == "warning" and f.gpus is None
     assert f.evidence["nic"] == "mlx5_0" and f.evidence["port"] == 1 and f.evidence["delta"] == 4
     assert f.message.startswith("NIC mlx5_0 port 1: nic_symbol_error grew by 4")
+
+
+def test_counters_that_grow_on_healthy_fabrics_are_not_recorded():
+    toml = ('extends = "dgx-h100"\nname = "nic-hist"\n[[nic]]\nname = "mlx5_0"\nbus_id = "0000:19:00.0"\n'
+            'gpu = 0\ncounters = { VL15_dropped = 3, port_xmit_discards = 9 }\n')
+    names = {v.counter for v in counters_of(scan_description(parse_description(toml, "t.toml")))
+             if v.gpu_uuid.startswith("nic:")}
+    assert "nic_symbol_error" in names
+    assert "nic_VL15_dropped" not in names and "nic_port_xmit_discards" not in names
