@@ -14,6 +14,12 @@ or many hosts (with or without ``Group``), ``cputime`` and per-iteration columns
 column, ``N/A`` cells (e.g. ``#wrong`` when validation is off), out-of-place and in-place
 columns, the footer (out-of-bounds count, "Avg bus bandwidth"), NCCL INFO lines and MPI/srun
 prefixes (``[1,0]<stdout>:``) mixed in, and several tests one after another in one file.
+Rows without their header (a table pasted alone, ``kubectl logs --tail``) are read by their
+column count; a log that names no collective or rank count gets them from busbw / algbw where
+the collective table leaves one answer, and is refused naming --op / --ranks where it leaves
+several (name_collective); what was inferred, and what stays unknown, is kept per log and said.
+rccl-tests (AMD's fork) prints the same, plus its own and RCCL's version lines: read, and the log
+names RCCL. A rank line's bare bus number (``[0x10]``, older releases) stays a bus (gpu_bus_id).
 
 Numbers are kept as printed: nccl-tests rounds algbw/busbw to two decimals, so size/time will
 not give back the printed algbw exactly. Each row becomes one Measurement per placement with
