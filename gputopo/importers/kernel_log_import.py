@@ -21,7 +21,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology
 from gputopo.model.bus_id import PciAddress, device_text
-from gputopo.model.health import GpuHealth
+from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
 from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
 from gputopo.runfolder.imported import import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
@@ -76,7 +76,7 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     if read.driver_versions:  # the one loaded last is the one the later lines come from
         host.driver_version = read.driver_versions[-1]
     host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
-    return Topology(gpus=gpus, pairs=[], host=host, source="kernel-log", simulated=False, machine=hostname)
+    return Topology(gpus=gpus, pairs=[], host=host, source=KERNEL_LOG_NUMBERED, simulated=False, machine=hostname)
 
 
 def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:

@@ -60,5 +60,6 @@ def topology_with_log(read: KernelLogRead, topo: Topology, topo_file: str, log_n
     if read.driver_versions:  # the one loaded last is the one the later lines come from
         host.driver_version = read.driver_versions[-1]
     host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
+    # Not KERNEL_LOG_NUMBERED: these GPUs carry the machine's own NVML indices.
     return dataclasses.replace(topo, gpus=sorted(gpus, key=lambda g: g.nvml_index), host=host,
-                               source="kernel-log")
+                               source=f"kernel-log on {topo.source}")

@@ -16,6 +16,11 @@ from .values import NotAvailable, field_from_json, field_to_json
 
 _NOT_READ = NotAvailable("not read")
 
+#: ``Topology.source`` of a run folder made from a kernel log alone (`gputopo import kernel-log`
+#: without --topo): its GPUs are numbered in the log's bus order, not NVML's, so a GPU's number
+#: means nothing on the machine and its PCI bus id is how it is named (report/health_checks.py).
+KERNEL_LOG_NUMBERED = "kernel-log"
+
 
 @dataclass
 class XidEvent:

@@ -10,11 +10,13 @@ retirements), ``xid`` (Xid events known to mean a bad GPU or link, with their me
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List
 
 from gputopo.model import Finding, NotAvailable, Topology, is_value
-from gputopo.model.health import GpuHealth, xid_list
-from gputopo.model.xid import xid_info
+from gputopo.model.bus_id import try_parse
+from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, xid_list
+from gputopo.model.xid import CATALOG_ACTIONS, RECOVERY_ACTIONS, recovery_action, xid_info
 from gputopo.report.causes import REMEDY_GPU_HEALTH
 
 REMEDY_RESET = "drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot, so the pending repair takes effect"
@@ -24,6 +26,34 @@ REMEDY_COOLING = "check airflow, fans and the power supply; `nvidia-smi -q -d PE
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
+@dataclass(frozen=True)
+class Who:
+    """How a health finding names its GPU so that the operator finds the card (``text``), the
+    facts for its evidence, and the ``-i`` of an `nvidia-smi` command for it."""
+
+    index: int
+    text: str  # "GPU 2 (0000:1b:00.0)" | "GPU at 0000:a1:00.0 on node4"
+    evidence: Dict[str, Any]  # {"bus_id": ...} (+ "host", + "place" for the tables' GPUs column)
+    smi_id: str  # "00000000:1B:00.0" (nvidia-smi -i takes a bus id) or the index
+
+
+def gpu_who(topo: Topology, g: Any) -> Who:
+    """The NVML index with the bus id (``GPU 2 (0000:1b:00.0)``); a GPU numbered only by a kernel
+    log's bus order (KERNEL_LOG_NUMBERED: its number is no index nvidia-smi knows) by its bus id
+    alone, with the log's host when it names one (``GPU at 0000:a1:00.0 on node4``)."""
+    addr = try_parse(str(g.pci_bus_id)) if is_value(g.pci_bus_id) else None
+    bus = addr.lspci if addr is not None else None
+    evidence: Dict[str, Any] = {"bus_id": bus} if bus else {}
+    smi_id = addr.nvml if addr is not None else str(g.nvml_index)
+    if topo.source == KERNEL_LOG_NUMBERED and bus:
+        host = str(topo.host.hostname) if is_value(topo.host.hostname) and topo.host.hostname else None
+        on = f" on {host}" if host else ""
+        evidence.update({"host": host} if host else {})
+        evidence["place"] = bus + on
+        return Who(g.nvml_index, f"GPU at {bus}{on}", evidence, smi_id)
+    return Who(g.nvml_index, f"GPU {g.nvml_index}" + (f" ({bus})" if bus else ""), evidence, smi_id)
+
+
 def health_findings(topo: Topology) -> List[Finding]:
     """Health findings of every GPU whose health was read, in GPU order."""
     out: List[Finding] = []
@@ -31,8 +61,8 @@ def health_findings(topo: Topology) -> List[Finding]:
         h = g.health
         if not isinstance(h, GpuHealth):
             continue
-        k = g.nvml_index
-        out += _ecc(k, h) + _remapped(k, h) + _retired(k, h) + _xids(k, h) + _thermal(k, h)
+        w = gpu_who(topo, g)
+        out += _ecc(w, h) + _remapped(w, h) + _retired(w, h) + _xids(w, h) + _thermal(w, h)
     return out
 
 
@@ -42,7 +72,7 @@ def _count(d: Any, *path: str) -> int:
     return d if is_value(d) and isinstance(d, int) else 0
 
 
-def _ecc(k: int, h: GpuHealth) -> List[Finding]:
+def _ecc(w: Who, h: GpuHealth) -> List[Finding]:
     out = []
     vol = _count(h.ecc_errors, "volatile", "uncorrected")
     agg = _count(h.ecc_errors, "aggregate", "uncorrected")
@@ -51,84 +81,147 @@ def _ecc(k: int, h: GpuHealth) -> List[Finding]:
                 if vol else f"{agg} over its life, none since the driver loaded")
         out.append(Finding(
             "ecc", "error" if vol else "warning",
-            f"GPU {k}: uncorrectable ECC errors in its memory ({when}): data it held was lost; "
+            f"{w.text}: uncorrectable ECC errors in its memory ({when}): data it held was lost; "
             "results computed on it may be wrong",
-            gpus=[k], evidence={"ecc_errors": h.ecc_errors},
+            gpus=[w.index], evidence={**w.evidence, "ecc_errors": h.ecc_errors},
             cause="failing GPU memory cells (DRAM/HBM); rows or pages are being repaired",
             remedies=[REMEDY_RESET, REMEDY_GPU_HEALTH, REMEDY_RMA]))
     if is_value(h.ecc_mode_pending) and is_value(h.ecc_mode_current) and h.ecc_mode_pending != h.ecc_mode_current:
         out.append(Finding(
-            "ecc", "info", f"GPU {k}: ECC is {h.ecc_mode_current} now and becomes {h.ecc_mode_pending} "
-            "after the next reboot", gpus=[k],
-            evidence={"ecc_mode_current": h.ecc_mode_current, "ecc_mode_pending": h.ecc_mode_pending}))
+            "ecc", "info", f"{w.text}: ECC is {h.ecc_mode_current} now and becomes {h.ecc_mode_pending} "
+            "after the next reboot", gpus=[w.index],
+            evidence={**w.evidence, "ecc_mode_current": h.ecc_mode_current, "ecc_mode_pending": h.ecc_mode_pending}))
     return out
 
 
-def _remapped(k: int, h: GpuHealth) -> List[Finding]:
+def _remapped(w: Who, h: GpuHealth) -> List[Finding]:
     r = h.remapped_rows
     if not isinstance(r, dict):
         return []
     if r.get("failure"):
         return [Finding(
             "remapped-rows", "error",
-            f"GPU {k}: row remapping FAILED: a bad memory row could not be replaced; this GPU's memory "
-            "cannot be trusted", gpus=[k], evidence={"remapped_rows": r},
+            f"{w.text}: row remapping FAILED: a bad memory row could not be replaced; this GPU's memory "
+            "cannot be trusted", gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
             cause="more failing rows than the memory bank has spares", remedies=[REMEDY_RMA])]
     if r.get("pending"):
         return [Finding(
             "remapped-rows", "warning",
-            f"GPU {k}: a memory row remap is pending ({r.get('uncorrected', 0)} rows remapped for "
+            f"{w.text}: a memory row remap is pending ({r.get('uncorrected', 0)} rows remapped for "
             f"uncorrectable, {r.get('corrected', 0)} for correctable errors): the bad row stays in use "
-            "until the GPU is reset", gpus=[k], evidence={"remapped_rows": r},
+            "until the GPU is reset", gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
             cause="an ECC error marked a memory row for replacement", remedies=[REMEDY_RESET])]
     return []
 
 
-def _retired(k: int, h: GpuHealth) -> List[Finding]:
+def _retired(w: Who, h: GpuHealth) -> List[Finding]:
     pages = h.retired_pages if isinstance(h.retired_pages, dict) else {}
     dbe = _count(pages, "double_bit")
     if h.retired_pages_pending is True:
         return [Finding(
             "retired-pages", "warning",
-            f"GPU {k}: memory page retirement pending ({_count(pages, 'single_bit')} single-bit, {dbe} "
+            f"{w.text}: memory page retirement pending ({_count(pages, 'single_bit')} single-bit, {dbe} "
             "double-bit pages retired): the bad pages stay in use until the driver reloads",
-            gpus=[k], evidence={"retired_pages": pages, "pending": True},
+            gpus=[w.index], evidence={**w.evidence, "retired_pages": pages, "pending": True},
             cause="ECC errors marked memory pages for retirement", remedies=[REMEDY_RESET])]
     if dbe:
         return [Finding(
-            "retired-pages", "info", f"GPU {k}: {dbe} memory page(s) retired after double-bit ECC errors",
-            gpus=[k], evidence={"retired_pages": pages, "pending": False},
+            "retired-pages", "info", f"{w.text}: {dbe} memory page(s) retired after double-bit ECC errors",
+            gpus=[w.index], evidence={**w.evidence, "retired_pages": pages, "pending": False},
             remedies=["watch whether the count grows; NVIDIA's field diagnostic decides on replacement"])]
     return []
 
 
-def _xids(k: int, h: GpuHealth) -> List[Finding]:
-    """One finding per Xid code seen for the GPU: hardware ones at their severity, others as info.
-    An Xid the driver says was "caused by previous Xid N" is judged as its cause when N is a
-    hardware Xid (a benign-looking channel cleanup after an NVLink fault is that fault's)."""
+def _xids(w: Who, h: GpuHealth) -> List[Finding]:
+    """One finding per Xid code seen for the GPU: hardware ones at their severity, others as info,
+    each with the remedies NVIDIA's Xid catalog gives for it, in its order (model/xid.py). An Xid
+    the driver says was "caused by previous Xid N" is judged as its cause when N is a hardware Xid
+    (a benign-looking channel cleanup after an NVLink fault is that fault's); an Xid said to be
+    caused by its own code (a second round of Xid 45 cleanups) has no other cause in that. Xid 154
+    is judged by the recovery action it names (_xid154)."""
+    all_events = xid_list(h)
     by_code: Dict[int, list] = {}
-    for e in xid_list(h):
+    for e in all_events:
         by_code.setdefault(e.xid, []).append(e)
     out = []
+    if 154 in by_code:  # first: it says what the GPU needs now, and the story tells a GPU's first finding
+        out.append(_xid154(w, by_code[154], all_events))
     for code, events in sorted(by_code.items()):
+        if code == 154:
+            continue
         info = xid_info(code)
-        causes = sorted({e.caused_by for e in events if e.caused_by is not None})
+        causes = sorted({e.caused_by for e in events if e.caused_by is not None and e.caused_by != code})
         hardware_causes = [c for c in causes if xid_info(c).hardware]
         judged = xid_info(hardware_causes[0]) if not info.hardware and hardware_causes else info
         times = f" ({len(events)} times)" if len(events) > 1 else ""
         because = "".join(f"; caused by previous Xid {c}: {xid_info(c).meaning}" for c in causes)
+        remedies = _catalog_remedies(judged.actions, w)
+        if not judged.actions and judged.hardware:  # a code whose catalog row gputopo has not checked
+            remedies = [REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if judged.severity == "error" else [])
         out.append(Finding(
             "xid", judged.severity if judged.hardware else "info",
-            f"GPU {k}: Xid {code} in the kernel log{times}: {info.meaning}{because}",
-            gpus=[k], evidence={"xid": code, "events": [e.to_json() for e in events[-5:]],
-                                "count": len(events), **({"caused_by": causes} if causes else {})},
-            cause=judged.meaning if judged.hardware else None,
-            remedies=([REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if judged.severity == "error" else []))
-            if judged.hardware else []))
+            f"{w.text}: Xid {code} in the kernel log{times}: {info.meaning}{because}",
+            gpus=[w.index], evidence={**w.evidence, "xid": code, "events": [e.to_json() for e in events[-5:]],
+                                      "count": len(events), **({"caused_by": causes} if causes else {}),
+                                      **({"catalog_actions": list(judged.actions)} if judged.actions else {})},
+            cause=judged.meaning if judged.hardware else None, remedies=remedies))
     return out
 
 
-def _thermal(k: int, h: GpuHealth) -> List[Finding]:
+def _catalog_remedies(actions, w: Who) -> List[str]:
+    """The catalog's resolution buckets in words, immediate first, IGNORE and repeats left out."""
+    out: List[str] = []
+    for a in actions:
+        text = CATALOG_ACTIONS.get(a)
+        if text is not None and text not in out:
+            out.append(text.replace("BUS_ID", w.smi_id))
+    return out
+
+
+def _xid154(w: Who, events: list, all_events: list) -> Finding:
+    """Xid 154 says which recovery the GPU needs now (NVIDIA's Xid catalog: it summarises the
+    recovery of the Xids before it): 'GPU Reset Required' and 'Node Reboot Required' mean the GPU
+    cannot be used until that is done (error); 'Drain P2P' and 'Drain and Reset' a warning;
+    'None' (a recovery done) info. The last one the log holds is the GPU's state."""
+    named = [(k, recovery_action(e.text)) for k, e in enumerate(all_events) if e.xid == 154]
+    known = [(k, a) for k, a in named if a is not None]
+    times = f" ({len(events)} times)" if len(events) > 1 else ""
+    evidence = {**w.evidence, "xid": 154, "events": [e.to_json() for e in events[-5:]], "count": len(events)}
+    last = known[-1] if known else None
+    entry = RECOVERY_ACTIONS.get(last[1]) if last else None
+    if last is None or entry is None:
+        info = xid_info(154)
+        said = f" (to {last[1]!r}, an action gputopo does not know)" if last else ""
+        return Finding("xid", info.severity, f"{w.text}: Xid 154 in the kernel log{times}: {info.meaning}{said}",
+                       gpus=[w.index], evidence=evidence, cause=info.meaning, remedies=[REMEDY_GPU_HEALTH])
+    index, action = last
+    before = list(dict.fromkeys(e.xid for e in all_events[:index] if e.xid != 154))
+    after = ("(after " + ", ".join(f"Xid {c}: {xid_info(c).meaning}" for c in before) + ")") if before else ""
+    todo, usable = entry
+    evidence["recovery_action"] = action
+    if before:
+        evidence["after_xids"] = before
+    if action == "None":
+        return Finding("xid", "info", f"{w.text}: Xid 154 in the kernel log{times}: the driver set the GPU's "
+                       f"recovery action to 'None' {after}: no recovery is pending".replace(" :", ":"),
+                       gpus=[w.index], evidence=evidence)
+    what = ("the GPU cannot be used until that is done" if not usable
+            else "the GPU keeps running, but needs this before it is trusted again")
+    # The recovery first, then what the catalog asks to find out about the Xids it follows.
+    remedies = [todo.replace("BUS_ID", w.smi_id)]
+    for c in before:
+        remedies += [r for r in _catalog_remedies(xid_info(c).actions[1:], w) if r not in remedies]
+    hardware = [xid_info(c).meaning for c in before if xid_info(c).hardware]
+    return Finding(
+        "xid", "error" if not usable else "warning",
+        f"{w.text}: Xid 154 in the kernel log{times}: the driver says the GPU needs '{action}' {after}: "
+        f"{what}".replace(" :", ":"),
+        gpus=[w.index], evidence=evidence,
+        cause="; ".join(hardware) if hardware else f"the driver's recovery action for the GPU: {action}",
+        remedies=remedies)
+
+
+def _thermal(w: Who, h: GpuHealth) -> List[Finding]:
     reasons = h.clock_event_reasons if isinstance(h.clock_event_reasons, list) else []
     active = [r for r in reasons if r in SLOWDOWN_REASONS]
     if not active:
@@ -138,8 +231,8 @@ def _thermal(k: int, h: GpuHealth) -> List[Finding]:
              else "")
     return [Finding(
         "thermal", "warning",
-        f"GPU {k}: clocks held down by {', '.join(active)}{temp}{power}: its measured rates are not its best",
-        gpus=[k], evidence={"clock_event_reasons": reasons, "temperature_c": h.temperature_c,
+        f"{w.text}: clocks held down by {', '.join(active)}{temp}{power}: its measured rates are not its best",
+        gpus=[w.index], evidence={**w.evidence, "clock_event_reasons": reasons, "temperature_c": h.temperature_c,
                             "power_w": h.power_w, "power_limit_w": h.power_limit_w},
         cause="the GPU protects itself from heat or from its power supply", remedies=[REMEDY_COOLING])]
 

@@ -26,6 +26,22 @@ def gpus_text(g) -> str:
     return gpu_ranges(g) if len(g) > 2 else ",".join(map(str, g))
 
 
+def finding_place(f: Finding) -> str:
+    """Where a finding is, as a table names it: its GPUs (``gpus_text``), or the ``place`` its
+    evidence gives where the GPU's number means nothing on the machine (a GPU a kernel log names
+    by bus id only: ``0000:a1:00.0``)."""
+    place = f.evidence.get("place") if isinstance(f.evidence, dict) else None
+    return str(place) if place else gpus_text(f.gpus)
+
+
+def place_words(f: Finding) -> str:
+    """A finding's place in words: ``GPUs 0,4``, ``GPU 2``, ``GPU at 0000:a1:00.0`` (finding_place)."""
+    place = f.evidence.get("place") if isinstance(f.evidence, dict) else None
+    if place:
+        return f"GPU at {place}"
+    return f"GPU{'s' if f.gpus and len(f.gpus) > 1 else ''} {gpus_text(f.gpus)}"
+
+
 def count_cell(n: Optional[int]) -> str:
     """A count where nothing was counted is '-', never 0."""
     return "-" if n is None else str(n)
@@ -41,7 +57,7 @@ def group_findings(findings) -> List[List[Finding]]:
 
 def group_where(group: List[Finding]) -> str:
     """'0,4' for one finding; '16 pairs: 0,4 0,5 ...' for alike findings in several places."""
-    places = list(dict.fromkeys(gpus_text(f.gpus) for f in group))  # one pair may have several
+    places = list(dict.fromkeys(finding_place(f) for f in group))  # one pair may have several
     if len(places) == 1:
         return places[0]
     what = "pairs" if all(f.gpus and len(f.gpus) == 2 for f in group) else "places"

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 from gputopo.model import Finding
 
 from .bridge_names import BRIDGES, bridge_key
-from .cell_text import gpus_text, group_where
+from .cell_text import group_where, place_words
 
 
 def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:
@@ -47,7 +47,7 @@ class Explanation:
             return "the machine"
         g = fs[0].gpus
         if len(fs) == 1 and g:  # (it has GPUs: some finding has)
-            return f"GPU{'s' if len(g) > 1 else ''} {gpus_text(g)}{suffix}"
+            return place_words(fs[0]) + suffix
         return group_where(fs) + suffix
 
 

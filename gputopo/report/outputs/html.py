@@ -19,7 +19,7 @@ from .notes import nccl_tests_statements
 from .plots import Plot
 from .root_causes import evidence_entries, explained_note, root_cause_tags
 from .story import StoryItem
-from .tables import (class_table, figures_note, findings_table, gpus_text, nccl_tests_table,
+from .tables import (class_table, figures_note, findings_table, place_words, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
 
 FILENAME = "report.html"
@@ -118,7 +118,7 @@ def _evidence(summary: Summary, items: List[StoryItem]) -> List[str]:
         li += [f"<li><b>remedy:</b> {escape(x)}</li>" for x in named.all(e.remedies)]
         if first.evidence:
             ev = json.dumps(first.evidence, sort_keys=True, default=str)
-            label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
+            label = "evidence" if len(ex.findings) == 1 else f"evidence of {place_words(first)}"
             li.append(f"<li><details><summary>{escape(label)}</summary><code>{escape(ev[:3000])}</code>"
                       "</details></li>")
         parts.append(f'<div class="finding"><span class="{ex.severity}">{escape(ex.kind)}</span> '

@@ -15,7 +15,7 @@ from .bridge_names import BridgeNamer
 from .notes import nccl_tests_statements
 from .plots import Plot
 from .root_causes import evidence_entries, explained_note, root_cause_tags
-from .tables import (class_table, figures_note, findings_table, gpus_text, nccl_tests_table,
+from .tables import (class_table, figures_note, findings_table, place_words, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)
 
 #: The word in front of each story point.
@@ -78,7 +78,7 @@ def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
                 lines.append(f"  - likely cause: {named(e.cause)}")
             lines += [f"  - remedy: {rem}" for rem in named.all(e.remedies)]
             if first.evidence:
-                label = "evidence" if len(ex.findings) == 1 else f"evidence of GPUs {gpus_text(first.gpus)}"
+                label = "evidence" if len(ex.findings) == 1 else f"evidence of {place_words(first)}"
                 lines.append(f"  - {label}: `{json.dumps(first.evidence, sort_keys=True, default=str)[:600]}`")
         lines.append("")
     else:

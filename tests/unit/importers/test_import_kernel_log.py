@@ -79,7 +79,8 @@ def test_gsp_xid62_and_154(tmp_path):
     _, ev = _events("nvidia-forum-371272_rtx5080_xid62_154.txt")
     assert ev == {"0000:01:00": [(62, None), (154, None)]}
     _, findings = _findings(tmp_path, "nvidia-forum-371272_rtx5080_xid62_154.txt")
-    assert sorted((f.evidence["xid"], f.severity) for f in findings if f.kind == "xid") == [(62, "error"), (154, "warning")]
+    # Xid 154 "GPU Reset Required": the GPU cannot be used until it is reset (an error, issue 37).
+    assert sorted((f.evidence["xid"], f.severity) for f in findings if f.kind == "xid") == [(62, "error"), (154, "error")]
 
 
 def test_fallen_off_the_bus_on_three_lines_without_xid(tmp_path):

@@ -178,7 +178,11 @@ def test_sick_machine_findings_with_meanings():
     xid79 = next(f for f in found if f.kind == "xid" and f.evidence["xid"] == 79)
     assert "fallen off the bus" in xid79.message and xid79.evidence["count"] == 2 and "(2 times)" in xid79.message
     xid13 = next(f for f in found if f.kind == "xid" and f.evidence["xid"] == 13)
-    assert xid13.severity == "info" and not xid13.remedies  # an application's fault, listed only
+    # An application's fault: listed as info, with what NVIDIA's Xid catalog asks (restart the
+    # application, then its Xid 13 workflow), never a replacement.
+    assert xid13.severity == "info" and [r.split("(NVIDIA's Xid catalog: ")[1] for r in xid13.remedies] == [
+        "RESTART_APP)", "WORKFLOW_XID_13)"]
+    assert xid13.message.startswith("GPU 4 (0000:") and xid13.evidence["bus_id"].startswith("0000:")
     assert set(kinds(found)) <= set(kinds(topology_findings(topo)))
     assert health_cells(topo.gpus[1].health)[-1] == "ECC UE 2, remap pending, Xid 63,94"
     assert health_cells(topo.gpus[3].health)[-1] == "remap FAILED"
