@@ -84,8 +84,36 @@ def port_facts(out: PerftestOutput, ports: list[NicPort], where: str | None) -> 
     return facts
 
 
-def perftest_document(out: PerftestOutput, ports: list[NicPort], where: str | None) -> dict[str, Any]:
-    return {**out.summary(), "port": port_facts(out, ports, where)}
+def gpu_path(out: PerftestOutput, topo: Topology | None) -> dict[str, Any] | None:
+    """With --use_cuda and a topology: the class between the GPU perftest picked and its NIC, the
+    GPU found by the PCIe address perftest lists for it (``CUDA device 0: PCIe address is 17:00``)
+    against the topology's bus ids (CUDA's numbering is not NVML's, so never by index)."""
+    if not out.use_cuda or topo is None:
+        return None
+    nic = next((n for n in topo.nics if is_value(n.device) and str(n.device) == out.device), None)
+    if nic is None:
+        return {"why": f"the topology has no NIC {out.device or '(device not printed)'}"}
+    addr = out.cuda_devices.get(out.gpu_index) if out.gpu_index is not None else None
+    if addr is None:
+        return {"nic": nic.label, "why": "perftest printed no PCIe address for the GPU it picked ('CUDA device N: "
+                                         "PCIe address is BB:DD'), so its GPU in the topology is not known"}
+    gpu = next((g for g in topo.gpus if is_value(g.pci_bus_id)
+                and str(g.pci_bus_id).lower().split(":", 1)[-1].startswith(addr)), None)
+    if gpu is None:
+        return {"nic": nic.label, "pci": addr, "why": f"no GPU at {addr} in the topology (its bus ids: "
+                                                     f"{'yes' if any(is_value(g.pci_bus_id) for g in topo.gpus) else 'none'})"}
+    cls = nic.gpu_classes.get(gpu.nvml_index)
+    return {"cuda_device": out.gpu_index, "pci": addr, "gpu": gpu.nvml_index, "nic": nic.label,
+            "device": out.device, "link_class": str(cls) if cls is not None else None}
+
+
+def perftest_document(out: PerftestOutput, ports: list[NicPort], where: str | None,
+                      topo: Topology | None = None) -> dict[str, Any]:
+    doc = {**out.summary(), "port": port_facts(out, ports, where)}
+    path = gpu_path(out, topo)
+    if path is not None:
+        doc["gpu_path"] = path
+    return doc
 
 
 def _empty_topology(out: PerftestOutput) -> Topology:
@@ -110,7 +138,7 @@ def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR
         ports, where = read_ibstat(ibstat_file).ports, f"ibstat text {Path(display_name(ibstat_file)).name}"
     elif topology is not None:
         ports, where = ports_of_topology(topology), f"topology {Path(display_name(topology_file or '--topo')).name}"
-    docs = [perftest_document(o, ports, where) for o in outputs]
+    docs = [perftest_document(o, ports, where, topology) for o in outputs]
     if where is not None and not ports and topology is not None and not ibstat_file:
         for d in docs:
             d["port"] = {"rate_gbps": None, "device": d.get("device"),

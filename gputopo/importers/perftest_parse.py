@@ -55,6 +55,7 @@ _HEADER_KEYS = {  # as perftest prints them (ctx_print_test_info) -> our name
 _HEADER_RE = {k: re.compile(rf"(?:^|\s){re.escape(k)}\s*:\s*(\S+)") for k in _HEADER_KEYS}
 _CUDA_NAME = re.compile(r"\[pid = \d+, dev = (\d+)\] device name = \[(.*)\]")
 _CUDA_PICK = re.compile(r"Picking device No\.\s*(\d+)")
+_CUDA_LIST = re.compile(r"^CUDA device (\d+): PCIe address is ([0-9A-Fa-f]+:[0-9A-Fa-f]+)")
 _TOOL = re.compile(r"\b(ib_(?:write|read|send|atomic)_bw)\b")
 _MR_ERRNO = re.compile(r"Couldn't allocate MR(?: with error=(\d+))?", re.IGNORECASE)
 _STATUS = re.compile(r"Failed status(?:-(?P<text>.*?)\s*\((?P<n1>\d+)\)|\s+(?P<n2>\d+))\s*:", re.IGNORECASE)
@@ -142,6 +143,8 @@ class PerftestOutput:
     cuda_dmabuf: bool = False
     gpu_name: str | None = None
     gpu_index: int | None = None
+    #: CUDA device -> its PCIe "bus:device" as perftest lists them ("CUDA device 0: PCIe address is 17:00")
+    cuda_devices: dict[int, str] = field(default_factory=dict)
     rows: list[PerftestRow] = field(default_factory=list)
     failures: list[PerftestFailure] = field(default_factory=list)
     problems: list[str] = field(default_factory=lambda: CappedList(200))
@@ -170,6 +173,7 @@ class PerftestOutput:
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
                 "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "gpu_pci": self.cuda_devices.get(self.gpu_index) if self.gpu_index is not None else None,
                 "rows": [r.to_json() for r in self.rows],
                 "perftest_failures": [f.to_json() for f in self.failures],
                 # "failures" is nvbandwidth's testcase failures in imported.json; perftest's are above
@@ -335,6 +339,11 @@ class _Parser:
             host = re.match(r"^\[?[\w.-]+@([\w.-]+)[:\s\]]", s)  # user@host:/dir# or [user@host dir]#
             if host:
                 out.hostname = out.hostname or host.group(1)
+            return
+        m = _CUDA_LIST.match(s)
+        if m:
+            out.use_cuda = True
+            out.cuda_devices[int(m.group(1))] = m.group(2).lower()
             return
         if s.startswith(("initializing CUDA", "creating CUDA Ctx", "making it the current CUDA Ctx",
                          "cuMemAlloc()", "allocated GPU buffer", "Listing all CUDA devices", "CUDA device ",

@@ -209,11 +209,18 @@ def bandwidth_finding(doc: dict) -> Finding | None:
                      "basis": f"{port.get('name')} rate {rate:g} Gb/s from {port.get('source')}" + (
                          " x 2 (bidirectional)" if bi else "")})
     of = f"{ratio:.0%} of {port.get('name')}'s {expected:g} Gb/s" + (" (2 x its rate: bidirectional)" if bi else "")
+    path = doc.get("gpu_path") or {}
+    if path:
+        evidence["gpu_path"] = path
+    far = path.get("link_class") in ("NODE", "SYS", "PHB")
     if ratio < RDMA_SLOW_RATIO:
         cuda = doc.get("use_cuda")
         return Finding(
             "rdma-slow", "warning", f"{head} = {of}, below {RDMA_SLOW_RATIO:.0%}: {at}", evidence=evidence,
             cause=("the transfer did not fill the port: " + (
+                f"the GPU it used (GPU {path.get('gpu')} at {path.get('pci')}) reaches {doc.get('device')} over "
+                f"{path.get('link_class')}, through the CPU, which often limits GPUDirect RDMA (NCCL's default "
+                "distance rule would not use it there); " if far else "") + (
                 "with --use_cuda the GPU-NIC path (a GPU across the socket from its NIC, SYS/NODE; GPUDirect "
                 "RDMA off so data is staged) often limits it; " if cuda else "")
                 + "the NIC's PCIe link trained below its maximum, a congested or mis-negotiated link, or too few "

@@ -272,3 +272,23 @@ def test_a_loop_over_devices_is_one_run_per_device(tmp_path):
     got = sorted((f["kind"], f["evidence"]["device"]) for f in s["findings"])
     assert got == [("rdma-bandwidth", "mlx5_0"), ("rdma-slow", "mlx5_1")]
     assert any("(run 2 of 2 in its file)" in f["message"] for f in s["findings"])
+
+
+def test_use_cuda_names_the_gpu_nic_class_from_the_topology(tmp_path):
+    """WRITTEN: ib_write_bw --use_cuda as perftest prints it when it lists the CUDA devices (the
+    lines of linux-rdma/perftest issue 241), on the h100-nics-one-socket sim (made up): CUDA device
+    1 is the GPU at 9a:00, NVML's GPU 4, whose path to mlx5_0 is SYS. Found by bus id, not index."""
+    text = ("initializing CUDA\nListing all CUDA devices in system:\nCUDA device 0: PCIe address is 18:00\n"
+            "CUDA device 1: PCIe address is 9A:00\n\nPicking device No. 1\n"
+            "[pid = 3669, dev = 1] device name = [NVIDIA H100 80GB HBM3]\n"
+            + HEALTHY.read_text().split("\n", 1)[1].replace("11133.60", "20133.60").replace("11129.09", "20000.00"))
+    p = _written(tmp_path, "cuda.txt", text)
+    (out,) = read_perftest(str(p))
+    assert out.use_cuda and out.gpu_index == 1 and out.cuda_devices == {0: "18:00", 1: "9a:00"}
+    scan = gputopo_here("scan", "--sim", "h100-nics-one-socket", "--json")
+    topo = _written(tmp_path, "scan.json", scan.stdout)
+    _, s, run = _import(tmp_path, p, "--topo", topo)
+    (f,) = [f for f in s["findings"] if f["kind"].startswith("rdma")]
+    assert f["kind"] == "rdma-slow" and f["evidence"]["gpu_path"] == {
+        "cuda_device": 1, "pci": "9a:00", "gpu": 4, "nic": "NIC0", "device": "mlx5_0", "link_class": "SYS"}
+    assert "GPU 4 at 9a:00" in f["cause"] and "over SYS" in f["cause"]
