@@ -268,7 +268,12 @@ def integrity_rules(spec: Spec, s: Summary) -> List[Outcome]:
             out.append(Outcome("integrity.no_corruption", _pair_subject(p.gpus), PASSED,
                                f"GPUs {_pair_subject(p.gpus)}: {p.measurements} measurements, 0 wrong elements",
                                gpus=list(p.gpus), link_class=p.link_class))
-        if not bad and not measured:
+        unverified = [p for p in s.pairs if p.unchecked and not p.checked and p.gpus not in bad_keys]
+        for p in unverified:  # measured without a data check (nccl-tests -c 0): not "0 wrong elements"
+            out.append(Outcome("integrity.no_corruption", _pair_subject(p.gpus), SKIPPED,
+                               f"GPUs {_pair_subject(p.gpus)}: {p.measurements} measurements whose data was not "
+                               "verified (nccl-tests validation: 0)", gpus=list(p.gpus), link_class=p.link_class))
+        if not bad and not measured and not unverified:
             out.append(Outcome("integrity.no_corruption", "machine", SKIPPED, "no measurements in the run"))
     for key, kind in (("no_nan", "nan"), ("no_divergence", "diverged")):
         if not on.get(key):

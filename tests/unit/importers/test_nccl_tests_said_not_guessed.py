@@ -139,6 +139,19 @@ def test_validation_off_is_said_and_no_wrong_count_reads_as_verified(tmp_path):
     assert s.verdict == "ok" and "verdict: ok (1 info)" in ran.stdout
 
 
+def test_check_does_not_pass_the_integrity_of_an_unverified_run(tmp_path):
+    """`check` with `no_corruption` passed "0 wrong elements" on a validation: 0 import."""
+    from gputopo.check.rules import PASSED, SKIPPED
+    from gputopo.check.verdict import run_check
+
+    ran, out = _import(tmp_path, WRITTEN / "all_gather_2hosts_novalidation.txt")
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[integrity]\nno_corruption = true\n")
+    outcomes = [o for o in run_check(spec, out).outcomes if o.name.startswith("integrity.no_corruption")]
+    assert outcomes and all(o.status == SKIPPED for o in outcomes) and not any(o.status == PASSED for o in outcomes)
+    assert "not verified" in outcomes[0].message
+
+
 def test_validation_off_under_the_old_error_column_is_said():
     """WRITTEN, with the old header of NVIDIA/nccl-tests issue 78's -c 0 run: 'error' column, N/A."""
     text = ("#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
