@@ -546,11 +546,18 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
     given = op or _op_of(log)
     if given is not None and given not in OPS:
         raise InputFileError(log.source, f"unknown nccl-tests op {given!r}; known: {', '.join(sorted(OPS))}")
-    if given is not None and (log.ranks or ranks):
-        log.op, log.rank_count = given, (None if log.ranks else ranks)
-        return
     bounds = _ratio_bounds(log)
     ratio = f"busbw/algbw = {(bounds[0] + bounds[1]) / 2:.4g}" if bounds else ""
+    if given is not None and (log.ranks or ranks):
+        log.op, log.rank_count = given, (None if log.ranks else ranks)
+        n = log.n_ranks or 1
+        factor = OPS[given].busbw_factor(n)
+        if bounds is not None and not bounds[0] <= factor <= bounds[1]:
+            log.unknown.append(f"why the printed busbw differs: {ratio}, but {given}'s factor on {n} ranks is "
+                               f"{factor:.4g} (the collective table's); gputopo's busbw uses {factor:.4g}, the "
+                               "printed figures are kept as printed (a wrong --op or --ranks, or an older "
+                               "nccl-tests that printed other figures)")
+        return
     if given is not None:  # the collective is known; its rank count is not
         log.op = given
         found = fitting(bounds, ops=[given]).get(given, []) if bounds else []
@@ -560,7 +567,8 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
                                 f"on {found[0]} ranks only (collective table, nccl-tests' GetBw)")
         else:
             why = (f"{ratio} fits {given} on {_ranks_text(found)}" if found
-                   else f"{ratio} is not {given}'s factor on any number of ranks" if bounds
+                   else f"{ratio} is {given}'s factor on no rank count up to {MAX_INFERRED_RANKS} (older "
+                   "nccl-tests printed other figures for some collectives)" if bounds
                    else "no figures large enough to tell busbw/algbw")
             log.unknown.append(f"the number of ranks ({why}; give --ranks N to record it)")
         return

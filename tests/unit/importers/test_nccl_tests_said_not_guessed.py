@@ -100,6 +100,13 @@ def test_op_and_ranks_given_read_what_the_rows_cannot_tell(tmp_path):
     assert all(m.busbw_factor == pytest.approx(0.75) for m in summarize_dir(out).run.measurements)
 
 
+def test_op_and_ranks_that_do_not_fit_the_figures_are_said(tmp_path):
+    path = _rows_only(tmp_path, WRITTEN / "all_gather_2hosts_novalidation.txt")
+    ran, out = _import(tmp_path, path, "--op", "all_gather", "--ranks", "8")
+    assert ran.returncode == 0, ran.stderr
+    assert "busbw/algbw = 0.75, but all_gather's factor on 8 ranks is 0.875" in (out / "report.md").read_text()
+
+
 def test_ranks_that_contradict_the_rank_lines_are_refused(tmp_path):
     ran, _ = _import(tmp_path, NT / "autodl_2x2080ti_all_reduce.txt", "--ranks", "8")
     assert ran.returncode == 2 and "--ranks 8, but the log names 2 ranks" in ran.stderr
