@@ -508,6 +508,10 @@ def _ratio_bounds(log: NcclTestsLog) -> Optional[Tuple[float, float]]:
 
 #: The largest job a rank count is inferred for.
 MAX_INFERRED_RANKS = 4096
+#: Collectives whose printed busbw / algbw is not their busbw factor: nccl-tests prints
+#: hypercube's algbw as (n-1)/n of size / time with a factor of 1 (model/collectives.py), so its
+#: rows say nothing of n; it is never inferred, nor held against its figures.
+RATIO_IS_NOT_FACTOR = ("hypercube",)
 
 
 def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None) -> Dict[str, List[int]]:
@@ -517,7 +521,7 @@ def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None) 
     counts = [ranks] if ranks else range(1, MAX_INFERRED_RANKS + 1)
     out: Dict[str, List[int]] = {}
     for c in COLLECTIVES:
-        if ops is not None and c.name not in ops:
+        if (ops is not None and c.name not in ops) or c.name in RATIO_IS_NOT_FACTOR:
             continue
         ns = [n for n in counts if lo <= c.busbw_factor(n) <= hi]
         if ns:
@@ -552,7 +556,7 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
         log.op, log.rank_count = given, (None if log.ranks else ranks)
         n = log.n_ranks or 1
         factor = OPS[given].busbw_factor(n)
-        if bounds is not None and not bounds[0] <= factor <= bounds[1]:
+        if bounds is not None and given not in RATIO_IS_NOT_FACTOR and not bounds[0] <= factor <= bounds[1]:
             log.unknown.append(f"why the printed busbw differs: {ratio}, but {given}'s factor on {n} ranks is "
                                f"{factor:.4g} (the collective table's); gputopo's busbw uses {factor:.4g}, the "
                                "printed figures are kept as printed (a wrong --op or --ranks, or an older "
@@ -561,7 +565,10 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
     if given is not None:  # the collective is known; its rank count is not
         log.op = given
         found = fitting(bounds, ops=[given]).get(given, []) if bounds else []
-        if len(found) == 1:
+        if given in RATIO_IS_NOT_FACTOR:
+            log.unknown.append(f"the number of ranks ({given}'s busbw/algbw does not tell it; give --ranks N to "
+                               "record it)")
+        elif len(found) == 1:
             log.rank_count = found[0]
             log.inferred.append(f"{found[0]} ranks: the log has no rank lines, and {ratio} is {given}'s factor "
                                 f"on {found[0]} ranks only (collective table, nccl-tests' GetBw)")

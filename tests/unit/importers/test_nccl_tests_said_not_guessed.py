@@ -227,3 +227,12 @@ def test_an_nccl_tests_log_names_nccl_only_where_it_prints_it():
     assert (log.tool, log.library) == ("nccl-tests", "NCCL")
     (log,) = parse_nccl_tests_file(NT / "autodl_2x2080ti_all_reduce.txt")
     assert (log.tool, log.library) == ("nccl-tests", None)
+
+
+def test_the_collective_table_factors_decide_what_fits():
+    from gputopo.importers.nccl_tests import fitting
+
+    assert fitting((1.7499, 1.7501)) == {"all_reduce": [8]}
+    assert set(fitting((0.8749, 0.8751))) == {"all_gather", "reduce_scatter", "alltoall", "scatter", "gather"}
+    one = fitting((0.9999, 1.0001), ranks=4)
+    assert set(one) == {"broadcast", "reduce", "sendrecv"}  # hypercube prints 1 too: its rows never tell it
