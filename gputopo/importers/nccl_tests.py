@@ -348,8 +348,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             if m:
                 start_new()
                 cur.tool = f"{m.group(1)}-tests"
-                if m.group(1) == "rccl":
-                    cur.library = "RCCL"
+                cur.library = m.group(1).upper()  # nccl-library= / rccl-library=: the library's version code
                 cur.version = m.group(2)
                 cur.nccl_headers = int(m.group(3)) if m.group(3) else None
                 cur.nccl_library = int(m.group(4)) if m.group(4) else None

@@ -227,6 +227,8 @@ def test_an_nccl_tests_log_names_nccl_only_where_it_prints_it():
     assert (log.tool, log.library) == ("nccl-tests", "NCCL")
     (log,) = parse_nccl_tests_file(NT / "autodl_2x2080ti_all_reduce.txt")
     assert (log.tool, log.library) == ("nccl-tests", None)
+    (log,) = parse_nccl_tests_file(WRITTEN / "all_gather_2hosts_novalidation.txt")  # "nccl-library=22703"
+    assert (log.tool, log.library, log.nccl_library) == ("nccl-tests", "NCCL", 22703)
 
 
 def test_the_collective_table_factors_decide_what_fits():
