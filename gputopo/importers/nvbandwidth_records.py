@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.text_input import CappedList
+from gputopo.model.peer_access import PEER_FILTERED_TESTCASES, UNNAMED_WAIVER  # noqa: F401 (parser's names)
 
 #: Suffixes of a matrix key beyond its testcase's name (v0.6+ bidirectional device tests).
 KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
@@ -23,21 +24,6 @@ KEY_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
 #: is not printed, so the size is recorded as assumed).
 DEFAULT_BUFFER_MIB = {"old": 64, "new": 512}
 
-
-#: The testcases nvbandwidth runs only where some GPU pair of the machine can access a peer
-#: (``Testcase::filterHasAccessiblePeerPairs()``, testcase.h v0.2 to v0.8: ``cuDeviceCanAccessPeer``
-#: over every ordered pair); it waives them otherwise, and always on one GPU. Every other
-#: testcase it can waive is a ``multinode_`` one (one process, or no multicast).
-PEER_FILTERED_TESTCASES = frozenset({
-    "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
-    "device_to_device_bidirectional_memcpy_read_ce", "device_to_device_bidirectional_memcpy_write_ce",
-    "all_to_one_write_ce", "all_to_one_read_ce", "one_to_all_write_ce", "one_to_all_read_ce",
-    "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm", "device_to_device_latency_sm",
-    "device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_write_sm",
-    "all_to_one_write_sm", "all_to_one_read_sm", "one_to_all_write_sm", "one_to_all_read_sm"})
-#: How a waiver is recorded where the output does not name its testcase (v0.5+ text prints a bare
-#: ``Waived:`` line in place of ``Running X.``).
-UNNAMED_WAIVER = "(a testcase: v0.5+ text prints no name)"
 
 
 def testcase_of_key(key: str) -> str:

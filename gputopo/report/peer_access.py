@@ -26,9 +26,10 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any, Dict, List, Optional, Tuple
 
-from gputopo.importers.nvbandwidth_records import PEER_FILTERED_TESTCASES, UNNAMED_WAIVER
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.peer_access import (PEER_FILTERED_TESTCASES, UNNAMED_WAIVER, board_wired,
+                                       peer_to_peer_off_by_design)
 
 from .expected import class_of
 from .run_folder import Run
@@ -41,19 +42,6 @@ MEANING = ("NCCL moves data between these GPUs through host memory (its SHM tran
 REMEDY_TOPO = "import again with --topo (saved `nvidia-smi topo -m`, or `gputopo scan --json`) to judge it against the link"
 REMEDY_CHECK_P2P = ("check `nvidia-smi topo -p2p r` and the BIOS (ACS, IOMMU, 'P2P' / 'Above 4G' settings) "
                     "and, on NVSwitch systems, that nvidia-fabricmanager runs")
-
-
-def peer_to_peer_off_by_design(name: Any) -> bool:
-    """Whether the GPU model has no peer-to-peer over PCIe by its maker's design: NVIDIA's
-    GeForce cards (the name says "GeForce": RTX 4090, 4080, 5090, 3090, 2080 Ti ...). TITAN and
-    professional cards (RTX A6000, RTX 6000 Ada, L40S) are not counted."""
-    return is_value(name) and "GEFORCE" in str(name).upper()
-
-
-def _board_wired(name: Any) -> bool:
-    from .topology_checks import _board_wired as wired
-
-    return wired(name)
 
 
 def judge_pair(topo: Optional[Topology], pair: Tuple[int, int],
@@ -69,7 +57,7 @@ def judge_pair(topo: Optional[Topology], pair: Tuple[int, int],
                         "(not a fault)"), cls
     if lc is not None and lc.kind in ("PIX", "PXB"):
         return "warning", f"the GPUs share a PCIe switch ({cls}), where peer-to-peer is normally allowed", cls
-    if all(_board_wired(n) for n in both):
+    if all(board_wired(n) for n in both):
         return "warning", f"{both[0]} modules are joined by NVLink on their baseboard: it should be there", cls
     if lc is not None:
         return "info", f"their link ({cls}) does not promise peer-to-peer (it depends on the platform)", cls

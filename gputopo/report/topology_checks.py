@@ -15,6 +15,7 @@ from gputopo.model import Finding, Topology, is_value
 from gputopo.model.fabric import GpuFabric
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.bus_id import short_bus_id
+from gputopo.model.peer_access import board_wired, peer_to_peer_off_by_design
 from gputopo.report.health_checks import health_findings
 from gputopo.report.network_checks import network_findings
 from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
@@ -56,17 +57,6 @@ def _remote_known(lk) -> bool:
     return is_value(rid) and isinstance(rid, str) and rid.strip("0:.") != ""
 
 
-def _board_wired(name) -> bool:
-    """Whether a GPU's NVLinks are wired by its baseboard (SXM modules: HGX/DGX, every link to a
-    switch or a peer), so an inactive link was meant to be up even when NVML names no far end
-    (e.g. every link down because the fabric manager is not running). PCIe and NVL cards, and
-    GH200 (its links unused outside an NVLink-switch rack), are wired only by bridges."""
-    u = str(name).upper() if is_value(name) else ""
-    if not u or "PCIE" in u or "NVL" in u or "GH200" in u:
-        return False
-    return any(k in u for k in ("SXM", "HBM3", "H200", "B100", "B200", "B300"))
-
-
 def _nvlinks_down(topo):
     """NVLinks that were meant to be up and are not.
 
@@ -76,7 +66,7 @@ def _nvlinks_down(topo):
     was meant to be up: on an NVSwitch system (any GPU's link goes to a switch), or when NVML
     names its far end; and a GPU is short of links when it has fewer active than its peers of
     the same model and board (same NVML name) have; an SXM module's links are all wired by its
-    baseboard (_board_wired). A GPU whose links are all inactive and that
+    baseboard (board_wired). A GPU whose links are all inactive and that
     no other GPU links to has no NVLink connected: one info line, which fails nothing.
 
     A GPU alone on its machine (one GPU read, none lost) has no NVLink peer to lose, whatever its
@@ -90,7 +80,7 @@ def _nvlinks_down(topo):
     remotes = {short_bus_id(lk.remote_bus_id) for g in live for lk in g.nvlinks if _remote_known(lk)}
     linked_to = {g.nvml_index for g in live if is_value(g.pci_bus_id) and short_bus_id(g.pci_bus_id) in remotes}
     unconnected = {g.nvml_index for g in live if g.nvlinks and not g.active_nvlinks() and not switched
-                   and not _board_wired(g.name) and g.nvml_index not in linked_to
+                   and not board_wired(g.name) and g.nvml_index not in linked_to
                    and not any(_remote_known(lk) for lk in g.nvlinks)}
     out = []
     for g in live:
@@ -106,7 +96,7 @@ def _nvlinks_down(topo):
         if not g.nvlinks:  # no NVLink ports listed: nothing to judge
             continue
         active = len(g.active_nvlinks())
-        wired = switched or _board_wired(g.name)
+        wired = switched or board_wired(g.name)
         down = [lk.link for lk in g.nvlinks if lk.active is False and (wired or _remote_known(lk))]
         peers = [len(x.active_nvlinks()) for x in live if x.nvml_index != g.nvml_index
                  and x.nvml_index not in unconnected and is_value(x.name) and x.name == g.name]
@@ -164,7 +154,7 @@ def _fabric(topo):
         f = g.fabric
         if not isinstance(f, GpuFabric) or f.ready:
             continue
-        judged = len(topo.gpus) > 1 and (switched or _board_wired(g.name))
+        judged = len(topo.gpus) > 1 and (switched or board_wired(g.name))
         if f.failed:
             severity, what = "error", f"NVLink fabric registration failed ({f.status})"
         elif f.state == "not-started":
@@ -245,9 +235,8 @@ def _link_errors(topo):
 
 def _p2p_status(topo):
     """NVLink and single-switch PCIe pairs should allow P2P read and write, except between cards
-    whose maker leaves peer-to-peer over PCIe out by design (GeForce: report/peer_access.py's
+    whose maker leaves peer-to-peer over PCIe out by design (GeForce: model/peer_access.py's
     peer_to_peer_off_by_design), which is said as info."""
-    from gputopo.report.peer_access import peer_to_peer_off_by_design
 
     names = {g.nvml_index: g.name for g in topo.gpus}
     out = []

@@ -34,6 +34,9 @@ EXTERNAL = {
     "doc/PERFORMANCE.md": "NVIDIA/nccl-tests",
     "Azure_Results/ND_H200_v5_results.md": "Azure/AI-benchmarking-guide",
     "Azure_Results/ND_GB200_v6_results.md": "Azure/AI-benchmarking-guide",
+    "chapter/c7-training-optimization-intra-topology.md": "gnosia93/training-on-eks",
+    "tensorflow/contrib/gdr/README.md": "tensorflow/tensorflow",
+    "education/intro_dl_sharc_dgx1/lab05.md": "RSE-Sheffield/GPUComputing.github.io",
 }
 #: A bare ``name.md`` that the code handles as a file name (a quoted "report.md") is an output
 #: gputopo or its tools write, wherever it is named, not a document of the repository.

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from gputopo.model import Gpu, HostInfo, LinkClass, Pair, Topology
-from gputopo.report.peer_access import judge_pair, peer_to_peer_off_by_design
+from gputopo.model.peer_access import peer_to_peer_off_by_design
+from gputopo.report.peer_access import judge_pair
 from gputopo.report.topology_checks import topology_findings
 from helpers.cli import gputopo_here
 from helpers.paths import FIXTURES
