@@ -108,9 +108,12 @@ def measured_verdict(verdict: str, run: Run) -> str:
     say "not-measured" but the run holds measurements that completed (GPUs measured alone by
     --self or on a one-GPU machine; an imported log that does not name its devices, whose
     figures are the whole job's), something was measured and nothing was found in it, so the
-    run is "ok"; what is not known (which GPUs) is said beside the figures, not by the verdict."""
+    run is "ok"; what is not known (which GPUs) is said beside the figures, not by the verdict.
+    The same holds for NIC port states read from a saved ``ibstat``: they were read and judged
+    (port down, rate below its peers), so a table of healthy ports is "ok", not "not-measured"."""
     if verdict == "not-measured" and (any(m.error is None and m.samples_s for m in run.measurements)
-                                      or perftest_measured(run.imported)):
+                                      or perftest_measured(run.imported)
+                                      or any(d.get("tool") == "ibstat" and d.get("ports") for d in run.imported)):
         return "ok"
     return verdict
 

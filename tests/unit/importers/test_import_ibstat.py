@@ -99,7 +99,7 @@ def test_healthy_node_no_finding(tmp_path):
     text = GPUD.read_text().replace("State: Down", "State: Active").replace("Physical state: Polling", "Physical state: LinkUp")
     text = text.replace("Physical state: Disabled", "Physical state: LinkUp").replace("Rate: 40\n", "Rate: 400\n")
     _, s, _ = _import(tmp_path, _written(tmp_path, text))
-    assert s["findings"] == [] and s["verdict"] == "not-measured"  # facts read, nothing measured or wrong
+    assert s["findings"] == [] and s["verdict"] == "ok"  # port states read and judged: nothing wrong
 
 
 def test_posted_healthy_node_with_a_200g_bluefield_no_false_alarm(tmp_path):
@@ -115,7 +115,7 @@ def test_posted_healthy_node_with_a_200g_bluefield_no_false_alarm(tmp_path):
 def test_posted_disabled_front_end_ports_are_info_only(tmp_path):
     _, s, _ = _import(tmp_path, FRONTEND_DISABLED)
     assert _kinds(s) == [("nic-port-down", "info", d) for d in ("mlx5_2", "mlx5_7", "mlx5_8")]
-    assert s["verdict"] == "not-measured"  # Disabled may be deliberate: nothing fails
+    assert s["verdict"] == "ok"  # Disabled may be deliberate: nothing fails
 
 
 def test_posted_ibstatus(tmp_path):
