@@ -69,6 +69,26 @@ def check_writable_file(path, flag: str) -> None:
     check_writable_dir(p.parent if str(p.parent) else Path("."), flag)
 
 
+def write_text_file(path, text: str, flag: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8). A FIFO is opened without waiting: its reader may have
+    gone since check_writable_file looked (a blocking open would then wait forever), so a FIFO
+    that no process reads is a UsageError here too."""
+    p = Path(path)
+    if not p.is_fifo():
+        p.write_text(text, encoding="utf-8")
+        return
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
+                             "wait forever)") from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def os_error_line(e: OSError) -> str:
     """One line for an OSError about a file: what failed, on which path, why."""
     name = e.filename if e.filename is not None else ""

@@ -8,6 +8,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gputopo.writable import write_text_file
+
 from .rules import FAILED, SKIPPED
 from .verdict import Verdict
 
@@ -43,5 +45,5 @@ def write_junit(verdict: Verdict, path) -> Path:
     p = Path(path)
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(junit_xml(verdict), encoding="utf-8")
+    write_text_file(p, junit_xml(verdict), "--junit")
     return p
