@@ -31,7 +31,7 @@ import select
 import stat
 import sys
 import time
-from typing import BinaryIO, Dict, Tuple
+from typing import BinaryIO, Dict, Optional, Tuple
 
 from gputopo.errors import InputFileError, UsageError
 
@@ -191,6 +191,27 @@ def _wait_first_byte(fd: int, path, what: str) -> None:
                                        f"(set {INPUT_WAIT_ENV}=SECONDS to wait longer)")
 
 
+def _open_checked(path, what: str, fifo_ok: bool) -> Tuple[int, os.stat_result, Optional[bytes]]:
+    """``path`` opened for reading: (fd, its stat, None), or (-1, its stat, the bytes) for a pipe
+    this process already read. A pipe is waited on for its first byte (:func:`_wait_first_byte`);
+    the fd is blocking when returned. InputFileError for what may not be read (:func:`_refuse_kind`)."""
+    fd = _open_nonblocking(path, what)
+    try:
+        st = os.fstat(fd)
+        _refuse_kind(path, what, st, fifo_ok)
+        if stat.S_ISFIFO(st.st_mode):
+            seen = _PIPE_BYTES.get(_pipe_key(path, st))
+            if seen is not None:
+                return -1, st, seen
+            _wait_first_byte(fd, path, what)
+        os.set_blocking(fd, True)
+        fd, opened = -1, fd
+        return opened, st, None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_ok: bool = False,
                     fifo_ok: bool = True) -> bytes:
     """The bytes of the file the user named ``path`` (with ``stdin_ok``, ``-`` is stdin; else it is
@@ -201,35 +222,22 @@ def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_o
     pipe, unreadable, a symlink loop, larger than ``max_bytes``."""
     if stdin_ok and str(path) == "-":
         return _read_stdin(what, max_bytes)
-    fd = _open_nonblocking(path, what)
-    try:
-        st = os.fstat(fd)
-        _refuse_kind(path, what, st, fifo_ok)
-        pipe = stat.S_ISFIFO(st.st_mode)
-        if pipe and _pipe_key(path, st) in _PIPE_BYTES:
-            data = _PIPE_BYTES[_pipe_key(path, st)]
-            if len(data) > max_bytes:
-                raise InputFileError(path, f"{what} is larger than {_size_words(max_bytes)}; "
-                                           "is this the right file?")
-            return data
+    fd, st, seen = _open_checked(path, what, fifo_ok)
+    if seen is not None:
+        if len(seen) > max_bytes:
+            raise InputFileError(path, f"{what} is larger than {_size_words(max_bytes)}; is this the right file?")
+        return seen
+    with os.fdopen(fd, "rb", closefd=True) as f:
         if st.st_size > max_bytes:
             raise InputFileError(path, f"{what} is {_size_words(st.st_size)}, larger than "
                                        f"{_size_words(max_bytes)}; is this the right file?")
-        if pipe:
-            _wait_first_byte(fd, path, what)
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=True) as f:
-            fd = -1
-            try:
-                data = _read_bounded(f, path, what, max_bytes)
-            except OSError as e:
-                raise InputFileError(path, f"cannot read the {what}: {_os_reason(e)}") from None
-        if pipe:
-            _PIPE_BYTES[_pipe_key(path, st)] = data
-        return data
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        try:
+            data = _read_bounded(f, path, what, max_bytes)
+        except OSError as e:
+            raise InputFileError(path, f"cannot read the {what}: {_os_reason(e)}") from None
+    if stat.S_ISFIFO(st.st_mode):
+        _PIPE_BYTES[_pipe_key(path, st)] = data
+    return data
 
 
 def open_user_stream(path, what: str, *, fifo_ok: bool = True) -> BinaryIO:
@@ -238,22 +246,8 @@ def open_user_stream(path, what: str, *, fifo_ok: bool = True) -> BinaryIO:
     :func:`input_wait_s` seconds (a pipe this process already read gives the same bytes again).
     InputFileError (one line naming ``path``) for what :func:`read_user_bytes` refuses, the size
     aside."""
-    fd = _open_nonblocking(path, what)
-    try:
-        st = os.fstat(fd)
-        _refuse_kind(path, what, st, fifo_ok)
-        if stat.S_ISFIFO(st.st_mode):
-            seen = _PIPE_BYTES.get(_pipe_key(path, st))
-            if seen is not None:
-                return io.BytesIO(seen)
-            _wait_first_byte(fd, path, what)
-        os.set_blocking(fd, True)
-        f = os.fdopen(fd, "rb", closefd=True)
-        fd = -1
-        return f
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    fd, _, seen = _open_checked(path, what, fifo_ok)
+    return io.BytesIO(seen) if seen is not None else os.fdopen(fd, "rb", closefd=True)
 
 
 def read_user_text(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, errors: str = "strict",
