@@ -51,6 +51,18 @@ def check_writable_dir(path, flag: str) -> None:
     os.unlink(probe)
 
 
+def _open_fifo_for_writing(path: Path, flag: str) -> int:
+    """A FIFO opened for writing without waiting (a blocking open waits for a reader forever):
+    its fd (non-blocking), UsageError when no process reads it, OSError for any other failure."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
+                             "wait forever)") from None
+        raise
+
+
 def check_writable_file(path, flag: str) -> None:
     """UsageError unless a file can be written at ``path`` (its folder may not exist yet)."""
     p = Path(path)
@@ -61,11 +73,9 @@ def check_writable_file(path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write that file: permission denied")
     if p.is_fifo():  # a pipe with a reader (/dev/stdout | xmllint) is fine; without one, open blocks
         try:
-            os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError as e:
-            if e.errno == errno.ENXIO:
-                raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
-                                 "wait forever)") from None
+            os.close(_open_fifo_for_writing(p, flag))
+        except OSError:
+            pass
     check_writable_dir(p.parent if str(p.parent) else Path("."), flag)
 
 
@@ -77,13 +87,7 @@ def write_text_file(path, text: str, flag: str) -> None:
     if not p.is_fifo():
         p.write_text(text, encoding="utf-8")
         return
-    try:
-        fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ENXIO:
-            raise UsageError(f"{flag} {path}: a FIFO that no process reads (writing would "
-                             "wait forever)") from None
-        raise
+    fd = _open_fifo_for_writing(p, flag)
     os.set_blocking(fd, True)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
