@@ -8,11 +8,16 @@ in tests/unit/probe/test_smi_reference.py.
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-_NVLINK_GPU = re.compile(r"^GPU (\d+): ")
-_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.*)$")
-_RATE = re.compile(r"^([0-9.]+) GB/s")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+# `nvidia-smi nvlink -s` is read by the one parser make gpu-check uses (tools/ is stdlib only):
+# {GPU index: {link: GB/s, or None when "<inactive>"}}; a GPU whose links are all down ("all
+# links are inActive") or that has no NVLink (its header only) gets an empty dict.
+from gpu_check_compare import parse_nvlink_status  # noqa: E402,F401
+
 _CUDA_VERSION = re.compile(r"CUDA Version:\s*([0-9.]+)")
 
 
@@ -27,27 +32,6 @@ def parse_query_csv(text: str, fields: Sequence[str]) -> List[Dict[str, str]]:
             raise ValueError(f"{len(cells)} cells for {len(fields)} fields: {line!r}")
         rows.append(dict(zip(fields, cells, strict=True)))
     return rows
-
-
-def parse_nvlink_status(text: str) -> Dict[int, Dict[int, Optional[float]]]:
-    """`nvidia-smi nvlink -s` -> {GPU index: {link: GB/s, or None when "<inactive>"}}.
-
-    A GPU whose links are all down may print no link but a line "NVML: Unable to retrieve
-    NVLink information as all links are inActive"; a GPU without NVLink prints its header
-    only. Both give an empty dict: no active link."""
-    out: Dict[int, Dict[int, Optional[float]]] = {}
-    gpu: Optional[int] = None
-    for line in text.splitlines():
-        m = _NVLINK_GPU.match(line)
-        if m:
-            gpu = int(m.group(1))
-            out[gpu] = {}
-            continue
-        m = _NVLINK_LINK.match(line)
-        if m and gpu is not None:
-            rate = _RATE.match(m.group(2).strip())
-            out[gpu][int(m.group(1))] = float(rate.group(1)) if rate else None
-    return out
 
 
 def cuda_version(text: str) -> Optional[str]:
