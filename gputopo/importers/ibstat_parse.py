@@ -114,6 +114,14 @@ class _Reader:
                 p.phys_state = NotAvailable("ibv_devinfo without -v prints no phys_state")
         self.port, self.width, self.speed = None, None, None
 
+    def _new_adapter(self, form: str, device: str) -> None:
+        """An adapter's header line (ibstat's ``CA '...'``, ibv_devinfo's ``hca_id:``)."""
+        self._close_port()
+        self.read.form = self.read.form or form
+        self.device, self.ca = device, {}
+        self.read.adapters += 1
+        self.read.adapter_names.append(device)
+
     def feed(self, lineno: int, raw: str) -> None:
         s = raw.strip()
         if not s:
@@ -121,11 +129,7 @@ class _Reader:
         src, rd = self.read.source, self.read
         m = _CA.match(s)
         if m:
-            self._close_port()
-            rd.form = rd.form or "ibstat"
-            self.device, self.ca = m.group(1), {}
-            rd.adapters += 1
-            rd.adapter_names.append(self.device)
+            self._new_adapter("ibstat", m.group(1))
             return
         m = _IBSTATUS.match(s)
         if m:
@@ -143,11 +147,7 @@ class _Reader:
             return
         m = _HCA_ID.match(s)
         if m:
-            self._close_port()
-            rd.form = rd.form or "ibv_devinfo"
-            self.device, self.ca = m.group(1), {}
-            rd.adapters += 1
-            rd.adapter_names.append(self.device)
+            self._new_adapter("ibv_devinfo", m.group(1))
             return
         m = _BANNER.match(s)
         if m:
