@@ -242,11 +242,15 @@ class Ops:
             recv = {g: self.empty(master, n) for g in others}
             self.transfers([(recv[g], flat.get(g), master, g) for g in others], route)
             if self.is_local(master):
-                total: Optional[torch.Tensor] = None  # a new tensor, as comm.reduce_add makes
+                # The sum is a new tensor, as comm.reduce_add makes: the first other GPU's
+                # buffer, received straight into it (the master's own added there: two operands,
+                # the same bits as master + received), so a transfer that never happens leaves a
+                # block whose last user poisoned it, never one still holding last sample's sum.
+                total: Optional[torch.Tensor] = None
                 for g in others:
                     got = local_buffer(recv[g], master)
                     if total is None:
-                        total = torch.add(flat[master], got, out=self.local_empty(master, n))
+                        total = got.add_(flat[master])
                     else:
                         total.add_(got)
                     self.local_cost(master, 4 * n)

@@ -24,7 +24,11 @@ class RingCollectives(Ops):
                              outs=None) -> None:
         """Ring reduce-scatter: afterwards rank r holds the sum of chunk r, in ``chunks`` (in
         place: all_reduce) or in ``outs`` (reduce_scatter, out of place as NCCL's: ``chunks``,
-        the inputs, are only read; a rank's last chunk received is its own, summed into outs)."""
+        the inputs, are only read; a rank's last chunk received is its own, summed into outs).
+        Out of place, a rank receives straight into the buffer that becomes its partial sum (its
+        output at the last step) and adds its own chunk there (two operands: the same bits as
+        own + received): a transfer that never happens leaves the poisoned output, never a
+        scratch block that may still hold the right sum from the sample before."""
         gs = self.step_gpus
         n = len(gs)
         acc = chunks if outs is None else {g: list(chunks[g]) for g in gs}
@@ -33,16 +37,16 @@ class RingCollectives(Ops):
             for r, g in enumerate(gs):
                 c = (r - s - 1) % n
                 nxt = gs[(r + 1) % n]
-                tmp = self.local_empty(nxt, chunks[nxt][c].numel())
-                items.append((tmp, acc[g][c], nxt, g))
-                adds.append((nxt, c, tmp))
+                last = outs is not None and s == n - 2
+                into = outs[nxt] if last else self.local_empty(nxt, chunks[nxt][c].numel())
+                items.append((into, acc[g][c], nxt, g))
+                adds.append((nxt, c, into))
             self.transfers(items, route)
-            for g, c, tmp in adds:
+            for g, c, into in adds:
                 if outs is None:
-                    acc[g][c].add_(tmp)
+                    acc[g][c].add_(into)
                 else:
-                    into = outs[g] if s == n - 2 else self.local_empty(g, tmp.numel())
-                    acc[g][c] = torch.add(acc[g][c], tmp, out=into)
+                    acc[g][c] = into.add_(acc[g][c])
 
     def _ring_all_gather(self, chunks: Dict[int, List[torch.Tensor]], route: str) -> None:
         """Ring all-gather in place: rank r starts with chunk r complete."""

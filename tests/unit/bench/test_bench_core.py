@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gputopo.bench.fabrics import host_blocks  # noqa: E402
 from gputopo.bench.fabrics.base import buckets, chunk_rows  # noqa: E402
 from gputopo.bench.fabrics.sim import JITTER, SimModel, SimOps  # noqa: E402
 from gputopo.bench.patterns import fill_pattern, fill_small  # noqa: E402
@@ -228,7 +229,10 @@ def test_a_checked_output_is_left_poisoned_and_poison_skips_it_only_while_untouc
 def test_a_transfer_that_never_happens_is_wrong_in_every_sample_it_skips(seed, monkeypatch, test):
     """Outputs are poisoned before every sample (by compare() after the previous check, or by
     refill): if the fabric silently skips its transfers in some samples, each of those samples
-    is wrong, whatever the previous sample left in the buffers."""
+    is wrong, whatever the previous sample left in the buffers. Every buffer comes from the
+    sim's caching allocator (host_blocks), which hands a freed block back with what its last
+    user left: the worst case, where a scratch block of the sample before holds the right sum."""
+    monkeypatch.setattr(host_blocks, "MIN_BYTES", 0)
     pair = (0, 1)  # NVLink: no fault of its own
     ops = SimOps(pair, pair, SimModel(seed, {}))
     skip_samples = {1, 2, 4}
