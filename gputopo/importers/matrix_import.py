@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,37 @@ def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], to
                              "it describes another machine")
 
 
+def with_output_devices(topo: Topology, devices: Sequence[ImportedDevice]) -> Topology:
+    """The topology with each GPU's model, bus id and CUDA number from the output where the
+    topology lacks them (`nvidia-smi topo -m` text prints none), so the report, its reference
+    rates and findings name the GPU. A GPU is matched by bus id where both have them, else by
+    number only where that is certain: the output lists its devices in bus-id order (CUDA's
+    fastest-first order is bus-id order among equal GPUs; NVML's is bus-id order) or every GPU
+    is the same model. Otherwise the topology is left as it is."""
+    mapping = device_renumbering(topo, devices)
+    names_only = False
+    if not mapping:
+        keys = [_bus_key(d.bus_id) for d in devices]
+        in_bus_order = all(keys) and keys == sorted(keys, key=str)
+        one_model = len({d.name for d in devices}) == 1 and devices[0].name is not None
+        if not (in_bus_order or one_model):
+            return topo
+        # one model listed out of bus order (CUDA_VISIBLE_DEVICES reordered it): the model is
+        # every GPU's, but which bus is which NVML index is not known
+        names_only = not in_bus_order
+        mapping = {d.index: d.index for d in devices}
+    gpus = []
+    for g in topo.gpus:
+        d = next((x for x in devices if mapping.get(x.index) == g.nvml_index), None)
+        if d is not None:
+            bus = None if names_only else normalize_bus_id(d.bus_id)
+            g = replace(g, name=g.name if is_value(g.name) or not d.name else d.name,
+                        pci_bus_id=g.pci_bus_id if is_value(g.pci_bus_id) or not bus else bus,
+                        cuda_index=g.cuda_index if is_value(g.cuda_index) or names_only else d.index)
+        gpus.append(g)
+    return replace(topo, gpus=gpus)
+
+
 def renumber(ms: list[Measurement], mapping: dict[int, int]) -> list[Measurement]:
     """Measurements with the output's device numbers turned into the topology's NVML indices
     (the output's own numbers kept in ``extra["output_gpus"]``)."""
@@ -193,6 +224,7 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
                                            "output into its own run folder")
     if topology is not None:
         check_topology_matches(topology, devices, topology_file or "--topo", label)
+        topology = with_output_devices(topology, devices)
     hostname = next((o.hostname for o in outputs if getattr(o, "hostname", None)), None)
     topo = topology or topology_from_devices(devices, label, hostname)
     measurements = [m for o in outputs for m in measurements_of(o)]

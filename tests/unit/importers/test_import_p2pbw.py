@@ -202,3 +202,35 @@ def test_the_same_output_twice_is_refused(tmp_path):
     copy.write_bytes(STELLINE.read_bytes())
     with pytest.raises(UsageError, match="counted twice"):
         import_p2pbw([str(STELLINE), str(copy)], out_dir=tmp_path / "run", render=False)
+
+
+def test_topo_text_keeps_the_gpu_models_and_bus_ids_the_output_prints(tmp_path):
+    """`nvidia-smi topo -m` text names no model and no bus id; the output's "Device: 0, NVIDIA RTX
+    6000 Ada Generation, pciBusID: 1, ..." lines do, and the run folder keeps them (they were
+    dropped when --topo was given, so no reference rate could match the GPU)."""
+    topo = load_topo_file(str(STELLINE_TOPO))
+    assert not any(isinstance(g.name, str) for g in topo.gpus)  # the text itself has none
+    res = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", topology=topo, topology_file=str(STELLINE_TOPO),
+                       render=False)
+    gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
+    assert [(g["nvml_index"], g["name"], g["pci_bus_id"], g["cuda_index"]) for g in gpus] == [
+        (0, "NVIDIA RTX 6000 Ada Generation", "00000000:01:00.0", 0),
+        (1, "NVIDIA RTX 6000 Ada Generation", "00000000:41:00.0", 1),
+        (2, "NVIDIA RTX 6000 Ada Generation", "00000000:C1:00.0", 2),
+        (3, "NVIDIA RTX 6000 Ada Generation", "00000000:E1:00.0", 3)]
+    assert gpus[0]["numa_node"] == 0 and gpus[0]["cpu_affinity"] == "0-31"  # the topology's own facts stay
+
+
+def test_topo_text_and_devices_out_of_bus_order_keep_only_the_model(tmp_path):
+    """WRITTEN: the posted output with devices 0 and 1 swapped (as CUDA_VISIBLE_DEVICES=1,0,2,3
+    lists them): which bus is which NVML index is not known without bus ids in the topology, so
+    only the model (every GPU's) is kept."""
+    text = STELLINE.read_text().replace("pciBusID: 1,", "pciBusID: XX,").replace("pciBusID: 41,", "pciBusID: 1,") \
+        .replace("pciBusID: XX,", "pciBusID: 41,")
+    p = tmp_path / "swapped.txt"
+    p.write_text(text)
+    res = import_p2pbw([str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(STELLINE_TOPO)),
+                       topology_file=str(STELLINE_TOPO), render=False)
+    gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
+    assert {g["name"] for g in gpus} == {"NVIDIA RTX 6000 Ada Generation"}
+    assert all(not isinstance(g["pci_bus_id"], str) for g in gpus)
