@@ -1,17 +1,37 @@
 """What NVIDIA Xid codes mean, for the ones that say something about the GPU or its links.
 
-Sources: NVIDIA's Xid catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
-Ampere and later; "Xid and SXid errors" for older GPUs) and the dynamic page retirement guide
-(https://docs.nvidia.com/deploy/dynamic-page-retirement/, Xid 48/63/64). ``hardware`` Xids point
-at the GPU, its memory or a link (they become findings); ``application`` ones are most often a
-program's fault (illegal address, killed channel) and are only listed. ``log_text`` is the words
-the driver writes after the code, used by simulated kernel logs.
+Sources, each row citing its own:
+- CATALOG: NVIDIA's Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+  (Ampere and later; its sheets "Xids", "XID 144-150 Decode" and "Guidance Classes"). Every row
+  below was checked against it: meaning ("Description" and "Trigger Conditions"), the two
+  "Resolution Bucket" columns (Immediate Action, then Investigatory Action: ``actions``) and
+  what the trigger text asks beyond them (``advice``).
+- MEMORY: NVIDIA's GPU memory error management guide,
+  https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html
+  ("row-remapping pending ... will happen at the next GPU reset. Even with the flag set, unaffected
+  applications can continue running ... and new workloads can be launched") and the dynamic page
+  retirement guide, https://docs.nvidia.com/deploy/dynamic-page-retirement/ (Xid 48/63/64 before Ampere).
+- OLDER: NVIDIA's "Xid Errors" page for Volta and older GPUs, https://docs.nvidia.com/deploy/xid-errors/index.html
+  (r555: Xid 61 "PMU Breakpoint. Report a GPU Issue and Reset GPU(s) reporting the XID"); the
+  catalog lists 61 as unused on Ampere and later.
 
-``actions`` are the catalog's two "Resolution Bucket" columns for the code, in its order:
-Immediate Action, then Investigatory Action (``RESET_GPU``, ``INVESTIGATE_SW``, ...; CATALOG_ACTIONS
-says each in words). They were read from NVIDIA's Xid catalog page named above (its table
-columns "Resolution Bucket (Immediate Action)" and "Resolution Bucket (Investigatory Action)");
-a code whose row was not checked has none, and its findings keep gputopo's generic remedies.
+``hardware`` Xids point at the GPU, its memory or a link (they become findings at ``severity``);
+``application`` ones are most often a program's fault (illegal address, killed channel) and are
+only listed (info). ``log_text`` is the words the driver writes after the code, used by simulated
+kernel logs.
+
+``severity`` follows what NVIDIA says the GPU needs:
+- ``error``: the catalog's immediate action is RESET_GPU or RESTART_BM, or a workflow that ends in
+  one (WORKFLOW_XID_48, WORKFLOW_NVLINK_ERR: "A GPU reset or node reboot is needed to clear this
+  error"), or the older page asks for a reset (61): the GPU is not to be trusted until it is done.
+- ``warning``: the GPU keeps working but is not whole (94: "reset the GPU when convenient.
+  Applications can continue to be run until the reset can be performed"; 157, 159, 54).
+- ``info``: NVIDIA asks for nothing on the GPU (IGNORE: 63, 92, 121) or to restart the application.
+The Blackwell NVLink Xids 144-150 are judged per line (report/health_checks.py): the catalog's
+"XID 144-150 Decode" gives RESET_GPU for its Fatal and Link Fatal rows and IGNORE (or "follow Xid
+154") for the Non-fatal ones, and the driver writes Fatal or Nonfatal in the line
+(``nvlink5_fatality``); a line that says neither keeps ``severity`` here (warning).
+
 NVIDIA's catalog never says "replace the GPU" for one Xid: CONTACT_SUPPORT is where a
 replacement is decided, by NVIDIA or the system's vendor.
 """
@@ -29,6 +49,9 @@ class XidInfo(NamedTuple):
     log_text: str
     #: NVIDIA's Xid catalog's resolution buckets: (immediate, investigatory); () when not checked.
     actions: Tuple[str, ...] = ()
+    #: What NVIDIA's text for the code asks beyond its buckets, in an operator's words (remedies
+    #: after the buckets' own; BUS_ID is the GPU's).
+    advice: Tuple[str, ...] = ()
 
 
 #: What each resolution bucket of NVIDIA's Xid catalog asks for, in words an operator acts on.
@@ -58,7 +81,41 @@ CATALOG_ACTIONS: Dict[str, str] = {
     "WORKFLOW_NVLINK5_ERR": "read the Xid line's unit, Fatal/Nonfatal and status: a Fatal one needs the GPU "
                             "reset; check the links (`nvidia-smi nvlink -s`, `-e`) (NVIDIA's Xid catalog: "
                             "WORKFLOW_NVLINK5_ERR)",
+    "WORKFLOW_XID_45": "alone, it is an application that was stopped (Ctrl-C, kill, a GPU reset): nothing to do "
+                       "on a single GPU; on an NVSwitch system NVIDIA asks to restart Fabric Manager; with "
+                       "other Xids, follow theirs (NVIDIA's Xid catalog: WORKFLOW_XID_45)",
+    "IGNORE (sympathetic)": "follow the remedies of the errors it came with first; if it came alone or they do "
+                            "not help, report it to NVIDIA (`nvidia-bug-report.sh`) (NVIDIA's Xid catalog: "
+                            "IGNORE (sympathetic))",
+    "CHECK_MECHANICALS": "check that the GPU is seated and every power and link connector is secure (NVIDIA's "
+                         "Xid catalog: CHECK_MECHANICALS)",
+    "CHECK_UVM": "if Unified Memory (UVM) or vGPU is in use on it, reset the GPU (`nvidia-smi -r -i BUS_ID`); "
+                 "otherwise nothing (NVIDIA's Xid catalog: CHECK_UVM)",
+    "INVESTIGATE_LINK_SI": "investigate the link's signal integrity (cables, connectors, trays: NVIDIA's GB200 "
+                           "resiliency service flow) (NVIDIA's Xid catalog: INVESTIGATE_LINK_SI)",
+    "INVESTIGATE_SW_USER": "if the link was not taken down on purpose, investigate the software or the user "
+                           "that did it (NVIDIA's Xid catalog: INVESTIGATE_SW_USER)",
+    "SYMPATHETIC_REPORT_SOLO": "follow the remedies of the errors it came with first; if it came alone, report "
+                               "it to NVIDIA (NVIDIA's Xid catalog: SYMPATHETIC_REPORT_SOLO)",
 }
+
+#: NVIDIA's pages the rows below were checked against (the module docstring says what each holds).
+CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+MEMORY = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html"
+OLDER = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+
+#: The Blackwell NVLink Xids whose line says Fatal or Nonfatal (CATALOG, "XID 144-150 Decode").
+NVLINK5_XIDS = frozenset(range(144, 151))
+_FATALITY_RE = re.compile(r"\b(Non-?fatal|Fatal)\b", re.IGNORECASE)
+
+
+def nvlink5_fatality(text: str) -> Optional[str]:
+    """"Fatal" or "Nonfatal" as an Xid 144-150 line says it ("NETIR_LINK_EVT Fatal XC0 i0 Link 00
+    (...)", "RLW_RXPIPE Nonfatal XC0 ..."); None when the line says neither."""
+    m = _FATALITY_RE.search(text)
+    if m is None:
+        return None
+    return "Fatal" if m.group(1).lower() == "fatal" else "Nonfatal"
 
 #: Xid 154's recovery actions (NVIDIA's Xid catalog): what each asks for, and whether the GPU can
 #: be used before it is done. "None" means no recovery is pending (any more).
@@ -84,55 +141,128 @@ def recovery_action(text: str) -> Optional[str]:
 
 
 XIDS: Dict[int, XidInfo] = {
-    13: XidInfo("graphics engine exception (usually an application fault, e.g. out-of-range access)",
+    # Each row: NVIDIA's words for the code and its buckets, from the page named in its comment.
+    8: XidInfo("GPU stopped processing (a channel timed out: usually the application)", False, "info",  # CATALOG
+               "pid=4242, name=python, Channel 0x00000008",
+               actions=('RESTART_APP', 'CONTACT_SUPPORT')),
+    13: XidInfo("graphics engine exception (usually an application fault, e.g. out-of-range access)",  # CATALOG
                 False, "info", "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
                 actions=('RESTART_APP', 'WORKFLOW_XID_13')),
-    31: XidInfo("GPU memory page fault (usually an application's illegal memory access)", False, "info",
+    31: XidInfo("GPU memory page fault (usually an application's illegal memory access)", False, "info",  # CATALOG
                 "pid=4242, name=python, Ch 00000008, intr 10000000. MMU Fault",
                 actions=('RESTART_APP', 'WORKFLOW_XID_31')),
-    32: XidInfo("invalid or corrupted push buffer stream (a PBDMA error: usually the program or the driver)",
+    # CATALOG's trigger text: "These failures primarily involve quality issues on PCI, and are
+    # generally not caused by user application actions"; its buckets restart the application.
+    32: XidInfo("invalid or corrupted push buffer stream (a DMA fault between driver and GPU: NVIDIA says "
+                "mostly PCIe quality issues, generally not the application)",
                 False, "info", "Channel ID 00000000 intr 00004000",
                 actions=('RESTART_APP', 'CHECK_APP/CUDA')),
-    43: XidInfo("GPU stopped processing a channel after an application error", False, "info",
-                "pid=4242, name=python, Ch 00000008",
+    # CATALOG: "a user application hits a software induced fault ... The GPU remains in a healthy state".
+    43: XidInfo("GPU stopped processing a channel after an application's fault (the GPU stays healthy)",
+                False, "info", "pid=4242, name=python, Ch 00000008",
                 actions=('IGNORE', 'CONTACT_SUPPORT')),
-    45: XidInfo("preemptive cleanup of a channel when a process ended (usually benign)", False, "info",
-                "pid=4242, name=python, Ch 00000008"),
+    # CATALOG: an application aborted and its channels were torn down (Ctrl-C, GPU resets, sigkill),
+    # or "due to previous errors"; "Not Solo: IGNORE (follow other Xid)".
+    45: XidInfo("preemptive cleanup of an application's channels (it was stopped, or an earlier error)",
+                False, "info", "pid=4242, name=python, Ch 00000008",
+                actions=('WORKFLOW_XID_45', 'WORKFLOW_XID_45')),
+    46: XidInfo("GPU stopped processing (the GPU timed out: it needs a reset)", True, "error",  # CATALOG
+                "GPU stopped processing",
+                actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    # CATALOG: "A GPU reset or node reboot is needed to clear this error" (MEMORY: Xid 48/63/64).
     48: XidInfo("double-bit (uncorrectable) ECC error in GPU memory", True, "error",
                 "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
                 actions=('WORKFLOW_XID_48', 'WORKFLOW_XID_48')),
-    61: XidInfo("internal micro-controller breakpoint/warning (GPU firmware fault)", True, "warning",
-                "Internal micro-controller breakpoint/warning"),
-    62: XidInfo("internal micro-controller halt (GPU firmware stopped)", True, "error",
+    54: XidInfo("auxiliary power is not connected to the GPU board (it runs at reduced clocks)", True,  # CATALOG
+                "warning", "Auxiliary power is not connected to the GPU board",
+                actions=('CHECK_MECHANICALS', 'CONTACT_SUPPORT')),
+    # OLDER (r555): "PMU Breakpoint. Report a GPU Issue and Reset GPU(s) reporting the XID";
+    # CATALOG: unused on Ampere and later (CONTACT_SUPPORT).
+    61: XidInfo("internal micro-controller breakpoint/warning (the GPU's PMU firmware stopped at a breakpoint)",
+                True, "error", "Internal micro-controller breakpoint/warning",
+                actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    62: XidInfo("internal micro-controller halt (GPU firmware stopped)", True, "error",  # CATALOG
                 "Internal micro-controller halt",
                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
-    63: XidInfo("ECC page retirement or row remapping recorded: reset the GPU to apply it", True, "warning",
+    # CATALOG: IGNORE / IGNORE. MEMORY: a pending remap "will happen at the next GPU reset. Even with
+    # the flag set, unaffected applications can continue running ... and new workloads can be launched".
+    63: XidInfo("GPU memory row remapping (page retirement before Ampere) recorded: it takes effect at the "
+                "GPU's next reset; work keeps running meanwhile", True, "info",
                 "pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
-                actions=('IGNORE', 'IGNORE')),
-    64: XidInfo("ECC page retirement or row remapping FAILED: the memory cannot be repaired", True, "error",
+                actions=('IGNORE', 'IGNORE'),
+                advice=("nothing is needed now: the remap is applied at the GPU's next reset and unaffected work "
+                        "keeps running (NVIDIA's GPU memory error management guide); with Xid 48, follow Xid 48's "
+                        "remedy (drain the GPU, then reset it)",)),
+    64: XidInfo("GPU memory row remapping (page retirement before Ampere) FAILED: the bad memory could not be "  # CATALOG
+                "taken out of use", True, "error",
                 "pid=1896, Row Remapper: Failed to remap a row, reset gpu and run a field diagnostic",
                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
-    74: XidInfo("NVLink error (a link or NVSwitch fault; peer traffic over it may fail)", True, "error",
-                "NVLink: fatal error detected on link 4(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+    68: XidInfo("NVDEC0 (video decoder) exception", False, "info", "NVDEC0 Exception",  # CATALOG
+                actions=('RESTART_APP', 'CONTACT_SUPPORT')),
+    69: XidInfo("graphics engine class error (usually the application or its CUDA version)", False, "info",  # CATALOG
+                "Class Error for Subchannel 0 (Class 0x0, Offset 0x0, Data 0x0)",
+                actions=('RESTART_APP', 'CHECK_APP/CUDA')),
+    # CATALOG: "A GPU reset or node reboot is needed to clear this error. ... may indicate a problem
+    # with the device at the remote end of the link".
+    74: XidInfo("NVLink error (the link, an NVSwitch, or the GPU at its other end; peer traffic over it may fail)",
+                True, "error", "NVLink: fatal error detected on link 4(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
                 actions=('WORKFLOW_NVLINK_ERR', 'CONTACT_SUPPORT')),
-    79: XidInfo("GPU has fallen off the bus (PCIe link lost: power, riser, slot or a dead GPU)", True, "error",
+    79: XidInfo("GPU has fallen off the bus (PCIe link lost: power, riser, slot or a dead GPU)", True, "error",  # CATALOG
                 "GPU has fallen off the bus.",
                 actions=('RESTART_BM', 'CONTACT_SUPPORT')),
-    92: XidInfo("high single-bit ECC error rate (corrected, but a predictor of failure)", True, "warning",
-                "pid='<unknown>', name=<unknown>, High single-bit ECC error rate",
+    # CATALOG: IGNORE, then CONTACT_SUPPORT: the errors were corrected.
+    92: XidInfo("high single-bit ECC error rate (corrected errors: NVIDIA asks for no immediate action)", True,
+                "info", "pid='<unknown>', name=<unknown>, High single-bit ECC error rate",
                 actions=('IGNORE', 'CONTACT_SUPPORT')),
-    94: XidInfo("contained uncorrectable ECC error (the application touching it was stopped)", True, "error",
+    # CATALOG: "contained to one application, and the application that encountered this error must
+    # be restarted. All other applications running at the time of the Xid are unaffected. It is
+    # recommended to reset the GPU when convenient. Applications can continue to be run until the
+    # reset can be performed."
+    94: XidInfo("contained uncorrectable memory error: the application that hit it was stopped, others are "
+                "unaffected", True, "warning",
                 "pid=4242, name=python, Contained: SM (0x1). RST: No, D-RST: No",
-                actions=('RESTART_APP', 'IGNORE')),
-    95: XidInfo("uncontained uncorrectable ECC error: every application on the GPU is affected", True, "error",
+                actions=('RESTART_APP', 'IGNORE (sympathetic)'),
+                advice=("reset the GPU when convenient (`nvidia-smi -r -i BUS_ID`): work can keep running on it "
+                        "until then (NVIDIA's Xid catalog, Xid 94)",)),
+    # CATALOG: "these errors affect multiple applications, and the affected GPU must be reset before
+    # applications can restart".
+    95: XidInfo("uncontained uncorrectable memory error: every application on the GPU is affected", True, "error",
                 "pid=4242, name=python, Uncontained: FBHUB. RST: Yes, D-RST: No",
-                actions=('RESET_GPU', 'IGNORE')),
+                actions=('RESET_GPU', 'IGNORE (sympathetic)')),
+    109: XidInfo("context switch timeout", True, "error",  # CATALOG
+                 "pid=4242, name=python, Ch 00000008, errorString CTX SWITCH TIMEOUT",
+                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    # CATALOG: "uncommon unless there is a hardware failure. To recover, revert any recent system
+    # hardware modifications and cold reset the system".
+    110: XidInfo("security fault (uncommon unless the hardware failed)", True, "error", "Security Fault Error",
+                 actions=('RESET_GPU', 'INVESTIGATE_SW'),
+                 advice=("if it comes back: undo recent hardware changes, cold-reset the system, then contact the "
+                         "hardware vendor (NVIDIA's Xid catalog, Xid 110)",)),
+    # CATALOG (119/120): "A GPU reset or node power cycle may be needed if the error persists".
     119: XidInfo("GSP firmware RPC timeout (the GPU's system processor stopped answering)", True, "error",
                  "Timeout after 6s of waiting for RPC response from GPU0 GSP!",
                  actions=('RESET_GPU', 'INVESTIGATE_SW')),
-    120: XidInfo("GSP firmware error", True, "error", "GSP task exception",
+    120: XidInfo("GSP firmware error", True, "error", "GSP task exception",  # CATALOG
                  actions=('RESET_GPU', 'INVESTIGATE_SW')),
-    # Blackwell-era NVLink errors (NVIDIA Xid catalog 144-150): the text says Fatal or Nonfatal.
+    # CATALOG: "corrected by the system and have no operational impact. Resetting the GPU at an
+    # available service window will allow the GPU to retrain the link".
+    121: XidInfo("corrected errors on the C2C link to the Grace CPU (no operational impact)", True, "info",
+                 "C2C Error",
+                 actions=('IGNORE', 'CONTACT_SUPPORT'),
+                 advice=("reset the GPU at a service window so it retrains the link (NVIDIA's Xid catalog, "
+                         "Xid 121)",)),
+    136: XidInfo("NVLink link training failed", True, "error", "Link Training Failed",  # CATALOG
+                 actions=('RESET_GPU', 'INVESTIGATE_LINK_SI')),
+    # CATALOG: uncorrectable errors "in such a way as to interrupt the GPU driver's ability to mark
+    # the pages for dynamic page offlining or row remapping. Reset the GPU".
+    140: XidInfo("uncorrectable GPU memory error the driver could not offline or remap", True, "error",
+                 "ECC Unrecovered Error",
+                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    143: XidInfo("GPU initialization error", True, "error", "GPU Initialization Error",  # CATALOG
+                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    # Blackwell-era NVLink errors (CATALOG 144-150 and its "XID 144-150 Decode"): judged per line by
+    # the Fatal / Nonfatal the driver writes (module docstring); "warning" is for a line that says
+    # neither (or an Xid 45 "caused by previous Xid 149" whose 149 line is not in the log).
     144: XidInfo("NVLink error (SAW/MVB unit)", True, "warning", "SAW_MVB Nonfatal XC0 i0 Link 00",
                  actions=('WORKFLOW_NVLINK5_ERR', 'WORKFLOW_NVLINK5_ERR')),
     145: XidInfo("NVLink error (RLW unit)", True, "warning", "RLW_RXPIPE Nonfatal XC0 i0 Link 13",
@@ -146,13 +276,29 @@ XIDS: Dict[int, XidInfo] = {
     149: XidInfo("NVLink error (NETIR: a link or the fabric beyond it)", True, "warning",
                  "NETIR_LINK_EVT Fatal XC0 i0 Link 00",
                  actions=('WORKFLOW_NVLINK5_ERR', 'WORKFLOW_NVLINK5_ERR')),
-    150: XidInfo("NVLink error (MSE unit)", True, "warning", "MSE Nonfatal XC0 i0 Link 00",
+    150: XidInfo("NVLink error (MSE unit)", True, "warning", "MSE Fatal XC0 i0 Link 00",
                  actions=('WORKFLOW_NVLINK5_ERR', 'WORKFLOW_NVLINK5_ERR')),
-    # Its severity and remedy come from the action it names (RECOVERY_ACTIONS); "warning" is for a
-    # line that names none.
+    # CATALOG: "summarizes the recovery action required for other Xids". Its severity and remedy
+    # come from the action it names (RECOVERY_ACTIONS); "warning" is for a line that names none.
     154: XidInfo("the driver changed the GPU's recovery action (e.g. to 'GPU Reset Required')", True, "warning",
                  "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
                  actions=('XID_154',)),
+    # CATALOG: "Link down events which are flagged as 'intentional' (including transitions to SLEEP)".
+    155: XidInfo("NVLink link taken down on purpose (software-defined, e.g. to sleep): the GPU needs a reset to "
+                 "bring it back", True, "error", "NVLINK: SW Defined Error",
+                 actions=('RESET_GPU', 'INVESTIGATE_SW_USER')),
+    156: XidInfo("resource retirement event (a GPU resource was retired: the GPU needs a reset)", True, "error",  # CATALOG
+                 "Resource Retirement Event",
+                 actions=('RESET_GPU', 'IGNORE')),
+    # CATALOG: "No possible repairs are possible due to lack of resources. You may still run
+    # workloads or Apps, but may experience the same Xid again."
+    157: XidInfo("resource retirement failure (no spare left to repair with: work can run, the error may "
+                 "come back)", True, "warning", "Resource Retirement Failure",
+                 actions=('IGNORE', 'CONTACT_SUPPORT')),
+    158: XidInfo("GPU fatal timeout", True, "error", "GPU Fatal Timeout",  # CATALOG
+                 actions=('RESET_GPU', 'CONTACT_SUPPORT')),
+    159: XidInfo("CHI non-data error on the C2C link to the CPU", True, "warning", "CHI Non-Data Error",  # CATALOG
+                 actions=('CHECK_UVM', 'SYMPATHETIC_REPORT_SOLO')),
 }
 
 

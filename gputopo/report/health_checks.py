@@ -16,7 +16,8 @@ from typing import Any, Dict, List
 from gputopo.model import Finding, NotAvailable, Topology, is_value
 from gputopo.model.bus_id import try_parse
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, xid_list
-from gputopo.model.xid import CATALOG_ACTIONS, RECOVERY_ACTIONS, recovery_action, xid_info
+from gputopo.model.xid import (CATALOG_ACTIONS, NVLINK5_XIDS, RECOVERY_ACTIONS, nvlink5_fatality, recovery_action,
+                               xid_info)
 from gputopo.report.causes import REMEDY_GPU_HEALTH
 
 REMEDY_RESET = "drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot, so the pending repair takes effect"
@@ -153,19 +154,42 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
         causes = sorted({e.caused_by for e in events if e.caused_by is not None and e.caused_by != code})
         hardware_causes = [c for c in causes if xid_info(c).hardware]
         judged = xid_info(hardware_causes[0]) if not info.hardware and hardware_causes else info
+        fatality, said = _nvlink5_fatality(code, events)
+        if fatality == "Fatal":  # the catalog's decode: every Fatal / Link Fatal row asks RESET_GPU
+            judged = judged._replace(severity="error", actions=("RESET_GPU",) + judged.actions)
         times = f" ({len(events)} times)" if len(events) > 1 else ""
         because = "".join(f"; caused by previous Xid {c}: {xid_info(c).meaning}" for c in causes)
-        remedies = _catalog_remedies(judged.actions, w)
+        # The immediate bucket, what NVIDIA's text for the code adds (94: reset when convenient),
+        # then the investigatory bucket.
+        remedies = _catalog_remedies(judged.actions[:1], w) + [a.replace("BUS_ID", w.smi_id) for a in judged.advice]
+        remedies += [r for r in _catalog_remedies(judged.actions[1:], w) if r not in remedies]
         if not judged.actions and judged.hardware:  # a code whose catalog row gputopo has not checked
             remedies = [REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if judged.severity == "error" else [])
         out.append(Finding(
             "xid", judged.severity if judged.hardware else "info",
-            f"{w.text}: Xid {code} in the kernel log{times}: {info.meaning}{because}",
+            f"{w.text}: Xid {code} in the kernel log{times}: {info.meaning}{said}{because}",
             gpus=[w.index], evidence={**w.evidence, "xid": code, "events": [e.to_json() for e in events[-5:]],
                                       "count": len(events), **({"caused_by": causes} if causes else {}),
+                                      **({"driver_severity": fatality} if fatality else {}),
                                       **({"catalog_actions": list(judged.actions)} if judged.actions else {})},
             cause=judged.meaning if judged.hardware else None, remedies=remedies))
     return out
+
+
+def _nvlink5_fatality(code: int, events: list):
+    """For the Blackwell NVLink Xids 144-150: "Fatal" when any of the GPU's lines says Fatal,
+    "Nonfatal" when every line says Nonfatal, else None; with the words the message adds.
+    NVIDIA's Xid catalog ("XID 144-150 Decode"): Fatal and Link Fatal rows need the GPU reset
+    (a Link Fatal one first drains, then the GPU is "reset required"); Non-fatal rows ask for
+    nothing or for what a following Xid 154 names."""
+    if code not in NVLINK5_XIDS:
+        return None, ""
+    words = [nvlink5_fatality(e.text) for e in events]
+    if "Fatal" in words:
+        return "Fatal", ": the driver's line says Fatal (NVIDIA's Xid catalog: the GPU needs a reset)"
+    if words and all(wd == "Nonfatal" for wd in words):
+        return "Nonfatal", ": the driver's line says Nonfatal"
+    return None, ""
 
 
 def _catalog_remedies(actions, w: Who) -> List[str]:

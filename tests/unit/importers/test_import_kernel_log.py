@@ -61,8 +61,10 @@ def test_dmesg_T_with_gpu_uuids_and_a_cut_last_line(tmp_path):
     assert len(read.problems) == 1 and read.problems[0].startswith("line 13: an Xid line that could not be read")
     run, findings = _findings(tmp_path, "akash-support-244_dmesg-T_xid43_31_94_excerpt.txt")
     by_kind = {(f.kind, f.severity) for f in findings}
-    assert ("xid", "error") in by_kind  # Xid 94 on the third GPU
-    assert next(f for f in findings if f.kind == "xid" and f.severity == "error").gpus == [2]
+    # Xid 94 on the third GPU: contained, the GPU keeps working until a reset "when convenient"
+    # (NVIDIA's Xid catalog): a warning, not an error.
+    assert ("xid", "warning") in by_kind and ("xid", "error") not in by_kind
+    assert next(f for f in findings if f.kind == "xid" and f.severity == "warning").gpus == [2]
     incomplete = [f for f in findings if f.kind == "incomplete-data"]
     assert len(incomplete) == 1 and "line 13" in incomplete[0].message
     assert str(run.topology.gpus[2].uuid) == "GPU-c24840ec-8de1-83d5-b126-08000173ae32"
