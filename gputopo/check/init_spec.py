@@ -21,7 +21,7 @@ from gputopo.report.coverage import unreadable
 from gputopo.report.classes import UNKNOWN_CLASS
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary, summarize_dir
-from gputopo.writable import check_writable_file
+from gputopo.writable import check_writable_file, write_text_file
 
 from .spec import ANY, BUSBW_OPS, INTEGRITY_KEYS, SPEC_SCHEMA_VERSION
 
@@ -180,12 +180,12 @@ def write_init_spec(run_dir, out_path, margin: float = DEFAULT_MARGIN, force: bo
                     overwrite: bool = False) -> Path:
     """Write the baseline spec of ``run_dir`` to ``out_path`` (refuses to overwrite unless asked)."""
     out = Path(out_path)
-    if out.exists() and not overwrite:
+    if out.exists() and not out.is_fifo() and not overwrite:  # a pipe loses nothing: written to
         raise UsageError(f"{out}: exists; choose another --spec path or remove it")
     check_writable_file(out, "--spec")
     text = init_spec_text(summarize_dir(run_dir), margin=margin, force=force)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_text_file(out, text, "--spec")
     return out
 
 

@@ -198,6 +198,8 @@ def main(argv=None):
         raise
     finally:
         _stop_helpers()
+        if "gputopo.writable" in sys.modules:  # a FIFO held for --junit/--plot but never written
+            sys.modules["gputopo.writable"].close_held()
         if old_sigterm is not None:  # main() called in-process (tests) leaves no trace
             signal.signal(signal.SIGTERM, old_sigterm)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputopo.writable import check_writable_dir
+from gputopo.writable import check_writable_dir, refuse_odd_outputs
 
 from .outputs.plots import start_plots
 from .cluster_view import rewrite_cluster_markdown
@@ -35,6 +35,7 @@ def render_run(run_dir, *, console=None, plots: bool = True) -> Summary:
     run_dir = Path(run_dir)
     summary = summarize(load_run(run_dir))
     check_writable_dir(run_dir, "report: run folder")  # before any old plot is deleted
+    refuse_odd_outputs(run_dir, OUTPUT_FILES, "report: run folder")  # a FIFO there: a write that waits forever
     for name in OUTPUT_FILES:  # a re-render must not leave a stale plot from an earlier one
         if name.endswith(".png"):
             (run_dir / name).unlink(missing_ok=True)

@@ -30,9 +30,16 @@ def _drifted(run: dict[str, Any], series: str, direction: str, scope: str) -> bo
     return False
 
 
-def draw_history(runs: list[dict[str, Any]], what: str, path, scope: str = "pair") -> Path:
+def draw_history(runs: list[dict[str, Any]], what: str, path, scope: str = "pair",
+                 flag: str = "--plot") -> Path:
     """Draw the figures of ``runs`` (history.query.list_runs with a pair/class filter, oldest
-    first); ``scope`` is "pair" or "class"."""
+    first); ``scope`` is "pair" or "class". The image is made in memory, in the format the
+    name's ending says, and written as every file the user names is (writable.write_file_bytes:
+    a FIFO, /dev/full or a read-only place is one line naming ``flag``, never a hang)."""
+    import io
+
+    from gputopo.writable import write_file_bytes
+
     from .plots import pyplot
 
     plt = pyplot()
@@ -72,7 +79,9 @@ def draw_history(runs: list[dict[str, Any]], what: str, path, scope: str = "pair
         fig.autofmt_xdate()
         fig.tight_layout()
         out = Path(path)
-        fig.savefig(out)
+        image = io.BytesIO()
+        fig.savefig(image, format=out.suffix[1:].lower())
     finally:
         plt.close(fig)
+    write_file_bytes(out, image.getvalue(), flag)
     return out
