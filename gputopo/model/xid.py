@@ -69,21 +69,26 @@ CATALOG_ACTIONS: Dict[str, str] = {
                       "INVESTIGATE_SW)",
     "CHECK_APP/CUDA": "check the application and its CUDA version (`compute-sanitizer` finds bad accesses) "
                       "(NVIDIA's Xid catalog: CHECK_APP/CUDA)",
-    "WORKFLOW_XID_13": "if it comes back with one application, debug it (`compute-sanitizer`); with several, "
-                       "run `dcgmi diag -r 3` (NVIDIA's Xid catalog: WORKFLOW_XID_13)",
-    "WORKFLOW_XID_31": "if it comes back with one application, debug its memory accesses "
-                       "(`compute-sanitizer`); with several, run `dcgmi diag -r 3` (NVIDIA's Xid catalog: "
-                       "WORKFLOW_XID_31)",
-    "WORKFLOW_XID_48": "check `nvidia-smi -q -d ECC,ROW_REMAPPER` (a row remap or page retirement pending or "
-                       "failed), then reset the GPU or reboot the node (NVIDIA's Xid catalog: WORKFLOW_XID_48)",
+    "WORKFLOW_XID_13": "if it repeats on the same GPC and TPC, the GPU may be at fault: run DCGM's diagnostics "
+                       "(`dcgmi diag -r 3`), then NVIDIA's field diagnostic if they pass; alone, or moving "
+                       "around, debug the application (`compute-sanitizer`) (NVIDIA's Xid catalog: "
+                       "WORKFLOW_XID_13)",
+    "WORKFLOW_XID_31": "if MMU faults repeat on this GPU (its bus id) whatever runs, the GPU may be at fault: run "
+                       "DCGM's diagnostics (`dcgmi diag -r 3`), then NVIDIA's field diagnostic if they pass; on "
+                       "different GPUs, or alone, debug the application (`compute-sanitizer`) (NVIDIA's Xid "
+                       "catalog: WORKFLOW_XID_31)",
+    "WORKFLOW_XID_48": "reset the GPU (`nvidia-smi -r -i BUS_ID`; drain it first when Xid 63 or 64 came with it); "
+                       "alone, run NVIDIA's field diagnostic; in framebuffer memory, follow Xid 63/64 "
+                       "(`nvidia-smi -q -d ECC,ROW_REMAPPER`); in SRAM, run the field diagnostic if the SRAM "
+                       "error threshold flag is set (NVIDIA's Xid catalog: WORKFLOW_XID_48)",
     "WORKFLOW_NVLINK_ERR": "reset the GPU or reboot the node to clear the NVLink error; check its links "
                            "(`nvidia-smi nvlink -s`, `-e`) (NVIDIA's Xid catalog: WORKFLOW_NVLINK_ERR)",
     "WORKFLOW_NVLINK5_ERR": "read the Xid line's unit, Fatal/Nonfatal and status: a Fatal one needs the GPU "
                             "reset; check the links (`nvidia-smi nvlink -s`, `-e`) (NVIDIA's Xid catalog: "
                             "WORKFLOW_NVLINK5_ERR)",
-    "WORKFLOW_XID_45": "alone, it is an application that was stopped (Ctrl-C, kill, a GPU reset): nothing to do "
-                       "on a single GPU; on an NVSwitch system NVIDIA asks to restart Fabric Manager; with "
-                       "other Xids, follow theirs (NVIDIA's Xid catalog: WORKFLOW_XID_45)",
+    "WORKFLOW_XID_45": "with other Xids, follow theirs; alone, NVIDIA asks to restart Fabric Manager (NVSwitch "
+                       "systems); most often it is an application stopped by a user or the system (Ctrl-C, kill, "
+                       "a GPU reset), not a fault (NVIDIA's Xid catalog: WORKFLOW_XID_45)",
     "IGNORE (sympathetic)": "follow the remedies of the errors it came with first; if it came alone or they do "
                             "not help, report it to NVIDIA (`nvidia-bug-report.sh`) (NVIDIA's Xid catalog: "
                             "IGNORE (sympathetic))",
