@@ -19,7 +19,7 @@ from .causes import path_facts, run_nccl_settings
 from .culprits import killed
 from .data_findings import data_findings
 from .expected import class_of
-from .expected_basis import expected_notes
+from .expected_basis import expected_notes, no_reference_notes
 from .headline import Headline, headlines
 from .import_findings import import_findings
 from .peer_access import peer_access_notes
@@ -168,4 +168,5 @@ def _analyze(run: Run) -> Analysis:
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "
                      "staged-vs-peer judgement is made from them")
     notes += expected_notes(heads, topo)  # the series that reached their published figure
+    notes += no_reference_notes(heads, topo)  # the series no published figure applies to, and why
     return Analysis(findings=worst_first(findings), headlines=heads, notes=notes)

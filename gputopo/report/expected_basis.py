@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Topology, is_value
 from gputopo.model.finding import gpu_ranges
 
-from .headline import LINK_RATE_FABRICS, Headline
+from .headline import HEADLINE_ORDER, LINK_RATE_FABRICS, Headline
 from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_peer_copy
 from .references import MNNVL, REFERENCE_FRACTION, Reference, closest_reference
 
@@ -157,6 +157,19 @@ def _span(xs: List[float], fmt: str) -> str:
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
+def _where(hs: List[Headline]) -> str:
+    """'GPUs 0-7', 'GPU 3', '28 pairs', '4 GPU sets' or 'the whole job (its GPUs not named)'."""
+    where = sorted({h.pair_key for h in hs})
+    if where == [()]:
+        return "the whole job (its GPUs not named)"
+    if len(where) == 1:
+        gpus = where[0]
+        return f"GPUs {gpu_ranges(gpus)}" if len(gpus) > 1 else f"GPU {gpus[0]}"
+    if all(len(w) == 1 for w in where):
+        return f"GPUs {gpu_ranges([w[0] for w in where])}"
+    return f"{len(where)} {'pairs' if all(len(w) == 2 for w in where) else 'GPU sets'}"
+
+
 def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]:
     """One line per published figure that measured series reached (at least its threshold):
     "as expected" with the figure, the share of it and its source. Series below it are `slow`
@@ -170,14 +183,7 @@ def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]
     notes = []
     for (_, test, known), hjs in groups.items():
         h0, j0 = hjs[0]
-        where = sorted({h.pair_key for h, _ in hjs})
-        if len(where) == 1:
-            gpus = where[0]
-            what = f"GPUs {gpu_ranges(gpus)}" if len(gpus) > 1 else f"GPU {gpus[0]}"
-        elif all(len(w) == 1 for w in where):
-            what = f"GPUs {gpu_ranges([w[0] for w in where])}"
-        else:
-            what = f"{len(where)} {'pairs' if all(len(w) == 2 for w in where) else 'GPU sets'}"
+        what = _where([h for h, _ in hjs])
         classes = sorted({h.link_class for h, _ in hjs if h.link_class})
         cls = f" ({', '.join(classes)})" if classes else ""
         gbps = _span([h.gbps for h, _ in hjs], "{:.3g}")
@@ -189,3 +195,72 @@ def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]
         notes.append(line)
     return notes
 
+
+
+#: How every line of no_reference_notes begins (the terminal picks them out of a summary's notes).
+NO_REFERENCE = "not known: "
+#: Series no published figure could ever stand for (an on-device copy crosses no link).
+NO_LINK_SERIES = ("self.d2d",)
+
+
+def _model_text(names: List[str]) -> str:
+    return " / ".join(sorted(set(names)))
+
+
+def _why_no_reference(h: Headline, topo: Optional[Topology]) -> str:
+    """Why no row of the table applies to ``h``, in words (what would have to be known)."""
+    names = gpu_names(topo, h.gpus)
+    test = reference_test(h.test)
+    link_class = "host" if test.startswith("self.") or is_host_copy(h.test) else h.link_class
+    n = len(h.gpus)
+    if not names:
+        what = "the output names no GPU" if not h.gpus else "the output does not name these GPUs' model"
+        return f"GPU model unknown ({what}), so no published figure of a model can be chosen"
+    if link_class is None:
+        return (f"link class unknown for {_model_text(names)} (no topology names the link between "
+                "these GPUs), so no published figure of a link can be chosen")
+    cls = "host copies" if link_class == "host" else link_class
+    return f"none published for {_model_text(names)} {cls} on {n} GPU{'s' if n != 1 else ''}"
+
+
+def no_reference_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]:
+    """One line per GPU model, link class and reason for the measured series that no published
+    figure applies to (reference_rates.csv has no row for their model, class, test and GPU count,
+    or their model or class is unknown): "is this number expected?" then has no answer from the
+    table, and that is said, with what the series was judged on instead (the link's theoretical
+    rate, or nothing). Verdicts do not change: an unknown is not a problem."""
+    groups: Dict[tuple, List[Tuple[Headline, Optional[Judged]]]] = defaultdict(list)
+    for h in heads:
+        if h.fabric not in LINK_RATE_FABRICS or h.test in NO_LINK_SERIES:
+            continue
+        j = judge_rate(h, topo)
+        if j is not None and j.basis == "reference":
+            continue
+        groups[(_why_no_reference(h, topo), h.link_class or "", len(h.gpus))].append((h, j))
+    notes = []
+    for (why, _, _), hjs in groups.items():
+        tests = list(dict.fromkeys(h.test for h, _ in sorted(hjs, key=lambda hj: _order(hj[0].test))))
+        classes = sorted({h.link_class for h, _ in hjs if h.link_class})
+        cls = f" ({', '.join(classes)})" if classes else ""
+        figures = ""
+        if len(tests) == 1 and len({h.metric for h, _ in hjs}) == 1:
+            figures = f": {_span([h.gbps for h, _ in hjs], '{:.3g}')} GB/s {hjs[0][0].metric}"
+        theoretical = [t for t in tests if any(h.test == t and j is not None and j.basis == "theoretical"
+                                               for h, j in hjs)]
+        unjudged = [t for t in tests if t not in theoretical]
+        one = len(tests) == 1
+        judged = []
+        if theoretical:
+            judged.append("judged against the link's theoretical rate only" + ("" if one else f": {', '.join(theoretical)}"))
+        if unjudged:
+            judged.append("not judged against any rate (the figure is shown, neither called slow nor as expected)"
+                          + ("" if one else f": {', '.join(unjudged)}"))
+        what = tests[0] if one else f"{len(tests)} series"
+        notes.append(f"{NO_REFERENCE}no reference rate for {what} on {_where([h for h, _ in hjs])}"
+                     f"{cls}{figures}: {why}; " + "; ".join(judged))
+    return notes
+
+
+def _order(test: str) -> tuple:
+    """Tests in HEADLINE_ORDER (the purest link measurement first), then the others by name."""
+    return (HEADLINE_ORDER.index(test) if test in HEADLINE_ORDER else len(HEADLINE_ORDER), test)

@@ -9,7 +9,7 @@ from typing import Optional, Set
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
-from gputopo.report.expected_basis import AS_EXPECTED
+from gputopo.report.expected_basis import AS_EXPECTED, NO_REFERENCE
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -146,4 +146,6 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     for note in summary.notes:  # the series that reached their published figure, with its source
         if note.startswith(AS_EXPECTED):
             hanging(console, Text(AS_EXPECTED, style="green"), note.removeprefix(AS_EXPECTED))
+        elif note.startswith(NO_REFERENCE):  # ... and those no published figure applies to, and why
+            hanging(console, Text(NO_REFERENCE, style="dim"), note.removeprefix(NO_REFERENCE))
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))
