@@ -124,16 +124,19 @@ def ibstat(file, out_dir):
 @history_options
 def perftest(files, out_dir, ibstat_file, topo_file):
     """Read linux-rdma/perftest bandwidth output (ib_write_bw, ib_read_bw, ib_send_bw; with or
-    without --use_cuda; `-` reads stdin) into a run folder. BW in MB/sec (before perftest 24.07),
-    MiB/sec (since; both 2^20 bytes/s) or Gb/sec (--report_gbits) is kept as printed and as Gb/s.
-    The largest message size's average is judged against the port's rate from --ibstat or --topo;
-    without either it is stated, not judged. A failed run (memory registration, completion
-    errors, the peer not reached) is a finding saying what it usually means.
+    without --use_cuda; `-` reads stdin), or its --out_json file, into a run folder. BW in MB/sec
+    (before perftest 24.07), MiB/sec (since; both 2^20 bytes/s) or Gb/sec (--report_gbits) is kept
+    as printed and as Gb/s. The largest message size's average is judged against the rate of the
+    port it ran on (perftest's error or the command line's -i; else port 1, said as assumed) from
+    --ibstat or --topo; without either it is stated, not judged. A failed run (memory
+    registration, completion errors, the peer not reached, the port down) is a finding saying what
+    it usually means.
 
     \b
     Examples:
       ib_write_bw -d mlx5_0 -s 1M --report_gbits peer > bw.txt 2>&1
       ibstat > ibstat.txt; gputopo import perftest bw.txt --ibstat ibstat.txt
+      ib_write_bw -d mlx5_0 --out_json --out_json_file=bw.json peer; gputopo import perftest bw.json
     """
     from gputopo.importers.perftest_import import import_perftest
 

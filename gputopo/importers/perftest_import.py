@@ -1,14 +1,18 @@
 """`gputopo import perftest FILE`: an ``ib_write_bw`` / ``ib_read_bw`` / ``ib_send_bw`` output
-(perftest_parse.py) as a run folder, judged by report/perftest_findings.py.
+(perftest_parse.py), or its ``--out_json`` report (perftest_json.py; told apart by content: a file
+whose first non-blank line starts with ``{``), as a run folder, judged by
+report/perftest_findings.py.
 
 perftest measures one NIC port against a peer, not a GPU pair: ``measurements.jsonl`` stays empty
 and what was read goes to ``imported.json`` (``tool: "perftest"``): the header, every result row
 with its unit as printed and as Gb/s, the failures, and the port it ran on with that port's rate
 where it is known. perftest does not print the rate; it comes from ``--ibstat`` (saved
 ``ibstat`` / ``ibv_devinfo`` text of the node) or ``--topo`` (a `gputopo scan --json` of the node
-with its NIC ports), matched by the device perftest names (``Device : mlx5_0``) and port 1
-(perftest's ``-i`` default: the port number is not printed). Without either, the figure is stated
-and not judged.
+with its NIC ports), matched by the device perftest names (``Device : mlx5_0``) and the port it
+used: perftest prints no port, so it is the one its error names (``Port number 2 state is
+Down``) or the command line's ``-i`` where the paste shows the command (none there: perftest's
+default, 1); otherwise port 1 is assumed, and where the device has several ports the finding says
+"port not printed: assumed 1". Without --ibstat / --topo, the figure is stated and not judged.
 """
 
 from __future__ import annotations
@@ -24,17 +28,40 @@ from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
 from .matrix_import import ImportFolder
+from .perftest_json import looks_like_perftest_json, parse_perftest_json
 from .perftest_parse import PerftestOutput, parse_perftest_runs
 
-#: perftest's -i (IB port) default; the output does not print the port it used.
-DEFAULT_IB_PORT = 1
+#: The most of an --out_json report read (perftest writes about 1 KiB).
+MAX_JSON_BYTES = 1 << 20
 
 
 def read_perftest(path: str) -> list[PerftestOutput]:
     """Every perftest run the file holds (one per test: a loop over devices pasted together is
     several); InputFileError when there is none."""
     src = TextSource(path)
-    runs = parse_perftest_runs(open_lines(path, src), src.name)
+    lines = open_lines(path, src)
+    buffered: list[tuple[int, str]] = []
+    first = None
+    for lineno, line in lines:
+        buffered.append((lineno, line))
+        if line.strip():
+            first = line
+            break
+    if first is not None and looks_like_perftest_json(first):
+        parts, size = [ln for _, ln in buffered], 0
+        for _, line in lines:
+            size += len(line)
+            if size > MAX_JSON_BYTES:
+                raise InputFileError(src.name, f"JSON over {MAX_JSON_BYTES >> 20} MiB: not perftest's --out_json "
+                                               "report (about 1 KiB)")
+            parts.append(line)
+        out = parse_perftest_json("\n".join(parts), src.name)
+        if out.latency_test:
+            raise InputFileError(src.name, f"a perftest latency test's --out_json report ({out.title}): only the "
+                                           "bandwidth tests (ib_write_bw, ib_read_bw, ib_send_bw) are imported")
+        src.tell(out)
+        return [out]
+    runs = parse_perftest_runs(_chain(buffered, lines), src.name)
     out = runs[0]
     if len(runs) == 1 and not out.rows and not out.failures and out.title is None:
         raise InputFileError(src.name, "not perftest output: no 'BW Test' title, no '#bytes #iterations BW peak' "
@@ -46,6 +73,11 @@ def read_perftest(path: str) -> list[PerftestOutput]:
                                        "(ib_write_bw, ib_read_bw, ib_send_bw) are imported")
     src.tell(runs[-1])  # bytes left unread are the end of the file: the last run's
     return runs
+
+
+def _chain(first, rest):
+    yield from first
+    yield from rest
 
 
 def ports_of_topology(topo: Topology | None) -> list[NicPort]:
@@ -64,14 +96,22 @@ def port_facts(out: PerftestOutput, ports: list[NicPort], where: str | None) -> 
     if not device:
         return {"rate_gbps": None, "why": f"port rate unknown: the output names no device ('Device : mlx5_0' "
                                           f"is in perftest's header), so no port of {where} can be matched"}
+    number, port_from, assumed = out.port_used()
     same = [p for p in ports if p.device == device]
     if not same:
         known = ", ".join(sorted({p.device for p in ports})[:12]) or "none"
         return {"device": device, "rate_gbps": None,
                 "why": f"port rate unknown: {where} has no port of {device} (its devices: {known})"}
-    port = next((p for p in same if p.port == DEFAULT_IB_PORT), same[0])
+    port = next((p for p in same if p.port == number), None)
+    if port is None:
+        have = ", ".join(str(p.port) for p in same)
+        return {"device": device, "port": number, "port_from": port_from, "port_assumed": assumed,
+                "rate_gbps": None, "why": f"port rate unknown: {where} has no port {number} of {device} "
+                                          f"(its ports: {have}; perftest's port: {port_from})"}
+    if assumed and len(same) == 1:  # an assumed port 1 is certain when the device has no other
+        assumed, port_from = False, f"port not printed; {device} has one port ({port.port}) in {where}"
     facts: dict[str, Any] = {"device": device, "port": port.port, "name": port.name, "source": where,
-                             "port_assumed": len(same) > 1,
+                             "port_from": port_from, "port_assumed": assumed,
                              **{k: (getattr(port, k) if is_value(getattr(port, k)) else None)
                                 for k in ("state", "phys_state", "link_layer", "ca_type")}}
     rate = port.rate_gbps

@@ -17,12 +17,26 @@ not measure it (``-D`` duration runs, ``--run_infinitely``), so only the average
 
 Failures (stderr lines: ``Couldn't allocate MR``, ``Failed to create MR``, ``Completion with error
 at client`` and its ``Failed status`` line, ``Couldn't read remote address``, ``Couldn't connect
-to``...) are kept per line; the report says what each usually means (report/perftest_findings.py).
+to``, `` Port number 1 state is Down``...) are kept per line; the report says what each usually
+means (report/perftest_findings.py).
+
+The port: perftest's header (ctx_print_test_info) prints the device but never the port it used
+(``-i`` / ``--ib-port``, default 1: DEF_IB_PORT), and neither does its ``--out_json`` report. It is
+taken from what the output does show: perftest's own error about the port (`` Port number 2 state
+is Down``, `` Unable to query port 2 attributes``), else the command line where the paste shows
+it at a prompt (``-i 2``, ``-i2``, ``--ib-port=2``; no ``-i`` there is perftest's default, 1).
+Without either the port is not known and PerftestOutput.port_used says it is assumed to be 1.
+The device comes from the header (``Device : mlx5_0``), else from the command line's ``-d``.
+
+With ``--bidirectional --report-both`` perftest prints the combined table, then `` Local
+results:`` and `` Remote results:`` tables of one direction each: their rows are kept with
+``part`` "local" / "remote" and are not the run's figure.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,9 +74,17 @@ _TOOL = re.compile(r"\b(ib_(?:write|read|send|atomic)_bw)\b")
 _MR_ERRNO = re.compile(r"Couldn't allocate MR(?: with error=(\d+))?", re.IGNORECASE)
 _STATUS = re.compile(r"Failed status(?:-(?P<text>.*?)\s*\((?P<n1>\d+)\)|\s+(?P<n2>\d+))\s*:", re.IGNORECASE)
 _COMPLETION = re.compile(r"Completion with error at (client|server)", re.IGNORECASE)
+#: perftest's own lines naming the port (set_link_layer in perftest_parameters.c, stderr)
+_PORT_STATE = re.compile(r"Port number (\d+) state is (\S+(?: \S+)?)")
+_PORT_QUERY = re.compile(r"Unable to query port (\d+) attributes|Link layer on port (\d+) is Unknown")
+_PART = re.compile(r"^(Local|Remote) results:\s*$")
+#: perftest's -i default (DEF_IB_PORT in perftest_parameters.h)
+DEFAULT_IB_PORT = 1
 
 #: (pattern, failure kind); the first that matches a line names its failure.
 _FAILURES: tuple[tuple[re.Pattern, str], ...] = (
+    (_PORT_STATE, "port-not-active"),
+    (_PORT_QUERY, "device"),
     (_MR_ERRNO, "memory-registration"),
     (re.compile(r"failed to create mr", re.IGNORECASE), "memory-registration"),
     (re.compile(r"OFED stack does not support DMA-BUF|DMA-BUF is not supported", re.IGNORECASE),
@@ -74,7 +96,7 @@ _FAILURES: tuple[tuple[re.Pattern, str], ...] = (
                 r"Couldn't exchange", re.IGNORECASE), "peer-unreachable"),
     (re.compile(r"No IB devices found|IB device \S+ not found|Couldn't get context for the device|"
                 r"Unable to find the Infiniband/RoCE device", re.IGNORECASE), "device"),
-    (re.compile(r"Couldn't create IB resources|Failed to create QP|Couldn't create QP|Failed to modify QP|"
+    (re.compile(r"Couldn't set the link layer|Couldn't create IB resources|Failed to create QP|Couldn't create QP|Failed to modify QP|"
                 r"Couldn't create CQ|Couldn't allocate PD|Failed to init", re.IGNORECASE), "setup"),
 )
 
@@ -98,13 +120,15 @@ class PerftestRow:
     msg_rate_mpps: float
     unit: str
     sl: int | None = None
+    #: "local" / "remote" for the one-direction tables of --report-both; None for the run's own
+    part: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         avg = to_gbps(self.bw_average, self.unit)
         peak = to_gbps(self.bw_peak, self.unit)
         return {"line": self.line, "size_bytes": self.size_bytes, "iterations": self.iterations,
                 "bw_peak": self.bw_peak, "bw_average": self.bw_average, "unit": self.unit,
-                "msg_rate_mpps": self.msg_rate_mpps, "sl": self.sl,
+                "msg_rate_mpps": self.msg_rate_mpps, "sl": self.sl, "part": self.part,
                 "bw_average_gbps": round(avg, 4) if avg is not None else None,
                 "bw_peak_gbps": round(peak, 4) if peak is not None else None}
 
@@ -122,6 +146,8 @@ class PerftestFailure:
     wc_status: int | None = None
     wc_status_text: str | None = None
     side: str | None = None  # "client" | "server" for a completion error
+    port: int | None = None  # the port of " Port number N state is Down"
+    port_state: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items()}
@@ -152,10 +178,35 @@ class PerftestOutput:
     hostname: str | None = None
     run_number: int | None = None  # k of runs_in_file, where a file holds several runs
     runs_in_file: int | None = None
+    #: "text" (what perftest printed) or "out_json" (its --out_json report, perftest_json.py)
+    source_format: str = "text"
+    #: how the unit of an --out_json figure was told (the file holds none)
+    unit_derived: str | None = None
+    #: --out_json's bw_avg / msgRate_avg written alone (--output=bandwidth): {key, value}
+    json_only_figure: dict[str, Any] | None = None
+    #: the port perftest names (its error about the port, else -i on the command line), and where
+    ib_port: int | None = None
+    ib_port_from: str | None = None
+    #: the line of the command line at a prompt (its -i / -d are read), where the paste has one
+    command_line: int | None = None
+    command_device: str | None = None
+    dual_port_cmd: bool = False
 
     @property
     def device(self) -> str | None:
-        return self.header.get("device")
+        return self.header.get("device") or self.command_device
+
+    def port_used(self) -> tuple[int, str, bool]:
+        """(port, where that comes from, whether it is assumed): perftest's error or -i where the
+        output shows one; the -i default (1) where the command line shows none; else 1, assumed."""
+        if self.ib_port is not None:
+            return self.ib_port, self.ib_port_from or "printed", False
+        if self.command_line is not None:
+            return (DEFAULT_IB_PORT, f"perftest's -i default: the command line (line {self.command_line}) "
+                                     "gives no -i", False)
+        return DEFAULT_IB_PORT, (f"port not printed: assumed {DEFAULT_IB_PORT} (perftest's -i default; "
+                                 "perftest prints no port" + (" in --out_json" if self.source_format == "out_json"
+                                                               else "") + ")"), True
 
     @property
     def test_name(self) -> str:
@@ -173,6 +224,9 @@ class PerftestOutput:
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
                 "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "source_format": self.source_format, "unit_derived": self.unit_derived,
+                "json_only_figure": self.json_only_figure, "command_device": self.command_device,
+                **dict(zip(("ib_port", "ib_port_from", "ib_port_assumed"), self.port_used())),
                 "gpu_pci": self.cuda_devices.get(self.gpu_index) if self.gpu_index is not None else None,
                 "rows": [r.to_json() for r in self.rows],
                 "perftest_failures": [f.to_json() for f in self.failures],
@@ -195,6 +249,7 @@ class _Parser:
         self.in_rows = False
         self.row_unit: str | None = None
         self.qos = False
+        self.part: str | None = None  # "local" / "remote" after --report-both's headings
 
     def _next_run(self, lineno: int) -> None:
         """A second test in the same file (a loop over devices, server and client pasted
@@ -206,6 +261,7 @@ class _Parser:
         self.out.notes.append(f"line {lineno}: another perftest run starts here (run {len(self.runs) + 1} of the file)")
         self.runs.append(self.out)
         self.in_rows = False
+        self.part = None
 
     def feed(self, lineno: int, raw: str) -> None:
         s = raw.strip()
@@ -216,6 +272,10 @@ class _Parser:
             if self._row(lineno, s):
                 return
             self.in_rows = False
+        mp = _PART.match(s)
+        if mp:
+            self.part = mp.group(1).lower()
+            return
         if _DASHES.match(s) or s.startswith("*"):
             if "Waiting for client" in s:
                 if out.rows or out.failures:
@@ -269,7 +329,8 @@ class _Parser:
             m = _ROW_QOS.match(s)
             if m:
                 self.out.rows.append(PerftestRow(lineno, int(m.group(1)), int(m.group(3)), float(m.group(4)),
-                                                 float(m.group(5)), float(m.group(6)), unit, sl=int(m.group(2))))
+                                                 float(m.group(5)), float(m.group(6)), unit, sl=int(m.group(2)),
+                                                 part=self.part))
                 return True
         else:
             m = _ROW.match(s)
@@ -280,7 +341,7 @@ class _Parser:
                                              f"figure ({s[:80]!r}): left out")
                     return True
                 self.out.rows.append(PerftestRow(lineno, int(m.group(1)), int(m.group(2)), vals[0], vals[1], vals[2],
-                                                 unit))
+                                                 unit, part=self.part))
                 return True
         if re.match(r"^\d+(\s+[\d.]+)*\s*$", s):
             self.out.problems.append(f"line {lineno}: result row cut short ({s[:80]!r}): its figures are "
@@ -305,6 +366,9 @@ class _Parser:
             if kind == "setup" and last is not None:  # "Couldn't create IB resources" after its cause
                 last.lines.append(s)
                 return True
+            if last is not None and last.kind == "port-not-active" and kind == "device":
+                last.lines.append(s)  # " Couldn't get context for the device": check_link's caller, after it
+                return True
             if last is not None and last.kind == kind and lineno - last.line <= 4 + len(last.lines):
                 last.lines.append(s)
             else:
@@ -312,6 +376,12 @@ class _Parser:
                 out.failures.append(last)
             if rx is _MR_ERRNO and m.group(1):
                 last.errno = int(m.group(1))
+            if rx is _PORT_STATE or rx is _PORT_QUERY:
+                port = int(next(g for g in m.groups() if g and g.isdigit()))
+                if rx is _PORT_STATE:
+                    last.port, last.port_state = port, m.group(2)
+                if out.ib_port is None or not (out.ib_port_from or "").startswith("perftest's error"):
+                    out.ib_port, out.ib_port_from = port, f"perftest's error {s.strip()[:60]!r} (line {lineno})"
             if kind == "completion-error":
                 last.side = m.group(1).lower()
                 st = _STATUS.search(s)  # printed on one line when pasted so
@@ -324,6 +394,50 @@ class _Parser:
             return True
         return False
 
+    def _command(self, lineno: int, args: str) -> None:
+        """The -i (port) and -d (device) of a command line shown at a prompt (getopt's forms:
+        ``-i 2``, ``-i2``, ``--ib-port=2``, ``--ib-port 2``); -O runs on ports 1 and 2."""
+        out = self.out
+        try:
+            toks = shlex.split(args, comments=False)
+        except ValueError:  # an unbalanced quote in a paste
+            toks = args.split()
+        port: str | None = None
+        flag = ""
+        k = 0
+        while k < len(toks):
+            t = toks[k]
+            if t in ("|", "|&", ">", ">>", "&&", "||", ";", "2>&1", "&") or t.startswith((">", "2>")):
+                break
+            nxt = toks[k + 1] if k + 1 < len(toks) else None
+            if t in ("-i", "--ib-port") and nxt is not None:
+                port, flag, k = nxt, f"{t} {nxt}", k + 2
+                continue
+            if t.startswith("--ib-port="):
+                port, flag = t.split("=", 1)[1], t
+            elif re.fullmatch(r"-i\d+", t):
+                port, flag = t[2:], t
+            elif t in ("-d", "--ib-dev") and nxt is not None:
+                out.command_device, k = nxt, k + 2
+                continue
+            elif t.startswith("--ib-dev="):
+                out.command_device = t.split("=", 1)[1]
+            elif re.fullmatch(r"-d[A-Za-z]\S*", t):
+                out.command_device = t[2:]
+            elif t in ("-O", "--dualport"):
+                out.dual_port_cmd = True
+            k += 1
+        out.command_line = lineno
+        if port is None:
+            return
+        if port.isdigit() and 1 <= int(port) <= 255:
+            if out.ib_port is None:
+                out.ib_port, out.ib_port_from = int(port), f"the command line ({flag}, line {lineno})"
+        else:
+            out.problems.append(f"line {lineno}: the command line's {flag!r} is not a port number perftest "
+                                "takes: the port is not known")
+            out.command_line = None
+
     def _other(self, lineno: int, s: str) -> None:
         out = self.out
         m = _TOOL.search(s)
@@ -332,6 +446,7 @@ class _Parser:
                 self._next_run(lineno)  # the prompt of the next test
                 out = self.out
             out.tool = out.tool or m.group(1)
+            self._command(lineno, s[m.end():])
             if "--use_cuda" in s:
                 out.use_cuda = True
             if "--use_cuda_dmabuf" in s:

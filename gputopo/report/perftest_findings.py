@@ -16,6 +16,18 @@ import perftest`: importers/perftest_import.py).
   measure the message rate, not the link), ``rdma-bandwidth`` (info) states the figure and says
   "not judged" and why.
 
+The port is the one perftest's output shows (its error about the port, the command line's ``-i``,
+perftest's default 1 where the command line has none); where the output shows none and the device
+has several ports, port 1 is assumed and the finding says "port not printed: assumed 1".
+
+An ``--out_json`` report (imported.json ``source_format: "out_json"``) is judged the same way,
+with two facts of that file: its unit is derived from its own figures (perftest_json.py), and a
+bidirectional run's figure is the sum of both directions, or, with ``--report-both``, the remote
+side's one direction (perftest rewrites the file at each report; the file does not say which).
+Such a figure is judged only where both readings agree: at or above 80 % of twice the rate
+(fine either way), or below 80 % of the rate itself (slow either way); between, it is stated,
+not judged.
+
 Why 0.8: a healthy RC write/read/send at 64 KiB and up reaches 90-98 % of the port's data rate
 (the headers of a 4096 B MTU packet cost ~1.5 %; posted EDR runs read 11,129 MiB/s = 93.4 Gb/s on
 100 Gb/s); below 80 % something is in the way (PCIe of the NIC or GPU, a far GPU with --use_cuda,
@@ -120,6 +132,15 @@ def failure_finding(doc: dict, f: dict) -> Finding:
                                 "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda")}
     if kind == "memory-registration":
         what, cause, remedies = _mr_failure(doc, f)
+    elif kind == "port-not-active":
+        what = f"found its port {f.get('port')} {f.get('port_state') or 'not active'} and did not run"
+        evidence["port"] = f.get("port")
+        cause = ("perftest runs only on an Active port (set_link_layer): the port was Down (no link: cable, "
+                 "peer or switch port), still Init/Armed (no subnet manager has brought it up), or the "
+                 "wrong port was named with -i")
+        remedies = ["check the port with `ibstat` (`gputopo import ibstat`): state and physical state",
+                    "on InfiniBand, check that a subnet manager runs (`sminfo`)",
+                    "name the port that is Active with -i"]
     elif kind == "completion-error":
         st = f.get("wc_status")
         name, meaning = (WC_STATUS.get(st) if isinstance(st, int) else None) or (
@@ -137,6 +158,10 @@ def failure_finding(doc: dict, f: dict) -> Finding:
                  "or port, a firewall on perftest's TCP port (18515 by default), or with rdma_cm a route missing")
         remedies = ["start the server side first and give the client its address",
                     "check the address, `-p` port and the firewall between the nodes"]
+    elif kind == "device" and "port" in str(f.get("message", "")).lower():
+        what = "could not use the port it was given (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
+        cause = "the device has no such port (-i), or its link layer could not be read"
+        remedies = ["list the device's ports with `ibstat` and name one with -i"]
     elif kind == "device":
         what = "found no usable RDMA device (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
         cause = "the device named with -d does not exist on this node, or the RDMA drivers are not loaded"
@@ -151,8 +176,11 @@ def failure_finding(doc: dict, f: dict) -> Finding:
 
 
 def judged_row(doc: dict) -> dict | None:
-    """The row a run is judged by: the largest message size printed (its last such row)."""
+    """The row a run is judged by: the largest message size printed (its last such row), of the
+    run's own table (not --report-both's "Local results" / "Remote results", one direction each)."""
     rows = [r for r in doc.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("bw_average_gbps"), float)]
+    if any(not r.get("part") for r in rows):
+        rows = [r for r in rows if not r.get("part")]
     if not rows:
         return None
     top = max(r["size_bytes"] for r in rows)
@@ -168,10 +196,29 @@ def _link_mismatch(doc: dict, port: dict) -> bool:
     return ("ethernet" in printed) != (layer == "ethernet")
 
 
+def _json_only_finding(doc: dict) -> Finding | None:
+    """--out_json's bw_avg / msgRate_avg written alone (--output=bandwidth / message_rate)."""
+    fig = doc.get("json_only_figure")
+    if not isinstance(fig, dict):
+        return None
+    unit = fig.get("unit") or "MiB/sec, or Gb/sec with --report_gbits: the file does not say which"
+    return Finding("rdma-bandwidth", "info",
+                   f"{_where(doc)} wrote {fig.get('key')} {fig.get('value')} ({unit}), not judged: perftest's "
+                   f"--out_json with --output writes that figure alone, without message size or unit "
+                   f"({doc.get('file', '?')})",
+                   evidence={"tool": "perftest", "file": doc.get("path") or doc.get("file"), "judged": False,
+                             "device": doc.get("device"), **{k: fig.get(k) for k in ("key", "value")}})
+
+
+def _port_note(port: dict) -> str:
+    """"; port not printed: assumed 1 (...)" where the port was assumed, else ""."""
+    return f"; {port.get('port_from')}" if port.get("port_assumed") and port.get("port_from") else ""
+
+
 def bandwidth_finding(doc: dict) -> Finding | None:
     row = judged_row(doc)
     if row is None:
-        return None
+        return _json_only_finding(doc)
     port = doc.get("port") or {}
     rate = port.get("rate_gbps")
     got = float(row["bw_average_gbps"])
@@ -180,11 +227,15 @@ def bandwidth_finding(doc: dict) -> Finding | None:
     head = (f"{_where(doc)} averaged {_printed(row)} = {_gbps(got)} at {size} B messages"
             + (" (both directions together)" if bi else ""))
     at = _file_line(doc, row.get("line"))
+    json_bi = bi and doc.get("source_format") == "out_json"
     evidence: dict[str, Any] = {"tool": "perftest", "file": doc.get("path") or doc.get("file"), "test": doc.get("test"),
                                 "device": doc.get("device"), "size_bytes": size, "bw_average": row["bw_average"],
                                 "bw_peak": row["bw_peak"], "unit": row["unit"], "unit_meaning": doc.get("unit_meaning"),
                                 "bw_average_gbps": round(got, 3), "line": row.get("line"),
-                                "bidirectional": bi, "use_cuda": doc.get("use_cuda"), "port": port}
+                                "bidirectional": bi, "use_cuda": doc.get("use_cuda"), "port": port,
+                                "source_format": doc.get("source_format") or "text"}
+    if doc.get("unit_derived"):
+        evidence["unit_derived"] = doc["unit_derived"]
     why_not = None
     if rate is None:
         why_not = port.get("why") or "port rate unknown"
@@ -198,17 +249,27 @@ def bandwidth_finding(doc: dict) -> Finding | None:
                    f"{port.get('link_layer')} in {port.get('source')}: the text is not of this port")
     elif port.get("state") not in (None, "Active"):
         why_not = f"the port {port.get('name')} was {port.get('state')} in {port.get('source')}, not the port this ran on then"
+    if not why_not and json_bi and RDMA_SLOW_RATIO * float(rate or 0) <= got < RDMA_SLOW_RATIO * 2 * float(rate or 0):
+        why_not = (f"{got / (2 * float(rate or 1)):.0%} of 2 x {port.get('name')}'s rate if it is the sum of both "
+                   f"directions, {got / float(rate or 1):.0%} of it if it is the remote side's one direction "
+                   "(perftest's --out_json of a bidirectional run with --report-both ends with that, and the file "
+                   "does not say which)")
     if why_not:
         evidence["judged"] = False
-        return Finding("rdma-bandwidth", "info", f"{head}, not judged: {why_not.replace(': ', ', ')} ({at})",
+        return Finding("rdma-bandwidth", "info",
+                       f"{head}, not judged: {why_not.replace(': ', ', ')} ({at}){_port_note(port)}",
                        evidence=evidence)
-    expected = float(rate or 0.0) * (2 if bi else 1)
+    # an --out_json bidirectional figure below 80 % of one direction's rate is slow either way
+    one_way = json_bi and got < RDMA_SLOW_RATIO * float(rate or 0)
+    expected = float(rate or 0.0) * (2 if bi and not one_way else 1)
     ratio = got / expected if expected > 0 else 0.0
     evidence.update({"judged": True, "expected_gbps": expected, "ratio": round(ratio, 3),
                      "threshold_ratio": RDMA_SLOW_RATIO,
                      "basis": f"{port.get('name')} rate {rate:g} Gb/s from {port.get('source')}" + (
-                         " x 2 (bidirectional)" if bi else "")})
-    of = f"{ratio:.0%} of {port.get('name')}'s {expected:g} Gb/s" + (" (2 x its rate: bidirectional)" if bi else "")
+                         " x 2 (bidirectional)" if bi and not one_way else "")})
+    of = f"{ratio:.0%} of {port.get('name')}'s {expected:g} Gb/s" + (
+        " (its rate for one direction: below it, the figure is slow whether it is the sum of both or "
+        "--report-both's one direction)" if one_way else " (2 x its rate: bidirectional)" if bi else "")
     path = doc.get("gpu_path") or {}
     if path:
         evidence["gpu_path"] = path
@@ -216,7 +277,8 @@ def bandwidth_finding(doc: dict) -> Finding | None:
     if ratio < RDMA_SLOW_RATIO:
         cuda = doc.get("use_cuda")
         return Finding(
-            "rdma-slow", "warning", f"{head} = {of}, below {RDMA_SLOW_RATIO:.0%}: {at}", evidence=evidence,
+            "rdma-slow", "warning", f"{head} = {of}, below {RDMA_SLOW_RATIO:.0%}: {at}{_port_note(port)}",
+            evidence=evidence,
             cause=("the transfer did not fill the port: " + (
                 f"the GPU it used (GPU {path.get('gpu')} at {path.get('pci')}) reaches {doc.get('device')} over "
                 f"{path.get('link_class')}, through the CPU, which often limits GPUDirect RDMA (NCCL's default "
@@ -229,7 +291,7 @@ def bandwidth_finding(doc: dict) -> Finding | None:
                       "compare with the same test from host memory (without --use_cuda)" if cuda else
                       "check the NIC's PCIe link (`gputopo scan`, `lspci -vv`: LnkSta against LnkCap)",
                       "check the port's counters and the peer's port rate (`ibstat` on both nodes)"])
-    return Finding("rdma-bandwidth", "info", f"{head} = {of}: {at}", evidence=evidence)
+    return Finding("rdma-bandwidth", "info", f"{head} = {of}: {at}{_port_note(port)}", evidence=evidence)
 
 
 def perftest_findings(doc: dict) -> list[Finding]:
