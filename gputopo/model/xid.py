@@ -30,7 +30,9 @@ kernel logs.
 The Blackwell NVLink Xids 144-150 are judged per line (report/health_checks.py): the catalog's
 "XID 144-150 Decode" gives RESET_GPU for its Fatal and Link Fatal rows and IGNORE (or "follow Xid
 154") for the Non-fatal ones, and the driver writes Fatal or Nonfatal in the line
-(``nvlink5_fatality``); a line that says neither keeps ``severity`` here (warning).
+(``nvlink5_fatality``): Fatal is an error, Nonfatal info, except a Nonfatal line the decode may
+promote to Fatal (NVLINK5_PROMOTABLE) or whose unit and errorStatus the line does not show
+(``nvlink5_unit_status``), a warning; a line that says neither keeps ``severity`` here (warning).
 
 NVIDIA's catalog never says "replace the GPU" for one Xid: CONTACT_SUPPORT is where a
 replacement is decided, by NVIDIA or the system's vendor.
@@ -112,6 +114,23 @@ OLDER = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 #: The Blackwell NVLink Xids whose line says Fatal or Nonfatal (CATALOG, "XID 144-150 Decode").
 NVLINK5_XIDS = frozenset(range(144, 151))
 _FATALITY_RE = re.compile(r"\b(Non-?fatal|Fatal)\b", re.IGNORECASE)
+
+
+#: The Non-fatal rows of the decode that "could be non-fatal or fatal" (marked ``Non-fatal*``,
+#: promoted to RESET_GPU by bits of the line's intrInfo): (unit, errorStatus). Every other
+#: Non-fatal row's immediate action is IGNORE or XID_154_EVAL ("If an XID 154 is seen along with
+#: this error, take that action. If no XID 154 present, RESTART_APP").
+NVLINK5_PROMOTABLE = frozenset({("RLW_RXPIPE", 0x1), ("RLW_RXPIPE", 0x2), ("RLW_RXPIPE", 0x4)})
+_NVLINK5_LINE_RE = re.compile(r"^\s*(?P<unit>[A-Z][A-Z0-9_/]*)\s+(?:Non-?fatal|Fatal)\b[^(]*"
+                              r"\(\s*0x[0-9a-fA-F]+\s+(?P<status>0x[0-9a-fA-F]+)", re.IGNORECASE)
+
+
+def nvlink5_unit_status(text: str) -> Optional[Tuple[str, int]]:
+    """The unit and errorStatus (the second register in the parentheses) of an Xid 144-150 line
+    ("RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 ...)" -> ("RLW_RXPIPE", 8));
+    None when the line does not show both."""
+    m = _NVLINK5_LINE_RE.search(text)
+    return (m.group("unit").upper(), int(m.group("status"), 16)) if m else None
 
 
 def nvlink5_fatality(text: str) -> Optional[str]:

@@ -16,12 +16,15 @@ from typing import Any, Dict, List
 from gputopo.model import Finding, NotAvailable, Topology, is_value
 from gputopo.model.bus_id import try_parse
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, xid_list
-from gputopo.model.xid import (CATALOG_ACTIONS, NVLINK5_XIDS, RECOVERY_ACTIONS, nvlink5_fatality, recovery_action,
-                               xid_info)
+from gputopo.model.xid import (CATALOG_ACTIONS, NVLINK5_PROMOTABLE, NVLINK5_XIDS, RECOVERY_ACTIONS, nvlink5_fatality,
+                               nvlink5_unit_status, recovery_action, xid_info)
 from gputopo.report.causes import REMEDY_GPU_HEALTH
 
 REMEDY_RESET = "drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot, so the pending repair takes effect"
 REMEDY_RMA = "take the GPU out of service and run NVIDIA's field diagnostic; replace it (RMA) if it fails"
+#: A Nonfatal Xid 144-150 line NVIDIA's decode asks nothing of the GPU for (IGNORE, or XID_154_EVAL).
+REMEDY_NVLINK5_NONFATAL = ("nothing is needed on the GPU now: NVIDIA's decode of this Nonfatal line asks for no action, "
+                           "or for what an Xid 154 that follows names (NVIDIA's Xid catalog, XID 144-150 Decode)")
 REMEDY_COOLING = "check airflow, fans and the power supply; `nvidia-smi -q -d PERFORMANCE` names the slowdown"
 #: Clock event reasons that mean the hardware is protecting itself (not idle or a user setting).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -157,6 +160,8 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
         fatality, said = _nvlink5_fatality(code, events)
         if fatality == "Fatal":  # the catalog's decode: every Fatal / Link Fatal row asks RESET_GPU
             judged = judged._replace(severity="error", actions=("RESET_GPU",) + judged.actions)
+        elif fatality == "Nonfatal" and _nvlink5_settled(events):
+            judged = judged._replace(severity="info", advice=(REMEDY_NVLINK5_NONFATAL,))
         times = f" ({len(events)} times)" if len(events) > 1 else ""
         because = "".join(f"; caused by previous Xid {c}: {xid_info(c).meaning}" for c in causes)
         # The immediate bucket, what NVIDIA's text for the code adds (94: reset when convenient),
@@ -174,6 +179,13 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
                                       **({"catalog_actions": list(judged.actions)} if judged.actions else {})},
             cause=judged.meaning if judged.hardware else None, remedies=remedies))
     return out
+
+
+def _nvlink5_settled(events: list) -> bool:
+    """Every Nonfatal line shows its unit and errorStatus, and none is one the catalog's decode
+    may promote to Fatal (NVLINK5_PROMOTABLE): NVIDIA asks nothing of the GPU for it."""
+    shown = [nvlink5_unit_status(e.text) for e in events]
+    return all(s is not None and s not in NVLINK5_PROMOTABLE for s in shown)
 
 
 def _nvlink5_fatality(code: int, events: list):

@@ -1,7 +1,8 @@
 """Xid findings say what NVIDIA's Xid catalog says the GPU needs
 (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): the Blackwell NVLink Xids
 144-150 by the Fatal / Nonfatal their line says (the catalog's "XID 144-150 Decode": Fatal and
-Link Fatal rows RESET_GPU), a contained memory error (94) a warning with "reset the GPU when
+Link Fatal rows RESET_GPU; Non-fatal rows IGNORE or "follow Xid 154", except three the decode may
+promote to Fatal), a contained memory error (94) a warning with "reset the GPU when
 convenient", a remap recorded (63) and a high corrected-error rate (92) info.
 
 The gpud fixture is posted (tests/fixtures/README.md gives its source); logs written inline here
@@ -38,9 +39,9 @@ def test_posted_fatal_netir_xid149_needs_a_reset_and_nonfatal_145_does_not(tmp_p
         assert (f149.evidence["xid"], f149.severity, f149.evidence["driver_severity"]) == (149, "error", "Fatal")
         assert "the driver's line says Fatal" in f149.message
         assert _buckets(f149.remedies) == ["RESET_GPU", "WORKFLOW_NVLINK5_ERR"]
-    f145 = found["0018:01:00.0"]
-    assert (f145.evidence["xid"], f145.severity, f145.evidence["driver_severity"]) == (145, "warning", "Nonfatal")
-    assert "RESET_GPU" not in _buckets(f145.remedies)
+    f145 = found["0018:01:00.0"]  # NVIDIA's decode, RLW_RXPIPE 0x00000008: IGNORE, "Local: none; Remote: none"
+    assert (f145.evidence["xid"], f145.severity, f145.evidence["driver_severity"]) == (145, "info", "Nonfatal")
+    assert "RESET_GPU" not in _buckets(f145.remedies) and "nothing is needed on the GPU now" in f145.remedies[1]
     f94 = found["0000:9b:00.0"]
     assert (f94.evidence["xid"], f94.severity) == (94, "warning")
     assert _buckets(f94.remedies) == ["RESTART_APP", "IGNORE"]  # "IGNORE (sympathetic)", after the advice
@@ -54,6 +55,18 @@ def test_a_fatal_line_among_nonfatal_ones_makes_the_gpu_an_error(tmp_path):
                    "[ 2.0] NVRM: Xid (PCI:0000:dc:00): 145, RLW_SRC_TRACK Fatal XC0 i0 Link 13 (0x000000e2 0x00000001)\n")
     (f,) = _findings(tmp_path, log)
     assert f.severity == "error" and f.evidence["driver_severity"] == "Fatal" and "(2 times)" in f.message
+
+
+def test_a_nonfatal_line_the_decode_may_promote_is_a_warning(tmp_path):
+    """Written: RLW_RXPIPE errorStatus 0x1 is "Non-fatal*" in NVIDIA's decode (its intrInfo may
+    promote it to RESET_GPU, which gputopo does not decode), and a Nonfatal line without its
+    registers cannot be looked up: both stay warnings, never info."""
+    log = tmp_path / "k.log"
+    log.write_text("[ 1.0] NVRM: Xid (PCI:0000:dc:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000001)\n"
+                   "[ 2.0] NVRM: Xid (PCI:0000:ed:00): 146, TLW_CTRL Nonfatal XC0 i0 Link 2\n")
+    found = {f.evidence["xid"]: f for f in _findings(tmp_path, log)}
+    assert (found[145].severity, found[146].severity) == ("warning", "warning")
+    assert found[145].evidence["driver_severity"] == "Nonfatal"
 
 
 def test_an_nvlink5_line_saying_neither_stays_a_warning(tmp_path):
