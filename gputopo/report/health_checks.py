@@ -310,7 +310,9 @@ def health_flags(h: GpuHealth) -> List[str]:
         flags.append("remap pending")
     if h.retired_pages_pending is True:
         flags.append("retire pending")
-    codes = sorted({e.xid for e in xid_list(h) if xid_info(e.xid).hardware})
+    # Xids that are a problem: not those NVIDIA asks nothing of the GPU for (63, 92: info); the
+    # Xid column lists every code.
+    codes = sorted({e.xid for e in xid_list(h) if xid_info(e.xid).hardware and xid_info(e.xid).severity != "info"})
     if codes:
         flags.append("Xid " + ",".join(map(str, codes)))
     if _slowdowns(h):
