@@ -12,8 +12,9 @@ Sources, each row citing its own:
   applications can continue running ... and new workloads can be launched") and the dynamic page
   retirement guide, https://docs.nvidia.com/deploy/dynamic-page-retirement/ (Xid 48/63/64 before Ampere).
 - OLDER: NVIDIA's "Xid Errors" page for Volta and older GPUs, https://docs.nvidia.com/deploy/xid-errors/index.html
-  (r555: Xid 61 "PMU Breakpoint. Report a GPU Issue and Reset GPU(s) reporting the XID"); the
-  catalog lists 61 as unused on Ampere and later.
+  (r555: Xid 61 "PMU Breakpoint. Report a GPU Issue and Reset GPU(s) reporting the XID", read as
+  quoted in leptonai/gpud's Xid table, which cites that page); the catalog lists 61 as unused on
+  Ampere and later.
 
 ``hardware`` Xids point at the GPU, its memory or a link (they become findings at ``severity``);
 ``application`` ones are most often a program's fault (illegal address, killed channel) and are
@@ -52,7 +53,7 @@ class XidInfo(NamedTuple):
     #: NVIDIA's Xid catalog's resolution buckets: (immediate, investigatory); () when not checked.
     actions: Tuple[str, ...] = ()
     #: What NVIDIA's text for the code asks beyond its buckets, in an operator's words (remedies
-    #: after the buckets' own; BUS_ID is the GPU's).
+    #: after the immediate bucket's, before the investigatory one's; BUS_ID is the GPU's).
     advice: Tuple[str, ...] = ()
 
 
