@@ -40,7 +40,7 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
-from gputopo.model.collectives import COLLECTIVES, spellings
+from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
            "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary", "normalize_bus_id",
@@ -398,6 +398,10 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             if m:
                 cur.errors.append(m.group(1).strip())
             continue
+        if s in ("...", "\u2026") and (cur.rows or cur.headerless):
+            cur.problems.append(f"line {lineno}: '{s}' in place of rows: the sizes left out there are missing "
+                                "(the output was elided where it was copied)")
+            continue
         if _DATA.match(line) and not cur.columns and not cur.rows:
             cur.headerless.append((lineno, line.split()))
             continue
@@ -513,19 +517,93 @@ MAX_INFERRED_RANKS = 4096
 RATIO_IS_NOT_FACTOR = ("hypercube",)
 
 
-def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None) -> Dict[str, List[int]]:
+#: Bytes per element of nccl-tests' type names (old and new releases).
+DTYPE_BYTES = {"int8": 1, "char": 1, "uint8": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "float16": 2, "bfloat16": 2,
+               "int32": 4, "int": 4, "uint32": 4, "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8,
+               "float64": 8}
+#: nccl-tests' reduction op names (a row of a collective without a reduction prints "none").
+REDOPS = ("sum", "prod", "min", "max", "avg", "mulsum", "premulsum")
+
+
+@dataclass
+class RowShape:
+    """What a log's rows say of their collective besides busbw / algbw: ``ops``, the collectives
+    their redop and root columns allow (None: the columns do not tell); ``per_rank``, printed
+    size / (count x element size), which nccl-tests makes 1 for a collective whose buffers are
+    whole (all_reduce, broadcast, reduce, sendrecv) and the rank count for one cut in per-rank
+    chunks (it prints the whole buffer's size and one rank's count: GetCollByteCount, then
+    ``max(sendBytes, expectedBytes)`` and ``nbytes / wordSize`` in common.cu); None where the
+    rows do not tell it or disagree."""
+
+    ops: Optional[Tuple[str, ...]] = None
+    per_rank: Optional[int] = None
+    said: List[str] = field(default_factory=list)
+
+    def allows(self, c, n: int) -> bool:
+        if self.ops is not None and c.name not in self.ops:
+            return False
+        if self.per_rank is not None:
+            return self.per_rank == 1 if c.sizing == WHOLE else n == self.per_rank
+        return True
+
+
+def row_shape(log: NcclTestsLog) -> RowShape:
+    """The RowShape of ``log``'s rows (see there)."""
+    shape = RowShape()
+    redops = {r.redop for r in log.rows}
+    roots = {r.root for r in log.rows}
+    allowed = set(OPS)
+    if redops and redops <= set(REDOPS):
+        allowed &= {c.name for c in COLLECTIVES if c.result.startswith("sum")}
+        shape.said.append(f"redop {'/'.join(sorted(redops))}: a reduction")
+    elif redops == {"none"}:
+        allowed -= {c.name for c in COLLECTIVES if c.result.startswith("sum")}
+        shape.said.append("redop none: no reduction")
+    if roots == {-1}:
+        allowed &= {c.name for c in COLLECTIVES if not c.rooted}
+        shape.said.append("root -1: no root")
+    elif roots and None not in roots and min(r for r in roots if r is not None) >= 0:
+        allowed &= {c.name for c in COLLECTIVES if c.rooted}
+        shape.said.append("a root rank")
+    if allowed != set(OPS):
+        shape.ops = tuple(sorted(allowed))
+    multiples = set()
+    for r in log.rows:
+        elt = DTYPE_BYTES.get(r.dtype)
+        if elt and r.count > 0 and r.size_bytes > 0 and r.size_bytes % (r.count * elt) == 0:
+            multiples.add(r.size_bytes // (r.count * elt))
+    if len(multiples) == 1:
+        (shape.per_rank,) = multiples
+        shape.said.append(f"size = {shape.per_rank} x count x element size")
+    return shape
+
+
+def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None,
+            shape: Optional[RowShape] = None) -> Dict[str, List[int]]:
     """Collective -> the rank counts whose busbw factor (the collective table's) lies in
-    ``bounds``; only ``ops`` and ``ranks`` where given."""
+    ``bounds``; only ``ops`` and ``ranks`` where given, and only what the rows' ``shape``
+    allows where given."""
     lo, hi = bounds
     counts = [ranks] if ranks else range(1, MAX_INFERRED_RANKS + 1)
     out: Dict[str, List[int]] = {}
     for c in COLLECTIVES:
         if (ops is not None and c.name not in ops) or c.name in RATIO_IS_NOT_FACTOR:
             continue
-        ns = [n for n in counts if lo <= c.busbw_factor(n) <= hi]
+        ns = [n for n in counts if lo <= c.busbw_factor(n) <= hi and (shape is None or shape.allows(c, n))]
         if ns:
             out[c.name] = ns
     return out
+
+
+def _wrong_said(log: NcclTestsLog) -> str:
+    """The rows' #wrong count where any is above 0 ("" where none is): a fact of the run
+    whatever its collective."""
+    bad = [(r, c.wrong) for r, _, c in log.cells() if isinstance(c.wrong, int) and c.wrong > 0]
+    if not bad:
+        return ""
+    first = min(r.size_bytes for r, _ in bad)
+    return (f"; whatever the collective, {len(bad)} cell(s) count #wrong > 0 (from {first} B): this run's results "
+            "were wrong")
 
 
 def _ranks_text(ns: List[int]) -> str:
@@ -563,7 +641,9 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
         return
     if given is not None:  # the collective is known; its rank count is not
         log.op = given
-        found = fitting(bounds, ops=[given]).get(given, []) if bounds else []
+        shape = row_shape(log)
+        per_rank = RowShape(per_rank=shape.per_rank) if OPS[given].sizing != WHOLE else None
+        found = fitting(bounds, ops=[given], shape=per_rank).get(given, []) if bounds else []
         if given in RATIO_IS_NOT_FACTOR:
             log.unknown.append(f"the number of ranks ({given}'s busbw/algbw does not tell it; give --ranks N to "
                                "record it)")
@@ -582,17 +662,24 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
         raise InputFileError(log.source, "cannot tell which collective this is (no 'Collective test starting' line, "
                                          "no op in the file name, no algbw/busbw figures to tell it); name it with "
                                          "--op, e.g. --op all_reduce, and the rank count with --ranks N")
-    by_op = fitting(bounds, ranks=ranks)
+    shape = row_shape(log)
+    by_op = fitting(bounds, ranks=ranks, shape=shape)
+    if not by_op and shape.said:  # the columns disagree with the ratio: keep to the ratio alone
+        shape, by_op = RowShape(), fitting(bounds, ranks=ranks)
     if len(by_op) != 1:
         groups: Dict[str, List[str]] = {}
         for o, ns in by_op.items():
             groups.setdefault("any number of ranks" if len(ns) == MAX_INFERRED_RANKS else _ranks_text(ns), []).append(o)
         fits = "; ".join(f"{', '.join(ops)} on {where}" for where, ops in groups.items()) or "no collective"
         example = next(iter(by_op), "all_reduce")
-        raise InputFileError(log.source, f"the rows do not name their collective, and {ratio} fits {fits}: name it "
-                                         f"with --op (e.g. --op {example}) and give the rank count with --ranks N")
+        cols = f" and their {', '.join(shape.said)}" if shape.said else ""
+        raise InputFileError(log.source, f"the rows do not name their collective, and {ratio}{cols} fits {fits}: "
+                                         f"name it with --op (e.g. --op {example}) and give the rank count with "
+                                         f"--ranks N{_wrong_said(log)}")
     (log.op, ns), = by_op.items()
     how = f"{ratio} is {log.op}'s bus-bandwidth factor (collective table, nccl-tests' GetBw)"
+    if shape.said:
+        how += f" where the rows' {', '.join(shape.said)} allow it"
     if ranks is not None:
         log.rank_count = ranks
         log.inferred.append(f"collective {log.op}: the log does not name it; {how} on --ranks {ranks}, and no other "
@@ -646,11 +733,14 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _impossible(row, cell) -> List[str]:
+def _impossible(row, cell, ranks: Optional[int] = None) -> List[str]:
     """Figures no run can print together: a size moved in zero time, an algbw faster than
     size / time or below half of it (printed to 2 decimals, time to 4 digits), a busbw
     above twice the algbw (its factor is below 2 for every op), more wrong elements than the
-    row has."""
+    ``ranks`` ranks hold. nccl-tests' #wrong is the sum over every rank of the elements each
+    found wrong in its result (BenchTime: CheckData, then Allreduce sum), and a rank's result
+    holds up to count x ranks elements (all_gather, alltoall): no bound where the log does not
+    say its ranks."""
     out = []
     t, alg, bus = cell.time_us, cell.algbw_gbps, cell.busbw_gbps
     if _is_num(t) and t == 0 and row.size_bytes > 0:
@@ -664,8 +754,10 @@ def _impossible(row, cell) -> List[str]:
             out.append(f"algbw {alg:g} GB/s but {row.size_bytes} B in {t:g} us is {expected:.3g} GB/s")
     if _is_num(alg) and _is_num(bus) and bus > 2 * alg + 0.02:
         out.append(f"busbw {bus:g} GB/s above twice the algbw {alg:g}")
-    if _is_num(cell.wrong) and isinstance(row.count, int) and row.count >= 0 and cell.wrong > row.count:
-        out.append(f"{cell.wrong} wrong of {row.count} elements")
+    if (ranks and _is_num(cell.wrong) and isinstance(row.count, int) and row.count >= 0
+            and cell.wrong > row.count * ranks * ranks):
+        out.append(f"{cell.wrong} wrong, more than the {row.count * ranks * ranks} elements {ranks} ranks' results "
+                   f"hold at count {row.count}")
     return out
 
 
@@ -678,7 +770,7 @@ def drop_negative_rows(log) -> List[str]:
                for name in _CELL_FIGURES if _negative(getattr(cell, name))]
         impossible = [] if bad else [f"{'in-place' if k else 'out-of-place'} {why}"
                                      for k, cell in enumerate((row.out_of_place, row.in_place))
-                                     if cell is not None for why in _impossible(row, cell)]
+                                     if cell is not None for why in _impossible(row, cell, len(log.ranks))]
         if bad:
             problems.append(f"line {row.line}: negative or non-finite figure(s) ({', '.join(bad)}): row dropped")
         elif impossible:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from gputopo.model.bus_id import as_address, from_p2pbw
 from gputopo.text_input import CappedList
 
-_TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
+_TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional |directional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
                     r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")
 _CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
 _HEADER = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
@@ -26,6 +26,12 @@ _ROW = re.compile(r"^(\d+)((?:\s+[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)+)\s*
 _DEVICE = re.compile(r"^Device:\s*(\d+),\s*(.+?),\s*pciBusID:\s*([0-9A-Fa-f]+),\s*pciDeviceID:\s*([0-9A-Fa-f]+),"
                      r"\s*pciDomainID:\s*([0-9A-Fa-f]+)")
 _ACCESS = re.compile(r"^Device=(\d+)\s+(CAN|CANNOT)\s+Access Peer Device=(\d+)")
+#: How the sample reports a CUDA call that failed, then exits: its own cudaCheckError()
+#: ("Cuda failure FILE:LINE: 'error string'") and helper_cuda.h's checkCudaErrors ("CUDA error at
+#: FILE:LINE code=N(cudaErrorX) "call"").
+_FAILURE = re.compile(r"^(?:Cuda failure|CUDA error at)\s+\S+:\d+")
+#: The sample prints every bandwidth and latency figure with two decimals ("%6.02f").
+_PRINTED = re.compile(r"^[-+]?\d+\.\d\d$")
 _KNOWN = ("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]", "***NOTE", "So you can see lesser", "NOTE: The CUDA Samples",
           "Test passed", "Press enter", "[p2pBandwidthLatencyTest]", "Usage:", "Options:", "#")
 
@@ -90,6 +96,8 @@ class P2pOutput:
     matrices: list[P2pMatrix] = field(default_factory=list)
     problems: list[str] = field(default_factory=lambda: CappedList(200))
     notes: list[str] = field(default_factory=lambda: CappedList(50))
+    #: The CUDA failures the sample printed before it exited: {"testcase", "kind", "message", "line"}.
+    failures: list[dict] = field(default_factory=list)
 
     def matrix(self, name: str) -> P2pMatrix | None:
         return next((m for m in self.matrices if m.name == name), None)
@@ -106,7 +114,7 @@ class P2pOutput:
         return {"tool": "p2pBandwidthLatencyTest", "file": self.source.rsplit("/", 1)[-1], "path": self.source,
                 "devices": [d.to_json() for d in self.devices],
                 "peer_access": [[i, j, ok] for (i, j), ok in sorted(self.access.items())],
-                "matrices": [m.to_json() for m in self.matrices], "failures": [],
+                "matrices": [m.to_json() for m in self.matrices], "failures": list(self.failures),
                 "problems": list(self.problems), "notes": list(self.notes)}
 
 
@@ -115,6 +123,7 @@ class _Parser:
         self.out = out
         self.title: P2pMatrix | None = None  # the titled matrix being read (GPU part first)
         self.cur: P2pMatrix | None = None
+        self.last: tuple[int, str] = (0, "")  # the last line with text, and its number
 
     def _close(self, why: str = "") -> None:
         m = self.cur
@@ -129,6 +138,8 @@ class _Parser:
 
     def feed(self, lineno: int, line: str) -> None:
         s = line.strip()
+        if s:
+            self.last = (lineno, s)
         if self.cur is not None:
             mm = _ROW.match(s)
             if mm and len(self.cur.cells) < len(self.cur.columns):
@@ -179,19 +190,62 @@ class _Parser:
         if mm:
             self.out.access[(int(mm.group(1)), int(mm.group(3)))] = mm.group(2) == "CAN"
             return
+        if _FAILURE.match(s):
+            t = self.title
+            self.out.failures.append({"testcase": t.title if t is not None and not t.cells else None, "kind": "error",
+                                      "message": s, "line": lineno})
+            return
         if s == "..." or s == "…":
             self.out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted")
             return
         if not s.startswith(_KNOWN):
             self.out.notes.append(f"line {lineno}: not a p2pBandwidthLatencyTest line, left out: {s[:80]!r}")
 
+    def _cut_titles(self) -> None:
+        """A bandwidth title whose first word was cut ("directional P2P=Disabled ...", a paste that
+        began mid-word) is Uni- or Bidirectional by the order the sample prints its matrices in:
+        unidirectional P2P=Disabled, P2P=Enabled, then bidirectional P2P=Disabled, P2P=Enabled,
+        then the latency matrices. Where the next title does not tell it, the matrix is left out."""
+        ms = self.out.matrices
+        for m in list(ms):
+            if not m.title.startswith("directional "):
+                continue
+            nxt = next((x for x in ms[ms.index(m) + 1:] if not x.title.startswith("directional ")), None)
+            bi: bool | None = None
+            if nxt is not None and m.p2p == "disabled" and nxt.kind == "bandwidth" and nxt.p2p == "enabled":
+                bi = nxt.bidirectional  # X P2P=Disabled comes just before X P2P=Enabled
+            elif nxt is not None and m.p2p == "enabled" and nxt.kind == "latency":
+                bi = True  # bidirectional P2P=Enabled comes just before the latency matrices
+            elif nxt is not None and m.p2p == "enabled" and nxt.bidirectional and nxt.p2p == "disabled":
+                bi = False  # unidirectional P2P=Enabled comes just before bidirectional P2P=Disabled
+            if bi is None or nxt is None:
+                ms.remove(m)
+                self.out.problems.append(f"line {m.line}: the {m.title!r} matrix's title is cut at its start, and "
+                                         "the next title does not tell whether it is uni- or bidirectional: left out")
+                continue
+            m.bidirectional = bi
+            self.out.notes.append(f"line {m.line}: {m.title!r} is read as {'Bi' if bi else 'Uni'}{m.title}: its first "
+                                  f"word was cut, and the sample prints it just before {nxt.title!r}")
+
     def _start(self, m: P2pMatrix) -> None:
         self.title = m
         self.out.matrices.append(m)
 
     def finish(self) -> None:
+        m = self.cur or (self.out.matrices[-1] if self.out.matrices else None)
+        lineno, last = self.last
+        if m is not None and m.kind != "connectivity" and m.cells and _ROW.match(last) \
+                and len(m.cells[-1]) == len(m.columns) == len(last.split()) - 1 and not _PRINTED.match(last.split()[-1]):
+            # the file ends inside a figure the sample prints with two decimals ("924" of "924.27")
+            m.cells[-1] = m.cells[-1][:-1]
+            self.out.problems.append(f"line {lineno}: the output ends in the middle of a figure ({last.split()[-1]!r}, "
+                                     "printed with two decimals): that value is left out")
+            if self.cur is None:
+                m.complete = False
+                self.out.problems.append(f"line {m.line}: the {m.name} matrix is cut short (its last row lacks a value)")
         if self.cur is not None:
             self._close("the output ends here")
+        self._cut_titles()
         for m in self.out.matrices:
             if not m.columns:
                 self.out.problems.append(f"line {m.line}: the {m.name} matrix has a title but no rows")

@@ -219,6 +219,10 @@ def staged_path_broken(f: PathFacts) -> Tuple[str, List[str]]:
 
 def collective_broken(f: PathFacts) -> Tuple[str, List[str]]:
     """Wrong results from collectives only: the collective library's transport on this path."""
+    if not f.gpus:  # an imported nccl-tests log without rank lines: the whole job's figures
+        return ("the collective returned wrong results; the log names no GPUs or hosts, so no GPU, pair or "
+                "link is blamed", ["rerun and keep the whole output: its '# Using devices' lines name each rank's "
+                                   "host and GPU", REMEDY_GPU_HEALTH])
     suspects, host_remedies = _host_suspects(f)
     if not f.link_class:  # e.g. an imported nccl-tests log without --topo: no path to name
         cause = "collectives on these GPUs return wrong results (their link class is unknown)"

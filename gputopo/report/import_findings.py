@@ -48,11 +48,17 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
             remedies=["run the testcase per pair (gputopo bench --pairs I,J) to find the pair",
                       "check `dmesg` for Xid and IOMMU (DMAR / AMD-Vi) faults",
                       "rerun nvbandwidth with a smaller -b to see whether it repeats"])
+    message = str(f.get("message", "")).strip()
+    remedies = ["read the message above; check `dmesg` for Xid errors", REMEDY_REIMPORT]
+    if "mapping of buffer object failed" in message or "cudaErrorMapBufferObjectFailed" in message:
+        # CUDA could not map the peer GPU's memory for the peer copy: the step that needs it failed
+        remedies.insert(0, "the peer GPU's memory could not be mapped (cudaErrorMapBufferObjectFailed): check that "
+                           "Resizable BAR (large BAR) is on in the BIOS and the IOMMU is off or in passthrough")
     return Finding(
         "crash", "error", f"{tool} {tc} stopped before its results ({where.removeprefix(f'{tool} {tc} ').strip('()')}): "
-                          f"{str(f.get('message', '')).strip()[:160]}",
-        evidence=evidence, cause="nvbandwidth aborted this testcase; its results are missing",
-        remedies=["read the message above; check `dmesg` for Xid errors", REMEDY_REIMPORT])
+                          f"{message[:160]}",
+        evidence=evidence, cause=f"{tool} aborted here; this step's results and every later one are missing",
+        remedies=remedies)
 
 
 def _problem_findings(doc: dict) -> list[Finding]:
@@ -98,6 +104,59 @@ def asymmetry_findings(measurements: list[Measurement]) -> list[Finding]:
     return out
 
 
+#: Series of copies staged through host memory: each crosses both GPUs' own links to the host,
+#: whatever the path between the two GPUs.
+STAGED_SERIES = ("p2p.staged", "p2p.staged_bidir", "p2p.staged_no_peer", "p2p.staged_no_peer_bidir")
+
+
+def shared_gpu_findings(measurements: list[Measurement]) -> list[Finding]:
+    """Without link classes, a GPU every one of whose staged-copy pairs runs below
+    ASYMMETRY_RATIO of the median of the pairs without it (3+ GPUs besides it): a staged copy
+    crosses each GPU's own link to the host and no peer path, so the slow part is that GPU's
+    link (or the GPU), which no pair's class is needed to say."""
+    out = []
+    by_test: dict[str, dict[tuple[int, ...], float]] = defaultdict(dict)
+    for m in measurements:
+        if (m.extra.get("source") not in IMPORT_SOURCES or m.test not in STAGED_SERIES or len(m.gpus) != 2
+                or m.link_class or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES):
+            continue
+        g = measured_gbps(m)
+        if g is not None:
+            pair = tuple(m.gpus)
+            by_test[m.test][pair] = min(g, by_test[m.test].get(pair, g))  # the slower direction
+    hits: dict[int, list[dict]] = defaultdict(list)
+    for test, pairs in sorted(by_test.items()):
+        gpus = sorted({g for p in pairs for g in p})
+        for g in gpus:
+            mine = {p: v for p, v in pairs.items() if g in p}
+            rest = sorted(v for p, v in pairs.items() if g not in p)
+            if len(gpus) < 4 or len(mine) < len(gpus) - 1 or len(rest) < 3:
+                continue
+            median = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1] + rest[len(rest) // 2]) / 2
+            worst = max(mine.values())
+            if worst < ASYMMETRY_RATIO * median:
+                hits[g].append({"series": test, "gpu": g, "max_gbps_with_gpu": round(worst, 3),
+                                "min_gbps_with_gpu": round(min(mine.values()), 3), "pairs": len(mine),
+                                "median_gbps_without_gpu": round(median, 3), "pairs_without": len(rest),
+                                "ratio": round(worst / median, 3)})
+    for g, items in sorted(hits.items()):
+        w = min(items, key=lambda d: d["ratio"])
+        out.append(Finding(
+            "outlier", "warning",
+            f"GPU {g} (class unknown: no --topo): {w['series']} with every other GPU ({w['pairs']} pairs) at "
+            f"{w['min_gbps_with_gpu']:.3g}-{w['max_gbps_with_gpu']:.3g} GB/s, at most {w['ratio']:.0%} of the "
+            f"{w['median_gbps_without_gpu']:.3g} GB/s median of the {w['pairs_without']} pairs without it "
+            f"(below {ASYMMETRY_RATIO:.0%})",
+            gpus=[g], evidence={"threshold_ratio": ASYMMETRY_RATIO, "measured": items,
+                                "basis": "copies staged through host memory cross each GPU's own link to the "
+                                         "host; the pairs without this GPU are the comparison"},
+            cause=f"GPU {g}'s own path to the host is slower than the others' (the one part all its slow pairs "
+                  "share): a narrower or older PCIe slot or riser, a downtrained link, or a slower GPU",
+            remedies=[f"compare GPU {g}'s PCIe generation and width in `gputopo scan` (or `nvidia-smi -q -d PCIE`) "
+                      "with the other GPUs'", "import again with --topo (saved `nvidia-smi topo -m`)"]))
+    return out
+
+
 def import_findings(run: Run, measurements: list[Measurement] | None = None) -> list[Finding]:
     out: list[Finding] = []
     for doc in run.imported:
@@ -108,4 +167,5 @@ def import_findings(run: Run, measurements: list[Measurement] | None = None) -> 
     if run.imported:
         out += no_peer_access_findings(run)
         out += asymmetry_findings(run.measurements if measurements is None else measurements)
+        out += shared_gpu_findings(run.measurements if measurements is None else measurements)
     return out

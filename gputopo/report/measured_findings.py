@@ -86,7 +86,8 @@ def corrupt_findings(measurements: List[Measurement],
         clean = sorted({m.test for m in ms if m.ok and m.test not in tests})
         clean_paths = {path_kind(m) for m in ms if m.ok and m.test not in tests}
         total = sum(t["wrong"] for t in tests.values())
-        msg = f"{where_text(gpus, lc)}: {total} wrong element(s) in {', '.join(sorted(tests))}"
+        where = where_text(gpus, lc) if gpus else "the whole job (its GPUs not named)"
+        msg = f"{where}: {total} wrong element(s) in {', '.join(sorted(tests))}"
         if "peer" in bad_paths and "staged" not in bad_paths and "staged" in clean_paths:
             msg += "; copies staged through host memory were correct"
         out.append(Finding("corrupt", "error", msg, gpus=list(gpus), link_class=lc,

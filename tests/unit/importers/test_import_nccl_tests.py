@@ -9,6 +9,7 @@ tolerance below is 0.005 GB/s plus the time's relative rounding (at most 5e-4).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -198,8 +199,13 @@ def test_old_error_column_and_bad_rows_are_noted():
 
 def test_op_must_be_known():
     text = (DATA / "h200_broadcast_mpi.log").read_text()
+    # its rows tell broadcast (redop none, root 0, size = count x 4 B, busbw = algbw) ...
+    (log,) = parse_nccl_tests(text, source="run.log")
+    assert log.op == "broadcast" and any("redop none" in i for i in log.inferred)
+    # ... which rows without their redop and root columns do not (all_reduce on 2 ranks fits too)
+    bare = re.sub(r"(float)\s+none\s+0 ", r"\1 ", text).replace("redop    root ", "")
     with pytest.raises(InputFileError, match="--op"):
-        parse_nccl_tests(text, source="run.log")
+        parse_nccl_tests(bare, source="run.log")
     (log,) = parse_nccl_tests(text, source="run.log", op="broadcast")
     assert log.op == "broadcast"
     with pytest.raises(InputFileError, match="no nccl-tests result rows"):

@@ -79,8 +79,8 @@ def test_a_tail_named_by_nothing_gets_collective_and_ranks_from_busbw_and_says_s
 
 
 @pytest.mark.parametrize("source, fits", [
-    (WRITTEN / "all_gather_2hosts_novalidation.txt", "all_gather, reduce_scatter, alltoall, scatter, gather"),  # (n-1)/n
-    (NT / "autodl_2x2080ti_all_reduce.txt", "broadcast, reduce, sendrecv on any number of ranks"),  # a ratio of 1
+    # (n-1)/n, redop none, root -1, size = 4 x count x 4 B: all_gather or alltoall on 4 ranks
+    (WRITTEN / "all_gather_2hosts_novalidation.txt", "all_gather, alltoall on 4 ranks"),
 ])
 def test_rows_whose_ratio_fits_several_collectives_are_refused_naming_op_and_ranks(tmp_path, source, fits):
     path = _rows_only(tmp_path, source)  # WRITTEN variant: the posted/written log without its '#' lines
@@ -89,6 +89,15 @@ def test_rows_whose_ratio_fits_several_collectives_are_refused_naming_op_and_ran
     line = ran.stderr.strip()
     assert "\n" not in line and "Traceback" not in line
     assert fits in line and "--op" in line and "--ranks" in line
+
+
+def test_a_ratio_of_1_with_redop_sum_root_minus_1_and_whole_buffers_is_all_reduce_on_2_ranks(tmp_path):
+    # busbw / algbw = 1 alone fits broadcast, reduce and sendrecv on any number of ranks too; the
+    # rows' redop (sum), root (-1) and size = count x 4 B leave all_reduce (test_nccl_tests_row_shape.py)
+    path = _rows_only(tmp_path, NT / "autodl_2x2080ti_all_reduce.txt")
+    ran, out = _import(tmp_path, path)
+    assert ran.returncode == 0, ran.stderr
+    assert "inferred: collective all_reduce on 2 ranks" in ran.stdout
 
 
 def test_op_and_ranks_given_read_what_the_rows_cannot_tell(tmp_path):
