@@ -14,9 +14,13 @@ otherwise waits for a writer) and then waited on with ``poll()`` for its first b
 refused in one line, never waited on forever. (On Linux, poll() on a FIFO opened that way
 reports nothing until a writer has opened it: a writer that opens, writes and closes is read
 whole; one that opens and closes without writing gives an empty input.) After the first byte
-the rest is read to its end, within the same size bound as a file. A pipe can be read once:
-what a FIFO gave is kept for this process, so a command that reads its input twice (``scan
---sim`` loads the description again to record the scan in the history) sees the same text. Files inside a run
+the rest is read to its end, within the same size bound as a file, each next byte waited for
+within the same bound: a writer that stops without closing the pipe is one line naming how many
+bytes came, never a wait without end nor a partial input passed as whole (:class:`_PipeReader`).
+A pipe can be read once: what a FIFO gave :func:`read_user_bytes` is kept for this process, so a
+command that reads its input twice (``scan --sim`` loads the description again to record the
+scan in the history) sees the same text; a pipe streamed through :func:`open_user_stream` is
+not kept, and opening it again is refused at once. Files inside a run
 folder are gputopo's own, never a pipe: their readers pass ``fifo_ok=False`` and a FIFO there
 is refused at once.
 """
@@ -174,39 +178,102 @@ def _refuse_kind(path, what: str, st: os.stat_result, fifo_ok: bool) -> None:
         raise InputFileError(path, f"cannot read the {what}: is not a regular file")
 
 
-def _wait_first_byte(fd: int, path, what: str) -> None:
-    """Return once the pipe ``fd`` has a byte to read or its writer has closed it; InputFileError
-    when neither happens within :func:`input_wait_s` seconds."""
-    wait = input_wait_s()
+def _await_bytes(poller, path, what: str, wait: float, got: int) -> None:
+    """Return once the pipe has a byte to read or its writer has closed it; InputFileError when
+    neither happens within ``wait`` seconds (``got``: the bytes it gave before, named in the
+    line: a writer that stalls after some bytes never passes as a complete input)."""
     deadline = time.monotonic() + wait
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLPRI)
     while True:
         left = deadline - time.monotonic()
         if poller.poll(max(0, math.ceil(left * 1000))):  # POLLIN, or POLLHUP: the writer is done
             return
         if time.monotonic() >= deadline:
-            raise InputFileError(path, f"cannot read the {what}: it is a pipe (FIFO) and nothing came "
-                                       f"through it in {wait:g} s; is the command that writes it running? "
-                                       f"(set {INPUT_WAIT_ENV}=SECONDS to wait longer)")
+            break
+    if got == 0:
+        raise InputFileError(path, f"cannot read the {what}: it is a pipe (FIFO) and nothing came "
+                                   f"through it in {wait:g} s; is the command that writes it running? "
+                                   f"(set {INPUT_WAIT_ENV}=SECONDS to wait longer)")
+    raise InputFileError(path, f"cannot read the {what}: it is a pipe (FIFO) that gave {got} bytes, then "
+                               f"nothing more for {wait:g} s without being closed; is the command that "
+                               f"writes it stuck? (set {INPUT_WAIT_ENV}=SECONDS to wait longer)")
 
 
-def _open_checked(path, what: str, fifo_ok: bool) -> Tuple[int, os.stat_result, Optional[bytes]]:
-    """``path`` opened for reading: (fd, its stat, None), or (-1, its stat, the bytes) for a pipe
-    this process already read. A pipe is waited on for its first byte (:func:`_wait_first_byte`);
-    the fd is blocking when returned. InputFileError for what may not be read (:func:`_refuse_kind`)."""
+class _PipeReader(io.RawIOBase):
+    """A pipe's read end (non-blocking fd) read with every wait bounded: each read waits at most
+    :func:`input_wait_s` seconds for a byte (or the writer's close), so a writer that stops
+    writing without closing the pipe is one line naming how many bytes came, never a read that
+    waits forever."""
+
+    def __init__(self, fd: int, path, what: str):
+        super().__init__()
+        self._fd, self._path, self._what = fd, path, what
+        self._wait = input_wait_s()
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN | select.POLLPRI)
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def first_byte(self) -> None:
+        """Wait for the first byte (or the writer's close) within the bound."""
+        _await_bytes(self._poller, self._path, self._what, self._wait, 0)
+
+    def readinto(self, b) -> int:
+        while True:
+            _await_bytes(self._poller, self._path, self._what, self._wait, self.bytes_read)
+            try:
+                n = os.readv(self._fd, [b])
+            except BlockingIOError:  # woken, but another reader took it: wait again
+                continue
+            self.bytes_read += n
+            return n
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            finally:
+                super().close()
+
+
+#: Pipes this process streamed through open_user_stream (their bytes are not kept: a log may be
+#: larger than memory), by the same key as _PIPE_BYTES: opening one again is refused at once.
+_PIPE_STREAMED: set = set()
+
+
+def _open_checked(path, what: str, fifo_ok: bool) -> Tuple[BinaryIO, os.stat_result, Optional[bytes]]:
+    """``path`` opened for reading: (its stream, its stat, None), or (an empty stream, its stat,
+    the bytes) for a pipe this process already read whole. A pipe is waited on for its first
+    byte, and then for every next one, within :func:`input_wait_s` (:class:`_PipeReader`). A
+    pipe streamed before (its bytes gone) is refused at once. InputFileError for what may not be
+    read (:func:`_refuse_kind`)."""
     fd = _open_nonblocking(path, what)
     try:
         st = os.fstat(fd)
         _refuse_kind(path, what, st, fifo_ok)
         if stat.S_ISFIFO(st.st_mode):
-            seen = _PIPE_BYTES.get(_pipe_key(path, st))
+            key = _pipe_key(path, st)
+            seen = _PIPE_BYTES.get(key)
             if seen is not None:
-                return -1, st, seen
-            _wait_first_byte(fd, path, what)
+                return io.BytesIO(), st, seen
+            if key in _PIPE_STREAMED:
+                raise InputFileError(path, f"cannot read the {what}: this pipe was read already by this "
+                                           "command and a pipe gives its bytes once; give it once")
+            pipe = _PipeReader(fd, path, what)
+            fd = -1
+            try:
+                pipe.first_byte()
+            except BaseException:
+                pipe.close()
+                raise
+            return io.BufferedReader(pipe), st, None
         os.set_blocking(fd, True)
         fd, opened = -1, fd
-        return opened, st, None
+        return os.fdopen(opened, "rb", closefd=True), st, None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -216,18 +283,19 @@ def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_o
                     fifo_ok: bool = True) -> bytes:
     """The bytes of the file the user named ``path`` (with ``stdin_ok``, ``-`` is stdin; else it is
     a file named "-"), at most ``max_bytes``. A pipe (FIFO, ``/dev/fd/N``) is read when its first
-    byte comes within :func:`input_wait_s` seconds (``fifo_ok=False``: refused at once).
+    byte comes within :func:`input_wait_s` seconds and to its end while no wait for a next byte
+    lasts longer (``fifo_ok=False``: refused at once).
     ``what`` names the input in the message ("description", "smi text"...). InputFileError
     (exit 2, one line naming ``path``) for anything else: missing, a folder, a device, a silent
-    pipe, unreadable, a symlink loop, larger than ``max_bytes``."""
+    or stalled pipe, unreadable, a symlink loop, larger than ``max_bytes``."""
     if stdin_ok and str(path) == "-":
         return _read_stdin(what, max_bytes)
-    fd, st, seen = _open_checked(path, what, fifo_ok)
+    f, st, seen = _open_checked(path, what, fifo_ok)
     if seen is not None:
         if len(seen) > max_bytes:
             raise InputFileError(path, f"{what} is larger than {_size_words(max_bytes)}; is this the right file?")
         return seen
-    with os.fdopen(fd, "rb", closefd=True) as f:
+    with f:
         if st.st_size > max_bytes:
             raise InputFileError(path, f"{what} is {_size_words(st.st_size)}, larger than "
                                        f"{_size_words(max_bytes)}; is this the right file?")
@@ -243,11 +311,18 @@ def read_user_bytes(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, stdin_o
 def open_user_stream(path, what: str, *, fifo_ok: bool = True) -> BinaryIO:
     """The file the user named ``path`` opened for streaming (the caller closes it and bounds
     what it reads): a regular file, or a pipe once its first byte has come within
-    :func:`input_wait_s` seconds (a pipe this process already read gives the same bytes again).
-    InputFileError (one line naming ``path``) for what :func:`read_user_bytes` refuses, the size
-    aside."""
-    fd, _, seen = _open_checked(path, what, fifo_ok)
-    return io.BytesIO(seen) if seen is not None else os.fdopen(fd, "rb", closefd=True)
+    :func:`input_wait_s` seconds, every later wait for a byte bounded the same way. A pipe this
+    process already read whole gives the same bytes again. A streamed pipe's bytes are not kept
+    (a log may be larger than memory): no command streams its input twice, and the same pipe
+    opened again (`import nccl-debug P P`) is refused at once instead of waiting for a writer
+    that is gone. InputFileError (one line naming ``path``) for what :func:`read_user_bytes`
+    refuses, the size aside."""
+    f, st, seen = _open_checked(path, what, fifo_ok)
+    if seen is not None:
+        return io.BytesIO(seen)
+    if stat.S_ISFIFO(st.st_mode):
+        _PIPE_STREAMED.add(_pipe_key(path, st))
+    return f
 
 
 def read_user_text(path, what: str, max_bytes: int = MAX_TEXT_BYTES, *, errors: str = "strict",

@@ -58,7 +58,8 @@ class TextSource:
 
 def _open_binary(path: str) -> tuple[BinaryIO, str]:
     """``path`` opened (``-``: stdin). A pipe (a named FIFO, a shell's ``<(command)``) is read
-    once its first byte comes within inputs.input_wait_s() seconds (GPUTOPO_INPUT_WAIT)."""
+    once its first byte comes within inputs.input_wait_s() seconds (GPUTOPO_INPUT_WAIT), and to its
+    end while no wait for a next byte lasts longer."""
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     from gputopo.inputs import open_user_stream, user_file_problem

@@ -84,6 +84,48 @@ def writer(path: Path, data: bytes, delay: float = 0.0, pause_after: int = 0, pa
         done.wait(15)
 
 
+@contextlib.contextmanager
+def stepwise_writer(path: Path, pieces, hold: threading.Event | None = None):
+    """A thread that, once a reader has opened ``path``, writes each (bytes, pause after) of
+    ``pieces``; then closes, or with ``hold`` keeps the pipe open (a writer that stalls) until
+    ``hold`` is set. Gives up after 10 s without a reader; never blocks a test for good."""
+    done = threading.Event()
+
+    def run():
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                    break
+                except OSError as e:  # ENXIO: no reader yet
+                    if e.errno != errno.ENXIO or time.monotonic() > deadline:
+                        return
+                    time.sleep(0.005)
+            try:
+                os.set_blocking(fd, True)
+                for data, pause in pieces:
+                    os.write(fd, data)
+                    time.sleep(pause)
+                if hold is not None:
+                    hold.wait(15)
+            except BrokenPipeError:
+                pass
+            finally:
+                os.close(fd)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        if hold is not None:
+            hold.set()
+        done.wait(15)
+
+
 # ----------------------------------------------------------------------------- inputs.py itself
 
 
@@ -110,10 +152,75 @@ def test_a_writer_that_starts_late_within_the_bound_is_waited_for(fifo, monkeypa
         assert 0.4 < time.monotonic() - t0 < 5
 
 
-def test_only_the_first_byte_is_bounded_in_time(fifo, short_wait):
-    """After the first byte the rest is read to its end, however slowly it comes."""
-    with writer(fifo, b"first line\nsecond line\n", pause_after=3, pause=0.8):
-        assert read_user_bytes(fifo, "log") == b"first line\nsecond line\n"
+def test_a_writer_whose_pauses_are_each_within_the_bound_is_read_whole(fifo, monkeypatch):
+    """The bound is on each wait for a next byte, not on the whole read: a slow writer (three
+    pauses of 0.25 s, 0.75 s in all, against a 0.5 s bound) is read to its end."""
+    monkeypatch.setenv(INPUT_WAIT_ENV, "0.5")
+    data = b"first line\nsecond line\nthird line\n"
+    with stepwise_writer(fifo, [(data[:3], 0.25), (data[3:14], 0.25), (data[14:20], 0.25), (data[20:], 0)]):
+        assert read_user_bytes(fifo, "log") == data
+    fifo2 = fifo.with_name("pipe2")
+    os.mkfifo(fifo2)
+    with stepwise_writer(fifo2, [(data[:3], 0.25), (data[3:14], 0.25), (data[14:], 0)]):
+        with open_user_stream(fifo2, "log") as f:
+            assert f.read() == data
+
+
+@pytest.mark.parametrize("reader", ["read_user_bytes", "open_user_stream", "import kernel-log"])
+def test_a_writer_that_stalls_after_some_bytes_is_refused_naming_them(reader, fifo, short_wait, tmp_path):
+    """A writer that sends some bytes and then neither writes nor closes (`ssh` hung after the
+    first lines): the read waited forever. Now: no byte for GPUTOPO_INPUT_WAIT seconds after the
+    last one is one line naming how many came and the variable; the partial input is never used."""
+    head = b"[  123.456] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+    stop = threading.Event()
+    with stepwise_writer(fifo, [(head, 0)], hold=stop):
+        t0 = time.monotonic()
+        try:
+            if reader == "read_user_bytes":
+                with pytest.raises(InputFileError) as info:
+                    read_user_bytes(fifo, "log")
+                msg = str(info.value)
+            elif reader == "open_user_stream":
+                with pytest.raises(InputFileError) as info:
+                    with open_user_stream(fifo, "log") as f:
+                        f.read()
+                msg = str(info.value)
+            else:
+                rc, out, err = gputopo_here("import", "kernel-log", fifo, "--out", tmp_path / "o", "--no-history",
+                                            cwd=tmp_path, timeout=30)
+                assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+                assert not (tmp_path / "o").exists()  # nothing made of the partial log
+                msg = err.strip().removeprefix("gputopo: error: ")
+        finally:
+            stop.set()
+    assert time.monotonic() - t0 < 5
+    assert msg == (f"{fifo}: cannot read the {'input' if reader == 'import kernel-log' else 'log'}: it is a pipe "
+                   f"(FIFO) that gave {len(head)} bytes, then nothing more for 0.3 s without being closed; is the "
+                   "command that writes it stuck? (set GPUTOPO_INPUT_WAIT=SECONDS to wait longer)")
+
+
+def test_the_same_streamed_pipe_opened_again_is_refused_at_once(fifo, monkeypatch):
+    """A streamed pipe's bytes are not kept: opening it again waited GPUTOPO_INPUT_WAIT seconds
+    for a writer long gone, then blamed the writer. `import nccl-debug P P` is one such read."""
+    monkeypatch.setenv(INPUT_WAIT_ENV, "5")
+    with writer(fifo, b"NCCL INFO a line\n"):
+        with open_user_stream(fifo, "log") as f:
+            assert f.read() == b"NCCL INFO a line\n"
+    t0 = time.monotonic()
+    with pytest.raises(InputFileError, match="this pipe was read already by this command and a pipe gives its "
+                                             "bytes once; give it once"):
+        open_user_stream(fifo, "log")
+    assert time.monotonic() - t0 < 1
+
+
+def test_import_nccl_debug_with_the_same_pipe_twice_is_one_line_at_once(fifo, tmp_path, monkeypatch):
+    monkeypatch.setenv(INPUT_WAIT_ENV, "5")
+    log = FIXTURES / "nccl-debug" / "megatron-516_p4d_8gpu_p2p-ipc-read_busid_excerpt.log"
+    with writer(fifo, log.read_bytes()):
+        t0 = time.monotonic()
+        rc, _, err = gputopo_here("import", "nccl-debug", fifo, fifo, "--json", cwd=tmp_path, timeout=30)
+    assert time.monotonic() - t0 < 3
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "this pipe was read already" in err, err
 
 
 def test_a_fifo_nobody_writes_is_refused_after_the_bound(fifo, short_wait):
