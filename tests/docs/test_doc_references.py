@@ -37,6 +37,8 @@ EXTERNAL = {
     "chapter/c7-training-optimization-intra-topology.md": "gnosia93/training-on-eks",
     "tensorflow/contrib/gdr/README.md": "tensorflow/tensorflow",
     "education/intro_dl_sharc_dgx1/lab05.md": "RSE-Sheffield/GPUComputing.github.io",
+    "content/post/03302024-nvlink-and-gpu/index.md": "sushruta/sushruta.github.io",
+    "gpu/h100/mgmt_gpu_on_dl380agen11.md": "HPE-Japan-Presales/e-learning",
 }
 #: A bare ``name.md`` that the code handles as a file name (a quoted "report.md") is an output
 #: gputopo or its tools write, wherever it is named, not a document of the repository.
