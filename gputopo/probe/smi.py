@@ -243,6 +243,8 @@ class _Grid:
     row_order: List[str]
     last_row_no: int
     rest: List[_Line]  # the lines after the matrix (legend, ...)
+    #: A NIC row the text ends inside (a paste cut there): (label, line number).
+    cut: Optional[Tuple[str, int]] = None
 
 
 def _header_names(line: _Line) -> List[_Tok]:
@@ -385,7 +387,13 @@ def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
         if label in rows:
             raise _err(source, f"a second row for {label} (the first is at line {rows[label].no})",
                        line.no)
-        rows[label] = _parse_row(line, label, devices, trailing, source, header.no)
+        try:
+            rows[label] = _parse_row(line, label, devices, trailing, source, header.no)
+        except InputFileError:
+            if _gpu_index(label) is not None or any(not _is_blank(x) for x in lines[k + 1:]):
+                raise
+            # a NIC row short of cells on the text's last line: the paste was cut there
+            return _Grid(header.no, devices, trailing, rows, order, last_row_no, [], cut=(label, line.no))
         order.append(label)
         last_row_no = line.no
         k += 1
@@ -664,6 +672,13 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
             raise _err(source, f"column {_q(n)} is neither a GPU (GPU0, GPU1, ...) nor a NIC (NIC0, "
                        "mlx5_0, ...)", grid.header_no)
     missing = [g for g in gpu_labels + nics if g not in grid.rows]
+    cut_notes: List[str] = []
+    if missing and grid.cut is not None and not any(g in missing for g in gpu_labels):
+        label, no = grid.cut
+        cut_notes.append(f"line {no}: the text ends inside row {label}, so rows {', '.join(missing)} are not in it: "
+                         "the classes between those NICs are not read (each GPU's class to every NIC is, from the "
+                         "GPU rows), nor the legend")
+        missing = []
     if missing:
         expected_at = grid.last_row_no + 1 if grid.last_row_no < lines[-1].no else grid.last_row_no
         if all(g in missing for g in gpu_labels):
@@ -673,7 +688,7 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
                    f"{', '.join(grid.devices)}): the matrix is not square")
         raise _err(source, msg, expected_at)
     classes_by_label = _matrix_classes(grid, source)
-    notes: List[str] = []
+    notes: List[str] = cut_notes
     legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics,
                                                        notes)
     p2p_legend = any(k in P2P_STATUSES for k in legend)
@@ -696,7 +711,9 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
         if cls.is_nvlink:
             raise _err(source, f"{cls} between GPU{gi} and NIC {n}: a NIC's path to a GPU is a PCIe "
                        "class (PIX, PXB, PHB, NODE, SYS)", grid.rows[f"GPU{gi}"].no)
-    nic_pairs = {(a, b): classes_by_label[(a, b)] for k, a in enumerate(nics) for b in nics[k + 1:]}
+    nic_pairs = {(a, b): classes_by_label.get((a, b)) or classes_by_label[(b, a)]
+                 for k, a in enumerate(nics) for b in nics[k + 1:]
+                 if (a, b) in classes_by_label or (b, a) in classes_by_label}
 
     names = [t.text for t in grid.trailing]
     cpu: Dict[int, Optional[str]] = {}

@@ -116,8 +116,14 @@ def format_topo_matrix(topo: Topology) -> str:
                                                     if is_value(a.gpu_memory_numa_node) else "N/A"]
         lines.append("\t".join(cells))
     for n in nics:
-        lines.append("\t".join([n.label] + [_nic_class(n, f"GPU{g.nvml_index}", g.nvml_index) for g in gpus]
-                               + [" X " if m is n else _nic_class(n, m.label, m.label) for m in nics]))
+        row = [n.label] + [_nic_class(n, f"GPU{g.nvml_index}", g.nvml_index) for g in gpus]
+        known = [" X " if m is n else str(n.nic_classes[m.label]) if m.label in n.nic_classes else None for m in nics]
+        if None in known:
+            # read from a paste that ended inside this row (smi.py says so): written as cut there,
+            # without the legend after it, so reading it back gives the same topology and note
+            lines.append("\t".join(row + [c for c in known[:known.index(None)] if c is not None]))
+            return "\n".join(lines) + "\n"
+        lines.append("\t".join(row + [c for c in known if c is not None]))
     text = _with_legend(lines, [_legend_line(k, v) for k, v in LEGEND.items()])
     named = [n for n in nics if is_value(n.device) and n.device != n.label]
     if named:

@@ -136,6 +136,13 @@ def gpu_network_paths(topo: Topology, env: Optional[Mapping[str, str]] = None) -
             nccl_path = NotAvailable("the GPU reaches its CPU over NVLink-C2C, where NCCL's P2C path "
                                      "type applies and a scan cannot tell it")
             gdr = nccl_path
+        elif isinstance(g.gpu_memory_numa_node, int) and not isinstance(g.gpu_memory_numa_node, bool):
+            # a GPU whose memory is a NUMA node of its own is attached coherently to its CPU
+            # (NVLink-C2C on Grace; nvidia-smi prints the GPU-NIC class there as SYS)
+            nccl_path = NotAvailable(f"the GPU's memory is NUMA node {g.gpu_memory_numa_node} (GPU NUMA ID): it "
+                                     "reaches its CPU over a coherent link (NVLink-C2C), where nvidia-smi's class "
+                                     "does not give NCCL's path (P2C applies) and a scan cannot tell it")
+            gdr = nccl_path
         else:
             nccl_path = path
             gdr = NCCL_PATHS.index(path) <= NCCL_PATHS.index(level)

@@ -17,6 +17,7 @@ from gputopo.model.topology import topology_to_json
 from gputopo.probe.smi import parse_topo_matrix, topology_from_smi_file_text
 from helpers.cli import gputopo_here
 from helpers.paths import FIXTURES
+from test_smi_posted_cut_and_c2c import NEW_POSTED
 
 TOPO_DIR = FIXTURES / "topo"
 CLUB3090 = "club3090-1125_2gpu_node_indented-wrapped-legend_plus-p2p-NS-no-cmdline.txt"
@@ -29,7 +30,7 @@ AUTODL = "autodl_2x2080ti_pix.txt"
 AUTODL_P2P = "autodl_2x2080ti_p2p_p.txt"
 #: The fixtures this file holds expectations for (test_probe_smi_parser.py checks every fixture
 #: of tests/fixtures/topo/ has some).
-POSTED = (CLUB3090, SHEFFIELD, RWTH, EKS, TF_GDR)
+POSTED = (CLUB3090, SHEFFIELD, RWTH, EKS, TF_GDR) + NEW_POSTED
 
 
 def fixture(name: str) -> str:
@@ -242,9 +243,11 @@ def test_every_posted_fixture_round_trips_through_format_smi(name):
     same text again."""
     rc, out, err = gputopo_here("scan", "--from-smi", TOPO_DIR / name, "--format", "smi")
     assert rc == 0, err
-    first, _ = read(fixture(name), name)
+    first, first_notes = read(fixture(name), name)
     again, notes = read(out)
-    assert notes == []
+    # a paste cut inside a NIC row is written cut there (smi_format.py), and read back with the same note
+    assert notes == [] or [n.split(": ", 1)[1] for n in notes] == [n.split(": ", 1)[1] for n in first_notes
+                                                                   if "the text ends inside row" in n]
     a, b = topology_to_json(first), topology_to_json(again)
     for d in (a, b):
         for p in d["pairs"]:
