@@ -159,6 +159,10 @@ def open_history(path, *, create: bool = True) -> sqlite3.Connection:
 
 
 def _reason(e: BaseException) -> str:
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.EEXIST, errno.ENOTDIR) and e.filename:
+        return f"{e.filename} is a file, not a folder"  # `--history notes.txt/h.sqlite`
     text = str(e) or type(e).__name__
     if "file is not a database" in text or "malformed" in text:
         return f"corrupt ({text})"

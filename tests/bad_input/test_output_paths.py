@@ -144,6 +144,16 @@ def test_unwritable_places_are_one_line(name, where, work, tmp_path):
         assert (tmp_path / "notes.txt").read_text() == "precious\n" and "is a file, not a folder" in line
 
 
+def test_a_history_database_under_a_file_says_so(tmp_path):
+    """--history notes.txt/h.sqlite said "cannot open ([Errno 17] File exists: 'notes.txt')"."""
+    (tmp_path / "notes.txt").write_text("precious\n")
+    rc, _, err = gputopo_here("scan", "--sim", "pcie-4gpu", "--history", tmp_path / "notes.txt" / "h.sqlite",
+                              cwd=tmp_path, timeout=30)
+    line = one_line(rc, err)
+    assert f"cannot open ({tmp_path / 'notes.txt'} is a file, not a folder)" in line, line
+    assert (tmp_path / "notes.txt").read_text() == "precious\n"
+
+
 def test_a_held_fifo_whose_command_fails_later_ends_its_reader(work, tmp_path):
     """check_writable_file keeps a FIFO open until it is written; a command that fails after the
     check (no history database here) closes it, so the reader ends instead of waiting forever."""
