@@ -33,7 +33,8 @@ _DRIVER = re.compile(r"^Driver Version:\s*(\S+)")
 _DEVICE = re.compile(r"^Device (\d+):\s*(.+?)(?:\s+\(([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)\))?\s*$")
 _PROCESS = re.compile(r"^Process\s+(\d+)\s+\(([^)]*)\):\s*device\s+(\d+):\s*(.+?)"
                       r"(?:\s+\(([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\))?\s*$")
-_RUNNING = re.compile(r"^Running (?:benchmark )?(\w+)\.?\s*$")
+#: (a "> " before it: the line pasted as a markdown quote)
+_RUNNING = re.compile(r"^(?:>\s*)?Running (?:benchmark )?(\w+)\.?\s*$")
 _WAIVING = re.compile(r"^Waiving (\w+)\.?\s*$")
 _STATUS = re.compile(r"^(Waived|Not Found|Error|ERROR)\s*:\s*(.*)$")
 _DESCRIPTION = re.compile(r"^(?:memcpy|memory latency|Device to Device Latency)\b.*\((?:GB/s|ns)\)\s*$")
@@ -65,8 +66,11 @@ class _Parser:
             return
         self.matrix = None
         square = m.columns and len(m.cells) == len(m.columns) and m.description.count("GPU(row)")
+        # a host testcase prints one row, the host's (CPU(row) -> / <- GPU(column)): whole without
+        # the SUM line after it (a paste that left the SUM lines out)
+        host_row = len(m.cells) == 1 and "CPU(row)" in m.description and m.row_labels == ["0"]
         full_rows = all(len(r) == len(m.columns) for r in m.cells)
-        m.complete = bool(m.cells) and full_rows and (m.printed_sum is not None or bool(square))
+        m.complete = bool(m.cells) and full_rows and (m.printed_sum is not None or bool(square) or host_row)
         values = [v for row in m.cells for v in row if v is not None]
         if m.complete and m.printed_sum is not None and abs(sum(values) - m.printed_sum) > 0.005 * len(values) + 0.01:
             self.out.problems.append(f"line {m.line}: the {m.key} matrix's cells add up to {sum(values):.2f}, not the "
