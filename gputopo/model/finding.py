@@ -37,6 +37,8 @@ KINDS = (
     # What an imported NCCL_DEBUG log says the job did (gputopo.report.nccl_debug_findings): an init
     # that failed, GPUDirect RDMA not used, sockets instead of IB, a NIC farther than the nearest.
     "nccl-init-failed", "nccl-gdr-off", "nccl-socket-fallback", "nccl-far-nic",
+    # ... and a failure after init, while NCCL moved data (its progress thread's error path).
+    "nccl-comm-failed",
     # The network path of each GPU (gputopo.report.network_checks): its nearest RDMA NIC far
     # (NODE/SYS) while other GPUs have one beside them; GPUDirect RDMA unavailable (kernel side) or
     # off by NCCL's distance rule; a NIC port not Active; a port below its peers' rate; NIC port

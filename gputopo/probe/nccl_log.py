@@ -321,8 +321,10 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         return
     t = _TRACE.match(msg)
     if t:
-        _process(log, host, pid)["trace"].append({"source": t.group("src"), "code": int(t.group("code")),
-                                                  "where": where})
+        step = {"source": t.group("src"), "code": int(t.group("code")), "where": where}
+        if t.group("where"):  # the thread NCCL names after the code ("Progress Thread", "Proxy Service 2")
+            step["thread"] = t.group("where")
+        _process(log, host, pid)["trace"].append(step)
         return
     s = _SETTING.search(msg)
     if s:

@@ -4,6 +4,9 @@ did on its network, judged from the facts the importer read (importers/nccl_debu
 - ``nccl-init-failed`` (error): a process whose NCCL init failed: it warned (``NCCL WARN``) and
   NCCL's error path (``file.cc:line -> code``) reached ``init.cc`` / ``group.cc``, or went on
   with no ``Init COMPLETE`` after it; quoted with the failing call and the ranks.
+- ``nccl-comm-failed`` (error): the same, but the error path ran in NCCL's progress thread
+  (``proxy.cc:... -> 6 [Progress Thread]``): NCCL failed after init, while moving data (an RDMA
+  completion error's status is said in words).
 - ``nccl-gdr-off`` (warning): connections over an RDMA network (IB/RoCE, a plugin) without
   GPUDirect RDMA (``NET/IB/0`` and not ``NET/IB/0/GDRDMA``), or HCAs NCCL said ``GPU Direct RDMA
   Disabled for HCA`` on a host that used that network. The cause is said where the log or the
@@ -56,6 +59,24 @@ def _failed(proc: Dict[str, Any]) -> bool:
     return reached_init or (bool(proc.get("warnings")) and not proc.get("init_complete"))
 
 
+#: What an RDMA completion status in ``NET/IB : Got completion ... status=N`` means (ibv_wc_status).
+_WC_STATUS = {
+    12: ("the RDMA transport retry counter ran out (IBV_WC_RETRY_EXC_ERR): the peer's NIC stopped answering "
+         "on the network path between the two hosts (a link, switch or routing fault, a RoCE setting such as "
+         "GID index or traffic class that the fabric drops), or the peer process died"),
+    13: ("the peer's receive-not-ready retries ran out (IBV_WC_RNR_RETRY_EXC_ERR): the peer posted no receive "
+         "buffer in time (the peer process stalled or died)"),
+}
+_COMPLETION = re.compile(r"Got completion .*?status=(\d+)")
+
+
+def _during_communication(proc: Dict[str, Any]) -> bool:
+    """Whether a failed process failed after init, while moving data: its error path ran in NCCL's
+    progress thread (proxy.cc's progress loop), not in init or the proxy's connection service."""
+    return (any(t.get("thread") == "Progress Thread" for t in proc.get("trace") or [])
+            and not any(re.match(r"(?:.*/)?(?:init|group)\.cc:", str(t.get("source"))) for t in proc.get("trace") or []))
+
+
 def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
     """One ``nccl-init-failed`` per failing call (the first WARN of each failed process), with
     every host and rank that failed on it."""
@@ -65,7 +86,9 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
             continue
         warn = (proc.get("warnings") or [{}])[0]
         call = str(warn.get("message") or "no NCCL WARN line before it")
-        g = groups.setdefault(call, {"procs": [], "source": warn.get("source"), "codes": set(), "path": []})
+        g = groups.setdefault(call, {"procs": [], "source": warn.get("source"), "codes": set(), "path": [],
+                                     "comm": True})
+        g["comm"] = g["comm"] and _during_communication(proc)
         g["procs"].append(proc)
         for t in proc.get("trace") or []:
             if t.get("code"):
@@ -86,10 +109,19 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
         for pattern, why, todo in _KNOWN_WARNS:
             if pattern.search(call):
                 cause, remedies = why, todo
+        kind, what = "nccl-init-failed", "NCCL init failed"
+        if g["comm"]:
+            kind, what = "nccl-comm-failed", "NCCL failed after init, while moving data (its progress thread),"
+            remedies = ["read the NCCL WARN line above: it names what failed",
+                        "test the network path between the hosts with perftest (ib_write_bw) in both directions, "
+                        "and check the NIC ports (ibstat) and the switch's counters"]
+            wc = _COMPLETION.search(call)
+            if wc and int(wc.group(1)) in _WC_STATUS:
+                cause = _WC_STATUS[int(wc.group(1))]
         src = f" ({g['source']})" if g.get("source") else ""
         out.append(Finding(
-            "nccl-init-failed", "error",
-            f"NCCL init failed on {len(g['procs'])} process(es), {where}: `{call}`{src}, then NCCL returned {codes} "
+            kind, "error",
+            f"{what} on {len(g['procs'])} process(es), {where}: `{call}`{src}, then NCCL returned {codes} "
             f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}",
             evidence={"call": call, "source": g.get("source"), "hosts": hosts, "ranks": ranks,
                       "codes": sorted(g["codes"]), "error_path": g["path"],
