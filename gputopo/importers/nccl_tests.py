@@ -222,6 +222,8 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
+#: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
+_COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
 
 def _clean(line: str) -> str:
@@ -405,6 +407,10 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         if _DATA.match(line) and not cur.columns and not cur.rows:
             cur.headerless.append((lineno, line.split()))
             continue
+        cmd = _COMMAND.search(s)
+        if cmd and not cur.rows and not cur.program and op_from_name(cmd.group(1)):
+            cur.program = cmd.group(1)  # the command line the output was pasted with
+            continue
         if _DATA.match(line) and cur.columns:
             try:
                 row = _parse_row(cur, line.split(), lineno)
@@ -422,7 +428,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             read_headerless_rows(lg)
     for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
-    logs = [lg for lg in logs if lg.rows]
+    # a test that printed its column header and then nothing (it hung or died before its first
+    # size): kept, so the import says it instead of refusing the file
+    logs = [lg for lg in logs if lg.rows or (lg.columns and (lg.ranks or lg.config))]
     if not logs:
         raise InputFileError(source, "no nccl-tests result rows found (expected rows of size, count, type, ... "
                                      "time, algbw, busbw, with or without the '#  size  count  type ...' header)")
@@ -790,6 +798,9 @@ def completeness_problems(log) -> List[str]:
     not parse are noted by the parser as it skips them)."""
     if log.avg_busbw_gbps is not None or log.out_of_bounds is not None:
         return []
+    if not log.rows and log.columns:
+        return ["no result row after the column header: the test printed no figure (it hung or died before its "
+                "first size, or the log was cut there), so nothing was measured"]
     last = f" after line {log.rows[-1].line}" if log.rows else ""
     return [f"no footer ('Out of bounds values' / 'Avg bus bandwidth'){last}: the test did not finish or "
             "the log was cut, so the sizes after its last row are missing"]

@@ -92,3 +92,30 @@ def test_a_refusal_still_says_the_results_were_wrong():
     with pytest.raises(InputFileError) as e:
         parse_nccl_tests(text, source="posted.txt")
     assert "--op" in str(e.value) and "#wrong > 0 (from 524288 B): this run's results were wrong" in str(e.value)
+
+
+HANG = FIXTURES / "nccl-tests" / "nccl-tests-117_2x4090_driver520_all_reduce_hangs-after-header_no-rows.txt"
+
+
+def test_a_test_that_printed_its_header_and_no_row_is_said_not_refused(tmp_path):
+    # NVIDIA/nccl-tests issue 117: 2 x RTX 4090 on driver 520, all_reduce_perf hangs before its
+    # first size; the posted output ends after the column header. It was refused as "no
+    # nccl-tests result rows found", as if it were not nccl-tests output.
+    posted = tmp_path / "log.txt"  # no op in the name: the pasted command line names it
+    posted.write_text(HANG.read_text())
+    (log,) = parse_nccl_tests_file(posted)
+    assert log.op == "all_reduce" and log.program == "all_reduce_perf" and len(log.ranks) == 2 and log.rows == []
+    assert log.problems == ["no result row after the column header: the test printed no figure (it hung or died "
+                            "before its first size, or the log was cut there), so nothing was measured"]
+    out = tmp_path / "run"
+    ran = gputopo_here("import", "nccl-tests", str(posted), "--out", str(out), "--no-history",
+                       env={"GPUTOPO_HISTORY": str(tmp_path / "h.sqlite")})
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verdict"] != "ok"
+    assert [f["kind"] for f in summary["findings"]] == ["incomplete-data"]
+
+
+def test_text_without_a_column_header_or_rows_is_still_refused():
+    with pytest.raises(InputFileError, match="no nccl-tests result rows"):
+        parse_nccl_tests("$ ./build/all_reduce_perf -b 8\nSegmentation fault\n", source="x.txt")
