@@ -13,6 +13,10 @@ gate, the collective, the per-sample start barrier) is polled from Python agains
 deadline (``--timeout`` after it started), the group's failure key and the stop flag; on cuda
 the times are CUDA events, the end event recorded right after a non-blocking ``wait()`` and
 polled with ``query()``, and a group that passes the deadline is aborted (:data:`RANK_ENV`).
+The calls that may block inside torch or NCCL with no bound of their own (the NCCL
+communicator's set-up, made eagerly, and the warm-up's first all_reduce calls, where NCCL
+connects) run in a thread polled the same way (:meth:`DistBackend._bounded`): a set-up that
+never returns is recorded (``setup_timed_out``) and its thread left to the process's end.
 
 After every intra-node or inter-node round each rank appends its own record to its JSONL in the
 run folder, then all ranks pass ``monitored_barrier`` on the control group (bounded by
@@ -71,6 +75,13 @@ WAIT_SLICE_S = 0.1
 FAIL_CHECK_S = 0.5
 #: Seconds between CUDA event queries: only how soon the CPU notices; the time is the GPU's.
 CUDA_POLL_S = 0.0002
+#: Seconds between looks at a set-up step that runs in a thread of its own (the NCCL
+#: communicator's creation, the host side of a group's first all_reduces): only how soon the
+#: rank notices that it returned; none of it is timed.
+SETUP_POLL_S = 0.01
+#: Seconds ``abort()`` of a group may take before this rank goes on without it (it runs in a
+#: thread of its own: an abort that itself blocks must not hold the rank past the barrier).
+ABORT_WAIT_S = 3.0
 
 #: What a cuda-fabric rank sets, whatever the user's environment says, because it changes what
 #: is timed or whether a lost peer takes a healthy rank down; run.json keeps it (``env_set``).
@@ -152,7 +163,12 @@ class DistBackend:
         try:
             dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
                                     rank=env.rank, world_size=env.world_size, timeout=self.timeout)
-            self.control = dist.new_group(backend="gloo", timeout=self.timeout)
+            # the liveness barrier's bound: a rank that reached it at once (a bye, a group done
+            # early) sends to rank 0 under the group's own timeout, and rank 0 arrives up to
+            # --timeout later (a group that waited out its round): with --timeout alone, that
+            # send timed out first, closed its connection, and rank 0 named every rank lost
+            self.control = dist.new_group(backend="gloo",
+                                          timeout=self.timeout + timedelta(seconds=BARRIER_MARGIN_S))
             # the data groups meet under gputopo/pg/... in the store torch's own groups use
             self._pg_store: Any = dist.distributed_c10d._get_default_store()
         except (RuntimeError, ValueError, OSError) as e:  # DistStoreError, DistNetworkError...
@@ -475,24 +491,105 @@ class DistBackend:
             opts.global_ranks_in_group = list(ranks)
             pg = ProcessGroupNCCL(store, me, size, opts)
         else:
-            pg = dist.ProcessGroupGloo(store, me, size, timedelta(seconds=max(1.0, self._remaining())))
+            # past the round's deadline (by BARRIER_MARGIN_S / 2): the poll gives up on a member
+            # that never came first, recording a timeout; gloo's own timeout, ending first, was
+            # raised as this healthy rank's own error (and blamed it); this one only ends the
+            # abandoned work, before the liveness barrier's bound
+            pg = dist.ProcessGroupGloo(store, me, size, timedelta(
+                seconds=max(1.0, self._remaining()) + BARRIER_MARGIN_S / 2))
         self._groups.append(pg)  # kept: a group destroyed while a peer still waits on it breaks the peer's wait
         return pg
 
     def _abort(self, pg: Any) -> None:
-        """NCCL: abort the communicator (its kernels stop waiting for a lost peer, and this
-        GPU's stream moves on). Gloo: nothing; the abandoned work ends at the group's timeout."""
-        if self.fabric == "cuda":
+        """NCCL: abort the communicator (its kernels stop waiting for a lost peer, this GPU's
+        stream moves on, a communicator still being made stops), waiting at most
+        :data:`ABORT_WAIT_S` for it. Gloo: nothing; the abandoned work ends at the group's timeout."""
+        if self.fabric != "cuda":
+            return
+
+        def run() -> None:
             try:
                 pg.abort()
             except Exception:  # noqa: BLE001 - already aborted or torn down
                 pass
 
-    def _settle(self, done: Callable[[], bool], key: str, pg: Any, what: str) -> None:
+        t = threading.Thread(target=run, name="gputopo-abort", daemon=True)
+        t.start()
+        t.join(ABORT_WAIT_S)
+
+    def _thread_context(self) -> Any:
+        """What a helper thread enters to act on this rank's GPU as the main thread does: CUDA's
+        current device and torch's current stream are per thread (read here, in the main thread:
+        NCCL's stream then waits for the stream the main thread filled the buffers on)."""
+        if self.fabric != "cuda":
+            return contextlib.nullcontext()
+        cuda, device = self.torch.cuda, self.device
+        stream = cuda.current_stream(device)
+
+        @contextlib.contextmanager
+        def on_this_gpu() -> Iterator[None]:
+            with cuda.device(device), cuda.stream(stream):
+                yield
+
+        return on_this_gpu()
+
+    def _bounded(self, fn: Callable[[], Any], key: str, pg: Any, what: str) -> Any:
+        """``fn()``'s result, ``fn`` run in a daemon thread while this thread polls it like a
+        collective (:meth:`_settle`: the round's deadline, the stop flag, the group's failure
+        key; the group aborted when one says to stop). For the calls that may block inside
+        torch or NCCL without a bound of their own: the communicator's creation (the unique id
+        through the store, ``ncclCommInitRank``: bootstrap, transports) and the host side of
+        the group's first all_reduces (NCCL connects its transports on first use). A call that
+        never returns raises :class:`_Abandoned` ``setup_timed_out``; its thread is left behind
+        (a blocking ``ncclCommInitRank`` cannot be aborted), and the rank ends with ``os._exit``
+        (cli/cluster.py), so nothing outlives the process."""
+        box: Dict[str, Any] = {}
+        done = threading.Event()
+        context = self._thread_context()
+
+        def run() -> None:
+            try:
+                with context:
+                    box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - handed to the polling thread
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="gputopo-setup", daemon=True).start()
+        try:
+            # a short wait on the thread itself, then the poll's sleep (the round's clock)
+            self._settle(functools.partial(done.wait, SETUP_POLL_S / 10), key, pg, what,
+                         poll_s=SETUP_POLL_S)
+        except _Abandoned as a:
+            if a.field == "timed_out":
+                raise _Abandoned("setup_timed_out", f"{what} did not return within --timeout "
+                                                    f"{self.timeout_s:g} s") from None
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def _connect(self, pg: Any, key: str) -> None:
+        """NCCL: make the group's communicator now, bounded (:meth:`_bounded`), instead of
+        lazily inside its first all_reduce on the main thread, where a set-up that never ends
+        (an IB fabric that never answers, a bootstrap to an unreachable interface) held the rank
+        and, with rank 0 among the members, the whole job. ``eager_connect_single_device`` is
+        what ``init_process_group(device_id=...)`` calls for the default group. Gloo: its
+        constructor connected already, bounded by the group's timeout."""
+        if self.fabric == "cuda":
+            self._bounded(functools.partial(pg.eager_connect_single_device, self.device), key, pg,
+                          "the NCCL communicator set-up")
+
+    def _settle(self, done: Callable[[], bool], key: str, pg: Any, what: str,
+                poll_s: Optional[float] = None) -> None:
         """Return once ``done()``. Until then, every poll looks at the round's deadline and the
         stop flag, and every :data:`FAIL_CHECK_S` at the group's failure key; when one says to
         stop waiting, the group is aborted and :class:`_Abandoned` raised. CUDA: ``done`` is an
-        event's ``query()``, polled every :data:`CUDA_POLL_S` (the time itself is the GPU's)."""
+        event's ``query()``, polled every :data:`CUDA_POLL_S` (the time itself is the GPU's);
+        ``poll_s``: the sleep between polls whatever the fabric."""
+        if poll_s is None and self.fabric == "cuda":
+            poll_s = CUDA_POLL_S
         next_check = self._clock() + FAIL_CHECK_S
         while not done():
             try:
@@ -509,8 +606,8 @@ class DistBackend:
             except _Abandoned:
                 self._abort(pg)
                 raise
-            if self.fabric == "cuda":
-                self._sleep(CUDA_POLL_S)
+            if poll_s is not None:
+                self._sleep(poll_s)
 
     def _buffer(self) -> Any:
         """The message: allocated before the group meets, so a rank whose memory is taken says
@@ -525,10 +622,13 @@ class DistBackend:
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
             one.fill_(1.0)
+            # the warm-up's calls are the group's first all_reduces of each size: NCCL may
+            # connect its transports inside them, on this thread, without a bound of its own
+            call = self._first_call if k == 0 else _call
             # start together: a one-element all_reduce every member must reach, waited for on
             # this rank's own GPU (cuda: that also covers the fill) with the bounded poll
             # instead of barrier() / cuda.synchronize(), which block without a bound
-            gate = pg.allreduce([one])
+            gate = call(pg, key, [one], "the group's first all_reduce (1 element)")
             if cuda:
                 gate.wait()  # orders the current stream after it (no TORCH_NCCL_BLOCKING_WAIT)
                 ready = torch.cuda.Event()
@@ -536,7 +636,7 @@ class DistBackend:
                 self._settle(ready.query, key, pg, "the start barrier")
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()  # NCCL's stream waits for this stream before the collective
-                work = pg.allreduce([x])
+                work = call(pg, key, [x], "the group's first all_reduce of the message")
                 # with blocking wait off, wait() only makes the current stream wait for the
                 # work's end on NCCL's stream (WorkNCCL::synchronizeStream) and returns: the end
                 # event recorded next is behind the collective on the timed stream. (Blocking
@@ -548,13 +648,19 @@ class DistBackend:
             else:
                 self._settle(functools.partial(_gloo_done, gate), key, pg, "the start barrier")
                 t0 = time.perf_counter()
-                work = pg.allreduce([x])
+                work = call(pg, key, [x], "the group's first all_reduce of the message")
                 self._settle(functools.partial(_gloo_done, work), key, pg, "the all_reduce")
                 t = time.perf_counter() - t0
             wrong += int((x != float(n)).sum().item())
             if k:
                 times.append(t)
         return {"time_s": statistics.median(times), "wrong": wrong}
+
+    def _first_call(self, pg: Any, key: str, tensors: List[Any], what: str) -> Any:
+        """``pg.allreduce(tensors)`` bounded by the round's deadline (:meth:`_bounded`): the
+        warm-up's calls, where NCCL connects (its timed samples call it directly: no thread
+        hand-off between their start and end events)."""
+        return self._bounded(functools.partial(pg.allreduce, tensors), key, pg, what)
 
     def _measure(self, key: str, ranks: List[int], rec: Dict[str, Any], prefix: str = "") -> None:
         """One group's all_reduce on this rank, into ``rec``: ``time_s`` and ``wrong``, or why
@@ -566,6 +672,7 @@ class DistBackend:
             x = self._buffer()
             self._gate(key, len(ranks))
             pg = self._make_group(key, ranks)
+            self._connect(pg, key)
             rec.update(self._time_all_reduce(pg, key, x, len(ranks)))
         except _Abandoned as a:
             rec[a.field] = prefix + a.text
@@ -650,10 +757,21 @@ class DistBackend:
                                   + (" (after a member failed)" if r not in first else "")
                                   for r in (first + [r for r in own if r not in first])[:3])
             return res
-        late = [r for r in recs if r.get("timed_out")]
+        stuck = [r for r in recs if r.get("setup_timed_out")]
+        if stuck and len(stuck) < len(recs):
+            # these members' own set-up (the NCCL communicator, a first all_reduce's host call)
+            # never returned while the others' did: theirs, as an error of their own; the
+            # others only waited for them (a set-up stuck on every member blames nobody: below)
+            res.rank_errors = [{"rank": r["rank"], "node": r["node"],
+                                "error": f"{r['setup_timed_out']} (the group's other members' did)"}
+                               for r in stuck]
+            res.error = "; ".join(f"rank {e['rank']} ({e['node']}): {e['error']}" for e in res.rank_errors[:3])
+            return res
+        late = stuck or [r for r in recs if r.get("timed_out")]
         if late:  # nobody failed, yet the collective did not finish: the group's own trouble
-            res.error = (f"rank(s) {', '.join(str(r['rank']) for r in late[:8])}: "
-                         f"{late[0]['timed_out']}")
+            what = late[0].get("setup_timed_out") or late[0]["timed_out"]
+            res.error = (f"rank(s) {', '.join(str(r['rank']) for r in late[:8])} "
+                         f"({', '.join(sorted({str(r['node']) for r in late}))}): {what}")
             return res
         waited = next((r[k] for r in recs for k in NOT_MEASURED if r.get(k)), None)
         if waited is not None:
@@ -682,8 +800,15 @@ class DistBackend:
         return self._run_groups(groups, index, f"inter-node round {index}", one_gpu=True)
 
 
-#: A rank record's keys for an all_reduce it did not measure (besides ``error``, its own).
-NOT_MEASURED = ("peer_failed", "timed_out", "stopped", "no_store")
+#: A rank record's keys for an all_reduce it did not measure (besides ``error``, its own):
+#: ``setup_timed_out``: a set-up step of its own (the NCCL communicator, a first all_reduce's
+#: host call) did not return within --timeout.
+NOT_MEASURED = ("setup_timed_out", "peer_failed", "timed_out", "stopped", "no_store")
+
+
+def _call(pg: Any, key: str, tensors: List[Any], what: str) -> Any:
+    """``pg.allreduce(tensors)`` on this thread (a timed sample's call)."""
+    return pg.allreduce(tensors)
 
 
 class _Abandoned(Exception):

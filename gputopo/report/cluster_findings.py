@@ -37,14 +37,15 @@ def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_be
     for k, t in sorted(v.slow_nodes.items()):
         partners = sorted({names[p] for p in t.partners_slow})
         low = min(t.busbw_gbps) if t.busbw_gbps else None
+        failed = (f"; {len(t.errors)} of them failed ({t.errors[0]})" if t.errors else "")
         out.append(Finding(
             "slow-node", "error",
             f"node {names[k]} is slow with {t.slow} of {t.tests} partners ({', '.join(partners[:5])}"
             f"{', ...' if len(partners) > 5 else ''}): inter-node busbw down to {_gbps(low)}, the "
-            f"cluster's median is {_gbps(ref)}",
+            f"cluster's median is {_gbps(ref)}{failed}",
             evidence={"node": names[k], "ranks": ranks[k], "phase": "inter-node", "tests": t.tests,
                       "slow_tests": t.slow, "busbw_gbps": t.busbw_gbps, "reference_gbps": ref,
-                      "slow_below": slow_below, "partners_slow": partners}))
+                      "slow_below": slow_below, "partners_slow": partners, "errors": t.errors[:3]}))
     for g in v.intra_slow:
         k = g.nodes[0]
         out.append(Finding(
@@ -57,9 +58,10 @@ def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_be
         hosts = [names[n] for n in g.nodes]
         how = ("each node is fast with other partners: the link between them" if resolved else
                "could not be told apart from a slow node (no node passed to pair them with)")
+        failed = f" (the all_reduce failed: {g.error})" if g.error else ""
         out.append(Finding(
             "slow", "warning",
-            f"nodes {' and '.join(hosts)} together: inter-node busbw {_gbps(g.busbw_gbps)}, the "
+            f"nodes {' and '.join(hosts)} together: inter-node busbw {_gbps(g.busbw_gbps)}{failed}, the "
             f"cluster's median is {_gbps(ref)}; {how}",
             evidence={"nodes": hosts, "busbw_gbps": g.busbw_gbps, "reference_gbps": ref,
                       "resolved": resolved, "error": g.error, "timing": g.timing}))
@@ -210,6 +212,9 @@ class NodeTally:
     slow: int = 0
     partners_slow: List[int] = field(default_factory=list)
     busbw_gbps: List[float] = field(default_factory=list)
+    #: why its slow groups that measured nothing failed (a collective or an NCCL set-up that
+    #: did not finish within --timeout, naming the ranks and hosts)
+    errors: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -236,6 +241,8 @@ def triangulate(outcome: Outcome, n_nodes: int) -> Verdicts:
             if g.slow:
                 t.slow += 1
                 t.partners_slow += [m for m in g.nodes if m != n]
+                if g.error:
+                    t.errors.append(g.error)
     slow_nodes = {n: t for n, t in tallies.items()
                   if t.slow >= 2 and len(set(t.partners_slow)) >= 2 and t.slow * 2 > t.tests}
     links = []

@@ -7,7 +7,10 @@ ROUND: the inter-node round, default 1):
 - ``crash`` / ``stop``: it SIGKILLs / SIGSTOPs itself when the round starts;
 - ``term``: it SIGTERMs itself when the round starts, then goes on as the signal lets it;
 - ``raise``: its first all_reduce of the round raises (once), as a rank whose NIC fails NCCL
-  setup would, after its peers have started waiting for it.
+  setup would, after its peers have started waiting for it;
+- ``connecthang``: its data group's first ``allreduce`` call of the round never returns (once;
+  ``ProcessGroupGloo.allreduce`` replaced on the class), as NCCL's communicator set-up or its
+  first-use transport connect would on a fabric that never answers.
 
 Every other rank runs the real command. Run it under torchrun or as plain processes in place of
 `-m gputopo`. GPUTOPO_TEST_PIDDIR: each rank writes ``rank<RANK>.pid`` there (torchrun's RANK),
@@ -58,6 +61,20 @@ if os.environ.get("GPUTOPO_TEST_PIDDIR") and "RANK" in os.environ:
     with open(os.path.join(os.environ["GPUTOPO_TEST_PIDDIR"], f"rank{os.environ['RANK']}.pid"), "w") as f:
         f.write(str(os.getpid()))
 dist_backend.DistBackend._time_all_reduce = _raising
+
+if _mode == "connecthang":
+    import torch.distributed as _dist
+
+    _real_allreduce = _dist.ProcessGroupGloo.allreduce
+    _rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "-1")))
+
+    def _hanging_allreduce(self, *args, **kwargs):
+        if (_ranks is None or _rank in _ranks) and _state["round"] == _round and not _state["raised"]:
+            _state["raised"] = True
+            time.sleep(3600)  # never returns within the run
+        return _real_allreduce(self, *args, **kwargs)
+
+    _dist.ProcessGroupGloo.allreduce = _hanging_allreduce
 
 if __name__ == "__main__":
     from gputopo.cli.main import main

@@ -76,9 +76,39 @@ def test_a_collective_that_timed_out_without_a_failed_member_is_the_group_s():
     everyone = [{"rank": 0, "node": "n0", "timed_out": "the all_reduce did not finish within --timeout 10 s"},
                 {"rank": 1, "node": "n1", "time_s": 1e-3}]
     g = b._combine((0, 1), [0, 1], everyone)
-    assert g.error.startswith("rank(s) 0: the all_reduce did not finish") and not g.rank_errors
+    assert g.error.startswith("rank(s) 0 (n0): the all_reduce did not finish") and not g.rank_errors
     judge([g], None, 0.8)
     assert g.slow  # as before: a group that failed without a culprit is judged by triangulation
+
+
+SETUP = "the NCCL communicator set-up did not return within --timeout 10 s"
+
+
+def test_a_member_whose_nccl_set_up_never_returned_while_the_others_did_is_its_error():
+    """Rank 2's set-up thread never returned; rank 3's did (it then waited for rank 2 at the
+    start barrier): rank 2's own error, named by rank and host; rank 3 is not blamed."""
+    b = _backend()
+    everyone = [{"rank": 0, "node": "n0", "time_s": 1e-3}, {"rank": 1, "node": "n1", "time_s": 1e-3},
+                {"rank": 2, "node": "n2", "setup_timed_out": SETUP},
+                {"rank": 3, "node": "n3", "timed_out": "the start barrier did not finish within --timeout 10 s"}]
+    g = b._combine((2, 3), [2, 3], everyone)
+    assert g.rank_errors == [{"rank": 2, "node": "n2", "error": SETUP + " (the group's other members' did)"}]
+    assert g.error.startswith("rank 2 (n2): the NCCL communicator set-up did not return") and "n3" not in g.error
+    judge([g], None, 0.8)
+    assert not g.slow and g.busbw_gbps is None
+
+
+def test_a_set_up_stuck_on_every_member_blames_no_one_and_fails_the_group():
+    """NCCL's set-up is collective: one member's fabric that never answers usually holds every
+    member. The group failed (judged by triangulation, like a collective that never finished),
+    its error naming the ranks and hosts."""
+    b = _backend()
+    everyone = [{"rank": 0, "node": "n0", "setup_timed_out": SETUP}, {"rank": 1, "node": "n1", "setup_timed_out": SETUP},
+                {"rank": 2, "node": "n2"}, {"rank": 3, "node": "n3"}]
+    g = b._combine((0, 1), [0, 1], everyone)
+    assert g.error == f"rank(s) 0, 1 (n0, n1): {SETUP}" and not g.rank_errors
+    judge([g], None, 0.8)
+    assert g.slow
 
 
 class _Rounds:
@@ -146,6 +176,51 @@ def test_groups_that_measured_nothing_are_no_test_of_their_nodes():
     out = run_rounds(_Rounds(), "pairwise")
     t = triangulate(out, 4).tallies
     assert t[0].tests == 0 and t[1].tests == 2
+
+
+class _SetUpHangs(_Rounds):
+    """Node 0's NCCL set-up never returns (its partners' does): every group with it failed."""
+
+    def measure_round(self, index, groups):
+        out = []
+        for g in groups:
+            if 0 in g:
+                e = {"rank": 0, "node": "n0", "error": SETUP + " (the group's other members' did)"}
+                out.append(GroupResult(g, 1 << 30, "wall", gpus=2, error=f"rank 0 (n0): {e['error']}",
+                                       rank_errors=[e]))
+            else:
+                out.append(GroupResult(g, 1 << 30, "wall", time_s=1e-3, busbw_gbps=10.0, gpus=2))
+        return out
+
+
+def test_a_node_whose_nccl_set_up_hangs_is_a_rank_error_naming_rank_and_host():
+    out = run_rounds(_SetUpHangs(), "random2pass", seed=3)
+    fs = cluster_findings(out, NAMES, RANKS, [{}] * 4, 0.8)
+    (err,) = [f for f in fs if f.kind == "rank-error"]
+    assert err.evidence["node"] == "n0" and err.evidence["ranks"] == [0]
+    assert err.message.startswith("node n0 rank(s) 0 failed in inter-node round 1") and SETUP in err.message
+    assert [ln.split()[0] for ln in drain_lines(fs)] == ["n0"]  # its partners only waited
+    assert not [f for f in fs if f.kind in ("slow-node", "slow", "hang", "crash")]
+
+
+def test_a_group_that_failed_as_a_whole_says_why_in_its_slow_finding():
+    """A pair whose set-up hung on both members, each node fast with another partner: the slow
+    link's message says it failed and why (ranks and hosts), not only "busbw n/a"."""
+    class B(_Rounds):
+        def measure_round(self, index, groups):
+            out = []
+            for g in groups:
+                if set(g) == {0, 1}:
+                    out.append(GroupResult(g, 1 << 30, "wall", gpus=2, error=f"rank(s) 0, 1 (n0, n1): {SETUP}"))
+                else:
+                    out.append(GroupResult(g, 1 << 30, "wall", time_s=1e-3, busbw_gbps=10.0, gpus=2))
+            return out
+
+    out = run_rounds(B(), "pairwise")
+    fs = cluster_findings(out, NAMES, RANKS, [{}] * 4, 0.8)
+    (link,) = [f for f in fs if f.kind == "slow"]
+    assert link.evidence["nodes"] == ["n0", "n1"]
+    assert f"busbw n/a (the all_reduce failed: rank(s) 0, 1 (n0, n1): {SETUP})" in link.message
 
 
 def test_a_rank_stopped_by_a_signal_ends_the_rounds_with_that_round_kept(tmp_path):

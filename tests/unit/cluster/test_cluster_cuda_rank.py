@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -56,6 +58,8 @@ class FakeGpu:
         self.calls = []
         self.queries = 0
         self.aborted = 0
+        self.entered = []  # (what, value, thread name) of each device/stream context entered
+        self.connected = []  # the devices eager_connect_single_device was given
 
     def torch(self):
         gpu = self
@@ -76,8 +80,20 @@ class FakeGpu:
             def elapsed_time(self, other):  # ms, as CUDA
                 return (other.at - self.at) * 1e3
 
+        @contextlib.contextmanager
+        def device(d):  # torch.cuda.device: CUDA's current device is per thread
+            gpu.entered.append(("device", d, threading.current_thread().name))
+            yield
+
+        @contextlib.contextmanager
+        def stream(s):  # torch.cuda.stream: torch's current stream is per thread
+            gpu.entered.append(("stream", s, threading.current_thread().name))
+            yield
+
         return SimpleNamespace(empty=lambda n, dtype, device: torch.empty(n, dtype=dtype),
-                               float32=torch.float32, cuda=SimpleNamespace(Event=Event))
+                               float32=torch.float32,
+                               cuda=SimpleNamespace(Event=Event, device=device, stream=stream,
+                                                    current_stream=lambda d: f"stream of {d}"))
 
     def pg(self, n):
         gpu = self
@@ -103,6 +119,9 @@ class FakeGpu:
                 if math.isfinite(gpu.nccl):
                     tensors[0].fill_(float(n))
                 return Work(gpu.nccl)
+
+            def eager_connect_single_device(self, device):  # Backend's: (device) -> None
+                gpu.connected.append(device)
 
             def abort(self):
                 gpu.aborted += 1
@@ -275,6 +294,106 @@ def test_a_buffer_that_does_not_fit_is_this_rank_s_error_and_its_peers_are_told(
     assert rec["error"].startswith("RuntimeError: CUDA out of memory") and "peer_failed" not in rec
     assert b._pg_store.get(key + "/gate") == b"failed"
     assert b"rank 0 (n0): RuntimeError: CUDA out of memory" in b._pg_store.get(key + "/failed")
+
+
+class Hang:
+    """A torch call that never returns (until the test ends: released then, so no thread stays)."""
+
+    def __init__(self):
+        self.release, self.entered = threading.Event(), threading.Event()
+
+    def __call__(self, *args, **kwargs):
+        self.entered.set()
+        self.release.wait(60)
+        raise RuntimeError("released at the end of the test")
+
+
+def test_an_nccl_communicator_set_up_that_never_returns_ends_at_the_round_s_deadline(monkeypatch):
+    """Issue: NCCL made a group's communicator lazily inside its first all_reduce, on the main
+    thread; a set-up that never returned (an IB fabric that never answers, a bootstrap to an
+    unreachable interface) held the rank, rank 0 among the members held the whole job, and
+    nothing was written. Now the communicator is made eagerly (``eager_connect_single_device``,
+    the rank's own device), in a thread the rank polls against the round's deadline: at the
+    deadline the group is aborted and the rank records that its set-up did not return, its
+    own fact (not an error raised, not a peer's failure), and no all_reduce was issued."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu, timeout_s=5.0)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    pg, hang = gpu.pg(2), Hang()
+    pg.eager_connect_single_device = hang
+    b._make_group = lambda key, ranks: pg
+    rec = {}
+    try:
+        b._measure(key, [0, 1], rec)
+    finally:
+        hang.release.set()
+    assert hang.entered.is_set() and set(rec) == {"setup_timed_out"}, rec
+    assert rec["setup_timed_out"] == "the NCCL communicator set-up did not return within --timeout 5 s"
+    assert gpu.aborted == 1 and not [c for c in gpu.calls if c.startswith("allreduce")]
+    assert 5.0 <= clock.t < 5.5  # the round's deadline, not torch's (2 x --timeout + 10 s) or never
+
+
+def test_the_communicator_is_made_for_the_rank_s_device_on_its_stream():
+    """The set-up thread enters the rank's device and the main thread's current stream (both are
+    per thread in CUDA and torch) before it connects, so the first all_reduce's NCCL stream
+    waits for the stream the buffers were filled on."""
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu)
+    b._pg_store.set(group_key(1, "all", [0, 1]) + "/gate", "ready")
+    rec = _measure(b, gpu)
+    assert "time_s" in rec and gpu.connected == [torch.device("cuda", 2)]
+    setup = [e for e in gpu.entered if e[2] == "gputopo-setup"]
+    assert setup[:2] == [("device", torch.device("cuda", 2), "gputopo-setup"),
+                         ("stream", "stream of cuda:2", "gputopo-setup")]
+    # connect, then the warm-up's two calls in the set-up thread; the timed samples' on this one
+    assert len(setup) == 3 * 2
+
+
+def test_a_first_all_reduce_whose_host_call_never_returns_is_bounded_too(monkeypatch):
+    """NCCL connects a communicator's transports on its first collective of each kind, inside
+    the host call (``ncclAllReduce``); that call never returning is bounded the same way."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu, timeout_s=5.0)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    pg, hang = gpu.pg(2), Hang()
+    pg.allreduce = hang
+    b._make_group = lambda key, ranks: pg
+    rec = {}
+    try:
+        b._measure(key, [0, 1], rec)
+    finally:
+        hang.release.set()
+    assert rec == {"setup_timed_out": "the group's first all_reduce (1 element) did not return within "
+                                      "--timeout 5 s"}, rec
+    assert gpu.aborted == 1 and 5.0 <= clock.t < 5.5
+
+
+def test_a_set_up_that_raises_is_the_rank_s_own_error_and_its_peers_are_told():
+    """An NCCL error in the communicator's set-up (an unusable NIC) comes back from the thread
+    as this rank's error, and its peers are told at once (they stop waiting for it)."""
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    pg = gpu.pg(2)
+
+    def nccl_error(device):
+        raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error")
+
+    pg.eager_connect_single_device = nccl_error
+    b._make_group = lambda key, ranks: pg
+    rec = {}
+    b._measure(key, [0, 1], rec)
+    assert rec["error"].startswith("RuntimeError: NCCL error in") and "setup_timed_out" not in rec
+    assert b"rank 0 (n0): RuntimeError: NCCL error" in b._pg_store.get(key + "/failed")
 
 
 def test_a_group_s_key_depends_on_its_round_kind_and_ranks_only():

@@ -112,6 +112,29 @@ def test_both_members_failing_once_do_not_break_later_groups(tmp_path):
     assert drained == errs
 
 
+def test_a_rank_whose_first_collective_never_returns_is_named_within_the_timeout(tmp_path):
+    """Rank 2's data group's first all_reduce call never returns in round 2 (as NCCL's lazy
+    communicator set-up or first-use connect on a fabric that never answers). Before: the call
+    ran on the rank's main thread without a bound; the rank (and, on cuda, every member stuck
+    with it) never reached the liveness barrier. Now: the call is bounded by the round's
+    --timeout, rank 2 is a rank-error naming its rank and host, its partner only waited, round 3
+    is measured, every process ends (the stuck thread with its process), results on disk."""
+    codes, out, wall = _srun(tmp_path, 3, ["--size", "256K"], fault="connecthang:2:2", timeout_s=10)
+    assert not set(codes) & {124, 137}, out[-3000:]
+    doc = _doc(tmp_path)
+    assert doc["lost"] == [] and doc["rounds_inter"] == 3, doc["findings"]
+    (err,) = [f for f in doc["findings"] if f["kind"] == "rank-error"]
+    assert err["evidence"]["node"] == "n2" and err["evidence"]["ranks"] == [2], err
+    assert "first all_reduce (1 element) did not return within --timeout 10 s" in err["message"], err
+    assert err["evidence"]["rounds"] == ["inter-node round 2"]
+    assert not [f for f in doc["findings"] if f["kind"] in ("hang", "crash")]
+    drained = [ln.split()[0] for ln in (tmp_path / "run" / "drain.txt").read_text().splitlines()]
+    assert drained == ["n2"]
+    rounds = {r["round"]: r["groups"] for r in doc["rounds"] if r["phase"] == "inter"}
+    assert all(g["busbw_gbps"] > 0 for g in rounds[3] if len(g["nodes"]) > 1)
+    assert wall < 10 + 60, (wall, out[-2000:])
+
+
 def test_a_node_that_cannot_allocate_its_buffers_is_the_finding(tmp_path):
     """Node n0's address space is capped (ulimit -v) below what its 512 MiB message needs; n1
     and n2 are healthy. Before: n1 and n2 drained as hung, n0 never named. Now: n0's
