@@ -67,7 +67,9 @@ def _print_result(res, as_json: bool) -> None:
 @click.option("--samples", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Timed all_reduces per group and round (after one warm-up).")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=1, max=7 * 24 * 3600.0), default=120, show_default=True,
-              help="Seconds a rank may stay silent before it is named lost (hang or crash).")
+              help="Seconds each round's waits may take (a group's gate, its NCCL set-up, every "
+                   "all_reduce) and a rank may stay silent before it is named lost (hang or crash); "
+                   "docs/cluster.md, Timeouts.")
 @click.option("--slow-below", type=FiniteFloat(0.05, 0.99), default=0.8, show_default=True,
               help="A group below this fraction of the cluster's median busbw is slow.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random pairing (same on all ranks).")
