@@ -44,6 +44,12 @@ _KNOWN_WARNS = [
      "per rank), or a GPU that left the bus",
      ["give every rank of a host the same visible GPUs (one container per node, or the same device list)",
       "check that `nvidia-smi` in the job's container lists every GPU the job uses; `dmesg` for Xid 79"]),
+    (re.compile(r"peer access is not supported between these two devices"),
+     "NCCL chose a peer-to-peer (P2P) connection between two GPUs of one host and CUDA refused it (CUDA error 217, "
+     "cudaErrorPeerAccessUnsupported): these GPUs cannot reach each other's memory directly (GeForce cards, "
+     "GPUs in a VM, or an IOMMU/ACS setting that blocks peer DMA)",
+     ["set NCCL_P2P_DISABLE=1: NCCL then copies through host memory (SHM) between these GPUs",
+      "run `gputopo scan` (or p2pBandwidthLatencyTest) to see which GPU pairs have peer access"]),
 ]
 
 

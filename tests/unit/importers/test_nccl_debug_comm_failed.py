@@ -38,3 +38,17 @@ def test_an_error_in_the_proxys_connection_service_stays_an_init_failure():
     assert verdict == "broken"
     assert [f["kind"] for f in findings] == ["nccl-init-failed"]
     assert "ibv_modify_qp failed with error Connection timed out" in findings[0]["message"]
+
+
+PEER_217 = DEBUG / "ray-lightning-24_ray-pid-prefix_nccl278_p2p-ipc-217-peer-access-not-supported_excerpt.log"
+
+
+def test_a_p2p_connection_cuda_refused_says_why_and_what_to_set():
+    # ray-project/ray_lightning issue 24: NCCL 2.7.8 behind Ray's "(pid=...)" prefixes picks
+    # P2P/IPC between 0[2d000] and 1[2e000]; CUDA answers 217, peer access not supported
+    verdict, findings = _findings(PEER_217)
+    assert verdict == "broken"
+    (f,) = findings
+    assert f["kind"] == "nccl-init-failed" and "217 peer access is not supported" in f["message"]
+    assert "cudaErrorPeerAccessUnsupported" in f["cause"]
+    assert f["remedies"][0].startswith("set NCCL_P2P_DISABLE=1")
