@@ -15,6 +15,8 @@ that the measurements alone cannot carry:
 
 from __future__ import annotations
 
+import statistics
+
 from collections import defaultdict
 
 from gputopo.model import Finding, Measurement
@@ -132,7 +134,7 @@ def shared_gpu_findings(measurements: list[Measurement]) -> list[Finding]:
             rest = sorted(v for p, v in pairs.items() if g not in p)
             if len(gpus) < 4 or len(mine) < len(gpus) - 1 or len(rest) < 3:
                 continue
-            median = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1] + rest[len(rest) // 2]) / 2
+            median = statistics.median(rest)
             worst = max(mine.values())
             if worst < ASYMMETRY_RATIO * median:
                 hits[g].append({"series": test, "gpu": g, "max_gbps_with_gpu": round(worst, 3),

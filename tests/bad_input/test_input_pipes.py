@@ -40,55 +40,23 @@ def short_wait(monkeypatch):
     monkeypatch.setenv(INPUT_WAIT_ENV, "0.3")
 
 
-@contextlib.contextmanager
 def writer(path: Path, data: bytes, delay: float = 0.0, pause_after: int = 0, pause: float = 0.0,
            close_only: bool = False):
     """A thread that, once a reader has opened ``path``, waits ``delay`` s and writes ``data``
     (with a ``pause`` after its first ``pause_after`` bytes), then closes; it gives up after 10 s
     without a reader, and stops quietly when the reader goes away, so no test can hang on it."""
-    done = threading.Event()
-
-    def run():
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-                    break
-                except OSError as e:  # ENXIO: no reader yet
-                    if e.errno != errno.ENXIO or time.monotonic() > deadline:
-                        return
-                    time.sleep(0.005)
-            try:
-                os.set_blocking(fd, True)
-                time.sleep(delay)
-                if not close_only:
-                    if pause_after:
-                        os.write(fd, data[:pause_after])
-                        time.sleep(pause)
-                    view = memoryview(data)[pause_after:]
-                    while view:
-                        view = view[os.write(fd, view):]
-            except BrokenPipeError:
-                pass
-            finally:
-                os.close(fd)
-        finally:
-            done.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        done.wait(15)
+    pieces = [(b"", delay)]
+    if not close_only:
+        pieces += [(data[:pause_after], pause), (data[pause_after:], 0.0)]
+    return stepwise_writer(path, pieces)
 
 
 @contextlib.contextmanager
 def stepwise_writer(path: Path, pieces, hold: threading.Event | None = None):
     """A thread that, once a reader has opened ``path``, writes each (bytes, pause after) of
     ``pieces``; then closes, or with ``hold`` keeps the pipe open (a writer that stalls) until
-    ``hold`` is set. Gives up after 10 s without a reader; never blocks a test for good."""
+    ``hold`` is set. Gives up after 10 s without a reader and stops quietly when the reader goes
+    away; never blocks a test for good."""
     done = threading.Event()
 
     def run():
@@ -105,7 +73,9 @@ def stepwise_writer(path: Path, pieces, hold: threading.Event | None = None):
             try:
                 os.set_blocking(fd, True)
                 for data, pause in pieces:
-                    os.write(fd, data)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
                     time.sleep(pause)
                 if hold is not None:
                     hold.wait(15)

@@ -22,6 +22,7 @@ from gputopo.errors import UsageError
 from gputopo.inputs import INPUT_WAIT_ENV
 from gputopo.writable import write_file_bytes
 from helpers.cli import gputopo_here
+from helpers.threads import call_within
 
 
 @contextlib.contextmanager
@@ -173,21 +174,7 @@ def test_a_held_fifo_whose_command_fails_later_ends_its_reader(work, tmp_path):
 
 
 def _within(fn, seconds=5.0):
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "the write waited on its reader without bound (a hang)"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+    return call_within(fn, seconds, "the write waited on its reader without bound (a hang)")
 
 
 def test_a_reader_that_stops_reading_is_refused_after_the_wait(tmp_path, monkeypatch):

@@ -4,30 +4,16 @@ before measuring). Writing then is one refusal, never an open() that waits forev
 from __future__ import annotations
 
 import os
-import threading
 
 import pytest
 
 from gputopo.errors import UsageError
 from gputopo.writable import write_text_file
+from helpers.threads import call_within
 
 
 def _bounded(fn, seconds=5.0):
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "writing into a FIFO without a reader waited (a hang)"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+    return call_within(fn, seconds, "writing into a FIFO without a reader waited (a hang)")
 
 
 def test_fifo_without_reader_is_refused_not_waited_on(tmp_path):
