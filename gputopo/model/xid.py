@@ -28,6 +28,9 @@ kernel logs.
 - ``warning``: the GPU keeps working but is not whole (94: "reset the GPU when convenient.
   Applications can continue to be run until the reset can be performed"; 157, 159, 54).
 - ``info``: NVIDIA asks for nothing on the GPU (IGNORE: 63, 92, 121) or to restart the application.
+Rows 162-172 name no bucket: their sentence, where the catalog has one, is the ``advice`` and sets
+the severity by the same rule; one with no sentence that names a fault of the GPU (167 PCIe fatal
+timeout, 169 SEC2 halt) is a warning, judged with the generic health check (no bucket claimed).
 The Blackwell NVLink Xids 144-150 are judged per line (report/health_checks.py): the catalog's
 "XID 144-150 Decode" gives RESET_GPU for its Fatal and Link Fatal rows and IGNORE (or "follow Xid
 154") for the Non-fatal ones, and the driver writes Fatal or Nonfatal in the line
@@ -324,6 +327,61 @@ XIDS: Dict[int, XidInfo] = {
                  actions=('RESET_GPU', 'CONTACT_SUPPORT')),
     159: XidInfo("CHI non-data error on the C2C link to the CPU", True, "warning", "CHI Non-Data Error",  # CATALOG
                  actions=('CHECK_UVM', 'SYMPATHETIC_REPORT_SOLO')),
+    # 162-172 (CATALOG): no Resolution Bucket is named; where the row has a sentence it is the
+    # ``advice``. A row with neither that names a fault of the GPU (167, 169) is a warning (module
+    # docstring): never passed as info, never called broken on a guess.
+    162: XidInfo("power smoothing circuitry capability re-engaged", True, "info",  # CATALOG: no text
+                 "Power Smoothing HW Circuitry capability reengaged"),
+    # CATALOG: "No GPU reset required. If power smoothing functionality is desired, the customer
+    # needs to resolve the thermal events. If disabled due to timeout, reload the driver or reset the GPU."
+    163: XidInfo("power smoothing circuitry capability disengaged (the GPU works; its power smoothing is off)",
+                 True, "warning", "Power Smoothing HW Circuitry capability disengaged",
+                 advice=("no GPU reset is needed; for power smoothing, resolve the thermal events; if it was "
+                         "disabled by a timeout, reload the driver or reset the GPU (`nvidia-smi -r -i BUS_ID`) "
+                         "(NVIDIA's Xid catalog, Xid 163)",)),
+    # CATALOG: "Monitor power swings and expect to replace GPUs if power smoothing is desired. Power
+    # smoothing functionality will be disabled soon."
+    164: XidInfo("power smoothing circuitry near the end of its lifetime (it will be disabled soon)", True,
+                 "warning", "Power Smoothing HW Circuitry low lifetime reached",
+                 advice=("watch the power swings; expect to replace the GPU if power smoothing is wanted: the "
+                         "driver will disable it soon (NVIDIA's Xid catalog, Xid 164)",)),
+    # CATALOG: "Replace GPUs if power swings are not acceptable, and power smoothing is desired. Power
+    # smoothing will be disabled by the driver and power swings will occur. Analyze datacenter
+    # infrastructure to ensure ability to absorb power swings."
+    165: XidInfo("power smoothing circuitry lifetime exhausted: the driver disables power smoothing", True,
+                 "warning", "Power Smoothing HW Circuitry lifetime exhausted",
+                 advice=("check that the data centre's power can absorb the power swings that now occur; replace "
+                         "the GPU if they are not acceptable and power smoothing is wanted (NVIDIA's Xid "
+                         "catalog, Xid 165)",)),
+    # CATALOG: "Applicable to CC (confidential computing) mode only."
+    166: XidInfo("confidential-computing traffic seen before the NVLink was set up for encrypted traffic", True,
+                 "info", "CC traffic seen prior to link properly being configured for encrypted traffic",
+                 advice=("this applies in confidential computing (CC) mode only (NVIDIA's Xid catalog, Xid 166)",)),
+    # CATALOG: PCIE_FATAL_TIMEOUT, no text and no bucket (H100 and later).
+    167: XidInfo("PCIe fatal timeout (NVIDIA's catalog gives no action for it)", True, "warning",
+                 "PCIE_FATAL_TIMEOUT"),
+    # CATALOG: REDUCED_GPU_MEMORY_CAPACITY: "Should only be seen when ECC is disabled. Either ECC
+    # should be enabled (to enable row-remapping) or boot re-attempted with shifted WPR."
+    168: XidInfo("errors found in the GPU's write-protected region (WPR): GPU memory capacity reduced", True,
+                 "warning", "Errors found in WPR (write protected region)",
+                 advice=("it should only be seen with ECC off: turn ECC on (`nvidia-smi -e 1`, so rows are "
+                         "remapped) or boot again with the WPR shifted (NVIDIA's Xid catalog, Xid 168)",)),
+    # CATALOG: SEC2_HALT_ERROR "Internal micro-controller halt", no text and no bucket.
+    169: XidInfo("SEC2 internal micro-controller halt (NVIDIA's catalog gives no action for it)", True,
+                 "warning", "Internal micro-controller halt"),
+    # CATALOG: "Applicable to CC (confidential computing) mode only."
+    170: XidInfo("interrupt seen in confidential computing mode (NVLink)", True, "info", "Interrupt seen in CC mode",
+                 advice=("this applies in confidential computing (CC) mode only (NVIDIA's Xid catalog, Xid 170)",)),
+    # CATALOG (171/172): "Additional to Xid 48 providing more details on particulars of fault to
+    # differentiate DRAM/SRAM": the uncorrectable error of an Xid 48, judged as Xid 48 is.
+    171: XidInfo("uncorrectable GPU memory (DRAM) error: detail of an Xid 48", True, "error",
+                 "Uncorrectable DRAM error",
+                 advice=("it adds detail to an Xid 48 (NVIDIA's Xid catalog, Xid 171): follow Xid 48's remedy: "
+                         "reset the GPU (`nvidia-smi -r -i BUS_ID`), then `nvidia-smi -q -d ECC,ROW_REMAPPER`",)),
+    172: XidInfo("uncorrectable GPU SRAM error: detail of an Xid 48", True, "error", "Uncorrectable SRAM error",
+                 advice=("it adds detail to an Xid 48 (NVIDIA's Xid catalog, Xid 172): follow Xid 48's remedy: "
+                         "reset the GPU (`nvidia-smi -r -i BUS_ID`); run NVIDIA's field diagnostic if the SRAM "
+                         "error threshold flag is set",)),
 }
 
 

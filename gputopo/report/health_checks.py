@@ -168,7 +168,9 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
         # then the investigatory bucket.
         remedies = _catalog_remedies(judged.actions[:1], w) + [a.replace("BUS_ID", w.smi_id) for a in judged.advice]
         remedies += [r for r in _catalog_remedies(judged.actions[1:], w) if r not in remedies]
-        if not judged.actions and judged.hardware:  # a code whose catalog row gputopo has not checked
+        # A code whose catalog row names no action (167, 169) or gputopo has not checked: the generic
+        # check; one whose row has only a sentence (163-168, 170-172) has it as its advice.
+        if not judged.actions and not judged.advice and judged.hardware and judged.severity != "info":
             remedies = [REMEDY_GPU_HEALTH] + ([REMEDY_RMA] if judged.severity == "error" else [])
         out.append(Finding(
             "xid", judged.severity if judged.hardware else "info",

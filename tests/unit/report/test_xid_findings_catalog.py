@@ -100,3 +100,23 @@ def test_a_reset_code_gputopo_did_not_know_is_an_error_now(tmp_path):
     (f,) = _findings(tmp_path, log)
     assert f.severity == "error" and _buckets(f.remedies) == ["RESET_GPU", "CONTACT_SUPPORT"]
     assert "context switch timeout" in f.message
+
+
+def test_a_pcie_fatal_timeout_is_no_unknown_info_and_names_no_made_up_bucket(tmp_path):
+    """Written: Xid 167 (PCIE_FATAL_TIMEOUT: the catalog gives it no action) was an unknown code,
+    said as info: a GPU whose PCIe link timed out passed as fine. Now a warning with the generic
+    health check, and no catalog bucket claimed."""
+    log = tmp_path / "k.log"
+    log.write_text("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 167, PCIE_FATAL_TIMEOUT\n")
+    (f,) = _findings(tmp_path, log)
+    assert f.severity == "warning" and "PCIe" in f.message and _buckets(f.remedies) == []
+    assert any("dcgmi diag" in r for r in f.remedies)
+
+
+def test_power_smoothing_exhausted_says_the_catalogs_remedy_not_a_generic_one(tmp_path):
+    """Written: Xid 165 (catalog: power smoothing lifetime exhausted; its sentence is the remedy)."""
+    log = tmp_path / "k.log"
+    log.write_text("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 165, Power Smoothing HW Circuitry lifetime exhausted\n")
+    (f,) = _findings(tmp_path, log)
+    assert f.severity == "warning" and any("power swings" in r for r in f.remedies)
+    assert not any("dcgmi diag" in r for r in f.remedies)
