@@ -242,3 +242,17 @@ class CappedList(list):
     def __iadd__(self, items):  # type: ignore[misc]
         self.extend(items)
         return self
+
+
+#: What people write on a line of its own where they left lines out of a pasted output.
+ELISION_MARKS = ("...", "\u2026", "[...]", "[\u2026]")
+
+
+def elision_problem(line: str, lineno: int, left_out: str = "") -> str | None:
+    """The ``incomplete-data`` problem for a line that is only an elision mark ('...', '…', '[...]'):
+    ``line N: '...': the output was cut here when it was posted`` (+ ``; `` ``left_out``, what the
+    importer cannot know because of it); None for any other line."""
+    s = line.strip()
+    if s not in ELISION_MARKS:
+        return None
+    return f"line {lineno}: '{s}': the output was cut here when it was posted" + (f"; {left_out}" if left_out else "")

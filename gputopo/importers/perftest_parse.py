@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.text_input import CappedList
+from gputopo.text_input import CappedList, elision_problem
 
 #: perftest's format_factor per printed unit: bytes per second of one unit ("MB" is 2^20 bytes
 #: in perftest's source before 24.07 printed "MiB"; "Gb" is 10^9 bits).
@@ -479,8 +479,9 @@ class _Parser:
             return
         if s.startswith(("local address:", "remote address:", "GID:", "ulimit", "unlimited", "WARNING:")):
             return
-        if s == "..." or s == "…":
-            out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted")
+        elided = elision_problem(s, lineno)
+        if elided:
+            out.problems.append(elided)
             return
         out.notes.append(f"line {lineno}: not a perftest line, left out: {s[:80]!r}")
 

@@ -16,7 +16,8 @@ Forms read (each with or without launcher prefixes / ANSI codes, probe-independe
 - ``NVRM: GPU at PCI:0000:00:05: GPU-efbd...``: a GPU the driver names (its UUID), Xid or not;
   ``NVRM: loading NVIDIA UNIX ... Kernel Module  570.158.01``: the driver version.
 
-A line that names ``NVRM: Xid`` but cannot be read (cut, garbled) is kept as a problem with
+A line that names ``NVRM: Xid`` but cannot be read (cut, garbled), and a line that is only
+``...`` / ``…`` / ``[...]`` (lines left out where the log was pasted), is kept as a problem with
 its line number, never dropped silently. The reader is fed one line at a time, so a file of any
 size is read in bounded memory.
 """
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model.bus_id import DeviceKey, device_text, from_xid
 from gputopo.model.health import XidEvent
+from gputopo.text_input import elision_problem
 
 _BUS = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<xid>\d+)\s*,?\s*(?P<text>.*)$")
@@ -54,6 +56,8 @@ _STAMPS = (
 #: After a "The NVIDIA GPU <bus>" line, how many lines may hold the rest of its sentence.
 _CONTINUATION_LINES = 4
 FALLEN_TEXT = "GPU has fallen off the bus (printed without an Xid number; read as Xid 79)"
+#: What a '...' line of a pasted log leaves unknown (text_input.elision_problem).
+ELIDED = "the kernel log lines left out there are not read (an Xid among them is not judged)"
 
 
 def _device(bus: str) -> DeviceKey | None:
@@ -110,6 +114,10 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
     read.lines += 1
     line = strip_launcher_prefix(raw.rstrip("\r\n")).strip()
     line = line.removeprefix("> ")
+    elided = elision_problem(line, lineno, ELIDED)
+    if elided:  # lines left out where the log was pasted: an Xid among them is not read
+        read.problems.append(elided)
+        return
     stamp, text, dated, host = _stamp(line, read)
     if read.only_host is not None and host is not None and host != read.only_host:
         return  # another machine's line of a log that holds several (--host picks one)
