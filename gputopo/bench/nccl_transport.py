@@ -113,7 +113,8 @@ def modeled_transport(route: str, gpus: Sequence[int]) -> dict:
 
 
 def transport_cell(nt: Optional[dict]) -> str:
-    """``P2P/IPC/read``, ``SHM (modeled)``, ``SHM/direct/direct (imported)``, ``-``."""
+    """``P2P/IPC/read``, ``SHM (modeled)``, ``SHM/direct/direct (imported)``, ``-``; ``none
+    (P2P/IPC set-up failed)`` where NCCL tried a transport and failed to set it up."""
     if not isinstance(nt, dict) or "kind" not in nt:
         return "-"
     source = nt.get("source")
@@ -121,4 +122,6 @@ def transport_cell(nt: Optional[dict]) -> str:
         return f"{nt['kind']} (modeled)"
     via = nt.get("via") or [nt["kind"]]
     text = via[0] if len(via) == 1 else f"{nt['kind']} ({len(via)} ways)"
+    if nt.get("used") is False:  # NCCL tried it and its set-up failed: not a transport it used
+        text = f"none ({text} set-up failed)"
     return f"{text} (imported)" if source == "imported" else text

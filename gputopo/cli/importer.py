@@ -268,9 +268,11 @@ def _print_transports(doc) -> None:
         t.add_column(col)
     for r in doc["pairs"]:
         t.add_row(" <-> ".join(r["endpoints"]), ",".join(map(str, r.get("gpus") or [])) or "-",
-                  *((r.get("link_class") or "?",) if classes else ()), r["kind"],
+                  *((r.get("link_class") or "?",) if classes else ()), used_cell(r),
                   ", ".join(r["via"]), str(r["channels"]))
     c.print(t)
+    for line in setup_failure_lines(doc):
+        c.print(line, markup=False)
     for kind in sorted({r["kind"] for r in doc["pairs"]}):
         if kind in KIND_WORDS:
             c.print(f"  {kind}: {KIND_WORDS[kind]}")
@@ -286,6 +288,34 @@ def _print_transports(doc) -> None:
             c.print("No channel lines: NCCL stopped before connecting (see below).")
         else:
             c.print("No channel lines: NCCL logs them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT.")
+
+
+def used_cell(rec) -> str:
+    """The 'NCCL used' cell of a pair: its transport, or that NCCL tried it and the set-up failed
+    (a transport whose connection failed was not used)."""
+    bad = rec.get("setup_failed")
+    if not bad:
+        return rec["kind"]
+    tried = "/".join(rec.get("kinds") or [rec["kind"]])
+    if rec.get("used") is False:
+        how = "set-up failed" if bad.get("failed") else "set-up not finished"
+        return f"none ({tried} tried, {how})"
+    return f"{rec['kind']} (set-up failed on {bad['lines']} of {rec['channels']} lines)"
+
+
+def setup_failure_lines(doc) -> list:
+    """One line per pair whose connections NCCL tried and failed to set up, naming the error line."""
+    out = []
+    for r in doc.get("pairs") or []:
+        bad = r.get("setup_failed")
+        if not bad:
+            continue
+        what = "its set-up failed" if bad.get("failed") else \
+            f"its set-up did not finish ({bad.get('transport') or 'a connection'} failed first)"
+        at = f" ({bad['at']})" if bad.get("at") else ""
+        out.append(f"  {' <-> '.join(r['endpoints'])}: NCCL tried {', '.join(bad['via'])} on {bad['lines']} channel "
+                   f"line(s) and {what}: `{bad['error']}`{at}; not a transport it used")
+    return out
 
 
 def network_lines(doc) -> list:

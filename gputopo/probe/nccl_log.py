@@ -9,6 +9,18 @@ NCCL (src/transport/*.cc, NVIDIA/nccl 2.2x) logs one line per channel connection
     ... Channel 00 : 0[0] -> 1[1] via SHM/direct/direct       (host shared memory)
     ... Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA, [receive] via NET/Socket/1
 
+A channel line is printed when NCCL *chooses* the transport and sets up its side (the
+transport's ``...SendSetup``/``RecvSetup``); the connection is made after it (``...Connect``, in
+src/transport.cc ``ncclTransportP2pSetup``), and NCCL says the rings/trees were connected with
+``Connected all rings`` / ``Connected all trees`` (NCCL >= 2.12; src/transport/generic.cc) and
+then ``Init COMPLETE``. A set-up that fails prints its ``NCCL WARN`` (``transport/p2p.cc:238
+NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported...``) and the error
+path (``transport.cc:68 -> 1``) after the channel line and before any of those. So a channel line
+of a process whose next error path (not NCCL's progress thread) comes before its next
+``Connected ...`` / ``Init COMPLETE`` / ``Init START`` is a transport NCCL tried, not one it
+used: ``ChannelLine.setup`` says so ("failed" when the error names that transport's source,
+"unfinished" when another transport's, or none, failed first), with the error line.
+
 ``R[X]``: rank R and, since NCCL 2.12 or so, X = the GPU's NVML index (``nvmlDev``); older
 releases print its PCI bus id as NCCL's integer (``0[1b000]`` = 0000:1b:00.0). Which GPU a rank
 drives is also told by ``comm 0x... rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x...
@@ -97,6 +109,15 @@ _INIT = re.compile(
     r"comm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm>0x[0-9a-fA-F]+))?")
 _INIT_START = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank \d+ nranks \d+")
+#: What NCCL logs once connections were made (src/init.cc, src/transport/generic.cc, nvls.cc):
+#: channel lines before one of them, in the same process, were connected.
+_CONNECTED = re.compile(r"^Connected (?:all rings|all trees|NVLS tree|binomial trees|collnet \+ chain)\b")
+#: The transport family an error path's source file (WARN or ``file.cc:N -> code``) names.
+_ERROR_FAMILY = [(re.compile(r"(?:^|/)transport/p2p\.cc:"), "P2P"), (re.compile(r"(?:^|/)transport/shm\.cc:"), "SHM"),
+                 (re.compile(r"(?:^|/)transport/(?:coll_net|collnet)\.cc:"), "COLLNET"),
+                 (re.compile(r"(?:^|/)transport/nvls\.cc:"), "NVLS"),
+                 (re.compile(r"(?:^|/)(?:transport/net\w*\.cc|include/net\.h|misc/ibvwrap\.cc|misc/socket\.cc):"),
+                  "NET")]
 _SETTING = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to\s*(?P<value>.*?)\s*$")
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
 
@@ -146,6 +167,15 @@ class ChannelLine:
 
     #: the process that printed the line: its rank (the sender, or the receiver on [receive] lines)
     printer_rank: Optional[int] = None
+    #: None where no failure of the printing process followed the line before NCCL said it was
+    #: connected; else {"status": "failed" | "unfinished", "transport": family the error path
+    #: names (or None), "error": the first WARN (else error path) line, "at": "file:line"}
+    setup: Optional[dict] = None
+
+    @property
+    def used(self) -> bool:
+        """Whether the connection was set up as far as the log tells (no failure after its line)."""
+        return self.setup is None
 
     @property
     def kind(self) -> str:
@@ -212,6 +242,9 @@ class NcclDebugLog:
     #: lines of the launcher or framework that quote an NCCL error ("unhandled system error")
     error_lines: List[str] = field(default_factory=list)
     error_line_count: int = 0
+    #: (host, pid) -> the process's lines that decide a channel line's set-up, in log order:
+    #: (line number among NCCL lines, "warn" | "trace" | "connected" | "start", details)
+    _events: Dict[Tuple[str, int], List[Tuple[int, str, dict]]] = field(default_factory=dict)
 
     def pairs(self) -> Dict[Tuple[Endpoint, Endpoint], List[ChannelLine]]:
         """Channel lines per unordered pair of GPUs (endpoints sorted by label)."""
@@ -264,6 +297,9 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         host, pid = m.group("host"), int(m.group("pid"))
     if m.group("level") == "WARN":
         _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where})
+        log._events.setdefault((host, pid), []).append(
+            (log.lines, "warn", {"source": m.group("src"), "text": f"{m.group('src') or ''} NCCL WARN {msg}".strip(),
+                                 "where": where}))
         return
     c = _CHANNEL.search(msg)
     if c:
@@ -278,6 +314,7 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         if host == HOST_UNKNOWN:
             pid = -1 - own
         g["comm"] = log._current_comm.get((host, pid))
+        g["seq"] = log.lines
         log._raw.append((host, pid, dev, g))
         if g["comm"] is None:  # ranks of an unknown communicator: only the world map may hold them
             log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
@@ -314,8 +351,13 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
             proc["ranks"].append(rank)
         if "Init START" in msg:  # the channel lines this process prints next are this communicator's
             log._current_comm[(host, pid)] = comm
+            log._events.setdefault((host, pid), []).append((log.lines, "start", {}))
         if "Init COMPLETE" in msg:
             proc["init_complete"] = True
+            log._events.setdefault((host, pid), []).append((log.lines, "connected", {}))
+        return
+    if _CONNECTED.match(msg):
+        log._events.setdefault((host, pid), []).append((log.lines, "connected", {}))
         return
     if _read_network_line(log, host, msg):
         return
@@ -325,6 +367,10 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         if t.group("where"):  # the thread NCCL names after the code ("Progress Thread", "Proxy Service 2")
             step["thread"] = t.group("where")
         _process(log, host, pid)["trace"].append(step)
+        if step["code"]:
+            log._events.setdefault((host, pid), []).append(
+                (log.lines, "trace", {"source": step["source"], "thread": step.get("thread"), "where": where,
+                                      "text": f"{step['source']} -> {step['code']}"}))
         return
     s = _SETTING.search(msg)
     if s:
@@ -408,10 +454,46 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
             log.problems.append(f"rank {src_rank} -> {dst_rank} via {g['via']}: both ends read as {src.label()} "
                                 "(the log does not tell the two GPUs apart): line not counted")
             continue
-        log.channels.append(ChannelLine(src_rank=src_rank, dst_rank=dst_rank, src=src, dst=dst, via=g["via"],
-                                        direction=g["dir"], printer_rank=own_rank))
+        line = ChannelLine(src_rank=src_rank, dst_rank=dst_rank, src=src, dst=dst, via=g["via"],
+                           direction=g["dir"], printer_rank=own_rank)
+        line.setup = _setup_outcome(log._events.get((host, pid)) or [], g["seq"], line.kind)
+        log.channels.append(line)
     log._raw = []
     return log
+
+
+def _family(source: Optional[str]) -> Optional[str]:
+    for pattern, family in _ERROR_FAMILY:
+        if source and pattern.search(source):
+            return family
+    return None
+
+
+def _setup_outcome(events: List[Tuple[int, str, dict]], seq: int, kind: str) -> Optional[dict]:
+    """Whether the connection a channel line (NCCL line ``seq`` of its process) set up failed: the
+    process's error path (a ``file.cc:N -> code`` line, not in NCCL's progress thread, which only
+    runs once connected) came after the line and before NCCL said it connected (``Connected all
+    rings`` & co., ``Init COMPLETE``) or began another communicator (``Init START``). An error
+    path through the progress thread (``proxy.cc:878 -> 6 [Progress Thread]``) is a failure while
+    moving data, so the connection had been made."""
+    block: List[dict] = []
+    failed = False
+    for at, what, info in events:
+        if at <= seq:
+            continue
+        if what in ("connected", "start"):
+            break
+        if what == "trace" and info.get("thread") == "Progress Thread":
+            return None  # a failure while moving data (its path ends in the progress thread): connected
+        block.append(info)
+        failed = failed or what == "trace"
+    if not failed:
+        return None
+    families = [f for f in (_family(i.get("source")) for i in block) if f]
+    family = families[0] if families else None
+    first = next((i for i in block if "NCCL WARN" in i["text"]), block[0])
+    return {"status": "failed" if family == kind else "unfinished", "transport": family,
+            "error": first["text"], "at": first.get("where") or None}
 
 
 def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token: Optional[str],
@@ -454,7 +536,21 @@ def parse_nccl_debug_files(paths: Iterable) -> NcclDebugLog:
 def transport_summary(lines: List[ChannelLine], source: str) -> dict:
     """What one pair's channel lines say, as stored with measurements and in run folders:
     ``{"kind": "SHM", "via": ["SHM/direct/direct"], "channels": 2, "source": "nccl-debug"}``.
-    ``kind`` is "mixed" when the pair used several families (e.g. P2P one way, NET the other)."""
+    ``kind`` is "mixed" when the pair used several families (e.g. P2P one way, NET the other).
+    ``kind``/``via`` are what NCCL chose; ``used`` is False when the set-up of every one of the
+    pair's connections failed, and ``setup_failed`` (only then present) says how many lines
+    failed or were left unfinished, the transport the error names and its first line."""
     kinds = sorted({c.kind for c in lines})
-    return {"kind": kinds[0] if len(kinds) == 1 else "mixed", "kinds": kinds,
-            "via": sorted({c.via for c in lines}), "channels": len(lines), "source": source}
+    out = {"kind": kinds[0] if len(kinds) == 1 else "mixed", "kinds": kinds,
+           "via": sorted({c.via for c in lines}), "channels": len(lines), "source": source,
+           "used": any(c.used for c in lines)}
+    bad = [c for c in lines if c.setup is not None]
+    if bad:  # NCCL tried these connections; their set-up failed (or stopped at another's failure)
+        first = next((c for c in bad if c.setup and c.setup["status"] == "failed"), bad[0])
+        assert first.setup is not None
+        out["setup_failed"] = {
+            "lines": len(bad), "failed": sum(1 for c in bad if c.setup and c.setup["status"] == "failed"),
+            "unfinished": sum(1 for c in bad if c.setup and c.setup["status"] == "unfinished"),
+            "via": sorted({c.via for c in bad}), "transport": first.setup["transport"],
+            "error": first.setup["error"], "at": first.setup["at"]}
+    return out
