@@ -186,6 +186,22 @@ def _torch_bus_id(props: Any, form: Any) -> Optional[str]:
     return form(addr) if addr is not None else None
 
 
+def worker_config(fabric: str, gpus: Dict[int, Dict[str, Optional[str]]], timeout_s: float,
+                  env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """The bench worker's start configuration, as the bench runner makes it
+    (gputopo/bench/api.py ``_worker_config``): on the cuda fabric its environment has the
+    variables that change what is timed set (gputopo/bench/worker_env.py), so a shell's
+    TORCH_NCCL_BLOCKING_WAIT=1 or CUDA_LAUNCH_BLOCKING=1 does not turn every sample into a
+    ``hold_too_short`` one here while the bench itself runs without it."""
+    from gputopo.bench.worker_env import worker_env
+
+    base = dict(os.environ if env is None else env)
+    return {"fabric": fabric, "description": None,
+            "env": worker_env(base)[0] if fabric == "cuda" else base,
+            "parent_pid": os.getpid(), "threads": 1, "gpus": gpus,
+            "pg_timeout_s": max(30.0, timeout_s)}
+
+
 def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int, log_dir: str,
                         scan_path: Optional[str], timeout_s: float) -> Dict[str, Any]:
     """Start one bench worker as the runner does, give it a collective step of world size 1."""
@@ -196,9 +212,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
     gpus: Dict[int, Dict[str, Optional[str]]] = {}
     if fabric == "cuda":
         gpus[0] = {"pci_bus_id": _bus_id_of_gpu0(scan_path)}
-    config = {"fabric": fabric, "description": None, "env": dict(os.environ),
-              "parent_pid": os.getpid(), "threads": 1, "gpus": gpus,
-              "pg_timeout_s": max(30.0, timeout_s)}
+    config = worker_config(fabric, gpus, timeout_s)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     log_path = str(Path(log_dir) / "nccl-one-rank-worker.log")
     ctx = mp_context()
@@ -208,6 +222,10 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
                            "code_path": "gputopo.bench.worker.worker_main -> WorkerState.run_step "
                                         "(its process group of one rank) -> suites.build_spec "
                                         "(suites._collective) -> spec.measure"}
+    if fabric == "cuda":  # what the worker ran with, as run.json worker_env records it for bench
+        from gputopo.bench.worker_env import worker_env
+
+        doc["worker_env"] = worker_env(os.environ)[1]
     t0 = time.monotonic()
     with starting_workers(ctx):
         parent, child = ctx.Pipe()
