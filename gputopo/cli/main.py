@@ -42,19 +42,22 @@ def _register():
 def save_traceback(folder: str | None = None) -> str:
     """Write the current exception's traceback to a file and return its path: the run folder's
     error.txt, else a temporary file; never raises (the disk may be what failed): then it
-    returns why nothing was saved."""
+    returns why nothing was saved. Written as every output file is (writable.write_file_bytes):
+    an error.txt that is a FIFO without a reader (or with one that stopped reading, bounded by
+    GPUTOPO_INPUT_WAIT), a folder or /dev/full is passed over for the temporary file, never
+    waited on."""
     from gputopo.runfolder.layout import ERROR_TXT
+    from gputopo.writable import write_file_bytes
 
-    text = traceback.format_exc()
+    data = traceback.format_exc().encode("utf-8", "replace")
     for where in ([os.path.join(folder, ERROR_TXT)] if folder and os.path.isdir(folder) else []) + [None]:
         try:
             if where is None:
                 fd, where = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
                 os.close(fd)
-            with open(where, "w") as f:
-                f.write(text)
+            write_file_bytes(where, data, "error report")
             return where
-        except OSError:
+        except (OSError, GputopoError):
             continue
     return "nowhere: the disk refused the file too"
 

@@ -6,6 +6,7 @@ matplotlib is installed).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -150,7 +151,10 @@ def _matrix_table(doc, names) -> List[str]:
 
 
 def write_node_heatmap(doc: Dict[str, Any], run_dir) -> Optional[Path]:
-    """``heatmap_nodes.png``: busbw per node pair (blank where two nodes never met)."""
+    """``heatmap_nodes.png``: busbw per node pair (blank where two nodes never met). Drawn into
+    memory, then written as every output file is (writable.write_file_bytes): a FIFO there
+    without a reader, a stalled reader, /dev/full or an unwritable place is one UsageError
+    line, never a savefig that waits forever or a traceback."""
     n = len(doc["nodes"])
     if n > PNG_MATRIX_MAX:
         return None
@@ -175,7 +179,13 @@ def write_node_heatmap(doc: Dict[str, Any], run_dir) -> Optional[Path]:
     sim = "SIMULATED, modeled time" if doc.get("simulated") else f"time: {doc.get('time_source')}"
     ax.set_title(f"node-by-node busbw, pattern {doc.get('pattern')} ({sim})", fontsize=9)
     path = Path(run_dir) / HEATMAP_NODES_PNG
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    from gputopo.writable import write_file_bytes
+
+    write_file_bytes(path, image.getvalue(), "cluster report")
     return path
