@@ -10,6 +10,7 @@ retirements), ``xid`` (Xid events known to mean a bad GPU or link, with their me
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List
 
@@ -25,6 +26,15 @@ REMEDY_RMA = "take the GPU out of service and run NVIDIA's field diagnostic; rep
 #: A Nonfatal Xid 144-150 line NVIDIA's decode asks nothing of the GPU for (IGNORE, or XID_154_EVAL).
 REMEDY_NVLINK5_NONFATAL = ("nothing is needed on the GPU now: NVIDIA's decode of this Nonfatal line asks for no action, "
                            "or for what an Xid 154 that follows names (NVIDIA's Xid catalog, XID 144-150 Decode)")
+#: A pending row remap where NVIDIA says work is unaffected until the reset applies it.
+REMEDY_REMAP_PENDING = ("nothing is needed now: reset the GPU at its next planned drain (`nvidia-smi -r -i N`) so "
+                        "the remap takes effect; reset it before a live VM is migrated onto it (NVIDIA's GPU memory "
+                        "error management guide)")
+#: Chips NVIDIA's GPU memory error guide lists with error containment and dynamic page offlining
+#: (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/supported-gpus.html): GA100 (A100, A800, A30),
+#: GH100 (H100, H800, H20, H200, GH200) and, in its current table, Blackwell GB10x (B100, B200,
+#: GB200). GA10x and AD10x parts remap rows too but are listed without either feature.
+_PAGE_OFFLINING = re.compile(r"\b(A100|A800|A30|H100|H800|H20|H200|GH200|B100|B200|GB200)\b")
 REMEDY_COOLING = "check airflow, fans and the power supply; `nvidia-smi -q -d PERFORMANCE` names the slowdown"
 #: Clock event reasons that mean the hardware is protecting itself (not idle or a user setting).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -66,7 +76,7 @@ def health_findings(topo: Topology) -> List[Finding]:
         if not isinstance(h, GpuHealth):
             continue
         w = gpu_who(topo, g)
-        out += _ecc(w, h) + _remapped(w, h) + _retired(w, h) + _xids(w, h) + _thermal(w, h)
+        out += _ecc(w, h, g.name) + _remapped(w, h, g.name) + _retired(w, h) + _xids(w, h) + _thermal(w, h)
     return out
 
 
@@ -76,7 +86,13 @@ def _count(d: Any, *path: str) -> int:
     return d if is_value(d) and isinstance(d, int) else 0
 
 
-def _ecc(w: Who, h: GpuHealth) -> List[Finding]:
+def _ecc(w: Who, h: GpuHealth, name: Any = None) -> List[Finding]:
+    """Uncorrectable ECC errors. The reset is asked for first only where a repair waits for it (a
+    row remap or page retirement pending) or the chip has no dynamic page offlining: NVIDIA's
+    memory error guide says A100/H100-class GPUs "do not require a GPU reset when memory errors
+    occur" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/), while before them a double-bit error
+    stops new contexts until the page is mapped out at the next reattachment
+    (docs.nvidia.com/deploy/dynamic-page-retirement/)."""
     out = []
     vol = _count(h.ecc_errors, "volatile", "uncorrected")
     agg = _count(h.ecc_errors, "aggregate", "uncorrected")
@@ -85,11 +101,13 @@ def _ecc(w: Who, h: GpuHealth) -> List[Finding]:
                 if vol else f"{agg} over its life, none since the driver loaded")
         out.append(Finding(
             "ecc", "error" if vol else "warning",
-            f"{w.text}: uncorrectable ECC errors in its memory ({when}): data it held was lost; "
-            "results computed on it may be wrong",
+            f"{w.text}: uncorrectable ECC errors in its memory ({when}): the data hit was lost and the work "
+            "that read it was stopped (NVIDIA: detected, not corrected; on A100/H100-class GPUs only that work, "
+            "before them all work on the GPU)",
             gpus=[w.index], evidence={**w.evidence, "ecc_errors": h.ecc_errors},
             cause="failing GPU memory cells (DRAM/HBM); rows or pages are being repaired",
-            remedies=[REMEDY_RESET, REMEDY_GPU_HEALTH, REMEDY_RMA]))
+            remedies=([REMEDY_RESET] if _repair_waits(h) or not offlines_pages(name) else [])
+            + [REMEDY_GPU_HEALTH, REMEDY_RMA]))
     if is_value(h.ecc_mode_pending) and is_value(h.ecc_mode_current) and h.ecc_mode_pending != h.ecc_mode_current:
         out.append(Finding(
             "ecc", "info", f"{w.text}: ECC is {h.ecc_mode_current} now and becomes {h.ecc_mode_pending} "
@@ -98,34 +116,80 @@ def _ecc(w: Who, h: GpuHealth) -> List[Finding]:
     return out
 
 
-def _remapped(w: Who, h: GpuHealth) -> List[Finding]:
+def offlines_pages(name: Any) -> bool:
+    """Whether NVIDIA's memory error guide lists the GPU's chip with dynamic page offlining and
+    error containment (``_PAGE_OFFLINING``), by its NVML name."""
+    return is_value(name) and _PAGE_OFFLINING.search(str(name).upper()) is not None
+
+
+def _remapped(w: Who, h: GpuHealth, name: Any = None) -> List[Finding]:
+    """The row remapper's flags as NVIDIA's GPU memory error management guide reads them
+    (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html and
+    .../rma-policy-thresholds-for-row-remapping.html).
+
+    Failure: set by an uncorrectable error on a bank that already has eight rows remapped for
+    uncorrectable errors, on a row already remapped, or after 512 such remaps; NVIDIA's RMA
+    criterion once its field diagnostic validates it: an error.
+
+    Pending: "row-remapping will happen at the next GPU reset. Even with the flag set, unaffected
+    applications can continue running without affecting accuracy and performance, and new
+    workloads can be launched" (nvmlDeviceGetRemappedRows: "A pending remapping won't affect future
+    work on the GPU since error-containment and dynamic page blacklisting will take care of
+    that"). Info on chips the guide lists with those features (the GPU waits for a reset, which
+    its health cell still says); a warning on others, where gputopo cannot say the bad memory is
+    kept out of use until the reset."""
     r = h.remapped_rows
     if not isinstance(r, dict):
         return []
+    counts = f"{r.get('uncorrected', 0)} rows remapped for uncorrectable, {r.get('corrected', 0)} for correctable errors"
     if r.get("failure"):
         return [Finding(
             "remapped-rows", "error",
-            f"{w.text}: row remapping FAILED: a bad memory row could not be replaced; this GPU's memory "
-            "cannot be trusted", gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
-            cause="more failing rows than the memory bank has spares", remedies=[REMEDY_RMA])]
+            f"{w.text}: row remapping FAILED ({counts}): a bad memory row could not be replaced; NVIDIA counts "
+            "this flag as its RMA criterion once its field diagnostic confirms it",
+            gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
+            cause=("an uncorrectable error on a row already remapped, or on a bank that already has eight rows "
+                   "remapped for uncorrectable errors, or after 512 such remaps (NVIDIA's RMA policy)"),
+            remedies=[REMEDY_RMA])]
     if r.get("pending"):
+        if offlines_pages(name):
+            return [Finding(
+                "remapped-rows", "info",
+                f"{w.text}: a memory row remap is pending ({counts}): it takes effect at the GPU's next reset; "
+                "until then running work is unaffected and new work can start (NVIDIA: error containment and "
+                "dynamic page offlining keep the bad memory out of use)",
+                gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
+                cause="an ECC error marked a memory row for replacement",
+                remedies=[REMEDY_REMAP_PENDING.replace("-i N", f"-i {w.smi_id}")])]
         return [Finding(
             "remapped-rows", "warning",
-            f"{w.text}: a memory row remap is pending ({r.get('uncorrected', 0)} rows remapped for "
-            f"uncorrectable, {r.get('corrected', 0)} for correctable errors): the bad row stays in use "
-            "until the GPU is reset", gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
+            f"{w.text}: a memory row remap is pending ({counts}): it takes effect at the GPU's next reset; "
+            "NVIDIA's memory error guide lists dynamic page offlining only for A100/H100-class and Blackwell "
+            "data-centre chips, so gputopo cannot say this GPU keeps the bad memory out of use until then",
+            gpus=[w.index], evidence={**w.evidence, "remapped_rows": r},
             cause="an ECC error marked a memory row for replacement", remedies=[REMEDY_RESET])]
     return []
 
 
+def _repair_waits(h: GpuHealth) -> bool:
+    """A row remap or a page retirement waits for the GPU's next reset."""
+    r = h.remapped_rows if isinstance(h.remapped_rows, dict) else {}
+    return bool(r.get("pending")) or h.retired_pages_pending is True
+
+
 def _retired(w: Who, h: GpuHealth) -> List[Finding]:
+    """Page retirement (before Ampere). Pending: nvidia-smi's retired_pages.pending, "pages that are
+    pending retirement can still be allocated, and may cause further reliability issues"; the page
+    is mapped out at the GPU's next reattachment (docs.nvidia.com/deploy/dynamic-page-retirement/:
+    Xid 63 "reload the driver to activate"): a warning with the reset as remedy."""
     pages = h.retired_pages if isinstance(h.retired_pages, dict) else {}
     dbe = _count(pages, "double_bit")
     if h.retired_pages_pending is True:
         return [Finding(
             "retired-pages", "warning",
             f"{w.text}: memory page retirement pending ({_count(pages, 'single_bit')} single-bit, {dbe} "
-            "double-bit pages retired): the bad pages stay in use until the driver reloads",
+            "double-bit pages retired): the bad pages can still be allocated until the GPU is reset or the "
+            "driver reloaded",
             gpus=[w.index], evidence={**w.evidence, "retired_pages": pages, "pending": True},
             cause="ECC errors marked memory pages for retirement", remedies=[REMEDY_RESET])]
     if dbe:

@@ -172,7 +172,7 @@ def test_sick_machine_findings_with_meanings():
     found = health_findings(topo)
     assert kinds(found) == [
         ("ecc", "error", (1,)), ("ecc", "warning", (2,)), ("remapped-rows", "error", (3,)),
-        ("remapped-rows", "warning", (1,)), ("thermal", "warning", (7,)),
+        ("remapped-rows", "info", (1,)), ("thermal", "warning", (7,)),
         ("xid", "error", (4,)), ("xid", "info", (1,)), ("xid", "info", (4,)), ("xid", "warning", (1,)),
     ]
     # GPU 1's Xid 94 (contained: reset when convenient) is a warning and its Xid 63 (a remap that
@@ -192,6 +192,63 @@ def test_sick_machine_findings_with_meanings():
     assert health_cells(topo.gpus[1].health)[-2:] == ["63,94", "ECC UE 2, remap pending, Xid 94"]
     assert health_cells(topo.gpus[3].health)[-1] == "remap FAILED"
     assert health_cells(topo.gpus[4].health)[-2:] == ["13,79", "Xid 79"]  # 13: an application's
+
+
+def test_pending_row_remap_is_said_as_nvidia_says_it():
+    """NVIDIA's GPU memory error guide (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/, "Error
+    Recovery and Response Flags"): the pending flag means the remap happens at the next GPU reset,
+    and "even with the flag set, unaffected applications can continue running without affecting
+    accuracy and performance, and new workloads can be launched" (error containment and dynamic
+    page offlining, which it lists for A100-class chips). Not "the bad row stays in use": info, with
+    the reset as the way to apply it; the health cell still says the GPU waits for one."""
+    topo = scan_text(SICK)
+    f = next(f for f in health_findings(topo) if f.kind == "remapped-rows" and f.gpus == [1])
+    assert f.severity == "info"
+    assert "stays in use" not in f.message
+    assert "next reset" in f.message and "new work can start" in f.message
+    assert any("nvidia-smi -r" in r and "live VM" in r for r in f.remedies)
+    assert "remap pending" in health_cells(topo.gpus[1].health)[-1]
+
+
+def test_pending_row_remap_on_a_chip_without_page_offlining_stays_a_warning():
+    """The guide lists dynamic page offlining (and error containment) for GA100/GH100-class
+    chips, not for GA10x or AD10x parts, which also remap rows: there gputopo cannot say the bad
+    memory is kept out of use until the reset, so the reset stays the remedy of a warning."""
+    topo = scan_text(SICK)
+    topo.gpus[1].name = "NVIDIA RTX A6000"
+    f = next(f for f in health_findings(topo) if f.kind == "remapped-rows" and f.gpus == [1])
+    assert f.severity == "warning" and "next reset" in f.message and "page offlining" in f.message
+    assert f.remedies and "nvidia-smi -r" in f.remedies[0]
+
+
+def test_failed_row_remap_says_what_nvidia_counts_as_failure_and_its_rma_test():
+    """NVIDIA's RMA policy (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/rma-policy-thresholds-
+    for-row-remapping.html): the failure flag is set by an uncorrectable error on a bank that
+    already has eight rows remapped for uncorrectable errors, on a row already remapped, or after
+    512 such remaps; the RMA criterion is met when the field diagnostic validates it."""
+    topo = scan_text(SICK)
+    f = next(f for f in health_findings(topo) if f.kind == "remapped-rows" and f.gpus == [3])
+    assert f.severity == "error"
+    assert "already remapped" in f.cause and "512" in f.cause and "eight" in f.cause
+    assert any("field diagnostic" in r for r in f.remedies)
+
+
+def test_ecc_remedy_asks_for_a_reset_only_where_a_repair_waits_for_one():
+    """NVIDIA's memory error guide: A100/H100-class GPUs "do not require a GPU reset when memory
+    errors occur" (dynamic page offlining keeps the page out of use at once); a row remap still
+    waits for the reset. Before them (Volta), after a double-bit error "no further context will be
+    created on the GPU until the DBE is mapped out" (docs.nvidia.com/deploy/dynamic-page-retirement/),
+    at the next reattachment: the reset is needed."""
+    topo = scan_text(SICK)
+    ecc = {f.gpus[0]: f for f in health_findings(topo) if f.kind == "ecc"}
+    assert ecc[2].severity == "warning" and not any("nvidia-smi -r" in r for r in ecc[2].remedies)
+    assert "nvidia-smi -r" in ecc[1].remedies[0]  # GPU 1's row remap waits for the reset
+    volta = scan_text('extends = "pcie-4gpu"\nname = "v"\n[[gpu]]\necc_uncorrected = 1\n[[gpu]]\n[[gpu]]\n[[gpu]]')
+    f = next(f for f in health_findings(volta) if f.kind == "ecc")
+    assert f.severity == "error" and "nvidia-smi -r" in f.remedies[0]
+    # An uncorrectable error is detected, not silently wrong: the work that read it is told and
+    # stopped (DPR: "a DBE event notification for graceful exit"; A100 guide: error containment).
+    assert "may be wrong" not in ecc[1].message and "work that read it was stopped" in ecc[1].message
 
 
 def test_kernel_log_refused_is_typed_na_and_nvml_values_still_read():
