@@ -189,22 +189,43 @@ def _fabric(topo):
 
 
 def _pcie_downgraded(topo):
-    """Width below max is a real downgrade even at idle; generation drops at idle to save power."""
+    """A GPU's PCIe link narrower than its maximum. NVIDIA documents both current values as idle
+    readings (nvidia-smi --help-query-gpu, docs.nvidia.com/deploy/nvidia-smi/, pcie.link.gen.gpucurrent
+    and pcie.link.width.current:
+    "These may be reduced when the GPU is not in use"): a generation below max is never judged;
+    a narrow width is, because a riser or slot fault reads the same at idle and must not pass as
+    ok. Read at the link's top generation it is a link trained narrow; read while the link idles
+    below it, the message says the reading is not proof yet and how to confirm it under load."""
     out = []
     for g in topo.gpus:
         p = g.pcie
         if g.lost is not None or not (is_value(p.width_current) and is_value(p.width_max)):
             continue
         if p.width_current < p.width_max:
+            gen_known = is_value(p.gen_current) and is_value(p.gen_max)
+            top = gen_known and p.gen_current >= p.gen_max
+            share = f"{p.width_current / p.width_max:.0%}"
+            if not top:
+                when = (f"read while the link idles at Gen{p.gen_current} of Gen{p.gen_max}" if gen_known
+                        else "read with no generation NVML could give")
+                what = (f"PCIe link x{p.width_current} of x{p.width_max}, {when}: NVIDIA says the current width, like the "
+                        "generation, may be reduced when the GPU is not in use, so this reading is not yet "
+                        f"proof; if it stays narrow under load, host and staged transfers get {share} of "
+                        "the bandwidth")
+                remedies = ["read the link under load (`nvidia-smi -q -d PCI` while a job runs, or `gputopo "
+                            "bench`'s host copies); if it stays narrow, reseat the GPU or riser and check the "
+                            "slot's wiring in the board manual"]
+            else:
+                what = (f"PCIe link x{p.width_current} of x{p.width_max}: host and staged transfers get "
+                        f"{share} of the bandwidth")
+                remedies = ["reseat the GPU or riser; check the slot's wiring in the board manual"]
             out.append(Finding(
-                "pcie-downgraded", "warning",
-                f"GPU {g.nvml_index}: PCIe link x{p.width_current} of x{p.width_max}: host and staged "
-                f"transfers get {p.width_current / p.width_max:.0%} of the bandwidth",
+                "pcie-downgraded", "warning", f"GPU {g.nvml_index}: {what}",
                 gpus=[g.nvml_index],
                 evidence={"width_current": p.width_current, "width_max": p.width_max,
-                          "gen_current": p.gen_current, "gen_max": p.gen_max},
+                          "gen_current": p.gen_current, "gen_max": p.gen_max, "at_top_generation": top},
                 cause="the link trained at reduced width: riser, slot, or a bad lane",
-                remedies=["reseat the GPU or riser; check the slot's wiring in the board manual"],
+                remedies=remedies,
             ))
     return out
 
