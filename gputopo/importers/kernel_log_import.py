@@ -6,7 +6,11 @@ The log names GPUs only by PCI bus id: each bus id it names becomes one GPU of t
 numbered in bus order (NVML's own order on one machine, but a GPU the log never names is not
 counted, so the numbers are the log's, said in the GPU's name); with ``--topo`` (a `gputopo scan
 --json` of the machine) the events go onto that topology's GPUs instead (kernel_log_topo.py). Lines that name an Xid but
-cannot be read are kept per line in ``kernel_log.json`` and reported as ``incomplete-data``.
+cannot be read, and '...' lines where a paste left lines out, are kept per line in ``kernel_log.json``
+and reported as ``incomplete-data``. NVIDIA driver lines that are no Xid (RmInitAdapter failed, an
+NVSwitch SXid, nvidia-peermem failing to load, ...) are kept there too (``driver_lines``) and judged
+by report/kernel_log_findings.py; the driver lines no rule judges are counted (``other_nvidia_lines``)
+and said, never dropped.
 A file with no kernel-log line at all (another tool's output), an empty or a binary file is
 refused with one line (exit 2).
 """
@@ -85,7 +89,12 @@ def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
             "nvrm_lines": read.nvrm_lines,
             "xid_events": sum(len(v) for v in read.events.values()),
             "driver_versions": read.driver_versions,
-            "gpus": [device_text(k) for k in read.buses], "problems": list(read.problems)}
+            "gpus": [device_text(k) for k in read.buses], "problems": list(read.problems),
+            # NVIDIA driver lines that are no Xid (report/kernel_log_findings.py judges them), and
+            # how many gputopo read but judges by no rule, with the first few.
+            "driver_lines": list(read.driver_lines.values()),
+            "other_nvidia_lines": {"count": read.other_nvidia_lines,
+                                   "examples": [{"line": n, "text": t} for n, t in read.other_examples]}}
 
 
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,

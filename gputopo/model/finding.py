@@ -46,6 +46,9 @@ KINDS = (
     "nic-far", "gpudirect-rdma", "nic-port-down", "nic-rate", "nic-errors",
     # GPU pairs an imported output shows without peer access (report/peer_access.py).
     "no-peer-access",
+    # An NVIDIA driver line of a kernel log that is no Xid and says a GPU or an NVSwitch failed
+    # (RmInitAdapter failed, a fatal SXid, NV_ERR_RESET_REQUIRED, ...: report/kernel_log_findings.py).
+    "driver-error",
 )
 #: Severities, worst first.
 SEVERITIES = ("error", "warning", "info")

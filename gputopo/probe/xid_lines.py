@@ -53,6 +53,35 @@ _STAMPS = (
     ("syslog", re.compile(r"^(?P<stamp>" + _MONTHS + r"\s+\d+ \d\d:\d\d:\d\d)\s")),
     ("kernel:", re.compile(r"^(?P<stamp>)kernel:")),
 )
+#: NVIDIA driver lines that are no Xid but say something report/kernel_log_findings.py judges:
+#: (kind, pattern). ``bus`` (a GPU's or an NVSwitch's), ``module``, ``symbol``, ``sxid``, ``n`` are
+#: kept when the pattern has them.
+_DRIVER_LINES = (
+    ("rm-init-failed", re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>" + _BUS + r"):? RmInitAdapter failed")),
+    ("probe-failed", re.compile(r"NVRM: The NVIDIA probe routine failed for (?P<n>\d+) device")),
+    ("reset-required", re.compile(r"NVRM: .*\bNV_ERR_RESET_REQUIRED\b")),
+    ("ecc-uncorrectable", re.compile(r"NVRM: .*(?:\buncorrectable\b.*\bECC\b|\bECC\b.*\buncorrectable\b)",
+                                     re.IGNORECASE)),
+    ("crash-dump", re.compile(r"NVRM: A GPU crash dump has been created")),
+    ("peermem-load-failed", re.compile(r"(?P<module>nvidia_peermem|nvidia-peermem|nv_peer_mem): (?:Unknown symbol|"
+                                       r"disagrees about version of symbol) (?P<symbol>\w+)")),
+    ("peermem-load-failed", re.compile(r"could not insert '(?P<module>nvidia_peermem|nv_peer_mem)'")),
+    ("peermem-invalid-context", re.compile(r"(?P<module>nvidia-peermem|nvidia_peermem) nv_get_p2p_free_callback:\d+ "
+                                           r"ERROR detected invalid context")),
+    ("nvswitch-sxid-fatal", re.compile(r"(?P<device>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>" + _BUS +
+                                       r")\): (?P<sxid>\d+), Fatal\b")),
+    ("nvswitch-sxid-nonfatal", re.compile(r"(?P<device>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>" + _BUS +
+                                          r")\): (?P<sxid>\d+), Non-?fatal\b", re.IGNORECASE)),
+)
+#: Lines that carry on a message read on the line before (a SXid's Severity / Data lines, the crash
+#: dump notice's and RmInitAdapter's second lines): read with it, not counted again.
+_CARRIES_ON = re.compile(r"nvidia-nvswitch\d*: SXid \(|NVRM: nvidia-bug-report\.sh as root|NVRM: the NVIDIA kernel "
+                         r"module is unloaded|NVRM: GPU \S+ rm_init_adapter failed")
+#: A line of NVIDIA's kernel modules: read; said (counted) when no rule above judges it.
+_NVIDIA_LINE = re.compile(r"NVRM:|\bnvidia[-_]peermem\b|\bnv_peer_mem\b|\bnvidia-nvswitch\d*:|\bnvidia-modeset\b|"
+                          r"\bnvidia[-_]uvm\b")
+#: How many of the lines gputopo reads but does not judge are kept as examples (the rest counted).
+OTHER_EXAMPLES = 3
 #: After a "The NVIDIA GPU <bus>" line, how many lines may hold the rest of its sentence.
 _CONTINUATION_LINES = 4
 FALLEN_TEXT = "GPU has fallen off the bus (printed without an Xid number; read as Xid 79)"
@@ -79,10 +108,17 @@ class KernelLogRead:
     nvrm_lines: int = 0
     problems: list[str] = field(default_factory=list)
     driver_versions: list[str] = field(default_factory=list)  # "NVRM: loading NVIDIA UNIX ... 570.158.01"
+    #: NVIDIA driver lines that are no Xid, by (kind, bus or module): kind, bus, module, count,
+    #: first/last line number and stamp, the first line's text (report/kernel_log_findings.py).
+    driver_lines: dict[tuple[str, str], dict] = field(default_factory=dict)
+    #: NVIDIA driver lines read but judged by no rule: how many, and the first few (line, text).
+    other_nvidia_lines: int = 0
+    other_examples: list[tuple[int, str]] = field(default_factory=list)
     #: Read only this host's lines (journal/syslog lines name their host; others are kept).
     only_host: str | None = None
     _pending: tuple[DeviceKey, str, int, str] | None = None  # (bus, stamp, line no, text so far)
     _fallen_only: set[DeviceKey] = field(default_factory=set)
+    _last: tuple[int, str, bool] = (0, "", False)  # the last line read (number, text, dated): a paste cut mid-line
 
     @property
     def buses(self) -> list[DeviceKey]:
@@ -122,13 +158,16 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
     if read.only_host is not None and host is not None and host != read.only_host:
         return  # another machine's line of a log that holds several (--host picks one)
     nvrm = "NVRM:" in text
+    read._last = (lineno, text, dated)
     if dated or nvrm:
         read.kernel_lines += 1
+    if _driver_line(read, text, stamp, lineno) or not _NVIDIA_LINE.search(text):
+        return
     if not nvrm:
+        _other(read, text, lineno)
         return
     read.nvrm_lines += 1
-    if read._pending is not None:
-        _continue_pending(read, text, lineno)
+    carried = read._pending is not None and _continue_pending(read, text, lineno)
     if "NVRM: Xid" in text:  # an event line; other NVRM lines may name an Xid in passing
         m = _XID_RE.search(text)
         key = _device(m.group("bus")) if m else None
@@ -165,19 +204,70 @@ def read_line(read: KernelLogRead, raw: str, lineno: int) -> None:
         key = _device(m.group("bus"))
         if key is not None:
             read.uuids[key] = m.group("uuid")
+            return
+    if not carried:
+        _other(read, text, lineno)
 
 
-def _continue_pending(read: KernelLogRead, text: str, lineno: int) -> None:
+def _driver_line(read: KernelLogRead, text: str, stamp: str, lineno: int) -> bool:
+    """Keep a non-Xid NVIDIA driver line a rule of _DRIVER_LINES names (True), or one that carries
+    on such a message (True, not counted again); False for any other line."""
+    if "NVRM: Xid" in text:
+        return False
+    for kind, pattern in _DRIVER_LINES:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        got = m.groupdict()
+        bus = got.get("bus")
+        addr = from_xid(bus) if bus else None
+        bus_text = addr.lspci if addr is not None else (bus or "")
+        key = (kind, bus_text or got.get("module") or got.get("device") or "")
+        entry = read.driver_lines.get(key)
+        if entry is None:
+            entry = read.driver_lines[key] = {
+                "kind": kind, "bus": bus_text or None, "count": 0, "first_line": lineno, "first_timestamp": stamp,
+                "text": text[:240]}
+            for name in ("module", "device", "n"):
+                if got.get(name):
+                    entry[name] = got[name]
+        entry["count"] += 1
+        entry["last_line"], entry["last_timestamp"] = lineno, stamp
+        for name, many in (("symbol", "symbols"), ("sxid", "sxids")):
+            if got.get(name) and got[name] not in entry.setdefault(many, []) and len(entry[many]) < 20:
+                entry[many].append(got[name])
+        if "NVRM:" in text:
+            read.nvrm_lines += 1
+        return True
+    if _CARRIES_ON.search(text):
+        if "NVRM:" in text:
+            read.nvrm_lines += 1
+        return True
+    return False
+
+
+def _other(read: KernelLogRead, text: str, lineno: int) -> None:
+    """An NVIDIA driver line gputopo reads but does not judge: counted, the first few kept."""
+    read.other_nvidia_lines += 1
+    if len(read.other_examples) < OTHER_EXAMPLES:
+        m = _NVIDIA_LINE.search(text)  # from the driver's own words on (a journal line's host and date left out)
+        read.other_examples.append((lineno, text[m.start() if m else 0:][:160]))
+
+
+def _continue_pending(read: KernelLogRead, text: str, lineno: int) -> bool:
+    """Add ``text`` to the "The NVIDIA GPU <bus>" sentence being read; True when it is part of it."""
     assert read._pending is not None
     key, stamp, start, so_far = read._pending
     so_far = f"{so_far} {text.split('NVRM:', 1)[-1].strip()}"
     if "fallen off the bus" in so_far:
         read._pending = None
         _fallen(read, device_text(key), stamp, start, so_far)
-    elif lineno - start >= _CONTINUATION_LINES:
+        return True
+    if lineno - start >= _CONTINUATION_LINES:
         read._pending = None
-    else:
-        read._pending = (key, stamp, start, so_far)
+        return False
+    read._pending = (key, stamp, start, so_far)
+    return True
 
 
 def _fallen(read: KernelLogRead, bus: str, stamp: str, lineno: int, words: str) -> None:
@@ -197,6 +287,11 @@ def finish(read: KernelLogRead) -> KernelLogRead:
             read.events[key] = [e for e in evs if not e.text.startswith(FALLEN_TEXT)]
     read._fallen_only = set()
     read._pending = None
+    lineno, text, dated = read._last  # a paste cut inside its last line's "NVRM:" ("... kernel: N")
+    message = text.rsplit("kernel:", 1)[-1].strip()
+    if (dated or "kernel:" in text) and message and len(message) < len("NVRM:") and "NVRM:".startswith(message):
+        cut = f"kernel: {message}" if "kernel:" in text else message
+        read.problems.append(f"line {lineno}: the log ends mid-line ({cut!r}): what followed is not read")
     return read
 
 

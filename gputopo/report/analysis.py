@@ -25,6 +25,7 @@ from .import_findings import import_findings
 from .peer_access import peer_access_notes
 from .nccl_debug_findings import nccl_debug_findings
 from .integrity_findings import corrupt_findings
+from .kernel_log_findings import kernel_log_findings, kernel_log_notes
 from .sweep_findings import cliff_findings
 from .localise import LOCALISED_KINDS, finish, localise, mark_explained
 from .numerics_findings import numerics_failure_findings, numerics_findings
@@ -154,6 +155,8 @@ def _analyze(run: Run) -> Analysis:
     notes += peer_access_notes(run)
     derived += nccl_debug_findings(run.nccl_debug, topo)  # an imported NCCL_DEBUG log (import nccl-debug --into)
     derived += cliff_findings(run.measurements)
+    derived += kernel_log_findings(run)  # an imported kernel log's NVIDIA driver lines that are no Xid
+    notes += kernel_log_notes(run)
     # A writer may also have recorded a finding this analysis derives from the data (e.g. the
     # bench's own `corrupt`): the analysed one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in derived}

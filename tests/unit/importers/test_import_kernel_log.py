@@ -93,7 +93,8 @@ def test_fallen_off_the_bus_on_three_lines_without_xid(tmp_path):
     assert read.driver_versions == ["570.158.01"]
     run, findings = _findings(tmp_path, "nvsentinel-155_fallen-off-bus_no-xid_570.txt")
     assert run.topology.host.driver_version == "570.158.01"
-    assert [(f.kind, f.severity, f.gpus) for f in findings] == [("xid", "error", [0])]
+    # ... and its "The NVIDIA probe routine failed for 1 device(s)" line is said (it names no GPU)
+    assert [(f.kind, f.severity, f.gpus) for f in findings] == [("xid", "error", [0]), ("driver-error", "warning", None)]
 
 
 @pytest.mark.parametrize("lines, expected", [

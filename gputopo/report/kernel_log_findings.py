@@ -1,0 +1,189 @@
+"""Findings and notes from the NVIDIA driver lines of an imported kernel log that are no Xid
+(kernel_log.json ``driver_lines``, read by probe/xid_lines.py); the Xids themselves are judged by
+health_checks.py.
+
+Judged (a finding, with a remedy):
+- ``RmInitAdapter failed`` for a GPU: the driver could not bring it up, it is not usable:
+  ``driver-error``, error;
+- a fatal NVSwitch SXid (``nvidia-nvswitchN: SXid (PCI:...): 12028, Fatal, ...``): NVLink traffic
+  through the switch stalls (NVIDIA's Fabric Manager user guide, as gpud quotes it: "Corresponding
+  GPU NVLink traffic will be stalled, and subsequent GPU access will hang"): ``driver-error``, error;
+- ``NV_ERR_RESET_REQUIRED`` in an NVRM line: a GPU needs a reset: ``driver-error``, error;
+- ``The NVIDIA probe routine failed for N device(s)``: a device the driver did not take (which one
+  the line does not say): ``driver-error``, warning;
+- an NVRM line (no Xid number) saying an uncorrectable ECC error: ``driver-error``, warning;
+- nvidia_peermem failing to load (``Unknown symbol ib_register_peer_memory_client``, ``disagrees
+  about version of symbol``): GPUDirect RDMA through it is off, so multi-node NCCL traffic goes
+  through host memory unless DMA-BUF is used: ``gpudirect-rdma``, warning;
+- nvidia-peermem's ``invalid context`` diagnostic: NVIDIA's maintainer calls it harmless, a
+  mitigation of driver issue 4272659 whose full fix is in R560 and later (Mellanox/nv_peer_memory
+  issue 120): ``gpudirect-rdma``, info; a warning when the log's driver is R560 or later (there it
+  "should never appear").
+
+Said (a note): the GPU crash dump notice (what to collect before the module is unloaded), a
+non-fatal NVSwitch SXid, and how many NVIDIA driver lines gputopo read but judges by no rule, with
+the first of them: a line read is never dropped silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from gputopo.model import Finding, is_value
+from gputopo.model.bus_id import try_parse
+
+from .run_folder import Run
+
+#: How every note of this module begins (the terminal picks them out of a summary's notes).
+KERNEL_LOG_NOTE = "kernel log: "
+REMEDY_BUG_REPORT = ("if it comes back, send `nvidia-bug-report.sh` output to NVIDIA or the system's vendor: they "
+                     "decide whether the part is replaced")
+
+
+def _doc(run: Run) -> Optional[Dict[str, Any]]:
+    doc = getattr(run, "kernel_log", None)
+    return doc if isinstance(doc, dict) else None
+
+
+def _where(e: Dict[str, Any]) -> str:
+    n = e.get("count", 1)
+    first, last = e.get("first_line"), e.get("last_line")
+    lines = f"line {first}" if first == last or last is None else f"lines {first}-{last}"
+    return f"{n} time{'s' if n != 1 else ''}, {lines} of the log" if n != 1 else f"{lines} of the log"
+
+
+def _gpu_at(run: Run, bus: Optional[str]) -> Optional[List[int]]:
+    """The folder's GPU at ``bus`` ([index]), None when none is there (a GPU that never came up is
+    not in a topology NVML made)."""
+    topo = run.topology
+    if not bus or topo is None:
+        return None
+    for g in topo.gpus:
+        addr = try_parse(str(g.pci_bus_id)) if is_value(g.pci_bus_id) else None
+        if addr is not None and addr.lspci == bus:
+            return [g.nvml_index]
+    return None
+
+
+def _driver_major(doc: Dict[str, Any]) -> Optional[int]:
+    versions = doc.get("driver_versions") or []
+    try:
+        return int(str(versions[-1]).split(".")[0]) if versions else None
+    except ValueError:
+        return None
+
+
+def kernel_log_findings(run: Run) -> List[Finding]:
+    doc = _doc(run)
+    if doc is None:
+        return []
+    file = doc.get("file", "?")
+    out: List[Finding] = []
+    for e in doc.get("driver_lines") or []:
+        kind, bus, text = e.get("kind"), e.get("bus"), str(e.get("text", ""))
+        evidence = {"file": file, "driver_line": kind, "count": e.get("count"), "first_line": e.get("first_line"),
+                    "last_line": e.get("last_line"), "text": text,
+                    **({"bus_id": bus} if bus else {}),
+                    **{k: e[k] for k in ("module", "device", "symbols", "sxids", "n") if e.get(k)}}
+        where = _where(e)
+        if kind == "rm-init-failed":
+            out.append(Finding(
+                "driver-error", "error",
+                f"the NVIDIA driver could not initialise the GPU at {bus} ({where}): it is not usable (no CUDA "
+                f"work, not listed by nvidia-smi); the driver wrote {text!r}",
+                gpus=_gpu_at(run, bus), evidence=evidence,
+                cause="the driver failed to bring the GPU up (RmInitAdapter): its firmware (GSP) or VBIOS boot "
+                      "failing, a GPU this driver does not support, or PCIe / power trouble",
+                remedies=["read the NVRM lines just before it in the log: they say which step failed (GSP firmware, "
+                          "GFW/VBIOS boot, mapping the GPU's memory)",
+                          "power-cycle the node; if it stays, reseat the GPU and its power cables",
+                          REMEDY_BUG_REPORT]))
+        elif kind == "nvswitch-sxid-fatal":
+            sxids = ", ".join(e.get("sxids") or []) or "?"
+            out.append(Finding(
+                "driver-error", "error",
+                f"fatal SXid {sxids} on NVSwitch {e.get('device', '?')} at {bus} ({where}): NVLink traffic through "
+                "it stalls and the GPUs using it may hang (their jobs end with Xid 45)",
+                evidence=evidence,
+                cause="a fatal error in an NVSwitch: the NVLink fabric through it cannot be trusted until it is reset",
+                remedies=["reset the GPUs and NVSwitches: reboot the node (NVIDIA's Fabric Manager user guide lists "
+                          "each SXid and its recovery)", REMEDY_BUG_REPORT]))
+        elif kind == "reset-required":
+            out.append(Finding(
+                "driver-error", "error",
+                f"the NVIDIA driver says a GPU needs a reset (NV_ERR_RESET_REQUIRED, {where}): work on it fails "
+                "until it is reset; the line does not name the GPU",
+                evidence=evidence, cause="the driver (its GSP firmware) put a GPU in a state only a reset clears",
+                remedies=["find the GPU whose work fails ('CUDA-capable device(s) is/are busy or unavailable') or "
+                          "whose Xid lines come before it, then reset it (`nvidia-smi -r -i <bus id>`) or reboot "
+                          "the node", REMEDY_BUG_REPORT]))
+        elif kind == "probe-failed":
+            n = e.get("n", "?")
+            out.append(Finding(
+                "driver-error", "warning",
+                f"the NVIDIA driver did not take {n} device(s) (probe routine failed, {where}): a GPU of this "
+                "machine may be missing from nvidia-smi; the line does not say which",
+                evidence=evidence,
+                cause="the driver's probe of a PCI device failed: a GPU that fell off the bus, one this driver "
+                      "does not support, or one another driver (nouveau, vfio-pci) holds",
+                remedies=["compare `lspci -d 10de:` with `nvidia-smi -L` to find the GPU, and read the NVRM lines "
+                          "before this one for why"]))
+        elif kind == "ecc-uncorrectable":
+            out.append(Finding(
+                "driver-error", "warning",
+                f"the NVIDIA driver wrote an uncorrectable ECC error without an Xid number ({where}): {text!r}",
+                gpus=_gpu_at(run, bus), evidence=evidence,
+                cause="an uncorrectable error in GPU memory: data it held was lost",
+                remedies=["`nvidia-smi -q -d ECC,ROW_REMAPPER`: uncorrectable counts, a row remap pending (reset the "
+                          "GPU) or failed (NVIDIA's field diagnostic)", REMEDY_BUG_REPORT]))
+        elif kind == "peermem-load-failed":
+            symbols = ", ".join(e.get("symbols") or []) or "the InfiniBand peer-memory symbols"
+            out.append(Finding(
+                "gpudirect-rdma", "warning",
+                f"{e.get('module', 'nvidia_peermem')} could not be loaded, so GPUDirect RDMA through it is off "
+                f"({where}; symbols it could not use: {symbols}): NCCL moves inter-node data through host memory "
+                "unless it uses DMA-BUF",
+                evidence=evidence,
+                cause="the module was built against another InfiniBand stack (MLNX_OFED / DOCA ib_core) than the one "
+                      "running: its symbols do not match",
+                remedies=["rebuild nvidia_peermem against the running InfiniBand stack (reinstall the NVIDIA driver, "
+                          "or the GPU Operator's driver container, after MLNX_OFED/DOCA), then `modprobe "
+                          "nvidia_peermem`",
+                          "or use DMA-BUF instead (open GPU kernel modules on a kernel >= 5.12): NCCL needs no "
+                          "nvidia_peermem then"]))
+        elif kind == "peermem-invalid-context":
+            major = _driver_major(doc)
+            fixed = major is not None and major >= 560
+            out.append(Finding(
+                "gpudirect-rdma", "warning" if fixed else "info",
+                f"nvidia-peermem's 'invalid context' diagnostic ({where})" +
+                (f": with driver {major} it should never appear (NVIDIA's full fix is in R560 and later)" if fixed
+                 else ": NVIDIA calls it harmless, a mitigation of driver issue 4272659 (Mellanox/nv_peer_memory "
+                      "issue 120)"),
+                evidence=evidence,
+                remedies=[REMEDY_BUG_REPORT] if fixed else
+                ["update the NVIDIA driver to R560 or later, where the full fix makes it go away"]))
+    return out
+
+
+def kernel_log_notes(run: Run) -> List[str]:
+    """What the log's NVIDIA driver lines say that is no finding, and how many lines no rule judges."""
+    doc = _doc(run)
+    if doc is None:
+        return []
+    notes = []
+    for e in doc.get("driver_lines") or []:
+        if e.get("kind") == "crash-dump":
+            notes.append(f"{KERNEL_LOG_NOTE}the NVIDIA driver wrote a GPU crash dump ({_where(e)}): run "
+                         "`nvidia-bug-report.sh` as root before the NVIDIA kernel module is unloaded to keep it")
+        elif e.get("kind") == "nvswitch-sxid-nonfatal":
+            notes.append(f"{KERNEL_LOG_NOTE}NVSwitch {e.get('device', '?')} at {e.get('bus')}: non-fatal SXid "
+                         f"{', '.join(e.get('sxids') or []) or '?'} ({_where(e)}): not judged a fault (NVIDIA's Fabric "
+                         "Manager user guide says what each SXid means)")
+    other = doc.get("other_nvidia_lines") or {}
+    count = other.get("count") or 0
+    if count:
+        examples = "; ".join(f"line {x.get('line')} {x.get('text')!r}" for x in other.get("examples") or [])
+        notes.append(f"{KERNEL_LOG_NOTE}{count} other NVIDIA driver line(s) read but judged by no gputopo rule (first: "
+                     f"{examples}): read them in the log")
+    return notes
