@@ -197,10 +197,10 @@ def write_text_file(path, text: str, flag: str) -> None:
     write_file_bytes(path, text.encode("utf-8"), flag)
 
 
-def refuse_odd_outputs(folder, names, flag: str) -> None:
-    """UsageError when one of the files ``names`` that a render replaces in ``folder`` is there
-    but is no regular file (a FIFO would block the write forever, a device or folder fail it):
-    one line naming it, before anything is written."""
+def refuse_odd_outputs(folder, names, flag: str, what: str = "a render writes") -> None:
+    """UsageError when one of the files ``names`` that a render replaces (or ``what`` does) in
+    ``folder`` is there but is no regular file (a FIFO would block the write forever, a device
+    or folder fail it): one line naming it, before anything is written."""
     for name in names:
         p = Path(folder) / name
         try:
@@ -215,7 +215,7 @@ def refuse_odd_outputs(folder, names, flag: str) -> None:
         if not stat.S_ISREG(st.st_mode):
             kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a folder"
                     if stat.S_ISDIR(st.st_mode) else "not a regular file")
-            raise UsageError(f"{flag} {folder}: its {name} is {kind}, not a file a render writes; "
+            raise UsageError(f"{flag} {folder}: its {name} is {kind}, not a file {what}; "
                              "remove it and run again")
 
 

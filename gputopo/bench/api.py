@@ -28,13 +28,13 @@ from typing import Callable, Dict, List, Optional
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.step_failure import STEP_FAILED, StepFailure
-from gputopo.runfolder.layout import EVENTS_JSONL
+from gputopo.runfolder.layout import APPENDED, EVENTS_JSONL
 from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.resume import (clear_cut_lines, plan_resume, read_progress, read_run_info,
                                       refuse_non_bench, resume_line)
 from gputopo.runfolder.settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings, use_saved_nccl_settings
 from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
-from gputopo.writable import check_writable_dir
+from gputopo.writable import check_writable_dir, refuse_odd_outputs
 
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
@@ -203,6 +203,11 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         options = resume_options(resume_dir, options)
         run_dir = Path(resume_dir)  # (resume_options keeps it)
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
+        # a FIFO among the files it appends to: no internal error (they are truncated after their
+        # last whole line) nor an append that waits forever
+        from gputopo.numerics.sink import LOSSES_CSV
+
+        refuse_odd_outputs(run_dir, APPENDED + (LOSSES_CSV,), "--resume", "a run appends to")
         lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
         cut_notes = clear_cut_lines(run_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)  # (findings: older runs')

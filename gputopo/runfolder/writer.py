@@ -95,10 +95,18 @@ def append_jsonl(path, obj: Dict[str, Any], *, allow_nan: bool = True) -> None:
 
 
 def write_json(path, obj: Dict[str, Any]) -> None:
-    """Write a JSON document atomically (temp file + rename): readers never see half of it."""
+    """Write a JSON document atomically (temp file + rename): readers never see half of it.
+    The temp file is always a new one (a leftover of that name - a killed write, or a FIFO in a
+    run folder a user names, which an open would wait on forever - is removed first)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=2, default=json_default)
         f.write("\n")
     os.replace(tmp, path)

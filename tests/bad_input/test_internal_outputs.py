@@ -124,3 +124,40 @@ def test_an_error_txt_in_a_plain_run_folder_is_written_there(tmp_path):
     where = _traceback_saved(tmp_path)
     assert where == str(tmp_path / "error.txt")
     assert "RuntimeError: an internal error" in (tmp_path / "error.txt").read_text()
+
+
+# ----------------------------------------------------------------------------- run-folder files of a named folder
+
+
+def test_a_fifo_where_a_rerender_puts_its_temporary_json_is_not_waited_on(tmp_path):
+    """`report RUN` writes summary.json as summary.json.tmp, then renames it: a FIFO of that name
+    in the folder the user names was opened and waited on forever. Now the leftover is removed
+    and a new temporary file made."""
+    from conftest_report import write_run
+    from helpers.cli import gputopo_here
+
+    run = write_run(tmp_path / "run", [])
+    fifo = run / "summary.json.tmp"
+    os.mkfifo(fifo)
+    with released(fifo):
+        rc, _, err = call_within(lambda: gputopo_here("report", run, "--no-plots", cwd=tmp_path, timeout=60), 60,
+                                 "the re-render waited on summary.json.tmp without bound (a hang)")
+    assert rc == 0, err
+    assert not fifo.exists() and (run / "summary.json").read_text().startswith("{")
+
+
+@pytest.mark.parametrize("name", ["events.jsonl", "measurements.jsonl", "numerics.jsonl", "numerics_losses.csv"])
+def test_resume_refuses_a_fifo_among_the_files_it_appends_to(name, tmp_path):
+    """`bench --resume RUN` with events.jsonl a FIFO was an internal error (its cut-line repair
+    seeks the file); an append to a FIFO with no reader would wait forever."""
+    from conftest_report import write_run
+    from helpers.cli import gputopo_here
+
+    run = write_run(tmp_path / "run", [])
+    (run / name).unlink(missing_ok=True)
+    os.mkfifo(run / name)
+    with released(run / name):
+        rc, _, err = gputopo_here("bench", "--sim", "seed-8gpu-healthy", "--resume", run, cwd=tmp_path, timeout=60)
+    assert rc == 2, err
+    assert err.strip() == (f"gputopo: error: --resume {run}: its {name} is a FIFO (named pipe), not a file a run "
+                           "appends to; remove it and run again")
