@@ -93,6 +93,14 @@ def test_a_line_nccl_then_said_connected_stays_used_when_a_later_step_fails():
     assert tree.setup["transport"] == "SHM" and tree.setup["error"].startswith("transport/shm.cc:123 NCCL WARN")
 
 
+def test_nccl_2_2x_connected_line_with_its_pxn_and_gdr_words_confirms_the_rings():
+    # src/transport/generic.cc: INFO(NCCL_INIT, "Connected all rings, use ring PXN %d GDR %d", ...)
+    text = LINES_2_19.replace("Connected all rings", "Connected all rings, use ring PXN 0 GDR 1") + (
+        "h1:11:11 [0] transport/p2p.cc:355 NCCL WARN failed to peer with device 1(=1c000): 217 x\n"
+        "h1:11:11 [0] NCCL INFO transport.cc:249 -> 3\n")
+    assert [c.used for c in parse_nccl_debug(text).channels] == [True]
+
+
 def test_lines_followed_by_init_complete_or_by_nothing_are_used():
     done = parse_nccl_debug(LINES_2_19.replace("Connected all rings", "comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
                                                "busId 1b000 commId 0xabc - Init COMPLETE"))
