@@ -38,6 +38,12 @@ _PAGE_OFFLINING = re.compile(r"\b(A100|A800|A30|H100|H800|H20|H200|GH200|B100|B2
 REMEDY_COOLING = "check airflow, fans and the power supply; `nvidia-smi -q -d PERFORMANCE` names the slowdown"
 #: Clock event reasons that mean the hardware is protecting itself (not idle or a user setting).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
+#: Those that name heat or the power supply. The bare ``hw_slowdown`` bit does not: nvml.h (DCGM's
+#: field constants, docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/dcgm-api-field-constants.html)
+#: says it "may be also reported during PState or clock change".
+NAMED_SLOWDOWNS = ("hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
+REMEDY_READ_AGAIN = ("read it again (`nvidia-smi -q -d PERFORMANCE`); if HW Slowdown stays set, the power draw is "
+                     "too high and Fast Trigger protection is cutting the clocks: check the power supply and cabling")
 
 
 @dataclass(frozen=True)
@@ -331,6 +337,15 @@ def _thermal(w: Who, h: GpuHealth) -> List[Finding]:
     temp = f", {h.temperature_c} °C" if is_value(h.temperature_c) else ""
     power = (f", {h.power_w:g} of {h.power_limit_w:g} W" if is_value(h.power_w) and is_value(h.power_limit_w)
              else "")
+    if not any(r in NAMED_SLOWDOWNS for r in active):  # hw_slowdown alone
+        return [Finding(
+            "thermal", "info",
+            f"{w.text}: HW Slowdown reported without a thermal or power-brake reason{temp}{power}: NVIDIA says "
+            "this bit may also be reported during a PState or clock change, so one reading is no proof the "
+            "clocks are held down",
+            gpus=[w.index], evidence={**w.evidence, "clock_event_reasons": reasons, "temperature_c": h.temperature_c,
+                                "power_w": h.power_w, "power_limit_w": h.power_limit_w},
+            remedies=[REMEDY_READ_AGAIN])]
     return [Finding(
         "thermal", "warning",
         f"{w.text}: clocks held down by {', '.join(active)}{temp}{power}: its measured rates are not its best",
@@ -381,8 +396,11 @@ def health_flags(h: GpuHealth) -> List[str]:
     codes = sorted({e.xid for e in xid_list(h) if xid_info(e.xid).hardware and xid_info(e.xid).severity != "info"})
     if codes:
         flags.append("Xid " + ",".join(map(str, codes)))
-    if _slowdowns(h):
+    slow = _slowdowns(h)
+    if any(r in NAMED_SLOWDOWNS for r in slow):
         flags.append("slowdown")
+    elif slow:  # hw_slowdown alone: may be a PState or clock change (NAMED_SLOWDOWNS)
+        flags.append("hw_slowdown (read again)")
     return flags
 
 

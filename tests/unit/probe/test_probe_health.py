@@ -251,6 +251,22 @@ def test_ecc_remedy_asks_for_a_reset_only_where_a_repair_waits_for_one():
     assert "may be wrong" not in ecc[1].message and "work that read it was stopped" in ecc[1].message
 
 
+def test_bare_hw_slowdown_bit_is_not_called_heat_or_power():
+    """nvml.h / DCGM field constants (docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/
+    dcgm-api-field-constants.html): HW Slowdown "is an indicator of" heat, an external power brake
+    or power draw too high (Fast Trigger), and "may be also reported during PState or clock change".
+    Alone, without the thermal or power-brake bit, it is said as what it may be and read again;
+    with one of them, the warning stays."""
+    topo = scan_text('extends = "dgx-a100"\nname = "s"\n[[gpu]]\nclock_events = ["hw_slowdown"]\n'
+                     '[[gpu]]\nclock_events = ["hw_slowdown", "hw_thermal_slowdown"]\n' + "[[gpu]]\n" * 6)
+    th = {f.gpus[0]: f for f in health_findings(topo) if f.kind == "thermal"}
+    assert th[0].severity == "info" and "PState or clock change" in th[0].message
+    assert "heat" not in (th[0].cause or "")
+    assert th[1].severity == "warning" and "hw_thermal_slowdown" in th[1].message
+    assert health_cells(topo.gpus[0].health)[-1] == "hw_slowdown (read again)"
+    assert health_cells(topo.gpus[1].health)[-1] == "slowdown"
+
+
 def test_kernel_log_refused_is_typed_na_and_nvml_values_still_read():
     topo = scan_text(SICK, as_root=False)
     h = topo.gpus[4].health
