@@ -605,6 +605,10 @@ def _j_pytest(check: Check, r: Result) -> Tuple[str, str]:
     try:
         root = ET.parse(check.path("pytest.junit.xml")).getroot()
     except (OSError, ET.ParseError):
+        err = _text(r.stderr, check.dir)
+        if "No module named pytest" in err:  # a test runner is no requirement of gputopo's
+            return NA, ("pytest is not installed for this python (pip install pytest): the GPU "
+                        "tests did not run; " + _clip(_last_line(err), 120))
         return FAILED, f"exit {r.rc}: no JUnit XML; " + _clip(_last_line(_text(r.stdout, check.dir)))
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     if suite is None:
