@@ -92,9 +92,10 @@ class PeerLedger:
         """The idle workers to end so that ``extra`` (key -> pairs its worker is about to map)
         fits: [] when it fits already, None when ending every idle worker would not do (a busy
         worker holds the mappings: wait for it). Of the idle workers holding mappings on a
-        device over the limit, those no step needs any more go first, then the one needed
-        last (``next_use``: key -> how many steps come before its next one; a worker ended
-        now is started again then), then the one holding the most mappings there. A key of
+        device over the limit, those no step needs any more go first, then the one holding
+        the most mappings on the devices over the limit (the fewest ended), then of those the
+        one needed last (``next_use``: key -> how many steps come before its next one; a
+        worker ended now is started again then). A key of
         ``extra`` may be ended too: it maps its pair in a fresh process."""
         extra = {k: [_pair(*p) for p in v] for k, v in extra.items()}
         ended: List[str] = []
