@@ -32,6 +32,7 @@ from gputopo.model.peer_access import (PEER_FILTERED_TESTCASES, UNNAMED_WAIVER, 
                                        peer_to_peer_off_by_design)
 
 from .expected import class_of
+from .import_numbering import numbering_of
 from .run_folder import Run
 
 P2PBW = "p2pBandwidthLatencyTest"
@@ -99,12 +100,15 @@ def _p2pbw_access(run: Run) -> Tuple[Dict[Tuple[int, int], bool], List[str]]:
 
 
 def _doc_access(doc: Dict[str, Any]) -> Dict[Tuple[int, int], bool]:
-    """{pair: has peer access} as the output printed it (its own device numbers): the CAN /
-    CANNOT lines, else the connectivity matrix (for an output with no bandwidth matrix)."""
+    """{pair: has peer access} as the output printed it: the CAN / CANNOT lines, else the
+    connectivity matrix (for an output with no bandwidth matrix); its device numbers turned into
+    the run's where the import renumbered them to --topo's."""
     access: Dict[Tuple[int, int], bool] = {}
+    to_run = numbering_of(doc) or {}  # the output's CUDA numbers -> the run's (--topo's) GPU numbers
     for item in doc.get("peer_access") or []:
         if isinstance(item, list) and len(item) == 3 and item[0] != item[1]:
-            pair = (min(item[0], item[1]), max(item[0], item[1]))
+            a, b = (to_run.get(int(x), int(x)) for x in item[:2])
+            pair = (min(a, b), max(a, b))
             access[pair] = access.get(pair, True) and bool(item[2])
     if access:
         return access
@@ -114,7 +118,8 @@ def _doc_access(doc: Dict[str, Any]) -> Dict[Tuple[int, int], bool]:
             for i, row in enumerate(cells):
                 for j, v in enumerate(row):
                     if i != j:
-                        pair = (min(i, j), max(i, j))
+                        a, b = to_run.get(i, i), to_run.get(j, j)
+                        pair = (min(a, b), max(a, b))
                         access[pair] = access.get(pair, True) and bool(v)
     return access
 

@@ -221,10 +221,11 @@ def test_topo_text_keeps_the_gpu_models_and_bus_ids_the_output_prints(tmp_path):
     assert gpus[0]["numa_node"] == 0 and gpus[0]["cpu_affinity"] == "0-31"  # the topology's own facts stay
 
 
-def test_topo_text_and_devices_out_of_bus_order_keep_only_the_model(tmp_path):
+def test_topo_text_and_devices_out_of_bus_order_are_matched_by_bus_order(tmp_path):
     """WRITTEN: the posted output with devices 0 and 1 swapped (as CUDA_VISIBLE_DEVICES=1,0,2,3
-    lists them): which bus is which NVML index is not known without bus ids in the topology, so
-    only the model (every GPU's) is kept."""
+    lists them): nvidia-smi numbers GPUs in PCI bus order, so CUDA device 0 (bus 41) is
+    nvidia-smi GPU 1 and device 1 (bus 01) GPU 0; each keeps its bus id and CUDA number (before:
+    the model only, and the measurements kept CUDA's numbers as if they were nvidia-smi's)."""
     text = STELLINE.read_text().replace("pciBusID: 1,", "pciBusID: XX,").replace("pciBusID: 41,", "pciBusID: 1,") \
         .replace("pciBusID: XX,", "pciBusID: 41,")
     p = tmp_path / "swapped.txt"
@@ -233,4 +234,6 @@ def test_topo_text_and_devices_out_of_bus_order_keep_only_the_model(tmp_path):
                        topology_file=str(STELLINE_TOPO), render=False)
     gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
     assert {g["name"] for g in gpus} == {"NVIDIA RTX 6000 Ada Generation"}
-    assert all(not isinstance(g["pci_bus_id"], str) for g in gpus)
+    assert [(g["nvml_index"], g["pci_bus_id"], g["cuda_index"]) for g in gpus] == [
+        (0, "00000000:01:00.0", 1), (1, "00000000:41:00.0", 0), (2, "00000000:C1:00.0", 2),
+        (3, "00000000:E1:00.0", 3)]

@@ -1,0 +1,161 @@
+"""`import p2pbw` / `import nvbandwidth --topo`: the outputs number GPUs as CUDA does (fastest
+first by default, reordered by CUDA_VISIBLE_DEVICES), `nvidia-smi topo -m` as NVML does (PCI bus
+order). Where the output prints bus ids, its devices are matched to the topology's GPUs by bus id
+or bus order, never by number; where it prints none, the by-number match is said as an
+assumption; where its bus ids contradict numbering by number and nothing matches them, no link
+class is given (said why), so no pair is judged against another pair's link."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gputopo.importers.nvbandwidth_import import import_nvbandwidth
+from gputopo.importers.p2pbw_import import import_p2pbw
+from gputopo.importers.user_inputs import load_topo_file
+from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
+
+STELLINE = FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"
+STELLINE_TOPO = FIXTURES / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
+A6000 = FIXTURES / "nvbandwidth" / "nvbandwidth-50_6xa6000_d2d_read_ce_v0.8.txt"
+RTX4090 = FIXTURES / "nvbandwidth" / "nvbandwidth-15_8xrtx4090_v0.2_excerpt.txt"
+SEED_TOPO = FIXTURES / "topo" / "seed-8gpu-nv4-pairs.txt"
+
+
+def _run(run_dir: Path):
+    ms = [json.loads(line) for line in (run_dir / "measurements.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return ms, summary
+
+
+def _stelline_reordered(tmp_path: Path) -> Path:
+    """WRITTEN from the posted output: its device lines reordered as CUDA_VISIBLE_DEVICES=0,2,1,3
+    lists them (CUDA device 1 is the GPU at bus c1, nvidia-smi's GPU 2; device 2 the one at bus
+    41, nvidia-smi's GPU 1); the matrices are the posted ones."""
+    text = STELLINE.read_text()
+    text = text.replace("pciBusID: 41,", "pciBusID: XX,").replace("pciBusID: c1,", "pciBusID: 41,") \
+        .replace("pciBusID: XX,", "pciBusID: c1,")
+    p = tmp_path / "stelline_cuda-visible-0213.txt"
+    p.write_text(text)
+    return p
+
+
+def test_p2pbw_devices_out_of_bus_order_are_matched_by_bus_order(tmp_path):
+    """nvidia-smi topo -m (no bus ids): GPU0-1 and GPU2-3 NODE, SYS across. CUDA devices 0 and 1
+    of the reordered output are nvidia-smi GPUs 0 and 2 (SYS), not GPUs 0 and 1 (NODE): the
+    measurement is of pair 0,2 and gets SYS (before: pair 0,1, NODE, another pair's link)."""
+    res = import_p2pbw([str(_stelline_reordered(tmp_path))], out_dir=tmp_path / "run",
+                       topology=load_topo_file(str(STELLINE_TOPO)), topology_file=str(STELLINE_TOPO))
+    ms, summary = _run(res.run_dir)
+    (m,) = [m for m in ms if m["test"] == "p2p.copy" and m["extra"]["cell"] == [0, 1]]
+    assert m["gpus"] == [0, 2] and m["link_class"] == "SYS" and m["direction"] == "0->2"
+    assert m["extra"]["output_gpus"] == [0, 1]
+    (m,) = [m for m in ms if m["test"] == "p2p.copy" and m["extra"]["cell"] == [0, 2]]
+    assert m["gpus"] == [0, 1] and m["link_class"] == "NODE"
+    gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
+    assert [(g["nvml_index"], g["pci_bus_id"], g["cuda_index"]) for g in gpus] == [
+        (0, "00000000:01:00.0", 0), (1, "00000000:41:00.0", 2), (2, "00000000:C1:00.0", 1),
+        (3, "00000000:E1:00.0", 3)]
+    (note,) = [n for n in summary["notes"] if n.startswith("GPU numbers: ")]
+    assert "by PCI bus order" in note and "nvidia-smi numbers GPUs in PCI bus order" in note
+    assert "CUDA device 1 (00000000:C1:00) is nvidia-smi GPU 2" in note
+
+
+def test_p2pbw_devices_in_bus_order_say_so(tmp_path):
+    """The posted output lists its GPUs in bus order: CUDA device N is nvidia-smi GPU N, said with
+    its basis."""
+    r = gputopo_here("import", "p2pbw", STELLINE, "--topo", STELLINE_TOPO, "--out", tmp_path / "run", "--no-history")
+    assert r.returncode == 0, r.stderr
+    assert "GPU numbers: matched by PCI bus order: CUDA device N is nvidia-smi GPU N" in " ".join(r.stdout.split())
+    ms, _ = _run(tmp_path / "run")
+    (m,) = [m for m in ms if m["test"] == "p2p.copy" and m["extra"]["cell"] == [0, 1]]
+    assert m["gpus"] == [0, 1] and m["link_class"] == "NODE"
+
+
+#: WRITTEN: a 6-GPU `nvidia-smi topo -m` for the A6000 output (none was posted): GPUs 0, 1, 3 on
+#: one CPU (NODE), 2, 4, 5 on the other, SYS across; nvidia-smi numbers them by bus (01, 21,
+#: 41, 61, 81, a1), and the board's root ports put bus 61 on the first CPU.
+A6000_TOPO = """\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNODE\tSYS\tNODE\tSYS\tSYS\t0-31\t0
+GPU1\tNODE\t X \tSYS\tNODE\tSYS\tSYS\t0-31\t0
+GPU2\tSYS\tSYS\t X \tSYS\tNODE\tNODE\t32-63\t1
+GPU3\tNODE\tNODE\tSYS\t X \tSYS\tSYS\t0-31\t0
+GPU4\tSYS\tSYS\tNODE\tSYS\t X \tNODE\t32-63\t1
+GPU5\tSYS\tSYS\tNODE\tSYS\tNODE\t X \t32-63\t1
+"""
+#: The posted output's CUDA devices 0-2 copy at 26.3 GB/s among themselves, 3-5 too, ~22 across:
+#: with these bus ids (the list the post cut, WRITTEN in place of its "..." line, as
+#: CUDA_VISIBLE_DEVICES=0,1,3,2,4,5 lists them) CUDA devices 0, 1, 2 are nvidia-smi GPUs 0, 1, 3.
+A6000_BUSES = ["01", "21", "61", "41", "81", "a1"]
+
+
+def _a6000(tmp_path: Path, buses: list[str | None]) -> tuple[Path, Path]:
+    lines = [f"Device {k}: NVIDIA RTX A6000" + (f" (00000000:{b}:00)" if b else "") for k, b in enumerate(buses)]
+    p = tmp_path / "a6000.txt"
+    p.write_text(A6000.read_text().replace("...\n", "\n".join(lines) + "\n"))
+    t = tmp_path / "topo.txt"
+    t.write_text(A6000_TOPO)
+    return p, t
+
+
+def test_nvbandwidth_reordered_devices_no_healthy_pair_blamed(tmp_path):
+    """Matched by bus order, every pair has its own link's class: the 26.3 GB/s pairs are NODE,
+    the 22 GB/s ones SYS, no finding. Matched by number (before), CUDA pairs 0,2 and 1,2 (26.3
+    GB/s, NODE in truth) were given SYS and pairs 2,3 2,4 2,5 (22 GB/s, SYS in truth) NODE: each
+    class mixed both links' figures (the spread, 0.83, stayed above the outlier ratio, so no
+    finding showed it)."""
+    p, t = _a6000(tmp_path, A6000_BUSES)
+    r = gputopo_here("import", "nvbandwidth", p, "--topo", t, "--out", tmp_path / "run", "--no-history")
+    assert r.returncode == 0, r.stderr
+    ms, summary = _run(tmp_path / "run")
+    assert summary["findings"] == [] and summary["verdict"] == "ok"
+    classes = {(tuple(m["gpus"]), m["link_class"]) for m in ms if len(m["gpus"]) == 2}
+    fast = {tuple(m["gpus"]) for m in ms if len(m["gpus"]) == 2 and m["extra"]["printed"] > 25}
+    assert {c for g, c in classes if g in fast} == {"NODE"}
+    assert {c for g, c in classes if g not in fast} == {"SYS"}
+    assert (( 0, 3), "NODE") in classes  # CUDA devices 0 and 2
+    assert "nvidia-smi numbers GPUs in PCI bus order" in " ".join(r.stdout.split())
+
+
+def test_nvbandwidth_bus_ids_out_of_order_and_one_missing_get_no_link_class(tmp_path):
+    """WRITTEN: the same output with device 5's bus id left out: the others show CUDA numbered the
+    GPUs otherwise than nvidia-smi, and nothing says which GPU device 5 is: imported without link
+    classes, the note saying why (before: classes by number, as above)."""
+    p, t = _a6000(tmp_path, A6000_BUSES[:5] + [None])
+    r = gputopo_here("import", "nvbandwidth", p, "--topo", t, "--out", tmp_path / "run", "--no-history")
+    assert r.returncode == 0, r.stderr
+    ms, summary = _run(tmp_path / "run")
+    assert all(m["link_class"] is None for m in ms)
+    topo = json.loads((tmp_path / "run" / "topology.json").read_text())
+    assert topo["pairs"] == []
+    (note,) = [n for n in summary["notes"] if n.startswith("GPU numbers: ")]
+    assert "not matched to --topo" in note and "not in PCI bus order" in note and "no link class" in note
+    assert "only 5 of its 6 devices" in note
+    imported = json.loads((tmp_path / "run" / "imported.json").read_text())["imports"][0]
+    assert imported["gpu_numbering"]["basis"] == "none" and imported["gpu_numbering"]["link_classes"] is False
+
+
+def test_nvbandwidth_one_bus_id_twice_gets_no_link_class(tmp_path):
+    """WRITTEN: two device lines with one bus id: which GPU is which cannot be told."""
+    p, t = _a6000(tmp_path, A6000_BUSES[:5] + ["01"])
+    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(t)),
+                             topology_file=str(t))
+    ms, summary = _run(res.run_dir)
+    assert all(m["link_class"] is None for m in ms)
+    assert any("one bus id for two devices" in n for n in summary["notes"])
+
+
+def test_nvbandwidth_without_bus_ids_says_the_assumption(tmp_path):
+    """v0.2 prints no bus id: CUDA device N is taken as nvidia-smi GPU N, and the report says so
+    (before: taken silently)."""
+    r = gputopo_here("import", "nvbandwidth", RTX4090, "--topo", SEED_TOPO, "--out", tmp_path / "run",
+                     "--no-history")
+    assert r.returncode == 0, r.stderr
+    ms, summary = _run(tmp_path / "run")
+    (note,) = [n for n in summary["notes"] if n.startswith("GPU numbers: ")]
+    assert re.search(r"assumed: CUDA device N taken as nvidia-smi GPU N: no bus ids in the nvbandwidth output", note)
+    assert "CUDA_DEVICE_ORDER=FASTEST_FIRST" in note
+    assert "GPU numbers: assumed: CUDA device N taken as nvidia-smi GPU N" in " ".join(r.stdout.split())
+    assert "CUDA device N taken as nvidia-smi GPU N" in (tmp_path / "run" / "report.md").read_text()
