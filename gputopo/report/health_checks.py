@@ -93,27 +93,39 @@ def _count(d: Any, *path: str) -> int:
 
 
 def _ecc(w: Who, h: GpuHealth, name: Any = None) -> List[Finding]:
-    """Uncorrectable ECC errors. The reset is asked for first only where a repair waits for it (a
-    row remap or page retirement pending) or the chip has no dynamic page offlining: NVIDIA's
-    memory error guide says A100/H100-class GPUs "do not require a GPU reset when memory errors
-    occur" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/), while before them a double-bit error
-    stops new contexts until the page is mapped out at the next reattachment
-    (docs.nvidia.com/deploy/dynamic-page-retirement/)."""
+    """Uncorrectable ECC errors. NVIDIA's memory error guide (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/):
+    on A100/H100-class GPUs (error containment, dynamic page offlining: ``offlines_pages``) the
+    impact "will be limited to the applications that encounter the error", other workloads run on,
+    new ones launch, and they "do not require a GPU reset when memory errors occur": a warning,
+    with the reset only to apply a pending row remap when convenient. Before them a double-bit
+    error stops new contexts until the page is mapped out at the next reattachment
+    (docs.nvidia.com/deploy/dynamic-page-retirement/): errors since the driver loaded are an error
+    with the reset first. Errors only over the GPU's life are a warning."""
     out = []
     vol = _count(h.ecc_errors, "volatile", "uncorrected")
     agg = _count(h.ecc_errors, "aggregate", "uncorrected")
     if vol or agg:
         when = (f"{vol} since the driver loaded" + (f", {agg} over its life" if agg != vol else "")
                 if vol else f"{agg} over its life, none since the driver loaded")
+        contained = offlines_pages(name)
+        if contained:
+            what = ("the data hit was lost and the work that read it was stopped; NVIDIA: on this A100/H100-class "
+                    "GPU other work runs on, new work can start and no reset is needed for the error itself")
+        else:
+            what = ("the data hit was lost and the work that read it was stopped (NVIDIA: detected, not corrected; "
+                    "without error containment all work on the GPU, and new work waits for the reset)")
+        if _repair_waits(h) and contained:
+            first = [REMEDY_REMAP_PENDING.replace("-i N", f"-i {w.smi_id}")]
+        elif _repair_waits(h) or (vol and not contained):
+            first = [REMEDY_RESET]
+        else:
+            first = []
         out.append(Finding(
-            "ecc", "error" if vol else "warning",
-            f"{w.text}: uncorrectable ECC errors in its memory ({when}): the data hit was lost and the work "
-            "that read it was stopped (NVIDIA: detected, not corrected; on A100/H100-class GPUs only that work, "
-            "before them all work on the GPU)",
+            "ecc", "error" if vol and not contained else "warning",
+            f"{w.text}: uncorrectable ECC errors in its memory ({when}): {what}",
             gpus=[w.index], evidence={**w.evidence, "ecc_errors": h.ecc_errors},
             cause="failing GPU memory cells (DRAM/HBM); rows or pages are being repaired",
-            remedies=([REMEDY_RESET] if _repair_waits(h) or not offlines_pages(name) else [])
-            + [REMEDY_GPU_HEALTH, REMEDY_RMA]))
+            remedies=first + [REMEDY_GPU_HEALTH, REMEDY_RMA]))
     if is_value(h.ecc_mode_pending) and is_value(h.ecc_mode_current) and h.ecc_mode_pending != h.ecc_mode_current:
         out.append(Finding(
             "ecc", "info", f"{w.text}: ECC is {h.ecc_mode_current} now and becomes {h.ecc_mode_pending} "

@@ -171,7 +171,7 @@ def test_sick_machine_findings_with_meanings():
     topo = scan_text(SICK)
     found = health_findings(topo)
     assert kinds(found) == [
-        ("ecc", "error", (1,)), ("ecc", "warning", (2,)), ("remapped-rows", "error", (3,)),
+        ("ecc", "warning", (1,)), ("ecc", "warning", (2,)), ("remapped-rows", "error", (3,)),
         ("remapped-rows", "info", (1,)), ("thermal", "warning", (7,)),
         ("xid", "error", (4,)), ("xid", "info", (1,)), ("xid", "info", (4,)), ("xid", "warning", (1,)),
     ]
@@ -249,6 +249,9 @@ def test_ecc_remedy_asks_for_a_reset_only_where_a_repair_waits_for_one():
     # An uncorrectable error is detected, not silently wrong: the work that read it is told and
     # stopped (DPR: "a DBE event notification for graceful exit"; A100 guide: error containment).
     assert "may be wrong" not in ecc[1].message and "work that read it was stopped" in ecc[1].message
+    # On an A100 (error containment, page offlining) NVIDIA says other work runs on and no reset is
+    # needed for the error itself: a warning, not a broken GPU; a Volta's stops new contexts: error.
+    assert ecc[1].severity == "warning" and "no reset" in ecc[1].message
 
 
 def test_bare_hw_slowdown_bit_is_not_called_heat_or_power():
