@@ -105,8 +105,12 @@ def _ecc(w: Who, h: GpuHealth, name: Any = None) -> List[Finding]:
     vol = _count(h.ecc_errors, "volatile", "uncorrected")
     agg = _count(h.ecc_errors, "aggregate", "uncorrected")
     if vol or agg:
+        # Volatile counts start at the driver's load; with persistence mode off the driver unloads
+        # when no client holds it (nvidia-smi --help-query-gpu), so it may have loaded for this scan.
+        unpersisted = (", but persistence mode is off, so the driver may have loaded for this scan"
+                       if h.persistence_mode == "disabled" else "")
         when = (f"{vol} since the driver loaded" + (f", {agg} over its life" if agg != vol else "")
-                if vol else f"{agg} over its life, none since the driver loaded")
+                if vol else f"{agg} over its life, none since the driver loaded{unpersisted}")
         contained = offlines_pages(name)
         if contained:
             what = ("the data hit was lost and the work that read it was stopped; NVIDIA: on this A100/H100-class "

@@ -270,6 +270,18 @@ def test_bare_hw_slowdown_bit_is_not_called_heat_or_power():
     assert health_cells(topo.gpus[1].health)[-1] == "slowdown"
 
 
+def test_lifetime_only_ecc_errors_with_persistence_off_do_not_claim_none_since_load():
+    """nvidia-smi --help-query-gpu: volatile counters count "since the last driver load", and only
+    with persistence mode enabled does "the NVIDIA driver remain loaded even when no active clients
+    ... exist". With it off, the driver may have loaded for this scan: zero volatile errors then
+    say nothing about the GPU's recent past, and the message says so."""
+    topo = scan_text('extends = "dgx-a100"\nname = "p"\n[[gpu]]\necc_uncorrected_aggregate = 3\n'
+                     'persistence = false\n[[gpu]]\necc_uncorrected_aggregate = 3\n' + "[[gpu]]\n" * 6)
+    ecc = {f.gpus[0]: f for f in health_findings(topo) if f.kind == "ecc"}
+    assert "persistence mode is off" in ecc[0].message and ecc[0].severity == "warning"
+    assert "persistence mode is off" not in ecc[1].message and "none since the driver loaded" in ecc[1].message
+
+
 def test_kernel_log_refused_is_typed_na_and_nvml_values_still_read():
     topo = scan_text(SICK, as_root=False)
     h = topo.gpus[4].health
