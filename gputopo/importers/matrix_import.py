@@ -46,6 +46,7 @@ class ImportedDevice:
     index: int
     name: str | None
     bus_id: str | None
+    host: str | None = None  # the host it ran on, where the output says (nvbandwidth multinode)
 
 
 @dataclass
@@ -214,6 +215,10 @@ def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], to
     in the topology (where the topology has bus ids: `gputopo scan --json`)."""
     if not devices:
         return
+    hosts = sorted({d.host for d in devices if d.host})
+    if len(hosts) > 1:
+        raise UsageError(f"{topo_file}: is one machine's topology, but the {tool} output ran on {len(hosts)} hosts "
+                         f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}): import it without --topo")
     if len(topo.gpus) != len(devices):
         raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists {len(devices)}: "
                          "it describes another machine (or CUDA_VISIBLE_DEVICES hid some); import without --topo "
@@ -343,8 +348,8 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
     measurements = [m for o in outputs for m in measurements_of(o)]
     summaries = [o.summary() for o in outputs]
     if topology is not None:
+        check_topology_matches(topology, devices, topology_file or "--topo", label)
         match = match_devices(topology, devices, label)
-        check_topology_matches(topology, devices, topology_file or "--topo", label, match)
         for s in summaries:  # said in the report (report/import_numbering.py)
             s["gpu_numbering"] = {**match.to_json(), "topology_file": topology_file or "--topo"}
         if match.mapping is None:  # no GPU of the topology is known to be any device: no link class

@@ -58,7 +58,7 @@ def _chain(first, rest):
 
 
 def nvbandwidth_devices(out: NvbOutput) -> list[ImportedDevice]:
-    devs = {d.index: ImportedDevice(d.index, d.name, d.bus_id) for d in out.devices}
+    devs = {d.index: ImportedDevice(d.index, d.name, d.bus_id, d.host) for d in out.devices}
     if not devs:  # no device list (cut when posted): the GPUs the matrices name
         from .nvbandwidth_measure import output_measurements as ms
 

@@ -159,3 +159,38 @@ def test_nvbandwidth_without_bus_ids_says_the_assumption(tmp_path):
     assert "CUDA_DEVICE_ORDER=FASTEST_FIRST" in note
     assert "GPU numbers: assumed: CUDA device N taken as nvidia-smi GPU N" in " ".join(r.stdout.split())
     assert "CUDA device N taken as nvidia-smi GPU N" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_p2pbw_no_peer_access_of_a_reordered_output_names_nvidia_smi_pair(tmp_path):
+    """WRITTEN from the posted output: reordered as above (CUDA_VISIBLE_DEVICES=0,2,1,3), cut after
+    its connectivity matrix (no bandwidth matrix: the peer-access fact comes from the printed
+    lines alone), with CUDA devices 0 and 1 made unable to reach each other. CUDA pair 0,1 is
+    nvidia-smi pair 0,2 (SYS): the finding names 0,2 (before: 0,1, a pair that has access)."""
+    text = _stelline_reordered(tmp_path).read_text()
+    text = text[:text.index("Unidirectional P2P=Disabled")]
+    text = text.replace("Device=0 CAN Access Peer Device=1", "Device=0 CANNOT Access Peer Device=1") \
+        .replace("Device=1 CAN Access Peer Device=0", "Device=1 CANNOT Access Peer Device=0")
+    p = tmp_path / "no-peer.txt"
+    p.write_text(text)
+    r = gputopo_here("import", "p2pbw", p, "--topo", STELLINE_TOPO, "--out", tmp_path / "run", "--no-history")
+    assert r.returncode == 0, r.stderr
+    _, summary = _run(tmp_path / "run")
+    (f,) = [f for f in summary["findings"] if f["kind"] == "no-peer-access"]
+    assert f["gpus"] == [0, 2] and f["evidence"]["pairs"] == [[0, 2]] and f["link_class"] == "SYS"
+
+
+def test_nvbandwidth_multinode_output_with_one_machines_topology_is_refused(tmp_path):
+    """WRITTEN: a multinode output of two hosts' GPUs (its Process lines) with a 2-GPU topology:
+    a topology is one machine's, so pair 0,1 (across hosts) would get a link class of one host
+    (before: imported, classed PIX)."""
+    p = tmp_path / "mn.txt"
+    p.write_text("nvbandwidth Version: v0.8\n\n"
+                 "Process 0 (node-a): device 0: NVIDIA RTX 2080 Ti (00000000:01:00)\n"
+                 "Process 1 (node-b): device 0: NVIDIA RTX 2080 Ti (00000000:02:00)\n\n"
+                 "Running multinode_device_to_device_memcpy_read_ce.\n"
+                 "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n           0         1\n"
+                 " 0       N/A     10.10\n 1     10.20       N/A\n\n"
+                 "SUM multinode_device_to_device_memcpy_read_ce 20.30\n")
+    r = gputopo_here("import", "nvbandwidth", p, "--topo", FIXTURES / "topo" / "autodl_2x2080ti_pix.txt",
+                     "--out", tmp_path / "run")
+    assert r.returncode == 2 and "ran on 2 hosts (node-a, node-b)" in r.stderr and "Traceback" not in r.stderr
