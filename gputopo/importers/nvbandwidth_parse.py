@@ -2,9 +2,10 @@
 
 Read line by line (text_input.py: bounded memory, launcher prefixes and quote marks removed, lost
 leading blanks do not matter). Accepted: the version/CUDA/driver header, ``Device N: NAME`` with
-or without the bus id (v0.5+), the hostname line (v0.8), multinode ``Process N (host): device D:``
-lines, ``Running X.`` / ``Waiving X.`` (v0.2-v0.4) / ``Waived:`` (v0.5+, printed instead of
-``Running X.``, so without the testcase's name), every matrix (GB/s or ns), ``N/A`` cells,
+or without the bus id (v0.6+: v0.5 announced it, but its sources print none), the hostname line
+(v0.8), multinode ``Process N (host): device D:`` lines, ``Running X.`` / ``Waiving X.``
+(v0.2-v0.4) / ``Waived:`` (v0.5+, printed instead of ``Running X.``, so without the testcase's
+name), every matrix (GB/s or ns), ``N/A`` cells,
 ``SUM key value`` and ``&&&& PERF key value`` lines, and a failed run: `` Invalid value when
 checking the pattern`` (a data-check failure of the running testcase) and ``ASSERT in
 expression`` / ``[CUDA_ERROR_...]`` lines. A ``...`` line (the poster cut something) and a matrix

@@ -37,7 +37,7 @@ def testcase_of_key(key: str) -> str:
 class NvbDevice:
     index: int
     name: str
-    bus_id: str | None  # as printed: "00000000:99:00" (v0.5+); None before
+    bus_id: str | None  # as printed: "00000000:99:00" (v0.6+, as domain:bus:PCI device); None before
     host: str | None = None
 
     def to_json(self) -> dict:
