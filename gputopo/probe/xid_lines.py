@@ -78,8 +78,9 @@ _DRIVER_LINES = (
 _CARRIES_ON = re.compile(r"nvidia-nvswitch\d*: SXid \(|NVRM: nvidia-bug-report\.sh as root|NVRM: the NVIDIA kernel "
                          r"module is unloaded|NVRM: GPU \S+ rm_init_adapter failed")
 #: A line of NVIDIA's kernel modules: read; said (counted) when no rule above judges it.
-_NVIDIA_LINE = re.compile(r"NVRM:|\bnvidia[-_]peermem\b|\bnv_peer_mem\b|\bnvidia-nvswitch\d*:|\bnvidia-modeset\b|"
-                          r"\bnvidia[-_]uvm\b")
+#: ("nvidia:", "nvidia 0000:3b:00.0: ...", "nvidia-modeset:", "nvidia_uvm:", "nvidia-nvlink:", "nvidia-nvswitch1:").
+_NVIDIA_LINE = re.compile(r"NVRM:|\bnvidia[-_]peermem\b|\bnv_peer_mem\b|"
+                          r"\bnvidia(?:[-_][a-z]+\d*)?(?::|\s+[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:)")
 #: How many of the lines gputopo reads but does not judge are kept as examples (the rest counted).
 OTHER_EXAMPLES = 3
 #: After a "The NVIDIA GPU <bus>" line, how many lines may hold the rest of its sentence.

@@ -163,6 +163,9 @@ def test_every_nvidia_line_is_judged_or_counted():
         "[ 1.2] NVRM: osInitNvMapping: *** Cannot attach gpu",
         "[ 2.0] nvidia_uvm: module uses symbols nvUvmInterfaceDisableAccessCntr from proprietary module nvidia",
         "[ 3.0] usb 1-1: new high-speed USB device",
+        "[ 4.0] nvidia 0000:3b:00.0: enabling device (0000 -> 0003)",
+        "[ 4.1] nvidia-nvlink: Nvlink Core is being initialized, major device number 234",
+        "[ 4.2] systemd[1]: Started nvidia-persistenced.service - NVIDIA Persistence Daemon.",
     ])
     assert [(e["kind"], e["count"]) for e in read.driver_lines.values()] == [("rm-init-failed", 1)]
-    assert read.other_nvidia_lines == 2 and [n for n, _ in read.other_examples] == [3, 4]
+    assert read.other_nvidia_lines == 4 and [n for n, _ in read.other_examples] == [3, 4, 6]
