@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.step_failure import STEP_FAILED, StepFailure
-from gputopo.runfolder.layout import APPENDED, EVENTS_JSONL
+from gputopo.runfolder.layout import APPENDED, EVENTS_JSONL, LOSSES_CSV
 from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.resume import (clear_cut_lines, plan_resume, read_progress, read_run_info,
                                       refuse_non_bench, resume_line)
@@ -205,8 +205,6 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         check_writable_dir(run_dir, "--resume")  # it appends to the folder
         # a FIFO among the files it appends to: no internal error (they are truncated after their
         # last whole line) nor an append that waits forever
-        from gputopo.numerics.sink import LOSSES_CSV
-
         refuse_odd_outputs(run_dir, APPENDED + (LOSSES_CSV,), "--resume", "a run appends to")
         lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
         cut_notes = clear_cut_lines(run_dir)

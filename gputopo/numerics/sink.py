@@ -8,15 +8,13 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from gputopo.runfolder.layout import EVENTS_JSONL, NUMERICS_JSONL
+from gputopo.runfolder.layout import EVENTS_JSONL, LOSSES_CSV, NUMERICS_JSONL
 from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.writer import append_jsonl
 
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json
 from .verdict import FAILED_VERDICTS
-
-LOSSES_CSV = "numerics_losses.csv"
 
 
 def step_id(pair) -> str:

@@ -17,6 +17,9 @@ MEASUREMENTS_JSONL = "measurements.jsonl"
 EVENTS_JSONL = "events.jsonl"
 #: Written by the numerics (DP-vs-DDP training results per pair and way) into the same folder.
 NUMERICS_JSONL = "numerics.jsonl"
+#: Every numerics run's loss per step, written once by the numerics when they end (a resume
+#: rewrites it).
+LOSSES_CSV = "numerics_losses.csv"
 #: Each worker process's stdout/stderr, ``<worker>.<generation>.log``.
 WORKERS_DIR = "workers"
 #: The lock a writing job holds in its run folder (``fcntl.flock``; writer.run_folder_lock).
