@@ -11,6 +11,16 @@ tests/e2e/test_fixture_verdicts.py checks the tree against tests/fixtures/verdic
 change of any verdict shows up as a failing test and then as a diff of that file in review;
 tests/fixtures/verdicts_before.json is the same table as the code gave before issue 37 (commit
 09ededf), kept to show what changed.
+
+Companion topology: a p2pbw or nvbandwidth fixture ``X.txt`` with a sibling ``X.topo.txt`` (the
+`nvidia-smi topo -m` the same post gave for the same machine) is imported with
+``--topo X.topo.txt``, so the link-class rules, the reference rates and the GPU numbering run on
+the posted pair; its row says so ("topo": the companion's name). The companion gets one row of its
+own, read as a `topo` fixture is (``scan --from-smi``): it is a posted output that is nowhere else,
+and a companion that scan refuses or reads oddly shows there rather than only as the pair's
+refusal. The exception is a companion that is a byte-for-byte copy of a file in tests/fixtures/topo/
+(the same post already kept there): that file's own row already says what scan makes of it, so the
+copy is not run twice.
 """
 
 from __future__ import annotations
@@ -40,8 +50,33 @@ COMMANDS = {
 }
 
 
+#: The folders whose fixtures may have a companion topology, and its suffix.
+TOPO_FOLDERS = ("p2pbw", "nvbandwidth")
+TOPO_SUFFIX = ".topo.txt"
+
+
+def is_companion(path: Path) -> bool:
+    return path.parent.name in TOPO_FOLDERS and path.name.endswith(TOPO_SUFFIX)
+
+
+def companion(path: Path) -> Optional[Path]:
+    """``X.topo.txt`` beside a p2pbw / nvbandwidth fixture ``X.<ext>``, if there is one."""
+    if path.parent.name not in TOPO_FOLDERS or is_companion(path):
+        return None
+    topo = path.with_name(path.stem + TOPO_SUFFIX)
+    return topo if topo.is_file() else None
+
+
+def _copy_of_a_topo_fixture(path: Path) -> bool:
+    data = path.read_bytes()
+    return any(t.read_bytes() == data for t in (FIXTURES / "topo").glob("*") if t.is_file())
+
+
 def fixture_files() -> List[Path]:
-    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.parent.name in COMMANDS)
+    """Every fixture that gets a row: a companion topology only where it is not a copy of a
+    tests/fixtures/topo/ file (see the module's docstring)."""
+    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.parent.name in COMMANDS
+                  and not (is_companion(p) and _copy_of_a_topo_fixture(p)))
 
 
 def _kinds(items: Any) -> List[str]:
@@ -67,9 +102,15 @@ def row(path: Path) -> Dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        words = [w.format(file=path, out=out) for w in COMMANDS[path.parent.name]]
+        kind = "topo" if is_companion(path) else path.parent.name
+        words = [w.format(file=path, out=out) for w in COMMANDS[kind]]
+        topo = companion(path)
+        if topo is not None:
+            words += ["--topo", str(topo)]
         ran = gputopo_here(*words, cwd=REPO, env={"GPUTOPO_HISTORY": str(Path(tmp) / "h.sqlite")})
         result: Dict[str, Any] = {"command": " ".join(words[:2]), "rc": ran.returncode}
+        if topo is not None:
+            result["topo"] = topo.name
         if ran.returncode == 2:
             lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
             result["refusal"] = (lines[-1] if lines else "").replace(str(FIXTURES) + "/", "")[:200]

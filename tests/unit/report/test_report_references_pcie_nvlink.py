@@ -17,6 +17,7 @@ from gputopo.report.expected_basis import expected_notes, judge_rate
 from gputopo.report.headline import headlines
 from gputopo.report.references import REFERENCE_FRACTION, reference_rows
 from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
 
 A100_PCIE, H100_PCIE = "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe"
 
@@ -87,171 +88,15 @@ def test_pcie_and_sxm_rows_never_stand_for_each_other():
 
 # ------------------------------------------------------------------ the posted outputs, imported
 
-#: HPE-Japan-Presales/e-learning gpu/h100/mgmt_gpu_on_dl380agen11.md (commit 80cd5bf2): `nvidia-smi
-#: topo -m` and p2pBandwidthLatencyTest of 2x H100 PCIe with an NVLink bridge, as posted (the post
-#: indents its code blocks by 6 spaces; that indent is removed here, nothing else).
-H100_TOPO = """\
-        GPU0    GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID
-GPU0     X      NV12    32-63,96-127    1               N/A
-GPU1    NV12     X      32-63,96-127    1               N/A
-
-Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
-"""
-H100_P2P = """\
-[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]
-Device: 0, NVIDIA H100 PCIe, pciBusID: c2, pciDeviceID: 0, pciDomainID:0
-Device: 1, NVIDIA H100 PCIe, pciBusID: d5, pciDeviceID: 0, pciDomainID:0
-Device=0 CAN Access Peer Device=1
-Device=1 CAN Access Peer Device=0
-
-***NOTE: In case a device doesn't have P2P access to other one, it falls back to normal memcopy procedure.
-So you can see lesser Bandwidth (GB/s) and unstable Latency (us) in those cases.
-
-P2P Connectivity Matrix
-     D\\D     0     1
-     0       1     1
-     1       1     1
-Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)
-   D\\D     0      1 
-     0 1622.17  26.10 
-     1  25.00 1634.15 
-Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)
-   D\\D     0      1 
-     0 1634.15 256.62 
-     1 256.99 1660.74 
-Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)
-   D\\D     0      1 
-     0 1669.42  35.17 
-     1  35.23 1671.85 
-Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)
-   D\\D     0      1 
-     0 1667.81 509.35 
-     1 509.15 1669.81 
-P2P=Disabled Latency Matrix (us)
-   GPU     0      1 
-     0   2.34  16.59 
-     1  16.48   2.31 
-
-   CPU     0      1 
-     0   2.21   6.29 
-     1   6.20   2.14 
-P2P=Enabled Latency (P2P Writes) Matrix (us)
-   GPU     0      1 
-     0   2.35   2.56 
-     1   2.52   2.31 
-
-   CPU     0      1 
-     0   2.24   1.72 
-     1   1.75   2.18 
-"""
-
-#: sushruta/sushruta.github.io content/post/03302024-nvlink-and-gpu/index.md (commit 8111ce1f):
-#: `nvidia-smi topo --matrix` and p2pBandwidthLatencyTest of 4x A100 80GB PCIe, pairs 0-1 and 2-3
-#: NVLink-bridged, as posted.
-A100_TOPO = """\
-\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
-GPU0\t X \tNV12\tSYS\tSYS\t0-23\t0\t\tN/A
-GPU1\tNV12\t X \tSYS\tSYS\t24-47\t1\t\tN/A
-GPU2\tSYS\tSYS\t X \tNV12\t48-71\t2\t\tN/A
-GPU3\tSYS\tSYS\tNV12\t X \t72-95\t3\t\tN/A
-
-Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
-"""
-A100_P2P = """\
-[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]
-Device: 0, NVIDIA A100 80GB PCIe, pciBusID: 0, pciDeviceID: 0, pciDomainID:1
-Device: 1, NVIDIA A100 80GB PCIe, pciBusID: 0, pciDeviceID: 0, pciDomainID:2
-Device: 2, NVIDIA A100 80GB PCIe, pciBusID: 0, pciDeviceID: 0, pciDomainID:3
-Device: 3, NVIDIA A100 80GB PCIe, pciBusID: 0, pciDeviceID: 0, pciDomainID:4
-Device=0 CAN Access Peer Device=1
-Device=0 CANNOT Access Peer Device=2
-Device=0 CANNOT Access Peer Device=3
-Device=1 CAN Access Peer Device=0
-Device=1 CANNOT Access Peer Device=2
-Device=1 CANNOT Access Peer Device=3
-Device=2 CANNOT Access Peer Device=0
-Device=2 CANNOT Access Peer Device=1
-Device=2 CAN Access Peer Device=3
-Device=3 CANNOT Access Peer Device=0
-Device=3 CANNOT Access Peer Device=1
-Device=3 CAN Access Peer Device=2
-
-***NOTE: In case a device doesn't have P2P access to other one, it falls back to normal memcopy procedure.
-So you can see lesser Bandwidth (GB/s) and unstable Latency (us) in those cases.
-
-P2P Connectivity Matrix
-     D\\D     0     1     2     3
-     0\t     1     1     0     0
-     1\t     1     1     0     0
-     2\t     0     0     1     1
-     3\t     0     0     1     1
-Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)
-   D\\D     0      1      2      3 
-     0 1508.20  21.51  21.63  21.80 
-     1  21.40 1509.66  21.68  21.59 
-     2  21.48  21.55 1509.66  21.60 
-     3  21.49  21.66  21.60 1511.12 
-Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)
-   D\\D     0      1      2      3 
-     0 1502.40 275.07  21.62  21.60 
-     1 275.51 1521.42  21.69  21.50 
-     2  21.46  21.72 1508.20 275.34 
-     3  21.51  21.69 274.11 1521.42 
-Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)
-   D\\D     0      1      2      3 
-     0 1525.88  26.41  29.57  29.35 
-     1  26.00 1531.86  29.68  29.49 
-     2  27.41  27.69 1528.12  28.93 
-     3  26.85  27.22  28.99 1529.61 
-Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)
-   D\\D     0      1      2      3 
-     0 1531.11 516.19  29.58  29.35 
-     1 515.51 1527.37  29.79  29.42 
-     2  27.36  27.80 1528.86 517.45 
-     3  27.07  27.19 515.35 1523.65 
-P2P=Disabled Latency Matrix (us)
-   GPU     0      1      2      3 
-     0   2.61  21.89  20.48  17.81 
-     1  11.68   2.72  14.22  20.16 
-     2  18.63  15.70   2.48  13.97 
-     3  18.73  18.53  18.04   2.49 
-
-   CPU     0      1      2      3 
-     0   2.65   7.81   6.98   6.28 
-     1   7.10   2.55   6.22   6.19 
-     2   7.20   6.47   2.29   5.74 
-     3   6.64   6.49   5.61   2.30 
-P2P=Enabled Latency (P2P Writes) Matrix (us)
-   GPU     0      1      2      3 
-     0   2.62   2.25  19.85  16.96 
-     1   2.22   2.71  14.12  20.38 
-     2  18.87  16.03   2.47   2.32 
-     3  18.78  18.08   2.32   2.48 
-
-   CPU     0      1      2      3 
-     0   2.34   1.92   6.34   6.43 
-     1   1.96   2.32   6.34   6.56 
-     2   6.79   7.20   1.99   1.63 
-     3   6.67   6.55   1.68   2.07 
-
-NOTE: The CUDA Samples are not meant for performance measurements. Results may vary when GPU Boost is enabled.
-"""
+#: The posted pairs (`nvidia-smi topo -m` + p2pBandwidthLatencyTest of one machine), kept as
+#: fixtures (sources in tests/fixtures/README.md): 2x H100 PCIe with an NVLink bridge
+#: (HPE-Japan-Presales/e-learning), 4x A100 80GB PCIe with pairs 0-1 and 2-3 bridged (sushruta's blog).
+H100_PAIR = FIXTURES / "p2pbw" / "hpe-japan-elearning_dl380a-gen11_2xh100-pcie_nv12-bridge"
+A100_PAIR = FIXTURES / "p2pbw" / "sushruta-blog_4xa100-80gb-pcie_nv12-pairs_cannot-access-across"
+H100_P2P = H100_PAIR.with_name(H100_PAIR.name + ".txt").read_text()
+H100_TOPO = H100_PAIR.with_name(H100_PAIR.name + ".topo.txt").read_text()
+A100_P2P = A100_PAIR.with_name(A100_PAIR.name + ".txt").read_text()
+A100_TOPO = A100_PAIR.with_name(A100_PAIR.name + ".topo.txt").read_text()
 
 
 def imported(tmp_path, p2p: str, topo: str):
