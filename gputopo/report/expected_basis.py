@@ -18,7 +18,10 @@ class for it) is offered the rows measured across the trays of one NVLink domain
 more GPUs than a tray holds). Reaching such a figure is "as expected"; falling below it is said
 (info), not called a fault, since those hosts may be joined only by the network.
 Series that reach their reference are said too (expected_notes): "is this number expected?" has
-an answer either way.
+an answer either way. A series far above its reference (more than ABOVE_REFERENCE_FACTOR of it)
+is not "as expected" either: the published figure is the lower end of what a healthy machine
+reached, and one this far below what was measured was most likely taken on another machine (an
+older CPU interconnect, another link or tool), so that note says the reference may not fit.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ from .references import MNNVL, REFERENCE_FRACTION, Reference, closest_reference
 #: A pure link transfer below this fraction of the theoretical rate is `slow` (warning).
 #: Good hardware reaches 0.8-0.9 (docs/report.md), so 0.5 leaves room for overheads, not for faults.
 SLOW_EFFICIENCY = 0.5
+#: A series above this multiple of its published figure is not said "as expected": the figure (the
+#: lower end of healthy machines' range; published ranges span up to ~1.3x) may not fit it.
+ABOVE_REFERENCE_FACTOR = 1.5
 #: Series judged against the theoretical rate: plain peer copies, nothing else in the way.
 SLOW_SERIES = ("p2p.copy", "p2p.copy_bidir")
 
@@ -58,6 +64,11 @@ class Judged:
     @property
     def as_expected(self) -> bool:
         return self.fraction >= self.threshold
+
+    @property
+    def far_above(self) -> bool:
+        """Far above a published figure: that figure may not fit this machine (not a fault)."""
+        return self.basis == "reference" and self.fraction > ABOVE_REFERENCE_FACTOR
 
 
 def gpu_names(topo: Optional[Topology], gpus) -> List[str]:
@@ -145,6 +156,8 @@ def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
 
 #: How every line of expected_notes begins (the terminal picks them out of a summary's notes).
 AS_EXPECTED = "as expected: "
+#: How expected_notes' lines for a series far above its published figure begin.
+ABOVE_REFERENCE = "above the reference: "
 #: What a series judged against an MNNVL row it was offered (its link class unknown) cannot tell.
 UNKNOWN_TRAY_LINK = ("the link between the hosts is not in this output: below this figure is a "
                      "fault where they share one NVLink domain (multi-node NVLink not in use: "
@@ -172,24 +185,31 @@ def _where(hs: List[Headline]) -> str:
 
 def expected_notes(heads: List[Headline], topo: Optional[Topology]) -> List[str]:
     """One line per published figure that measured series reached (at least its threshold):
-    "as expected" with the figure, the share of it and its source. Series below it are `slow`
-    findings (bandwidth_findings.py); these lines say the rest, so the question "is this number
-    expected?" is answered for every series a row matches."""
+    "as expected" with the figure, the share of it and its source, or, for series more than
+    ABOVE_REFERENCE_FACTOR of it, "above the reference" (the figure may not fit this machine).
+    Series below it are `slow` findings (bandwidth_findings.py); these lines say the rest, so the
+    question "is this number expected?" is answered for every series a row matches."""
     groups: Dict[tuple, List[Tuple[Headline, Judged]]] = defaultdict(list)
     for h in heads:
         j = judge_rate(h, topo)
         if j is not None and j.basis == "reference" and j.reference is not None and j.as_expected:
-            groups[(j.reference.id, h.test, j.class_known)].append((h, j))
+            groups[(j.reference.id, h.test, j.class_known, j.far_above)].append((h, j))
     notes = []
-    for (_, test, known), hjs in groups.items():
+    for (_, test, known, above), hjs in groups.items():
         h0, j0 = hjs[0]
         what = _where([h for h, _ in hjs])
         classes = sorted({h.link_class for h, _ in hjs if h.link_class})
         cls = f" ({', '.join(classes)})" if classes else ""
         gbps = _span([h.gbps for h, _ in hjs], "{:.3g}")
         share = _span([j.fraction * 100 for _, j in hjs], "{:.0f}")
-        line = (f"{AS_EXPECTED}{test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text} "
-                f"(at least {REFERENCE_FRACTION:.0%})")
+        if above:
+            line = (f"{ABOVE_REFERENCE}{test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text}: "
+                    f"more than {ABOVE_REFERENCE_FACTOR:g}x a healthy machine's published figure, so the "
+                    "reference may not fit this machine (another CPU generation, link or tool); not a "
+                    "fault, and not confirmed by it either")
+        else:
+            line = (f"{AS_EXPECTED}{test} on {what}{cls}: {gbps} GB/s {h0.metric} = {share}% of {j0.text} "
+                    f"(at least {REFERENCE_FRACTION:.0%})")
         if not known:
             line += "; the link between the hosts is not in this output"
         notes.append(line)

@@ -9,7 +9,7 @@ from typing import Optional, Set
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
-from gputopo.report.expected_basis import AS_EXPECTED, NO_REFERENCE
+from gputopo.report.expected_basis import ABOVE_REFERENCE, AS_EXPECTED, NO_REFERENCE
 from gputopo.report.import_numbering import GPU_NUMBERS
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
 from gputopo.report.summary import Summary
@@ -148,6 +148,8 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     for note in summary.notes:  # the series that reached their published figure, with its source
         if note.startswith(AS_EXPECTED):
             hanging(console, Text(AS_EXPECTED, style="green"), note.removeprefix(AS_EXPECTED))
+        elif note.startswith(ABOVE_REFERENCE):  # ... or far above it (the figure may not fit)
+            hanging(console, Text(ABOVE_REFERENCE, style="yellow"), note.removeprefix(ABOVE_REFERENCE))
         elif note.startswith(NO_REFERENCE):  # ... and those no published figure applies to, and why
             hanging(console, Text(NO_REFERENCE, style="dim"), note.removeprefix(NO_REFERENCE))
         elif note.startswith(GPU_NUMBERS):  # which --topo GPU each imported device is, and why
