@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,9 @@ class GpuMatch:
     basis: str
     mapping: dict[int, int] | None
     note: str
+    #: The topology's GPUs (NVML indices) the output did not list (CUDA_VISIBLE_DEVICES hid them):
+    #: matched by bus id only, so not measured, said in ``note``.
+    not_in_output: list[int] = field(default_factory=list)
 
     @property
     def certain(self) -> bool:
@@ -130,7 +133,7 @@ class GpuMatch:
     def to_json(self) -> dict[str, Any]:
         return {"basis": self.basis, "link_classes": self.mapping is not None,
                 "mapping": None if self.mapping is None else [[k, v] for k, v in sorted(self.mapping.items())],
-                "note": self.note}
+                "not_in_output": list(self.not_in_output), "note": self.note}
 
 
 def _address_key(bus: str | None) -> tuple[int, int, int] | None:
@@ -154,6 +157,19 @@ def match_devices(topo: Topology, devices: Sequence[ImportedDevice], tool: str) 
     the output's bus ids show CUDA numbered the GPUs otherwise (then basis "none")."""
     if len(devices) == 1 and len(topo.gpus) == 1:  # one GPU each: nothing to tell apart
         return GpuMatch("one GPU", {devices[0].index: topo.gpus[0].nvml_index}, "")
+    if len(devices) < len(topo.gpus):  # some hidden: only whole bus ids on both sides tell which
+        subset = subset_by_bus_id(topo, devices)
+        if isinstance(subset, str):
+            return GpuMatch("none", None, f"the {tool} output lists {len(devices)} of the topology's "
+                                          f"{len(topo.gpus)} GPUs; {subset}: no link class was given to its "
+                                          "pairs (judged against each other only)")
+        hidden = sorted(g.nvml_index for g in topo.gpus if g.nvml_index not in subset.values())
+        moves = _moves(subset, devices)
+        return GpuMatch("bus id", subset,
+                        f"the {tool} output lists {len(devices)} of the topology's {len(topo.gpus)} GPUs, matched "
+                        f"by bus id{': ' + moves if moves else ' (CUDA device N is nvidia-smi GPU N)'}; "
+                        f"nvidia-smi GPU(s) {', '.join(_gpu_and_bus(topo, k) for k in hidden)} not in the output "
+                        "(CUDA_VISIBLE_DEVICES hid them?): not measured, not judged", hidden)
     by_bus = device_renumbering(topo, devices)
     if by_bus and len(set(by_bus.values())) == len(by_bus):
         if all(k == v for k, v in by_bus.items()):
@@ -199,6 +215,39 @@ def match_devices(topo: Topology, devices: Sequence[ImportedDevice], tool: str) 
                     f"{len(known)} of its {len(devices)} devices (those in PCI bus order) ({CUDA_ORDER})")
 
 
+def _gpu_and_bus(topo: Topology, nvml_index: int) -> str:
+    g = next(g for g in topo.gpus if g.nvml_index == nvml_index)
+    return f"{nvml_index} ({_bus_key(str(g.pci_bus_id))})" if is_value(g.pci_bus_id) else str(nvml_index)
+
+
+def subset_by_bus_id(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int] | str:
+    """{output's device number: the topology's NVML index} for an output that lists fewer GPUs
+    than the topology (CUDA_VISIBLE_DEVICES hid some): certain only where the output prints every
+    device's whole PCI address (domain, bus, device) and the topology every GPU's (`gputopo scan
+    --json`), each device at one GPU of its own. Else why not, as a clause (with what to pass)."""
+    missing = [d.index for d in devices if _address_key(d.bus_id) is None]
+    if missing:
+        what = ("the output names no bus id" if len(missing) == len(devices) else
+                f"the output names no whole bus id (domain:bus:device) for device(s) {', '.join(map(str, missing))}")
+        return (f"{what}, so which of the topology's GPUs it ran on cannot be told (by number or by bus order "
+                "it would be a guess): rerun it with every GPU visible, or use a version that prints the "
+                "devices' bus ids (nvbandwidth v0.6+)")
+    if not all(is_value(g.pci_bus_id) and _bus_key(str(g.pci_bus_id)) for g in topo.gpus):
+        return ("the topology names no bus id of its GPUs (`nvidia-smi topo -m` prints none), so which of them "
+                "the output ran on cannot be told (its bus order among hidden GPUs is no match): pass "
+                "`gputopo scan --json` of that machine as --topo (it has every GPU's bus id)")
+    by_bus = {_bus_key(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus}
+    mapping: dict[int, int] = {}
+    for d in devices:
+        k = _bus_key(d.bus_id)
+        if k not in by_bus:
+            return f"the topology has no GPU at {k}, where the output's device {d.index} is: it describes another machine"
+        mapping[d.index] = by_bus[k]
+    if len(set(mapping.values())) < len(mapping):
+        return "the output names one bus id for two devices, so which GPU each is cannot be told"
+    return mapping
+
+
 def _pinned(topo: Topology, d: ImportedDevice) -> int | None:
     """The topology's NVML index of the GPU at the device's bus id, where both name it."""
     k = _bus_key(d.bus_id)
@@ -219,10 +268,16 @@ def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], to
     if len(hosts) > 1:
         raise UsageError(f"{topo_file}: is one machine's topology, but the {tool} output ran on {len(hosts)} hosts "
                          f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}): import it without --topo")
-    if len(topo.gpus) != len(devices):
+    if len(topo.gpus) < len(devices):
         raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists {len(devices)}: "
-                         "it describes another machine (or CUDA_VISIBLE_DEVICES hid some); import without --topo "
-                         "or give the topology of the machine it ran on")
+                         "it describes another machine; import without --topo or give the topology of the "
+                         "machine it ran on")
+    if len(topo.gpus) > len(devices):  # CUDA_VISIBLE_DEVICES hid some, or another machine
+        subset = subset_by_bus_id(topo, devices)
+        if isinstance(subset, str):
+            raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists "
+                             f"{len(devices)} (CUDA_VISIBLE_DEVICES hid some, or another machine); {subset}; "
+                             "or import it without --topo")
     topo_buses = {_bus_key(str(g.pci_bus_id)) for g in topo.gpus if is_value(g.pci_bus_id)}
     for d in devices:
         bus = _bus_key(d.bus_id)

@@ -14,6 +14,7 @@ from pathlib import Path
 from gputopo.importers.nvbandwidth_import import import_nvbandwidth
 from gputopo.importers.p2pbw_import import import_p2pbw
 from gputopo.importers.user_inputs import load_topo_file
+from gputopo.model.topology import topology_to_json
 from helpers.cli import gputopo_here
 from helpers.paths import FIXTURES
 
@@ -194,3 +195,117 @@ def test_nvbandwidth_multinode_output_with_one_machines_topology_is_refused(tmp_
     r = gputopo_here("import", "nvbandwidth", p, "--topo", FIXTURES / "topo" / "autodl_2x2080ti_pix.txt",
                      "--out", tmp_path / "run")
     assert r.returncode == 2 and "ran on 2 hosts (node-a, node-b)" in r.stderr and "Traceback" not in r.stderr
+
+
+def _stelline_subset(tmp_path: Path, keep: list[int]) -> Path:
+    """WRITTEN from the posted output: only the devices ``keep`` (CUDA_VISIBLE_DEVICES=<keep>
+    lists them as CUDA devices 0, 1, ..., printed in that order), each matrix cut to their rows
+    and columns; the figures are the posted ones."""
+    new = {old: k for k, old in enumerate(keep)}
+    out: list[str] = []
+    pending: list[tuple[tuple[int, int], str]] = []  # lines of one block, printed in CUDA's order
+    kind = ""
+    for line in STELLINE.read_text().splitlines():
+        dev = re.match(r"Device: (\d+),(.*)", line)
+        peer = re.match(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)", line)
+        cells = line.split()
+        row = len(cells) == 5 and cells[0].isdigit()
+        this = "dev" if dev else "peer" if peer else "row" if row else ""
+        if this != kind:
+            out += [text for _, text in sorted(pending)]
+            pending, kind = [], this
+        if dev:
+            if int(dev.group(1)) in new:
+                pending.append(((new[int(dev.group(1))], 0), f"Device: {new[int(dev.group(1))]},{dev.group(2)}"))
+        elif peer:
+            a, b = int(peer.group(1)), int(peer.group(3))
+            if a in new and b in new:
+                pending.append(((new[a], new[b]), f"Device={new[a]} {peer.group(2)} Access Peer Device={new[b]}"))
+        elif row:
+            if int(cells[0]) in new:
+                k = new[int(cells[0])]
+                pending.append(((k, 0), f"     {k}" + "".join(f"{cells[1 + c]:>7}" for c in keep)))
+        elif len(cells) == 5 and cells[0] in ("D\\D", "GPU", "CPU"):
+            out.append(f"   {cells[0]}" + "".join(f"{k:>7}" for k in range(len(keep))))
+        else:
+            out.append(line)
+    out += [text for _, text in sorted(pending)]
+    p = tmp_path / f"stelline_cuda-visible-{''.join(map(str, keep))}.txt"
+    p.write_text("\n".join(out) + "\n")
+    return p
+
+
+def _stelline_scan_json(tmp_path: Path) -> Path:
+    """WRITTEN: the posted `nvidia-smi topo -m` as `gputopo scan --json` would give it, with the
+    bus ids the p2pBandwidthLatencyTest output printed (nvidia-smi numbers GPUs in bus order)."""
+    from dataclasses import replace as dc_replace
+
+    topo = load_topo_file(str(STELLINE_TOPO))
+    buses = ["00000000:01:00.0", "00000000:41:00.0", "00000000:C1:00.0", "00000000:E1:00.0"]
+    topo = dc_replace(topo, gpus=[dc_replace(g, pci_bus_id=b) for g, b in zip(topo.gpus, buses)])
+    p = tmp_path / "scan.json"
+    p.write_text(json.dumps(topology_to_json(topo)))
+    return p
+
+
+def test_p2pbw_subset_matched_by_bus_id_says_the_hidden_gpus(tmp_path):
+    """CUDA_VISIBLE_DEVICES=3,1 (written): CUDA device 0 is nvidia-smi GPU 3, device 1 GPU 1
+    (NODE... across CPUs: SYS). With a scan --json topology (bus ids on both sides) the subset is
+    imported, renumbered, classed, and GPUs 0 and 2 are said not in the output (before: refused,
+    '4 GPU(s), but ... lists 2')."""
+    p = _stelline_subset(tmp_path, [3, 1])
+    r = gputopo_here("import", "p2pbw", p, "--topo", _stelline_scan_json(tmp_path), "--out", tmp_path / "run",
+                     "--no-history")
+    assert r.returncode == 0, r.stderr
+    ms, summary = _run(tmp_path / "run")
+    (m,) = [m for m in ms if m["test"] == "p2p.copy" and m["extra"]["cell"] == [0, 1]]
+    assert m["gpus"] == [1, 3] and m["link_class"] == "SYS" and m["direction"] == "3->1"
+    assert {tuple(m["gpus"]) for m in ms} <= {(1,), (3,), (1, 3)}
+    (note,) = [n for n in summary["notes"] if n.startswith("GPU numbers: ")]
+    assert "lists 2 of the topology's 4 GPUs, matched by bus id" in note
+    assert "CUDA device 0 (00000000:E1:00) is nvidia-smi GPU 3" in note
+    assert "nvidia-smi GPU(s) 0 (00000000:01:00), 2 (00000000:C1:00) not in the output" in note
+    assert "not measured" in note
+    numbering = json.loads((tmp_path / "run" / "imported.json").read_text())["imports"][0]["gpu_numbering"]
+    assert numbering["basis"] == "bus id" and numbering["not_in_output"] == [0, 2]
+    assert numbering["mapping"] == [[0, 3], [1, 1]]
+    assert "not in the output" in " ".join(r.stdout.split())
+
+
+def test_p2pbw_subset_with_smi_text_topology_is_refused_saying_what_to_pass(tmp_path):
+    """`nvidia-smi topo -m` names no bus id: which 2 of its 4 GPUs ran cannot be told (bus order
+    among hidden GPUs is no match), so one line asks for `gputopo scan --json`."""
+    p = _stelline_subset(tmp_path, [3, 1])
+    r = gputopo_here("import", "p2pbw", p, "--topo", STELLINE_TOPO, "--out", tmp_path / "run")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "has 4 GPU(s), but the p2pBandwidthLatencyTest output lists 2" in r.stderr
+    assert "names no bus id of its GPUs" in r.stderr and "gputopo scan --json" in r.stderr
+
+
+def test_nvbandwidth_subset_without_bus_ids_is_refused_saying_why(tmp_path):
+    """v0.2 prints no bus id: a 4-GPU scan --json topology for its 8 devices' output is another
+    machine; its first 2 devices alone (written) cannot be placed: refused in one line."""
+    _, t = _a6000(tmp_path, A6000_BUSES)
+    r = gputopo_here("import", "nvbandwidth", RTX4090, "--topo", _stelline_scan_json(tmp_path),
+                     "--out", tmp_path / "run")
+    assert r.returncode == 2 and "it describes another machine" in r.stderr
+    p, _ = _a6000(tmp_path, [None] * 6)
+    scan = json.loads(_stelline_scan_json(tmp_path).read_text())
+    assert len(scan["gpus"]) == 4
+    eight = tmp_path / "eight.json"
+    topo = load_topo_file(str(SEED_TOPO))
+    from dataclasses import replace as dc_replace
+    eight.write_text(json.dumps(topology_to_json(dc_replace(topo, gpus=[dc_replace(g, pci_bus_id=f"00000000:{k + 1:02X}:00.0")
+                                                         for k, g in enumerate(topo.gpus)]))))
+    r = gputopo_here("import", "nvbandwidth", p, "--topo", eight, "--out", tmp_path / "run")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "has 8 GPU(s), but the nvbandwidth output lists 6" in r.stderr
+    assert "the output names no bus id" in r.stderr and "nvbandwidth v0.6+" in r.stderr
+
+
+def test_subset_with_a_bus_id_not_in_the_topology_is_refused(tmp_path):
+    p = _stelline_subset(tmp_path, [3, 1])
+    p.write_text(p.read_text().replace("pciBusID: e1,", "pciBusID: e2,"))
+    r = gputopo_here("import", "p2pbw", p, "--topo", _stelline_scan_json(tmp_path), "--out", tmp_path / "run")
+    assert r.returncode == 2 and "the topology has no GPU at 00000000:E2:00" in r.stderr
