@@ -12,16 +12,18 @@ from gputopo.errors import UsageError
 
 def _saved_kernel_log(path: str):
     """(what the saved log says, where from) for ``scan --kernel-log FILE`` (- for stdin), read
-    streamed; exit 2 when it is empty, binary or not a kernel log. Unreadable Xid lines are named."""
+    streamed by the reader `import kernel-log` uses; exit 2 when it is empty, binary or not a kernel
+    log. Its unreadable lines and driver lines become findings (report/kernel_log_findings.py)."""
     from gputopo.importers.kernel_log_import import read_kernel_log_file
 
     read = read_kernel_log_file(path, several_hosts_ok=True)
-    where = f"saved kernel log {'<stdin>' if path == '-' else path}"
+    from gputopo.probe.kernel_log import SAVED_LOG
+    from gputopo.text_input import display_name
+
+    where = SAVED_LOG + display_name(path)
     if len(read.hosts) > 1:
         raise UsageError(f"--kernel-log {path}: lines of {len(read.hosts)} hosts ({', '.join(read.hosts[:6])}): "
                          "give only this machine's lines (e.g. grep ' HOSTNAME kernel:')")
-    if read.problems:
-        where += f" ({len(read.problems)} Xid line(s) not readable: {'; '.join(read.problems[:3])})"
     return read, where
 
 
@@ -67,8 +69,8 @@ def load_topology(sim: str | None = None, from_smi: str | None = None, kernel_lo
 @click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv (one row per GPU pair).")
 @click.option("--no-color", is_flag=True, help="No colours in the table.")
 @click.option("--kernel-log", "kernel_log", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Read Xid events from this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog) "
-                   "instead of the live one.")
+              help="Read Xid events and NVIDIA driver lines from this saved kernel log (dmesg, dmesg -T, "
+                   "journalctl -k, syslog) instead of the live one, judged as `import kernel-log` judges them.")
 @history_options
 def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
     """Read the GPU interconnect: link class per pair (NV#, PIX, PXB, PHB, NODE, SYS), NVLink

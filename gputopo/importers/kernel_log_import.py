@@ -26,6 +26,7 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology
 from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
+from gputopo.probe import xid_lines
 from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
 from gputopo.runfolder.imported import import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
@@ -84,17 +85,7 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
 
 
 def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "file": display_name(path), "forms": read.forms,
-            "hosts": read.hosts, "lines": read.lines, "kernel_lines": read.kernel_lines,
-            "nvrm_lines": read.nvrm_lines,
-            "xid_events": sum(len(v) for v in read.events.values()),
-            "driver_versions": read.driver_versions,
-            "gpus": [device_text(k) for k in read.buses], "problems": list(read.problems),
-            # NVIDIA driver lines that are no Xid (report/kernel_log_findings.py judges them), and
-            # how many gputopo read but judges by no rule, with the first few.
-            "driver_lines": list(read.driver_lines.values()),
-            "other_nvidia_lines": {"count": read.other_nvidia_lines,
-                                   "examples": [{"line": n, "text": t} for n, t in read.other_examples]}}
+    return {"schema_version": SCHEMA_VERSION, **xid_lines.kernel_log_document(read, display_name(path))}
 
 
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,

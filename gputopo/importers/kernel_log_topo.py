@@ -60,6 +60,7 @@ def topology_with_log(read: KernelLogRead, topo: Topology, topo_file: str, log_n
     if read.driver_versions:  # the one loaded last is the one the later lines come from
         host.driver_version = read.driver_versions[-1]
     host.kernel_log = f"saved kernel log {source} ({', '.join(read.forms) or 'NVRM lines'})"
+    host.kernel_log_facts = None  # a scan's own log (scan --kernel-log): this log's kernel_log.json replaces it
     # Not KERNEL_LOG_NUMBERED: these GPUs carry the machine's own NVML indices.
     return dataclasses.replace(topo, gpus=sorted(gpus, key=lambda g: g.nvml_index), host=host,
                                source=f"kernel-log on {topo.source}")

@@ -165,6 +165,9 @@ class HostInfo:
     #: Xid lines naming a PCI bus that is none of the GPUs read:
     #: {bus: {"events": [event json], "attributed_to_gpu": the one GPU whose bus id is unknown, or None}}
     xid_unmatched: Dict[str, Any] = field(default_factory=dict)
+    #: what else the kernel log read says (probe/xid_lines.py kernel_log_document: NVIDIA driver
+    #: lines that are no Xid, lines that could not be read), or None when no log was read
+    kernel_log_facts: Optional[Dict[str, Any]] = None
     #: "intel" | "amd" | "zhaoxin" | "arm" | "power" | other (NCCL's P2P level depends on it).
     cpu_vendor: Any = NotAvailable("not read")
     #: the kernel side of GPUDirect RDMA (model/nic.py GdrKernel: peer-memory module, dma-buf), or NotAvailable

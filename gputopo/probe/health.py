@@ -134,8 +134,11 @@ def _lost_health() -> GpuHealth:
 def read_health(lib, topo: Topology, run, saved_kernel_log=None) -> Topology:
     """Fill ``Gpu.health`` of every readable GPU of ``topo`` (in place; returned for chaining),
     with the Xid events of the kernel log read through ``run`` (one read for the machine), or of
-    ``saved_kernel_log`` ((text, where from): ``scan --kernel-log FILE``) when given."""
-    from gputopo.probe.kernel_log import read_xid_events
+    ``saved_kernel_log`` ((what xid_lines read, where from): ``scan --kernel-log FILE``) when given;
+    what else the log says (NVIDIA driver lines that are no Xid, lines that could not be read) goes
+    to ``host.kernel_log_facts``, the document `import kernel-log` writes as kernel_log.json."""
+    from gputopo.probe.kernel_log import SAVED_LOG, read_xid_events
+    from gputopo.probe.xid_lines import kernel_log_document
 
     readable = []
     for g in topo.gpus:
@@ -151,7 +154,7 @@ def read_health(lib, topo: Topology, run, saved_kernel_log=None) -> Topology:
         if isinstance(g.health, GpuHealth):
             readable.append(g)
     bus_ids = [str(g.pci_bus_id) for g in readable if is_value(g.pci_bus_id)]
-    events, source, unmatched = read_xid_events(bus_ids, run, saved=saved_kernel_log)
+    events, source, unmatched, read = read_xid_events(bus_ids, run, saved=saved_kernel_log)
     for g in readable:
         if isinstance(events, NotAvailable):
             g.health.xid_events = events
@@ -168,6 +171,8 @@ def read_health(lib, topo: Topology, run, saved_kernel_log=None) -> Topology:
         unknown[0].health.xid_events = list(evs)
         attributed = unknown[0].nvml_index
     topo.host.kernel_log = source if source else events
+    if read is not None:  # the driver lines and unreadable lines, judged by report/kernel_log_findings.py
+        topo.host.kernel_log_facts = kernel_log_document(read, source.removeprefix(SAVED_LOG))
     topo.host.xid_unmatched = {bus: {"events": [e.to_json() for e in evs], "attributed_to_gpu": attributed}
                                for bus, evs in unmatched.items()}
     return topo

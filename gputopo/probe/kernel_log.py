@@ -14,15 +14,17 @@ from typing import Optional, Sequence, Tuple, Union
 from gputopo.model.bus_id import device_text, parse_device
 from gputopo.model.values import NotAvailable
 from gputopo.probe.host import Runner, call_runner, default_run
-from gputopo.probe.xid_lines import KernelLogRead, parse_xid_lines
+from gputopo.probe.xid_lines import KernelLogRead, read_kernel_log_lines
 
-__all__ = ["KERNEL_LOG_COMMANDS", "parse_xid_lines", "read_kernel_log", "read_xid_events"]
+__all__ = ["KERNEL_LOG_COMMANDS", "SAVED_LOG", "read_kernel_log", "read_xid_events"]
 
 #: The commands tried, in order.
 KERNEL_LOG_COMMANDS: Tuple[Tuple[str, ...], ...] = (
     ("dmesg",),
     ("journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short"),
 )
+#: How a saved log's source begins (``scan --kernel-log FILE``: "saved kernel log FILE").
+SAVED_LOG = "saved kernel log "
 
 
 def read_kernel_log(run: Runner = default_run) -> Tuple[Union[str, NotAvailable], str]:
@@ -38,24 +40,30 @@ def read_kernel_log(run: Runner = default_run) -> Tuple[Union[str, NotAvailable]
 
 
 def read_xid_events(gpu_bus_ids: Sequence[str], run: Runner = default_run,
-                    saved: Optional[Tuple[Union[str, KernelLogRead], str]] = None):
+                    saved: Optional[Tuple[KernelLogRead, str]] = None):
     """Xid events per GPU bus id given (NVML form), or NotAvailable(why) for the whole machine.
 
-    ``saved``: (text or what xid_lines read from it, where from) of a kernel log saved earlier
-    (``scan --kernel-log FILE``), read instead of the live one.
+    ``saved``: (what xid_lines read from a kernel log saved earlier, where from) (``scan
+    --kernel-log FILE``), read instead of the live one. Either log goes through the one reader,
+    xid_lines.py, that `import kernel-log` uses.
 
-    Returns ``(events, source, unmatched)``: ``events`` maps each bus id to its list (empty when
-    the log holds none for it), ``source`` the command read, ``unmatched`` the Xid lines naming a
-    bus that is none of these GPUs (a GPU the driver no longer lists, e.g. after Xid 79).
+    Returns ``(events, source, unmatched, read)``: ``events`` maps each bus id to its list (empty
+    when the log holds none for it), ``source`` the command read, ``unmatched`` the Xid lines naming
+    a bus that is none of these GPUs (a GPU the driver no longer lists, e.g. after Xid 79), ``read``
+    everything the reader took from the log (driver lines, lines it could not read) or None.
     """
-    text, source = saved if saved is not None else read_kernel_log(run)
-    if isinstance(text, NotAvailable):
-        return text, source, {}
-    by_bus = dict(text.events) if isinstance(text, KernelLogRead) else parse_xid_lines(text)
+    if saved is not None:
+        read, source = saved
+    else:
+        text, source = read_kernel_log(run)
+        if isinstance(text, NotAvailable):
+            return text, source, {}, None
+        read = read_kernel_log_lines(text.splitlines())
+    by_bus = dict(read.events)
     events = {}
     for bus_id in gpu_bus_ids:
         addr = parse_device(bus_id)
         key = addr.device_key if addr is not None else None
         events[bus_id] = by_bus.pop(key, []) if key is not None else []
     unmatched = {device_text(key): evs for key, evs in by_bus.items()}
-    return events, source, unmatched
+    return events, source, unmatched, read

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model.bus_id import DeviceKey, device_text, from_xid
@@ -304,6 +305,17 @@ def read_kernel_log_lines(lines: Iterable[str], only_host: str | None = None) ->
     return finish(read)
 
 
-def parse_xid_lines(text: str) -> dict[DeviceKey, list[XidEvent]]:
-    """Every Xid event of a kernel log text, by the GPU bus it names, in log order."""
-    return read_kernel_log_lines(text.splitlines()).events
+def kernel_log_document(read: KernelLogRead, file: str) -> dict[str, Any]:
+    """What ``read`` holds beyond the Xid events, as facts report/kernel_log_findings.py judges: the
+    same document for `import kernel-log` (kernel_log.json) and `scan` (the topology's
+    ``host.kernel_log_facts``). ``file``: where the log came from (a file name or the command)."""
+    return {"file": file, "forms": read.forms, "hosts": read.hosts, "lines": read.lines,
+            "kernel_lines": read.kernel_lines, "nvrm_lines": read.nvrm_lines,
+            "xid_events": sum(len(v) for v in read.events.values()),
+            "driver_versions": read.driver_versions,
+            "gpus": [device_text(k) for k in read.buses], "problems": list(read.problems),
+            # NVIDIA driver lines that are no Xid (report/kernel_log_findings.py judges them), and
+            # how many were read but are judged by no rule, with the first few.
+            "driver_lines": list(read.driver_lines.values()),
+            "other_nvidia_lines": {"count": read.other_nvidia_lines,
+                                   "examples": [{"line": n, "text": t} for n, t in read.other_examples]}}

@@ -75,7 +75,8 @@ def gpu_who(topo: Topology, g: Any) -> Who:
 
 
 def health_findings(topo: Topology) -> List[Finding]:
-    """Health findings of every GPU whose health was read, in GPU order."""
+    """Health findings of every GPU whose health was read, in GPU order, then those of the kernel
+    log the scan read (kernel_log_findings.py)."""
     out: List[Finding] = []
     for g in topo.gpus:
         h = g.health
@@ -83,7 +84,11 @@ def health_findings(topo: Topology) -> List[Finding]:
             continue
         w = gpu_who(topo, g)
         out += _ecc(w, h, g.name) + _remapped(w, h, g.name) + _retired(w, h) + _xids(w, h) + _thermal(w, h)
-    return out
+    # The kernel log's driver lines that are no Xid and its unreadable lines, by the rules `import
+    # kernel-log` uses (a scan's log: host.kernel_log_facts; an import's is judged from kernel_log.json).
+    from gputopo.report.kernel_log_findings import scan_kernel_log_findings
+
+    return out + scan_kernel_log_findings(topo)
 
 
 def _count(d: Any, *path: str) -> int:

@@ -1,6 +1,8 @@
-"""Findings and notes from the NVIDIA driver lines of an imported kernel log that are no Xid
-(kernel_log.json ``driver_lines``, read by probe/xid_lines.py); the Xids themselves are judged by
-health_checks.py.
+"""Findings and notes from the NVIDIA driver lines of a kernel log that are no Xid, and from its
+lines that could not be read: one rule set for `import kernel-log` (kernel_log.json) and `scan`
+(live or ``--kernel-log FILE``: the topology's ``host.kernel_log_facts``), both the document
+probe/xid_lines.py's ``kernel_log_document`` makes. The Xids themselves are judged by
+health_checks.py, for both.
 
 Judged (a finding, with a remedy):
 - ``RmInitAdapter failed`` for a GPU: the driver could not bring it up, it is not usable:
@@ -29,13 +31,17 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from gputopo.model import Finding, is_value
+from gputopo.model import Finding, Topology, is_value
 from gputopo.model.bus_id import try_parse
 
 from .run_folder import Run
 
 #: How every note of this module begins (the terminal picks them out of a summary's notes).
 KERNEL_LOG_NOTE = "kernel log: "
+REMEDY_WHOLE_LOG = ("save the whole kernel log (`dmesg -T > kern.log` or `journalctl -k > kern.log`), no lines "
+                    "left out, and scan with it again")
+#: A GPU's health cell in the scan, for the driver lines that name it.
+FLAG_WORDS = {"rm-init-failed": "driver: RmInitAdapter failed", "ecc-uncorrectable": "driver: ECC UE line"}
 REMEDY_BUG_REPORT = ("if it comes back, send `nvidia-bug-report.sh` output to NVIDIA or the system's vendor: they "
                      "decide whether the part is replaced")
 
@@ -52,10 +58,9 @@ def _where(e: Dict[str, Any]) -> str:
     return f"{n} time{'s' if n != 1 else ''}, {lines} of the log" if n != 1 else f"{lines} of the log"
 
 
-def _gpu_at(run: Run, bus: Optional[str]) -> Optional[List[int]]:
-    """The folder's GPU at ``bus`` ([index]), None when none is there (a GPU that never came up is
+def _gpu_at(topo: Optional[Topology], bus: Optional[str]) -> Optional[List[int]]:
+    """The topology's GPU at ``bus`` ([index]), None when none is there (a GPU that never came up is
     not in a topology NVML made)."""
-    topo = run.topology
     if not bus or topo is None:
         return None
     for g in topo.gpus:
@@ -74,7 +79,43 @@ def _driver_major(doc: Dict[str, Any]) -> Optional[int]:
 
 
 def kernel_log_findings(run: Run) -> List[Finding]:
-    doc = _doc(run)
+    """An imported kernel log's driver lines (its unreadable lines are the run folder's problems:
+    data_findings.py)."""
+    return driver_line_findings(_doc(run), run.topology)
+
+
+def scan_kernel_log_findings(topo: Topology) -> List[Finding]:
+    """The driver lines and the unreadable lines ('...' where a paste left lines out, an Xid line
+    cut or garbled, a log cut inside its last line) of the kernel log a scan read."""
+    doc = topo.host.kernel_log_facts
+    if not isinstance(doc, dict):
+        return []
+    file = doc.get("file", "?")
+    out = [Finding("incomplete-data", "warning", f"kernel log {file}: {problem}", evidence={"file": file},
+                   remedies=[REMEDY_WHOLE_LOG]) for problem in doc.get("problems") or []]
+    return driver_line_findings(doc, topo) + out
+
+
+def scan_kernel_log_notes(topo: Topology) -> List[str]:
+    """What the kernel log a scan read says that is no finding (kernel_log_notes)."""
+    doc = topo.host.kernel_log_facts
+    return driver_line_notes(doc) if isinstance(doc, dict) else []
+
+
+def gpu_driver_flags(topo: Topology) -> Dict[int, List[str]]:
+    """The driver lines naming each GPU of ``topo``, a few words each, for the scan's health cell."""
+    doc = topo.host.kernel_log_facts
+    flags: Dict[int, List[str]] = {}
+    for e in (doc.get("driver_lines") or []) if isinstance(doc, dict) else []:
+        gpus = _gpu_at(topo, e.get("bus")) if e.get("kind") in FLAG_WORDS else None
+        for i in gpus or []:
+            if FLAG_WORDS[e["kind"]] not in flags.setdefault(i, []):
+                flags[i].append(FLAG_WORDS[e["kind"]])
+    return flags
+
+
+def driver_line_findings(doc: Optional[Dict[str, Any]], topo: Optional[Topology]) -> List[Finding]:
+    """The findings of a kernel log document's driver lines, on ``topo``'s GPUs where they name one."""
     if doc is None:
         return []
     file = doc.get("file", "?")
@@ -91,7 +132,7 @@ def kernel_log_findings(run: Run) -> List[Finding]:
                 "driver-error", "error",
                 f"the NVIDIA driver could not initialise the GPU at {bus} ({where}): it is not usable (no CUDA "
                 f"work, not listed by nvidia-smi); the driver wrote {text!r}",
-                gpus=_gpu_at(run, bus), evidence=evidence,
+                gpus=_gpu_at(topo, bus), evidence=evidence,
                 cause="the driver failed to bring the GPU up (RmInitAdapter): its firmware (GSP) or VBIOS boot "
                       "failing, a GPU this driver does not support, or PCIe / power trouble",
                 remedies=["read the NVRM lines just before it in the log: they say which step failed (GSP firmware, "
@@ -132,7 +173,7 @@ def kernel_log_findings(run: Run) -> List[Finding]:
             out.append(Finding(
                 "driver-error", "warning",
                 f"the NVIDIA driver wrote an uncorrectable ECC error without an Xid number ({where}): {text!r}",
-                gpus=_gpu_at(run, bus), evidence=evidence,
+                gpus=_gpu_at(topo, bus), evidence=evidence,
                 cause="an uncorrectable error in GPU memory: data it held was lost",
                 remedies=["`nvidia-smi -q -d ECC,ROW_REMAPPER`: uncorrectable counts, a row remap pending (reset the "
                           "GPU) or failed (NVIDIA's field diagnostic)", REMEDY_BUG_REPORT]))
@@ -167,8 +208,16 @@ def kernel_log_findings(run: Run) -> List[Finding]:
 
 
 def kernel_log_notes(run: Run) -> List[str]:
-    """What the log's NVIDIA driver lines say that is no finding, and how many lines no rule judges."""
+    """What the NVIDIA driver lines of an imported log (kernel_log.json), else of the log the
+    folder's scan read (a bench run's topology), say that is no finding (driver_line_notes)."""
     doc = _doc(run)
+    if doc is None and run.topology is not None:
+        return scan_kernel_log_notes(run.topology)
+    return driver_line_notes(doc)
+
+
+def driver_line_notes(doc: Optional[Dict[str, Any]]) -> List[str]:
+    """What the log's NVIDIA driver lines say that is no finding, and how many lines no rule judges."""
     if doc is None:
         return []
     notes = []

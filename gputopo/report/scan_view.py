@@ -22,6 +22,7 @@ from gputopo.model.values import is_value, show
 from gputopo.probe.smi_format import was_read
 from gputopo.probe.smi import SMI_SOURCE
 from gputopo.report.health_checks import HEALTH_COLUMNS, health_cells, kernel_log_line
+from gputopo.report.kernel_log_findings import gpu_driver_flags, scan_kernel_log_notes
 
 CLASS_STYLE = {"NV": "bold green", "PIX": "cyan", "PXB": "cyan", "PHB": "yellow",
                "NODE": "yellow", "SYS": "red", "X": "dim"}
@@ -56,7 +57,8 @@ def scan_json(topo: Topology, problems: List[Finding]) -> str:
     from gputopo.report.network_checks import network_json
 
     doc = {"schema_version": SCHEMA_VERSION, **topology_to_json(topo, with_pairs=False),
-           "network": network_json(topo), "problems": [f.to_json() for f in problems]}
+           "network": network_json(topo), "problems": [f.to_json() for f in problems],
+           "kernel_log_notes": scan_kernel_log_notes(topo)}
     marker = "\u0000pairs\u0000"  # no text of a topology holds it: json escapes control characters
     doc["pairs"] = marker
     text = json.dumps(doc, indent=2)
@@ -134,7 +136,10 @@ def render_scan(console, topo: Topology, problems: List[Finding]) -> None:
     console.print(f"\nhost {show(h.hostname)}  kernel {show(h.kernel)}  driver {show(h.driver_version)}  "
                   f"CUDA {show(h.cuda_driver_version)}  NVML {show(h.nvml_version)}")
     console.print(f"IOMMU: {iommu}   ACS: {acs}")
-    console.print(kernel_log_line(topo) + "\n")
+    console.print(kernel_log_line(topo))
+    for note in scan_kernel_log_notes(topo):  # crash dump, non-fatal SXid, lines no rule judges
+        console.print(note)
+    console.print()
     _print_network(console, topo)
     render_problems(console, problems)
 
@@ -215,10 +220,14 @@ def _print_health_table(console, topo: Topology) -> None:
     """GPU health, one row per GPU: every figure with its unit, n/a where the GPU cannot say."""
     from rich.text import Text
 
+    driver = gpu_driver_flags(topo)  # the kernel log's driver lines that name a GPU (RmInitAdapter failed, ...)
     rows = []
     for g in topo.gpus:
         cells = health_cells(g.health)
         verdict = cells[-1]
+        if driver.get(g.nvml_index):
+            verdict = ", ".join(([] if verdict == "ok" or verdict.startswith("n/a") else [verdict])
+                                + driver[g.nvml_index])
         style = "green" if verdict == "ok" else "dim" if verdict.startswith("n/a") else "bold red"
         rows.append([str(g.nvml_index), *cells[:-1], Text(verdict, style=style)])
     t, left_out = fitted_table([HEALTH_FIT[h] for h in HEALTH_COLUMNS], rows, console.width, edges=False,

@@ -10,7 +10,7 @@ import pytest
 
 from gputopo.cli.main import main
 from gputopo.importers.kernel_log_import import import_kernel_log, read_kernel_log_file
-from gputopo.probe.xid_lines import FALLEN_TEXT, parse_xid_lines, read_kernel_log_lines
+from gputopo.probe.xid_lines import FALLEN_TEXT, read_kernel_log_lines
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from helpers.cli import refused  # noqa: E402
@@ -126,7 +126,8 @@ def test_forms(lines, expected):
 
 
 def test_scan_reader_keeps_its_api():
-    assert list(parse_xid_lines("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")) == [(0, 0x3b, 0)]
+    assert list(read_kernel_log_lines(["[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"]).events) \
+        == [(0, 0x3b, 0)]
 
 
 def test_cli_import_prints_verdict_and_writes_run(tmp_path, capsys):
@@ -154,7 +155,10 @@ def test_scan_with_saved_kernel_log_on_a_sim(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["scan", "--sim", "pcie-4gpu", "--kernel-log", str(log), "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert "1 Xid line(s) not readable: line 2: an Xid line that could not be read" in doc["host"]["kernel_log"]
+    assert doc["host"]["kernel_log"] == f"saved kernel log {log}"  # the line is a finding, as import makes it
+    unread = [f for f in doc["problems"] if f["kind"] == "incomplete-data"]
+    assert [f["severity"] for f in unread] == ["warning"]
+    assert "line 2: an Xid line that could not be read" in unread[0]["message"]
 
 
 @pytest.mark.parametrize("content, words", [

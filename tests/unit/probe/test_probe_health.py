@@ -11,7 +11,8 @@ from gputopo.model import topology_from_json, topology_to_json
 from gputopo.model.health import GpuHealth
 from gputopo.model.values import Failed, NotAvailable
 from gputopo.probe.health import clock_event_names, read_health
-from gputopo.probe.kernel_log import parse_xid_lines, read_kernel_log, read_xid_events
+from gputopo.probe.kernel_log import read_kernel_log, read_xid_events
+from gputopo.probe.xid_lines import read_kernel_log_lines
 from gputopo.probe.scan import read_machine
 from gputopo.report.health_checks import health_cells, health_findings, kernel_log_line
 from gputopo.report.topology_checks import topology_findings
@@ -82,7 +83,7 @@ May 18 19:02:39 kernel: NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.
 
 
 def test_xid_lines_parse_by_bus():
-    by_bus = parse_xid_lines(REAL_LOG)
+    by_bus = read_kernel_log_lines(REAL_LOG.splitlines()).events
     assert [e.xid for e in by_bus[(0, 0x2B, 0)]] == [79]
     assert by_bus[(0, 0x2B, 0)][0].timestamp == "May 18 19:02:39"
     assert by_bus[(0, 0x10, 0x1C)][0].text.startswith("pid=1896, Row Remapper")
@@ -93,7 +94,9 @@ def test_xid_lines_parse_by_bus():
 
 def test_xid_events_map_to_nvml_bus_ids_and_keep_the_rest():
     run = lambda argv: (0, REAL_LOG, "")  # noqa: E731
-    events, source, unmatched = read_xid_events(["00000000:2B:00.0", "00000000:3B:00.0", "00000000:5E:00.0"], run)
+    events, source, unmatched, read = read_xid_events(["00000000:2B:00.0", "00000000:3B:00.0", "00000000:5E:00.0"],
+                                                      run)
+    assert read is not None and read.problems == []
     assert source == "dmesg"
     assert [e.xid for e in events["00000000:2B:00.0"]] == [79]
     assert [e.xid for e in events["00000000:3B:00.0"]] == [13]
@@ -396,3 +399,25 @@ def test_scan_from_smi_text_says_health_is_not_available(tmp_path):
     res = CliRunner().invoke(cli, ["scan", "--from-smi", str(path), "--no-color"])
     assert res.exit_code == 0
     assert "GPU health: n/a (not read; source" in res.output and "kernel log: n/a" in res.output
+
+
+def test_live_kernel_log_driver_lines_are_judged_as_import_judges_them():
+    """The live log (dmesg) goes through the reader `import kernel-log` uses: its NVIDIA driver
+    lines that are no Xid become the same findings, on the GPU they name (before, only Xids were read)."""
+    log = ("[   12.5] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x40:1867)\n"
+           "[   13.0] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -2)\n"
+           "[   14.0] NVRM: Xid (PCI:0000:1a:00): 13, Graphics Exception\n")
+    desc = parse_description('name = "two"\n[pairs]\ndefault = "numa"\n[defaults]\nname = "NVIDIA GeForce RTX 3090"\n'
+                             '[[gpu]]\nbus_id = "0000:1a:00.0"\n[[gpu]]\nbus_id = "0000:3b:00.0"\n')
+    lib = FakeNvml(desc)
+    lib.nvmlInit()
+    try:
+        with FakeHost(desc) as host:
+            run = lambda argv: (0, log, "") if argv[0] == "dmesg" else host.run(argv)  # noqa: E731
+            topo = read_machine(lib, host.root, run, machine=desc.name, source="sim", simulated=True)
+    finally:
+        lib.nvmlShutdown()
+    assert topo.host.kernel_log == "dmesg" and topo.host.kernel_log_facts["file"] == "dmesg"
+    assert [e.xid for e in topo.gpus[0].health.xid_events] == [13]
+    got = [(f.kind, f.severity, f.gpus) for f in topology_findings(topo) if f.kind in ("driver-error", "gpudirect-rdma")]
+    assert sorted(got, key=str) == [("driver-error", "error", [1]), ("gpudirect-rdma", "warning", None)]

@@ -140,7 +140,7 @@ def test_scan_json_writes_the_pairs_exactly_as_json_dumps(machine, options):
 
     _, topo = _read(load_description(machine), **options)
     plain = json.dumps({"schema_version": SCHEMA_VERSION, **topology_to_json(topo),
-                        "network": network_json(topo), "problems": []}, indent=2)
+                        "network": network_json(topo), "problems": [], "kernel_log_notes": []}, indent=2)
     assert scan_json(topo, []) == plain
     nested = json.dumps({"pairs": topology_to_json(topo)["pairs"]}, indent=2)
     assert nested == '{\n  "pairs": ' + pairs_json_text(topo.pairs) + "\n}"
