@@ -189,7 +189,7 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
     """Slow pairs over a GPU link the scan saw narrowed, down or erring: that link is the cause."""
     out = []
     for s in findings:
-        if s.kind not in CHAIN_KINDS or not s.gpus or len(s.gpus) != 1:
+        if s.kind not in CHAIN_KINDS or s.severity == "info" or not s.gpus or len(s.gpus) != 1:
             continue
         mine = {p: fs for p, fs in left.items()
                 if s.gpus[0] in p and (gpu_finding_touches(topo, s, p, fs[0].link_class)

@@ -36,7 +36,7 @@ STATES = ("ok", "degraded", "p2p-broken", "broken")
 MAX_SETS = 200_000
 #: A GPU's own link problems the scan sees: its pairs are correct but slower (``degraded``).
 DEGRADING = {"nvlink-down": "NVLinks down", "pcie-downgraded": "PCIe link narrower than it can be",
-             "link-errors": "link error counters non-zero"}
+             "link-errors": "link error counters above NVIDIA DCGM's limit"}
 #: Best pairs a greedy search grows sets from.
 GREEDY_SEEDS = 32
 #: Kinds that break a pair for every path (unless only its peer path is shown bad).
@@ -96,7 +96,7 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
     out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
                                if g.lost is not None}
     for f in findings:
-        if f.kind in DEGRADING and f.gpus and len(f.gpus) == 1:
+        if f.kind in DEGRADING and f.severity != "info" and f.gpus and len(f.gpus) == 1:
             g = f.gpus[0]
             for p, st in states.items():
                 # a narrow PCIe link slows every job on the GPU (its host copies), not only its PCIe pairs
