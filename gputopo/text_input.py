@@ -248,11 +248,17 @@ class CappedList(list):
 ELISION_MARKS = ("...", "\u2026", "[...]", "[\u2026]")
 
 
+def elision_mark(line: str) -> str | None:
+    """The mark when ``line`` is only an elision mark ('...', '…', '[...]', '[…]'), else None."""
+    s = line.strip()
+    return s if s in ELISION_MARKS else None
+
+
 def elision_problem(line: str, lineno: int, left_out: str = "") -> str | None:
     """The ``incomplete-data`` problem for a line that is only an elision mark ('...', '…', '[...]'):
     ``line N: '...': the output was cut here when it was posted`` (+ ``; `` ``left_out``, what the
     importer cannot know because of it); None for any other line."""
-    s = line.strip()
-    if s not in ELISION_MARKS:
+    s = elision_mark(line)
+    if s is None:
         return None
     return f"line {lineno}: '{s}': the output was cut here when it was posted" + (f"; {left_out}" if left_out else "")

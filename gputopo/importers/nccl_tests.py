@@ -41,6 +41,7 @@ from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
+from gputopo.text_input import elision_mark
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
            "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary", "normalize_bus_id",
@@ -400,7 +401,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             if m:
                 cur.errors.append(m.group(1).strip())
             continue
-        if s in ("...", "\u2026") and (cur.rows or cur.headerless):
+        if elision_mark(s) and (cur.rows or cur.headerless):  # text_input.py's marks, nccl-tests' own words
             cur.problems.append(f"line {lineno}: '{s}' in place of rows: the sizes left out there are missing "
                                 "(the output was elided where it was copied)")
             continue

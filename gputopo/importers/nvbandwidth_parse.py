@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from gputopo.text_input import elision_problem
+
 from .nvbandwidth_records import (
     NvbDevice,
     NvbFailure,
@@ -127,9 +129,9 @@ class _Parser:
             self._close("next line is not a matrix row")
         if not s:
             return
-        if s == "..." or s == "…":
-            out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted; what was "
-                                "left out is not known")
+        elided = elision_problem(s, lineno, "what was left out is not known")
+        if elided:
+            out.problems.append(elided)
             return
         for rx, attr, conv in ((_VERSION, "version", str), (_GIT, "git_version", str), (_CUDA_RT, "cuda_runtime", int),
                                (_CUDA_DRV, "cuda_driver", int), (_DRIVER, "driver", str)):

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputopo.model.bus_id import as_address, from_p2pbw
-from gputopo.text_input import CappedList
+from gputopo.text_input import CappedList, elision_problem
 
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional |directional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
                     r"(?P<what>Bandwidth|Latency)(?:\s+\(P2P (?P<mode>Writes|Reads)\))?\s+Matrix\s+\((?P<unit>GB/s|us)\)")
@@ -195,8 +195,9 @@ class _Parser:
             self.out.failures.append({"testcase": t.title if t is not None and not t.cells else None, "kind": "error",
                                       "message": s, "line": lineno})
             return
-        if s == "..." or s == "…":
-            self.out.problems.append(f"line {lineno}: '...': the output was cut here when it was posted")
+        elided = elision_problem(s, lineno)
+        if elided:
+            self.out.problems.append(elided)
             return
         if not s.startswith(_KNOWN):
             self.out.notes.append(f"line {lineno}: not a p2pBandwidthLatencyTest line, left out: {s[:80]!r}")
