@@ -29,11 +29,15 @@ from gputopo.model.topology import Topology
 from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.nvml_query import GpuLost, query
 
-#: nvmlClocksEventReason* bits -> names (pynvml: nvmlClocksEventReasonGpuIdle = 0x1, ...).
+#: nvmlClocksEventReason* / nvmlClocksThrottleReason* bits -> names: every bit pynvml defines
+#: (nvidia-ml-py 13: nvmlClocksEventReasonGpuIdle = 0x1 ... DisplayClockSetting = 0x100, and under the
+#: older ThrottleReason names only, BoardLimit = 0x200, Reliability = 0x400). The one table the
+#: probe, the sim and the report use; a bit none of them names is said as hex.
 CLOCK_EVENT_BITS = {
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
     0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting", 0x200: "board_limit",
+    0x400: "reliability",
 }
 NVML_TEMPERATURE_GPU = 0
 ECC_ERROR_TYPES = {"corrected": 0, "uncorrected": 1}
