@@ -124,4 +124,6 @@ def transport_cell(nt: Optional[dict]) -> str:
     text = via[0] if len(via) == 1 else f"{nt['kind']} ({len(via)} ways)"
     if nt.get("used") is False:  # NCCL tried it and its set-up failed: not a transport it used
         text = f"none ({text} set-up failed)"
+    elif "used" in nt and nt["used"] is None:  # an error followed that is not told to be its process's
+        text = f"not known ({text} tried, an error followed)"
     return f"{text} (imported)" if source == "imported" else text

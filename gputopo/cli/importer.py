@@ -294,9 +294,11 @@ def used_cell(rec) -> str:
     """The 'NCCL used' cell of a pair: its transport, or that NCCL tried it and the set-up failed
     (a transport whose connection failed was not used)."""
     bad = rec.get("setup_failed")
+    tried = "/".join(rec.get("kinds") or [rec["kind"]])
+    if rec.get("used") is None and rec.get("setup_unknown"):
+        return f"not known ({tried} tried, an error followed: whose not told)"
     if not bad:
         return rec["kind"]
-    tried = "/".join(rec.get("kinds") or [rec["kind"]])
     if rec.get("used") is False:
         how = "set-up failed" if bad.get("failed") else "set-up not finished"
         return f"none ({tried} tried, {how})"
@@ -313,8 +315,19 @@ def setup_failure_lines(doc) -> list:
         what = "its set-up failed" if bad.get("failed") else \
             f"its set-up did not finish ({bad.get('transport') or 'a connection'} failed first)"
         at = f" ({bad['at']})" if bad.get("at") else ""
+        basis = (" (the log has no host:pid:tid prefixes: its lines read in order as one process's)"
+                 if bad.get("basis") == "one process" else "")
         out.append(f"  {' <-> '.join(r['endpoints'])}: NCCL tried {', '.join(bad['via'])} on {bad['lines']} channel "
-                   f"line(s) and {what}: `{bad['error']}`{at}; not a transport it used")
+                   f"line(s) and {what}: `{bad['error']}`{at}; not a transport it used{basis}")
+    for r in doc.get("pairs") or []:
+        unknown = r.get("setup_unknown")
+        if not unknown:
+            continue
+        at = f" ({unknown['at']})" if unknown.get("at") else ""
+        used = "not known" if r.get("used") is None else "used on its other lines"
+        out.append(f"  {' <-> '.join(r['endpoints'])}: {', '.join(unknown['via'])} on {unknown['lines']} channel "
+                   f"line(s): {unknown.get('why') or 'an error followed'} (`{unknown['error']}`{at}); "
+                   f"whether NCCL used it: {used}")
     return out
 
 
@@ -323,7 +336,8 @@ def network_lines(doc) -> list:
     GPUDirect RDMA per connection, lines without a host prefix."""
     out = []
     if doc.get("no_prefix_lines"):
-        out.append(f"{doc['no_prefix_lines']} NCCL line(s) without the host:pid:tid prefix: their host is unknown")
+        out.append(f"{doc['no_prefix_lines']} NCCL line(s) without the host:pid:tid prefix (NCCL prints it on every "
+                   "line but its version line: cut off after the run): their host is unknown")
     net = doc.get("network") or {}
     for host, f in sorted((net.get("hosts") or {}).items()):
         parts = []

@@ -169,13 +169,20 @@ class ChannelLine:
     printer_rank: Optional[int] = None
     #: None where no failure of the printing process followed the line before NCCL said it was
     #: connected; else {"status": "failed" | "unfinished", "transport": family the error path
-    #: names (or None), "error": the first WARN (else error path) line, "at": "file:line"}
+    #: names (or None), "error": the first WARN (else error path) line, "at": "file:line"}; or
+    #: status "unknown" (with "why") for a line without the ``host:pid:tid`` prefix in a file
+    #: that has prefixed lines too, after which some process's error path came: whose it was
+    #: (the line's process or another) cannot be told. "basis" says "one process" where the
+    #: line's whole file is without prefixes and was read as one process's lines in order.
     setup: Optional[dict] = None
 
     @property
-    def used(self) -> bool:
-        """Whether the connection was set up as far as the log tells (no failure after its line)."""
-        return self.setup is None
+    def used(self) -> Optional[bool]:
+        """Whether the connection was set up as far as the log tells (no failure after its line);
+        None where an error followed that cannot be tied to the line's process or another."""
+        if self.setup is None:
+            return True
+        return None if self.setup.get("status") == "unknown" else False
 
     @property
     def kind(self) -> str:
@@ -224,6 +231,16 @@ class NcclDebugLog:
     _raw: List[Tuple[str, int, Optional[int], dict]] = field(default_factory=list)  # channel lines not yet finished
     #: NCCL lines read without the ``host:pid:tid`` prefix (their host is unknown)
     no_prefix_lines: int = 0
+    #: file ("" for text given whole) -> [NCCL lines with the prefix, lines without it]. NCCL
+    #: (src/debug.cc ``ncclDebugLogV``) prints ``host:pid:tid`` on every line but its version line,
+    #: to stdout or NCCL_DEBUG_FILE alike, so lines without it had it cut off after the run.
+    prefixes_by_file: Dict[str, List[int]] = field(default_factory=dict)
+    #: file -> the set-up events (as ``_events``) of its lines without the prefix, in order: a
+    #: file none of whose lines has one is read as one process's lines (``finish_channels``)
+    _bare_events: Dict[str, List[Tuple[int, str, dict]]] = field(default_factory=dict)
+    #: file -> every error path (``file.cc:N -> code``, not the progress thread's) of any process
+    #: in it, in order: what a line without the prefix in a mixed file cannot be told apart from
+    _file_errors: Dict[str, List[Tuple[int, dict]]] = field(default_factory=dict)
     #: NCCL lines Ray left out of the log ("[repeated Nx across cluster]"), and channel lines among them
     ray_folded: int = 0
     ray_folded_channels: int = 0
@@ -290,16 +307,22 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     log.ray_folded += folded
     msg = (m.group("msg") or "").strip()
     dev = int(m.group("dev")) if m.group("dev") is not None else None
+    file = where.rsplit(":", 1)[0] if where else ""
+    counts = log.prefixes_by_file.setdefault(file, [0, 0])
     if m.group("host") is None:
         log.no_prefix_lines += 1
+        counts[1] += 1
         host, pid = HOST_UNKNOWN, -1  # the process is told by its rank where the line names one
     else:
+        counts[0] += 1
         host, pid = m.group("host"), int(m.group("pid"))
+    bare_events = log._bare_events.setdefault(file, []) if host == HOST_UNKNOWN else []
     if m.group("level") == "WARN":
         _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where})
-        log._events.setdefault((host, pid), []).append(
-            (log.lines, "warn", {"source": m.group("src"), "text": f"{m.group('src') or ''} NCCL WARN {msg}".strip(),
-                                 "where": where}))
+        event = (log.lines, "warn", {"source": m.group("src"),
+                                     "text": f"{m.group('src') or ''} NCCL WARN {msg}".strip(), "where": where})
+        log._events.setdefault((host, pid), []).append(event)
+        bare_events.append(event)
         return
     c = _CHANNEL.search(msg)
     if c:
@@ -315,6 +338,7 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
             pid = -1 - own
         g["comm"] = log._current_comm.get((host, pid))
         g["seq"] = log.lines
+        g["file"] = file
         log._raw.append((host, pid, dev, g))
         if g["comm"] is None:  # ranks of an unknown communicator: only the world map may hold them
             log.rank_map.from_channel(own, RankSeen(host=host, pid=pid, cuda_dev=dev))
@@ -352,12 +376,15 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         if "Init START" in msg:  # the channel lines this process prints next are this communicator's
             log._current_comm[(host, pid)] = comm
             log._events.setdefault((host, pid), []).append((log.lines, "start", {}))
+            bare_events.append((log.lines, "start", {}))
         if "Init COMPLETE" in msg:
             proc["init_complete"] = True
             log._events.setdefault((host, pid), []).append((log.lines, "connected", {}))
+            bare_events.append((log.lines, "connected", {}))
         return
     if _CONNECTED.match(msg):
         log._events.setdefault((host, pid), []).append((log.lines, "connected", {}))
+        bare_events.append((log.lines, "connected", {}))
         return
     if _read_network_line(log, host, msg):
         return
@@ -368,9 +395,12 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
             step["thread"] = t.group("where")
         _process(log, host, pid)["trace"].append(step)
         if step["code"]:
-            log._events.setdefault((host, pid), []).append(
-                (log.lines, "trace", {"source": step["source"], "thread": step.get("thread"), "where": where,
-                                      "text": f"{step['source']} -> {step['code']}"}))
+            info = {"source": step["source"], "thread": step.get("thread"), "where": where,
+                    "text": f"{step['source']} -> {step['code']}"}
+            log._events.setdefault((host, pid), []).append((log.lines, "trace", info))
+            bare_events.append((log.lines, "trace", info))
+            if info["thread"] != "Progress Thread":
+                log._file_errors.setdefault(file, []).append((log.lines, info))
         return
     s = _SETTING.search(msg)
     if s:
@@ -456,7 +486,12 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
             continue
         line = ChannelLine(src_rank=src_rank, dst_rank=dst_rank, src=src, dst=dst, via=g["via"],
                            direction=g["dir"], printer_rank=own_rank)
-        line.setup = _setup_outcome(log._events.get((host, pid)) or [], g["seq"], line.kind)
+        if host != HOST_UNKNOWN:
+            events = log._events.get((host, pid)) or []
+            line.setup = _setup_outcome(events, g["seq"], line.kind) or \
+                _bare_error_before_connected(log, g["file"], g["seq"], events)
+        else:
+            line.setup = _bare_setup_outcome(log, g["file"], g["seq"], line.kind)
         log.channels.append(line)
     log._raw = []
     return log
@@ -494,6 +529,45 @@ def _setup_outcome(events: List[Tuple[int, str, dict]], seq: int, kind: str) -> 
     first = next((i for i in block if "NCCL WARN" in i["text"]), block[0])
     return {"status": "failed" if family == kind else "unfinished", "transport": family,
             "error": first["text"], "at": first.get("where") or None}
+
+
+def _bare_setup_outcome(log: NcclDebugLog, file: str, seq: int, kind: str) -> Optional[dict]:
+    """The set-up of a channel line printed without the ``host:pid:tid`` prefix. NCCL prints the
+    prefix on every line but its version line (src/debug.cc), so it was cut off after the run
+    (``grep -o 'NCCL INFO.*'``, a paste). In a file none of whose lines has it, the lines are read
+    in order as one process's (a one-process run, or one NCCL_DEBUG_FILE=...%p file): the set-up
+    check of prefixed lines applies, its outcome marked ``basis: "one process"``. In a file that
+    has prefixed lines too, the line is no process's for sure: an error path after it (any
+    process's, outside the progress thread) makes its set-up "unknown", never used nor failed."""
+    with_prefix, _without = log.prefixes_by_file.get(file, [0, 0])
+    if not with_prefix:
+        outcome = _setup_outcome(log._bare_events.get(file) or [], seq, kind)
+        return None if outcome is None else {**outcome, "basis": "one process"}
+    later = [info for at, info in log._file_errors.get(file) or [] if at > seq]
+    if not later:
+        return None
+    first = later[0]
+    return {"status": "unknown", "transport": _family(first.get("source")), "error": first["text"],
+            "at": first.get("where") or None,
+            "why": "the line has no host:pid:tid prefix (cut off) in a log whose other lines have one, and an "
+                   "NCCL error path came after it: whether its process is the one that failed cannot be told"}
+
+
+def _bare_error_before_connected(log: NcclDebugLog, file: str, seq: int,
+                                 events: List[Tuple[int, str, dict]]) -> Optional[dict]:
+    """A prefixed channel line whose own process shows no failure, but after which an error path
+    without the prefix (whose process is not told) came before its process said it connected:
+    its set-up is "unknown" (that error may be its own)."""
+    if not log.prefixes_by_file.get(file, [0, 0])[1]:
+        return None
+    end = next((at for at, what, _ in events if at > seq and what in ("connected", "start")), None)
+    for at, what, info in log._bare_events.get(file) or []:
+        if at > seq and (end is None or at < end) and what == "trace" and info.get("thread") != "Progress Thread":
+            return {"status": "unknown", "transport": _family(info.get("source")), "error": info["text"],
+                    "at": info.get("where") or None,
+                    "why": "an NCCL error path without the host:pid:tid prefix (cut off) came after the line and "
+                           "before its process said it connected: whether it was this process's cannot be told"}
+    return None
 
 
 def _endpoint_of(log: NcclDebugLog, seen: Optional[RankSeen], label: str, token: Optional[str],
@@ -539,18 +613,31 @@ def transport_summary(lines: List[ChannelLine], source: str) -> dict:
     ``kind`` is "mixed" when the pair used several families (e.g. P2P one way, NET the other).
     ``kind``/``via`` are what NCCL chose; ``used`` is False when the set-up of every one of the
     pair's connections failed, and ``setup_failed`` (only then present) says how many lines
-    failed or were left unfinished, the transport the error names and its first line."""
+    failed or were left unfinished, the transport the error names and its first line ("basis":
+    "one process" where read from a log without host:pid:tid prefixes); ``used`` is None (not
+    known) where no line was surely set up and some were followed by an error that cannot be
+    tied to their process (lines without the prefix in a log with prefixed ones), said in
+    ``setup_unknown``."""
     kinds = sorted({c.kind for c in lines})
+    used = True if any(c.used for c in lines) else None if any(c.used is None for c in lines) else False
     out = {"kind": kinds[0] if len(kinds) == 1 else "mixed", "kinds": kinds,
-           "via": sorted({c.via for c in lines}), "channels": len(lines), "source": source,
-           "used": any(c.used for c in lines)}
-    bad = [c for c in lines if c.setup is not None]
+           "via": sorted({c.via for c in lines}), "channels": len(lines), "source": source, "used": used}
+    unknown = [c for c in lines if c.used is None]
+    if unknown:  # an error came after them that cannot be tied to their process or another
+        u = unknown[0].setup or {}
+        out["setup_unknown"] = {"lines": len(unknown), "via": sorted({c.via for c in unknown}),
+                                "transport": u.get("transport"), "error": u.get("error"), "at": u.get("at"),
+                                "why": u.get("why")}
+    bad = [c for c in lines if c.used is False]
     if bad:  # NCCL tried these connections; their set-up failed (or stopped at another's failure)
         first = next((c for c in bad if c.setup and c.setup["status"] == "failed"), bad[0])
         assert first.setup is not None
-        out["setup_failed"] = {
+        failed: Dict[str, object] = {
             "lines": len(bad), "failed": sum(1 for c in bad if c.setup and c.setup["status"] == "failed"),
             "unfinished": sum(1 for c in bad if c.setup and c.setup["status"] == "unfinished"),
             "via": sorted({c.via for c in bad}), "transport": first.setup["transport"],
             "error": first.setup["error"], "at": first.setup["at"]}
+        if first.setup.get("basis"):
+            failed["basis"] = first.setup["basis"]
+        out["setup_failed"] = failed
     return out

@@ -32,7 +32,7 @@ def ddp_survived_clause(rows: List[Any]) -> Optional[str]:
     them is known and is not peer-to-peer; None otherwise."""
     survived = [p for p in rows if p.numerics.get("ddp") == "ok" and p.numerics.get("dp") not in (None, "ok")]
     known = [p.nccl_transport for p in survived if isinstance(p.nccl_transport, dict) and "kind" in p.nccl_transport
-             and p.nccl_transport.get("used") is not False]  # a transport whose set-up failed was not used
+             and p.nccl_transport.get("used", True) is True]  # one whose set-up failed, or may have, not known used
     if not survived or len(known) < len(survived) or any(t["kind"] not in NOT_PEER for t in known):
         return None
     kinds = sorted({t["kind"] for t in known})
