@@ -4,7 +4,8 @@
 ``c_nvmlGpuFabricInfoV_t`` (nvidia-ml-py 13.x: an alias of ``c_nvmlGpuFabricInfo_v2_t``, whose
 constructor sets ``version = nvmlGpuFabricInfo_v2`` = 0x02000024, NVML's ``sizeof | 2 << 24``).
 Older bindings and drivers have only ``nvmlDeviceGetGpuFabricInfo`` with the unversioned
-``c_nvmlGpuFabricInfo_t`` (the same fields: clusterUuid, status, cliqueId, state), and older
+``c_nvmlGpuFabricInfo_t`` (clusterUuid, status, cliqueId, state: no ``healthMask``, which
+the v2 structure adds, a uint32 of 2-bit fields, model/fabric.py HEALTH_FIELDS), and older
 ones still neither. So:
 
 - the versioned call first; where the bindings lack it or its structure (AttributeError), the
@@ -79,8 +80,11 @@ def _from_structure(info: Any, fn_name: str) -> Any:
                             "(NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)")
     status: Any = (status_text(info.status) if name == "completed" else
                    NotAvailable(f"{WHAT}: registration status is only set once the state is completed"))
+    names = [f[0] for f in getattr(type(info), "_fields_", ())]
+    mask: Any = (int(info.healthMask) if "healthMask" in names else
+                 NotAvailable(f"{WHAT}: {fn_name}'s structure has no health mask (driver or bindings too old)"))
     return GpuFabric(state=name, status=status, clique_id=int(info.cliqueId),
-                     cluster_uuid=uuid_text(info.clusterUuid))
+                     cluster_uuid=uuid_text(info.clusterUuid), health_mask=mask)
 
 
 def read_fabric(lib: Any, handle: Any) -> Any:

@@ -31,6 +31,7 @@ def topology_findings(topo: Topology) -> List[Finding]:
     out += _lost(topo)
     out += _nvlinks_down(topo)
     out += _fabric(topo)
+    out += _fabric_health(topo)
     out += _pcie_downgraded(topo)
     out += _link_errors(topo)
     out += _p2p_status(topo)
@@ -185,6 +186,59 @@ def _fabric(topo):
             remedies=(["check `systemctl status nvidia-fabricmanager` and its log; its version must "
                        "match the driver's", "`nvidia-smi -q | grep -A 3 Fabric` shows each GPU's state"]
                       if alarm else [])))
+    return out
+
+
+#: The fabric health conditions NVML reports (model/fabric.py HEALTH_FIELDS) that are findings:
+#: field -> (severity, NVIDIA's meaning, nvml.h's words for the TRUE value). NVIDIA's DCGM fails
+#: its NVLink health watch on each of them (github.com/NVIDIA/DCGM modules/health/DcgmHealthWatch.cpp,
+#: "Fabric Health: Route Unhealthy", "Bandwidth Degraded", "Route Recovery", "Access Timeout
+#: Recovery", "Incorrect Configuration"); here an unhealthy route or a wrong configuration is an
+#: error (traffic over the fabric can fail), a degraded bandwidth or a recovery in progress a
+#: warning (the GPU works, its NVLink traffic is slower or briefly held).
+FABRIC_HEALTH = {
+    "route_unhealthy": ("error", "NVML reports the GPU's NVLink fabric route unhealthy (nvml.h: "
+                        "ROUTE_UNHEALTHY_TRUE, \"Route is unhealthy\")"),
+    "degraded_bw": ("warning", "NVML reports the GPU's NVLink fabric bandwidth degraded (nvml.h: "
+                    "DEGRADED_BW_TRUE, \"Bandwidth degraded\"): NVLink peer traffic runs below the fabric's rate"),
+    "route_recovery": ("warning", "NVML reports an NVLink fabric route recovery in progress (nvml.h: "
+                       "ROUTE_RECOVERY_TRUE, \"Route Recovery in progress\")"),
+    "access_timeout_recovery": ("warning", "NVML reports an NVLink fabric access timeout recovery in "
+                                "progress (nvml.h: ACCESS_TIMEOUT_RECOVERY_TRUE, \"Access Timeout "
+                                "Recovery in progress\")"),
+}
+
+
+def _fabric_health(topo):
+    """What NVML's fabric health mask says (nvmlGpuFabricInfo_v2 healthMask), one finding per
+    condition and GPU group. A mask whose fields are all NOT_SUPPORTED is no health: the scan's
+    fabric line says it is not known (GpuFabric.health_text), and nothing here is made of it."""
+    groups: Dict[Tuple[str, str], List[int]] = {}
+    evidence: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for g in topo.gpus:
+        f = g.fabric
+        if g.lost is not None or not isinstance(f, GpuFabric) or f.health is None:
+            continue
+        h = f.health
+        found = [(sev, what) for k, (sev, what) in FABRIC_HEALTH.items() if h[k] == "true"]
+        wrong = h["incorrect_configuration"]
+        if wrong not in ("none", "not-supported"):
+            found.append(("error", f"NVML reports the GPU's NVLink fabric configuration incorrect ({wrong}; "
+                                   "nvml.h: INCORRECT_CONFIGURATION)"))
+        for key in found:
+            groups.setdefault(key, []).append(g.nvml_index)
+            ev = evidence.setdefault(key, {"health_masks": {}, "health": {}})
+            ev["health_masks"][str(g.nvml_index)] = f.health_mask
+            ev["health"][str(g.nvml_index)] = h
+    out = []
+    for (severity, what), gpus in groups.items():
+        out.append(Finding(
+            "nvlink-fabric", severity, f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}: {what}",
+            gpus=gpus, evidence=dict(evidence[(severity, what)], gpus=gpus),
+            cause="an NVLink or NVSwitch fault on the GPU's fabric path (a link, a switch port or tray, the "
+                  "fabric manager's routing)",
+            remedies=["`nvidia-smi -q | grep -A 12 Fabric` shows the GPU's fabric health; check the fabric "
+                      "manager's log and `nvidia-smi nvlink -s`", REMEDY_NVLINK]))
     return out
 
 

@@ -21,7 +21,7 @@ from gputopo.probe.nvml_codes import (ERROR_NAMES, NVML_ERROR_ARGUMENT_VERSION_M
                                       NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS)
 
 #: GPU description keys that declare the fabric.
-FABRIC_KEYS = {"fabric_state", "fabric_status", "fabric_clique_id", "fabric_cluster_uuid"}
+FABRIC_KEYS = {"fabric_state", "fabric_status", "fabric_clique_id", "fabric_cluster_uuid", "fabric_health_mask"}
 #: fabric_state values: "unsupported" (the call answers NOT_SUPPORTED) or an NVML state.
 STATE_CODES = {name: code for code, name in FABRIC_STATES.items()}
 
@@ -33,6 +33,14 @@ NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
 NVML_GPU_FABRIC_STATE_COMPLETED = 3
 nvmlGpuFabricInfo_v2 = 0x02000024
 nvmlGpuFabricInfo_v3 = 0x3000028
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW = 0
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY = 2
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY = 4
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY = 6
 
 
 class c_nvmlGpuFabricInfo_t(ctypes.Structure):
@@ -74,6 +82,8 @@ class FabricDesc:
     status: int = NVML_SUCCESS  # NVML return code of the registration (read once completed)
     clique_id: int = 0
     cluster_uuid: bytes = bytes(NVML_GPU_FABRIC_UUID_LEN)
+    #: the v2/v3 structure's healthMask (NVML_GPU_FABRIC_HEALTH_MASK_*); 0: every field NOT_SUPPORTED
+    health_mask: int = 0
 
 
 def parse_fabric(ctx, spec: Dict[str, Any], where, model, nvswitch: bool) -> Optional[FabricDesc]:
@@ -108,6 +118,12 @@ def parse_fabric(ctx, spec: Dict[str, Any], where, model, nvswitch: bool) -> Opt
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**32:
             raise ctx.error(f"expected an integer 0..4294967295, got {v!r}", *where("fabric_clique_id"))
         out.clique_id = v
+    if "fabric_health_mask" in spec:
+        v = spec["fabric_health_mask"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**32:
+            raise ctx.error(f"expected an integer 0..4294967295 (NVML's healthMask), got {v!r}",
+                            *where("fabric_health_mask"))
+        out.health_mask = v
     if "fabric_cluster_uuid" in spec:
         try:
             out.cluster_uuid = uuid_mod.UUID(str(spec["fabric_cluster_uuid"])).bytes
@@ -142,7 +158,7 @@ def _fill(self, i, info) -> int:
     info.cliqueId = fabric.clique_id
     info.state = fabric.state
     if hasattr(info, "healthMask"):
-        info.healthMask = 0  # every health bit NOT_SUPPORTED, as an H100 answers
+        info.healthMask = fabric.health_mask  # default 0: every field NOT_SUPPORTED
     if hasattr(info, "healthSummary"):
         info.healthSummary = 0
     return NVML_SUCCESS

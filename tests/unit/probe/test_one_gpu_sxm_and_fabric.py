@@ -336,7 +336,7 @@ def test_dgx_h100_fabric_completed_shows_in_the_scan_and_fails_nothing():
     assert doc["problems"] == []
     assert {json.dumps(g["fabric"], sort_keys=True) for g in doc["gpus"]} == {json.dumps(
         {"clique_id": 0, "cluster_uuid": {"not_available": "GPU fabric: NVML gives no cluster UUID (all zero)"},
-         "state": "completed", "status": "success"}, sort_keys=True)}
+         "state": "completed", "status": "success", "health_mask": 0}, sort_keys=True)}
     table = gputopo_here("scan", "--sim", "dgx-h100", env=ALL_GPUS_VISIBLE, timeout=300)
     assert "NVLink fabric: completed, success, clique 0" in table.stdout
 
