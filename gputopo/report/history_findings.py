@@ -5,7 +5,8 @@ every finding is made in report/. A drift is a warning: a pair or class below a 
 its own baseline, even when it still passes the link-rate and class thresholds. A counter that
 grew since the last scan is a warning; one whose rate rose over three growth intervals in a
 row is an error (the link is failing; a public report had an NVLink's recovery counter climb
-for five days before the link died).
+for five days before the link died). PCIe replays growing slower than NVIDIA's DCGM warns at
+on any link are info (a warning when rising): a few a day are normal on a healthy link.
 
 Each finding's evidence says ``"basis": "history"``: it was judged against the database, not
 from the run folder's own data, and the folder keeps it in history_findings.json
@@ -77,16 +78,33 @@ def _rate(r: float | None) -> str:
     return "n/a (no time between the scans)" if r is None else f"{r:,.1f}/day"
 
 
+#: PCIe replays a day below which growth is under the rate NVIDIA's DCGM PCIe health watch warns
+#: at on any link: it warns above ceil(1e-12 BER x lane rate x 60 s x lanes) replays a minute
+#: (github.com/NVIDIA/DCGM modules/health/DcgmHealthWatch.cpp, GetExpectedPcieReplayRate), at
+#: least 1 a minute (Gen1 x1), 16 on Gen4 x16, 31 on Gen5 x16. A few replays a day on a healthy
+#: link are normal: such growth is info (a warning when its rate rose three scans in a row).
+PCIE_REPLAY_DCGM_FLOOR_PER_DAY = 1440.0
+
+
+def _slow_pcie_replays(g: CounterGrowth) -> bool:
+    r = g.rate_per_day
+    return g.counter == "pcie_replay" and r is not None and r < PCIE_REPLAY_DCGM_FLOOR_PER_DAY
+
+
 def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
     out = []
     for g in growths:
         rising = g.keeps_rising
+        slow = _slow_pcie_replays(g)
         rates = ", ".join(_rate(r) for r in g.rates_per_day[-3:])
         msg = (f"{_link_text(g)}: {g.counter} grew by {g.delta:,} ({g.previous:,} -> {g.current:,}) "
                f"since the scan of {when(g.previous_s)}, {_rate(g.rate_per_day)}; growing at every "
                f"scan since {when(g.since_s)}")
         if rising:
             msg += f"; the rate rose over the last three scans ({rates}): the link is getting worse"
+        if slow:
+            msg += ("; averaged over the interval that is under 1 a minute, below the rate NVIDIA's DCGM "
+                    "PCIe health watch warns at on any link (16 a minute on Gen4 x16)")
         nic = _nic(g)
         evidence = {"basis": "history", "counter": g.counter, "link": g.link, "gpu_uuid": g.gpu_uuid,
                     "bus_id": g.bus_id, "previous": g.previous, "current": g.current,
@@ -97,7 +115,8 @@ def counter_growth_findings(growths: list[CounterGrowth]) -> list[Finding]:
         if nic is not None:
             evidence.update(nic=nic, port=g.link)
         out.append(Finding(
-            kind="counter-growth", severity="error" if rising else "warning",
+            kind="counter-growth",
+            severity=("warning" if rising else "info") if slow else ("error" if rising else "warning"),
             gpus=None if nic is not None else [g.nvml_index], link_class=None, message=msg,
             evidence=evidence,
             cause=("error counters only grow while something is wrong: a marginal NIC port (cable, "
