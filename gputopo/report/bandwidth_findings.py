@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
-from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, judge_rate
+from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, gpu_names, judge_rate, platform_of
+from .references import REFERENCE_FRACTION, closest_reference
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
 from .measured_findings import noisy_findings as measured_noisy_findings
@@ -171,6 +172,25 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
         worst = min(items, key=lambda d: d["ratio"])
         lc = lcs[pair]
         facts = path_facts(topo, list(pair), lc)
+        ref = closest_reference("p2p.copy", 2, lc, gpu_names(topo, pair), platform_of(topo))
+        if ref is not None and ref.metric == "algbw" and worst["p2p_gbps"] >= REFERENCE_FRACTION * ref.gbps:
+            # the peer path is as fast as healthy machines of this kind publish (GPUs across the
+            # sockets of an Intel host): staging beating it is how they behave, not a fault
+            out.append(Finding(
+                "p2p-slower-than-staged", "info",
+                f"{_pair_text(pair, lc)}: peer copy {worst['direction'] or ''} {worst['p2p_gbps']:.3g} GB/s is "
+                f"slower than staging through host memory ({worst['staged_gbps']:.3g} GB/s, "
+                f"{worst['ratio']:.0%}), as on healthy machines of this kind: {worst['p2p_gbps'] / ref.gbps:.0%} "
+                f"of the {ref.gbps:g} GB/s {ref.metric} published for {ref.machine} ({ref.tool}; "
+                f"{ref.source})".replace("  ", " "),
+                gpus=list(pair), link_class=lc,
+                evidence={"threshold_ratio": STAGED_RATIO, "measured": items, "reference": ref.to_json(),
+                          **facts.evidence()},
+                cause="peer-to-peer over this path is slow by design on this platform (published figure "
+                      "above); copies through host memory are faster here",
+                remedies=["keep NCCL's default route on this pair (host memory; no NCCL_P2P_LEVEL=SYS)",
+                          "prefer GPUs of one socket for nn.DataParallel, whose raw peer copies take this path"]))
+            continue
         if any(d.get("peer_access") is False for d in items):
             cause = "peer access is not enabled for this pair: the driver stages 'peer' copies itself, twice"
             remedies = ["check NVML P2P status (nvidia-smi topo -p2p r) and BIOS P2P settings", REMEDY_NCCL_P2P]
