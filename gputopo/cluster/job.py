@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,12 +73,13 @@ def finish_folder(folder: ClusterRunFolder, *, outcome: Outcome, names: List[str
         "findings": [f.to_json() for f in findings], **(extra or {}),
     }
     folder.results(doc, findings, drain_lines(findings))
-    (folder.dir / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
-    write_node_heatmap(doc, folder.dir)
     # only stopped by a signal: interrupted; a rank hung or gone: failed
-    status = ("failed" if any(r.state != "stopped" for r in outcome.lost) else
-              "interrupted" if outcome.lost else "complete")
-    folder.end(status, rounds_inter=len(inter))
+    folder.status = ("failed" if any(r.state != "stopped" for r in outcome.lost) else
+                     "interrupted" if outcome.lost else "complete")
+    folder.status_more = {"rounds_inter": len(inter)}
+    with folder.ending():  # the report refused (a FIFO, an unwritable heatmap): run.json still final
+        (folder.dir / "report.md").write_text(cluster_markdown(doc, findings), encoding="utf-8")
+        write_node_heatmap(doc, folder.dir)
     return doc
 
 
@@ -93,6 +95,7 @@ def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> Clu
     ranks = [backend.ranks(k) for k in range(len(names))]
     fingerprints = backend.fingerprints()
     folder = None
+    ending: Any = contextlib.nullcontext()
     if write:
         run_dir = make_run_dir(opts.out_dir, opts.reports_dir, cluster.name if "cluster" in cluster.name
                                                                    else f"cluster-{cluster.name}")
@@ -100,6 +103,14 @@ def run_sim_cluster(cluster, opts: ClusterOptions, *, write: bool = True) -> Clu
         folder.start(fabric="sim", simulated=True, machine=f"{cluster.name} ({len(names)} x "
                      f"{cluster.node.name})", argv=opts.argv, options=opts.to_json(), nodes=names,
                      topology=scan_description(cluster.node))
+        ending = folder.ending()  # every ending from here leaves run.json final
+    with ending:
+        return _sim_rounds(backend, cluster, opts, folder, names, ranks, fingerprints)
+
+
+def _sim_rounds(backend, cluster, opts: ClusterOptions, folder: Optional[ClusterRunFolder], names: List[str],
+                ranks: List[List[int]], fingerprints: List[Dict[str, Any]]) -> ClusterResult:
+    if folder is not None:
         folder.nodes(names, ranks, fingerprints)
     wall0 = time.monotonic()
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
@@ -162,6 +173,7 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
         facts.append(next((r["facts"] for r in recs if r["local_rank"] == 0 and r["facts"]), {}))
     fingerprints = [f.get("fingerprint") or {} for f in facts]
     folder = None
+    ending: Any = contextlib.nullcontext()
     if env.rank == 0:
         from gputopo.model import topology_from_json
 
@@ -172,7 +184,15 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
                      argv=opts.argv, options=opts.to_json(), nodes=names,
                      topology=topology_from_json(first) if first else None,
                      env_set=backend.env_set)
-        folder.nodes(names, ranks, fingerprints, [f.get("topology") for f in facts])
+        ending = folder.ending()  # every ending of rank 0 from here leaves run.json final
+    with ending:
+        if folder is not None:
+            folder.nodes(names, ranks, fingerprints, [f.get("topology") for f in facts])
+        return _measure_rank(backend, env, fabric, opts, folder, fingerprints)
+
+
+def _measure_rank(backend, env, fabric: str, opts: ClusterOptions, folder: Optional[ClusterRunFolder],
+                  fingerprints: List[Dict[str, Any]]) -> ClusterResult:
     backend.share_run_dir(str(folder.dir) if folder else None)
     wall0 = time.monotonic()
     # from here a SIGTERM/SIGINT (a launcher stopping the job after losing a rank, a user)
@@ -195,15 +215,17 @@ def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Out
         folder, fingerprints = _survivor_folder(backend, outcome, names)
         extra.update(written_by_rank=env.rank, fingerprints_compared=any(fingerprints))
     elif folder is not None and not claim_writer(folder.dir, env.rank):
-        folder = None  # a survivor took rank 0 for lost and wrote: one writer per folder
+        folder.hand_over()  # a survivor took rank 0 for lost and wrote: one writer per folder
+        folder = None
     if folder is None:
         backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
-    findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
-    doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
-                        findings=findings, fabric=fabric, simulated=False,
-                        time_s=time.monotonic() - wall0, time_source="wall",
-                        size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)
+    with folder.ending():  # a survivor's too: run.json final however its writing ends
+        findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
+        doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
+                            findings=findings, fabric=fabric, simulated=False,
+                            time_s=time.monotonic() - wall0, time_source="wall",
+                            size_bytes=opts.size_bytes, slow_below=opts.slow_below, extra=extra)
     backend.written()
     return ClusterResult(run_dir=folder.dir, doc=doc, findings=findings, outcome=outcome)
 

@@ -13,10 +13,11 @@ and ``gputopo check`` see them as any run's), ``topology.json`` (the majority no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Topology, topology_to_json
@@ -24,7 +25,7 @@ from gputopo.model import Finding, Topology, topology_to_json
 from .layout import (CLUSTER_JSON, DRAIN_TXT, EVENTS_JSONL, NODE_JSON, NODES_DIR, RANKS_DIR, ROUNDS_JSONL,
                      RUN_JSON, TOPOLOGY_JSON)
 from .settings import nccl_settings
-from .writer import append_jsonl, claim_out_dir, new_run_dir, run_info, set_run_status, write_json
+from .writer import append_jsonl, claim_out_dir, errors_belong_to, new_run_dir, run_info, set_run_status, write_json
 
 #: Clusters larger than this get no per-node folders (cluster.json holds every node).
 NODE_DIRS_MAX = 64
@@ -58,6 +59,11 @@ class ClusterRunFolder:
     def __init__(self, run_dir):
         self.dir = Path(run_dir)
         self.t0 = time.monotonic()
+        #: the run's own status once its results are on disk (set by whoever writes them), with
+        #: what run.json says beside it; the report is written after
+        self.status: Optional[str] = None
+        self.status_more: Dict[str, Any] = {}
+        self.ended = False  # run.json's final status written (or left to another writer)
 
     def start(self, *, fabric: str, simulated: bool, machine: str, argv: List[str],
               options: Dict[str, Any], nodes: List[str], topology: Optional[Topology] = None,
@@ -101,3 +107,43 @@ class ClusterRunFolder:
     def end(self, status: str, **more) -> None:
         """run.json's final status, with the run's elapsed seconds (since this object was made)."""
         set_run_status(self.dir, status, elapsed_s=round(time.monotonic() - self.t0, 3), **more)
+        self.ended = True
+
+    def hand_over(self) -> None:
+        """Another process writes this folder's results and final status (a cluster's survivor)."""
+        self.ended = True
+
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Whatever ends the block leaves run.json final, as a bench run's is (bench.api sets it in
+        a ``finally``), never "running" for a run that is over: where the block ends without
+        :meth:`end`, or an exception leaves it, the status is the run's own (``self.status``) when
+        its results are on disk (a report that then could not be written is ``report_error``:
+        the measurements stand, ``gputopo report DIR`` writes the report again), else
+        "interrupted" on Ctrl-C / SIGTERM (KeyboardInterrupt) and "failed" with ``error`` on any
+        other exception (a refused output, an internal error). The exception goes on, tagged
+        with the folder (errors_belong_to: an internal error's traceback is saved there)."""
+        try:
+            with errors_belong_to(self.dir):
+                yield
+        except BaseException as e:
+            if not self.ended:
+                why = _why(e)
+                if self.status is not None:
+                    self.end(self.status, **self.status_more, report_error=why)
+                else:
+                    self.end("interrupted" if isinstance(e, KeyboardInterrupt) else "failed", error=why)
+            raise
+        if not self.ended:
+            self.end(self.status or "failed", **self.status_more,
+                     **({} if self.status else {"error": "the run ended before its results were written"}))
+
+
+def _why(e: BaseException) -> str:
+    """An ending's cause in one line for run.json."""
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted (Ctrl-C or SIGTERM)"
+    from gputopo.errors import GputopoError
+
+    text = " ".join(str(e).split())[:500]
+    return text if isinstance(e, GputopoError) else f"{type(e).__name__}: {text}".rstrip(": ")
