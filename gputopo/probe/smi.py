@@ -16,6 +16,10 @@ What the text looks like in the wild, and what this parser therefore accepts:
   rows have no affinity cells, or only empty ones. A ``NIC Legend:`` maps NIC# to device names.
 - Text copied from web pages has tabs expanded to spaces (8-column stops), trailing spaces kept
   or trimmed, CRLF line ends, non-breaking spaces; sometimes runs of spaces collapsed to one.
+- A GitHub markdown pipe table (``| GPU0 | GPU1 |``, a ``|---|`` separator row) pasted into an
+  issue: read as the tab form, each cell trimmed.
+- A paste cut inside a NIC row or right after a whole row, every GPU row whole: read, the cut
+  said (``SmiMatrix.notes``).
 - ``topo -p2p`` rows start with a space (`` GPU0``) and hold P2P statuses (OK, CNS, GNS, TNS, NS,
   DR, U) with an unpadded ``X`` on the diagonal.
 
@@ -106,6 +110,48 @@ def _split_lines(text: str) -> List[_Line]:
     for no, raw in enumerate(parts, 1):
         s = _ANSI_RE.sub("", raw.replace("\r", "")).replace("\xa0", " ").replace("\u200b", "")
         out.append(_Line(no, s))
+    return _unpipe(out)
+
+
+_MD_SEPARATOR_CELL_RE = re.compile(r"^:?-+:?$")
+
+
+def _md_cells(text: str) -> List[str]:
+    """The cells of a markdown table line, trimmed (the outer pipes are optional)."""
+    t = text.strip()
+    if t.startswith("|"):
+        t = t[1:]
+    if t.endswith("|"):
+        t = t[:-1]
+    return [c.strip() for c in t.split("|")]
+
+
+def _is_md_separator(line: _Line) -> bool:
+    """``|---|:---:|`` or ``-- | --``: the line under a markdown table's header."""
+    return "|" in line.text and all(_MD_SEPARATOR_CELL_RE.match(c) for c in _md_cells(line.text))
+
+
+def _unpipe(lines: List[_Line]) -> List[_Line]:
+    """A markdown pipe table (a header naming GPU columns, its ``|---|`` separator, then rows; as
+    an issue holds a pasted topology) rewritten in nvidia-smi's own tab form, cells trimmed, an
+    empty cell kept as an empty tab cell (nvidia-smi's blank cells). The separator becomes a blank
+    line, so every line keeps its number; the matrix is then read as any other."""
+    out = list(lines)
+    for k in range(1, len(out)):
+        header = out[k - 1]
+        if not _is_md_separator(out[k]) or "|" not in header.text or _is_md_separator(header):
+            continue
+        names = _md_cells(header.text)
+        if not any(_GPU_LABEL_RE.match(n) for n in names):
+            continue  # some other table
+        while names and not names[0]:
+            names.pop(0)
+        out[k - 1] = _Line(header.no, "\t" + "\t".join(names))
+        out[k] = _Line(out[k].no, "")
+        n = k + 1
+        while n < len(out) and "|" in out[n].text and not _is_md_separator(out[n]):
+            out[n] = _Line(out[n].no, "\t".join(_md_cells(out[n].text)))
+            n += 1
     return out
 
 
@@ -175,6 +221,32 @@ def _is_header(line: _Line) -> bool:
     if any(t.text.upper() == "X" for t in toks[1:]):
         return False
     return len(toks) == 1 or not _is_cell_value(toks[1].text)
+
+
+_GPU_WORD_RE = re.compile(r"(?<![A-Za-z0-9_])GPU\d+(?![A-Za-z0-9_])")
+
+
+def _header_problem(line: _Line) -> Optional[Tuple[str, str]]:
+    """For a line that names GPU columns (GPU0, GPU1, ...) but is not read as a matrix header:
+    (the names, what was not understood). None for a line naming no GPU."""
+    found = _GPU_WORD_RE.findall(line.text)
+    if not found:
+        return None
+    names = ", ".join(found[:8]) + (", ..." if len(found) > 8 else "")
+    toks = _tokens(line.text)
+    if "|" in line.text:
+        why = ("its cells are split by '|' as a markdown table's are, but no markdown separator row "
+               "(| --- | --- |) follows it, so it is not read as a table")
+    elif not _GPU_LABEL_RE.match(toks[0].text):
+        why = f"it has {_q(toks[0].text)} before {found[0]}, where a header starts with its first column"
+    elif any(t.text.upper() == "X" for t in toks[1:]):
+        why = "it holds X (a row's diagonal cell): it is a row, and no header row comes before it"
+    elif len(toks) > 1 and _is_cell_value(toks[1].text):
+        why = (f"its second word {_q(toks[1].text)} is a cell value, as in a row: no header row "
+               "comes before it")
+    else:
+        why = "it is not read as a header row"
+    return names, why
 
 
 def _is_legend_like(line: _Line) -> bool:
@@ -353,6 +425,10 @@ def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
         raise _err(source, f"no text: expected the output of {what}")
     header = lines[k]
     if not _is_header(header):
+        problem = _header_problem(header)
+        if problem is not None:
+            raise _err(source, f"expected the header row of {what}: {_show(header.text)} names "
+                       f"{problem[0]} but {problem[1]}", header.no)
         raise _err(source, f"expected the header row of {what} (column names GPU0, GPU1, ...), "
                    f"found {_show(header.text)}", header.no)
     devices, trailing = _header_columns(lines, k, source)
@@ -673,11 +749,22 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
                        "mlx5_0, ...)", grid.header_no)
     missing = [g for g in gpu_labels + nics if g not in grid.rows]
     cut_notes: List[str] = []
-    if missing and grid.cut is not None and not any(g in missing for g in gpu_labels):
-        label, no = grid.cut
-        cut_notes.append(f"line {no}: the text ends inside row {label}, so rows {', '.join(missing)} are not in it: "
-                         "the classes between those NICs are not read (each GPU's class to every NIC is, from the "
-                         "GPU rows), nor the legend")
+    # A paste cut inside a NIC row, or right after a whole row with nothing after it (no legend):
+    # every GPU row is there, only the NIC rows from the cut on are not.
+    cut_where: Optional[str] = None
+    if missing and not any(g in missing for g in gpu_labels) and missing == grid.devices[-len(missing):]:
+        if grid.cut is not None:
+            cut_where, no = f"inside row {grid.cut[0]}", grid.cut[1]
+        elif grid.row_order and all(_is_blank(x) for x in grid.rest):
+            cut_where, no = f"after row {grid.row_order[-1]}", grid.last_row_no
+    if cut_where is not None:
+        if len(missing) == 1:
+            left_out = (f"row {missing[0]} is not in it: its classes are all in the rows above (the matrix is "
+                        "symmetric); the legend is not in it")
+        else:
+            left_out = (f"rows {', '.join(missing)} are not in it: the classes between those NICs are not read "
+                        "(each GPU's class to every NIC is, from the GPU rows), nor the legend")
+        cut_notes.append(f"line {no}: the text ends {cut_where}, so {left_out}")
         missing = []
     if missing:
         expected_at = grid.last_row_no + 1 if grid.last_row_no < lines[-1].no else grid.last_row_no
@@ -924,6 +1011,11 @@ def _cap_from_command(lines: Iterable[_Line]) -> Optional[str]:
 def _sections(lines: List[_Line], source: str) -> List[SmiSection]:
     headers = [k for k, ln in enumerate(lines) if _is_header(ln)]
     if not headers:
+        for ln in lines:
+            problem = _header_problem(ln) if not _is_skippable(ln) else None
+            if problem is not None:
+                raise _err(source, f"no nvidia-smi topo matrix found: line {ln.no} names {problem[0]} "
+                           f"but is no header row of {_TOPO}: {problem[1]}", ln.no)
         for ln in lines:
             if not _is_blank(ln) and not _is_skippable(ln):
                 raise _err(source, "no nvidia-smi topo matrix found: expected a header row "
