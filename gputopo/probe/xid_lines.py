@@ -84,6 +84,15 @@ _NVIDIA_LINE = re.compile(r"NVRM:|\bnvidia[-_]peermem\b|\bnv_peer_mem\b|"
                           r"\bnvidia(?:[-_][a-z]+\d*)?(?::|\s+[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:)")
 #: How many of the lines gputopo reads but does not judge are kept as examples (the rest counted).
 OTHER_EXAMPLES = 3
+#: NVIDIA driver lines every healthy boot prints (the module loading, a GPU's PCI function
+#: enabled, the kernel taint a proprietary module sets): counted as routine, not quoted as lines
+#: no rule judges (every scan of a healthy machine would otherwise list them).
+_ROUTINE = re.compile(
+    r"\bnvidia\s+[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:enabling device|vgaarb: )"
+    r"|\bnvidia(?:[-_]\w+)?: (?:loading out-of-tree module taints kernel|module license .* taints kernel"
+    r"|module verification failed|module uses symbols .* from proprietary module)"
+    r"|nvidia-nvlink: Nvlink Core is being initialized|nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver"
+    r"|nvidia-uvm: Loaded the UVM driver|\[nvidia-drm\].*Loading driver|Initialized nvidia-drm")
 #: After a "The NVIDIA GPU <bus>" line, how many lines may hold the rest of its sentence.
 _CONTINUATION_LINES = 4
 FALLEN_TEXT = "GPU has fallen off the bus (printed without an Xid number; read as Xid 79)"
@@ -115,6 +124,8 @@ class KernelLogRead:
     driver_lines: dict[tuple[str, str], dict] = field(default_factory=dict)
     #: NVIDIA driver lines read but judged by no rule: how many, and the first few (line, text).
     other_nvidia_lines: int = 0
+    #: NVIDIA driver lines every healthy boot prints (_ROUTINE): counted only.
+    routine_nvidia_lines: int = 0
     other_examples: list[tuple[int, str]] = field(default_factory=list)
     #: Read only this host's lines (journal/syslog lines name their host; others are kept).
     only_host: str | None = None
@@ -249,7 +260,11 @@ def _driver_line(read: KernelLogRead, text: str, stamp: str, lineno: int) -> boo
 
 
 def _other(read: KernelLogRead, text: str, lineno: int) -> None:
-    """An NVIDIA driver line gputopo reads but does not judge: counted, the first few kept."""
+    """An NVIDIA driver line gputopo reads but does not judge: counted, the first few kept (a
+    routine line of a healthy boot only counted)."""
+    if _ROUTINE.search(text):
+        read.routine_nvidia_lines += 1
+        return
     read.other_nvidia_lines += 1
     if len(read.other_examples) < OTHER_EXAMPLES:
         m = _NVIDIA_LINE.search(text)  # from the driver's own words on (a journal line's host and date left out)
@@ -318,4 +333,5 @@ def kernel_log_document(read: KernelLogRead, file: str) -> dict[str, Any]:
             # how many were read but are judged by no rule, with the first few.
             "driver_lines": list(read.driver_lines.values()),
             "other_nvidia_lines": {"count": read.other_nvidia_lines,
-                                   "examples": [{"line": n, "text": t} for n, t in read.other_examples]}}
+                                   "examples": [{"line": n, "text": t} for n, t in read.other_examples]},
+            "routine_nvidia_lines": read.routine_nvidia_lines}

@@ -233,6 +233,8 @@ def driver_line_notes(doc: Optional[Dict[str, Any]]) -> List[str]:
     count = other.get("count") or 0
     if count:
         examples = "; ".join(f"line {x.get('line')} {x.get('text')!r}" for x in other.get("examples") or [])
-        notes.append(f"{KERNEL_LOG_NOTE}{count} other NVIDIA driver line(s) read but judged by no gputopo rule (first: "
-                     f"{examples}): read them in the log")
+        routine = doc.get("routine_nvidia_lines") or 0
+        besides = f" (besides {routine} routine line(s) of the module loading and GPUs enabled)" if routine else ""
+        notes.append(f"{KERNEL_LOG_NOTE}{count} other NVIDIA driver line(s) read but judged by no gputopo rule{besides} "
+                     f"(first: {examples}): read them in the log")
     return notes

@@ -168,4 +168,28 @@ def test_every_nvidia_line_is_judged_or_counted():
         "[ 4.2] systemd[1]: Started nvidia-persistenced.service - NVIDIA Persistence Daemon.",
     ])
     assert [(e["kind"], e["count"]) for e in read.driver_lines.values()] == [("rm-init-failed", 1)]
-    assert read.other_nvidia_lines == 4 and [n for n, _ in read.other_examples] == [3, 4, 6]
+    # the module's symbols, the device enabled and NVLink core start are every boot's lines:
+    # counted as routine, not quoted among the lines no rule judges
+    assert read.other_nvidia_lines == 1 and [n for n, _ in read.other_examples] == [3]
+    assert read.routine_nvidia_lines == 3
+
+
+def test_a_healthy_boot_s_driver_lines_are_counted_not_quoted():
+    """Written, as a healthy boot prints them (the sim's fake host writes the same): no note
+    quotes them as lines no rule judges; the count is kept in the document."""
+    from gputopo.probe.xid_lines import kernel_log_document
+    from gputopo.report.kernel_log_findings import driver_line_notes
+
+    read = read_kernel_log_lines([
+        "[    1.0] nvidia: loading out-of-tree module taints kernel.",
+        "[    1.1] nvidia: module license 'NVIDIA' taints kernel.",
+        "[    2.0] nvidia-nvlink: Nvlink Core is being initialized, major device number 509",
+        "[    5.0] nvidia 0000:1b:00.0: enabling device (0000 -> 0003)",
+        "[    5.9] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.154.05",
+        "[    6.0] nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  535.154.05",
+        "[    6.1] nvidia-uvm: Loaded the UVM driver, major device number 507.",
+    ])
+    assert read.other_nvidia_lines == 0 and read.routine_nvidia_lines == 6
+    doc = kernel_log_document(read, "dmesg.txt")
+    assert doc["routine_nvidia_lines"] == 6
+    assert not driver_line_notes(doc)
