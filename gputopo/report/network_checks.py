@@ -259,7 +259,8 @@ def _far(topo: Topology, paths: List[GpuNetPath]) -> List[Finding]:
             "nic-far", severity,
             f"GPU {gpu_ranges(gpus)}: nearest RDMA NIC {', '.join(devices)} is {cls} (through the CPU"
             f"{' and across sockets' if cls == 'SYS' else ''}), while GPU "
-            f"{gpu_ranges([p.gpu for p in near])} have one at {best}{rule}. Jobs across machines send these "
+            f"{gpu_ranges([p.gpu for p in near])} {'has' if len({p.gpu for p in near}) == 1 else 'have'} one at {best}{rule}. "
+            "Jobs across machines send these "
             "GPUs' traffic over the longer path (NCCL's own NIC choice may differ: rails, PXN)",
             gpus=gpus, link_class=cls,
             evidence={"nic": list(devices), "nearest_class": cls, "closest_on_node": str(best),
