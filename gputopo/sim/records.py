@@ -33,6 +33,16 @@ P2P_STATUSES = tuple(P2P_STATUS_NAMES.values())
 DEFAULT_EFFICIENCY = 0.85
 #: Extra derating of PCIe peer paths that cross the host: NODE a little, SYS more.
 PCIE_CLASS_DERATE = {"PIX": 1.0, "PXB": 1.0, "PHB": 0.97, "NODE": 0.94, "SYS": 0.85}
+#: Healthy peer-to-peer GB/s per direction across the sockets (SYS) by CPU vendor: a SYS peer copy
+#: crosses the CPU interconnect (Intel QPI/UPI, AMD Infinity Fabric), which caps it below the
+#: PCIe rate. The figures are the ones gputopo judges SYS peer copies against
+#: (gputopo/report/data/reference_rates.csv rows intel-sys-p2p and amd-sys-p2p): NCCL's topology
+#: model, NVIDIA/nccl src/graph/topo.h, BDW_QPI_BW 6.0 (Intel; Skylake 10, Sapphire Rapids 22,
+#: Emerald Rapids 40) and AMD_ZEN12_BW 16.0 (AMD; Zen 3/4 24, Zen 5 32): the lowest socket link
+#: NCCL models for each vendor, since a description names the vendor, not the CPU generation
+#: (``[link_model] SYS = { gbps = ... }`` sets a newer one's). NODE and PHB pairs stay inside
+#: one socket: their model is the PCIe one.
+SOCKET_LINK_GBPS = {"intel": 6.0, "amd": 16.0}
 #: Modeled latency of one transfer, microseconds.
 DEFAULT_LATENCY_US = {"NV": 1.8, "PIX": 2.5, "PXB": 3.0, "PHB": 3.5, "NODE": 4.5, "SYS": 6.5,
                       "host": 5.0, "device": 2.5}
@@ -364,8 +374,18 @@ class MachineDesc:
         return status
 
     # ------------------------------------------------------------------ link models
-    def link_model(self, i: int, j: int) -> LinkModel:
-        """Healthy peer-to-peer model of the pair's reported class (faults are not applied)."""
+    def socket_link_cap(self, i: int, j: int) -> Optional[float]:
+        """GB/s the CPU interconnect caps a SYS pair's peer path at (SOCKET_LINK_GBPS of the host's
+        vendor); None for other classes, or where ``[link_model] SYS`` gives the rate itself."""
+        cls = self.link_class(i, j)
+        if cls.is_nvlink or cls.kind != "SYS" or "gbps" in self._link_rules.get("SYS", {}):
+            return None
+        return SOCKET_LINK_GBPS.get(self.host.cpu_vendor)
+
+    def link_model(self, i: int, j: int, socket_cap: bool = True) -> LinkModel:
+        """Healthy peer-to-peer model of the pair's reported class (faults are not applied);
+        ``socket_cap=False``: a SYS pair's PCIe part alone, before the CPU interconnect caps it
+        (the sim fabric lowers that part for a downtrained GPU, then caps it)."""
         cls = self.link_class(i, j)
         a, b = self.gpus[i], self.gpus[j]
         rules = self._link_rules
@@ -381,6 +401,9 @@ class MachineDesc:
         else:
             theo = min(pcie_theory_gbps(a), pcie_theory_gbps(b))
             gbps = theo * self._efficiency * PCIE_CLASS_DERATE[cls.kind]
+            cap = self.socket_link_cap(i, j) if socket_cap else None
+            if cap is not None:  # across the CPU interconnect: its rate caps the PCIe one
+                gbps = min(gbps, cap)
             latency = DEFAULT_LATENCY_US[cls.kind]
         own = rules.get(str(cls), {})
         return LinkModel(round(own.get("gbps", gbps), 2), own.get("latency_us", latency))

@@ -55,6 +55,7 @@ def kinds_by_pair(machine, tmp_path, name):
     found = {}
     for f in doc["findings"]:
         found.setdefault(f["kind"], set()).add(tuple(f["gpus"] or ()))
+        found.setdefault(f"{f['kind']}:{f['severity']}", set()).add(tuple(f["gpus"] or ()))
     return found
 
 
@@ -80,7 +81,12 @@ def test_each_fault_yields_its_finding_on_its_pair(faulty_and_healthy):
 
 @pytest.mark.slow
 def test_healthy_twin_has_no_findings(faulty_and_healthy):
+    """Nothing but what healthy Intel hosts do: peer copies across the sockets at the socket
+    link's published ~6 GB/s are slower than staging through host memory (info, not a problem)."""
     _, healthy = faulty_and_healthy
+    sys_pairs = {(0, 2), (0, 3), (1, 2), (1, 3)}
+    by_design = healthy.pop("p2p-slower-than-staged:info", set())
+    assert by_design <= sys_pairs and healthy.pop("p2p-slower-than-staged", set()) == by_design
     assert healthy == {}
 
 

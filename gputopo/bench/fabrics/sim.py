@@ -132,9 +132,16 @@ class SimModel:
         return _as_link(self.base.device_link_model(g))
 
     def _pair_link(self, i: int, j: int, faults) -> _Link:
+        cap = getattr(self.base, "socket_link_cap", lambda i, j: None)(i, j)
+        if cap is not None:
+            # a SYS pair: a downtrained GPU lowers the PCIe part, then the CPU interconnect caps
+            # it; a slow fault slows what is left
+            pcie = _slowed(_as_link(self.base.link_model(i, j, socket_cap=False)),
+                           [f for f in faults if f.what == "downtrained"], pcie_of=(i, j))
+            return _slowed(_Link(min(pcie.gbps, cap), pcie.latency_us), [f for f in faults if f.what != "downtrained"])
         link = _as_link(self.base.link_model(i, j))
-        pcie = () if self.link_class(i, j).startswith("NV") else (i, j)
-        return _slowed(link, faults, pcie_of=pcie)
+        pcie_of = () if self.link_class(i, j).startswith("NV") else (i, j)
+        return _slowed(link, faults, pcie_of=pcie_of)
 
     def transfer_seconds(self, nbytes: int, src: int, dst: int, route: str, faults) -> float:
         cached = faults is self._faults.get((src, dst, route))  # the list faults() returned
