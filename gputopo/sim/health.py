@@ -3,17 +3,20 @@ kernel log answer for it the way a real driver does.
 
 Which GPUs have what (as the real parts do): data-centre GPUs have ECC (on by default);
 GeForce cards have none, so every ECC, retired-page and remapped-row call is NOT_SUPPORTED;
-Ampere-and-later HBM parts (A100, H100, H200, B200) remap rows and answer NOT_SUPPORTED for
-page retirement; Pascal/Volta (P100, V100) retire pages and answer NOT_SUPPORTED for remapped
-rows; GDDR data-centre parts (A40, RTX A6000, L40S) have ECC but neither (RTX A cards ship with
-ECC off). ECC counters of a GPU
-with ECC off are NOT_SUPPORTED, as NVML says.
+Ampere-and-later parts remap rows and answer NOT_SUPPORTED for page retirement: NVIDIA's memory
+error guide ("Supported GPUs", https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/supported-gpus.html)
+lists row remapping on GA100, GA10x, Ada AD10x, GH100 and GB10x, so the GDDR ones (A40, A10,
+RTX A6000, L40S, L4, RTX 6000 Ada) remap rows as the HBM ones (A100, H100, H200, B200) do;
+Pascal/Volta (P100, V100) retire pages and answer NOT_SUPPORTED for remapped rows; other
+data-centre parts (T4, Quadro RTX) have ECC only (RTX A cards ship with ECC off). ECC counters of
+a GPU with ECC off are NOT_SUPPORTED, as NVML says.
 
 The description keys (per GPU or in [defaults]) are HEALTH_KEYS; see docs/sim-format.md.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -30,7 +33,11 @@ HEALTH_KEYS = {
 }
 #: clock_events names -> nvmlClocksEventReason bit (the probe's table, inverted).
 CLOCK_EVENT_BITS = {name: bit for bit, name in PROBE_CLOCK_EVENT_BITS.items()}
-_ROW_REMAP_MODELS = ("A100", "H100", "H200", "B200")
+#: GPUs that remap rows (the guide above): GA100 (A100, A30), GA10x (A40, A10/A10G, A16, A2, RTX A
+#: cards), AD10x (L40/L40S, L4, L20, RTX <n> Ada), GH100 (H100, H200, H20, GH200), GB10x (B100,
+#: B200, GB200). Whole words of the upper-cased NVML name ("A10" never matches "A100" by chance).
+_ROW_REMAP_RE = re.compile(r"\b(A100|A30|A40|A10G?|A16|A2|RTX A\d{4}|L40S?|L4|L20|RTX \d{4} ADA|"
+                           r"H100|H200|H20|GH200|B100|B200|GB200)\b")
 _PAGE_RETIRE_MODELS = ("V100", "P100")
 _NO_ECC_MODELS = ("GEFORCE", "RTX 30", "RTX 40", "RTX 20")
 _ECC_OFF_MODELS = ("RTX A",)
@@ -68,12 +75,12 @@ def model_traits(name: str) -> Dict[str, Any]:
 def _repair_traits(upper: str) -> Dict[str, str]:
     if any(k in upper for k in _NO_ECC_MODELS):
         return {"ecc": "unsupported", "memory_repair": "none"}
-    if any(k in upper for k in _ROW_REMAP_MODELS):
-        return {"ecc": "enabled", "memory_repair": "row_remap"}
+    ecc = "disabled" if any(k in upper for k in _ECC_OFF_MODELS) else "enabled"
+    if _ROW_REMAP_RE.search(upper):
+        return {"ecc": ecc, "memory_repair": "row_remap"}
     if any(k in upper for k in _PAGE_RETIRE_MODELS):
         return {"ecc": "enabled", "memory_repair": "page_retire"}
-    return {"ecc": "disabled" if any(k in upper for k in _ECC_OFF_MODELS) else "enabled",
-            "memory_repair": "none"}
+    return {"ecc": ecc, "memory_repair": "none"}
 
 
 def parse_health(ctx, spec: Dict[str, Any], where, name: str) -> HealthDesc:
