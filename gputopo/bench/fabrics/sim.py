@@ -19,8 +19,9 @@ Time is modeled (``timing: "modeled"``): a transfer of n bytes takes
 - route ``host`` (NCCL's path through host memory for NODE/PHB/SYS pairs, or when P2P is not
   possible) pipelines through pinned host memory: both GPUs' host latencies plus n over the
   slower host link;
-- a staged copy (the "P2P disabled" control) is two sequential host copies, and ``--self``
-  tests use ``host_link_model(i)`` / ``device_link_model(i)``.
+- a staged copy (the "P2P disabled" control) is pipelined through pinned host memory, as the
+  CUDA driver stages it: both GPUs' host latencies plus n over STAGED_EFFICIENCY of the slower
+  host link; ``--self`` tests use ``host_link_model(i)`` / ``device_link_model(i)``.
 
 Transfers issued together (both directions of a bidirectional copy, one ring step) take the
 longest of their times. On-device copies (DataParallel's flatten/unflatten) cost
@@ -52,6 +53,12 @@ from .sim_ring import RingCollectives
 
 #: Relative half-width of the deterministic per-sample jitter of modeled times.
 JITTER = 0.02
+#: A copy staged through host memory runs at this fraction of the slower host link: the driver
+#: pipelines it through pinned buffers, so it is far faster than two host copies in a row. 0.8:
+#: healthy PCIe Gen4 x16 machines publish 21.4-22.1 GB/s staged (reference_rates.csv rows
+#: a100-pcie-staged, rtx6000ada-amd-staged: p2pBandwidthLatencyTest, P2P=Disabled), 0.80-0.82 of
+#: the sim's 26.8 GB/s Gen4 x16 host link.
+STAGED_EFFICIENCY = 0.8
 
 
 class _Link:
@@ -157,7 +164,8 @@ class SimModel:
         return link.seconds(nbytes)
 
     def staged_seconds(self, nbytes: int, src: int, dst: int, faults) -> float:
-        return self._host(src, faults).seconds(nbytes) + self._host(dst, faults).seconds(nbytes)
+        hs, hd = self._host(src, faults), self._host(dst, faults)
+        return _Link(min(hs.gbps, hd.gbps) * STAGED_EFFICIENCY, hs.latency_us + hd.latency_us).seconds(nbytes)
 
     def self_seconds(self, kind: str, nbytes: int, g: int, faults) -> float:
         if kind == "d2d":

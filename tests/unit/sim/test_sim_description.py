@@ -414,6 +414,22 @@ def test_sys_peer_copies_follow_the_published_socket_link_rate_of_the_cpu_vendor
     assert over.link_model(0, 2).gbps == 11.0
 
 
+def test_staged_copies_are_pipelined_at_the_published_staged_rate():
+    """The driver pipelines a copy staged through host memory: a Gen4 x16 pair stages at the
+    21.4 GB/s published for healthy A100 PCIe (reference_rates.csv a100-pcie-staged), not at the
+    13.4 of two host copies in a row."""
+    from gputopo.bench.fabrics.sim import SimModel
+    from gputopo.report.references import reference_rows
+
+    d = parse_description(GOOD, "x.toml")
+    m = SimModel(d, env={})
+    n = 1 << 30
+    host = d.host_link_model(0)
+    gbps = n / (m.staged_seconds(n, 0, 2, []) - 2 * host.latency_us * 1e-6) / 1e9
+    ref = {r.id: r for r in reference_rows()}["a100-pcie-staged"]
+    assert gbps == pytest.approx(ref.gbps, rel=0.01)
+
+
 def test_sim_fabric_caps_a_downtrained_sys_pair_after_lowering_its_pcie_part():
     """GPU 0 at x8 (Gen4: 15.75 GB/s theoretical, 11.4 as SYS after derating) still beats the
     Intel socket link's 6 GB/s: the SYS copy stays at 6, not 6 x 0.5; a slow fault slows the rest."""
