@@ -4,12 +4,21 @@ tests (marker ``nvml``) run wherever an NVIDIA driver answers, even with a CPU-o
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A test run started in the background of a non-interactive shell (`make test &`, `nohup ...
+# &`) has SIGINT ignored, and every process it starts inherits that: the tests that Ctrl-C a
+# `gputopo bench` (tests/e2e/test_cli_bench.py) then saw it run on to exit 0, since a program
+# started with SIGINT ignored rightly leaves it so (a background job must not take a terminal's
+# Ctrl-C). The commands the tests start get Python's own SIGINT handling back, as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Tests live in subfolders by subject; what they share is imported from here, the tests/ root
 # (`from conftest_report import write_run`, `from helpers.cli import gputopo`).
 if str(REPO / "tests") not in sys.path:
