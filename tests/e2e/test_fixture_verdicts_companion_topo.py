@@ -16,19 +16,13 @@ import shutil
 import pytest
 
 from helpers import fixture_verdicts as fv
+from helpers.paths import DATA
 
 P2PBW = fv.FIXTURES / "p2pbw"
 PAIRS = sorted(p for p in P2PBW.iterdir() if p.name.endswith(fv.TOPO_SUFFIX))
 NVB_A6000 = fv.FIXTURES / "nvbandwidth" / "nvbandwidth-50_6xa6000_d2d_read_ce_v0.8.txt"
 #: WRITTEN (as in test_import_cuda_numbering.py): 6 GPUs, 0, 1, 3 NODE on one CPU, 2, 4, 5 on the other.
-A6000_TOPO = """\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tCPU Affinity\tNUMA Affinity
-GPU0\t X \tNODE\tSYS\tNODE\tSYS\tSYS\t0-31\t0
-GPU1\tNODE\t X \tSYS\tNODE\tSYS\tSYS\t0-31\t0
-GPU2\tSYS\tSYS\t X \tSYS\tNODE\tNODE\t32-63\t1
-GPU3\tNODE\tNODE\tSYS\t X \tSYS\tSYS\t0-31\t0
-GPU4\tSYS\tSYS\tNODE\tSYS\t X \tNODE\t32-63\t1
-GPU5\tSYS\tSYS\tNODE\tSYS\tNODE\t X \t32-63\t1
-"""
+A6000_TOPO = (DATA / "topo_written" / "a6000-6gpu_node-sys.txt").read_text()
 
 
 def test_the_posted_pairs_are_there():

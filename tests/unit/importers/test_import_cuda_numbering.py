@@ -16,7 +16,7 @@ from gputopo.importers.p2pbw_import import import_p2pbw
 from gputopo.importers.user_inputs import load_topo_file
 from gputopo.model.topology import topology_to_json
 from helpers.cli import gputopo_here
-from helpers.paths import FIXTURES
+from helpers.paths import DATA, FIXTURES
 
 STELLINE = FIXTURES / "p2pbw" / "stelline_asus-esc8000a_4xrtx6000ada.txt"
 STELLINE_TOPO = FIXTURES / "topo" / "stelline_asus-esc8000a_4xrtx6000ada_amd_nics.txt"
@@ -78,14 +78,7 @@ def test_p2pbw_devices_in_bus_order_say_so(tmp_path):
 #: WRITTEN: a 6-GPU `nvidia-smi topo -m` for the A6000 output (none was posted): GPUs 0, 1, 3 on
 #: one CPU (NODE), 2, 4, 5 on the other, SYS across; nvidia-smi numbers them by bus (01, 21,
 #: 41, 61, 81, a1), and the board's root ports put bus 61 on the first CPU.
-A6000_TOPO = """\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tCPU Affinity\tNUMA Affinity
-GPU0\t X \tNODE\tSYS\tNODE\tSYS\tSYS\t0-31\t0
-GPU1\tNODE\t X \tSYS\tNODE\tSYS\tSYS\t0-31\t0
-GPU2\tSYS\tSYS\t X \tSYS\tNODE\tNODE\t32-63\t1
-GPU3\tNODE\tNODE\tSYS\t X \tSYS\tSYS\t0-31\t0
-GPU4\tSYS\tSYS\tNODE\tSYS\t X \tNODE\t32-63\t1
-GPU5\tSYS\tSYS\tNODE\tSYS\tNODE\t X \t32-63\t1
-"""
+A6000_TOPO = (DATA / "topo_written" / "a6000-6gpu_node-sys.txt").read_text()
 #: The posted output's CUDA devices 0-2 copy at 26.3 GB/s among themselves, 3-5 too, ~22 across:
 #: with these bus ids (the list the post cut, WRITTEN in place of its "..." line, as
 #: CUDA_VISIBLE_DEVICES=0,1,3,2,4,5 lists them) CUDA devices 0, 1, 2 are nvidia-smi GPUs 0, 1, 3.
