@@ -235,6 +235,7 @@ def nccl_debug(logs, into, as_json, topo_file):
     doc = import_nccl_debug(list(logs), into=into, topology=topology, topology_file=topo_file)
     from gputopo.report.nccl_debug_findings import nccl_debug_findings, problem_findings, verdict
 
+    said = {"topology_notes": list(topology.notes)} if topology is not None and topology.notes else {}  # cut, no legend
     if into:
         from gputopo.report.run_folder import load_run
 
@@ -242,9 +243,12 @@ def nccl_debug(logs, into, as_json, topo_file):
     findings = nccl_debug_findings(doc, topology)
     judged = findings + problem_findings(doc)
     if as_json:
-        click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged])))
+        click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged],
+                                      **said)))
     else:
         _print_transports(doc)
+        for note in said.get("topology_notes", []):  # what reading --topo said, as `scan --from-smi` says it
+            click.echo(f"note: {note}")
         _print_findings(doc, judged, verdict(doc, judged))
     if into:
         from gputopo.report.render import render_run

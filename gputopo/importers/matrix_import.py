@@ -402,6 +402,7 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
     hostname = next((o.hostname for o in outputs if getattr(o, "hostname", None)), None)
     measurements = [m for o in outputs for m in measurements_of(o)]
     summaries = [o.summary() for o in outputs]
+    topo_notes = list(topology.notes) if topology is not None else []  # said even where no GPU matched
     if topology is not None:
         check_topology_matches(topology, devices, topology_file or "--topo", label)
         match = match_devices(topology, devices, label)
@@ -412,7 +413,7 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
         else:  # the output's CUDA numbers -> the topology's NVML indices
             topology = with_output_devices(topology, devices, match, label)
             measurements = renumber(measurements, match.mapping)
-    topo = topology or topology_from_devices(devices, label, hostname)
+    topo = topology or replace(topology_from_devices(devices, label, hostname), notes=topo_notes)
     return write_import_folder(tool=tool, paths=list(paths), topo=topo, measurements=measurements,
                                summaries=summaries, out_dir=out_dir, base_dir=base_dir,
                                argv=argv, render=render, console=console, topology_file=topology_file)

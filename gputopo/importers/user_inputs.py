@@ -49,7 +49,9 @@ def refuse_duplicates(paths: List[Path], what: str = "the nccl-tests log") -> No
 
 def load_topo_file(path: str) -> Topology:
     """--topo: `gputopo scan --json` output (it has GPU models and bus ids, so a mismatch with
-    the logs is seen in full) or saved `nvidia-smi topo -m` text."""
+    the logs is seen in full) or saved `nvidia-smi topo -m` text. What reading the text said
+    (cut after a row, no legend) is kept in ``Topology.notes``, prefixed "--topo FILE: ", for
+    the import to say (run.json ``options.topology_notes``, report/import_numbering.py)."""
     import json
 
     from gputopo.inputs import MAX_DESCRIPTION_BYTES, read_user_bytes
@@ -62,5 +64,9 @@ def load_topo_file(path: str) -> Topology:
         except (ValueError, KeyError, TypeError) as e:
             raise InputFileError(path, f"not a gputopo topology (`gputopo scan --json`): {e}") from None
     from gputopo.probe.smi import decode_smi_bytes, topology_from_smi_file_text
+    from gputopo.text_input import display_name
 
-    return topology_from_smi_file_text(decode_smi_bytes(data), source=path)
+    notes: List[str] = []  # what `scan --from-smi` says of the file (cut, no legend): the import says it too
+    topo = topology_from_smi_file_text(decode_smi_bytes(data), source=path, notes=notes)
+    topo.notes = [f"--topo {display_name(path)}: {n}" for n in notes]
+    return topo

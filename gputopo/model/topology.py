@@ -189,6 +189,9 @@ class Topology:
     simulated: bool = False
     machine: str = ""  # a name for the machine (hostname or sim name)
     nics: List[Nic] = field(default_factory=list)  # in nvidia-smi's column order
+    #: What reading its file said and an import must say too (`--topo FILE: the text ends after
+    #: row NIC2 ...`); not part of topology.json, not compared.
+    notes: List[str] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self):
         self._pairs = {p.gpus: p for p in self.pairs}

@@ -22,7 +22,7 @@ from .expected import class_of
 from .expected_basis import expected_notes, no_reference_notes
 from .headline import Headline, headlines
 from .import_findings import import_findings
-from .import_numbering import gpu_numbering_notes
+from .import_numbering import gpu_numbering_notes, topology_file_notes
 from .peer_access import peer_access_notes
 from .nccl_debug_findings import nccl_debug_findings
 from .integrity_findings import corrupt_findings
@@ -153,6 +153,7 @@ def _analyze(run: Run) -> Analysis:
     derived += staged_findings(run.measurements, topo)
     derived += noisy_findings(run.measurements, topo)
     derived += import_findings(run)
+    notes += topology_file_notes(run)  # what reading an import's --topo file said (cut, no legend)
     notes += gpu_numbering_notes(run)  # which --topo GPU each imported device is, and on what basis
     notes += peer_access_notes(run)
     derived += nccl_debug_findings(run.nccl_debug, topo)  # an imported NCCL_DEBUG log (import nccl-debug --into)

@@ -31,6 +31,21 @@ def gpu_numbering_notes(run: Run) -> List[str]:
     return notes
 
 
+#: How a note on the import's --topo file begins ("--topo FILE: the text ends after row NIC2 ...").
+TOPO_FILE = "--topo "
+
+
+def topology_file_notes(run: Run) -> List[str]:
+    """What reading an import's --topo file said (importers/user_inputs.py ``load_topo_file``:
+    an `nvidia-smi topo -m` text cut after a row, without its legend), kept in run.json as
+    ``options.topology_notes``, each already "--topo FILE: ..."."""
+    options: Any = run.info.get("options")
+    said: Any = options.get("topology_notes") if isinstance(options, dict) else None
+    if not isinstance(said, list):
+        return []
+    return [n for n in said if isinstance(n, str) and n.startswith(TOPO_FILE)]
+
+
 def numbering_of(doc: Dict[str, Any]) -> Dict[int, int] | None:
     """{output's device number: the run's GPU number} of an imported output, None where its
     GPUs kept the output's own numbers."""

@@ -42,6 +42,8 @@ def write_imported_run(run_dir: Path, *, source: str, fabric: str, simulated: bo
     """Write the folder of an import of ``source`` (the tool): run.json, topology.json, every
     measurement (the file exists even when there is none), then ``document_name`` holding
     ``document`` (what the tool's output held, with ``schema_version``)."""
+    if topology.notes:  # what reading --topo said (cut, no legend): the report says it
+        options = {**options, "topology_notes": list(topology.notes)}
     info = run_info(fabric=fabric, simulated=simulated, machine=topology.machine, argv=argv, options=options,
                     source=source)
     write_json(run_dir / RUN_JSON, info)

@@ -10,7 +10,7 @@ from typing import Optional, Set
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.report.expected_basis import ABOVE_REFERENCE, AS_EXPECTED, NO_REFERENCE
-from gputopo.report.import_numbering import GPU_NUMBERS
+from gputopo.report.import_numbering import GPU_NUMBERS, TOPO_FILE
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
 from gputopo.report.summary import Summary
 
@@ -152,6 +152,8 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             hanging(console, Text(ABOVE_REFERENCE, style="yellow"), note.removeprefix(ABOVE_REFERENCE))
         elif note.startswith(NO_REFERENCE):  # ... and those no published figure applies to, and why
             hanging(console, Text(NO_REFERENCE, style="dim"), note.removeprefix(NO_REFERENCE))
+        elif note.startswith(TOPO_FILE):  # what reading an import's --topo file said (cut, no legend)
+            hanging(console, Text("note: ", style="dim"), note)
         elif note.startswith(GPU_NUMBERS):  # which --topo GPU each imported device is, and why
             hanging(console, Text(GPU_NUMBERS, style="dim"), note.removeprefix(GPU_NUMBERS))
         elif note.startswith(KERNEL_LOG_NOTE):  # an imported kernel log's driver lines that are no finding

@@ -126,3 +126,47 @@ def test_nccl_debug_topo_refusals(tmp_path, pcie_scan):
     run.mkdir()
     err = refused("import", "nccl-debug", DDP_LOG, "--topo", SEED_SMI, "--into", run)
     assert "give one of --into and --topo" in err
+
+
+CHLC = REPO / "tests" / "fixtures" / "p2pbw" / "chlc-blog_8x4090_stock-driver_p2p-none_no-device-header.txt"
+CHLC_TOPO = CHLC.with_name(CHLC.stem + ".topo.txt")
+
+
+def test_import_says_what_reading_the_topo_file_said(tmp_path):
+    """The posted `topo -m` text is cut after row NIC2 (no NIC3 row, no legend): `scan --from-smi`
+    says so, and `import p2pbw --topo` says the same, prefixed with the --topo file, on the
+    terminal, in report.md, in summary.json's notes and in run.json; it is no finding."""
+    scan = gputopo_here("scan", "--from-smi", CHLC_TOPO, "--no-history")
+    assert scan.returncode == 0, scan.stderr
+    said = [line.split(": ", 3)[3] for line in scan.stderr.splitlines() if line.startswith("gputopo: note: ")]
+    cut = [n for n in said if "the text ends after row NIC2" in n]
+    assert cut, scan.stderr
+    r = gputopo_here("import", "p2pbw", CHLC, "--topo", CHLC_TOPO, "--out", tmp_path / "run", "--no-history")
+    assert r.returncode == 0, r.stderr
+    expected = [f"--topo {CHLC_TOPO}: {n}" for n in said]
+    assert " ".join(r.stdout.split()).count(" ".join(expected[0].split()).split(" (")[0]) == 1, r.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [n for n in summary["notes"] if n.startswith("--topo ")] == expected
+    assert not any("the text ends" in json.dumps(f) for f in summary["findings"])
+    report = " ".join((tmp_path / "run" / "report.md").read_text().split())
+    assert " ".join(expected[0].split()) in report
+    options = json.loads((tmp_path / "run" / "run.json").read_text())["options"]
+    assert options["topology_notes"] == expected
+
+
+def test_nccl_debug_and_perftest_say_what_reading_the_topo_file_said(tmp_path):
+    """The same note where `import nccl-debug --topo` (no run folder: its text and its --json
+    document) and `import perftest --topo` (its report) say theirs."""
+    cut = f"--topo {CHLC_TOPO}: line 12: the text ends after row NIC2, so row NIC3 is not in it"
+    code, out, err = gputopo_here("import", "nccl-debug", DDP_LOG, "--topo", CHLC_TOPO)
+    assert code == 0, err
+    assert cut in " ".join(out.split()), out
+    code, out, err = gputopo_here("import", "nccl-debug", DDP_LOG, "--topo", CHLC_TOPO, "--json")
+    assert code == 0, err
+    assert [n for n in json.loads(out)["topology_notes"] if n.startswith(cut)]
+    perftest = next((REPO / "tests" / "fixtures" / "perftest").glob("*ib-write-bw*.txt"))
+    code, out, err = gputopo_here("import", "perftest", perftest, "--topo", CHLC_TOPO, "--out", tmp_path / "r",
+                                  "--no-history")
+    assert code == 0, err
+    assert cut in " ".join(out.split()), out
+    assert cut in (tmp_path / "r" / "report.md").read_text()
