@@ -147,15 +147,22 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
         if f.gpus and len(f.gpus) >= 2 and tuple(sorted(f.gpus)) in rows:
             rows[tuple(sorted(f.gpus))].findings.append(f)
     for f in findings:  # a GPU's own link problem flags the pairs that travel over that link
-        if f.gpus and len(f.gpus) == 1 and f.kind in GPU_LINK_KINDS and f.severity in ("error", "warning"):
+        if f.gpus and (len(f.gpus) == 1 or f.kind in GROUP_LINK_KINDS) and f.kind in GPU_LINK_KINDS \
+                and f.severity in ("error", "warning"):
             for key, r in rows.items():
-                if len(key) == 2 and f.gpus[0] in key and gpu_finding_touches(topo, f, key, r.link_class):
+                if len(key) == 2 and gpu_finding_touches(topo, f, key, r.link_class) \
+                        and not any(x is f for x in r.findings):
                     r.findings.append(f)
     return [rows[k] for k in sorted(rows, key=lambda g: (len(g), g))]
 
 
 #: Findings about one GPU's own links: they flag the pairs whose traffic uses those links.
-GPU_LINK_KINDS = ("gpu-lost", "nvlink-down", "pcie-downgraded", "link-errors")
+#: ``counter-growth``: an NVLink counter (evidence ``counter`` nvlink_*) or PCIe replays
+#: (pcie_replay) growing between scans; other counters (ECC, remapped rows, Xids) are no link's.
+#: ``nvlink-fabric``: NVML's fabric health or registration, about the GPU's NVLink traffic.
+GPU_LINK_KINDS = ("gpu-lost", "nvlink-down", "pcie-downgraded", "link-errors", "counter-growth", "nvlink-fabric")
+#: GPU link kinds one finding of which may name several GPUs (each GPU's pairs are flagged).
+GROUP_LINK_KINDS = ("nvlink-fabric",)
 
 
 
@@ -192,18 +199,29 @@ def gpu_finding_touches(topo: Optional[Topology], f: Finding, pair: tuple, link_
     """Whether a GPU's own finding (GPU_LINK_KINDS) bears on ``pair``: a lost GPU on all its
     pairs; NVLinks down or erring on the pairs those links connect (by wiring, else the pair's
     NVLink class, else all pairs when no NVLink of the GPU is up); a narrow PCIe link on its
-    PCIe pairs."""
+    PCIe pairs; a growing error counter on its link's pairs (NVLink counters on the NVLink
+    pairs, PCIe replays on the PCIe pairs, other counters on none); an NVLink fabric problem on
+    the NVLink pairs of each GPU it names."""
     if not f.gpus:  # a GPU finding names its GPU; one that does not bears on no pair
         return False
-    gpu = f.gpus[0]
+    named = f.gpus if f.kind in GROUP_LINK_KINDS else f.gpus[:1]
+    return any(_touches_from(topo, f, g, pair, link_class) for g in named if g in pair)
+
+
+def _touches_from(topo: Optional[Topology], f: Finding, gpu: int, pair: tuple, link_class: Optional[str]) -> bool:
     other = pair[1] if pair[0] == gpu else pair[0]
     nvlink_pair = bool(link_class and link_class.startswith("NV"))
+    ev = f.evidence or {}
     if f.kind == "gpu-lost":
         return True
     if f.kind == "pcie-downgraded":
         return not nvlink_pair
-    nv_errors = f.kind == "nvlink-down" or any(k.startswith("nvlink") for k in (f.evidence or {}))
-    pcie_errors = f.kind == "link-errors" and "pcie.replay" in (f.evidence or {})
+    if f.kind == "counter-growth":  # a growing counter: its link's pairs (the NIC's or memory's none)
+        counter = str(ev.get("counter") or "")
+        nv_errors, pcie_errors = counter.startswith("nvlink_"), counter == "pcie_replay"
+    else:
+        nv_errors = f.kind in ("nvlink-down", "nvlink-fabric") or any(k.startswith("nvlink") for k in ev)
+        pcie_errors = f.kind == "link-errors" and "pcie.replay" in ev
     if pcie_errors and not nvlink_pair:
         return True
     if not nv_errors:

@@ -6,7 +6,8 @@ with an excluded or lost GPU, a GPU the run localised as faulty, or a pair that 
 corrupted data on every path) is ranked by its worst pair:
 
 1. the pair's state, best first: ``ok``; ``degraded`` (a GPU of it has NVLinks down, a PCIe
-   link narrower than it can be, or link errors: correct but slower); ``p2p-broken`` (peer copies corrupt but copies through host memory are fine, or the
+   link narrower than it can be, link errors, link error counters growing between scans or an
+   unhealthy or unregistered NVLink fabric: correct but slower); ``p2p-broken`` (peer copies corrupt but copies through host memory are fine, or the
    scan sees the IOMMU/ACS that break them and no run cleared the pair): usable only with
    ``NCCL_P2P_DISABLE=1`` and DDP, never nn.DataParallel;
 2. with a run (``--from``): the worst pair's measured GB/s (its headline series); pairs the run
@@ -28,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from gputopo.model import Finding, LinkClass, Topology
 
 from .causes import path_facts
-from .pairs import gpu_finding_touches
+from .pairs import GROUP_LINK_KINDS, gpu_finding_touches
 
 #: Pair states, best first; ``broken`` pairs are never placed.
 STATES = ("ok", "degraded", "p2p-broken", "broken")
@@ -36,7 +37,9 @@ STATES = ("ok", "degraded", "p2p-broken", "broken")
 MAX_SETS = 200_000
 #: A GPU's own link problems the scan sees: its pairs are correct but slower (``degraded``).
 DEGRADING = {"nvlink-down": "NVLinks down", "pcie-downgraded": "PCIe link narrower than it can be",
-             "link-errors": "link error counters above NVIDIA DCGM's limit"}
+             "link-errors": "link error counters above NVIDIA DCGM's limit",
+             "counter-growth": "link error counters growing between scans",
+             "nvlink-fabric": "NVLink fabric not healthy or not registered (NVML)"}
 #: Best pairs a greedy search grows sets from.
 GREEDY_SEEDS = 32
 #: Kinds that break a pair for every path (unless only its peer path is shown bad).
@@ -96,12 +99,13 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
     out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
                                if g.lost is not None}
     for f in findings:
-        if f.kind in DEGRADING and f.severity != "info" and f.gpus and len(f.gpus) == 1:
-            g = f.gpus[0]
+        if f.kind in DEGRADING and f.severity != "info" and f.gpus and (len(f.gpus) == 1 or f.kind in GROUP_LINK_KINDS):
             for p, st in states.items():
                 # a narrow PCIe link slows every job on the GPU (its host copies), not only its PCIe pairs
-                if g in p and (f.kind == "pcie-downgraded" or gpu_finding_touches(topo, f, p, str(_lc(topo, p)))):
-                    st.worse("degraded", f"GPU {g}: {DEGRADING[f.kind]}")
+                on = [g for g in f.gpus if g in p]
+                if on and (f.kind == "pcie-downgraded" or gpu_finding_touches(topo, f, p, str(_lc(topo, p)))):
+                    st.worse("degraded", f"GPU{'s' if len(f.gpus) > 1 else ''} "
+                             f"{','.join(map(str, f.gpus))}: {_degrading_words(f)}")
     for p, st in states.items():
         lc = _lc(topo, p)
         if lc is None or lc.is_nvlink:
@@ -113,6 +117,15 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
         if why:
             st.worse("p2p-broken", f"PCIe peer path suspect, not measured ({' and '.join(why)})")
     return states, out_gpus
+
+
+def _degrading_words(f: Finding) -> str:
+    if f.kind == "counter-growth":
+        counter = str((f.evidence or {}).get("counter") or "")
+        what = ("NVLink error counters" if counter.startswith("nvlink_")
+                else "PCIe replays" if counter == "pcie_replay" else counter)
+        return f"{what} growing between scans (history)"
+    return DEGRADING[f.kind]
 
 
 def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int, str]]:
