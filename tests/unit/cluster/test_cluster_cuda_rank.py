@@ -308,6 +308,26 @@ class Hang:
         raise RuntimeError("released at the end of the test")
 
 
+def _measure_with_a_call_that_never_returns(monkeypatch, method: str):
+    """One group's measurement (``--timeout 5``) whose process group's ``method`` never returns
+    until the measurement is over: (what it recorded, the fake GPU, the clock, the hang)."""
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    clock = Clock()
+    gpu = FakeGpu(clock)
+    b = backend(clock, gpu, timeout_s=5.0)
+    key = group_key(1, "all", [0, 1])
+    b._pg_store.set(key + "/gate", "ready")
+    pg, hang = gpu.pg(2), Hang()
+    setattr(pg, method, hang)
+    b._make_group = lambda key, ranks: pg
+    rec: dict = {}
+    try:
+        b._measure(key, [0, 1], rec)
+    finally:
+        hang.release.set()
+    return rec, gpu, clock, hang
+
+
 def test_an_nccl_communicator_set_up_that_never_returns_ends_at_the_round_s_deadline(monkeypatch):
     """Issue: NCCL made a group's communicator lazily inside its first all_reduce, on the main
     thread; a set-up that never returned (an IB fabric that never answers, a bootstrap to an
@@ -316,20 +336,7 @@ def test_an_nccl_communicator_set_up_that_never_returns_ends_at_the_round_s_dead
     the rank's own device), in a thread the rank polls against the round's deadline: at the
     deadline the group is aborted and the rank records that its set-up did not return, its
     own fact (not an error raised, not a peer's failure), and no all_reduce was issued."""
-    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
-    clock = Clock()
-    gpu = FakeGpu(clock)
-    b = backend(clock, gpu, timeout_s=5.0)
-    key = group_key(1, "all", [0, 1])
-    b._pg_store.set(key + "/gate", "ready")
-    pg, hang = gpu.pg(2), Hang()
-    pg.eager_connect_single_device = hang
-    b._make_group = lambda key, ranks: pg
-    rec = {}
-    try:
-        b._measure(key, [0, 1], rec)
-    finally:
-        hang.release.set()
+    rec, gpu, clock, hang = _measure_with_a_call_that_never_returns(monkeypatch, "eager_connect_single_device")
     assert hang.entered.is_set() and set(rec) == {"setup_timed_out"}, rec
     assert rec["setup_timed_out"] == "the NCCL communicator set-up did not return within --timeout 5 s"
     assert gpu.aborted == 1 and not [c for c in gpu.calls if c.startswith("allreduce")]
@@ -356,20 +363,7 @@ def test_the_communicator_is_made_for_the_rank_s_device_on_its_stream():
 def test_a_first_all_reduce_whose_host_call_never_returns_is_bounded_too(monkeypatch):
     """NCCL connects a communicator's transports on its first collective of each kind, inside
     the host call (``ncclAllReduce``); that call never returning is bounded the same way."""
-    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
-    clock = Clock()
-    gpu = FakeGpu(clock)
-    b = backend(clock, gpu, timeout_s=5.0)
-    key = group_key(1, "all", [0, 1])
-    b._pg_store.set(key + "/gate", "ready")
-    pg, hang = gpu.pg(2), Hang()
-    pg.allreduce = hang
-    b._make_group = lambda key, ranks: pg
-    rec = {}
-    try:
-        b._measure(key, [0, 1], rec)
-    finally:
-        hang.release.set()
+    rec, gpu, clock, hang = _measure_with_a_call_that_never_returns(monkeypatch, "allreduce")
     assert rec == {"setup_timed_out": "the group's first all_reduce (1 element) did not return within "
                                       "--timeout 5 s"}, rec
     assert gpu.aborted == 1 and 5.0 <= clock.t < 5.5
