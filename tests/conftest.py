@@ -75,6 +75,16 @@ def pytest_configure(config):
     _install_spawn_guard()
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Say how the browser checks of report.html went (CI's log shows that they ran, or why
+    not): tests/helpers/browser.py."""
+    from helpers.browser import summary_line
+
+    line = summary_line(terminalreporter.stats)
+    if line:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(autouse=True)
 def _history_in_tmp(tmp_path_factory, monkeypatch):
     """Every test (and every CLI it starts) records its runs in a database of its own under

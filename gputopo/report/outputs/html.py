@@ -140,7 +140,7 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
     if summary.simulated:
         parts.append(f'<div class="banner" id="simulated-banner">SIMULATED: {escape(simulated_line(summary))}</div>')
     parts.append(f"<h1>{escape(title)}</h1>")
-    parts.append(f'<p class="{escape(summary.verdict)}">{escape(verdict_line(summary))}</p>')
+    parts.append(f'<p class="{escape(summary.verdict)}" id="verdict">{escape(verdict_line(summary))}</p>')
     parts.append("<h2>What was found</h2>")
     items = story(summary)
     parts.append(_story(summary, items))
