@@ -212,6 +212,38 @@ def test_pair_link_classes_compared_cell_by_cell(tmp_path):
     assert sum(1 for f in v if f.startswith("pair[")) == 28
 
 
+def test_an_underlined_topo_header_is_no_difference(tmp_path):
+    """Recent drivers print the `topo -m` header between ANSI escapes even when piped (a real
+    capture: tests/fixtures/topo/rwth-omp-offload_c16g_2gpu_nv2_ansi.txt). The comparison of
+    gputopo's smi text with it strips them as the parser does: before, `differs` on the header
+    line and exit 1 on a healthy machine. A cell that differs still does."""
+    env = {**_env(), "FAKE_NVIDIA_SMI_HANG": None}
+    scan = gputopo_here("scan", "--sim", "seed-8gpu", "--json", cwd=REPO, env=env, timeout=60)
+    smi = gputopo_here("scan", "--sim", "seed-8gpu", "--format", "smi", cwd=REPO, env=env, timeout=60)
+    assert "\x1b" not in smi.stdout
+    (tmp_path / cmp.SCAN_JSON).write_text(scan.stdout)
+    (tmp_path / cmp.SCAN_SMI).write_text(smi.stdout)
+    lines = smi.stdout.split("\n")
+    head = lines[0].split("\t")  # as the real capture: "\t\x1b[4mGPU0\tGPU1...\x1b[0m"
+    lines[0] = "\t".join([head[0], "\x1b[4m" + head[1]] + head[2:]) + "\x1b[0m"
+    (tmp_path / cmp.SMI_TOPO).write_text("\n".join(lines))
+    doc = cmp.compare_scan(tmp_path)
+    assert _verdicts(doc)["scan --format smi text"] == {"equal"}
+    assert doc["counts"]["differs"] == 0 and cmp.main(["scan", str(tmp_path)]) == 0
+    cells = lines[1].split("\t")
+    cells[2] = "NV4" if cells[2].strip() != "NV4" else "SYS"
+    lines[1] = "\t".join(cells)
+    (tmp_path / cmp.SMI_TOPO).write_text("\n".join(lines))
+    assert _verdicts(cmp.compare_scan(tmp_path))["scan --format smi text"] == {"differs"}
+
+
+def test_the_fake_nvidia_smi_underlines_its_topo_header_as_recent_drivers_do():
+    """So `make gpu-check-fake` goes through the stripping (the comparison's fake tests above)."""
+    for machine in ("h100-sxm-1gpu", "h100-pcie-1gpu"):
+        first = (FAKE / machine / "topo-m.txt").read_text().split("\n")[0]
+        assert first.startswith("\t\x1b[4mGPU0\t") and first.endswith("\x1b[0m"), (machine, first)
+
+
 def test_tracebacks_are_cut_from_logs_whole():
     text = ("noise\nTraceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    f()\n"
             "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
