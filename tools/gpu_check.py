@@ -559,8 +559,12 @@ def _j_nccl(check: Check, r: Result) -> Tuple[str, str]:
     doc = _load_json(check.path("nccl-one-rank.json"))
     if not isinstance(doc, dict):
         return FAILED, f"exit {r.rc}: " + _clip(_last_line(_text(r.stderr, check.dir)))
-    what = (f"{doc.get('backend')} one-rank all_reduce {doc.get('size_bytes', 0) >> 20} MiB: "
-            f"#wrong {doc.get('wrong')}, {doc.get('algbw_gbps') or 0:.1f} GB/s algbw ({doc.get('timing')})")
+    med = doc.get("median_s")
+    # one rank moves no data between GPUs: its time is said, no bandwidth (probe's NO_BANDWIDTH)
+    what = (f"{doc.get('backend')} one-rank all_reduce ({doc.get('reduce_op') or '?'}) "
+            f"{doc.get('size_bytes', 0) >> 20} MiB, no bandwidth (one rank): #wrong {doc.get('wrong')}, "
+            + (f"median {med * 1e3:.3f} ms per call ({doc.get('timing')})" if isinstance(med, (int, float))
+               else "no time"))
     if r.rc != 0 or not doc.get("verified"):
         return FAILED, what + "; " + _clip(_last_line(str(doc.get("error") or "")) or "not verified")
     if doc.get("fabric") != "cuda":

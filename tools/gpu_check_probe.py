@@ -9,7 +9,8 @@
                builds the process group (NCCL on the cuda fabric, gloo on the cpu fabric) and
                measures `collective.all_reduce` with the same Spec and measure() as every bench
                collective. One rank moves no data between GPUs: the check is that NCCL starts,
-               runs its kernel, and leaves the buffer bit-exact.
+               runs a kernel (the all_reduce is an AVG: NCCL's one-rank path runs none for a sum
+               in place) and leaves the buffer bit-exact; no bandwidth is said.
     numerics   the numerics' one-GPU reference training (gputopo.numerics.worker_main._run_job,
                kind "reference", the job a numerics worker runs for GPU i of a pair) on the GPU,
                with its batch-halves-swapped re-run, and the same job on the CPU for reference
@@ -38,6 +39,13 @@ if str(REPO) not in sys.path:
 
 #: Exit code of a probe that needs CUDA where there is none (as gputopo's "no GPU").
 NEEDS_CUDA = 3
+#: The reduction the one-rank all_reduce asks NCCL for (gputopo/bench/fabrics/cpu.py
+#: DistMixin.all_reduce_op): NCCL's one-rank path (src/enqueue.cc ncclLaunchOneRank) runs a
+#: kernel only for a pre-multiplied sum, which AVG on float32 is (by 1/1: the input bit for bit);
+#: a sum in place is no work at all.
+ONE_RANK_NCCL_OP = "avg"
+#: Why the one-rank all_reduce says no bandwidth.
+NO_BANDWIDTH = "one rank moves no data between GPUs: its time is one GPU's own pass over the buffer, no link's"
 
 
 def _emit(doc: Dict[str, Any], out: Optional[str]) -> None:
@@ -249,7 +257,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
         msg = recv()
         if msg[0] == "fatal":
             doc.update(error=f"worker could not start ({msg[1]}): {msg[2]}")
-            return doc
+            return judged(doc, fabric)  # (verified: false, said as the step's line)
         info = msg[1]
         case = Case("collective.all_reduce", (0,), None, size_bytes)
         step = {"id": "gpu-check-nccl", "group": "collectives", "gpus": [0], "local_gpus": [0],
@@ -277,15 +285,26 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
             proc.join(5)
         stop_forkserver()
     doc["wall_s"] = round(time.monotonic() - t0, 3)
+    return judged(doc, fabric)
+
+
+def judged(doc: Dict[str, Any], fabric: str) -> Dict[str, Any]:
+    """``doc`` with what its measurement says and whether it is ``verified``: bit-exact, timed,
+    and on NCCL the all_reduce an AVG (a sum on one rank runs no kernel: proves nothing)."""
     m = doc.get("measurement") or {}
     derived = m.get("derived") or {}
     extra = m.get("extra") or {}
     doc.update(samples_s=m.get("samples_s"), median_s=derived.get("median_s"),
-               algbw_gbps=derived.get("algbw_gbps"), wrong=m.get("wrong"),
-               first_bad_index=m.get("first_bad_index"), timing=m.get("timing"),
+               # one rank moves no byte between GPUs: no bandwidth is said for it (the cpu path's
+               # size / time was 198 GB/s of nothing)
+               algbw_gbps=None, no_bandwidth=NO_BANDWIDTH, reduce_op=extra.get("reduce_op"),
+               wrong=m.get("wrong"), first_bad_index=m.get("first_bad_index"), timing=m.get("timing"),
                timing_method=extra.get("timing_method"), nccl_transport=extra.get("nccl_transport"))
     if m.get("error") and not doc.get("error"):
         doc["error"] = m["error"]
+    if m and not doc.get("error") and fabric == "cuda" and doc["reduce_op"] != ONE_RANK_NCCL_OP:
+        doc["error"] = (f"the all_reduce was a {doc['reduce_op']}, not an {ONE_RANK_NCCL_OP}: on one rank NCCL "
+                        "runs no kernel for it, so a right buffer proves nothing")
     doc["verified"] = bool(m) and not doc.get("error") and m.get("wrong") == 0 and bool(m.get("samples_s"))
     return doc
 

@@ -39,7 +39,7 @@ from gputopo.writable import check_writable_dir, refuse_odd_outputs
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
-from .peer_mappings import PEER_LIMIT
+from .peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, nvswitch_gpus, peer_limit_record
 from .plan import count_cases, measurement_key, plan_steps
 from .results import RunResult, bench_document
 from .runner import NullProgress, Runner
@@ -247,7 +247,8 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
               if description is not None else None,
               concurrent=concurrent, steps=len(steps),
               **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options,
-                 WORKER_ENV_KEY: env_record})
+                 WORKER_ENV_KEY: env_record,
+                 PEER_LIMIT_KEY: peer_limit_record(topology) if fabric == "cuda" else None})
     for note in cut_notes:
         log.event({"type": "cut-line-cleared", "note": note})
     for r in redo:
@@ -261,6 +262,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
     runner = Runner(
         fabric=fabric, log=log, timeout_s=options.timeout_s, concurrent=concurrent,
         pool_size=pool, progress=progress, peer_limit=PEER_LIMIT if fabric == "cuda" else None,
+        peer_exempt=nvswitch_gpus(topology) if fabric == "cuda" else (),
         config=_worker_config(topology, fabric, description, options.timeout_s, threads),
         step_settings={"warmup": eff.warmup, "samples": eff.samples,
                        "latency_repeat": eff.latency_repeat})

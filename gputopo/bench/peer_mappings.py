@@ -27,8 +27,13 @@ p2pBandwidthLatencyTest does, works, so both directions of a pair in one process
 Counting a mapping that is not made (a pair without peer access, a mapping NCCL did give
 back) only costs a worker start; missing one costs a crash on a healthy pair.
 
-The CUDA guide exempts NVSwitch systems; the limit is applied on every machine all the same
-(telling an NVSwitch system apart is not done here; the cost is extra worker starts).
+The CUDA guide exempts NVSwitch systems, so the limit is skipped for a GPU whose peers are all
+reached through NVSwitch (``nvswitch_gpus``: every NVLink NVML reports up on it and on each other
+GPU of the machine has an NVSwitch at its far end, and where NVML reports a fabric registration,
+each has completed successfully, in one clique). It is kept for every other GPU: a PCIe machine, a
+GPU whose NVLinks are down (its peers are reached over PCIe), and every GPU of a machine that has
+one (a peer of theirs is not reached through NVSwitch), a GPU whose links NVML could not read.
+Which GPUs it applied to goes into run.json (``peer_limit_record``).
 A worker's torch remembers that it enabled a peer, so disabling peer access under it is not
 safe: the only way to give mappings back is to end the process. When a step would take a device
 past the limit, idle workers that hold mappings on it are ended first (``room_for``); the next
@@ -39,7 +44,10 @@ Pure Python, no torch.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from gputopo.model.fabric import GpuFabric
+from gputopo.model.values import is_value
 
 #: Peer connections one device may hold at once, system-wide (the CUDA guide's "eight").
 PEER_LIMIT = 8
@@ -51,11 +59,68 @@ def _pair(a: int, b: int) -> Pair:
     return (a, b) if a < b else (b, a)
 
 
-class PeerLedger:
-    """The pairs each live worker (by key) holds a mapping for, and the counts they add up to."""
+#: run.json's key for what ``peer_limit_record`` says (a bench run on the cuda fabric; null elsewhere).
+PEER_LIMIT_KEY = "peer_limit"
 
-    def __init__(self, limit: int = PEER_LIMIT):
+
+def _switched(g) -> bool:
+    """Whether GPU ``g`` reaches its peers through NVSwitch as NVML reports it: not lost, its
+    NVLinks all read, at least one up, every one up with an NVSwitch at its far end, and its
+    fabric registration (where NVML reports one) completed successfully."""
+    if g.lost is not None or not g.nvlinks or any(not isinstance(lk.active, bool) for lk in g.nvlinks):
+        return False
+    up = g.active_nvlinks()
+    if not up or any(str(lk.remote_type) != "SWITCH" for lk in up):
+        return False
+    f = g.fabric
+    return not isinstance(f, GpuFabric) or f.ready
+
+
+def _clique(g) -> Optional[Tuple[Any, Any]]:
+    f = g.fabric
+    if isinstance(f, GpuFabric) and is_value(f.clique_id):
+        return (f.cluster_uuid if is_value(f.cluster_uuid) else None, f.clique_id)
+    return None
+
+
+def nvswitch_gpus(topology) -> List[int]:
+    """NVML indices of the GPUs whose peers are all reached through NVSwitch: the GPU and every
+    other GPU of the machine reach their peers through NVSwitch (``_switched``), and where NVML
+    names their fabric cliques, the same one (GPUs of two cliques reach each other over PCIe).
+    CUDA's limit of 8 is stated for non-NVSwitch systems only. A GPU alone has no peer: it is
+    not counted as one (nothing maps a peer on it)."""
+    gpus = [g for g in topology.gpus if g.lost is None]
+    if len(gpus) < 2:
+        return []
+    out = []
+    for g in gpus:
+        if not _switched(g):
+            continue
+        mine = _clique(g)
+        if all(_switched(h) and (mine is None or _clique(h) is None or _clique(h) == mine)
+               for h in gpus if h is not g):
+            out.append(g.nvml_index)
+    return out
+
+
+def peer_limit_record(topology, limit: int = PEER_LIMIT) -> Dict[str, Any]:
+    """What run.json says of the limit: per GPU (NVML index), whether it was applied."""
+    exempt = set(nvswitch_gpus(topology))
+    return {"limit": int(limit),
+            "applied_to": [g.nvml_index for g in topology.gpus if g.nvml_index not in exempt],
+            "skipped_for": sorted(exempt),
+            "why_skipped": ("every NVLink NVML reports up on these GPUs and on each of their peers has "
+                            "an NVSwitch at its far end; CUDA states the limit of 8 peer connections "
+                            "per device for non-NVSwitch systems only") if exempt else None}
+
+
+class PeerLedger:
+    """The pairs each live worker (by key) holds a mapping for, and the counts they add up to.
+    ``exempt``: devices CUDA's limit does not apply to (``nvswitch_gpus``), never counted over."""
+
+    def __init__(self, limit: int = PEER_LIMIT, exempt: Iterable[int] = ()):
         self.limit = int(limit)
+        self.exempt = frozenset(int(d) for d in exempt)
         self.held: Dict[str, Set[Pair]] = {}
 
     def hold(self, key: str, a: int, b: int) -> None:
@@ -84,7 +149,7 @@ class PeerLedger:
     def over(self, extra: Mapping[str, Iterable[Pair]], without: Iterable[str] = ()) -> List[int]:
         """The devices that would hold more than ``limit`` mappings with ``extra`` added."""
         gone = list(without)
-        devices = sorted({d for pairs in extra.values() for p in pairs for d in p})
+        devices = sorted({d for pairs in extra.values() for p in pairs for d in p} - self.exempt)
         return [d for d in devices if self.count(d, extra, gone) > self.limit]
 
     def room_for(self, extra: Mapping[str, Iterable[Pair]], idle: Iterable[str],

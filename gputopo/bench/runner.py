@@ -59,7 +59,7 @@ class Runner:
     def __init__(self, *, fabric: str, config: dict, log: RunLog, timeout_s: float,
                  concurrent: bool = False, pool_size: int = 1, progress=None,
                  step_settings: Optional[dict] = None, on_measurement=None,
-                 peer_limit: Optional[int] = None):
+                 peer_limit: Optional[int] = None, peer_exempt: Sequence[int] = ()):
         self.fabric = fabric
         self.config = config
         self.log = log
@@ -83,8 +83,9 @@ class Runner:
         self._share = False  # every sim step measured by every worker (shares.py)
         self.delivered_by: Dict[str, int] = {}  # measurements each worker key delivered
         # The peer mappings each live worker holds (peer_mappings.py), None: not counted (the
-        # cuda fabric counts them: CUDA allows a device 8 at once, over all processes)
-        self.peers = PeerLedger(peer_limit) if peer_limit else None
+        # cuda fabric counts them: CUDA allows a device 8 at once, over all processes, on
+        # non-NVSwitch systems; ``peer_exempt``: the GPUs reached through NVSwitch, not counted)
+        self.peers = PeerLedger(peer_limit, exempt=peer_exempt) if peer_limit else None
 
     # ------------------------------------------------------------------ workers
     def _start_worker(self, key: str) -> _Worker:

@@ -467,4 +467,5 @@ def _collective(ops, case: Case) -> Spec:
 
     return Spec(case.test, case.gpus, case.direction, case.size_bytes, 4 * n,
                 busbw_factor(case.test, world), prepare, devices=tuple(local),
-                extra=dict(ops.extra(case.test, case.src, case.dst), ranks=world))
+                extra=dict(ops.extra(case.test, case.src, case.dst), ranks=world,
+                           **({"reduce_op": ops.all_reduce_op()} if coll.operation == "all_reduce" else {})))

@@ -296,7 +296,11 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
         except WorkerCrash as e:
             raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}") from e
 
-    pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir)
+    from gputopo.bench.peer_mappings import nvswitch_gpus
+
+    # CUDA's 8 peer mappings per device hold on non-NVSwitch systems only (peer_mappings.py)
+    exempt = [cuda_of[g] for g in nvswitch_gpus(topology) if g in cuda_of]
+    pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir, peer_exempt=exempt)
     with _pool_closed(pool, out, "NCCL workers"):
         for i, j in pairs:
             lc = str(topology.link_class(i, j))

@@ -28,7 +28,7 @@ import queue
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .worker_main import worker_main
 
@@ -68,7 +68,8 @@ class WorkerPool:
     after a hang or a crash. ``backend``: "gloo", "nccl" or "sim"."""
 
     def __init__(self, backend: str, threads: int = 1, size: int = 2,
-                 log_dir: Optional[str] = None, name: Optional[str] = None):
+                 log_dir: Optional[str] = None, name: Optional[str] = None,
+                 peer_exempt: Iterable[int] = ()):
         self.backend = backend
         self.name = name or backend  # in the log file names (pools side by side differ)
         self.size = size
@@ -85,9 +86,10 @@ class WorkerPool:
         self.starts = 0
         # The peer mappings the live workers hold (gputopo.bench.peer_mappings): a job naming
         # two CUDA devices maps them in every rank that runs it; CUDA allows a device 8 at once
+        # on non-NVSwitch systems (``peer_exempt``: the CUDA devices reached through NVSwitch)
         from gputopo.bench.peer_mappings import PeerLedger
 
-        self._peers = PeerLedger()
+        self._peers = PeerLedger(exempt=peer_exempt)
         #: Starts made only to give peer mappings back (not after a hang or a crash).
         self.peer_starts = 0
 

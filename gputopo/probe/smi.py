@@ -102,13 +102,20 @@ def decode_smi_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
+def strip_ansi(text: str) -> str:
+    """``text`` without the terminal escapes (``ESC[4m`` ... ``ESC[0m``) recent drivers put around
+    the `topo -m` header even when piped: the one pattern this parser strips them with, for any
+    reader of nvidia-smi's text (tools/gpu_check_compare.py compares the matrix lines with it)."""
+    return _ANSI_RE.sub("", text)
+
+
 def _split_lines(text: str) -> List[_Line]:
     if text.startswith("\ufeff"):
         text = text[1:]
     parts = text.split("\r") if ("\r" in text and "\n" not in text) else text.split("\n")
     out = []
     for no, raw in enumerate(parts, 1):
-        s = _ANSI_RE.sub("", raw.replace("\r", "")).replace("\xa0", " ").replace("\u200b", "")
+        s = strip_ansi(raw.replace("\r", "")).replace("\xa0", " ").replace("\u200b", "")
         out.append(_Line(no, s))
     return _unpipe(out)
 

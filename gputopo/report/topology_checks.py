@@ -212,12 +212,21 @@ FABRIC_HEALTH = {
 def _fabric_health(topo):
     """What NVML's fabric health mask says (nvmlGpuFabricInfo_v2 healthMask), one finding per
     condition and GPU group. A mask whose fields are all NOT_SUPPORTED is no health: the scan's
-    fabric line says it is not known (GpuFabric.health_text), and nothing here is made of it."""
+    fabric line says it is not known (GpuFabric.health_text), and nothing here is made of it.
+
+    The mask is read only once the GPU's registration has completed (the scan's fabric line
+    shows it only then too): before that the registration itself is the finding (_fabric). A GPU
+    alone on its machine has no NVLink peer, so no traffic of its uses the fabric: whatever the
+    mask says is one info line per GPU (_alone_health), never a warning or error. A GPU passed
+    alone into a VM from a shared NVSwitch system can report its bandwidth degraded and its
+    NVLinks insufficient, and is healthy."""
+    alone = len(topo.gpus) == 1
     groups: Dict[Tuple[str, str], List[int]] = {}
     evidence: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    out = []
     for g in topo.gpus:
         f = g.fabric
-        if g.lost is not None or not isinstance(f, GpuFabric) or f.health is None:
+        if g.lost is not None or not isinstance(f, GpuFabric) or f.health is None or not f.completed:
             continue
         h = f.health
         found = [(sev, what) for k, (sev, what) in FABRIC_HEALTH.items() if h[k] == "true"]
@@ -225,12 +234,14 @@ def _fabric_health(topo):
         if wrong not in ("none", "not-supported"):
             found.append(("error", f"NVML reports the GPU's NVLink fabric configuration incorrect ({wrong}; "
                                    "nvml.h: INCORRECT_CONFIGURATION)"))
+        if alone:
+            out += _alone_health(g, f) if found else []
+            continue
         for key in found:
             groups.setdefault(key, []).append(g.nvml_index)
             ev = evidence.setdefault(key, {"health_masks": {}, "health": {}})
             ev["health_masks"][str(g.nvml_index)] = f.health_mask
             ev["health"][str(g.nvml_index)] = h
-    out = []
     for (severity, what), gpus in groups.items():
         out.append(Finding(
             "nvlink-fabric", severity, f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}: {what}",
@@ -240,6 +251,19 @@ def _fabric_health(topo):
             remedies=["`nvidia-smi -q | grep -A 12 Fabric` shows the GPU's fabric health; check the fabric "
                       "manager's log and `nvidia-smi nvlink -s`", REMEDY_NVLINK]))
     return out
+
+
+def _alone_health(g, f: GpuFabric) -> List[Finding]:
+    """The fabric health conditions of the machine's only GPU: one info line saying what NVML
+    reported (in GpuFabric.health_text's words, the mask in hex) and why nothing is judged."""
+    return [Finding(
+        "nvlink-fabric", "info",
+        f"GPU {g.nvml_index}: NVML reports its NVLink fabric {f.health_text()} (health mask "
+        f"{int(f.health_mask):#x}); it is the only GPU, so no peer traffic uses NVLink and nothing "
+        "is judged from it",
+        gpus=[g.nvml_index],
+        evidence={"health_masks": {str(g.nvml_index): f.health_mask}, "health": {str(g.nvml_index): f.health},
+                  "gpus": [g.nvml_index], "judged": False})]
 
 
 def _pcie_downgraded(topo):

@@ -90,6 +90,10 @@ def test_one_rank_all_reduce_goes_through_the_bench_worker(tmp_path):
     assert doc["backend"] == "gloo" and doc["world_size"] == 1
     m = doc["measurement"]
     assert m["test"] == "collective.all_reduce" and m["extra"]["ranks"] == 1
+    # one rank moves no data between GPUs: no bandwidth (before: 198 GB/s here); gloo sums (only
+    # NCCL is asked for AVG, so that its one-rank path runs a kernel: test_one_rank_all_reduce.py)
+    assert doc["algbw_gbps"] is None and "no data between GPUs" in doc["no_bandwidth"]
+    assert doc["reduce_op"] == m["extra"]["reduce_op"] == "sum"
     assert len(m["samples_s"]) == 3 and m["timing"] == "wall"
     assert (tmp_path / "nccl-one-rank-worker.log").is_file()
 
@@ -212,6 +216,49 @@ def test_pair_link_classes_compared_cell_by_cell(tmp_path):
     assert sum(1 for f in v if f.startswith("pair[")) == 28
 
 
+def test_an_underlined_topo_header_is_no_difference(tmp_path):
+    """Recent drivers print the `topo -m` header between ANSI escapes even when piped (a real
+    capture: tests/fixtures/topo/rwth-omp-offload_c16g_2gpu_nv2_ansi.txt). The comparison of
+    gputopo's smi text with it strips them as the parser does: before, `differs` on the header
+    line and exit 1 on a healthy machine. A cell that differs still does."""
+    env = {**_env(), "FAKE_NVIDIA_SMI_HANG": None}
+    scan = gputopo_here("scan", "--sim", "seed-8gpu", "--json", cwd=REPO, env=env, timeout=60)
+    smi = gputopo_here("scan", "--sim", "seed-8gpu", "--format", "smi", cwd=REPO, env=env, timeout=60)
+    assert "\x1b" not in smi.stdout
+    (tmp_path / cmp.SCAN_JSON).write_text(scan.stdout)
+    (tmp_path / cmp.SCAN_SMI).write_text(smi.stdout)
+    lines = smi.stdout.split("\n")
+    head = lines[0].split("\t")  # as the real capture: "\t\x1b[4mGPU0\tGPU1...\x1b[0m"
+    lines[0] = "\t".join([head[0], "\x1b[4m" + head[1]] + head[2:]) + "\x1b[0m"
+    (tmp_path / cmp.SMI_TOPO).write_text("\n".join(lines))
+    doc = cmp.compare_scan(tmp_path)
+    assert _verdicts(doc)["scan --format smi text"] == {"equal"}
+    assert doc["counts"]["differs"] == 0 and cmp.main(["scan", str(tmp_path)]) == 0
+    cells = lines[1].split("\t")
+    cells[2] = "NV4" if cells[2].strip() != "NV4" else "SYS"
+    lines[1] = "\t".join(cells)
+    (tmp_path / cmp.SMI_TOPO).write_text("\n".join(lines))
+    assert _verdicts(cmp.compare_scan(tmp_path))["scan --format smi text"] == {"differs"}
+
+
+def test_the_fake_nvidia_smi_underlines_its_topo_header_as_recent_drivers_do():
+    """So `make gpu-check-fake` goes through the stripping (the comparison's fake tests above)."""
+    for machine in ("h100-sxm-1gpu", "h100-pcie-1gpu"):
+        first = (FAKE / machine / "topo-m.txt").read_text().split("\n")[0]
+        assert first.startswith("\t\x1b[4mGPU0\t") and first.endswith("\x1b[0m"), (machine, first)
+
+
+def test_the_one_rank_all_reduce_says_no_bandwidth(tmp_path):
+    """One rank moves no data between GPUs: the step's line says its time and no GB/s (before:
+    "198.0 GB/s algbw" on the cpu path, a figure for a transfer that never happened)."""
+    doc = {"fabric": "cuda", "backend": "nccl", "size_bytes": 64 << 20, "wrong": 0, "verified": True,
+           "reduce_op": "avg", "median_s": 0.000321, "timing": "cuda-events", "algbw_gbps": 198.0}
+    (tmp_path / "nccl-one-rank.json").write_text(json.dumps(doc))
+    verdict, line = gpu_check._j_nccl(SimpleNamespace(path=tmp_path.joinpath), SimpleNamespace(rc=0, stderr=""))
+    assert verdict == "ok" and "GB/s" not in line and "no bandwidth" in line
+    assert "nccl one-rank all_reduce (avg) 64 MiB" in line and "median 0.321 ms per call (cuda-events)" in line
+
+
 def test_tracebacks_are_cut_from_logs_whole():
     text = ("noise\nTraceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    f()\n"
             "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
@@ -265,6 +312,7 @@ def test_the_check_runs_end_to_end_on_the_fake_and_the_sim(fake_run):
     got = {k: steps[k]["verdict"] for k in want}
     assert got == want, (got, proc.stdout)
     assert "gloo one-rank all_reduce" in steps["nccl-one-rank"]["line"] and "#wrong 0" in steps["nccl-one-rank"]["line"]
+    assert "GB/s" not in steps["nccl-one-rank"]["line"] and "no bandwidth" in steps["nccl-one-rank"]["line"]
     assert steps["numerics-refusal"]["exit_code"] == 3
     assert steps["compare-scan"]["line"].startswith(f"{json.loads((folder / 'comparison.json').read_text())['counts']['equal']} equal, 0 differ")
     for s in summary["steps"]:  # every step that ran: its command, exit code, time and output
@@ -394,3 +442,21 @@ def test_sigterm_to_the_check_stops_the_step_and_keeps_the_folder(tmp_path):
     assert _steps(summary)["injected-hang"]["verdict"] == "interrupted"
     assert (folder.parent / (folder.name + ".tar.gz")).is_file()
     assert _alive_with("time.sleep(600)") == []
+
+
+def test_the_one_rank_nccl_all_reduce_is_verified_only_as_an_avg():
+    """On NCCL a one-rank sum runs no kernel (ncclLaunchOneRank): a right buffer after it proves
+    nothing, so the probe verifies only an AVG (a pre-multiplied sum NCCL does launch)."""
+    import gpu_check_probe as probe
+
+    def doc(op):
+        return {"measurement": {"samples_s": [0.001], "wrong": 0, "timing": "cuda-events",
+                                "derived": {"median_s": 0.001, "algbw_gbps": 67.1},
+                                "extra": {"reduce_op": op, "ranks": 1}}}
+
+    ok = probe.judged(doc("avg"), "cuda")
+    assert ok["verified"] is True and ok["algbw_gbps"] is None and ok["reduce_op"] == "avg"
+    bad = probe.judged(doc("sum"), "cuda")
+    assert bad["verified"] is False and "runs no kernel" in bad["error"]
+    assert probe.judged(doc("sum"), "cpu")["verified"] is True  # gloo: a sum, as asked
+    assert probe.judged({"error": "worker could not start"}, "cuda")["verified"] is False

@@ -267,6 +267,11 @@ class Ops:
     def all_reduce(self, bufs: Dict[int, torch.Tensor]) -> None:
         raise NotImplementedError
 
+    def all_reduce_op(self) -> str:
+        """The reduction :meth:`all_reduce` asks for ("sum"; "avg" where a sum would run no
+        kernel: one NCCL rank, fabrics/cpu.py DistMixin). Recorded as ``reduce_op``."""
+        return "sum"
+
     def all_gather(self, outs: Dict[int, torch.Tensor], ins: Dict[int, torch.Tensor]) -> None:
         raise NotImplementedError
 

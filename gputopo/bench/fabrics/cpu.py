@@ -10,7 +10,7 @@ rank's time (nccl-tests reports the max over ranks); wrong-element counts are su
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -29,6 +29,8 @@ class DistMixin(Ops):
     """Rank-level collectives and the cross-rank sample combine, over torch.distributed."""
 
     world = 1
+    #: torch.distributed's ReduceOp all_reduce uses (all_reduce_op), once known.
+    _reduce_op: Any = None
 
     def _dist(self):
         import torch.distributed as dist
@@ -69,9 +71,31 @@ class DistMixin(Ops):
         firsts = [int(r[2]) for r in rows if r[1] > 0 and r[2] >= 0]
         return t, w, (min(firsts) if firsts else None)
 
+    def all_reduce_op(self) -> str:
+        """"avg" for a process group of one NCCL rank, else "sum". NCCL's one-rank path
+        (src/enqueue.cc taskAppend -> ncclLaunchOneRank, src/device/onerank.cu) launches no
+        kernel unless the op is a pre-multiplied sum: an in-place sum does nothing and an
+        out-of-place one is a memcpy, so the buffer is trivially right and the time is no
+        collective's. ncclAvg on float32 is a pre-multiplied sum by 1/nRanks (hostToDevRedOp),
+        which it runs its oneRankReduce kernel for; by 1.0, so the result is the input bit for
+        bit (torch's ProcessGroupNCCL passes ReduceOp.AVG as ncclAvg). Gloo is asked for a sum:
+        it has no AVG in general (ProcessGroupGloo: "Cannot use ReduceOp.AVG with Gloo")."""
+        if self.world != 1:
+            return "sum"
+        dist = self._dist()
+        try:
+            nccl = dist.is_initialized() and str(dist.get_backend()) == "nccl"
+        except (RuntimeError, ValueError):
+            nccl = False
+        return "avg" if nccl else "sum"
+
     def all_reduce(self, bufs) -> None:
+        dist = self._dist()
+        op = self._reduce_op  # decided at the first call (a warm-up), not in every timed one
+        if op is None:
+            op = self._reduce_op = dist.ReduceOp.AVG if self.all_reduce_op() == "avg" else dist.ReduceOp.SUM
         for t in bufs.values():
-            self._dist().all_reduce(t)
+            dist.all_reduce(t, op=op)
 
     def all_gather(self, outs, ins) -> None:
         fn = _first_available(self._dist(), "all_gather_single", "all_gather_into_tensor",

@@ -22,7 +22,7 @@ from typing import Dict, List, Set, Tuple
 import pytest
 
 from gputopo.bench.options import BenchOptions, all_pairs
-from gputopo.bench.peer_mappings import PEER_LIMIT, PeerLedger
+from gputopo.bench.peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, PeerLedger, nvswitch_gpus, peer_limit_record
 from gputopo.bench.plan import plan_steps
 from gputopo.runfolder.writer import RunLog
 
@@ -33,8 +33,11 @@ class FakeDriver:
     """Peer mappings per live process: a process that ran anything on GPUs a and b holds one
     mapping on each; a device past ``limit`` fails the call (and the mapping is not made)."""
 
-    def __init__(self, limit: int = PEER_LIMIT):
+    def __init__(self, limit: int = PEER_LIMIT, unlimited: Tuple[int, ...] = ()):
         self.limit = limit
+        #: devices with no limit: those of an NVSwitch system (the CUDA guide states the limit
+        #: "on non-NVSwitch enabled systems")
+        self.unlimited = set(unlimited)
         self.lock = threading.Lock()
         self.live: Dict[object, Set[Tuple[int, int]]] = {}
         self.peak = 0
@@ -42,6 +45,8 @@ class FakeDriver:
         self.ran: Dict[Tuple[str, int], Set[Tuple[int, int]]] = {}  # (key, pid) -> pairs
 
     def count(self, device: int) -> int:
+        if device in self.unlimited:
+            return 0
         return sum(1 for pairs in self.live.values() for p in pairs if device in p)
 
     def map(self, proc, who: Tuple[str, int], a: int, b: int) -> bool:
@@ -157,16 +162,20 @@ def _machine(n: int):
 
 
 def _run(tmp_path, monkeypatch, n: int, tests=("p2p", "dp", "collectives"), concurrent=False,
-         step_s: float = 0.0):
+         step_s: float = 0.0, topo=None, driver=None):
+    """Run the plan of every pair of ``topo`` (default: a generated PCIe machine of ``n`` GPUs)
+    on the fake driver, the runner given the peer limit and its exemptions as run_bench gives them."""
     import gputopo.bench.runner as runner_mod
 
-    driver = FakeDriver()
+    driver = driver or FakeDriver()
     monkeypatch.setattr(runner_mod, "mp_context", lambda: FakeContext(driver, step_s))
-    topo = _machine(n)
+    topo = topo or _machine(n)
+    n = len(topo.gpus)
     opts = BenchOptions(pairs=all_pairs(range(n)), tests=tests, concurrent=concurrent)
     steps = plan_steps(topo, opts)
     runner = runner_mod.Runner(fabric="cuda", config={}, log=RunLog(tmp_path), timeout_s=30,
-                               concurrent=concurrent, peer_limit=PEER_LIMIT)
+                               concurrent=concurrent, peer_limit=PEER_LIMIT,
+                               peer_exempt=nvswitch_gpus(topo))
     runner.run(steps)
     return driver, runner, steps
 
@@ -239,6 +248,127 @@ def test_the_ledger_ends_idle_workers_done_first_and_waits_for_busy_ones():
                         next_use={"gpu0": 5}) == ["gpu1", "gpu0"]
     led.drop("gpu0")
     assert led.count(0) == 1 and led.over({"gpu2": [(0, 2)]}) == []
+
+
+# ----------------------------------------------------------------------------- NVSwitch (issue 43, item 7)
+
+
+def _builtin(name: str):
+    from gputopo.sim.description import load_builtin
+    from gputopo.sim.scan import scan_description
+
+    return scan_description(load_builtin(name))
+
+
+def _described(tmp_path, text: str, name: str = "m"):
+    from gputopo.sim.description import load_description
+    from gputopo.sim.scan import scan_description
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return scan_description(load_description(str(path)))
+
+
+def _switched16(tmp_path):
+    """16 H100 SXM on NVSwitch (as an HGX 16-GPU system would be), every GPU in clique 0."""
+    return _described(tmp_path, 'nvswitch = true\nname = "sw16"\n[defaults]\nname = "NVIDIA H100 80GB HBM3"\n'
+                      'nvlinks = 18\nnvlink_version = 4\n' + "[[gpu]]\n" * 16, "sw16")
+
+
+def _starts(runner) -> int:
+    return len(runner.worker_pids)
+
+
+@pytest.mark.parametrize("which", ["dgx-h100", "dgx-a100", "sw16"])
+def test_an_nvswitch_machine_runs_every_pair_in_one_process_per_gpu(tmp_path, monkeypatch, which):
+    """Every GPU's peers are reached through NVSwitch (NVML: every NVLink up has an NVSwitch at
+    its far end): CUDA's limit of 8 is stated for non-NVSwitch systems only, so the default plan
+    (all pairs, every test group) starts one worker per GPU. Before: 16 starts on 8 GPUs, 123 on 16."""
+    topo = _switched16(tmp_path) if which == "sw16" else _builtin(which)
+    n = len(topo.gpus)
+    assert nvswitch_gpus(topo) == list(range(n))
+    driver, runner, steps = _run(tmp_path, monkeypatch, n, topo=topo,
+                                 driver=FakeDriver(unlimited=tuple(range(n))))
+    assert driver.failures == [] and runner.failures == [] and runner.steps_done == len(steps)
+    assert _starts(runner) == n and _retired(tmp_path) == []
+
+
+def test_an_nvswitch_machine_with_a_gpu_off_the_fabric_keeps_the_limit_everywhere(tmp_path, monkeypatch):
+    """degraded-nvlink: GPU 5's NVLinks are all down, so its peers reach it over PCIe, and every
+    other GPU has a peer (GPU 5) not reached through NVSwitch: the limit holds for all eight, and
+    on a driver that enforces it on every device no step fails."""
+    topo = _builtin("degraded-nvlink")
+    assert nvswitch_gpus(topo) == []
+    driver, runner, steps = _run(tmp_path, monkeypatch, 8, topo=topo)
+    assert driver.failures == [] and runner.failures == [] and runner.steps_done == len(steps)
+    assert 0 < driver.peak <= PEER_LIMIT and _retired(tmp_path)
+
+
+def test_the_limit_is_skipped_only_for_the_devices_the_ledger_is_told():
+    led = PeerLedger(exempt=[0])
+    for p in range(1, 9):
+        led.hold("gpu0", 0, p)
+    assert led.over({"gpu9": [(0, 9)]}) == []  # device 0 not counted; device 9 holds 1
+    for k in range(10, 18):
+        led.hold(f"gpu{k}", 9, k)
+    assert led.over({"gpu0": [(0, 9)]}) == [9]  # device 9 still is
+
+
+def _switched8(**gpu3) -> str:
+    """8 H100 SXM on NVSwitch; GPU 3 with the keys given."""
+    extra = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in gpu3.items())
+    return ('nvswitch = true\nname = "sw8"\n[defaults]\nname = "NVIDIA H100 80GB HBM3"\nnvlinks = 18\n'
+            'nvlink_version = 4\n' + "".join("[[gpu]]\n" + (extra if k == 3 else "") for k in range(8)))
+
+
+@pytest.mark.parametrize("text, why", [
+    (_switched8(), None),
+    # two fabric cliques: GPUs of different cliques reach each other over PCIe
+    (_switched8(fabric_clique_id=1), "clique"),
+    # a GPU whose fabric registration has not completed reaches no peer over NVLink
+    (_switched8(fabric_state="in-progress"), "fabric"),
+    (_switched8(fabric_status="NOT_READY"), "fabric failed"),
+    # a GPU whose NVLinks are down reaches its peers over PCIe
+    (_switched8(nvlinks_down="all"), "links down"),
+    # no NVSwitch: NVLink bridges between pairs
+    ('extends = "a100-pcie-4gpu-bridged"\nname = "x"\n', "bridges"),
+])
+def test_the_limit_is_kept_where_a_peer_is_not_reached_through_nvswitch(tmp_path, text, why):
+    topo = _described(tmp_path, text)
+    assert nvswitch_gpus(topo) == ([] if why else list(range(8))), why
+
+
+def test_a_gpu_alone_is_no_nvswitch_gpu():
+    assert nvswitch_gpus(_builtin("h100-sxm-shared-vm")) == []
+
+
+def test_run_json_says_which_gpus_the_limit_applied_to(tmp_path, monkeypatch):
+    import json
+
+    import gputopo.bench.api as api
+
+    seen: dict = {}
+
+    class Runner:
+        def __init__(self, **kw):
+            seen.update(kw)
+            self.interrupted, self.steps_done = False, 0
+            self.measurements, self.failures, self.worker_pids = [], [], []
+
+        def run(self, steps, meanwhile=None):
+            pass
+
+    monkeypatch.setattr(api, "Runner", Runner)
+    for name, exempt in (("dgx-h100", list(range(8))), ("degraded-nvlink", [])):
+        out = tmp_path / name
+        opts = BenchOptions(pairs=[(0, 1)], tests=("collectives",), out_dir=str(out), progress=False)
+        api.run_bench(_builtin(name), opts, "cuda")
+        assert list(seen["peer_exempt"]) == exempt and seen["peer_limit"] == PEER_LIMIT
+        rec = json.loads((out / "run.json").read_text())[PEER_LIMIT_KEY]
+        assert rec["limit"] == 8 and rec["skipped_for"] == exempt
+        assert rec["applied_to"] == [g for g in range(8) if g not in exempt]
+        assert (rec["why_skipped"] is None) == (not exempt)
+    assert peer_limit_record(_builtin("pcie-4gpu"))["applied_to"] == [0, 1, 2, 3]
 
 
 # ----------------------------------------------------------------------------- numerics
@@ -336,3 +466,19 @@ def test_the_numerics_notes_say_why_their_workers_started_afresh():
         pass
     assert out.notes == ["NCCL workers started 5 time(s) (4 of them fresh workers so that no GPU "
                          "held more than 8 peer mappings at once, CUDA's limit)"]
+
+
+def test_numerics_workers_on_nvswitch_gpus_are_not_started_afresh(tmp_path, monkeypatch):
+    """The numerics' pool is told the CUDA devices reached through NVSwitch (issue 43, item 7):
+    every pair of 10 such devices runs in the first two workers."""
+    import gputopo.numerics.worker as nw
+
+    driver = FakeDriver(unlimited=tuple(range(10)))
+    monkeypatch.setattr(nw, "_mp_context", lambda: FakeNumericsContext(driver))
+    pool = nw.WorkerPool("nccl", log_dir=str(tmp_path), peer_exempt=range(10))
+    try:
+        for i, j in all_pairs(range(10)):
+            pool.run({"kind": "ddp", "cuda_devices": [i, j]}, ranks=(0, 1), timeout_s=10)
+    finally:
+        pool.close()
+    assert driver.failures == [] and pool.starts == 1 and pool.peer_starts == 0

@@ -142,3 +142,52 @@ def test_the_mask_survives_the_json_round_trip(tmp_path):
     topo = _scan(tmp_path, HEALTHY)
     back = topology_from_json(topology_to_json(topo))
     assert back.gpu(0).fabric.health_mask == HEALTHY
+
+
+# ----------------------------------------------------------------------------- a GPU alone (issue 43, item 4)
+
+#: What a GPU passed alone into a VM from a shared NVSwitch system can report: registration
+#: completed, bandwidth degraded (bits 0-1 = 1) and configuration insufficient-nvlinks (bits 8-11 = 5).
+SHARED_VM_MASK = 0x501
+
+
+def _scan_text(tmp_path, text, name="t"):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    lib = FakeNvml(load_description(str(path)))
+    lib.nvmlInit()
+    try:
+        return read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    finally:
+        lib.nvmlShutdown()
+
+
+def test_a_gpu_alone_is_never_broken_by_its_fabric_health_mask(tmp_path):
+    """Before: WARNING (bandwidth degraded) and ERROR (insufficient NVLinks), bench "broken"."""
+    topo = _scan_text(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
+                      f'fabric_health_mask = {SHARED_VM_MASK}\n')
+    assert topo.gpu(0).fabric.health_mask == SHARED_VM_MASK
+    found = [f for f in topology_findings(topo) if f.kind == "nvlink-fabric"]
+    assert [(f.severity, f.gpus) for f in found] == [("info", [0])]
+    msg = found[0].message
+    assert "bandwidth degraded" in msg and "insufficient-nvlinks" in msg and "0x501" in msg
+    assert "no peer traffic uses NVLink" in msg
+    assert found[0].evidence["health_masks"] == {"0": SHARED_VM_MASK} and found[0].evidence["gpus"] == [0]
+    assert {f.severity for f in topology_findings(topo)} == {"info"}
+
+
+def test_a_gpu_alone_with_a_healthy_mask_says_nothing_more(tmp_path):
+    topo = _scan_text(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
+                      f'fabric_health_mask = {HEALTHY}\n')
+    assert [f for f in topology_findings(topo) if f.kind == "nvlink-fabric"] == []
+
+
+@pytest.mark.parametrize("state", ["not-started", "in-progress"])
+def test_the_mask_is_read_only_for_a_completed_registration(tmp_path, state):
+    """Eight NVSwitch GPUs whose registration has not completed: the registration finding, and
+    nothing from a mask NVML has not filled in for them."""
+    topo = _scan_text(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_state = "{state}"\n'
+                      f'fabric_health_mask = {SHARED_VM_MASK}\n')
+    found = _fabric_findings(topo)
+    assert len(found) == 1 and "registration" in found[0][2], found
+    assert "Bandwidth degraded" not in found[0][2] and "INCORRECT_CONFIGURATION" not in found[0][2]

@@ -358,3 +358,29 @@ def test_bad_fabric_keys_are_named(tmp_path, text, key, words):
     with pytest.raises(InputFileError) as ei:
         desc_file(tmp_path, f'[defaults]\nname = "NVIDIA H100 80GB HBM3"\n{text}\n[[gpu]]\n')
     assert key in str(ei.value) and words in str(ei.value)
+
+
+# ----------------------------------------------------------------------------- a GPU alone, its fabric health (issue 43, item 4)
+
+FABRIC_VM = "h100-sxm-shared-vm"
+
+
+def test_the_shared_nvswitch_vm_sim_scans_clean_and_says_its_mask():
+    """Registration completed and health mask 0x501 (bandwidth degraded, insufficient NVLinks) on
+    the only GPU: before, a WARNING and an ERROR; now one info line with what NVML reported."""
+    doc = scan_doc(FABRIC_VM)
+    assert alarms(doc["problems"]) == []
+    (g,) = doc["gpus"]
+    assert g["fabric"]["state"] == "completed" and g["fabric"]["health_mask"] == 0x501
+    (fab,) = [f for f in doc["problems"] if f["kind"] == "nvlink-fabric"]
+    assert fab["severity"] == "info" and "0x501" in fab["message"] and "insufficient-nvlinks" in fab["message"]
+
+
+@pytest.mark.slow
+def test_the_shared_nvswitch_vm_sim_benches_ok(tmp_path):
+    proc = gputopo("bench", "--sim", FABRIC_VM, "--quick", "--json", "--out", tmp_path / "run", env=ALL_GPUS_VISIBLE,
+                   timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"] == "ok" and alarms(doc["findings"]) == []
+    assert "broken" not in proc.stderr
