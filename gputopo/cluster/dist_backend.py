@@ -45,6 +45,9 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
 
+from gputopo.bench.gpu_start import aligned_start, launch_in_interval
+from gputopo.bench.worker_env import apply as apply_env
+from gputopo.bench.worker_env import worker_env
 from gputopo.console import clip
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 from gputopo.model.cluster import Group, GroupResult, LostRank
@@ -75,6 +78,11 @@ WAIT_SLICE_S = 0.1
 FAIL_CHECK_S = 0.5
 #: Seconds between CUDA event queries: only how soon the CPU notices; the time is the GPU's.
 CUDA_POLL_S = 0.0002
+#: Seconds the spin kernel before each sample's gate holds the stream at first (the host's
+#: enqueue of the gate, the start event and the all_reduce fits in it), doubled after a sample
+#: it proved too short for, up to :data:`HOLD_MAX_S`.
+HOLD_S = 0.001
+HOLD_MAX_S = 0.064
 #: Seconds between looks at a set-up step that runs in a thread of its own (the NCCL
 #: communicator's creation, the host side of a group's first all_reduces): only how soon the
 #: rank notices that it returned; none of it is timed.
@@ -83,37 +91,35 @@ SETUP_POLL_S = 0.01
 #: thread of its own: an abort that itself blocks must not hold the rank past the barrier).
 ABORT_WAIT_S = 3.0
 
-#: What a cuda-fabric rank sets, whatever the user's environment says, because it changes what
-#: is timed or whether a lost peer takes a healthy rank down; run.json keeps it (``env_set``).
+#: What a cuda-fabric rank sets besides the bench workers' timing variables
+#: (gputopo.bench.worker_env.TIMING_ENV: blocking wait, launch blocking, NaN check, NCCL's
+#: timing events), whatever the user's environment says: it decides whether a lost peer takes a
+#: healthy rank down; run.json keeps all of it (``env_set``, recorded as the bench's
+#: ``worker_env``).
 RANK_ENV = {
-    "TORCH_NCCL_BLOCKING_WAIT": (
-        "0", "with blocking wait, work.wait() polls the CPU in 1 ms sleeps and the end event is "
-             "recorded after the CPU wakes, so every all_reduce read as whole milliseconds (64 MiB "
-             "on 8 x H100: ~1 ms for ~0.3 ms); gputopo records the end event behind the collective "
-             "and polls it itself, bounded by --timeout"),
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
         "0", "torch's watchdog would tear this rank down at a group's timeout, racing gputopo's "
              "own bounded poll, which aborts the group and names the lost rank instead (torch's "
              "note on aborting a group asks for it off)"),
 }
-#: Older spellings torch still reads; set too where the user's environment has them.
-_RANK_ENV_ALIASES = {"TORCH_NCCL_BLOCKING_WAIT": "NCCL_BLOCKING_WAIT",
-                     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING"}
+#: The older spelling torch still reads (removed, as the bench removes its legacy names).
+_RANK_ENV_LEGACY = {"NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
 
 
 def set_rank_env(fabric: str, environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Dict[str, Any]]:
-    """Set :data:`RANK_ENV` (cuda fabric; the cpu fabric's gloo reads none of it) and return what
-    was set: ``{name: {"value", "was" (None: unset), "why"}}``, for run.json."""
+    """Set the bench workers' timing variables and :data:`RANK_ENV` in this process (cuda
+    fabric; the cpu fabric's gloo reads none of it), before its CUDA context exists (CUDA reads
+    ``CUDA_LAUNCH_BLOCKING`` when it starts), and return what was set as the bench records it:
+    ``{name: {"value" (None: removed), "user_value" (None: unset), "why"}}``, for run.json.
+    With ``CUDA_LAUNCH_BLOCKING=1`` the timed ``pg.allreduce`` on the main thread blocked until
+    the collective ended: a lost peer held a healthy rank outside every bounded poll, and rank 0
+    named the healthy rank hung."""
     env = os.environ if environ is None else environ
-    done: Dict[str, Dict[str, Any]] = {}
     if fabric != "cuda":
-        return done
-    for name, (value, why) in RANK_ENV.items():
-        for var in (name, _RANK_ENV_ALIASES[name]):
-            if var == name or var in env:
-                done[var] = {"value": value, "was": env.get(var), "why": why}
-                env[var] = value
-    return done
+        return {}
+    _, record = worker_env(env, RANK_ENV, _RANK_ENV_LEGACY)
+    apply_env(env, record)
+    return record
 
 
 class RendezvousError(GputopoError):
@@ -185,6 +191,7 @@ class DistBackend:
         self._clock: Callable[[], float] = time.monotonic
         self._sleep: Callable[[float], None] = time.sleep
         self._deadline = 0.0
+        self._hold_s = HOLD_S  # the spin before each sample's gate (cuda)
         self._groups: List[Any] = []  # every data group made (kept alive until the process ends)
         #: the first SIGTERM/SIGINT received during the rounds (by name), or None
         self.stop_signal: Optional[str] = None
@@ -615,46 +622,66 @@ class DistBackend:
         return self.torch.empty(self.size_bytes // 4, dtype=self.torch.float32, device=self.device)
 
     def _time_all_reduce(self, pg, key: str, x, n: int) -> Dict[str, Any]:
+        """``time_s`` (this rank's median over the samples) and ``wrong``. CUDA, per sample
+        (gputopo.bench.gpu_start, the sequence the bench uses too): a spin kernel that covers
+        the host's enqueue of what follows, the gate (a 1-element all_reduce of the group) on
+        the stream, the start event, the timed all_reduce, the end event, and one bounded poll
+        of the end event: every member's interval starts when the last member's GPU reached the
+        gate, so no member times another's CPU lag or its own host launch. A sample whose start
+        the GPU had passed before the all_reduce was enqueued (the hold too short for this host)
+        is left out of the median and the next hold doubled (:data:`HOLD_MAX_S` at most); when no
+        sample was clean, no time (``launch_in_interval``: why)."""
         torch = self.torch
         cuda = self.fabric == "cuda"
-        one = torch.empty(1, dtype=torch.float32, device=self.device)  # the start barrier's message
-        times, wrong = [], 0
+        one = torch.empty(1, dtype=torch.float32, device=self.device)  # the gate's message
+        times: List[float] = []
+        late: List[float] = []
+        wrong = 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
             one.fill_(1.0)
             # the warm-up's calls are the group's first all_reduces of each size: NCCL may
             # connect its transports inside them, on this thread, without a bound of its own
             call = self._first_call if k == 0 else _call
-            # start together: a one-element all_reduce every member must reach, waited for on
-            # this rank's own GPU (cuda: that also covers the fill) with the bounded poll
-            # instead of barrier() / cuda.synchronize(), which block without a bound
-            gate = call(pg, key, [one], "the group's first all_reduce (1 element)")
             if cuda:
-                gate.wait()  # orders the current stream after it (no TORCH_NCCL_BLOCKING_WAIT)
-                ready = torch.cuda.Event()
-                ready.record()
-                self._settle(ready.query, key, pg, "the start barrier")
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()  # NCCL's stream waits for this stream before the collective
+                gate = functools.partial(call, pg, key, [one], "the group's first all_reduce (1 element)")
+                start = aligned_start(torch, self.device, self._hold_s, gate)
                 work = call(pg, key, [x], "the group's first all_reduce of the message")
+                launch = launch_in_interval(start)
                 # with blocking wait off, wait() only makes the current stream wait for the
                 # work's end on NCCL's stream (WorkNCCL::synchronizeStream) and returns: the end
-                # event recorded next is behind the collective on the timed stream. (Blocking
-                # wait polled the CPU in 1 ms sleeps first: every time read as whole ms.)
+                # event recorded next is behind the collective on the timed stream
                 work.wait()
+                end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 self._settle(end.query, key, pg, "the all_reduce")
                 t = start.elapsed_time(end) / 1e3
+                if launch and k:
+                    self._hold_s = min(2 * self._hold_s, HOLD_MAX_S)
             else:
-                self._settle(functools.partial(_gloo_done, gate), key, pg, "the start barrier")
+                # start together: a one-element all_reduce every member must reach, polled
+                gate_work = call(pg, key, [one], "the group's first all_reduce (1 element)")
+                self._settle(functools.partial(_gloo_done, gate_work), key, pg, "the start barrier")
                 t0 = time.perf_counter()
                 work = call(pg, key, [x], "the group's first all_reduce of the message")
                 self._settle(functools.partial(_gloo_done, work), key, pg, "the all_reduce")
                 t = time.perf_counter() - t0
+                launch = False
             wrong += int((x != float(n)).sum().item())
             if k:
-                times.append(t)
-        return {"time_s": statistics.median(times), "wrong": wrong}
+                (late if launch else times).append(t)
+        out: Dict[str, Any] = {"wrong": wrong}
+        if times:
+            out["time_s"] = statistics.median(times)
+        else:
+            out["launch_in_interval"] = (
+                f"rank {self.rank} ({self.env.node_name}): in all {len(late)} sample(s) the GPU "
+                "had started the interval before the host enqueued the all_reduce (its hold, up to "
+                f"{self._hold_s * 1e3:g} ms, was too short for this host), so each time includes "
+                "host launch time")
+        if late and times:
+            out["samples_left_out"] = len(late)
+        return out
 
     def _first_call(self, pg: Any, key: str, tensors: List[Any], what: str) -> Any:
         """``pg.allreduce(tensors)`` bounded by the round's deadline (:meth:`_bounded`): the
@@ -777,6 +804,14 @@ class DistBackend:
         if waited is not None:
             res.na = f"not measured: {waited}"
             return res
+        wrong = sum(r.get("wrong", 0) for r in recs)
+        if wrong:
+            res.wrong = wrong
+            res.error = f"{wrong} wrong elements after all_reduce"
+        untimed = next((r["launch_in_interval"] for r in recs if r.get("launch_in_interval")), None)
+        if untimed is not None:
+            res.na = f"not timed: {untimed}"
+            return res
         if any(r.get("time_s") is None for r in recs):
             res.na = "not measured: a member recorded no time"
             return res
@@ -787,10 +822,6 @@ class DistBackend:
         lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
         if len(lead) > 1:
             res.one_gpu_busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(lead)) / max(lead) / 1e9
-        wrong = sum(r.get("wrong", 0) for r in recs)
-        if wrong:
-            res.wrong = wrong
-            res.error = f"{wrong} wrong elements after all_reduce"
         return res
 
     def measure_intra(self) -> List[GroupResult]:
