@@ -192,7 +192,15 @@ class DistBackend:
         self._sleep: Callable[[float], None] = time.sleep
         self._deadline = 0.0
         self._hold_s = HOLD_S  # the spin before each sample's gate (cuda)
-        self._groups: List[Any] = []  # every data group made (kept alive until the process ends)
+        #: the data groups still alive: a round's are shut down once every rank has reported
+        #: it (:meth:`_shutdown_round`); those a lost rank may still be in are kept
+        self._groups: List[Any] = []
+        #: this round's groups: (key, group), in the order they were made
+        self._round_groups: List[Any] = []
+        #: keys of this rank's groups that it aborted or whose set-up it left running
+        self._not_to_shut: set = set()
+        #: data groups whose shutdown did not return within :data:`ABORT_WAIT_S`
+        self.shutdown_stuck = 0
         #: the first SIGTERM/SIGINT received during the rounds (by name), or None
         self.stop_signal: Optional[str] = None
         #: ranks the last round's gather said were stopped by a signal
@@ -504,8 +512,34 @@ class DistBackend:
             # abandoned work, before the liveness barrier's bound
             pg = dist.ProcessGroupGloo(store, me, size, timedelta(
                 seconds=max(1.0, self._remaining()) + BARRIER_MARGIN_S / 2))
-        self._groups.append(pg)  # kept: a group destroyed while a peer still waits on it breaks the peer's wait
+        # kept until every member has reported the round: a group destroyed while a peer still
+        # waits on it breaks the peer's wait
+        self._groups.append(pg)
+        self._round_groups.append((key, pg))
         return pg
+
+    def _shutdown_round(self) -> None:
+        """Free this round's data groups (NCCL: communicator, buffers, proxy threads, IB queue
+        pairs, NVLS buffers), called once every rank has reported the round (the gather
+        returned): no member waits on them any more. ``shutdown()`` (what
+        ``destroy_process_group`` calls) runs in a thread bounded by :data:`ABORT_WAIT_S`, as
+        the abort does; one that does not return is counted (``shutdown_stuck``) and left. A
+        group this rank aborted (the abort freed it) or whose set-up thread it left running
+        (shutting it down would race that thread) is only dropped. Kept after a round whose
+        barrier or gather lost a rank (never called then): a lost rank may still be in them,
+        and kept groups cost memory, not verdicts. Over a pairwise plan a leader used to hold
+        2(N-1)+1 communicators; on tens of nodes later rounds failed with out-of-memory or
+        ``ibv_reg_mr`` errors on healthy nodes."""
+        done, self._round_groups = self._round_groups, []
+        for key, pg in done:
+            self._groups = [g for g in self._groups if g is not pg]
+            if key in self._not_to_shut:
+                continue
+            t = threading.Thread(target=_quiet(pg.shutdown), name="gputopo-shutdown", daemon=True)
+            t.start()
+            t.join(ABORT_WAIT_S)
+            if t.is_alive():
+                self.shutdown_stuck += 1
 
     def _abort(self, pg: Any) -> None:
         """NCCL: abort the communicator (its kernels stop waiting for a lost peer, this GPU's
@@ -513,14 +547,8 @@ class DistBackend:
         :data:`ABORT_WAIT_S` for it. Gloo: nothing; the abandoned work ends at the group's timeout."""
         if self.fabric != "cuda":
             return
-
-        def run() -> None:
-            try:
-                pg.abort()
-            except Exception:  # noqa: BLE001 - already aborted or torn down
-                pass
-
-        t = threading.Thread(target=run, name="gputopo-abort", daemon=True)
+        self._not_to_shut.update(k for k, g in self._round_groups if g is pg)
+        t = threading.Thread(target=_quiet(pg.abort), name="gputopo-abort", daemon=True)
         t.start()
         t.join(ABORT_WAIT_S)
 
@@ -569,6 +597,8 @@ class DistBackend:
             self._settle(functools.partial(done.wait, SETUP_POLL_S / 10), key, pg, what,
                          poll_s=SETUP_POLL_S)
         except _Abandoned as a:
+            if not done.is_set():  # its thread may still be inside NCCL for this group
+                self._not_to_shut.add(key)
             if a.field == "timed_out":
                 raise _Abandoned("setup_timed_out", f"{what} did not return within --timeout "
                                                     f"{self.timeout_s:g} s") from None
@@ -733,16 +763,21 @@ class DistBackend:
         if self.stop_signal:
             local["stopped_by"] = self.stop_signal
         append_jsonl(rank_log_path(self.run_dir, self.env.node_name, self.rank),
-                     {**local, "size_bytes": self.size_bytes, "timing": self._timing})
+                     {**local, "size_bytes": self.size_bytes, "timing": self._timing,
+                      # this round's and any kept from a round a shutdown did not return in
+                      "data_groups_alive": len(self._groups), "shutdown_stuck": self.shutdown_stuck})
         self.barrier(phase)
         everyone = self.gather(local, phase)
+        self._shutdown_round()  # every rank reported: nobody waits on this round's groups
         self.stopped = [LostRank(r["rank"], r["node"], "stopped", f"stopped by {r['stopped_by']}")
                         for r in everyone if isinstance(r, dict) and r.get("stopped_by")]
         return [self._combine(g, ranks, everyone) for g, ranks in zip(groups, rank_lists)]
 
     def _one_gpu(self, index: int, my_group: Group, local: Dict[str, Any]) -> None:
-        """The group's all_reduce again between one GPU of each node (each node's first rank).
-        A leader whose all-GPU all_reduce did not finish tells the others and skips it."""
+        """The group's all_reduce again between one GPU of each node (each node's first rank),
+        under what is left of the round's deadline, recorded in ``local["one_gpu"]`` (the keys
+        :meth:`_measure` gives), never in the all-GPU fields. A leader whose all-GPU all_reduce
+        did not finish tells the others and skips it."""
         leaders = [self.node_ranks[k][0] for k in my_group]
         if self.rank not in leaders or len(leaders) < 2:
             return
@@ -753,13 +788,11 @@ class DistBackend:
                                        f"all_reduce: its all-GPU one did not finish ({why})")
             return
         sub: Dict[str, Any] = {}
-        self._measure(key, leaders, sub, "one GPU per node: ")
-        if "time_s" in sub:
-            local["one_gpu_time_s"] = sub["time_s"]
-            local["wrong"] = local.get("wrong", 0) + sub.get("wrong", 0)
-        for k in ("error", "after_peer", *NOT_MEASURED):
-            if k in sub:
-                local[k] = sub[k]
+        self._measure(key, leaders, sub)
+        # its own record: the all-GPU figure stands whatever happens here (a leaders-only set-up
+        # that outlasts what is left of --timeout, a leader's own error); the two used to share
+        # fields, and such a leader turned a measured group into a rank error or a slow finding
+        local["one_gpu"] = sub
 
     @property
     def _timing(self) -> str:
@@ -811,18 +844,39 @@ class DistBackend:
         untimed = next((r["launch_in_interval"] for r in recs if r.get("launch_in_interval")), None)
         if untimed is not None:
             res.na = f"not timed: {untimed}"
-            return res
-        if any(r.get("time_s") is None for r in recs):
+        elif any(r.get("time_s") is None for r in recs):
             res.na = "not measured: a member recorded no time"
+        if res.na:
+            self._combine_one_gpu(res, group, everyone)
             return res
         t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
         res.time_s = t
         all_reduce = collective("all_reduce")
         res.busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(ranks)) / t / 1e9
-        lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
-        if len(lead) > 1:
-            res.one_gpu_busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(lead)) / max(lead) / 1e9
+        self._combine_one_gpu(res, group, everyone)
         return res
+
+    def _combine_one_gpu(self, res: GroupResult, group: Group, everyone: List[Dict[str, Any]]) -> None:
+        """The one-GPU-per-node figure of an inter-node group from its leaders' ``one_gpu``
+        records, into ``res.one_gpu_busbw_gbps`` or, when there is none, why
+        (``res.one_gpu_na``); wrong sums there are the group's (``res.wrong``), as corrupt as
+        the all-GPU one's. Nothing here touches the all-GPU figure or its error."""
+        leaders = [self.node_ranks[k][0] for k in group]
+        subs = [everyone[r].get("one_gpu") for r in leaders]
+        if len(leaders) < 2 or all(s is None for s in subs):
+            return  # an intra-node group, or none of its leaders measured (all-GPU failed)
+        wrong = sum(int(s.get("wrong", 0)) for s in subs if s)
+        if wrong:
+            res.wrong += wrong
+            res.error = "; ".join(filter(None, [res.error, f"{wrong} wrong elements after the "
+                                                           "one-GPU-per-node all_reduce"]))
+        why = min((_one_gpu_why(s, f"rank {r} ({self.node_of(r)})") for r, s in zip(leaders, subs)),
+                  key=lambda x: x[0])[1]
+        if why is not None:
+            res.one_gpu_na = f"not measured: {why}"
+            return
+        t = max(s["time_s"] for s in subs if s)
+        res.one_gpu_busbw_gbps = self.size_bytes * collective("all_reduce").busbw_factor(len(leaders)) / t / 1e9
 
     def measure_intra(self) -> List[GroupResult]:
         return self._run_groups([(k,) for k in range(len(self.node_names))], 0, "intra-node round")
@@ -849,6 +903,32 @@ class _Abandoned(Exception):
     def __init__(self, field: str, text: str):
         super().__init__(text)
         self.field, self.text = field, text
+
+
+def _one_gpu_why(sub: Optional[Dict[str, Any]], who: str):
+    """(rank, words) of why a leader's one-GPU record gives no time, the lowest rank the most
+    telling: its own error first, then its set-up or collective timing out, a peer's failure it
+    waited on, a stop, no time at all; (9, None) when it has a time."""
+    if sub is None:
+        return 5, f"{who} did not measure it: its all-GPU all_reduce did not finish"
+    if sub.get("error"):
+        return (1 if not sub.get("after_peer") else 4), f"{who}: {sub['error']}"
+    for n, k in enumerate(NOT_MEASURED):  # setup_timed_out, peer_failed, timed_out, stopped, no_store
+        if sub.get(k):
+            return (2 if k.endswith("timed_out") else 6 + (n > 2)), f"{who}: {sub[k]}"
+    if sub.get("time_s") is None:
+        return 8, f"{who}: " + str(sub.get("launch_in_interval") or "recorded no time")
+    return 9, None
+
+
+def _quiet(fn: Callable[[], Any]) -> Callable[[], None]:
+    """``fn`` for a helper thread: an error (a group already aborted or torn down) is dropped."""
+    def run() -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - nothing to free, or nothing more this rank can do
+            pass
+    return run
 
 
 def _line(e: BaseException) -> str:
