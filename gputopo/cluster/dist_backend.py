@@ -11,8 +11,11 @@ buffer does not fit, a signal stopped it) says so there, and its peers stop wait
 record whose failure they waited on, never an error of their own. Every wait of a round (the
 gate, the collective, the per-sample start barrier) is polled from Python against the round's
 deadline (``--timeout`` after it started), the group's failure key and the stop flag; on cuda
-the times are CUDA events, the end event recorded right after a non-blocking ``wait()`` and
-polled with ``query()``, and a group that passes the deadline is aborted (:data:`RANK_ENV`).
+the times are CUDA events, each sample's start aligned on the GPU (gputopo.bench.gpu_start:
+hold, 1-element all_reduce on the stream, start event), the end event recorded right after a
+non-blocking ``wait()`` and polled with ``query()``, and a group that passes the deadline is
+aborted (:data:`RANK_ENV`). A round's data groups are shut down once every rank reported it
+(:meth:`DistBackend._shutdown_round`); the one-GPU-per-node measure keeps its own record.
 The calls that may block inside torch or NCCL with no bound of their own (the NCCL
 communicator's set-up, made eagerly, and the warm-up's first all_reduce calls, where NCCL
 connects) run in a thread polled the same way (:meth:`DistBackend._bounded`): a set-up that
