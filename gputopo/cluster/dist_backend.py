@@ -31,8 +31,8 @@ SIGINT during the rounds set a flag (:meth:`DistBackend.stop_signals`): the rank
 measuring, tells its group, and the round's gather tells everyone, so the writer names the
 stopped rank. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others
 so and the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``,
-``perf_counter`` on ``cpu`` (``wall``); a group's time is its slowest rank's median. torch is
-imported here and only here in the cluster package.
+``perf_counter`` on ``cpu`` (``wall``); a group's time is the median over samples of its
+slowest rank's (:func:`group_time`). torch is imported here and only here in the cluster package.
 """
 from __future__ import annotations
 
@@ -669,6 +669,8 @@ class DistBackend:
         one = torch.empty(1, dtype=torch.float32, device=self.device)  # the gate's message
         times: List[float] = []
         late: List[float] = []
+        every: List[float] = []
+        late_at: List[int] = []
         wrong = 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
@@ -703,7 +705,14 @@ class DistBackend:
             wrong += int((x != float(n)).sum().item())
             if k:
                 (late if launch else times).append(t)
-        out: Dict[str, Any] = {"wrong": wrong}
+                every.append(t)
+                if launch:
+                    late_at.append(k - 1)
+        # every sample, and those whose hold ended before the launch: the group's time is taken
+        # over the samples no member found late (a late member held the others' kernel too)
+        out: Dict[str, Any] = {"wrong": wrong, "samples_s": every}
+        if late_at:
+            out["late_samples"] = late_at
         if times:
             out["time_s"] = statistics.median(times)
         else:
@@ -852,7 +861,12 @@ class DistBackend:
         if res.na:
             self._combine_one_gpu(res, group, everyone)
             return res
-        t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
+        t = group_time(recs)
+        if t is None:
+            res.na = ("not timed: in every sample some member's hold ended before it enqueued the "
+                      "all_reduce, so each sample includes host launch time")
+            self._combine_one_gpu(res, group, everyone)
+            return res
         res.time_s = t
         all_reduce = collective("all_reduce")
         res.busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(ranks)) / t / 1e9
@@ -878,7 +892,11 @@ class DistBackend:
         if why is not None:
             res.one_gpu_na = f"not measured: {why}"
             return
-        t = max(s["time_s"] for s in subs if s)
+        t = group_time([s for s in subs if s])
+        if t is None:
+            res.one_gpu_na = ("not timed: in every sample some leader's hold ended before it "
+                              "enqueued the all_reduce")
+            return
         res.one_gpu_busbw_gbps = self.size_bytes * collective("all_reduce").busbw_factor(len(leaders)) / t / 1e9
 
     def measure_intra(self) -> List[GroupResult]:
@@ -906,6 +924,20 @@ class _Abandoned(Exception):
     def __init__(self, field: str, text: str):
         super().__init__(text)
         self.field, self.text = field, text
+
+
+def group_time(recs: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """A group's seconds per all_reduce from its members' records: per sample the slowest
+    member's time (the collective ends with it), the median over the samples no member found
+    late (``late_samples``: its hold ended before its launch, which held every member's kernel);
+    None when every sample was late somewhere. Records without per-sample times: the slowest
+    member's median."""
+    per: List[List[float]] = [r.get("samples_s") or [] for r in recs]
+    if all(per) and len({len(p) for p in per}) == 1:
+        late = {i for r in recs for i in r.get("late_samples", ())}
+        clean = [max(p[i] for p in per) for i in range(len(per[0])) if i not in late]
+        return statistics.median(clean) if clean else None
+    return max(r["time_s"] for r in recs)
 
 
 def _one_gpu_why(sub: Optional[Dict[str, Any]], who: str):

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gputopo.cluster.dist_backend import DistBackend, group_key
+from gputopo.cluster.dist_backend import DistBackend, group_key, group_time
 from gputopo.cluster.launch import LaunchEnv
 from tests.helpers.gpu_timeline import Timeline
 
@@ -52,7 +52,7 @@ def rank_backend(gpu, n: int, samples: int) -> DistBackend:
     return b
 
 
-def group_time(n: int, size_bytes: int, samples: int = 5):
+def timed_group(n: int, size_bytes: int, samples: int = 5):
     tl = Timeline(n, cost=lambda numel: kernel_s(4 if numel == 1 else size_bytes, n),
                   launch=LAUNCH, lag=lag, clock_ratio=[1.0 - 0.01 * (r % 3) for r in range(n)])
 
@@ -63,13 +63,13 @@ def group_time(n: int, size_bytes: int, samples: int = 5):
 
     recs = tl.run(rank)
     assert all(r["wrong"] == 0 for r in recs)
-    return max(r["time_s"] for r in recs), recs  # the group's time: its slowest rank's median
+    return group_time(recs), recs  # the group's time, as _combine takes it
 
 
 @pytest.mark.parametrize("n", [2, 8, 16])
 @pytest.mark.parametrize("size", [MIB, 64 * MIB, 1024 * MIB], ids=["1MiB", "64MiB", "1GiB"])
 def test_the_group_s_time_is_the_kernel_s_whatever_each_rank_s_cpu_lag(n, size):
-    t, recs = group_time(n, size)
+    t, recs = timed_group(n, size)
     assert t == pytest.approx(kernel_s(size, n), rel=0.02), (t, kernel_s(size, n))
     assert not any(r.get("samples_left_out") for r in recs)  # the 1 ms hold covered every launch
 
@@ -86,9 +86,22 @@ def test_a_hold_too_short_for_the_host_is_doubled_and_its_samples_left_out():
         out = b._time_all_reduce(gpu.pg(2), group_key(1, "all", [0, 1]), torch.empty(16), 2)
         return out, b._hold_s, gpu.sleeps
 
-    (out, hold, sleeps), _ = tl.run(rank)
+    runs = tl.run(rank)
+    (out, hold, sleeps), _ = runs
     assert out["time_s"] == pytest.approx(kernel_s(64 * MIB, 2), rel=0.02)
     assert out["samples_left_out"] >= 1 and hold >= 0.004 and sleeps[0] < sleeps[-1]
+    assert group_time([o for o, _, _ in runs]) == pytest.approx(kernel_s(64 * MIB, 2), rel=0.02)
+
+
+def test_a_sample_late_on_one_member_is_left_out_on_every_member():
+    """Rank 1's hold ended before its launch in sample 0: rank 0's sample 0 looked clean but
+    its kernel waited for rank 1's launch too. The group takes, per sample, its slowest member,
+    over the samples no member found late."""
+    a = {"time_s": 1e-3, "samples_s": [5e-3, 1e-3, 1e-3], "wrong": 0}
+    b = {"time_s": 1e-3, "samples_s": [5e-3, 1e-3, 1.1e-3], "late_samples": [0], "wrong": 0}
+    assert group_time([a, b]) == pytest.approx(1.05e-3)
+    assert group_time([a, dict(b, late_samples=[0, 1, 2])]) is None
+    assert group_time([{"time_s": 2e-3}, {"time_s": 1e-3}]) == 2e-3  # records of old: medians
 
 
 def test_no_clean_sample_means_no_figure():
