@@ -97,12 +97,14 @@ def overridden(record: Mapping[str, dict]) -> Dict[str, Tuple[Optional[str], Opt
             if v.get("user_value") is not None and v.get("user_value") != v.get("value")}
 
 
-def override_line(record: Mapping[str, dict]) -> Optional[str]:
-    """One line for stderr when the workers replaced a value of the user's (else None)."""
+def override_line(record: Mapping[str, dict], who: str = "the cuda workers",
+                  key: str = WORKER_ENV_KEY) -> Optional[str]:
+    """One line for stderr when the workers (``who``: a cluster's cuda ranks) replaced a value
+    of the user's (else None); ``key``: where run.json says why."""
     changed = overridden(record)
     if not changed:
         return None
     parts = [f"{k}={'unset' if new is None else new} (this shell: {old})"
              for k, (old, new) in sorted(changed.items())]
-    return ("gputopo: the cuda workers run with " + ", ".join(parts)
-            + ": those change what is timed (why: run.json worker_env)")
+    return (f"gputopo: {who} run with " + ", ".join(parts)
+            + f": those change what is timed (why: run.json {key})")

@@ -507,3 +507,9 @@ def test_a_cuda_rank_runs_with_the_bench_workers_timing_environment(monkeypatch)
     _, bench = worker_env({"CUDA_LAUNCH_BLOCKING": "1"})
     assert {k: done[k] for k in bench} == bench  # the bench's record, entry for entry
     assert done["TORCH_NCCL_ASYNC_ERROR_HANDLING"]["value"] == "0"
+    from gputopo.bench.worker_env import override_line
+
+    # rank 0 says so on stderr, as the bench does (cluster/job.py)
+    assert override_line(done, "the cluster's cuda ranks", "env_set") == (
+        "gputopo: the cluster's cuda ranks run with CUDA_LAUNCH_BLOCKING=0 (this shell: 1): those "
+        "change what is timed (why: run.json env_set)")
