@@ -662,8 +662,9 @@ class DistBackend:
         of the end event: every member's interval starts when the last member's GPU reached the
         gate, so no member times another's CPU lag or its own host launch. A sample whose start
         the GPU had passed before the all_reduce was enqueued (the hold too short for this host)
-        is left out of the median and the next hold doubled (:data:`HOLD_MAX_S` at most); when no
-        sample was clean, no time (``launch_in_interval``: why)."""
+        is left out of the median (and, through ``late_samples``, on every member:
+        :func:`group_time`) and the next hold doubled (:data:`HOLD_MAX_S` at most); when no
+        sample was clean, no time (``launch_in_interval``: why). ``samples_s``: every sample."""
         torch = self.torch
         cuda = self.fabric == "cuda"
         one = torch.empty(1, dtype=torch.float32, device=self.device)  # the gate's message
