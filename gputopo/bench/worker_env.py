@@ -1,5 +1,6 @@
 """The few environment variables the bench's (and the numerics') worker processes on the cuda
-fabric set themselves, whatever the user's shell says, because they change what is timed (or
+fabric, and every rank of ``gputopo cluster --fabric cuda`` (cluster/dist_backend.py), set
+themselves, whatever the user's shell says, because they change what is timed (or
 turn a healthy pair's run into a failure); everything else of the user's environment, NCCL's
 own settings included, is inherited as it is (run.json ``nccl_env`` records those).
 
@@ -33,12 +34,12 @@ removed), the user's value it replaced (None: the user had none) and why. No tor
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, MutableMapping, Optional, Tuple
 
 #: run.json key
 WORKER_ENV_KEY = "worker_env"
 
-_HOLD = ("the bench times GPU work enqueued behind a hold kernel; with 1 the host waits for "
+_HOLD = ("gputopo times GPU work enqueued behind a hold kernel; with 1 the host waits for "
          "each {what} before enqueuing the next, the hold ends first and every sample is "
          "flagged hold_too_short (the hold doubled up to 1 s)")
 
@@ -60,20 +61,34 @@ LEGACY_NAMES: Dict[str, str] = {
 }
 
 
-def worker_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, dict]]:
+def worker_env(env: Mapping[str, str], more: Optional[Mapping[str, Tuple[str, str]]] = None,
+               more_legacy: Optional[Mapping[str, str]] = None
+               ) -> Tuple[Dict[str, str], Dict[str, dict]]:
     """``env`` as a cuda worker runs with it, and the record of what was set (run.json
-    ``worker_env``): name -> {"value", "user_value", "why"}."""
+    ``worker_env``): name -> {"value", "user_value", "why"}. ``more`` / ``more_legacy``: a
+    caller's own variables on top of :data:`TIMING_ENV` / :data:`LEGACY_NAMES` (a cluster rank:
+    ``TORCH_NCCL_ASYNC_ERROR_HANDLING``), set and recorded the same way."""
     out = dict(env)
     record: Dict[str, dict] = {}
-    for name, (value, why) in TIMING_ENV.items():
+    for name, (value, why) in {**TIMING_ENV, **(more or {})}.items():
         record[name] = {"value": value, "user_value": env.get(name), "why": why}
         out[name] = value
-    for name, replaced_by in LEGACY_NAMES.items():
+    for name, replaced_by in {**LEGACY_NAMES, **(more_legacy or {})}.items():
         if name in out:
             record[name] = {"value": None, "user_value": env.get(name),
                             "why": f"legacy name of {replaced_by}, which the workers set"}
             del out[name]
     return out, record
+
+
+def apply(environ: MutableMapping[str, str], record: Mapping[str, dict]) -> None:
+    """Make ``environ`` (this process's own, for a cluster rank) what ``record`` says: each
+    variable set to its value, or removed where the value is None."""
+    for name, rec in record.items():
+        if rec.get("value") is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = str(rec["value"])
 
 
 def overridden(record: Mapping[str, dict]) -> Dict[str, Tuple[Optional[str], Optional[str]]]:
@@ -82,12 +97,14 @@ def overridden(record: Mapping[str, dict]) -> Dict[str, Tuple[Optional[str], Opt
             if v.get("user_value") is not None and v.get("user_value") != v.get("value")}
 
 
-def override_line(record: Mapping[str, dict]) -> Optional[str]:
-    """One line for stderr when the workers replaced a value of the user's (else None)."""
+def override_line(record: Mapping[str, dict], who: str = "the cuda workers",
+                  key: str = WORKER_ENV_KEY) -> Optional[str]:
+    """One line for stderr when the workers (``who``: a cluster's cuda ranks) replaced a value
+    of the user's (else None); ``key``: where run.json says why."""
     changed = overridden(record)
     if not changed:
         return None
     parts = [f"{k}={'unset' if new is None else new} (this shell: {old})"
              for k, (old, new) in sorted(changed.items())]
-    return ("gputopo: the cuda workers run with " + ", ".join(parts)
-            + ": those change what is timed (why: run.json worker_env)")
+    return (f"gputopo: {who} run with " + ", ".join(parts)
+            + f": those change what is timed (why: run.json {key})")

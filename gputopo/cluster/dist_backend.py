@@ -11,8 +11,11 @@ buffer does not fit, a signal stopped it) says so there, and its peers stop wait
 record whose failure they waited on, never an error of their own. Every wait of a round (the
 gate, the collective, the per-sample start barrier) is polled from Python against the round's
 deadline (``--timeout`` after it started), the group's failure key and the stop flag; on cuda
-the times are CUDA events, the end event recorded right after a non-blocking ``wait()`` and
-polled with ``query()``, and a group that passes the deadline is aborted (:data:`RANK_ENV`).
+the times are CUDA events, each sample's start aligned on the GPU (gputopo.bench.gpu_start:
+hold, 1-element all_reduce on the stream, start event), the end event recorded right after a
+non-blocking ``wait()`` and polled with ``query()``, and a group that passes the deadline is
+aborted (:data:`RANK_ENV`). A round's data groups are shut down once every rank reported it
+(:meth:`DistBackend._shutdown_round`); the one-GPU-per-node measure keeps its own record.
 The calls that may block inside torch or NCCL with no bound of their own (the NCCL
 communicator's set-up, made eagerly, and the warm-up's first all_reduce calls, where NCCL
 connects) run in a thread polled the same way (:meth:`DistBackend._bounded`): a set-up that
@@ -28,8 +31,8 @@ SIGINT during the rounds set a flag (:meth:`DistBackend.stop_signals`): the rank
 measuring, tells its group, and the round's gather tells everyone, so the writer names the
 stopped rank. When rank 0 itself is lost, :meth:`DistBackend.lost_with_rank0` tells the others
 so and the lowest live rank writes (cluster.survivor). Times: CUDA events on ``cuda``,
-``perf_counter`` on ``cpu`` (``wall``); a group's time is its slowest rank's median. torch is
-imported here and only here in the cluster package.
+``perf_counter`` on ``cpu`` (``wall``); a group's time is the median over samples of its
+slowest rank's (:func:`group_time`). torch is imported here and only here in the cluster package.
 """
 from __future__ import annotations
 
@@ -45,6 +48,9 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
 
+from gputopo.bench.gpu_start import aligned_start, launch_in_interval
+from gputopo.bench.worker_env import apply as apply_env
+from gputopo.bench.worker_env import worker_env
 from gputopo.console import clip
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 from gputopo.model.cluster import Group, GroupResult, LostRank
@@ -75,6 +81,11 @@ WAIT_SLICE_S = 0.1
 FAIL_CHECK_S = 0.5
 #: Seconds between CUDA event queries: only how soon the CPU notices; the time is the GPU's.
 CUDA_POLL_S = 0.0002
+#: Seconds the spin kernel before each sample's gate holds the stream at first (the host's
+#: enqueue of the gate, the start event and the all_reduce fits in it), doubled after a sample
+#: it proved too short for, up to :data:`HOLD_MAX_S`.
+HOLD_S = 0.001
+HOLD_MAX_S = 0.064
 #: Seconds between looks at a set-up step that runs in a thread of its own (the NCCL
 #: communicator's creation, the host side of a group's first all_reduces): only how soon the
 #: rank notices that it returned; none of it is timed.
@@ -83,37 +94,35 @@ SETUP_POLL_S = 0.01
 #: thread of its own: an abort that itself blocks must not hold the rank past the barrier).
 ABORT_WAIT_S = 3.0
 
-#: What a cuda-fabric rank sets, whatever the user's environment says, because it changes what
-#: is timed or whether a lost peer takes a healthy rank down; run.json keeps it (``env_set``).
+#: What a cuda-fabric rank sets besides the bench workers' timing variables
+#: (gputopo.bench.worker_env.TIMING_ENV: blocking wait, launch blocking, NaN check, NCCL's
+#: timing events), whatever the user's environment says: it decides whether a lost peer takes a
+#: healthy rank down; run.json keeps all of it (``env_set``, recorded as the bench's
+#: ``worker_env``).
 RANK_ENV = {
-    "TORCH_NCCL_BLOCKING_WAIT": (
-        "0", "with blocking wait, work.wait() polls the CPU in 1 ms sleeps and the end event is "
-             "recorded after the CPU wakes, so every all_reduce read as whole milliseconds (64 MiB "
-             "on 8 x H100: ~1 ms for ~0.3 ms); gputopo records the end event behind the collective "
-             "and polls it itself, bounded by --timeout"),
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
         "0", "torch's watchdog would tear this rank down at a group's timeout, racing gputopo's "
              "own bounded poll, which aborts the group and names the lost rank instead (torch's "
              "note on aborting a group asks for it off)"),
 }
-#: Older spellings torch still reads; set too where the user's environment has them.
-_RANK_ENV_ALIASES = {"TORCH_NCCL_BLOCKING_WAIT": "NCCL_BLOCKING_WAIT",
-                     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING"}
+#: The older spelling torch still reads (removed, as the bench removes its legacy names).
+_RANK_ENV_LEGACY = {"NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
 
 
 def set_rank_env(fabric: str, environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Dict[str, Any]]:
-    """Set :data:`RANK_ENV` (cuda fabric; the cpu fabric's gloo reads none of it) and return what
-    was set: ``{name: {"value", "was" (None: unset), "why"}}``, for run.json."""
+    """Set the bench workers' timing variables and :data:`RANK_ENV` in this process (cuda
+    fabric; the cpu fabric's gloo reads none of it), before its CUDA context exists (CUDA reads
+    ``CUDA_LAUNCH_BLOCKING`` when it starts), and return what was set as the bench records it:
+    ``{name: {"value" (None: removed), "user_value" (None: unset), "why"}}``, for run.json.
+    With ``CUDA_LAUNCH_BLOCKING=1`` the timed ``pg.allreduce`` on the main thread blocked until
+    the collective ended: a lost peer held a healthy rank outside every bounded poll, and rank 0
+    named the healthy rank hung."""
     env = os.environ if environ is None else environ
-    done: Dict[str, Dict[str, Any]] = {}
     if fabric != "cuda":
-        return done
-    for name, (value, why) in RANK_ENV.items():
-        for var in (name, _RANK_ENV_ALIASES[name]):
-            if var == name or var in env:
-                done[var] = {"value": value, "was": env.get(var), "why": why}
-                env[var] = value
-    return done
+        return {}
+    _, record = worker_env(env, RANK_ENV, _RANK_ENV_LEGACY)
+    apply_env(env, record)
+    return record
 
 
 class RendezvousError(GputopoError):
@@ -185,7 +194,16 @@ class DistBackend:
         self._clock: Callable[[], float] = time.monotonic
         self._sleep: Callable[[float], None] = time.sleep
         self._deadline = 0.0
-        self._groups: List[Any] = []  # every data group made (kept alive until the process ends)
+        self._hold_s = HOLD_S  # the spin before each sample's gate (cuda)
+        #: the data groups still alive: a round's are shut down once every rank has reported
+        #: it (:meth:`_shutdown_round`); those a lost rank may still be in are kept
+        self._groups: List[Any] = []
+        #: this round's groups: (key, group), in the order they were made
+        self._round_groups: List[Any] = []
+        #: keys of this rank's groups that it aborted or whose set-up it left running
+        self._not_to_shut: set = set()
+        #: data groups whose shutdown did not return within :data:`ABORT_WAIT_S`
+        self.shutdown_stuck = 0
         #: the first SIGTERM/SIGINT received during the rounds (by name), or None
         self.stop_signal: Optional[str] = None
         #: ranks the last round's gather said were stopped by a signal
@@ -497,8 +515,34 @@ class DistBackend:
             # abandoned work, before the liveness barrier's bound
             pg = dist.ProcessGroupGloo(store, me, size, timedelta(
                 seconds=max(1.0, self._remaining()) + BARRIER_MARGIN_S / 2))
-        self._groups.append(pg)  # kept: a group destroyed while a peer still waits on it breaks the peer's wait
+        # kept until every member has reported the round: a group destroyed while a peer still
+        # waits on it breaks the peer's wait
+        self._groups.append(pg)
+        self._round_groups.append((key, pg))
         return pg
+
+    def _shutdown_round(self) -> None:
+        """Free this round's data groups (NCCL: communicator, buffers, proxy threads, IB queue
+        pairs, NVLS buffers), called once every rank has reported the round (the gather
+        returned): no member waits on them any more. ``shutdown()`` (what
+        ``destroy_process_group`` calls) runs in a thread bounded by :data:`ABORT_WAIT_S`, as
+        the abort does; one that does not return is counted (``shutdown_stuck``) and left. A
+        group this rank aborted (the abort freed it) or whose set-up thread it left running
+        (shutting it down would race that thread) is only dropped. Kept after a round whose
+        barrier or gather lost a rank (never called then): a lost rank may still be in them,
+        and kept groups cost memory, not verdicts. Over a pairwise plan a leader used to hold
+        2(N-1)+1 communicators; on tens of nodes later rounds failed with out-of-memory or
+        ``ibv_reg_mr`` errors on healthy nodes."""
+        done, self._round_groups = self._round_groups, []
+        for key, pg in done:
+            self._groups = [g for g in self._groups if g is not pg]
+            if key in self._not_to_shut:
+                continue
+            t = threading.Thread(target=_quiet(pg.shutdown), name="gputopo-shutdown", daemon=True)
+            t.start()
+            t.join(ABORT_WAIT_S)
+            if t.is_alive():
+                self.shutdown_stuck += 1
 
     def _abort(self, pg: Any) -> None:
         """NCCL: abort the communicator (its kernels stop waiting for a lost peer, this GPU's
@@ -506,14 +550,8 @@ class DistBackend:
         :data:`ABORT_WAIT_S` for it. Gloo: nothing; the abandoned work ends at the group's timeout."""
         if self.fabric != "cuda":
             return
-
-        def run() -> None:
-            try:
-                pg.abort()
-            except Exception:  # noqa: BLE001 - already aborted or torn down
-                pass
-
-        t = threading.Thread(target=run, name="gputopo-abort", daemon=True)
+        self._not_to_shut.update(k for k, g in self._round_groups if g is pg)
+        t = threading.Thread(target=_quiet(pg.abort), name="gputopo-abort", daemon=True)
         t.start()
         t.join(ABORT_WAIT_S)
 
@@ -562,6 +600,8 @@ class DistBackend:
             self._settle(functools.partial(done.wait, SETUP_POLL_S / 10), key, pg, what,
                          poll_s=SETUP_POLL_S)
         except _Abandoned as a:
+            if not done.is_set():  # its thread may still be inside NCCL for this group
+                self._not_to_shut.add(key)
             if a.field == "timed_out":
                 raise _Abandoned("setup_timed_out", f"{what} did not return within --timeout "
                                                     f"{self.timeout_s:g} s") from None
@@ -615,46 +655,76 @@ class DistBackend:
         return self.torch.empty(self.size_bytes // 4, dtype=self.torch.float32, device=self.device)
 
     def _time_all_reduce(self, pg, key: str, x, n: int) -> Dict[str, Any]:
+        """``time_s`` (this rank's median over the samples) and ``wrong``. CUDA, per sample
+        (gputopo.bench.gpu_start, the sequence the bench uses too): a spin kernel that covers
+        the host's enqueue of what follows, the gate (a 1-element all_reduce of the group) on
+        the stream, the start event, the timed all_reduce, the end event, and one bounded poll
+        of the end event: every member's interval starts when the last member's GPU reached the
+        gate, so no member times another's CPU lag or its own host launch. A sample whose start
+        the GPU had passed before the all_reduce was enqueued (the hold too short for this host)
+        is left out of the median (and, through ``late_samples``, on every member:
+        :func:`group_time`) and the next hold doubled (:data:`HOLD_MAX_S` at most); when no
+        sample was clean, no time (``launch_in_interval``: why). ``samples_s``: every sample."""
         torch = self.torch
         cuda = self.fabric == "cuda"
-        one = torch.empty(1, dtype=torch.float32, device=self.device)  # the start barrier's message
-        times, wrong = [], 0
+        one = torch.empty(1, dtype=torch.float32, device=self.device)  # the gate's message
+        times: List[float] = []
+        late: List[float] = []
+        every: List[float] = []
+        late_at: List[int] = []
+        wrong = 0
         for k in range(self.samples + 1):  # the first is warm-up
             x.fill_(1.0)
             one.fill_(1.0)
             # the warm-up's calls are the group's first all_reduces of each size: NCCL may
             # connect its transports inside them, on this thread, without a bound of its own
             call = self._first_call if k == 0 else _call
-            # start together: a one-element all_reduce every member must reach, waited for on
-            # this rank's own GPU (cuda: that also covers the fill) with the bounded poll
-            # instead of barrier() / cuda.synchronize(), which block without a bound
-            gate = call(pg, key, [one], "the group's first all_reduce (1 element)")
             if cuda:
-                gate.wait()  # orders the current stream after it (no TORCH_NCCL_BLOCKING_WAIT)
-                ready = torch.cuda.Event()
-                ready.record()
-                self._settle(ready.query, key, pg, "the start barrier")
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()  # NCCL's stream waits for this stream before the collective
+                gate = functools.partial(call, pg, key, [one], "the group's first all_reduce (1 element)")
+                start = aligned_start(torch, self.device, self._hold_s, gate)
                 work = call(pg, key, [x], "the group's first all_reduce of the message")
+                launch = launch_in_interval(start)
                 # with blocking wait off, wait() only makes the current stream wait for the
                 # work's end on NCCL's stream (WorkNCCL::synchronizeStream) and returns: the end
-                # event recorded next is behind the collective on the timed stream. (Blocking
-                # wait polled the CPU in 1 ms sleeps first: every time read as whole ms.)
+                # event recorded next is behind the collective on the timed stream
                 work.wait()
+                end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 self._settle(end.query, key, pg, "the all_reduce")
                 t = start.elapsed_time(end) / 1e3
+                if launch and k:
+                    self._hold_s = min(2 * self._hold_s, HOLD_MAX_S)
             else:
-                self._settle(functools.partial(_gloo_done, gate), key, pg, "the start barrier")
+                # start together: a one-element all_reduce every member must reach, polled
+                gate_work = call(pg, key, [one], "the group's first all_reduce (1 element)")
+                self._settle(functools.partial(_gloo_done, gate_work), key, pg, "the start barrier")
                 t0 = time.perf_counter()
                 work = call(pg, key, [x], "the group's first all_reduce of the message")
                 self._settle(functools.partial(_gloo_done, work), key, pg, "the all_reduce")
                 t = time.perf_counter() - t0
+                launch = False
             wrong += int((x != float(n)).sum().item())
             if k:
-                times.append(t)
-        return {"time_s": statistics.median(times), "wrong": wrong}
+                (late if launch else times).append(t)
+                every.append(t)
+                if launch:
+                    late_at.append(k - 1)
+        # every sample, and those whose hold ended before the launch: the group's time is taken
+        # over the samples no member found late (a late member held the others' kernel too)
+        out: Dict[str, Any] = {"wrong": wrong, "samples_s": every}
+        if late_at:
+            out["late_samples"] = late_at
+        if times:
+            out["time_s"] = statistics.median(times)
+        else:
+            out["launch_in_interval"] = (
+                f"rank {self.rank} ({self.env.node_name}): in all {len(late)} sample(s) the GPU "
+                "had started the interval before the host enqueued the all_reduce (its hold, up to "
+                f"{self._hold_s * 1e3:g} ms, was too short for this host), so each time includes "
+                "host launch time")
+        if late and times:
+            out["samples_left_out"] = len(late)
+        return out
 
     def _first_call(self, pg: Any, key: str, tensors: List[Any], what: str) -> Any:
         """``pg.allreduce(tensors)`` bounded by the round's deadline (:meth:`_bounded`): the
@@ -706,16 +776,21 @@ class DistBackend:
         if self.stop_signal:
             local["stopped_by"] = self.stop_signal
         append_jsonl(rank_log_path(self.run_dir, self.env.node_name, self.rank),
-                     {**local, "size_bytes": self.size_bytes, "timing": self._timing})
+                     {**local, "size_bytes": self.size_bytes, "timing": self._timing,
+                      # this round's and any kept from a round a shutdown did not return in
+                      "data_groups_alive": len(self._groups), "shutdown_stuck": self.shutdown_stuck})
         self.barrier(phase)
         everyone = self.gather(local, phase)
+        self._shutdown_round()  # every rank reported: nobody waits on this round's groups
         self.stopped = [LostRank(r["rank"], r["node"], "stopped", f"stopped by {r['stopped_by']}")
                         for r in everyone if isinstance(r, dict) and r.get("stopped_by")]
         return [self._combine(g, ranks, everyone) for g, ranks in zip(groups, rank_lists)]
 
     def _one_gpu(self, index: int, my_group: Group, local: Dict[str, Any]) -> None:
-        """The group's all_reduce again between one GPU of each node (each node's first rank).
-        A leader whose all-GPU all_reduce did not finish tells the others and skips it."""
+        """The group's all_reduce again between one GPU of each node (each node's first rank),
+        under what is left of the round's deadline, recorded in ``local["one_gpu"]`` (the keys
+        :meth:`_measure` gives), never in the all-GPU fields. A leader whose all-GPU all_reduce
+        did not finish tells the others and skips it."""
         leaders = [self.node_ranks[k][0] for k in my_group]
         if self.rank not in leaders or len(leaders) < 2:
             return
@@ -726,13 +801,11 @@ class DistBackend:
                                        f"all_reduce: its all-GPU one did not finish ({why})")
             return
         sub: Dict[str, Any] = {}
-        self._measure(key, leaders, sub, "one GPU per node: ")
-        if "time_s" in sub:
-            local["one_gpu_time_s"] = sub["time_s"]
-            local["wrong"] = local.get("wrong", 0) + sub.get("wrong", 0)
-        for k in ("error", "after_peer", *NOT_MEASURED):
-            if k in sub:
-                local[k] = sub[k]
+        self._measure(key, leaders, sub)
+        # its own record: the all-GPU figure stands whatever happens here (a leaders-only set-up
+        # that outlasts what is left of --timeout, a leader's own error); the two used to share
+        # fields, and such a leader turned a measured group into a rank error or a slow finding
+        local["one_gpu"] = sub
 
     @property
     def _timing(self) -> str:
@@ -777,21 +850,55 @@ class DistBackend:
         if waited is not None:
             res.na = f"not measured: {waited}"
             return res
-        if any(r.get("time_s") is None for r in recs):
-            res.na = "not measured: a member recorded no time"
-            return res
-        t = max(r["time_s"] for r in recs)  # the collective ends with its slowest rank
-        res.time_s = t
-        all_reduce = collective("all_reduce")
-        res.busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(ranks)) / t / 1e9
-        lead = [r["one_gpu_time_s"] for r in recs if r.get("one_gpu_time_s")]
-        if len(lead) > 1:
-            res.one_gpu_busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(lead)) / max(lead) / 1e9
         wrong = sum(r.get("wrong", 0) for r in recs)
         if wrong:
             res.wrong = wrong
             res.error = f"{wrong} wrong elements after all_reduce"
+        untimed = next((r["launch_in_interval"] for r in recs if r.get("launch_in_interval")), None)
+        if untimed is not None:
+            res.na = f"not timed: {untimed}"
+        elif any(r.get("time_s") is None for r in recs):
+            res.na = "not measured: a member recorded no time"
+        if res.na:
+            self._combine_one_gpu(res, group, everyone)
+            return res
+        t = group_time(recs)
+        if t is None:
+            res.na = ("not timed: in every sample some member's hold ended before it enqueued the "
+                      "all_reduce, so each sample includes host launch time")
+            self._combine_one_gpu(res, group, everyone)
+            return res
+        res.time_s = t
+        all_reduce = collective("all_reduce")
+        res.busbw_gbps = self.size_bytes * all_reduce.busbw_factor(len(ranks)) / t / 1e9
+        self._combine_one_gpu(res, group, everyone)
         return res
+
+    def _combine_one_gpu(self, res: GroupResult, group: Group, everyone: List[Dict[str, Any]]) -> None:
+        """The one-GPU-per-node figure of an inter-node group from its leaders' ``one_gpu``
+        records, into ``res.one_gpu_busbw_gbps`` or, when there is none, why
+        (``res.one_gpu_na``); wrong sums there are the group's (``res.wrong``), as corrupt as
+        the all-GPU one's. Nothing here touches the all-GPU figure or its error."""
+        leaders = [self.node_ranks[k][0] for k in group]
+        subs = [everyone[r].get("one_gpu") for r in leaders]
+        if len(leaders) < 2 or all(s is None for s in subs):
+            return  # an intra-node group, or none of its leaders measured (all-GPU failed)
+        wrong = sum(int(s.get("wrong", 0)) for s in subs if s)
+        if wrong:
+            res.wrong += wrong
+            res.error = "; ".join(filter(None, [res.error, f"{wrong} wrong elements after the "
+                                                           "one-GPU-per-node all_reduce"]))
+        why = min((_one_gpu_why(s, f"rank {r} ({self.node_of(r)})") for r, s in zip(leaders, subs)),
+                  key=lambda x: x[0])[1]
+        if why is not None:
+            res.one_gpu_na = f"not measured: {why}"
+            return
+        t = group_time([s for s in subs if s])
+        if t is None:
+            res.one_gpu_na = ("not timed: in every sample some leader's hold ended before it "
+                              "enqueued the all_reduce")
+            return
+        res.one_gpu_busbw_gbps = self.size_bytes * collective("all_reduce").busbw_factor(len(leaders)) / t / 1e9
 
     def measure_intra(self) -> List[GroupResult]:
         return self._run_groups([(k,) for k in range(len(self.node_names))], 0, "intra-node round")
@@ -818,6 +925,46 @@ class _Abandoned(Exception):
     def __init__(self, field: str, text: str):
         super().__init__(text)
         self.field, self.text = field, text
+
+
+def group_time(recs: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """A group's seconds per all_reduce from its members' records: per sample the slowest
+    member's time (the collective ends with it), the median over the samples no member found
+    late (``late_samples``: its hold ended before its launch, which held every member's kernel);
+    None when every sample was late somewhere. Records without per-sample times: the slowest
+    member's median."""
+    per: List[List[float]] = [r.get("samples_s") or [] for r in recs]
+    if all(per) and len({len(p) for p in per}) == 1:
+        late = {i for r in recs for i in r.get("late_samples", ())}
+        clean = [max(p[i] for p in per) for i in range(len(per[0])) if i not in late]
+        return statistics.median(clean) if clean else None
+    return max(r["time_s"] for r in recs)
+
+
+def _one_gpu_why(sub: Optional[Dict[str, Any]], who: str):
+    """(rank, words) of why a leader's one-GPU record gives no time, the lowest rank the most
+    telling: its own error first, then its set-up or collective timing out, a peer's failure it
+    waited on, a stop, no time at all; (9, None) when it has a time."""
+    if sub is None:
+        return 5, f"{who} did not measure it: its all-GPU all_reduce did not finish"
+    if sub.get("error"):
+        return (1 if not sub.get("after_peer") else 4), f"{who}: {sub['error']}"
+    for n, k in enumerate(NOT_MEASURED):  # setup_timed_out, peer_failed, timed_out, stopped, no_store
+        if sub.get(k):
+            return (2 if k.endswith("timed_out") else 6 + (n > 2)), f"{who}: {sub[k]}"
+    if sub.get("time_s") is None:
+        return 8, f"{who}: " + str(sub.get("launch_in_interval") or "recorded no time")
+    return 9, None
+
+
+def _quiet(fn: Callable[[], Any]) -> Callable[[], None]:
+    """``fn`` for a helper thread: an error (a group already aborted or torn down) is dropped."""
+    def run() -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - nothing to free, or nothing more this rank can do
+            pass
+    return run
 
 
 def _line(e: BaseException) -> str:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +176,12 @@ def run_dist_cluster(env, fabric: str, opts: ClusterOptions) -> ClusterResult:
     folder = None
     ending: Any = contextlib.nullcontext()
     if env.rank == 0:
+        from gputopo.bench.worker_env import override_line
         from gputopo.model import topology_from_json
+
+        line = override_line(backend.env_set, "the cluster's cuda ranks", "env_set")
+        if line:  # rank 0's shell; every rank set the same values
+            print(line, file=sys.stderr)
 
         run_dir = make_run_dir(opts.out_dir, opts.reports_dir, f"cluster-{len(names)}nodes").resolve()
         folder = ClusterRunFolder(run_dir)

@@ -32,6 +32,9 @@ class GroupResult:
     wrong: int = 0  # elements that were not the expected sum after the all_reduce
     #: inter-node only: the same all_reduce between one GPU (local rank 0) of each node
     one_gpu_busbw_gbps: Optional[float] = None
+    #: inter-node only: why that figure is missing (a leader's error, a time-out, a member
+    #: that did not measure it); the all-GPU figure above stands either way
+    one_gpu_na: Optional[str] = None
     slow: bool = False  # below the round's reference, or failed: set by cluster/rounds.judge
 
     def to_json(self) -> dict:

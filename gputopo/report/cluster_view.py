@@ -33,6 +33,18 @@ def one_gpu_median(doc: Dict[str, Any]) -> Optional[float]:
     return statistics.median(vals) if vals else None
 
 
+def one_gpu_missing(doc: Dict[str, Any]) -> str:
+    """``; not measured in K inter-node group(s) (nodes ...: why)``, the first group's reason
+    (the all-GPU figures of those groups stand), or ""."""
+    missing = [g for g in inter_groups(doc) if g.get("one_gpu_na")]
+    if not missing:
+        return ""
+    names = [n.get("name", str(k)) for k, n in enumerate(doc.get("nodes") or [])]
+    nodes = ", ".join(names[k] if isinstance(k, int) and k < len(names) else str(k) for k in missing[0]["nodes"])
+    return (f"; not measured in {len(missing)} inter-node group(s) (nodes {nodes}: "
+            f"{missing[0]['one_gpu_na']}; their all-GPU figures stand)")
+
+
 def node_matrix(doc: Dict[str, Any]) -> Dict[Tuple[int, int], float]:
     """(a, b) -> lowest busbw (GB/s) measured with nodes a and b in one group (a < b)."""
     m: Dict[Tuple[int, int], float] = {}
@@ -67,7 +79,7 @@ def cluster_markdown(doc: Dict[str, Any], findings: List[Finding]) -> str:
              f"- reference inter-node busbw (median of the first pass): {_fmt(doc.get('reference_gbps'))} GB/s"
              f"; a group below {doc.get('slow_below')} x that is slow",
              f"- the same all_reduce between one GPU of each node: median "
-             f"{gbps_text(one_gpu_median(doc))} GB/s", ""]
+             f"{gbps_text(one_gpu_median(doc))} GB/s{one_gpu_missing(doc)}", ""]
     if doc.get("lost"):
         stopped = sum(1 for r in doc["lost"] if isinstance(r, dict) and r.get("state") == "stopped")
         how = (f"{len(doc['lost'])} rank(s) lost" if not stopped else f"{stopped} rank(s) stopped by a signal"

@@ -10,8 +10,9 @@
   ``reduce_add_coalesced``, as ``nn.DataParallel`` calls them.
 - Collectives: NCCL, one process per GPU (``torch.distributed``).
 
-Timing: a spin kernel (``torch.cuda._sleep``) holds the first device's current stream, then a
-start event on it; every other involved device's stream waits on that event; the runs are
+Timing: a spin kernel (``torch.cuda._sleep``) holds the first device's current stream, then
+(several ranks) a 1-element all_reduce of the ranks on it, then a start event on it
+(bench/gpu_start.py, the sequence the cluster uses too); every other involved device's stream waits on that event; the runs are
 enqueued while the hold lasts (p2pBandwidthLatencyTest's delay kernel), so launch overhead stays
 outside the interval; after the operation each device records an event the first stream waits
 on, then the end event; ``elapsed_time`` of the pair. Cross-device work is thus fully inside
@@ -31,6 +32,7 @@ import torch
 
 from gputopo.model.bus_id import DeviceKey, from_torch, try_parse
 
+from ..gpu_start import aligned_start, launch_in_interval
 from .base import NCCL_DP_TESTS, Ops
 from .cpu import DistMixin
 
@@ -211,25 +213,21 @@ class CudaOps(DistMixin, Ops):
         "cuda-events: the first device's stream is held by a spin kernel (torch.cuda._sleep) "
         "while every run is enqueued, then start/end events bracket only GPU work, as "
         "p2pBandwidthLatencyTest holds its stream with a delay kernel")
+    #: This process's hold (seconds), doubled on every rank together (:meth:`_noted`).
+    _hold_s: float = HOLD_S
+    #: Added to :data:`HOLD_METHOD` for a step of several ranks.
+    GATE_METHOD = ("; the ranks leave the hold together through a 1-element all_reduce on the "
+                   "stream before the start event (aligned on the GPU, not the CPU)")
 
-    def _cycles(self, dev: torch.device, seconds: float) -> int:
-        """``seconds`` of spin on ``dev`` in its clock cycles (clock_rate is in kHz)."""
-        khz = int(getattr(torch.cuda.get_device_properties(dev), "clock_rate", 0) or 1_500_000)
-        return int(seconds * khz * 1000)
-
-    def _agreed_hold_s(self) -> float:
-        """The hold (seconds) every rank of the step uses for the next sample: the longest any
-        rank wants (one rank's hold doubled after its late enqueue). With different holds one
-        rank's NCCL kernel would start early and spin, inside its timed interval, until the
-        other's starts. The all_reduce is also the barrier that starts the sample together."""
-        hold = self.__dict__.setdefault("_hold_s", self.HOLD_S)
-        if self.world > 1:
-            dist = self._dist()
-            t = torch.tensor([hold], dtype=torch.float64, device=self._sync_device())
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            self.sync(self.local_gpus)
-            hold = self._hold_s = float(t.item())
-        return hold
+    def _gate(self):
+        """The ranks' 1-element all_reduce (:func:`gputopo.bench.gpu_start.aligned_start`), its
+        work; None for a step of one process."""
+        if self.world <= 1:
+            return None
+        one = self.__dict__.get("_gate_buf")
+        if one is None:  # zeros: the sum stays 0 sample after sample
+            one = self._gate_buf = torch.zeros(1, dtype=torch.float32, device=self._sync_device())
+        return self._dist().all_reduce(one, async_op=True)
 
     def _sample_note(self) -> float:
         gpu = self.__dict__.pop("_short_gpu", None)
@@ -245,7 +243,7 @@ class CudaOps(DistMixin, Ops):
     def timing_facts(self) -> dict:
         short = self.__dict__.pop("_hold_short", 0)
         gpus = self.__dict__.pop("_short_gpus", [])
-        facts: dict = {"timing_method": self.HOLD_METHOD}
+        facts: dict = {"timing_method": self.HOLD_METHOD + (self.GATE_METHOD if self.world > 1 else "")}
         if short:
             facts["hold_too_short_samples"] = short
             facts["hold_too_short_gpus"] = gpus
@@ -257,19 +255,20 @@ class CudaOps(DistMixin, Ops):
     def timed(self, run, gpus, *, repeat: int, seed: int, sample: int) -> float:
         """Seconds per run of ``run``: CUDA events on the first device's stream, every other
         device's stream fenced inside the interval. The stream is held by a spin kernel until
-        every run is enqueued (else small copies would time Python dispatch, not the link);
-        the ranks of a step agree on one hold length first. If the start event has already
-        passed when enqueuing ends, the hold was too short: :meth:`combine` tells every rank
-        (``hold_too_short_samples``, with the GPUs) and every rank doubles the next hold."""
+        every run is enqueued (else small copies would time Python dispatch, not the link); with
+        several ranks the start event follows a 1-element all_reduce of the ranks on the stream
+        (:func:`gputopo.bench.gpu_start.aligned_start`), so every rank's interval starts when
+        the last rank's GPU is ready, whatever each host's lag or each GPU's clock. If the start
+        event has already passed when enqueuing ends, the hold was too short: :meth:`combine`
+        tells every rank (``hold_too_short_samples``, with the GPUs) and every rank doubles the
+        next hold."""
         devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
         self.sync(self.local_gpus)
-        hold_s = self._agreed_hold_s()
+        hold_s = self._hold_s
         first = torch.cuda.current_stream(devs[0])
         with torch.cuda.device(devs[0]):
-            start = torch.cuda.Event(enable_timing=True)
+            start = aligned_start(torch, devs[0], hold_s, self._gate if self.world > 1 else None)
             end = torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(self._cycles(devs[0], hold_s))  # the hold, before the start event
-            start.record(first)
         for d in devs[1:]:
             torch.cuda.current_stream(d).wait_event(start)
         with torch.cuda.device(devs[0]):
@@ -282,7 +281,7 @@ class CudaOps(DistMixin, Ops):
             first.wait_event(done)
         with torch.cuda.device(devs[0]):
             end.record(first)
-        if start.query():  # the GPU passed the start event before the last run was enqueued
+        if launch_in_interval(start):  # the GPU passed the start event before the last run was enqueued
             self._short_gpu = next((g for g in gpus if self.is_local(g)),
                                    self.local_gpus[0] if self.local_gpus else 0)
         end.synchronize()

@@ -88,54 +88,73 @@ def test_a_hold_that_ends_early_is_recorded_and_doubled(monkeypatch):
     assert "hold_too_short_samples" not in o.timing_facts()  # counted per measurement
 
 
-class OtherRank:
-    """torch.distributed as rank 0 of a two-rank step sees it: rank 1 (driving GPU 7) wants
-    ``hold_s`` and its hold ends early in the samples listed in ``short_in``."""
-
-    def __init__(self, hold_s, short_in=()):
-        self.hold_s, self.short_in, self.sample, self.ops = hold_s, set(short_in), 0, []
-        self.ReduceOp = SimpleNamespace(MAX="max", SUM="sum")
-
-    def all_reduce(self, t, op="sum"):
-        self.ops.append(op)
-        if op == "max":
-            t.fill_(max(float(t.item()), self.hold_s))
-
-    def all_gather(self, outs, mine):
-        outs[0].copy_(mine)
-        outs[1].copy_(torch.tensor([mine[0].item(), 0, -1, 8.0 if self.sample in self.short_in else 0],
-                                   dtype=torch.float64))
-        self.sample += 1
+MIB = 1 << 20
 
 
-def two_rank_ops(monkeypatch, other):
-    o = CudaOps([3], [3, 7], 2, {3: 0})
-    monkeypatch.setattr(o, "_dist", lambda: other)
-    monkeypatch.setattr(o, "_sync_device", lambda: torch.device("cpu"))
-    return o
+def nvlink_all_reduce_s(size_bytes: int) -> float:
+    """The modelled 2-GPU all_reduce: 6 us of latency plus the bytes at 370 GB/s busbw."""
+    return 6e-6 + size_bytes / 370e9
 
 
-def test_ranks_agree_on_one_hold_per_sample(monkeypatch):
-    """Rank 1 already holds 8 ms: rank 0 must hold as long, or its NCCL kernel would start
-    6 ms early and spin inside its timed interval, waiting for rank 1's."""
-    gpu = FakeGpu().install(monkeypatch)
-    other = OtherRank(hold_s=0.008)
-    o = two_rank_ops(monkeypatch, other)
-    sample(o, 0)
-    assert [e for e in gpu.log if e.startswith("sleep")] == ["sleep 8000000"]  # 8 ms at 1 GHz
-    assert other.ops[0] == "max"  # agreed before the sample, not after
+def two_ranks_timed(monkeypatch, size_bytes: int, clock_ratio, samples: int = 4):
+    """A collective step on two GPUs, one rank (process) each, as the fabric times it: each
+    sample timed, then combined over the ranks (gputopo.bench.spec.take_sample)."""
+    from tests.helpers.gpu_timeline import Timeline, install_cuda
+
+    tl = Timeline(2, cost=lambda numel: nvlink_all_reduce_s(4 if numel == 1 else size_bytes),
+                  launch={"sleep": 4e-6, "record": 2e-6, "allreduce": 15e-6},
+                  lag=lambda r, k: (r * 3 + k) % 4 * 50e-6, clock_ratio=clock_ratio)
+    install_cuda(monkeypatch, tl)
+
+    def rank(r):
+        o = CudaOps([r], [0, 1], 2, {r: 0})
+        dist = tl.me().dist()
+        o._dist = lambda: dist
+        o._sync_device = lambda: torch.device("cpu")
+        o._hold_s = 0.016  # a hold already doubled three times
+        buf = torch.ones(8)
+        out = []
+        for s in range(samples):
+            t = o.timed(lambda: dist.all_reduce(buf), [0, 1], repeat=1, seed=0, sample=s)
+            out.append(o.combine(t, 0, None)[0])
+        return out, o.timing_facts()
+
+    return tl.run(rank)
 
 
-def test_every_ranks_early_release_is_recorded_and_doubles_the_hold(monkeypatch):
-    gpu = FakeGpu().install(monkeypatch)  # this rank's own hold never ends early
-    other = OtherRank(hold_s=0.002, short_in={0})
-    o = two_rank_ops(monkeypatch, other)
-    for s in range(2):
-        sample(o, s)
-    # rank 1 was late in sample 0: both ranks hold twice as long in sample 1
-    assert [e for e in gpu.log if e.startswith("sleep")] == ["sleep 2000000", "sleep 4000000"]
-    facts = o.timing_facts()
-    assert facts["hold_too_short_samples"] == 1 and facts["hold_too_short_gpus"] == [7]
+@pytest.mark.parametrize("size", [MIB, 64 * MIB], ids=["1MiB", "64MiB"])
+def test_two_gpus_at_different_clocks_time_the_collective_not_their_holds(monkeypatch, size):
+    """Issue 43, item 2: two GPUs whose SMs run 1 % apart end a 16 ms hold (counted in each
+    GPU's own clock) 160 us apart; with the start right after the hold the earlier rank's
+    interval held that wait, and the sample is the slowest rank's. Now the ranks leave the hold
+    through a 1-element all_reduce on the stream: the start is the same GPU moment on both."""
+    (times0, facts), (times1, _) = two_ranks_timed(monkeypatch, size, [1.0, 0.99])
+    assert times0 == times1
+    for t in times0:
+        assert t == pytest.approx(nvlink_all_reduce_s(size), rel=0.02)
+    assert "hold_too_short_samples" not in facts and "1-element all_reduce" in facts["timing_method"]
+
+
+def test_the_hold_is_one_length_on_every_rank_as_doubled_together(monkeypatch):
+    """Every rank's note of a late sample reaches every rank (combine), so all double alike."""
+    from tests.helpers.gpu_timeline import Timeline, install_cuda
+
+    tl = Timeline(2, cost=lambda numel: 1e-5, launch={"allreduce": 1.5e-3}, lag=lambda r, k: 0.0)
+    install_cuda(monkeypatch, tl)
+
+    def rank(r):
+        o = CudaOps([r], [0, 1], 2, {r: 0})
+        dist = tl.me().dist()
+        o._dist = lambda: dist
+        o._sync_device = lambda: torch.device("cpu")
+        buf = torch.ones(8)
+        for s in range(2):
+            o.combine(o.timed(lambda: dist.all_reduce(buf), [0, 1], repeat=1, seed=0, sample=s), 0, None)
+        return tl.me().sleeps, o.timing_facts()
+
+    (s0, f0), (s1, f1) = tl.run(rank)
+    assert s0 == s1 and s0[1] == 2 * s0[0]  # 2 ms, then 4 ms: two 1.5 ms host calls outlasted 2 ms
+    assert f0["hold_too_short_samples"] == 1 and f0["hold_too_short_gpus"] == [0, 1]
 
 
 def test_every_fabric_says_how_it_timed():

@@ -90,10 +90,16 @@ class FakeGpu:
             gpu.entered.append(("stream", s, threading.current_thread().name))
             yield
 
+        def spin(cycles):  # torch.cuda._sleep: cycles of a 1 GHz clock on the current stream
+            gpu.calls.append("sleep")
+            gpu.current = max(gpu.current, gpu.clock.t) + cycles / 1e9
+
         return SimpleNamespace(empty=lambda n, dtype, device: torch.empty(n, dtype=dtype),
                                float32=torch.float32,
                                cuda=SimpleNamespace(Event=Event, device=device, stream=stream,
-                                                    current_stream=lambda d: f"stream of {d}"))
+                                                    current_stream=lambda d: f"stream of {d}",
+                                                    _sleep=spin, get_device_properties=lambda d:
+                                                    SimpleNamespace(clock_rate=1_000_000)))
 
     def pg(self, n):
         gpu = self
@@ -179,32 +185,37 @@ def test_cluster_all_reduce_time_is_the_kernel_not_whole_milliseconds(monkeypatc
     monkeypatch.setenv("NCCL_ASYNC_ERROR_HANDLING", "1")  # the old spelling torch still reads
     # set, then deleted: so monkeypatch restores it (unset) after set_rank_env wrote it; a bare
     # delenv of an unset variable records nothing, and its "0" leaked into later tests
-    monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "unset-below")
-    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    for name in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_NAN_CHECK", "TORCH_NCCL_ENABLE_TIMING",
+                 "CUDA_LAUNCH_BLOCKING", "NCCL_BLOCKING_WAIT", "NCCL_ENABLE_TIMING"):
+        monkeypatch.setenv(name, "unset-below")
+        monkeypatch.delenv(name)
     done = set_rank_env("cuda")
     assert dist_backend.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "0"
     assert dist_backend.os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0"
-    assert dist_backend.os.environ["NCCL_ASYNC_ERROR_HANDLING"] == "0"
-    assert done["TORCH_NCCL_BLOCKING_WAIT"]["was"] == "1" and done["TORCH_NCCL_ASYNC_ERROR_HANDLING"]["was"] is None
-    assert "1 ms" in done["TORCH_NCCL_BLOCKING_WAIT"]["why"] and "NCCL_BLOCKING_WAIT" not in done
+    assert "NCCL_ASYNC_ERROR_HANDLING" not in dist_backend.os.environ  # the legacy name: removed
+    assert done["TORCH_NCCL_BLOCKING_WAIT"]["user_value"] == "1"
+    assert done["TORCH_NCCL_ASYNC_ERROR_HANDLING"]["user_value"] is None
+    assert done["NCCL_ASYNC_ERROR_HANDLING"] == {"value": None, "user_value": "1", "why": done[
+        "NCCL_ASYNC_ERROR_HANDLING"]["why"]} and "NCCL_BLOCKING_WAIT" not in done
     clock = Clock()
     gpu = FakeGpu(clock)
     out = backend(clock, gpu)._time_all_reduce(gpu.pg(2), "k", torch.empty(256), 2)
     assert out["wrong"] == 0
     assert out["time_s"] == pytest.approx(KERNEL_S, rel=1e-9)  # the end event waits for NCCL's stream
-    # the start barrier (1 element), its event polled; then the timed one
-    assert gpu.calls[:8] == ["allreduce 1", "wait", "record", "record", "allreduce 256", "wait", "record",
-                             "allreduce 1"]
+    # the hold, the gate (1 element) waited for on the stream, the start; then the timed one
+    assert gpu.calls[:9] == ["sleep", "allreduce 1", "wait", "record", "allreduce 256", "wait", "record",
+                             "sleep", "allreduce 1"]
 
 
-def test_with_blocking_wait_the_fake_reads_whole_milliseconds(monkeypatch):
-    """The fake models the defect the override removes: blocking wait made the same kernel read
-    1 ms (busbw ~117 instead of ~390 GB/s)."""
+def test_with_blocking_wait_no_sample_is_timed(monkeypatch):
+    """The fake models the defect the override removes: with blocking wait the host waits for
+    the gate before it enqueues the all_reduce, so the GPU passed the start event first in every
+    sample: the rank gives no time (it used to read the CPU's 1 ms poll)."""
     monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
     clock = Clock()
     gpu = FakeGpu(clock)
     out = backend(clock, gpu)._time_all_reduce(gpu.pg(2), "k", torch.empty(256), 2)
-    assert out["time_s"] == pytest.approx(1e-3, abs=1e-6)
+    assert "time_s" not in out and "host launch time" in out["launch_in_interval"]
 
 
 def test_the_cpu_fabric_sets_nothing(monkeypatch):
@@ -461,3 +472,44 @@ def test_free_memory_of_a_cuda_rank_is_the_device_s_free_bytes():
     assert free_bytes(SimpleNamespace(cuda=cuda), "cuda", 3) == 5 << 30 and seen == [3]
     broken = SimpleNamespace(mem_get_info=lambda i: (_ for _ in ()).throw(RuntimeError("no")))
     assert free_bytes(SimpleNamespace(cuda=broken), "cuda", 0) is None
+
+
+def test_a_cuda_rank_runs_with_the_bench_workers_timing_environment(monkeypatch):
+    """Issue 43, item 3: a user's CUDA_LAUNCH_BLOCKING=1 (a common debugging setting) made the
+    timed pg.allreduce block the main thread until the collective ended, so a lost peer held a
+    healthy rank outside every bounded poll; TORCH_NCCL_NAN_CHECK and TORCH_NCCL_ENABLE_TIMING
+    put kernels and events inside the interval. Every cuda rank now sets the bench workers'
+    variables, before its CUDA context exists (before it picks its GPU), recorded as the bench
+    records them."""
+    from gputopo.bench.worker_env import TIMING_ENV, worker_env
+
+    for name in ("CUDA_LAUNCH_BLOCKING", "TORCH_NCCL_NAN_CHECK", "TORCH_NCCL_ENABLE_TIMING",
+                 "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ENABLE_TIMING"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "FATAL")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def choose(cuda, local_rank, local_world, who):  # the rank's first touch of CUDA
+        seen.update({k: dist_backend.os.environ.get(k) for k in TIMING_ENV})
+        raise Stop()
+
+    monkeypatch.setattr(dist_backend, "choose_device", choose)
+    monkeypatch.setattr(LaunchEnv, "export", lambda self: None)
+    with pytest.raises(Stop):
+        DistBackend(LaunchEnv("slurm", 0, 2, 0, 1, "h", 1, "n0"), "cuda", size_bytes=4, samples=1,
+                    timeout_s=5.0)
+    assert seen == {k: "0" for k in TIMING_ENV}
+    assert "NCCL_ENABLE_TIMING" not in dist_backend.os.environ
+    done = set_rank_env("cuda", {"CUDA_LAUNCH_BLOCKING": "1"})
+    _, bench = worker_env({"CUDA_LAUNCH_BLOCKING": "1"})
+    assert {k: done[k] for k in bench} == bench  # the bench's record, entry for entry
+    assert done["TORCH_NCCL_ASYNC_ERROR_HANDLING"]["value"] == "0"
+    from gputopo.bench.worker_env import override_line
+
+    # rank 0 says so on stderr, as the bench does (cluster/job.py)
+    assert override_line(done, "the cluster's cuda ranks", "env_set") == (
+        "gputopo: the cluster's cuda ranks run with CUDA_LAUNCH_BLOCKING=0 (this shell: 1): those "
+        "change what is timed (why: run.json env_set)")

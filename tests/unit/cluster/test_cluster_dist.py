@@ -149,6 +149,12 @@ def test_srun_variables_with_plain_processes(tmp_path):
     pairs = sorted(tuple(g["nodes"]) for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
     assert doc["rounds_inter"] == 3 and pairs == [(0, 1), (0, 2), (1, 2)] and "3 nodes" in outs[0]
     assert all(g["busbw_gbps"] > 0 for r in doc["rounds"] if r["phase"] == "inter" for g in r["groups"])
+    # each round's groups were shut down (real gloo groups, shutdown()) once every rank reported
+    # it: a rank holds at most the round's own two (all-GPU, one-GPU) when it writes its record
+    recs = [json.loads(ln) for f in (tmp_path / "run" / "ranks").glob("*.jsonl")
+            for ln in f.read_text().splitlines()]
+    assert recs and all(r["shutdown_stuck"] == 0 and r["data_groups_alive"] <= 2 for r in recs)
+    assert max(r["data_groups_alive"] for r in recs) == 2
 
 
 def test_cuda_fabric_without_a_gpu_is_exit_3_on_every_rank(tmp_path):
