@@ -36,7 +36,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
@@ -274,7 +274,14 @@ def _layout_of(tokens: Tuple[str, ...]):
     return pre, tuple(groups), len(pre) + sum(len(g) for g in groups)
 
 
-def _cell(names: List[str], toks: List[str]) -> Cell:
+#: The placement columns of every nccl-tests 2.x log (read without a dict per cell).
+_COMMON_GROUP = ("time", "algbw", "busbw", "#wrong")
+
+
+def _cell(names, toks: List[str]) -> Cell:
+    if tuple(names) == _COMMON_GROUP:
+        return Cell(time_us=_num(toks[0]), algbw_gbps=_num(toks[1]), busbw_gbps=_num(toks[2]),
+                    wrong=_int_or_na(toks[3]))
     vals = dict(zip(names, toks))
     wrong_tok = vals.get("#wrong", vals.get("wrong"))
     wrong: Any = NotAvailable("no #wrong column")
@@ -909,6 +916,13 @@ def busbw_factor(log: NcclTestsLog) -> float:
 
 
 def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> List[Measurement]:
+    """One Measurement per printed cell (see :func:`iter_measurements`)."""
+    return list(iter_measurements(log, link_class))
+
+
+def iter_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Iterator[Measurement]:
+    """One Measurement per printed cell, made as they are asked for (an import writes each as it
+    comes: a 200,000-row log never holds 400,000 of them at once)."""
     test = OPS[_op(log)].test
     gpus, _ = device_keys(log)
     factor = busbw_factor(log)
@@ -916,7 +930,6 @@ def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Lis
     # The log's own facts, once: each walks every row (``validated``), so asking them per cell
     # made 200,000 rows take hours (issue 44).
     validated, n_ranks, file = log.validated, log.n_ranks, Path(log.source).name
-    out = []
     for row, inplace, c in log.cells():
         extra: Dict[str, Any] = {
             "source": "nccl-tests", "file": file, "in_place": inplace,
@@ -937,10 +950,9 @@ def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Lis
         samples = [c.time_us * 1e-6] if isinstance(c.time_us, float) and c.time_us > 0 else []
         if not samples:
             extra["time_not_available"] = "nccl-tests printed no usable time"
-        out.append(Measurement(test=test, gpus=tuple(gpus), size_bytes=row.size_bytes, samples_s=samples,
-                               timing=timing, fabric="cuda", link_class=link_class, direction=None,
-                               bytes_per_iter=row.size_bytes, busbw_factor=factor, wrong=wrong, extra=extra))
-    return out
+        yield Measurement(test=test, gpus=tuple(gpus), size_bytes=row.size_bytes, samples_s=samples,
+                          timing=timing, fabric="cuda", link_class=link_class, direction=None,
+                          bytes_per_iter=row.size_bytes, busbw_factor=factor, wrong=wrong, extra=extra)
 
 
 def _json_num(v):
