@@ -51,6 +51,10 @@ _PREFIXES = [
     re.compile(r"^\[" + _LEVEL + r"\]\s+|^" + _LEVEL + r"\s+[-|]\s+"),
 ]
 
+#: Any of them at the start: one look per line, so the common line without a prefix costs one
+#: match, not one per pattern (every importer calls this on every line).
+_ANY_PREFIX = re.compile("|".join(f"(?:{p.pattern})" for p in _PREFIXES))
+
 
 def strip_ansi(line: str) -> str:
     """The line without terminal escape sequences (colours, bold, cursor moves)."""
@@ -61,6 +65,8 @@ def strip_launcher_prefix(line: str) -> str:
     """The line as the tool printed it: ANSI codes, a trailing CR/LF and every launcher or
     logging prefix at its start removed (nested ones too, e.g. ``0: [1,0]<stdout>:``)."""
     line = strip_ansi(line.rstrip("\r\n"))
+    if _ANY_PREFIX.match(line) is None:
+        return line
     for _ in range(4):  # a prefix inside a prefix; each pass removes one layer
         for pattern in _PREFIXES:
             new = pattern.sub("", line, count=1)

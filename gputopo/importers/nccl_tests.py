@@ -30,11 +30,13 @@ mean busbw over all sizes (both placements), not the peak; both are kept per log
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
@@ -238,9 +240,12 @@ def _clean(line: str) -> str:
 
 def _num(tok: str):
     """A printed number, or NotAvailable for N/A; ValueError otherwise."""
-    if tok.upper() in ("N/A", "NA", "-"):
-        return NotAvailable(f"nccl-tests printed {tok}")
-    return float(tok)
+    try:
+        return float(tok)  # the common case first: every figure of every row
+    except ValueError:
+        if tok.upper() in ("N/A", "NA", "-"):
+            return NotAvailable(f"nccl-tests printed {tok}")
+        raise
 
 
 def _int_or_na(tok: str):
@@ -249,7 +254,13 @@ def _int_or_na(tok: str):
 
 
 def _header_layout(tokens: List[str]):
-    """Split header column names into the leading columns and the placement groups."""
+    """Split header column names into the leading columns and the placement groups (once per
+    header: every row of a log asks it)."""
+    return _layout_of(tuple(tokens))
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_of(tokens: Tuple[str, ...]):
     starts = [k for k, t in enumerate(tokens) if t in ("time", "cputime")]
     if not starts:
         return None
@@ -260,10 +271,17 @@ def _header_layout(tokens: List[str]):
         if "timestamp" in g:
             g = g[:g.index("timestamp")]
         groups.append(g)
-    return pre, groups
+    return pre, tuple(groups), len(pre) + sum(len(g) for g in groups)
 
 
-def _cell(names: List[str], toks: List[str]) -> Cell:
+#: The placement columns of every nccl-tests 2.x log (read without a dict per cell).
+_COMMON_GROUP = ("time", "algbw", "busbw", "#wrong")
+
+
+def _cell(names, toks: List[str]) -> Cell:
+    if tuple(names) == _COMMON_GROUP:
+        return Cell(time_us=_num(toks[0]), algbw_gbps=_num(toks[1]), busbw_gbps=_num(toks[2]),
+                    wrong=_int_or_na(toks[3]))
     vals = dict(zip(names, toks))
     wrong_tok = vals.get("#wrong", vals.get("wrong"))
     wrong: Any = NotAvailable("no #wrong column")
@@ -286,8 +304,7 @@ def _parse_row(log: NcclTestsLog, toks: List[str], lineno: int) -> Optional[Row]
     layout = _header_layout(log.columns)
     if layout is None:
         return None
-    pre, groups = layout
-    need = len(pre) + sum(len(g) for g in groups)
+    pre, groups, need = layout
     lead = dict(zip(pre, toks[:len(pre)]))
     rest = toks[len(pre):]
     cells: List[Optional[Cell]] = []
@@ -334,11 +351,12 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         s = line.strip()
         if not s:
             continue
-        v = _NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)
+        versioned = "ersion" in s  # every version line below says "version" or "Version"
+        v = (_NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)) if versioned else None
         if v and (cur.nccl_version is None or not cur.rows):
             cur.nccl_version = v.group(1)
             cur.library = "RCCL" if "RCCL version" in v.group(0) else "NCCL"
-        m = _RCCL_TESTS.match(s) or _PLATFORM.match(s)
+        m = (_RCCL_TESTS.match(s) or _PLATFORM.match(s)) if versioned else None
         if m:
             if m.re is _RCCL_TESTS:
                 cur.tool, cur.version, cur.library = "rccl-tests", m.group(1), "RCCL"
@@ -408,7 +426,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         if _DATA.match(line) and not cur.columns and not cur.rows:
             cur.headerless.append((lineno, line.split()))
             continue
-        cmd = _COMMAND.search(s)
+        cmd = _COMMAND.search(s) if "_perf" in s else None
         if cmd and not cur.rows and not cur.program and op_from_name(cmd.group(1)):
             cur.program = cmd.group(1)  # the command line the output was pasted with
             continue
@@ -548,12 +566,18 @@ class RowShape:
     per_rank: Optional[int] = None
     said: List[str] = field(default_factory=list)
 
-    def allows(self, c, n: int) -> bool:
+    def allowed(self, c, counts: List[int]) -> List[int]:
+        """The rank counts of ``counts`` the rows allow for collective ``c``, in their order: none
+        where ``ops`` leaves ``c`` out; where ``per_rank`` is known, all of them for a collective
+        with whole buffers if it is 1 (else none), and only ``per_rank`` for one cut in chunks.
+        (Decided once per collective, not per count: thousands of counts are asked per log.)"""
         if self.ops is not None and c.name not in self.ops:
-            return False
-        if self.per_rank is not None:
-            return self.per_rank == 1 if c.sizing == WHOLE else n == self.per_rank
-        return True
+            return []
+        if self.per_rank is None:
+            return list(counts)
+        if c.sizing == WHOLE:
+            return list(counts) if self.per_rank == 1 else []
+        return [self.per_rank] if self.per_rank in counts else []
 
 
 def row_shape(log: NcclTestsLog) -> RowShape:
@@ -593,15 +617,28 @@ def fitting(bounds: Tuple[float, float], ops=None, ranks: Optional[int] = None,
     ``bounds``; only ``ops`` and ``ranks`` where given, and only what the rows' ``shape``
     allows where given."""
     lo, hi = bounds
-    counts = [ranks] if ranks else range(1, MAX_INFERRED_RANKS + 1)
     out: Dict[str, List[int]] = {}
     for c in COLLECTIVES:
         if (ops is not None and c.name not in ops) or c.name in RATIO_IS_NOT_FACTOR:
             continue
-        ns = [n for n in counts if lo <= c.busbw_factor(n) <= hi and (shape is None or shape.allows(c, n))]
+        if ranks:
+            counts: Iterable[int] = [ranks] if lo <= c.busbw_factor(ranks) <= hi else []
+        else:  # the rank counts whose factor lies in bounds, from the table sorted by factor
+            factors, by_factor = _factor_table(c)
+            counts = sorted(by_factor[bisect.bisect_left(factors, lo):bisect.bisect_right(factors, hi)])
+        ns = list(counts) if shape is None else shape.allowed(c, list(counts))
         if ns:
             out[c.name] = ns
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _factor_table(c) -> Tuple[List[float], List[int]]:
+    """``c``'s busbw factor on 1 .. MAX_INFERRED_RANKS ranks, sorted: (factors, their rank
+    counts), made once, so a file of thousands of logs does not compute 4,096 factors of every
+    collective for each."""
+    pairs = sorted((c.busbw_factor(n), n) for n in range(1, MAX_INFERRED_RANKS + 1))
+    return [f for f, _ in pairs], [n for _, n in pairs]
 
 
 def _wrong_said(log: NcclTestsLog) -> str:
@@ -735,11 +772,13 @@ _CELL_FIGURES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 
 def _negative(v) -> bool:
     """Negative, or not a finite number at all (nccl-tests printed nan or inf)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and not (0 <= v < math.inf)
+    return _is_num(v) and not (0 <= v < math.inf)
 
 
 def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A figure read as a number (the parser makes float and int; NotAvailable otherwise)."""
+    t = type(v)
+    return t is float or t is int or (isinstance(v, (int, float)) and t is not bool)
 
 
 def _impossible(row, cell, ranks: Optional[int] = None) -> List[str]:
@@ -877,16 +916,25 @@ def busbw_factor(log: NcclTestsLog) -> float:
 
 
 def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> List[Measurement]:
+    """One Measurement per printed cell (see :func:`iter_measurements`)."""
+    return list(iter_measurements(log, link_class))
+
+
+def iter_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Iterator[Measurement]:
+    """One Measurement per printed cell, made as they are asked for (an import writes each as it
+    comes: a 200,000-row log never holds 400,000 of them at once)."""
     test = OPS[_op(log)].test
     gpus, _ = device_keys(log)
     factor = busbw_factor(log)
     timing = "wall" if log.time_kind == "cputime" else "cuda-events"
-    out = []
+    # The log's own facts, once: each walks every row (``validated``), so asking them per cell
+    # made 200,000 rows take hours (issue 44).
+    validated, n_ranks, file = log.validated, log.n_ranks, Path(log.source).name
     for row, inplace, c in log.cells():
         extra: Dict[str, Any] = {
-            "source": "nccl-tests", "file": Path(log.source).name, "in_place": inplace,
+            "source": "nccl-tests", "file": file, "in_place": inplace,
             "count": row.count, "dtype": row.dtype, "redop": row.redop, "root": row.root,
-            "ranks": log.n_ranks,
+            "ranks": n_ranks,
             "printed": {"time_us": _json_num(c.time_us), "algbw_gbps": _json_num(c.algbw_gbps),
                         "busbw_gbps": _json_num(c.busbw_gbps), "wrong": _json_num(c.wrong)},
         }
@@ -897,15 +945,14 @@ def log_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> Lis
             extra["wrong_not_available"] = c.wrong.reason
         else:
             wrong = int(c.wrong)
-        if not log.validated:  # -c 0: nothing was checked, so no #wrong is a result
+        if not validated:  # -c 0: nothing was checked, so no #wrong is a result
             extra["data_checked"] = False
         samples = [c.time_us * 1e-6] if isinstance(c.time_us, float) and c.time_us > 0 else []
         if not samples:
             extra["time_not_available"] = "nccl-tests printed no usable time"
-        out.append(Measurement(test=test, gpus=tuple(gpus), size_bytes=row.size_bytes, samples_s=samples,
-                               timing=timing, fabric="cuda", link_class=link_class, direction=None,
-                               bytes_per_iter=row.size_bytes, busbw_factor=factor, wrong=wrong, extra=extra))
-    return out
+        yield Measurement(test=test, gpus=tuple(gpus), size_bytes=row.size_bytes, samples_s=samples,
+                          timing=timing, fabric="cuda", link_class=link_class, direction=None,
+                          bytes_per_iter=row.size_bytes, busbw_factor=factor, wrong=wrong, extra=extra)
 
 
 def _json_num(v):
@@ -920,6 +967,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
     gpus, are_devices = device_keys(log)
     wrong_cells = [c.wrong for _, _, c in log.cells()]
     counted = [w for w in wrong_cells if isinstance(w, int)]
+    validated = log.validated
     return {
         "file": Path(log.source).name, "path": str(log.source), "op": log.op, "test": OPS[_op(log)].test,
         "program": log.program, "tool": log.tool, "library": log.library, "platform": dict(log.platform),
@@ -932,9 +980,9 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "avg_busbw_meaning": "nccl-tests 'Avg bus bandwidth' as printed: the mean busbw over all sizes "
                              "(in-place and out-of-place), not the peak",
         "peak_busbw_gbps": peak, "peak_size_bytes": peak_size, "peak_in_place": peak_inplace,
-        "wrong": sum(counted) if counted and log.validated else None,
-        "wrong_checked": len(counted) == len(wrong_cells) and log.validated,
-        "validated": log.validated, "validation": log.config.get("validation"),
+        "wrong": sum(counted) if counted and validated else None,
+        "wrong_checked": len(counted) == len(wrong_cells) and validated,
+        "validated": validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
         "problems": list(log.problems),
         "inferred": list(log.inferred), "unknown": list(log.unknown),

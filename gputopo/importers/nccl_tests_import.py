@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, is_value
@@ -22,7 +22,7 @@ from gputopo.model.bus_id import PciAddress, from_nccl_tests, try_parse
 from gputopo.runfolder.imported import import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
 
-from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, log_measurements, log_summary,
+from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, iter_measurements, log_summary,
                          parse_nccl_tests_file)
 from .user_inputs import refuse_duplicates
 
@@ -94,7 +94,7 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
                        options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks,
                                 "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
                        measurements=(m for log in logs
-                                     for m in log_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),
+                                     for m in iter_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),
                        document_name=NCCL_TESTS_JSON, document={"logs": [log_summary(lg) for lg in logs]})
     result = ImportResult(run_dir=run_dir, logs=logs)
     if render:
@@ -116,20 +116,32 @@ def _one_of(values) -> Optional[str]:
 def refuse_duplicate_logs(logs) -> None:
     """The same test output twice (one file holding it twice, or two files sharing it): the
     measurements would be counted twice, exit 2 naming where."""
-    seen: Dict[tuple, Any] = {}  # (op, ranks, rows) -> the first log holding them
+    def row(r):
+        return (r.size_bytes, r.count, r.dtype, r.redop, r.root, repr(r.out_of_place), repr(r.in_place))
+
+    def full(log) -> str:  # every row, made once per log and only for a log whose outline another shares
+        return repr([row(r) for r in log.rows])
+
+    # outline (op, ranks, row count, first and last row) -> the first log of it, and the logs of
+    # that outline by all their rows (filled only once a second log has the outline)
+    seen: Dict[tuple, Tuple[Any, Dict[str, Any]]] = {}
     for log in logs:
         if not log.rows:  # a test that printed no row repeats nothing
             continue
-        rows = [(r.size_bytes, r.count, r.dtype, r.redop, r.root, repr(r.out_of_place), repr(r.in_place))
-                for r in log.rows]
-        key = (log.op, tuple((r.host, r.device, r.bus_id) for r in log.ranks), repr(rows))
-        if key in seen:
-            first = seen[key]
+        outline = (log.op, tuple((r.host, r.device, r.bus_id) for r in log.ranks), len(log.rows),
+                   row(log.rows[0]), row(log.rows[-1]))
+        if outline not in seen:
+            seen[outline] = (log, {})
+            continue
+        one, by_rows = seen[outline]
+        if not by_rows:
+            by_rows[full(one)] = one
+        first = by_rows.setdefault(full(log), log)
+        if first is not log:
             where = (f"{Path(log.source).name} holds the same {log.op} output twice (rows from line "
                      f"{first.rows[0].line} and from line {log.rows[0].line})" if first.source == log.source
                      else f"{Path(log.source).name} repeats the {log.op} output of {Path(first.source).name}")
             raise UsageError(f"{where}: its measurements would be counted twice; give each test once")
-        seen[key] = log
 
 
 def refuse_other_hosts(logs) -> None:

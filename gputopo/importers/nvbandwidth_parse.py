@@ -220,11 +220,11 @@ class _Parser:
     def finish(self) -> None:
         if self.matrix is not None:
             self._close("the output ends here")
-        ran = set(self.out.testcases_run)
         done = {m.testcase for m in self.out.matrices if m.complete}
         failed = {f.testcase for f in self.out.failures}
+        printed = {m.testcase for m in self.out.matrices}  # once, not per testcase (issue 44)
         for tc in self.out.testcases_run:
-            if tc in ran and tc not in done and tc not in failed and tc not in {m.testcase for m in self.out.matrices}:
+            if tc not in done and tc not in failed and tc not in printed:
                 self.out.problems.append(f"testcase {tc} started (Running {tc}.) but printed no matrix: "
                                          "the output stops or was cut there")
 

@@ -48,6 +48,10 @@ def read_p2pbw(path: str) -> P2pOutput:
     if not any(m.cells for m in out.matrices) and not out.devices:
         raise InputFileError(src.name, "not p2pBandwidthLatencyTest output: no '[P2P (Peer-to-Peer) GPU Bandwidth "
                                        "Latency Test]' device lines and no P2P matrix")
+    if out.second_run is not None:
+        line, what = out.second_run
+        raise InputFileError(src.name, f"a second p2pBandwidthLatencyTest output begins here ({what}): one run "
+                                       "per file (split the file and import each run)", line=line)
     src.tell(out)
     return out
 

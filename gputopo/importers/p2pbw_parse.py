@@ -32,7 +32,8 @@ _ACCESS = re.compile(r"^Device=(\d+)\s+(CAN|CANNOT)\s+Access Peer Device=(\d+)")
 _FAILURE = re.compile(r"^(?:Cuda failure|CUDA error at)\s+\S+:\d+")
 #: The sample prints every bandwidth and latency figure with two decimals ("%6.02f").
 _PRINTED = re.compile(r"^[-+]?\d+\.\d\d$")
-_KNOWN = ("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]", "***NOTE", "So you can see lesser", "NOTE: The CUDA Samples",
+_BANNER = "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]"
+_KNOWN = (_BANNER, "***NOTE", "So you can see lesser", "NOTE: The CUDA Samples",
           "Test passed", "Press enter", "[p2pBandwidthLatencyTest]", "Usage:", "Options:", "#")
 
 
@@ -98,6 +99,9 @@ class P2pOutput:
     notes: list[str] = field(default_factory=lambda: CappedList(50))
     #: The CUDA failures the sample printed before it exited: {"testcase", "kind", "message", "line"}.
     failures: list[dict] = field(default_factory=list)
+    #: (line, what) where a second run of the sample begins (its banner again, or a device number
+    #: listed again): one output per file, so the importer refuses it (read_p2pbw).
+    second_run: tuple[int, str] | None = None
 
     def matrix(self, name: str) -> P2pMatrix | None:
         return next((m for m in self.matrices if m.name == name), None)
@@ -181,8 +185,12 @@ class _Parser:
                                   mode=(mm.group("mode") or "Writes").lower(), bidirectional=bool(
                                       mm.group("dir") and mm.group("dir").startswith("Bi")), unit=mm.group("unit")))
             return
+        if s.startswith(_BANNER) and (self.out.devices or self.out.matrices) and self.out.second_run is None:
+            self.out.second_run = (lineno, "the sample's banner again")
         mm = _DEVICE.match(s)
         if mm:
+            if any(d.index == int(mm.group(1)) for d in self.out.devices[-64:]) and self.out.second_run is None:
+                self.out.second_run = (lineno, f"Device: {mm.group(1)} listed again")
             self.out.devices.append(P2pDevice(int(mm.group(1)), mm.group(2).strip(), mm.group(3), mm.group(4),
                                               mm.group(5)))
             return
@@ -257,5 +265,7 @@ def parse_p2pbw_lines(lines: Iterable[tuple[int, str]], source: str) -> P2pOutpu
     p = _Parser(out)
     for lineno, line in lines:
         p.feed(lineno, line)
+        if out.second_run is not None:  # refused there (read_p2pbw): the rest is not read
+            break
     p.finish()
     return out

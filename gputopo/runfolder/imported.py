@@ -20,7 +20,7 @@ from gputopo.model import Measurement, Topology, topology_to_json
 from gputopo.writable import check_writable_dir
 
 from .layout import MEASUREMENTS_JSONL, RUN_JSON, TOPOLOGY_JSON
-from .writer import append_jsonl, new_run_dir, run_info, write_json
+from .writer import append_jsonl_all, new_run_dir, run_info, write_json
 
 
 def import_run_dir(out_dir, base_dir, name: str) -> Path:
@@ -48,7 +48,5 @@ def write_imported_run(run_dir: Path, *, source: str, fabric: str, simulated: bo
                     source=source)
     write_json(run_dir / RUN_JSON, info)
     write_json(run_dir / TOPOLOGY_JSON, {"schema_version": SCHEMA_VERSION, **topology_to_json(topology)})
-    for m in measurements:
-        append_jsonl(run_dir / MEASUREMENTS_JSONL, m.to_json())
-    (run_dir / MEASUREMENTS_JSONL).touch()
+    append_jsonl_all(run_dir / MEASUREMENTS_JSONL, (m.to_json() for m in measurements))  # the file even when empty
     write_json(run_dir / document_name, {"schema_version": SCHEMA_VERSION, **document})

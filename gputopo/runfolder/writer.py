@@ -18,7 +18,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from gputopo import SCHEMA_VERSION, __version__
 from gputopo.errors import UsageError
@@ -92,6 +92,23 @@ def append_jsonl(path, obj: Dict[str, Any], *, allow_nan: bool = True) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
         f.flush()
+
+
+def append_jsonl_all(path, objs: Iterable[Dict[str, Any]], *, allow_nan: bool = True) -> int:
+    """Append every object of ``objs`` as a line through one open file (an import's records,
+    written at once: one open per line made a 200,000-row import spend most of its time opening
+    the file); flushed at the end. The number of lines written."""
+    n = 0
+    # One encoder, not one per line; records are trees made by to_json(), so the encoder's
+    # circular-reference bookkeeping (a dict per container) is left out.
+    encode = json.JSONEncoder(separators=(",", ":"), default=json_default, allow_nan=allow_nan,
+                              check_circular=False).encode
+    with open(path, "a", encoding="utf-8") as f:
+        for obj in objs:
+            f.write(encode(obj) + "\n")
+            n += 1
+        f.flush()
+    return n
 
 
 def write_json(path, obj: Dict[str, Any]) -> None:

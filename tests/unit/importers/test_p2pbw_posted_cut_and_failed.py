@@ -68,3 +68,26 @@ def test_an_output_that_ends_inside_a_figure_leaves_the_figure_out_and_says_so(t
     summary = _import(tmp_path, CUT)
     assert summary["verdict"] != "ok"
     assert any(f["kind"] == "incomplete-data" and "'924'" in f["message"] for f in summary["findings"])
+
+
+def test_two_runs_pasted_into_one_file_are_refused_at_the_second(tmp_path):
+    """Two runs of the sample in one file (a log of a loop) listed 8 devices for 4 GPUs, and the
+    report's figures failed on a GPU with no position (an internal error, exit 4): now a one-line
+    refusal naming the line where the second run begins, banner or not."""
+    from helpers.cli import refused
+
+    one = (P2P / "stelline_asus-esc8000a_4xrtx6000ada.txt").read_text()
+    n = one.count("\n")
+    both = tmp_path / "two-runs.txt"
+    both.write_text(one + one)
+    banner = next(k for k, ln in enumerate(one.splitlines(), 1) if ln.startswith("[P2P (Peer-to-Peer)"))
+    line = refused("import", "p2pbw", str(both), "--out", str(tmp_path / "run"), "--no-history")
+    assert f"two-runs.txt:{n + banner}: a second p2pBandwidthLatencyTest output begins here" in line
+    # the second run's banner cut off: its first device line, listed again, is where it begins
+    cut = tmp_path / "cut.txt"
+    cut.write_text(one + "".join(ln + "\n" for ln in one.splitlines() if not ln.startswith("[P2P (Peer")))
+    first_device = next(k for k, ln in enumerate(one.splitlines(), 1) if ln.startswith("Device: 0"))
+    line = refused("import", "p2pbw", str(cut), "--out", str(tmp_path / "run2"), "--no-history")
+    assert f"cut.txt:{n + first_device - (1 if banner < first_device else 0)}: " in line
+    assert "Device: 0 listed again" in line
+    assert read_p2pbw(str(P2P / "stelline_asus-esc8000a_4xrtx6000ada.txt")).second_run is None

@@ -76,6 +76,19 @@ def test_measurement_json_round_trip_keeps_samples_not_derived():
     assert math.isnan(empty.median_s) and empty.to_json()["derived"]["median_s"] is None
 
 
+@pytest.mark.parametrize("samples", [[], [2.5e-4], [0.0], [math.nan], [math.inf], [1e-6, 3e-6],
+                                     [5e-6, 1e-6, 2e-6, 9e-6], [1.0, 1.0, 1.0]])
+def test_written_statistics_are_the_properties(samples):
+    """to_json computes the derived figures once (fast for a 400,000-record import); they are
+    exactly what the properties say, one sample or many."""
+    m = Measurement("collective.all_reduce", (0, 1), 1 << 20, samples, "cuda-events", "cuda", busbw_factor=1.5)
+    want = {"median_s": m.median_s, "iqr_s": m.iqr_s, "algbw_gbps": m.algbw_gbps, "busbw_gbps": m.busbw_gbps}
+    got = m.to_json()["derived"]
+    for k, v in want.items():
+        assert got[k] == (v if math.isfinite(v) else None), k
+    assert got["noisy"] is m.noisy
+
+
 def test_finding_validates_kind():
     with pytest.raises(ValueError):
         Finding("bogus", "error", "x")
