@@ -95,6 +95,14 @@ def nvlink_all_reduce_s(size_bytes: int) -> float:
     """The modelled 2-GPU all_reduce: 6 us of latency plus the bytes at 370 GB/s busbw."""
     return 6e-6 + size_bytes / 370e9
 
+def _two_gpu_rank(tl, r):
+    """Rank ``r``'s CudaOps of a two-GPU step on the fake timeline ``tl``, and its dist."""
+    o = CudaOps([r], [0, 1], 2, {r: 0})
+    dist = tl.me().dist()
+    o._dist = lambda: dist
+    o._sync_device = lambda: torch.device("cpu")
+    return o, dist
+
 
 def two_ranks_timed(monkeypatch, size_bytes: int, clock_ratio, samples: int = 4):
     """A collective step on two GPUs, one rank (process) each, as the fabric times it: each
@@ -107,10 +115,7 @@ def two_ranks_timed(monkeypatch, size_bytes: int, clock_ratio, samples: int = 4)
     install_cuda(monkeypatch, tl)
 
     def rank(r):
-        o = CudaOps([r], [0, 1], 2, {r: 0})
-        dist = tl.me().dist()
-        o._dist = lambda: dist
-        o._sync_device = lambda: torch.device("cpu")
+        o, dist = _two_gpu_rank(tl, r)
         o._hold_s = 0.016  # a hold already doubled three times
         buf = torch.ones(8)
         out = []
@@ -143,10 +148,7 @@ def test_the_hold_is_one_length_on_every_rank_as_doubled_together(monkeypatch):
     install_cuda(monkeypatch, tl)
 
     def rank(r):
-        o = CudaOps([r], [0, 1], 2, {r: 0})
-        dist = tl.me().dist()
-        o._dist = lambda: dist
-        o._sync_device = lambda: torch.device("cpu")
+        o, dist = _two_gpu_rank(tl, r)
         buf = torch.ones(8)
         for s in range(2):
             o.combine(o.timed(lambda: dist.all_reduce(buf), [0, 1], repeat=1, seed=0, sample=s), 0, None)

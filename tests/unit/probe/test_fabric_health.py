@@ -69,14 +69,7 @@ def test_the_decoding_follows_pynvmls_shifts_and_widths():
 
 
 def _scan(tmp_path, mask):
-    path = tmp_path / "fh.toml"
-    path.write_text(f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_health_mask = {mask}\n')
-    lib = FakeNvml(load_description(str(path)))
-    lib.nvmlInit()
-    try:
-        return read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    finally:
-        lib.nvmlShutdown()
+    return _scan_text(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_health_mask = {mask}\n', "fh")
 
 
 def _fabric_findings(topo):
