@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from gputopo.runfolder.settings import NCCL_ENV_KEY
 from gputopo.model import Finding, Topology, worst_first
+from gputopo.model.finding_kinds import is_culprit, symptom
 
 from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
 from .causes import path_facts, run_nccl_settings
@@ -28,7 +29,7 @@ from .nccl_debug_findings import nccl_debug_findings
 from .integrity_findings import corrupt_findings
 from .kernel_log_findings import kernel_log_findings, kernel_log_notes
 from .sweep_findings import cliff_findings
-from .localise import LOCALISED_KINDS, finish, localise, mark_explained
+from .localise import finish, localise, mark_explained
 from .numerics_findings import numerics_failure_findings, numerics_findings
 from .run_folder import Run
 from .step_failures import kill_reason_cause, step_failure_findings
@@ -43,7 +44,7 @@ class Analysis:
     @property
     def localised(self) -> List[Finding]:
         """The culprits (gputopo.report.localise), each with the findings it explains."""
-        return [f for f in self.findings if f.kind in LOCALISED_KINDS]
+        return [f for f in self.findings if is_culprit(f.kind)]
 
 
 def scan_findings(topo: Optional[Topology], notes: List[str]) -> List[Finding]:
@@ -73,11 +74,11 @@ def event_findings(run: Run) -> List[Finding]:
             if lc is not None:
                 f = Finding(**{**f.to_json(), "link_class": str(lc)})
         if not f.evidence or not any(k in f.evidence for k in ("iommu_mode", "acs_redirect_bridges")):
-            if f.gpus and len(f.gpus) >= 2 and f.kind in ("hang", "crash"):
+            if f.gpus and len(f.gpus) >= 2 and symptom(f.kind) == "failure":
                 facts = path_facts(run.topology, f.gpus, f.link_class).evidence()
                 if facts:
                     f = Finding(**{**f.to_json(), "evidence": {**(f.evidence or {}), **facts}})
-        if f.kind in ("hang", "crash") and not f.cause:
+        if symptom(f.kind) == "failure" and not f.cause:
             cause, remedies = _step_failure_cause(run, f)
             f = Finding(**{**f.to_json(), "cause": cause, "remedies": list(f.remedies) or remedies})
         out.append(f)

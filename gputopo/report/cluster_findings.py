@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
+from gputopo.model.finding_kinds import drains
 from gputopo.model.cluster import GroupResult, LostRank, Outcome, out_of_memory
 
 from .cluster_view import gbps_text
 
-#: Finding kinds that put a node on the drain list.
-DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt", "rank-error")
 
 
 def _gbps(v: Optional[float]) -> str:
@@ -181,7 +180,7 @@ def drain_lines(findings: List[Finding]) -> List[str]:
     seen: Dict[str, str] = {}
     for f in findings:
         node = (f.evidence or {}).get("node")
-        if f.kind in DRAIN_KINDS and node and node not in seen:
+        if drains(f.kind) and node and node not in seen:
             seen[node] = f"gputopo {f.kind}: {f.message}".replace("\n", " ")
     return [f"{node} {reason}" for node, reason in sorted(seen.items())]
 
