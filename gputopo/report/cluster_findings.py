@@ -188,11 +188,10 @@ def drain_lines(findings: List[Finding]) -> List[str]:
 def cluster_findings(outcome: Outcome, names: List[str], ranks: List[List[int]],
                      fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
     """Every finding of a cluster run: mismatched nodes, slow nodes/links, wrong sums, ranks that
-    failed on their own, lost ranks."""
-    verdicts = triangulate(outcome, len(names))
-    return (mismatch_findings(names, fingerprints, ranks)
-            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
-            + rank_error_findings(outcome, names) + lost_findings(outcome))
+    failed on their own, lost ranks (the registry's cluster rules, rules.py)."""
+    from .rules import cluster_run_findings
+
+    return cluster_run_findings(outcome, names, ranks, fingerprints, slow_below)
 
 
 # ----------------------------------------------------------------------------- slow node or slow link

@@ -9,11 +9,12 @@ right points at the P2P path (IOMMU/ACS); staged copies wrong too points at a GP
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Measurement, Topology
 
 from .causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
+from .expected import class_of
 from .headline import link_class_of
 from .measured_findings import corrupt_findings as measured_corrupt_findings
 
@@ -31,4 +32,22 @@ def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) 
             cause, remedies = collective_broken(facts)
         out.append(dataclasses.replace(f, evidence={**f.evidence, **facts.evidence()},
                                        cause=cause, remedies=remedies))
+    return out
+
+
+def nccl_tests_findings(logs: List[Dict[str, Any]], topo: Optional[Topology]) -> List[Finding]:
+    """nccl-tests' own "Out of bounds values" count (writes outside the buffers) is corruption too."""
+    out = []
+    for log in logs:
+        oob = log.get("out_of_bounds")
+        if isinstance(oob, int) and oob > 0:
+            gpus = log.get("gpus") or None
+            lc = class_of(topo, gpus) if gpus else None
+            out.append(Finding(
+                "corrupt", "error",
+                f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
+                gpus=gpus, link_class=str(lc) if lc else None,
+                evidence={"out_of_bounds": oob, "file": log.get("file")},
+                cause="the collective wrote outside its buffers: a transport or driver fault",
+                remedies=["rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 to isolate the transport"]))
     return out

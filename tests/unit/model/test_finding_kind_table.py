@@ -12,6 +12,7 @@ import pytest
 from gputopo.model import finding_kinds
 from gputopo.model.finding import KINDS, Finding
 from gputopo.model.finding_kinds import KIND_TABLE, KindSpec, kind_names
+from gputopo.report.rules import RULES
 from helpers.paths import REPO
 
 PACKAGE = REPO / "gputopo"
@@ -74,9 +75,12 @@ def test_no_module_but_the_table_keeps_a_list_of_finding_kinds():
     paths = sorted(p for p in PACKAGE.rglob("*.py") if p not in OTHER_VOCABULARY
                    and not any(top in p.parents for top in OTHER_VOCABULARY_FOLDERS))
     assert len(paths) > 200
+    makes = {tuple(r.makes) for r in RULES}
     for path in paths:
         rel = path.relative_to(PACKAGE).as_posix()
         for line, name, kinds in _kind_collections(path):
+            if rel == "report/rules.py" and tuple(kinds) in makes:
+                continue  # what a registered rule makes: the rule's declaration, not the kinds' property
             if (rel, name) not in MESSAGE_WORDS:
                 found.append(f"gputopo/{rel}:{line} {name or '(inline)'} {kinds}")
     assert not found, ("finding kind properties outside gputopo/model/finding_kinds.py (make them a "

@@ -1,7 +1,8 @@
-"""A new finding kind is one entry of the kind table (gputopo/model/finding_kinds.py): with no
-other edit, `gputopo place` degrades its GPU's pairs with its words, the report's pair rows carry
-it, a cluster node with it is drained, it may come from history_findings.json, and
-docs/findings.md's check asks for its row and lists it in the generated properties."""
+"""A new finding kind is one entry of the kind table (gputopo/model/finding_kinds.py) and one rule
+registered in gputopo/report/rules.py: with no other edit, the scan and a run's report make it,
+`gputopo place` degrades its GPU's pairs with its words, the report's pair rows carry it, a
+cluster node with it is drained, it may come from history_findings.json, and docs/findings.md's
+check asks for its row and lists it in the generated properties."""
 
 from __future__ import annotations
 
@@ -73,3 +74,33 @@ def test_findings_page_asks_for_its_row_and_lists_it(dummy_kind):
     with_row = with_row[:with_row.index(finding_kinds_doc.BEGIN)] + generated + \
         with_row[with_row.index(finding_kinds_doc.END) + len(finding_kinds_doc.END):]
     assert finding_kinds_doc.problems(with_row) == []
+
+
+def _dummy_rule(facts):
+    """The dummy kind's rule module: GPU 3 of any topology has the dummy trouble."""
+    return [_finding(gpus=[3])] if facts.topology is not None else []
+
+
+@pytest.fixture
+def dummy_rule(dummy_kind, monkeypatch):
+    from gputopo.report import rules
+
+    monkeypatch.setattr(rules, "RULES", rules.RULES + (
+        rules.Rule("dummy", ("topology",), ("dummy-link",), ("run", "scan"), "scan", _dummy_rule),))
+
+
+def test_its_rule_registered_its_findings_reach_the_scan_place_and_a_runs_report(dummy_rule, tmp_path):
+    from conftest_report import write_run
+    from gputopo.report.placement import run_states
+    from gputopo.report.rules import scan_findings
+    from gputopo.report.summary import summarize_dir
+
+    topo = seed_topology()
+    states, _out = scan_states(topo, scan_findings(topo))  # `gputopo place` without a run
+    assert {p for p, st in states.items() if st.state == "degraded"} == {p for p in states if 3 in p}
+    summary = summarize_dir(write_run(tmp_path / "run"))
+    assert [f.kind for f in summary.findings if f.kind == "dummy-link"] == ["dummy-link"]
+    assert sorted(r.gpus for r in summary.pairs if any(f.kind == "dummy-link" for f in r.findings)) == \
+        [(0, 3), (1, 3), (2, 3), (3, 4), (3, 5), (3, 6), (3, 7)]
+    states, _out = run_states(summary.run.topology, summary)  # `gputopo place --run`
+    assert states[(2, 3)].state == "degraded" and "GPU 3: dummy link trouble" in states[(2, 3)].reasons
