@@ -185,15 +185,6 @@ def drain_lines(findings: List[Finding]) -> List[str]:
     return [f"{node} {reason}" for node, reason in sorted(seen.items())]
 
 
-def cluster_findings(outcome: Outcome, names: List[str], ranks: List[List[int]],
-                     fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
-    """Every finding of a cluster run: mismatched nodes, slow nodes/links, wrong sums, ranks that
-    failed on their own, lost ranks (the registry's cluster rules, rules.py)."""
-    from .rules import cluster_run_findings
-
-    return cluster_run_findings(outcome, names, ranks, fingerprints, slow_below)
-
-
 # ----------------------------------------------------------------------------- slow node or slow link
 
 # Slow node or slow link? Told apart by who was slow with whom.

@@ -30,8 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding, Topology
+from gputopo.model.finding_kinds import is_kind
 
+from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
+from . import cluster_findings as cluster
+from .data_findings import data_findings
+from .event_findings import run_event_findings
+from .import_findings import import_findings
+from .integrity_findings import corrupt_findings, nccl_tests_findings
+from .kernel_log_findings import kernel_log_findings
+from .nccl_debug_findings import nccl_debug_findings
+from .numerics_findings import numerics_findings
+from .sweep_findings import cliff_findings
 from .run_folder import Run
+from .topology_checks import topology_findings
 
 #: The facts a rule may read, and what each is.
 FACTS: Dict[str, str] = {
@@ -102,8 +114,6 @@ class Rule:
     says: str = ""
 
     def __post_init__(self):
-        from gputopo.model.finding_kinds import is_kind
-
         unknown = [f for f in self.reads if f not in FACTS]
         if unknown:
             raise ValueError(f"rule {self.name}: unknown facts {unknown}")
@@ -117,14 +127,10 @@ class Rule:
 # Each reads its facts off Facts and calls the rule's function in the module of its concept.
 
 def _scan(facts: Facts) -> List[Finding]:
-    from .topology_checks import topology_findings
-
     return list(topology_findings(facts.topology)) if facts.topology is not None else []
 
 
 def _events(facts: Facts) -> List[Finding]:
-    from .step_failures import run_event_findings
-
     # A writer may also have recorded a finding the data rules derive (e.g. the bench's own
     # `corrupt`): the derived one, with host facts and causes, replaces it.
     seen = {_identity(f) for f in facts.made.get("data", [])}
@@ -136,111 +142,77 @@ def _identity(f: Finding):
 
 
 def _corrupt(facts: Facts) -> List[Finding]:
-    from .integrity_findings import corrupt_findings
-
     return corrupt_findings(facts.need_run().measurements, facts.topology)
 
 
 def _nccl_tests_corrupt(facts: Facts) -> List[Finding]:
-    from .integrity_findings import nccl_tests_findings
-
     return nccl_tests_findings(facts.need_run().nccl_tests, facts.topology)
 
 
 def _numerics(facts: Facts) -> List[Finding]:
-    from .numerics_findings import numerics_findings
-
     corrupt_pairs = {tuple(sorted(f.gpus)) for f in facts.made.get("data", []) if f.kind == "corrupt" and f.gpus}
     return numerics_findings(facts.need_run().numerics, facts.topology, corrupt_pairs)
 
 
 def _slow(facts: Facts) -> List[Finding]:
-    from .bandwidth_findings import slow_findings
-
     return slow_findings(facts.headlines or [], facts.topology)
 
 
 def _outlier(facts: Facts) -> List[Finding]:
-    from .bandwidth_findings import outlier_findings
-
     return outlier_findings(facts.headlines or [], facts.topology)
 
 
 def _staged(facts: Facts) -> List[Finding]:
-    from .bandwidth_findings import staged_findings
-
     return staged_findings(facts.need_run().measurements, facts.topology)
 
 
 def _noisy(facts: Facts) -> List[Finding]:
-    from .bandwidth_findings import noisy_findings
-
     return noisy_findings(facts.need_run().measurements, facts.topology)
 
 
 def _imports(facts: Facts) -> List[Finding]:
-    from .import_findings import import_findings
-
     return import_findings(facts.need_run())
 
 
 def _nccl_debug(facts: Facts) -> List[Finding]:
-    from .nccl_debug_findings import nccl_debug_findings
-
     doc = facts.nccl_debug if facts.run is None else facts.run.nccl_debug
     return nccl_debug_findings(doc or {}, facts.topology)
 
 
 def _cliff(facts: Facts) -> List[Finding]:
-    from .sweep_findings import cliff_findings
-
     return cliff_findings(facts.need_run().measurements)
 
 
 def _kernel_log(facts: Facts) -> List[Finding]:
-    from .kernel_log_findings import kernel_log_findings
-
     return kernel_log_findings(facts.need_run())
 
 
 def _run_folder(facts: Facts) -> List[Finding]:
-    from .data_findings import data_findings
-
     return data_findings(facts.need_run())
 
 
 def _cluster_mismatch(facts: Facts) -> List[Finding]:
-    from .cluster_findings import mismatch_findings
-
     c = facts.need_cluster()
-    return mismatch_findings(c.names, c.fingerprints, c.ranks)
+    return cluster.mismatch_findings(c.names, c.fingerprints, c.ranks)
 
 
 def _cluster_slow(facts: Facts) -> List[Finding]:
-    from .cluster_findings import slow_findings, triangulate
-
     c = facts.need_cluster()
-    return slow_findings(triangulate(c.outcome, len(c.names)), c.names, c.ranks, c.slow_below)
+    return cluster.slow_findings(cluster.triangulate(c.outcome, len(c.names)), c.names, c.ranks, c.slow_below)
 
 
 def _cluster_corrupt(facts: Facts) -> List[Finding]:
-    from .cluster_findings import corrupt_findings
-
     c = facts.need_cluster()
-    return corrupt_findings(c.outcome, c.names)
+    return cluster.corrupt_findings(c.outcome, c.names)
 
 
 def _cluster_rank_errors(facts: Facts) -> List[Finding]:
-    from .cluster_findings import rank_error_findings
-
     c = facts.need_cluster()
-    return rank_error_findings(c.outcome, c.names)
+    return cluster.rank_error_findings(c.outcome, c.names)
 
 
 def _cluster_lost(facts: Facts) -> List[Finding]:
-    from .cluster_findings import lost_findings
-
-    return lost_findings(facts.need_cluster().outcome)
+    return cluster.lost_findings(facts.need_cluster().outcome)
 
 
 _SCAN_KINDS = ("gpu-lost", "nvlink-down", "nvlink-fabric", "pcie-downgraded", "link-errors", "p2p-unsupported",
@@ -284,7 +256,7 @@ RULES: Tuple[Rule, ...] = (
        ("hang", "crash", "corrupt", "nan", "diverged", "noisy", "out-of-memory", "slow", "slow-node",
         "topology-mismatch", "rank-error", "stopped"), ("run",), "events", _events,
        "the steps that hung or crashed, and the findings a writer recorded: a cluster run's, an older bench "
-       "folder's (step_failures.py, numerics_findings.py)"),
+       "folder's (event_findings.py, step_failures.py, numerics_findings.py)"),
     _R("run-folder", ("run-folder",), ("incomplete-data", "invalid-data"), ("run",), "run-folder", _run_folder,
        "a run folder cut short, lines unread, a run that did not finish (data_findings.py)"),
     _R("cluster-mismatch", ("fingerprints",), ("topology-mismatch",), ("cluster",), "data", _cluster_mismatch,
