@@ -1,7 +1,7 @@
 """A run folder -> its findings (worst first), headlines and notes: the judge of a bench run or an import.
 
 The findings come from the registered rules (rules.py: each reads some of the run's facts and
-makes some kinds; one loop runs them), then the culprits the localisation names (localise.py)
+makes some kinds; one loop runs them), then the culprits that explain them (why/)
 and the findings judged against the history when the run was recorded (history_record.py). The
 notes say what was read and how (an import's --topo, its GPU numbering, peer access, a kernel
 log; the series that reached their published figure, those none applies to).
@@ -16,13 +16,13 @@ from gputopo.runfolder.settings import NCCL_ENV_KEY
 from gputopo.model import Finding, worst_first
 from gputopo.model.finding_kinds import is_culprit
 
-from .causes import run_nccl_settings
+from .why.causes import run_nccl_settings
 from .expected_basis import expected_notes, no_reference_notes
 from .headline import Headline, headlines
 from .import_numbering import gpu_numbering_notes, topology_file_notes
 from .peer_access import peer_access_notes
 from .kernel_log_findings import kernel_log_notes
-from .localise import finish, localise, mark_explained
+from .why import explain_findings
 from .rules import run_findings
 from .run_folder import Run
 
@@ -35,7 +35,7 @@ class Analysis:
 
     @property
     def localised(self) -> List[Finding]:
-        """The culprits (gputopo.report.localise), each with the findings it explains."""
+        """The culprits (gputopo.report.why), each with the findings it explains."""
         return [f for f in self.findings if is_culprit(f.kind)]
 
 
@@ -55,8 +55,7 @@ def _analyze(run: Run) -> Analysis:
     notes += peer_access_notes(run)
     notes += kernel_log_notes(run)
     findings = run_findings(run, heads)  # every registered rule of a run (rules.py)
-    culprits = localise(findings, topo, run.measurements, run.numerics)
-    findings = mark_explained(findings, culprits) + finish(culprits)
+    findings = explain_findings(findings, topo, run.measurements, run.numerics)  # the culprits (why/)
     if run.history is not None:  # judged against the history when the run was recorded
         findings += run.history.findings
     fabrics = {m.fabric for m in run.measurements}

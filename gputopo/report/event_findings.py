@@ -12,12 +12,12 @@ from typing import List
 from gputopo.model import Finding
 from gputopo.model.finding_kinds import symptom
 
-from .causes import path_facts
-from .culprits import killed
+from .why.causes import path_facts
+from .why.culprits import step_failure_cause
 from .expected import class_of
 from .numerics_findings import numerics_failure_findings
 from .run_folder import Run
-from .step_failures import kill_reason_cause, step_failure_findings
+from .step_failures import step_failure_findings
 
 
 def run_event_findings(run: Run) -> List[Finding]:
@@ -42,29 +42,3 @@ def run_event_findings(run: Run) -> List[Finding]:
             f = Finding(**{**f.to_json(), "cause": cause, "remedies": list(f.remedies) or remedies})
         out.append(f)
     return out
-
-
-def step_failure_cause(run: Run, f: Finding):
-    """A default explanation for a hang or crash without one (a SIGKILL has its own)."""
-    reason = killed(f) if f.kind == "crash" else None
-    if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
-        _, cause, remedies = kill_reason_cause(reason)
-        return cause, remedies
-    facts = path_facts(run.topology, f.gpus or [], f.link_class)
-    suspects = []
-    if facts.iommu_translated:
-        suspects.append("IOMMU faults on peer DMA (look for DMAR / AMD-Vi messages in dmesg)")
-    if facts.acs_bridges:
-        suspects.append(f"peer requests redirected by ACS on bridge(s) {', '.join(facts.acs_bridges)} and never completed")
-    if f.kind == "hang":
-        cause = "a transfer or collective never completed" + ("; suspects: " + "; ".join(suspects) if suspects else
-                                                              ": a peer path that drops requests, or a driver/GPU hang")
-        remedies = ["check `dmesg` for Xid and IOMMU fault messages",
-                    "rerun the pair alone (gputopo bench --pairs I,J) with NCCL_DEBUG=INFO",
-                    "set NCCL_P2P_DISABLE=1 to see whether the peer path is the cause"]
-    else:
-        cause = "the worker process died" + ("; suspects: " + "; ".join(suspects) if suspects else
-                                             " (see the run folder's workers/*.log)")
-        remedies = ["read the worker log in the run folder (workers/*.log)",
-                    "check `dmesg` for Xid errors of these GPUs"]
-    return cause, remedies

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Measurement, Topology
 
-from .causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
+from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
 from .expected import class_of
 from .headline import link_class_of
 from .measured_findings import corrupt_findings as measured_corrupt_findings

@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from gputopo.model import Finding, LinkClass, Topology
 from gputopo.model.finding_kinds import degrades, family, marks_pairs, spec
 
-from .causes import path_facts
+from .why.causes import path_facts
 from .pairs import gpu_finding_touches, names_each_gpu
 
 #: Pair states, best first; ``broken`` pairs are never placed.
@@ -120,7 +120,7 @@ def _degrading_words(f: Finding) -> str:
 
 def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int, str]]:
     """Pair states from a run: its measured GB/s, what broke, and what the scan saw."""
-    from .culprits import killed
+    from .why.culprits import killed
 
     findings = summary.findings
     states, out_gpus = scan_states(topo, [f for f in findings if degrades(f.kind)])

@@ -16,7 +16,7 @@ the registry for each judgement:
 The rules run in the registry's order; the findings list is their sections in :data:`SECTIONS`'
 order (the scan's, then the steps that did not finish, then what the data shows, then the run
 folder's own trouble), each section in the order its rules made it. What comes after the rules
-(the culprits, gputopo/report/localise.py; the history, history_record.py) explains findings and
+(the culprits, gputopo/report/why/; the history, history_record.py) explains findings and
 makes none of these kinds.
 
 Adding a rule: write its function in the module of its concept (a ``*_findings.py`` module) and
@@ -36,11 +36,14 @@ from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings,
 from . import cluster_findings as cluster
 from .data_findings import data_findings
 from .event_findings import run_event_findings
-from .import_findings import import_findings
+from .import_findings import (import_asymmetry_findings, import_failure_findings, import_problem_findings,
+                              import_shared_gpu_findings)
 from .integrity_findings import corrupt_findings, nccl_tests_findings
 from .kernel_log_findings import kernel_log_findings
 from .nccl_debug_findings import nccl_debug_findings
 from .numerics_findings import numerics_findings
+from .peer_access import no_peer_access_findings
+from .perftest_findings import perftest_run_findings
 from .sweep_findings import cliff_findings
 from .run_folder import Run
 from .topology_checks import topology_findings
@@ -170,8 +173,28 @@ def _noisy(facts: Facts) -> List[Finding]:
     return noisy_findings(facts.need_run().measurements, facts.topology)
 
 
-def _imports(facts: Facts) -> List[Finding]:
-    return import_findings(facts.need_run())
+def _import_failures(facts: Facts) -> List[Finding]:
+    return import_failure_findings(facts.need_run())
+
+
+def _import_problems(facts: Facts) -> List[Finding]:
+    return import_problem_findings(facts.need_run())
+
+
+def _perftest(facts: Facts) -> List[Finding]:
+    return perftest_run_findings(facts.need_run().imported)
+
+
+def _peer_access(facts: Facts) -> List[Finding]:
+    return no_peer_access_findings(facts.need_run())
+
+
+def _import_asymmetry(facts: Facts) -> List[Finding]:
+    return import_asymmetry_findings(facts.need_run())
+
+
+def _import_shared_gpu(facts: Facts) -> List[Finding]:
+    return import_shared_gpu_findings(facts.need_run())
 
 
 def _nccl_debug(facts: Facts) -> List[Finding]:
@@ -238,11 +261,18 @@ RULES: Tuple[Rule, ...] = (
        "peer copies slower than copies staged through host memory (bandwidth_findings.py)"),
     _R("noisy", ("measurements", "topology"), ("noisy",), ("run",), "data", _noisy,
        "samples that spread (bandwidth_findings.py)"),
-    _R("imports", ("imported", "measurements"),
-       ("corrupt", "crash", "incomplete-data", "rdma-test-failed", "rdma-slow", "rdma-bandwidth", "no-peer-access",
-        "outlier"), ("run",), "data", _imports,
-       "an imported tool's failures, what it could not read, perftest's bandwidth, peer access, one direction or "
-       "one GPU slower without --topo (import_findings.py, perftest_findings.py, peer_access.py)"),
+    _R("import-failures", ("imported",), ("corrupt", "crash"), ("run",), "data", _import_failures,
+       "an imported testcase that failed: nvbandwidth's data check, or another error (import_findings.py)"),
+    _R("import-problems", ("imported",), ("incomplete-data",), ("run",), "data", _import_problems,
+       "what an import could not read (import_findings.py)"),
+    _R("perftest", ("imported",), ("rdma-test-failed", "rdma-slow", "rdma-bandwidth"), ("run",), "data", _perftest,
+       "an imported perftest run: its failure, its bandwidth against its port's rate (perftest_findings.py)"),
+    _R("peer-access", ("imported",), ("no-peer-access",), ("run",), "data", _peer_access,
+       "pairs an imported output shows without peer access (peer_access.py)"),
+    _R("import-asymmetry", ("imported", "measurements"), ("outlier",), ("run",), "data", _import_asymmetry,
+       "without --topo, a pair one direction of which is slower than the other (import_findings.py)"),
+    _R("import-shared-gpu", ("imported", "measurements"), ("outlier",), ("run",), "data", _import_shared_gpu,
+       "without --topo, a GPU all of whose staged pairs are slow (import_findings.py)"),
     _R("nccl-debug", ("nccl-debug", "topology"),
        ("nccl-init-failed", "nccl-gdr-off", "nccl-socket-fallback", "nccl-far-nic", "nccl-comm-failed"),
        ("run", "nccl-debug"), "data", _nccl_debug, "what an NCCL_DEBUG log says the job did (nccl_debug_findings.py)"),

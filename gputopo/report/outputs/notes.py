@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 from gputopo.model.finding_kinds import is_data_trouble
 from gputopo.report.summary import Summary
 
-from .root_causes import verdict_counts
+from gputopo.report.why.root_causes import verdict_counts
 
 
 def simulated_line(summary: Summary) -> str:

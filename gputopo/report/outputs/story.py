@@ -12,14 +12,14 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.finding_kinds import family, is_data_trouble
-from gputopo.report.localise import finding_id
+from gputopo.report.why.localise import finding_id
 from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
 from .cell_text import gbps, gpus_text, group_findings, group_where, pct
-from .diagnosis import explained, is_localised, localised_story
+from gputopo.report.why.diagnosis import explained, is_localised, localised_story
 from .bridge_names import BRIDGES, bridge_key
-from .explain import Explanation, explanations
+from gputopo.report.why.explain import Explanation, explanations
 
 
 @dataclass

@@ -25,7 +25,7 @@ OTHER_VOCABULARY = {PACKAGE / "model" / "finding_kinds.py", PACKAGE / "model" / 
                     PACKAGE / "cluster" / "sim_backend.py"}
 OTHER_VOCABULARY_FOLDERS = (PACKAGE / "sim",)
 #: How a kind reads in a sentence: a view's words, not a property of the kind.
-MESSAGE_WORDS = {("report/culprits.py", "KIND_WORDS"), ("report/outputs/story.py", "KIND_WORDS"),
+MESSAGE_WORDS = {("report/why/culprits.py", "KIND_WORDS"), ("report/outputs/story.py", "KIND_WORDS"),
                  ("report/outputs/story.py", "VERDICT_WORDS")}
 
 

@@ -1,4 +1,4 @@
-"""Localising the fault (gputopo.report.localise): from per-pair findings to the smallest culprit,
+"""Localising the fault (gputopo.report.why.localise): from per-pair findings to the smallest culprit,
 on synthetic run folders (fast) and on the findings alone."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from conftest_report import _m, measurements, seed_topology, write_run
 from gputopo.runfolder.writer import append_jsonl
 from gputopo.model import Finding
 from gputopo.model.finding_kinds import is_culprit
-from gputopo.report.localise import finish, killed, localise, mark_explained
+from gputopo.report.why.localise import finish, killed, localise, mark_explained
 from gputopo.report.render import render_run
 from gputopo.report.summary import summarize_dir
 

@@ -20,8 +20,8 @@ from helpers.cli import gputopo_here
 from helpers.paths import REPO
 
 FIXTURES = REPO / "tests" / "fixtures"
-#: Imports whose run folders hold a fact of each import rule (failures, problems, perftest, peer
-#: access, asymmetry without --topo, nccl-tests out of bounds, a kernel log's driver lines).
+#: Imports whose run folders hold the facts of the import rules (failures, problems, perftest, peer
+#: access, a GPU slow without --topo, nccl-tests out of bounds, a kernel log's driver lines).
 IMPORTS = [
     ("nvbandwidth", "nvbandwidth/nvbandwidth-34_8xa100_d2d_read_ce_pattern-check-failed_v0.7.txt"),
     ("p2pbw", "p2pbw/sushruta-blog_4xa100-80gb-pcie_nv12-pairs_cannot-access-across.txt"),
@@ -76,7 +76,8 @@ def test_a_bench_run_and_imports_of_each_tool_go_through_the_one_loop(tmp_path):
                            env={"GPUTOPO_HISTORY": str(tmp_path / "h.sqlite")})
         assert ran.returncode in (0, 1), ran.stderr
         fired |= _check_run(out)
-    assert {"imports", "nccl-tests-out-of-bounds", "outlier", "kernel-log"} <= fired
+    assert {"import-failures", "import-problems", "import-shared-gpu", "perftest", "peer-access",
+            "nccl-tests-out-of-bounds", "kernel-log"} <= fired
 
 
 def test_a_scan_is_the_registry_run_on_a_topology_alone():

@@ -37,7 +37,7 @@ from gputopo.model.finding_kinds import family as family_of
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
 from .culprits import (figures_text, gpu_fault, killed, killed_finding, link_fault, machine_wide, made,
                        pairs_text, rank, staged_only, symptom_verb, symptoms, width_text)
-from .pairs import gpu_finding_touches
+from ..pairs import gpu_finding_touches
 
 # The kinds this module adds are the table's ``culprit`` kinds; the symptom families it localises
 # separately (a corrupting GPU and a slow link are two faults) its ``symptom``; the scan findings
