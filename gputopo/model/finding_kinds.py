@@ -14,7 +14,8 @@ The order of the table is the vocabulary's order (``KINDS``): findings of one se
 in it, so a kind is appended, never moved; kinds are never renamed.
 
 Adding a kind: one entry here, one row in docs/findings.md (under its family's heading, with the
-severities of its policy), and the rule that makes it.
+severities of its policy), and the rule that makes it, registered in gputopo/report/rules.py
+(docs/architecture.md walks through it).
 """
 
 from __future__ import annotations

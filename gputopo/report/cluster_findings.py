@@ -30,7 +30,7 @@ def _gbps(v: Optional[float]) -> str:
     return f"{gbps_text(v)} GB/s" if v is not None else "n/a"
 
 
-def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_below: float) -> List[Finding]:
+def slow_node_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_below: float) -> List[Finding]:
     out = []
     ref = v.reference_gbps
     for k, t in sorted(v.slow_nodes.items()):
@@ -67,7 +67,7 @@ def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_be
     return out
 
 
-def corrupt_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
+def wrong_sum_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
     """Groups whose all_reduce gave wrong sums (checked on every rank, every sample)."""
     out = []
     for r in outcome.rounds:

@@ -1,9 +1,11 @@
-"""`corrupt` findings: wrong elements after a copy, a DataParallel primitive or a collective.
+"""`corrupt` findings of a run folder: wrong elements after a copy, a DataParallel primitive or a
+collective, and nccl-tests' own out-of-bounds count.
 
-measured_findings.py gathers, per pair (or GPU, or collective group), every test that returned wrong data
-on it and the data path each exercised (measured_findings.corrupt_findings); the *pattern*
-is the diagnosis, added here with the host facts: peer copies wrong while staged copies are
-right points at the P2P path (IOMMU/ACS); staged copies wrong too points at a GPU or its link.
+Wrong data from measurements has one definition, measured_findings.corrupt_findings: per pair
+(or GPU, or collective group) every test that returned wrong data on it and the data path each
+exercised. The *pattern* is the diagnosis, added here (:func:`with_causes`) with the host facts:
+peer copies wrong while staged copies are right points at the P2P path (IOMMU/ACS); staged copies
+wrong too points at a GPU or its link.
 """
 
 from __future__ import annotations
@@ -11,17 +13,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
-from gputopo.model import Finding, Measurement, Topology
+from gputopo.model import Finding, Topology
 
 from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
 from .expected import class_of
-from .headline import link_class_of
-from .measured_findings import corrupt_findings as measured_corrupt_findings
 
 
-def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
+def with_causes(found: List[Finding], topo: Optional[Topology]) -> List[Finding]:
+    """``corrupt`` findings (measured_findings.corrupt_findings, the one definition of wrong data
+    from measurements) with the host facts on their path, and the cause and remedies the pattern
+    of their data paths supports."""
     out = []
-    for f in measured_corrupt_findings(measurements, lambda m: link_class_of(topo, m)):
+    for f in found:
         bad_paths = {t["path"] for t in f.evidence["tests"].values()}
         facts = path_facts(topo, list(f.gpus or ()), f.link_class)
         if "staged" in bad_paths:

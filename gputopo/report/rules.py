@@ -32,13 +32,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from gputopo.model import Finding, Topology
 from gputopo.model.finding_kinds import is_kind
 
-from .bandwidth_findings import noisy_findings, outlier_findings, slow_findings, staged_findings
+from .bandwidth_findings import outlier_findings, slow_findings, staged_findings
 from . import cluster_findings as cluster
 from .data_findings import data_findings
 from .event_findings import run_event_findings
 from .import_findings import (import_asymmetry_findings, import_failure_findings, import_problem_findings,
                               import_shared_gpu_findings)
-from .integrity_findings import corrupt_findings, nccl_tests_findings
+from .headline import link_class_of
+from .integrity_findings import nccl_tests_findings, with_causes
+from .measured_findings import corrupt_findings, noisy_findings
 from .kernel_log_findings import kernel_log_findings
 from .nccl_debug_findings import nccl_debug_findings
 from .numerics_findings import numerics_findings
@@ -144,8 +146,14 @@ def _identity(f: Finding):
     return (f.kind, tuple(sorted(f.gpus)) if f.gpus else None)
 
 
+def _classes(facts: Facts):
+    """A measurement's link class from the topology, where it recorded none."""
+    topo = facts.topology
+    return lambda m: link_class_of(topo, m)
+
+
 def _corrupt(facts: Facts) -> List[Finding]:
-    return corrupt_findings(facts.need_run().measurements, facts.topology)
+    return with_causes(corrupt_findings(facts.need_run().measurements, _classes(facts)), facts.topology)
 
 
 def _nccl_tests_corrupt(facts: Facts) -> List[Finding]:
@@ -170,7 +178,7 @@ def _staged(facts: Facts) -> List[Finding]:
 
 
 def _noisy(facts: Facts) -> List[Finding]:
-    return noisy_findings(facts.need_run().measurements, facts.topology)
+    return noisy_findings(facts.need_run().measurements, _classes(facts))
 
 
 def _import_failures(facts: Facts) -> List[Finding]:
@@ -221,12 +229,12 @@ def _cluster_mismatch(facts: Facts) -> List[Finding]:
 
 def _cluster_slow(facts: Facts) -> List[Finding]:
     c = facts.need_cluster()
-    return cluster.slow_findings(cluster.triangulate(c.outcome, len(c.names)), c.names, c.ranks, c.slow_below)
+    return cluster.slow_node_findings(cluster.triangulate(c.outcome, len(c.names)), c.names, c.ranks, c.slow_below)
 
 
 def _cluster_corrupt(facts: Facts) -> List[Finding]:
     c = facts.need_cluster()
-    return cluster.corrupt_findings(c.outcome, c.names)
+    return cluster.wrong_sum_findings(c.outcome, c.names)
 
 
 def _cluster_rank_errors(facts: Facts) -> List[Finding]:
@@ -248,7 +256,8 @@ RULES: Tuple[Rule, ...] = (
        "what NVML shows: lost GPUs, links down or narrow, link errors, P2P, IOMMU/ACS, NICs, GPU health "
        "(topology_checks.py, network_checks.py, health_checks.py)"),
     _R("wrong-data", ("measurements", "topology"), ("corrupt",), ("run",), "data", _corrupt,
-       "wrong elements after a copy, a DataParallel primitive or a collective (integrity_findings.py)"),
+       "wrong elements after a copy, a DataParallel primitive or a collective (measured_findings.py), with "
+       "the host facts and causes (integrity_findings.py)"),
     _R("nccl-tests-out-of-bounds", ("nccl-tests", "topology"), ("corrupt",), ("run",), "data", _nccl_tests_corrupt,
        "nccl-tests' own out-of-bounds count (integrity_findings.py)"),
     _R("numerics", ("numerics", "topology", "findings"), ("nan", "diverged"), ("run",), "data", _numerics,
@@ -260,7 +269,7 @@ RULES: Tuple[Rule, ...] = (
     _R("staged-faster", ("measurements", "topology"), ("p2p-slower-than-staged",), ("run",), "data", _staged,
        "peer copies slower than copies staged through host memory (bandwidth_findings.py)"),
     _R("noisy", ("measurements", "topology"), ("noisy",), ("run",), "data", _noisy,
-       "samples that spread (bandwidth_findings.py)"),
+       "samples that spread (measured_findings.py)"),
     _R("import-failures", ("imported",), ("corrupt", "crash"), ("run",), "data", _import_failures,
        "an imported testcase that failed: nvbandwidth's data check, or another error (import_findings.py)"),
     _R("import-problems", ("imported",), ("incomplete-data",), ("run",), "data", _import_problems,
