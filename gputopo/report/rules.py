@@ -312,14 +312,14 @@ RULES: Tuple[Rule, ...] = (
 )
 
 
-def judge(judgement: str, facts: Facts, rules: Sequence[Rule] = (),
+def judge(judgement: str, facts: Facts, rules: Optional[Sequence[Rule]] = None,
           trace: Optional[Dict[str, List[Finding]]] = None) -> List[Finding]:
-    """Run every registered rule of ``judgement`` on ``facts``, in the registry's order; the
-    findings in SECTIONS' order. ``trace``: filled with each rule's findings, by rule name."""
+    """Run every rule of ``judgement`` (``rules``, default the registry) on ``facts``, in order;
+    the findings in SECTIONS' order. ``trace``: filled with each rule's findings, by rule name."""
     if judgement not in JUDGEMENTS:
         raise ValueError(f"unknown judgement {judgement!r}")
     facts.made = {s: [] for s in SECTIONS}
-    for rule in rules or RULES:
+    for rule in RULES if rules is None else rules:
         if judgement not in rule.judgements:
             continue
         found = rule.judge(facts)
