@@ -14,6 +14,7 @@ from typing import Dict, Sequence, Set, Tuple
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import Finding, worst_first
+from gputopo.model.finding_kinds import family, symptom
 
 from .nccl_transport import transport_cell
 from .options import format_size
@@ -27,6 +28,12 @@ PAIR_COLUMNS = (Column("pair", keep=True), Column("class", keep=True), Column("P
                 Column("staged GB/s", "right", drop=4), Column("bidir", "right", drop=3),
                 Column("lat us", "right", drop=5), Column("#wrong", "right", keep=True),
                 Column("AR busbw", "right", drop=2), Column("NCCL via", drop=6))
+
+
+def _told_first(kind: str) -> bool:
+    """Wrong data, hangs and crashes the bench measured (not the numerics' NaN or divergence): the
+    table's data and failure symptoms outside the numerics family, always shown and shown first."""
+    return symptom(kind) in ("data", "failure") and family(kind) != "numerics"
 
 
 def _num(x, fmt="{:.1f}") -> str:
@@ -72,8 +79,8 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
                            style="yellow"))
 
     shown = [f for f in worst_first(list(findings)) if show_findings and
-             (show_info or f.severity != "info" or f.kind in ("corrupt", "hang", "crash"))]
-    first = [f for f in shown if f.kind in ("corrupt", "hang", "crash")]
+             (show_info or f.severity != "info" or _told_first(f.kind))]
+    first = [f for f in shown if _told_first(f.kind)]
     rest = [f for f in shown if f not in first]
     for f in first + rest:
         console.print(Text.assemble((f"{f.severity.upper():7} {f.kind:8} ",
@@ -84,7 +91,7 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
         at = f" at {format_size(sizes[-1])}" if sizes else ""
         failed: Dict[Tuple[int, ...], Set[str]] = {}
         for f in findings:
-            if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
+            if symptom(f.kind) == "failure" and f.gpus and len(f.gpus) == 2:
                 failed.setdefault(tuple(f.gpus), set()).add(f.kind)
         rows = []
         for p in doc["pairs"]:

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON
 from gputopo.model import Finding, is_value
 from gputopo.model.collectives import collective
-from gputopo.report.data_findings import DATA_KINDS
+from gputopo.model.finding_kinds import is_data_trouble, is_history_kind
 from gputopo.runfolder.cluster import read_cluster_doc
 from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary
@@ -324,9 +324,7 @@ def findings_rules(spec: Spec, s: Summary) -> List[Outcome]:
 def _not_judged_by_history(kind: str, s: Summary) -> Optional[str]:
     """Why the run folder cannot say whether a history kind (drift, counter-growth) happened,
     or None: they are judged when the run is recorded (its history_findings.json)."""
-    from gputopo.report.history_record import HISTORY_KINDS
-
-    if kind not in HISTORY_KINDS:
+    if not is_history_kind(kind):
         return None
     record = s.run.history
     if record is None:
@@ -362,7 +360,7 @@ def run_rules(spec: Spec, summary: Summary) -> List[Outcome]:
     # unfinished run) never passes, whatever the spec says about warnings: what is missing
     # would count as clean.
     for f in summary.findings:
-        if f.kind in DATA_KINDS:
+        if is_data_trouble(f.kind):
             out.append(Outcome("run.readable", "machine", FAILED,
                                f"{f.message}: the run cannot be judged as a whole; measure again",
                                evidence={"kind": f.kind}))

@@ -233,14 +233,15 @@ def nccl_debug(logs, into, as_json, topo_file):
                          "topology; give one of --into and --topo")
     topology = load_topo_option(topo_file)
     doc = import_nccl_debug(list(logs), into=into, topology=topology, topology_file=topo_file)
-    from gputopo.report.nccl_debug_findings import nccl_debug_findings, problem_findings, verdict
+    from gputopo.report.nccl_debug_findings import problem_findings, verdict
+    from gputopo.report.rules import nccl_debug_log_findings
 
     said = {"topology_notes": list(topology.notes)} if topology is not None and topology.notes else {}  # cut, no legend
     if into:
         from gputopo.report.run_folder import load_run
 
         topology = load_run(into).topology
-    findings = nccl_debug_findings(doc, topology)
+    findings = nccl_debug_log_findings(doc, topology)
     judged = findings + problem_findings(doc)
     if as_json:
         click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged],

@@ -122,13 +122,13 @@ def place(n, exclude, from_run, sim, top, as_json):
         data_notes = ([summary.partial] if summary.partial else []) + list(summary.run.problems)
     else:
         from gputopo.cli.scan import load_topology
-        from gputopo.report.topology_checks import topology_findings
+        from gputopo.report.rules import scan_findings
 
         if sim:
             _refuse_too_many(_sim_gpu_count(sim), f"--sim {sim}")
         topo = load_topology(sim)
         _refuse_too_many(len(topo.gpus), "this machine")
-        states, out_gpus = scan_states(topo, topology_findings(topo))
+        states, out_gpus = scan_states(topo, scan_findings(topo))
         source = "scan (link classes; nothing measured)"
     indices = [g.nvml_index for g in topo.gpus]
     excluded = _excluded(exclude, set(indices))

@@ -93,10 +93,10 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
         raise UsageError(f"--format {fmt} and {'--json' if as_json else '--csv'} are exclusive; "
                          "give one")
     fmt = "json" if as_json else "csv" if as_csv else fmt
-    from gputopo.report.topology_checks import topology_findings
+    from gputopo.report.rules import scan_findings
 
     topo = load_topology(sim, from_smi, kernel_log)
-    problems = topology_findings(topo)
+    problems = scan_findings(topo)
     if fmt == "json":
         from gputopo.report.scan_view import scan_json
 

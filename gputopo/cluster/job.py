@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, worst_first
 from gputopo.model.cluster import LostRank, Outcome
-from gputopo.report.cluster_findings import cluster_findings, drain_lines
+from gputopo.report.cluster_findings import drain_lines
+from gputopo.report.rules import cluster_run_findings
 from gputopo.report.cluster_view import cluster_markdown, write_node_heatmap
 from gputopo.runfolder.cluster import ClusterRunFolder, make_run_dir
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
@@ -116,7 +117,7 @@ def _sim_rounds(backend, cluster, opts: ClusterOptions, folder: Optional[Cluster
     wall0 = time.monotonic()
     outcome = run_rounds(backend, opts.pattern, seed=opts.seed, slow_below=opts.slow_below,
                          intra=opts.intra, on_round=folder.round if folder else None)
-    findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
+    findings = cluster_run_findings(outcome, names, ranks, fingerprints, opts.slow_below)
     extra = {"sim": cluster.name, "sim_path": cluster.path, "node_machine": cluster.node.name,
              "wall_s": round(time.monotonic() - wall0, 3),
              "intra_node_models": backend.intra_models}
@@ -227,7 +228,7 @@ def _conclude_rank(backend, env, fabric: str, opts: ClusterOptions, outcome: Out
         backend.wait_written()
         return ClusterResult(run_dir=None, doc={}, findings=[], outcome=outcome)
     with folder.ending():  # a survivor's too: run.json final however its writing ends
-        findings = cluster_findings(outcome, names, ranks, fingerprints, opts.slow_below)
+        findings = cluster_run_findings(outcome, names, ranks, fingerprints, opts.slow_below)
         doc = finish_folder(folder, outcome=outcome, names=names, ranks=ranks, fingerprints=fingerprints,
                             findings=findings, fabric=fabric, simulated=False,
                             time_s=time.monotonic() - wall0, time_source="wall",

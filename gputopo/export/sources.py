@@ -26,9 +26,9 @@ def scanner(sim: str | None) -> Callable[[], Topology]:
 
 
 def judge(topo: Topology) -> list[Finding]:
-    from gputopo.report.topology_checks import topology_findings
+    from gputopo.report.rules import scan_findings
 
-    return topology_findings(topo)
+    return scan_findings(topo)
 
 
 def history_reader(path: Path | None) -> Callable[[Topology], HistoryFacts]:

@@ -1,6 +1,7 @@
 """Bandwidth findings: `slow` (below the link's rate), `outlier` (below its class's median),
-`p2p-slower-than-staged` (peer copies slower than going through host memory); and the bench's
-`noisy` (samples spread) with the topology's link classes.
+`p2p-slower-than-staged` (peer copies slower than going through host memory). (`noisy`, samples
+that spread, is measured_findings.py's: its one definition, for the bench's own findings and the
+report's alike.)
 
 Thresholds are named constants so users and tests can see them. All three are skipped on the
 ``cpu`` fabric, whose timings measure memcpy and process scheduling, not a GPU link.
@@ -14,12 +15,11 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement, Topology
 
-from .causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
+from .why.causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
 from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, gpu_names, judge_rate, platform_of
 from .references import REFERENCE_FRACTION, closest_reference
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps, worst_direction)
-from .measured_findings import noisy_findings as measured_noisy_findings
 
 #: A pair below this fraction of its class's median (same series) is an `outlier` (warning).
 OUTLIER_RATIO = 0.7
@@ -205,9 +205,3 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
             evidence={"threshold_ratio": STAGED_RATIO, "measured": items, **facts.evidence()},
             cause=cause, remedies=remedies))
     return out
-
-
-def noisy_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
-    """The bench's `noisy` (info) findings, with link classes from the topology where a
-    measurement recorded none: its figures are less certain; nothing is concluded from it."""
-    return measured_noisy_findings(measurements, lambda m: link_class_of(topo, m))

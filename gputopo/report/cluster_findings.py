@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
+from gputopo.model.finding_kinds import drains
 from gputopo.model.cluster import GroupResult, LostRank, Outcome, out_of_memory
 
 from .cluster_view import gbps_text
 
-#: Finding kinds that put a node on the drain list.
-DRAIN_KINDS = ("slow-node", "hang", "crash", "topology-mismatch", "corrupt", "rank-error")
 
 
 def _gbps(v: Optional[float]) -> str:
     return f"{gbps_text(v)} GB/s" if v is not None else "n/a"
 
 
-def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_below: float) -> List[Finding]:
+def slow_node_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_below: float) -> List[Finding]:
     out = []
     ref = v.reference_gbps
     for k, t in sorted(v.slow_nodes.items()):
@@ -68,7 +67,7 @@ def slow_findings(v: Verdicts, names: List[str], ranks: List[List[int]], slow_be
     return out
 
 
-def corrupt_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
+def wrong_sum_findings(outcome: Outcome, names: List[str]) -> List[Finding]:
     """Groups whose all_reduce gave wrong sums (checked on every rank, every sample)."""
     out = []
     for r in outcome.rounds:
@@ -181,19 +180,9 @@ def drain_lines(findings: List[Finding]) -> List[str]:
     seen: Dict[str, str] = {}
     for f in findings:
         node = (f.evidence or {}).get("node")
-        if f.kind in DRAIN_KINDS and node and node not in seen:
+        if drains(f.kind) and node and node not in seen:
             seen[node] = f"gputopo {f.kind}: {f.message}".replace("\n", " ")
     return [f"{node} {reason}" for node, reason in sorted(seen.items())]
-
-
-def cluster_findings(outcome: Outcome, names: List[str], ranks: List[List[int]],
-                     fingerprints: List[Dict[str, Any]], slow_below: float) -> List[Finding]:
-    """Every finding of a cluster run: mismatched nodes, slow nodes/links, wrong sums, ranks that
-    failed on their own, lost ranks."""
-    verdicts = triangulate(outcome, len(names))
-    return (mismatch_findings(names, fingerprints, ranks)
-            + slow_findings(verdicts, names, ranks, slow_below) + corrupt_findings(outcome, names)
-            + rank_error_findings(outcome, names) + lost_findings(outcome))
 
 
 # ----------------------------------------------------------------------------- slow node or slow link

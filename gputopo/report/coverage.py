@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from gputopo.model import Finding, Measurement
+from gputopo.model.finding_kinds import symptom
 from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.layout import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, STATUSES,
                                       TOPOLOGY_JSON, UNFINISHED)
@@ -40,7 +41,7 @@ def measured_pairs(measurements: Sequence[Measurement], numerics: Sequence[Dict[
         if len(g) == 2:
             out.add((g[0], g[1]))
     for f in findings:
-        if f.kind in ("hang", "crash") and f.gpus and len(f.gpus) == 2:
+        if symptom(f.kind) == "failure" and f.gpus and len(f.gpus) == 2:
             out.add((min(f.gpus), max(f.gpus)))
     return out
 

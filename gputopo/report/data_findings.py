@@ -19,8 +19,8 @@ from gputopo.model import Finding
 
 from .run_folder import Run
 
-#: The finding kinds this module makes (stable vocabulary, docs/findings.md).
-DATA_KINDS = ("incomplete-data", "invalid-data")
+# The finding kinds this module makes are the table's ``data_trouble`` kinds
+# (gputopo/model/finding_kinds.py, docs/findings.md).
 REMEDY_RERUN = "re-run the benchmark (or re-import the complete log) to get the missing results"
 
 

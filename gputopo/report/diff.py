@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Tuple
 from gputopo import SCHEMA_VERSION
 from gputopo.errors import UsageError
 from gputopo.model import Finding
+from gputopo.model.finding_kinds import family, is_culprit
 
-from .localise import LOCALISED_KINDS
 from .coverage import unreadable
 from .machine_identity import machine_differences
 from .summary import Summary, summarize_dir
@@ -132,8 +132,6 @@ def _pairs_text(pairs: List[Tuple[int, ...]], limit: int = 8) -> str:
     return f"pair{'s' if len(pairs) != 1 else ''} {words}{more}"
 
 
-#: Findings judged from the training numerics of a pair (not from its transfers).
-_NUMERICS_KINDS = ("nan", "diverged")
 
 
 def unmeasured_in(f: Finding, a: Summary, b: Summary) -> List[Tuple[int, ...]]:
@@ -147,8 +145,9 @@ def unmeasured_in(f: Finding, a: Summary, b: Summary) -> List[Tuple[int, ...]]:
 
     if f.gpus and len(f.gpus) == 2:
         g = tuple(sorted(f.gpus))
-        return [] if in_b(g, f.kind in _NUMERICS_KINDS) else [g]
-    if f.kind not in LOCALISED_KINDS:
+        numerics = family(f.kind) == "numerics"  # judged from the pair's training numerics, not its transfers
+        return [] if in_b(g, numerics) else [g]
+    if not is_culprit(f.kind):
         return []
     classes = set((f.link_class or "").split(","))
     if f.kind == "class-fault":

@@ -19,7 +19,7 @@ from gputopo.model.bus_id import try_parse
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, xid_list
 from gputopo.model.xid import (CATALOG_ACTIONS, NVLINK5_PROMOTABLE, NVLINK5_XIDS, RECOVERY_ACTIONS, nvlink5_fatality,
                                nvlink5_unit_status, recovery_action, xid_info)
-from gputopo.report.causes import REMEDY_GPU_HEALTH
+from gputopo.report.why.causes import REMEDY_GPU_HEALTH
 
 REMEDY_RESET = "drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot, so the pending repair takes effect"
 REMEDY_RMA = "take the GPU out of service and run NVIDIA's field diagnostic; replace it (RMA) if it fails"

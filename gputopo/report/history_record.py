@@ -21,12 +21,13 @@ from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding
+from gputopo.model.finding_kinds import is_history_kind
 from gputopo.runfolder.layout import HISTORY_FINDINGS_JSON
 
 from .history_findings import when
 
-#: The kinds judged against the history; only they may come from history_findings.json.
-HISTORY_KINDS = ("drift", "counter-growth")
+# The kinds judged against the history (the table's ``history`` kinds,
+# gputopo/model/finding_kinds.py); only they may come from history_findings.json.
 
 
 def is_history_finding(f: Finding) -> bool:
@@ -122,7 +123,7 @@ def history_record(doc: Dict[str, Any], notes: List[str]) -> HistoryRecord:
     for k, d in enumerate(entries if isinstance(entries, list) else []):
         try:
             f = Finding.from_json(d)
-            if f.kind not in HISTORY_KINDS or not is_history_finding(f):
+            if not is_history_kind(f.kind) or not is_history_finding(f):
                 raise ValueError(f"kind {f.kind!r} is not judged against the history")
             found.append(f)
         except (TypeError, ValueError) as e:

@@ -6,8 +6,8 @@ that the measurements alone cannot carry:
 - a testcase that died otherwise (``ASSERT``, a CUDA error, ``ERROR:``) is ``crash`` (error);
 - what could not be read (a matrix cut short, ``...`` in a paste, bytes left unread) is
   ``incomplete-data`` (warning), one per problem, so a partial import never reads as clean;
-- pairs the output shows without peer access (p2pBandwidthLatencyTest's CANNOT / 0 cells, an
-  nvbandwidth peer testcase waived on 2+ GPUs) are ``no-peer-access`` (peer_access.py);
+- (pairs the output shows without peer access are ``no-peer-access``: peer_access.py; an
+  imported perftest run's findings: perftest_findings.py; each a rule of its own, rules.py)
 - without link classes (no ``--topo``), a pair whose two directions of the same series differ
   by more than ASYMMETRY_RATIO is an ``outlier``: both directions cross the same link, so the
   comparison needs no class. With classes, outlier_findings compares pairs of a class instead.
@@ -23,8 +23,6 @@ from gputopo.model import Finding, Measurement
 
 from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
 from .imported_tests import is_latency
-from .peer_access import no_peer_access_findings
-from .perftest_findings import perftest_findings
 from .run_folder import Run
 
 #: One direction of a pair below this fraction of the other (same series, same size) is an outlier.
@@ -159,15 +157,21 @@ def shared_gpu_findings(measurements: list[Measurement]) -> list[Finding]:
     return out
 
 
-def import_findings(run: Run, measurements: list[Measurement] | None = None) -> list[Finding]:
-    out: list[Finding] = []
-    for doc in run.imported:
-        out += [_failure_finding(doc, f) for f in doc.get("failures") or [] if isinstance(f, dict)]
-        out += _problem_findings(doc)
-        if doc.get("tool") == "perftest":  # an RDMA port's bandwidth or failure (perftest_findings.py)
-            out += perftest_findings(doc)
-    if run.imported:
-        out += no_peer_access_findings(run)
-        out += asymmetry_findings(run.measurements if measurements is None else measurements)
-        out += shared_gpu_findings(run.measurements if measurements is None else measurements)
-    return out
+def import_failure_findings(run: Run) -> list[Finding]:
+    """Each imported testcase that failed: ``corrupt`` for nvbandwidth's data check, ``crash`` else."""
+    return [_failure_finding(doc, f) for doc in run.imported for f in doc.get("failures") or [] if isinstance(f, dict)]
+
+
+def import_problem_findings(run: Run) -> list[Finding]:
+    """What an import could not read, one ``incomplete-data`` per problem."""
+    return [f for doc in run.imported for f in _problem_findings(doc)]
+
+
+def import_asymmetry_findings(run: Run) -> list[Finding]:
+    """An imported pair without link classes whose two directions differ a lot (``outlier``)."""
+    return asymmetry_findings(run.measurements) if run.imported else []
+
+
+def import_shared_gpu_findings(run: Run) -> list[Finding]:
+    """An imported GPU without link classes all of whose staged pairs are slow (``outlier``)."""
+    return shared_gpu_findings(run.measurements) if run.imported else []

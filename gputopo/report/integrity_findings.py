@@ -1,26 +1,30 @@
-"""`corrupt` findings: wrong elements after a copy, a DataParallel primitive or a collective.
+"""`corrupt` findings of a run folder: wrong elements after a copy, a DataParallel primitive or a
+collective, and nccl-tests' own out-of-bounds count.
 
-measured_findings.py gathers, per pair (or GPU, or collective group), every test that returned wrong data
-on it and the data path each exercised (measured_findings.corrupt_findings); the *pattern*
-is the diagnosis, added here with the host facts: peer copies wrong while staged copies are
-right points at the P2P path (IOMMU/ACS); staged copies wrong too points at a GPU or its link.
+Wrong data from measurements has one definition, measured_findings.corrupt_findings: per pair
+(or GPU, or collective group) every test that returned wrong data on it and the data path each
+exercised. The *pattern* is the diagnosis, added here (:func:`with_causes`) with the host facts:
+peer copies wrong while staged copies are right points at the P2P path (IOMMU/ACS); staged copies
+wrong too points at a GPU or its link.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
-from gputopo.model import Finding, Measurement, Topology
+from gputopo.model import Finding, Topology
 
-from .causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
-from .headline import link_class_of
-from .measured_findings import corrupt_findings as measured_corrupt_findings
+from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
+from .expected import class_of
 
 
-def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) -> List[Finding]:
+def with_causes(found: List[Finding], topo: Optional[Topology]) -> List[Finding]:
+    """``corrupt`` findings (measured_findings.corrupt_findings, the one definition of wrong data
+    from measurements) with the host facts on their path, and the cause and remedies the pattern
+    of their data paths supports."""
     out = []
-    for f in measured_corrupt_findings(measurements, lambda m: link_class_of(topo, m)):
+    for f in found:
         bad_paths = {t["path"] for t in f.evidence["tests"].values()}
         facts = path_facts(topo, list(f.gpus or ()), f.link_class)
         if "staged" in bad_paths:
@@ -31,4 +35,22 @@ def corrupt_findings(measurements: List[Measurement], topo: Optional[Topology]) 
             cause, remedies = collective_broken(facts)
         out.append(dataclasses.replace(f, evidence={**f.evidence, **facts.evidence()},
                                        cause=cause, remedies=remedies))
+    return out
+
+
+def nccl_tests_findings(logs: List[Dict[str, Any]], topo: Optional[Topology]) -> List[Finding]:
+    """nccl-tests' own "Out of bounds values" count (writes outside the buffers) is corruption too."""
+    out = []
+    for log in logs:
+        oob = log.get("out_of_bounds")
+        if isinstance(oob, int) and oob > 0:
+            gpus = log.get("gpus") or None
+            lc = class_of(topo, gpus) if gpus else None
+            out.append(Finding(
+                "corrupt", "error",
+                f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
+                gpus=gpus, link_class=str(lc) if lc else None,
+                evidence={"out_of_bounds": oob, "file": log.get("file")},
+                cause="the collective wrote outside its buffers: a transport or driver fault",
+                remedies=["rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 to isolate the transport"]))
     return out

@@ -15,6 +15,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from gputopo.model import Finding
+from gputopo.model.finding_kinds import family
 from gputopo.model.finding import where_text
 from gputopo.numerics.outcome import NumericsRun
 from gputopo.numerics.result import OTHER_WAY, WAY_NAMES, NumericsResult, record_gpus
@@ -113,7 +114,7 @@ def numerics_run_findings(out: NumericsRun) -> List[Finding]:
         if rec.way != "ddp":
             continue
         for k, old in enumerate(found):  # a DP finding made before DDP ran can now name DDP's verdict
-            if old.gpus == list(rec.gpus) and old.evidence.get("way") == "dp" and old.kind in ("nan", "diverged"):
+            if old.gpus == list(rec.gpus) and old.evidence.get("way") == "dp" and family(old.kind) == "numerics":
                 dp = next(r for r in before if r.gpus == rec.gpus and r.way == "dp")
                 found[k] = finding_for(dp, {"ddp": rec}) or old
     return found + chaotic_findings(out)

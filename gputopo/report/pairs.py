@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.bus_id import short_bus_id
+from gputopo.model.finding_kinds import is_kind, marks_pairs, spec
 
 from .expected import ExpectedRate, pair_rate
 from .headline import HEADLINE_ORDER, Headline, link_class_of
@@ -147,7 +148,7 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
         if f.gpus and len(f.gpus) >= 2 and tuple(sorted(f.gpus)) in rows:
             rows[tuple(sorted(f.gpus))].findings.append(f)
     for f in findings:  # a GPU's own link problem flags the pairs that travel over that link
-        if f.gpus and (len(f.gpus) == 1 or f.kind in GROUP_LINK_KINDS) and f.kind in GPU_LINK_KINDS \
+        if f.gpus and (len(f.gpus) == 1 or names_each_gpu(f.kind)) and marks_pairs(f.kind) \
                 and f.severity in ("error", "warning"):
             for key, r in rows.items():
                 if len(key) == 2 and gpu_finding_touches(topo, f, key, r.link_class) \
@@ -156,13 +157,10 @@ def pair_rows(topo: Optional[Topology], measurements: List[Measurement], heads: 
     return [rows[k] for k in sorted(rows, key=lambda g: (len(g), g))]
 
 
-#: Findings about one GPU's own links: they flag the pairs whose traffic uses those links.
-#: ``counter-growth``: an NVLink counter (evidence ``counter`` nvlink_*) or PCIe replays
-#: (pcie_replay) growing between scans; other counters (ECC, remapped rows, Xids) are no link's.
-#: ``nvlink-fabric``: NVML's fabric health or registration, about the GPU's NVLink traffic.
-GPU_LINK_KINDS = ("gpu-lost", "nvlink-down", "pcie-downgraded", "link-errors", "counter-growth", "nvlink-fabric")
-#: GPU link kinds one finding of which may name several GPUs (each GPU's pairs are flagged).
-GROUP_LINK_KINDS = ("nvlink-fabric",)
+def names_each_gpu(kind: str) -> bool:
+    """A GPU link kind one finding of which may name several GPUs (each GPU's pairs are flagged):
+    the table's ``marks_each_gpu`` (gputopo/model/finding_kinds.py)."""
+    return is_kind(kind) and spec(kind).marks_each_gpu
 
 
 
@@ -196,7 +194,9 @@ def nvlink_peers(topo: Optional[Topology], gpu: int) -> Optional[set]:
 
 
 def gpu_finding_touches(topo: Optional[Topology], f: Finding, pair: tuple, link_class: Optional[str]) -> bool:
-    """Whether a GPU's own finding (GPU_LINK_KINDS) bears on ``pair``: a lost GPU on all its
+    """Whether a GPU's own finding (a kind whose table entry ``marks_pairs``, gputopo/model/
+    finding_kinds.py: findings about one GPU's own links flag the pairs whose traffic uses those
+    links) bears on ``pair``: a lost GPU on all its
     pairs; NVLinks down or erring on the pairs those links connect (by wiring, else the pair's
     NVLink class, else all pairs when no NVLink of the GPU is up); a narrow PCIe link on its
     PCIe pairs; a growing error counter on its link's pairs (NVLink counters on the NVLink
@@ -204,7 +204,7 @@ def gpu_finding_touches(topo: Optional[Topology], f: Finding, pair: tuple, link_
     the NVLink pairs of each GPU it names."""
     if not f.gpus:  # a GPU finding names its GPU; one that does not bears on no pair
         return False
-    named = f.gpus if f.kind in GROUP_LINK_KINDS else f.gpus[:1]
+    named = f.gpus if names_each_gpu(f.kind) else f.gpus[:1]
     return any(_touches_from(topo, f, g, pair, link_class) for g in named if g in pair)
 
 
@@ -212,16 +212,17 @@ def _touches_from(topo: Optional[Topology], f: Finding, gpu: int, pair: tuple, l
     other = pair[1] if pair[0] == gpu else pair[0]
     nvlink_pair = bool(link_class and link_class.startswith("NV"))
     ev = f.evidence or {}
-    if f.kind == "gpu-lost":
+    mark = marks_pairs(f.kind)
+    if mark == "all":
         return True
-    if f.kind == "pcie-downgraded":
+    if mark == "pcie":
         return not nvlink_pair
-    if f.kind == "counter-growth":  # a growing counter: its link's pairs (the NIC's or memory's none)
+    if mark == "counter":  # a growing counter: its link's pairs (the NIC's or memory's none)
         counter = str(ev.get("counter") or "")
         nv_errors, pcie_errors = counter.startswith("nvlink_"), counter == "pcie_replay"
     else:
-        nv_errors = f.kind in ("nvlink-down", "nvlink-fabric") or any(k.startswith("nvlink") for k in ev)
-        pcie_errors = f.kind == "link-errors" and "pcie.replay" in ev
+        nv_errors = mark == "nvlink" or any(k.startswith("nvlink") for k in ev)
+        pcie_errors = mark == "link-evidence" and "pcie.replay" in ev
     if pcie_errors and not nvlink_pair:
         return True
     if not nv_errors:

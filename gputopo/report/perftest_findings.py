@@ -302,6 +302,11 @@ def perftest_findings(doc: dict) -> list[Finding]:
     return out
 
 
+def perftest_run_findings(imported: list[dict]) -> list[Finding]:
+    """The findings of every perftest run among a run folder's imports (imported.json)."""
+    return [f for doc in imported if doc.get("tool") == "perftest" for f in perftest_findings(doc)]
+
+
 def perftest_measured(imported: list[dict]) -> bool:
     """Whether an imported perftest run printed a bandwidth (something was measured)."""
     return any(d.get("tool") == "perftest" and judged_row(d) is not None for d in imported)

@@ -27,28 +27,17 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from gputopo.model import Finding, LinkClass, Topology
+from gputopo.model.finding_kinds import degrades, family, marks_pairs, spec
 
-from .causes import path_facts
-from .pairs import GROUP_LINK_KINDS, gpu_finding_touches
+from .why.causes import path_facts
+from .pairs import gpu_finding_touches, names_each_gpu
 
 #: Pair states, best first; ``broken`` pairs are never placed.
 STATES = ("ok", "degraded", "p2p-broken", "broken")
 #: Sets enumerated at most; above it sets are grown greedily.
 MAX_SETS = 200_000
-#: A GPU's own link problems the scan sees: its pairs are correct but slower (``degraded``).
-DEGRADING = {"nvlink-down": "NVLinks down", "pcie-downgraded": "PCIe link narrower than it can be",
-             "link-errors": "link error counters above NVIDIA DCGM's limit",
-             "counter-growth": "link error counters growing between scans",
-             "nvlink-fabric": "NVLink fabric not healthy or not registered (NVML)"}
 #: Best pairs a greedy search grows sets from.
 GREEDY_SEEDS = 32
-#: Kinds that break a pair for every path (unless only its peer path is shown bad).
-BREAKING = ("corrupt", "nan", "diverged", "hang", "crash")
-
-#: Why a pair is p2p-broken, per finding kind (the pairs are listed after it).
-PEER_ONLY_WORDS = {"corrupt": "wrong data on raw peer copies, copies through host memory correct (measured)",
-                   "nan": "nn.DataParallel went NaN, DDP fine (measured)",
-                   "diverged": "nn.DataParallel diverged, DDP fine (measured)"}
 
 Pair = Tuple[int, int]
 
@@ -99,11 +88,12 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
     out_gpus: Dict[int, str] = {g.nvml_index: f"GPU {g.nvml_index} is lost to NVML" for g in topo.gpus
                                if g.lost is not None}
     for f in findings:
-        if f.kind in DEGRADING and f.severity != "info" and f.gpus and (len(f.gpus) == 1 or f.kind in GROUP_LINK_KINDS):
+        if degrades(f.kind) and f.severity != "info" and f.gpus and (len(f.gpus) == 1 or names_each_gpu(f.kind)):
+            every = spec(f.kind).degrades_every_pair
             for p, st in states.items():
                 # a narrow PCIe link slows every job on the GPU (its host copies), not only its PCIe pairs
                 on = [g for g in f.gpus if g in p]
-                if on and (f.kind == "pcie-downgraded" or gpu_finding_touches(topo, f, p, str(_lc(topo, p)))):
+                if on and (every or gpu_finding_touches(topo, f, p, str(_lc(topo, p)))):
                     st.worse("degraded", f"GPU{'s' if len(f.gpus) > 1 else ''} "
                              f"{','.join(map(str, f.gpus))}: {_degrading_words(f)}")
     for p, st in states.items():
@@ -120,20 +110,20 @@ def scan_states(topo: Topology, findings: Sequence[Finding]) -> Tuple[Dict[Pair,
 
 
 def _degrading_words(f: Finding) -> str:
-    if f.kind == "counter-growth":
+    if marks_pairs(f.kind) == "counter":
         counter = str((f.evidence or {}).get("counter") or "")
         what = ("NVLink error counters" if counter.startswith("nvlink_")
                 else "PCIe replays" if counter == "pcie_replay" else counter)
         return f"{what} growing between scans (history)"
-    return DEGRADING[f.kind]
+    return degrades(f.kind) or f.kind
 
 
 def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int, str]]:
     """Pair states from a run: its measured GB/s, what broke, and what the scan saw."""
-    from .culprits import killed
+    from .why.culprits import killed
 
     findings = summary.findings
-    states, out_gpus = scan_states(topo, [f for f in findings if f.kind in DEGRADING])
+    states, out_gpus = scan_states(topo, [f for f in findings if degrades(f.kind)])
     for row in summary.pairs:
         if len(row.gpus) == 2 and (row.gpus in states or row.measurements):
             st = states.setdefault(row.gpus, PairState())  # measured: also where the topology has no pairs (an import)
@@ -147,15 +137,15 @@ def run_states(topo: Topology, summary) -> Tuple[Dict[Pair, PairState], Dict[int
         elif f.kind == "gpu-lost" and f.gpus:
             out_gpus[f.gpus[0]] = f.message
     for f in findings:
-        if f.kind not in BREAKING + ("p2p-unsupported",) or not f.gpus or len(f.gpus) != 2 or f.severity == "info":
+        # p2p-unsupported breaks nothing: the driver stages copies; correct, and the measured GB/s says how fast
+        if not spec(f.kind).breaks or not f.gpus or len(f.gpus) != 2 or f.severity == "info":
             continue
         st = states.setdefault((min(f.gpus), max(f.gpus)), PairState())
         if f.kind == "crash" and killed(f):
             continue  # the kernel killed the worker: says nothing about the pair
-        if f.kind == "p2p-unsupported":
-            continue  # no P2P: the driver stages copies; correct, and the measured GB/s says how fast
-        if _peer_only(f):
-            st.worse("p2p-broken", PEER_ONLY_WORDS[f.kind])
+        words = spec(f.kind).peer_only
+        if words and _peer_only(f):
+            st.worse("p2p-broken", words)
         elif f.severity == "error":
             st.worse("broken", f"{f.kind} (measured)")
     return states, out_gpus
@@ -167,7 +157,7 @@ def _peer_only(f: Finding) -> bool:
     if f.kind == "corrupt":
         paths = {t.get("path") for t in (ev.get("tests") or {}).values()}
         return bool(paths) and paths <= {"peer"}
-    if f.kind in ("nan", "diverged"):
+    if family(f.kind) == "numerics":
         return ev.get("way") == "dp" and ev.get("ddp_verdict") in (None, "ok")
     return False
 

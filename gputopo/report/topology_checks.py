@@ -18,7 +18,7 @@ from gputopo.model.bus_id import short_bus_id
 from gputopo.model.peer_access import board_wired, peer_to_peer_off_by_design
 from gputopo.report.health_checks import health_findings
 from gputopo.report.network_checks import network_findings
-from gputopo.report.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
+from gputopo.report.why.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_IOMMU,
                                    REMEDY_NCCL_P2P, REMEDY_NVLINK)
 
 #: What to try when PCIe peer-to-peer DMA is suspected or shown to be broken.

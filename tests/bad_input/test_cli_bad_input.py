@@ -456,7 +456,7 @@ def test_a_worker_killed_by_sigkill_is_not_blamed_on_the_link():
     import signal
 
     from gputopo.model import Finding
-    from gputopo.report.analysis import _step_failure_cause
+    from gputopo.report.why.culprits import step_failure_cause as _step_failure_cause
     from gputopo.report.run_folder import Run
     from gputopo.report.step_failures import killed_cause
 

@@ -1,12 +1,12 @@
 """Name a list of PCI bridges once per section of a report, not in every cause and remedy.
 
-causes.py writes the redirecting bridges into a finding's cause ("ACS redirect on bridge(s) A, B,
+why/causes.py writes the redirecting bridges into a finding's cause ("ACS redirect on bridge(s) A, B,
 ...") and into its ACS remedy, and the corrupt, nan and diverged findings of one class share that
 cause: the Causes section of seed-8gpu's report listed the same twelve addresses six times. A
 :class:`BridgeNamer` rewrites the texts of one section in reading order: the first text that names
 a list keeps it; later ones say "the same N bridges as above". :func:`bridge_key` is a text with
-its bridge lists blanked, for telling texts apart but for their bridges (explain.py, story.py,
-root_causes.py).
+its bridge lists blanked, for telling texts apart but for their bridges (why/explain.py, story.py,
+why/root_causes.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Set, overload
 
-#: A PCI bridge address as causes.py writes it.
+#: A PCI bridge address as why/causes.py writes it.
 BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 #: A list of bridge addresses in a cause or remedy.
 BRIDGES = re.compile(rf"bridge\(s\) ({BDF}(?:, {BDF})*)")

@@ -17,7 +17,7 @@ from gputopo.report.summary import Summary
 from .bridge_names import BridgeNamer
 from .notes import nccl_tests_statements
 from .plots import Plot
-from .root_causes import evidence_entries, explained_note, root_cause_tags
+from gputopo.report.why.root_causes import evidence_entries, explained_note, root_cause_tags
 from .story import StoryItem
 from .tables import (class_table, figures_note, findings_table, place_words, nccl_tests_table,
                      pair_table, raw_data_note, simulated_line, story, verdict_line)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from gputopo.report.data_findings import DATA_KINDS
+from gputopo.model.finding_kinds import is_data_trouble
 from gputopo.report.summary import Summary
 
-from .root_causes import verdict_counts
+from gputopo.report.why.root_causes import verdict_counts
 
 
 def simulated_line(summary: Summary) -> str:
@@ -82,7 +82,7 @@ def verdict_line(summary: Summary) -> str:
     problems = verdict_counts(summary)  # root causes first: "1 root cause (49 errors in 24 pairs, ...)"
     line = f"verdict: {summary.verdict}" + (f": {problems}" if problems else
                                             f" ({', '.join(parts)})" if parts else " (no findings)")
-    if any(f.kind in DATA_KINDS for f in summary.findings):
+    if any(is_data_trouble(f.kind) for f in summary.findings):
         line += "; the run's data is incomplete or invalid (see 'Data:')"
     return line
 

@@ -11,15 +11,15 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
-from gputopo.report.data_findings import DATA_KINDS
-from gputopo.report.localise import finding_id
+from gputopo.model.finding_kinds import family, is_data_trouble
+from gputopo.report.why.localise import finding_id
 from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
 from .cell_text import gbps, gpus_text, group_findings, group_where, pct
-from .diagnosis import explained, is_localised, localised_story
+from gputopo.report.why.diagnosis import explained, is_localised, localised_story
 from .bridge_names import BRIDGES, bridge_key
-from .explain import Explanation, explanations
+from gputopo.report.why.explain import Explanation, explanations
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _numerics_clause(rows) -> Optional[str]:
 
 def _nccl_details(summary: Summary, told: List[Finding]) -> List[str]:
     """Why DDP survived where DataParallel did not, for the pairs a culprit's findings name."""
-    pairs = {tuple(sorted(f.gpus)) for f in told if f.kind in ("nan", "diverged") and f.gpus and len(f.gpus) == 2}
+    pairs = {tuple(sorted(f.gpus)) for f in told if family(f.kind) == "numerics" and f.gpus and len(f.gpus) == 2}
     rows = [p for p in summary.pairs if tuple(sorted(p.gpus)) in pairs]
     why = ddp_survived_clause(rows) if rows else None
     return [why] if why else []
@@ -115,7 +115,7 @@ def _class_item(summary: Summary, c, exps: List[Explanation], keep=lambda f: Tru
     for f in own:
         kinds.setdefault(f.kind, []).append(f)
     for kind, fs in kinds.items():
-        if kind in ("nan", "diverged"):
+        if family(kind) == "numerics":
             continue  # told from the numerics verdicts, with the DP vs DDP contrast
         n = len({tuple(sorted(f.gpus)) for f in fs if f.gpus and len(f.gpus) == 2})
         if kind == "corrupt":
@@ -234,7 +234,7 @@ def story(summary: Summary) -> List[StoryItem]:
                 and not (d.startswith("DDP survived") and "DDP survived" in said)]
         why = [d for d in keep if d.startswith("why:")]
         lit.details = why + [f"evidence: {t}" for t in texts] + [d for d in keep if d not in why]
-    other = [f for f in untold if f.severity in ("error", "warning") and f.kind not in DATA_KINDS
+    other = [f for f in untold if f.severity in ("error", "warning") and not is_data_trouble(f.kind)
              and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
@@ -244,7 +244,7 @@ def story(summary: Summary) -> List[StoryItem]:
             sev, _other_text(summary, other, bool(items)),
             None if remedied else next((e.cause for e in mine if e.cause), None),
             [] if remedied else list(dict.fromkeys(r for e in mine for r in e.remedies)), other)))
-    data = [f for f in summary.findings if f.kind in DATA_KINDS]
+    data = [f for f in summary.findings if is_data_trouble(f.kind)]
     for k, f in enumerate(data):
         items.append(((_SEV_RANK[f.severity], 3, k), StoryItem(f.severity, f"Data: {f.message}.", None,
                                                                 list(f.remedies), [f])))

@@ -3,7 +3,7 @@ reports say the same thing in the same words; and the story told above them (`st
 link classes or GPUs are broken, how, the likely cause and what to do, then what is fine.
 
 This module builds the tables and is the public entry for the rest: cell_text.py (the text of
-one cell), notes.py (the one-line notes beside the tables), explain.py (causes and remedies once
+one cell), notes.py (the one-line notes beside the tables), why/explain.py (causes and remedies once
 per group) and story.py (the story).
 """
 
@@ -16,8 +16,8 @@ from gputopo.bench.nccl_transport import transport_cell
 from gputopo.report.summary import Summary
 
 from .cell_text import count_cell, gbps, gpus_text, group_findings, group_where, pct, place_words
-from .diagnosis import NESTED, nested_groups
-from .explain import Explanation, explanations
+from gputopo.report.why.diagnosis import NESTED, nested_groups
+from gputopo.report.why.explain import Explanation, explanations
 from .notes import (RAW_FILES, TIMING_WORDS, figures_note, headline_facts, raw_data_note, simulated_line, size_text,
                     timing_text, verdict_line)
 from .story import KIND_WORDS, VERDICT_WORDS, WAY_WORDS, StoryItem, pairs_text, story

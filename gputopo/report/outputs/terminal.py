@@ -15,8 +15,8 @@ from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
-from .root_causes import root_cause_tags
-from .diagnosis import NESTED, nested_groups
+from gputopo.report.why.root_causes import root_cause_tags
+from gputopo.report.why.diagnosis import NESTED, nested_groups
 from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)

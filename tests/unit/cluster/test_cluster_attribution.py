@@ -18,7 +18,8 @@ from gputopo.cluster.job import finish_folder
 from gputopo.cluster.launch import LaunchEnv
 from gputopo.cluster.rounds import RanksLost, judge, run_rounds
 from gputopo.model.cluster import GroupResult, LostRank
-from gputopo.report.cluster_findings import cluster_findings, drain_lines
+from gputopo.report.cluster_findings import drain_lines
+from gputopo.report.rules import cluster_run_findings as cluster_findings
 from gputopo.runfolder.cluster import ClusterRunFolder
 
 NAMES = ["n0", "n1", "n2", "n3"]

@@ -246,7 +246,8 @@ def test_check_cluster_keys_on_a_single_machine_run_are_refused(tmp_path):
 def test_wrong_sums_are_corrupt_findings_by_host():
     from gputopo.cluster.rounds import run_rounds
     from gputopo.model.cluster import GroupResult
-    from gputopo.report.cluster_findings import cluster_findings, drain_lines
+    from gputopo.report.cluster_findings import drain_lines
+    from gputopo.report.rules import cluster_run_findings as cluster_findings
 
     class Backend:  # what DistBackend returns when node 1's all_reduce sums come back wrong
         node_names = ["a", "b", "c", "d"]
@@ -274,7 +275,8 @@ def test_a_buffer_that_could_not_be_allocated_is_out_of_memory_not_a_slow_node()
     from gputopo.check.cluster_rules import _per_node
     from gputopo.cluster.rounds import run_rounds
     from gputopo.model.cluster import GroupResult
-    from gputopo.report.cluster_findings import cluster_findings, drain_lines
+    from gputopo.report.cluster_findings import drain_lines
+    from gputopo.report.rules import cluster_run_findings as cluster_findings
 
     oom = ("rank 2 (c): RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes")

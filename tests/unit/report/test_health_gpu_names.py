@@ -10,7 +10,7 @@ from gputopo.model.finding import Finding
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, XidEvent
 from gputopo.report.health_checks import gpu_who, health_findings
 from gputopo.report.outputs.cell_text import group_where, place_words
-from gputopo.report.outputs.explain import explanations
+from gputopo.report.why.explain import explanations
 
 
 def _topo(source: str, host="node4", bus="00000000:A1:00.0") -> Topology:

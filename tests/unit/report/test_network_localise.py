@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest_report import _m, seed_topology
 from gputopo.model import Finding
-from gputopo.report.localise import localise
+from gputopo.report.why.localise import localise
 
 
 def test_class_fault_does_not_cite_acs_between_a_gpu_and_its_nic():

@@ -1,4 +1,4 @@
-"""Localising the fault (gputopo.report.localise): from per-pair findings to the smallest culprit,
+"""Localising the fault (gputopo.report.why.localise): from per-pair findings to the smallest culprit,
 on synthetic run folders (fast) and on the findings alone."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ import json
 from conftest_report import _m, measurements, seed_topology, write_run
 from gputopo.runfolder.writer import append_jsonl
 from gputopo.model import Finding
-from gputopo.report.localise import LOCALISED_KINDS, finish, killed, localise, mark_explained
+from gputopo.model.finding_kinds import is_culprit
+from gputopo.report.why.localise import finish, killed, localise, mark_explained
 from gputopo.report.render import render_run
 from gputopo.report.summary import summarize_dir
 
 
 def _localised(summary):
-    return [f for f in summary.findings if f.kind in LOCALISED_KINDS]
+    return [f for f in summary.findings if is_culprit(f.kind)]
 
 
 def _corrupt(i, j, lc="NODE", staged=False):

@@ -5,7 +5,7 @@ seed-8gpu's report led with a ten-line paragraph ending in "Culprit:", its verdi
 errors" for what is one fault of the host's PCIe peer path, and its "Causes and remedies" told
 the same five remedies again under each of seven finding groups. Here:
 
-- a *root cause* is a story point told from a localised finding (gputopo.report.localise: a
+- a *root cause* is a story point told from a localised finding (gputopo.report.why.localise: a
   GPU, a link or a whole class found at fault, with the findings it explains nested under it);
   any other error or warning point of the story is a *problem* of its own;
 - :func:`verdict_counts` counts those first, then the findings ("1 root cause (49 errors in 24
@@ -21,13 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gputopo.model import Finding
-from gputopo.report.localise import finding_id
+from gputopo.report.why.localise import finding_id
 from gputopo.report.summary import Summary
 
 from .diagnosis import is_localised
-from .bridge_names import bridge_key
+from gputopo.report.outputs.bridge_names import bridge_key
 from .explain import Explanation, explanations
-from .story import StoryItem, story
+from gputopo.report.outputs.story import StoryItem, story
 
 PROBLEM_SEVERITIES = ("error", "warning")
 

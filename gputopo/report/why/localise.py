@@ -31,22 +31,18 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from gputopo.model import Finding, Measurement, Topology
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.finding_kinds import SYMPTOM_FAMILIES, spec, symptom
+from gputopo.model.finding_kinds import family as family_of
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
 from .culprits import (figures_text, gpu_fault, killed, killed_finding, link_fault, machine_wide, made,
                        pairs_text, rank, staged_only, symptom_verb, symptoms, width_text)
-from .pairs import gpu_finding_touches
+from ..pairs import gpu_finding_touches
 
-#: The kinds this module adds.
-LOCALISED_KINDS = ("gpu-fault", "link-fault", "class-fault", "worker-killed")
-#: Symptom families, localised separately (a corrupting GPU and a slow link are two faults).
-SYMPTOMS = {
-    "data": ("corrupt", "nan", "diverged"),
-    "failure": ("hang", "crash"),
-    "speed": ("slow", "outlier", "p2p-slower-than-staged"),
-}
-#: Scan findings of one GPU's own links that explain slow pairs over those links.
-CHAIN_KINDS = ("pcie-downgraded", "nvlink-down", "link-errors")
+# The kinds this module adds are the table's ``culprit`` kinds; the symptom families it localises
+# separately (a corrupting GPU and a slow link are two faults) its ``symptom``; the scan findings
+# of one GPU's own links that explain slow pairs over those links its ``explains_slow``
+# (gputopo/model/finding_kinds.py).
 
 Pair = Tuple[int, int]
 
@@ -69,7 +65,7 @@ def _hardware_symptom(f: Finding) -> bool:
     not a difference by design, not a killed worker)."""
     if f.severity not in ("error", "warning"):
         return False
-    if f.kind in ("nan", "diverged") and (f.severity != "error" or (f.cause or "").startswith("the single-GPU")):
+    if family_of(f.kind) == "numerics" and (f.severity != "error" or (f.cause or "").startswith("the single-GPU")):
         return False
     return not (f.kind == "crash" and killed(f))
 
@@ -90,7 +86,7 @@ def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict]
         g = sorted(int(x) for x in rec.get("gpus") or [])
         if len(g) == 2:
             ran.add((g[0], g[1]))
-    failed = {p for f in findings if f.kind in SYMPTOMS["failure"] for p in [_pair(f)] if p is not None}
+    failed = {p for f in findings if symptom(f.kind) == "failure" for p in [_pair(f)] if p is not None}
     return {"data": ran, "failure": ran | failed, "speed": timed}
 
 
@@ -118,11 +114,11 @@ def localise(findings: List[Finding], topo: Optional[Topology], measurements: Li
     classes = pair_classes(topo, measurements, findings)
     out: List[Finding] = [killed_finding(f) for f in findings
                           if f.kind == "crash" and f.severity == "error" and killed(f)]
-    for family, kinds in SYMPTOMS.items():
+    for family in SYMPTOM_FAMILIES:
         bad: Dict[Pair, List[Finding]] = defaultdict(list)
         for f in findings:
             fp = _pair(f)
-            if f.kind in kinds and fp and _hardware_symptom(f):
+            if symptom(f.kind) == family and fp and _hardware_symptom(f):
                 bad[fp].append(f)
         if bad:
             out += _localise_family(family, bad, measured[family] | set(bad), findings, topo, classes)
@@ -189,7 +185,7 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
     """Slow pairs over a GPU link the scan saw narrowed, down or erring: that link is the cause."""
     out = []
     for s in findings:
-        if s.kind not in CHAIN_KINDS or s.severity == "info" or not s.gpus or len(s.gpus) != 1:
+        if not spec(s.kind).explains_slow or s.severity == "info" or not s.gpus or len(s.gpus) != 1:
             continue
         mine = {p: fs for p, fs in left.items()
                 if s.gpus[0] in p and (gpu_finding_touches(topo, s, p, fs[0].link_class)
@@ -261,7 +257,7 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
                      "the pairs share no one GPU: the path, not a GPU"]
         host = facts.evidence()
         # ACS between a GPU and its NIC (evidence "nic") bears on GPUDirect RDMA, not on GPU pairs
-        scan = [] if is_nv else [f for f in findings if f.kind in ("iommu", "acs") and "nic" not in f.evidence]
+        scan = [] if is_nv else [f for f in findings if spec(f.kind).breaks_peer_dma and "nic" not in f.evidence]
         if scan:
             reasoning.append("the scan saw what breaks PCIe peer DMA on this host: "
                              + "; ".join(f.message.split(":")[0] for f in scan))

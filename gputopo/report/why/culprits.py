@@ -1,6 +1,6 @@
 """The localised findings themselves: one builder per culprit (a GPU, a link, the whole machine,
 a killed worker) and the words their messages and reasoning are made of. The reasoning that
-picks the culprit is gputopo.report.localise's.
+picks the culprit is gputopo.report.why.localise's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gputopo.model import Finding, LinkClass
 from gputopo.model.finding import gpu_ranges
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts
-from .step_failures import kill_reason_cause
+from ..step_failures import kill_reason_cause
 
 Pair = Tuple[int, int]
 
@@ -191,3 +191,30 @@ def speed_figure(fs: List[Finding]) -> Tuple[Optional[str], Optional[float]]:
             if "efficiency" in m:
                 return "the link's rate", m["efficiency"]
     return None, None
+
+
+def step_failure_cause(run, f: Finding):
+    """A default explanation for a hang or crash without one (a SIGKILL has its own); ``run``: the
+    run folder (gputopo.report.run_folder.Run) whose topology holds the path's host facts."""
+    reason = killed(f) if f.kind == "crash" else None
+    if reason:  # the kernel killed it or memory ran out: the host's doing, not the link's
+        _, cause, remedies = kill_reason_cause(reason)
+        return cause, remedies
+    facts = path_facts(run.topology, f.gpus or [], f.link_class)
+    suspects = []
+    if facts.iommu_translated:
+        suspects.append("IOMMU faults on peer DMA (look for DMAR / AMD-Vi messages in dmesg)")
+    if facts.acs_bridges:
+        suspects.append(f"peer requests redirected by ACS on bridge(s) {', '.join(facts.acs_bridges)} and never completed")
+    if f.kind == "hang":
+        cause = "a transfer or collective never completed" + ("; suspects: " + "; ".join(suspects) if suspects else
+                                                              ": a peer path that drops requests, or a driver/GPU hang")
+        remedies = ["check `dmesg` for Xid and IOMMU fault messages",
+                    "rerun the pair alone (gputopo bench --pairs I,J) with NCCL_DEBUG=INFO",
+                    "set NCCL_P2P_DISABLE=1 to see whether the peer path is the cause"]
+    else:
+        cause = "the worker process died" + ("; suspects: " + "; ".join(suspects) if suspects else
+                                             " (see the run folder's workers/*.log)")
+        remedies = ["read the worker log in the run folder (workers/*.log)",
+                    "check `dmesg` for Xid errors of these GPUs"]
+    return cause, remedies

@@ -10,8 +10,8 @@ from typing import Dict, List, Optional
 
 from gputopo.model import Finding
 
-from .bridge_names import BRIDGES, bridge_key
-from .cell_text import group_where, place_words
+from gputopo.report.outputs.bridge_names import BRIDGES, bridge_key
+from gputopo.report.outputs.cell_text import group_where, place_words
 
 
 def _merge_bridges(texts: List[Optional[str]]) -> Optional[str]:

@@ -1,4 +1,4 @@
-"""How the localised findings (gputopo.report.localise) read in every output: first in the
+"""How the localised findings (gputopo.report.why.localise) read in every output: first in the
 story, with the reasoning and the per-pair evidence underneath, and first in the findings
 table, with the groups of findings each explains nested under it. Findings a culprit explains
 are not told again on their own.
@@ -10,14 +10,15 @@ from typing import Dict, List, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding import SEVERITIES
-from gputopo.report.localise import LOCALISED_KINDS, finding_id
+from gputopo.model.finding_kinds import is_culprit
+from gputopo.report.why.localise import finding_id
 
 #: Prefix of a nested row's kind (a group a localised finding explains).
 NESTED = "  └ "
 
 
 def is_localised(f: Finding) -> bool:
-    return f.kind in LOCALISED_KINDS
+    return is_culprit(f.kind)
 
 
 def explained(f: Finding) -> bool:
