@@ -24,8 +24,10 @@ forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
 
-The process machinery (mp_context, starting_workers, stop_forkserver, tail) is in processes.py
-and re-exported here, where the CLI and the numerics worker pool have always found it.
+The process machinery (mp_context, starting_workers, start_process, stop_forkserver, tail) and
+the peer-mapping ledger are in the workers package (gputopo/workers/), which starts every worker
+process of the bench and the numerics; mp_context, starting_workers, stop_forkserver and tail are
+re-exported here, where benchmarks/overhead.py finds them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ from gputopo.model import Measurement
 from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.writer import RunLog
 
-from .peer_mappings import PeerLedger, step_pairs
+from gputopo.workers.peer_mappings import PeerLedger, step_pairs
+from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context,
+                                       start_process, starting_workers, stop_forkserver, tail)
+
 from .plan import Step, layout
-from .processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context, starting_workers,
-                        stop_forkserver, tail)
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
@@ -82,7 +85,7 @@ class Runner:
         self._running: Dict[str, _Running] = {}
         self._share = False  # every sim step measured by every worker (shares.py)
         self.delivered_by: Dict[str, int] = {}  # measurements each worker key delivered
-        # The peer mappings each live worker holds (peer_mappings.py), None: not counted (the
+        # The peer mappings each live worker holds (gputopo/workers/peer_mappings.py), None: not counted (the
         # cuda fabric counts them: CUDA allows a device 8 at once, over all processes, on
         # non-NVSwitch systems; ``peer_exempt``: the GPUs reached through NVSwitch, not counted)
         self.peers = PeerLedger(peer_limit, exempt=peer_exempt) if peer_limit else None
@@ -96,9 +99,8 @@ class Runner:
 
         with starting_workers(self.ctx):  # Ctrl-C waits until the worker is known (to kill it)
             parent_conn, child_conn = self.ctx.Pipe()
-            proc = self.ctx.Process(target=worker_main, name=f"gputopo-{key}", daemon=True,
-                                    args=(child_conn, key, self.config, log_path))
-            proc.start()
+            proc = start_process(self.ctx, worker_main, f"gputopo-{key}",
+                                 (child_conn, key, self.config, log_path))
             child_conn.close()
             w = _Worker(key, proc, parent_conn, log_path)
             self.workers[key] = w
@@ -207,7 +209,7 @@ class Runner:
     def _room_for(self, step: Step, keys: List[str], running: Dict[str, _Running],
                   pending: Sequence[Step]) -> bool:
         """Make room for the peer mappings ``step``'s workers will hold, ending idle workers
-        whose mappings would take a device past the limit (peer_mappings.py); they are then
+        whose mappings would take a device past the limit (gputopo/workers/peer_mappings.py); they are then
         counted as held. False: the mappings in the way belong to a running step's workers."""
         if self.peers is None:
             return True

@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any, Dict, Tuple
 
-from .processes import libc, redirect_output, watch_parent
+from gputopo.workers.processes import libc, redirect_output, watch_parent
 
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"

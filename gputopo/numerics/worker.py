@@ -84,10 +84,10 @@ class WorkerPool:
         self._next_id = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="gputopo-numerics-")
         self.starts = 0
-        # The peer mappings the live workers hold (gputopo.bench.peer_mappings): a job naming
+        # The peer mappings the live workers hold (gputopo.workers.peer_mappings): a job naming
         # two CUDA devices maps them in every rank that runs it; CUDA allows a device 8 at once
         # on non-NVSwitch systems (``peer_exempt``: the CUDA devices reached through NVSwitch)
-        from gputopo.bench.peer_mappings import PeerLedger
+        from gputopo.workers.peer_mappings import PeerLedger
 
         self._peers = PeerLedger(exempt=peer_exempt)
         #: Starts made only to give peer mappings back (not after a hang or a crash).
@@ -100,7 +100,7 @@ class WorkerPool:
         return max(0, self.starts - 1 - self.peer_starts)
 
     def _start(self) -> None:
-        from gputopo.bench.processes import starting_workers
+        from gputopo.workers.processes import start_processes, starting_workers
 
         self.starts += 1
         # Ctrl-C waits until every worker is started (and so known, to be killed)
@@ -112,14 +112,11 @@ class WorkerPool:
                 from gputopo.bench.worker_env import worker_env
 
                 env = worker_env(env)[0]
-            self._procs = [self._ctx.Process(target=worker_main, name=f"gputopo-numerics-{r}",
-                                             args=(r, self._jobs[r], self._results, self.backend,
-                                                   self.threads, self._log_path(r), os.getpid(),
-                                                   env),
-                                             daemon=True)
-                           for r in range(self.size)]
-            for p in self._procs:
-                p.start()
+            self._procs = start_processes(
+                self._ctx, worker_main,
+                [(f"gputopo-numerics-{r}", (r, self._jobs[r], self._results, self.backend,
+                                            self.threads, self._log_path(r), os.getpid(), env))
+                 for r in range(self.size)])
         ready: Set[int] = set()
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
@@ -141,7 +138,7 @@ class WorkerPool:
         if not path:
             return ""
         try:
-            from gputopo.bench.processes import tail
+            from gputopo.workers.processes import tail
 
             return tail(path, lines=8, max_chars=1500)
         except ImportError:  # pragma: no cover
@@ -233,7 +230,7 @@ class WorkerPool:
                         return self._results.get(timeout=0.5)
                     except queue.Empty:
                         pass
-                    from gputopo.bench.processes import exit_text
+                    from gputopo.workers.processes import exit_text
 
                     how = ", ".join(exit_text(c) for c in codes.values())
                     last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
@@ -307,7 +304,7 @@ def _mp_context():
     """The bench runner's multiprocessing context (forkserver with torch preloaded: a worker
     costs a fork, not an interpreter start), or spawn where that is not available."""
     try:
-        from gputopo.bench.processes import mp_context
+        from gputopo.workers.processes import mp_context
 
         return mp_context()
     except ImportError:  # pragma: no cover - the bench is part of the package

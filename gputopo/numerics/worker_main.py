@@ -28,7 +28,7 @@ def worker_main(rank: int, jobs, results, backend: str, threads: int,
     leaves with ``os._exit``, so interpreter teardown cannot fail a delivered result."""
     import signal
 
-    from gputopo.bench.processes import redirect_output, watch_parent
+    from gputopo.workers.processes import redirect_output, watch_parent
 
     if log_path:
         redirect_output(log_path)

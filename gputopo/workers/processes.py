@@ -1,6 +1,7 @@
 """The worker processes' machinery shared by the bench runner and the numerics worker pool: the
 multiprocessing context (forkserver with torch preloaded), starting workers with Ctrl-C held
-and SIGINT blocked (see runner.py's docstring for why), stopping the forkserver on the way out,
+and SIGINT blocked (see bench/runner.py's docstring for why; :func:`start_processes` is the one
+place a worker process is started), stopping the forkserver on the way out,
 and reading a worker log's tail and a process's exit for findings; in a worker (the bench's
 and the numerics'), its output sent to its log and its exit with its parent."""
 
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 #: Lines of a worker's log quoted in a crash finding.
 TAIL_LINES = 20
@@ -77,6 +78,24 @@ def starting_workers(ctx):
                     old(signal.SIGINT, None)  # default_int_handler raises KeyboardInterrupt
                 elif old == signal.SIG_DFL:
                     raise KeyboardInterrupt
+
+
+def start_processes(ctx, target: Callable[..., Any],
+                    workers: Sequence[Tuple[str, Tuple[Any, ...]]]) -> List[Any]:
+    """Start worker processes of ``ctx`` (daemons: they die with this process), one per
+    ``(name, args)`` of ``workers``, each running ``target(*args)``; all are made, then all
+    started, and returned in that order. The one place gputopo starts a worker process: call it
+    inside :func:`starting_workers`, so that a Ctrl-C waits until their pids are known (to kill
+    them)."""
+    procs = [ctx.Process(target=target, name=name, args=args, daemon=True) for name, args in workers]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def start_process(ctx, target: Callable[..., Any], name: str, args: Tuple[Any, ...]) -> Any:
+    """One worker process (:func:`start_processes`)."""
+    return start_processes(ctx, target, [(name, args)])[0]
 
 
 @contextmanager
