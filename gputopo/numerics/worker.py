@@ -30,6 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from gputopo.workers.outcome import CRASH, JobOutcome, hung, raised
+from gputopo.workers.processes import exit_text
+
 from .worker_main import worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
@@ -40,11 +43,20 @@ PREPARE_TIMEOUT_S = START_TIMEOUT_S
 POLL_S = 0.05
 
 
-class WorkerHang(Exception):
+class WorkerFailure(Exception):
+    """A job that delivered nothing; ``outcome``: how it ended (gputopo/workers/outcome.py, the
+    result type the bench's runner records its steps' failures from too)."""
+
+    def __init__(self, outcome: JobOutcome):
+        super().__init__(outcome.what)
+        self.outcome = outcome
+
+
+class WorkerHang(WorkerFailure):
     """A job did not finish within its time limit (the workers were killed)."""
 
 
-class WorkerCrash(Exception):
+class WorkerCrash(WorkerFailure):
     """A worker process died, or the job raised, before delivering its result."""
 
 
@@ -218,7 +230,7 @@ class WorkerPool:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerHang(hang() if hang else f"{what}: no answer within the time limit")
+                raise WorkerHang(hung(hang() if hang else f"{what}: no answer within the time limit"))
             try:
                 return self._results.get(timeout=min(POLL_S * 4, left))
             except queue.Empty:
@@ -230,13 +242,15 @@ class WorkerPool:
                         return self._results.get(timeout=0.5)
                     except queue.Empty:
                         pass
-                    from gputopo.workers.processes import exit_text
-
                     how = ", ".join(exit_text(c) for c in codes.values())
-                    last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
+                    tails = {r: self.log_tail(r) for r in dead}
+                    last = " | ".join(line for r in dead for line in tails[r].splitlines()[-3:])
                     self.kill()
-                    raise WorkerCrash(f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
-                                      + (f"; log: {last}" if last else "")) from None
+                    first = dead[0]
+                    raise WorkerCrash(JobOutcome(
+                        CRASH, f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
+                        + (f"; log: {last}" if last else ""), exitcode=codes[first],
+                        log_tail=tails[first], dead=True)) from None
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up
@@ -296,7 +310,7 @@ class WorkerPool:
         if errors:
             # The other rank may now wait in a collective forever: start afresh next time.
             self.kill()
-            raise WorkerCrash("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items())))
+            raise WorkerCrash(raised("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))))
         return JobResult(payloads=payloads, wall_s=time.perf_counter() - t0)
 
 
