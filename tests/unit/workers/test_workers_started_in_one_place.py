@@ -40,3 +40,15 @@ def test_both_supervisors_start_their_workers_through_start_process():
         assert calls, module
     numerics = (PACKAGE / "numerics/worker.py").read_text(encoding="utf-8")
     assert "start_processes(" in numerics
+
+
+def test_both_kinds_of_worker_enter_and_leave_through_the_workers_package():
+    """A worker's first steps (its log, SIGINT ignored, its parent watched, the parent's
+    environment) and its end (flushed, ``os._exit``: the exit-time SIGABRT work-around) are
+    ``enter_worker`` and ``leave``, for the bench's workers and the numerics' alike."""
+    for module in ("bench/worker.py", "numerics/worker_main.py"):
+        tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
+        called = {getattr(n.func, "id", getattr(n.func, "attr", None))
+                  for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        assert {"enter_worker", "leave"} <= called, module
+        assert not called & {"_exit", "redirect_output", "watch_parent"}, module
