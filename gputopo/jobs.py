@@ -198,7 +198,7 @@ class _NumericsAhead:
 
     def close(self) -> None:
         """The bench was interrupted or failed, or its numerics phase never took the jobs."""
-        from gputopo.bench.processes import despite_ctrl_c
+        from gputopo.workers.processes import despite_ctrl_c
 
         jobs = self.jobs
         if jobs is not None:

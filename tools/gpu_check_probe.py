@@ -214,7 +214,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
                         scan_path: Optional[str], timeout_s: float) -> Dict[str, Any]:
     """Start one bench worker as the runner does, give it a collective step of world size 1."""
     from gputopo.bench.plan import Case
-    from gputopo.bench.processes import mp_context, starting_workers, stop_forkserver
+    from gputopo.workers.processes import mp_context, starting_workers, stop_forkserver
     from gputopo.bench.worker import worker_main
 
     gpus: Dict[int, Dict[str, Optional[str]]] = {}

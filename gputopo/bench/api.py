@@ -39,7 +39,7 @@ from gputopo.writable import check_writable_dir, refuse_odd_outputs
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
-from .peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, nvswitch_gpus, peer_limit_record
+from gputopo.workers.peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, nvswitch_gpus, peer_limit_record
 from .plan import count_cases, measurement_key, plan_steps
 from .results import RunResult, bench_document
 from .runner import NullProgress, Runner

@@ -24,8 +24,10 @@ forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
 
-The process machinery (mp_context, starting_workers, stop_forkserver, tail) is in processes.py
-and re-exported here, where the CLI and the numerics worker pool have always found it.
+The process machinery (mp_context, starting_workers, start_process, stop_forkserver, tail) and
+the peer-mapping ledger are in the workers package (gputopo/workers/), which starts every worker
+process of the bench and the numerics; mp_context, starting_workers, stop_forkserver and tail are
+re-exported here, where benchmarks/overhead.py finds them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ from gputopo.model import Measurement
 from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.writer import RunLog
 
-from .peer_mappings import PeerLedger, step_pairs
+from gputopo.workers.outcome import JobOutcome, died, hung, raised
+from gputopo.workers.peer_mappings import PeerLedger, step_pairs
+from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context,
+                                       start_process, starting_workers, stop_forkserver, tail)
+
 from .plan import Step, layout
-from .processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context, starting_workers,
-                        stop_forkserver, tail)
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
 from .run_records import WorkerRecord as _Worker
@@ -82,7 +86,7 @@ class Runner:
         self._running: Dict[str, _Running] = {}
         self._share = False  # every sim step measured by every worker (shares.py)
         self.delivered_by: Dict[str, int] = {}  # measurements each worker key delivered
-        # The peer mappings each live worker holds (peer_mappings.py), None: not counted (the
+        # The peer mappings each live worker holds (gputopo/workers/peer_mappings.py), None: not counted (the
         # cuda fabric counts them: CUDA allows a device 8 at once, over all processes, on
         # non-NVSwitch systems; ``peer_exempt``: the GPUs reached through NVSwitch, not counted)
         self.peers = PeerLedger(peer_limit, exempt=peer_exempt) if peer_limit else None
@@ -96,9 +100,8 @@ class Runner:
 
         with starting_workers(self.ctx):  # Ctrl-C waits until the worker is known (to kill it)
             parent_conn, child_conn = self.ctx.Pipe()
-            proc = self.ctx.Process(target=worker_main, name=f"gputopo-{key}", daemon=True,
-                                    args=(child_conn, key, self.config, log_path))
-            proc.start()
+            proc = start_process(self.ctx, worker_main, f"gputopo-{key}",
+                                 (child_conn, key, self.config, log_path))
             child_conn.close()
             w = _Worker(key, proc, parent_conn, log_path)
             self.workers[key] = w
@@ -207,7 +210,7 @@ class Runner:
     def _room_for(self, step: Step, keys: List[str], running: Dict[str, _Running],
                   pending: Sequence[Step]) -> bool:
         """Make room for the peer mappings ``step``'s workers will hold, ending idle workers
-        whose mappings would take a device past the limit (peer_mappings.py); they are then
+        whose mappings would take a device past the limit (gputopo/workers/peer_mappings.py); they are then
         counted as held. False: the mappings in the way belong to a running step's workers."""
         if self.peers is None:
             return True
@@ -310,13 +313,12 @@ class Runner:
         for r in list(running.values()):
             if now > r.deadline and r.step.id in running:
                 if r.sent:
-                    self._fail(r, running, "hang",
-                               f"no progress for {self.timeout_s:g} s, its worker processes "
-                               "were killed",
+                    self._fail(r, running, hung(f"no progress for {self.timeout_s:g} s, its worker "
+                                                "processes were killed"),
                                self._evidence(r, None))
                 else:
-                    self._fail(r, running, "crash",
-                               f"workers did not start within {STARTUP_TIMEOUT_S:g} s",
+                    self._fail(r, running,
+                               raised(f"workers did not start within {STARTUP_TIMEOUT_S:g} s"),
                                self._evidence(r, None))
 
     def _drain(self, w: _Worker, running: Dict[str, _Running]) -> None:
@@ -349,9 +351,8 @@ class Runner:
                 raise NoHardwareError(f"no usable CUDA device for --fabric cuda: {text}")
             r = running.get(w.step) if w.step else None
             if r is not None:
-                ev = self._evidence(r, w)
-                ev["traceback"] = text[-4000:]
-                self._fail(r, running, "crash", f"worker {w.key} failed to start", ev)
+                self._fail(r, running, raised(f"worker {w.key} failed to start", text),
+                           self._evidence(r, w))
             else:
                 self._kill(w.key)
             return
@@ -384,18 +385,14 @@ class Runner:
         elif kind == "error":
             tb = msg[2]
             last = tb.strip().splitlines()[-1] if tb.strip() else "error"
-            ev = self._evidence(r, w)
-            ev["traceback"] = tb[-4000:]
-            self._fail(r, running, "crash", f"the worker raised {last}", ev)
+            self._fail(r, running, raised(f"the worker raised {last}", tb), self._evidence(r, w))
 
     def _worker_died(self, w: _Worker, running: Dict[str, _Running]) -> None:
         code = w.proc.exitcode
         r = running.get(w.step) if w.step else None
-        if r is not None:
-            ev = self._evidence(r, w)
-            ev["exitcode"] = code  # (SIGKILL: the OOM killer, not the link; the report says so)
-            self._fail(r, running, "crash",
-                       f"worker {w.key} (pid {w.proc.pid}) died: {exit_text(code)}", ev)
+        if r is not None:  # (SIGKILL: the OOM killer, not the link; the report says so)
+            self._fail(r, running, died(f"worker {w.key} (pid {w.proc.pid})", code, tail(w.log_path)),
+                       self._evidence(r, w))
         else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
             self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
                             "exitcode": code, "exit": exit_text(code), "idle": True})
@@ -422,16 +419,20 @@ class Runner:
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.steps_done += 1
 
-    def _fail(self, r: _Running, running: Dict[str, _Running], kind: str, what: str,
+    def _fail(self, r: _Running, running: Dict[str, _Running], outcome: JobOutcome,
               evidence: dict) -> None:
+        """Step ``r`` ended as ``outcome`` (a hang or a crash, gputopo/workers/outcome.py):
+        its workers killed, its StepFailure recorded with ``evidence`` and the outcome's own."""
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
-        failure = StepFailure(kind=kind, step=r.step.id, group=r.step.group, gpus=list(r.step.gpus),
-                              link_class=r.step.link_class, what=what, evidence=evidence)
+        evidence.update(outcome.evidence())
+        failure = StepFailure(kind=outcome.kind, step=r.step.id, group=r.step.group,
+                              gpus=list(r.step.gpus), link_class=r.step.link_class,
+                              what=outcome.what, evidence=evidence)
         self.failures.append(failure)
         self.log.event(failure.to_event())
-        self.log.step_done(r.step.id, kind, measurements=r.delivered,
+        self.log.step_done(r.step.id, outcome.kind, measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.progress.advance(max(0, len(r.step.cases) - r.delivered), r.step.label)
         self.steps_done += 1

@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .patterns import Expected, Periodic
-from .processes import libc
+from gputopo.workers.processes import libc
 
 #: Value written to outputs before every timed sample; never produced by either pattern.
 POISON = -1.0

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 import threading
 import time
 import traceback
 from typing import Any, Dict, Tuple
 
-from .processes import libc, redirect_output, watch_parent
+from gputopo.workers.processes import enter_worker, leave, libc
 
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
@@ -40,11 +39,7 @@ PREPARE_BEATS_MAX_S = 300.0
 
 def worker_main(conn, key: str, config: dict, log_path: str) -> None:
     """Entry point of a worker process (multiprocessing target)."""
-    redirect_output(log_path)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    watch_parent(config["parent_pid"])
-    os.environ.clear()
-    os.environ.update(config.get("env") or {})
+    enter_worker(log_path, config["parent_pid"], config.get("env") or {})
     if config["fabric"] == "cuda":
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         # NCCL's INFO log of this process, to record its transport per pair (nccl_transport.py)
@@ -57,12 +52,12 @@ def worker_main(conn, key: str, config: dict, log_path: str) -> None:
         state = WorkerState(config)
     except _NoCuda as e:
         conn.send(("fatal", NO_CUDA, str(e)))
-        _exit(0)
+        leave(0)
     except Exception:
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, flush=True)
         conn.send(("fatal", "start", tb))
-        _exit(1)
+        leave(1)
     conn.send(("ready", {"pid": os.getpid(), "store_port": state.store_port}))
     while True:
         try:
@@ -89,15 +84,7 @@ def worker_main(conn, key: str, config: dict, log_path: str) -> None:
     try:
         state.close()
     finally:
-        _exit(0)
-
-
-def _exit(code: int) -> None:
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
+        leave(0)
 
 
 class _NoCuda(Exception):

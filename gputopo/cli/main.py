@@ -286,7 +286,7 @@ def _stop_helpers() -> None:
     if "multiprocessing.forkserver" not in sys.modules:
         return
     try:
-        from gputopo.bench.processes import despite_ctrl_c, stop_forkserver
+        from gputopo.workers.processes import despite_ctrl_c, stop_forkserver
 
         despite_ctrl_c(stop_forkserver)
     except Exception:  # noqa: BLE001 - best effort on the way out; never mask the exit code

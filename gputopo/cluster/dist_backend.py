@@ -11,10 +11,10 @@ buffer does not fit, a signal stopped it) says so there, and its peers stop wait
 record whose failure they waited on, never an error of their own. Every wait of a round (the
 gate, the collective, the per-sample start barrier) is polled from Python against the round's
 deadline (``--timeout`` after it started), the group's failure key and the stop flag; on cuda
-the times are CUDA events, each sample's start aligned on the GPU (gputopo.bench.gpu_start:
-hold, 1-element all_reduce on the stream, start event), the end event recorded right after a
-non-blocking ``wait()`` and polled with ``query()``, and a group that passes the deadline is
-aborted (:data:`RANK_ENV`). A round's data groups are shut down once every rank reported it
+each sample is timed by the bench's routine (gputopo.bench.gpu_sample.time_sample: hold,
+1-element all_reduce on the stream, start event, the all_reduce and its non-blocking ``wait()``,
+end event, polled here with ``query()`` against the round's deadline), and a group that passes
+the deadline is aborted (:data:`RANK_ENV`). A round's data groups are shut down once every rank reported it
 (:meth:`DistBackend._shutdown_round`); the one-GPU-per-node measure keeps its own record.
 The calls that may block inside torch or NCCL with no bound of their own (the NCCL
 communicator's set-up, made eagerly, and the warm-up's first all_reduce calls, where NCCL
@@ -48,7 +48,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
 
-from gputopo.bench.gpu_start import aligned_start, launch_in_interval
+from gputopo.bench.gpu_sample import time_sample
 from gputopo.bench.worker_env import apply as apply_env
 from gputopo.bench.worker_env import worker_env
 from gputopo.console import clip
@@ -656,7 +656,7 @@ class DistBackend:
 
     def _time_all_reduce(self, pg, key: str, x, n: int) -> Dict[str, Any]:
         """``time_s`` (this rank's median over the samples) and ``wrong``. CUDA, per sample
-        (gputopo.bench.gpu_start, the sequence the bench uses too): a spin kernel that covers
+        (gputopo.bench.gpu_sample.time_sample, the routine the bench uses too): a spin kernel that covers
         the host's enqueue of what follows, the gate (a 1-element all_reduce of the group) on
         the stream, the start event, the timed all_reduce, the end event, and one bounded poll
         of the end event: every member's interval starts when the last member's GPU reached the
@@ -681,17 +681,10 @@ class DistBackend:
             call = self._first_call if k == 0 else _call
             if cuda:
                 gate = functools.partial(call, pg, key, [one], "the group's first all_reduce (1 element)")
-                start = aligned_start(torch, self.device, self._hold_s, gate)
-                work = call(pg, key, [x], "the group's first all_reduce of the message")
-                launch = launch_in_interval(start)
-                # with blocking wait off, wait() only makes the current stream wait for the
-                # work's end on NCCL's stream (WorkNCCL::synchronizeStream) and returns: the end
-                # event recorded next is behind the collective on the timed stream
-                work.wait()
-                end = torch.cuda.Event(enable_timing=True)
-                end.record()
-                self._settle(end.query, key, pg, "the all_reduce")
-                t = start.elapsed_time(end) / 1e3
+                got = time_sample(torch, self.device, self._hold_s, gate,
+                                  functools.partial(self._enqueue_all_reduce, call, pg, key, x),
+                                  functools.partial(self._settle_end, key, pg))
+                t, launch = got.seconds, got.late
                 if launch and k:
                     self._hold_s = min(2 * self._hold_s, HOLD_MAX_S)
             else:
@@ -725,6 +718,19 @@ class DistBackend:
         if late and times:
             out["samples_left_out"] = len(late)
         return out
+
+    @staticmethod
+    def _enqueue_all_reduce(call: Callable[..., Any], pg: Any, key: str, x: Any, start: Any) -> None:
+        """A sample's operation (:func:`time_sample`): the timed all_reduce, then ``wait()``:
+        with blocking wait off it only makes the current stream wait for the work's end on
+        NCCL's stream (WorkNCCL::synchronizeStream) and returns, so the end event the routine
+        records next is behind the collective on the timed stream."""
+        call(pg, key, [x], "the group's first all_reduce of the message").wait()
+
+    def _settle_end(self, key: str, pg: Any, end: Any) -> None:
+        """A sample's bounded wait for its end event (:func:`time_sample`): :meth:`_settle`
+        polling ``end.query``."""
+        self._settle(end.query, key, pg, "the all_reduce")
 
     def _first_call(self, pg: Any, key: str, tensors: List[Any], what: str) -> Any:
         """``pg.allreduce(tensors)`` bounded by the round's deadline (:meth:`_bounded`): the

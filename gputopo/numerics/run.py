@@ -44,7 +44,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from gputopo.bench.processes import despite_ctrl_c
+from gputopo.workers.processes import despite_ctrl_c
 from gputopo.errors import NoHardwareError, UsageError
 from gputopo.model import Topology
 from gputopo.model.values import is_value
@@ -296,9 +296,9 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
         except WorkerCrash as e:
             raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}") from e
 
-    from gputopo.bench.peer_mappings import nvswitch_gpus
+    from gputopo.workers.peer_mappings import nvswitch_gpus
 
-    # CUDA's 8 peer mappings per device hold on non-NVSwitch systems only (peer_mappings.py)
+    # CUDA's 8 peer mappings per device hold on non-NVSwitch systems only (workers/peer_mappings.py)
     exempt = [cuda_of[g] for g in nvswitch_gpus(topology) if g in cuda_of]
     pool = WorkerPool("nccl", threads=1, log_dir=sink.log_dir, peer_exempt=exempt)
     with _pool_closed(pool, out, "NCCL workers"):

@@ -30,6 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from gputopo.workers.outcome import CRASH, JobOutcome, hung, raised
+from gputopo.workers.processes import exit_text
+
 from .worker_main import worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
@@ -40,11 +43,20 @@ PREPARE_TIMEOUT_S = START_TIMEOUT_S
 POLL_S = 0.05
 
 
-class WorkerHang(Exception):
+class WorkerFailure(Exception):
+    """A job that delivered nothing; ``outcome``: how it ended (gputopo/workers/outcome.py, the
+    result type the bench's runner records its steps' failures from too)."""
+
+    def __init__(self, outcome: JobOutcome):
+        super().__init__(outcome.what)
+        self.outcome = outcome
+
+
+class WorkerHang(WorkerFailure):
     """A job did not finish within its time limit (the workers were killed)."""
 
 
-class WorkerCrash(Exception):
+class WorkerCrash(WorkerFailure):
     """A worker process died, or the job raised, before delivering its result."""
 
 
@@ -84,10 +96,10 @@ class WorkerPool:
         self._next_id = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="gputopo-numerics-")
         self.starts = 0
-        # The peer mappings the live workers hold (gputopo.bench.peer_mappings): a job naming
+        # The peer mappings the live workers hold (gputopo.workers.peer_mappings): a job naming
         # two CUDA devices maps them in every rank that runs it; CUDA allows a device 8 at once
         # on non-NVSwitch systems (``peer_exempt``: the CUDA devices reached through NVSwitch)
-        from gputopo.bench.peer_mappings import PeerLedger
+        from gputopo.workers.peer_mappings import PeerLedger
 
         self._peers = PeerLedger(exempt=peer_exempt)
         #: Starts made only to give peer mappings back (not after a hang or a crash).
@@ -100,7 +112,7 @@ class WorkerPool:
         return max(0, self.starts - 1 - self.peer_starts)
 
     def _start(self) -> None:
-        from gputopo.bench.processes import starting_workers
+        from gputopo.workers.processes import start_processes, starting_workers
 
         self.starts += 1
         # Ctrl-C waits until every worker is started (and so known, to be killed)
@@ -112,14 +124,11 @@ class WorkerPool:
                 from gputopo.bench.worker_env import worker_env
 
                 env = worker_env(env)[0]
-            self._procs = [self._ctx.Process(target=worker_main, name=f"gputopo-numerics-{r}",
-                                             args=(r, self._jobs[r], self._results, self.backend,
-                                                   self.threads, self._log_path(r), os.getpid(),
-                                                   env),
-                                             daemon=True)
-                           for r in range(self.size)]
-            for p in self._procs:
-                p.start()
+            self._procs = start_processes(
+                self._ctx, worker_main,
+                [(f"gputopo-numerics-{r}", (r, self._jobs[r], self._results, self.backend,
+                                            self.threads, self._log_path(r), os.getpid(), env))
+                 for r in range(self.size)])
         ready: Set[int] = set()
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
@@ -141,7 +150,7 @@ class WorkerPool:
         if not path:
             return ""
         try:
-            from gputopo.bench.processes import tail
+            from gputopo.workers.processes import tail
 
             return tail(path, lines=8, max_chars=1500)
         except ImportError:  # pragma: no cover
@@ -221,7 +230,7 @@ class WorkerPool:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerHang(hang() if hang else f"{what}: no answer within the time limit")
+                raise WorkerHang(hung(hang() if hang else f"{what}: no answer within the time limit"))
             try:
                 return self._results.get(timeout=min(POLL_S * 4, left))
             except queue.Empty:
@@ -233,13 +242,15 @@ class WorkerPool:
                         return self._results.get(timeout=0.5)
                     except queue.Empty:
                         pass
-                    from gputopo.bench.processes import exit_text
-
                     how = ", ".join(exit_text(c) for c in codes.values())
-                    last = " | ".join(line for r in dead for line in self.log_tail(r).splitlines()[-3:])
+                    tails = {r: self.log_tail(r) for r in dead}
+                    last = " | ".join(line for r in dead for line in tails[r].splitlines()[-3:])
                     self.kill()
-                    raise WorkerCrash(f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
-                                      + (f"; log: {last}" if last else "")) from None
+                    first = dead[0]
+                    raise WorkerCrash(JobOutcome(
+                        CRASH, f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
+                        + (f"; log: {last}" if last else ""), exitcode=codes[first],
+                        log_tail=tails[first], dead=True)) from None
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up
@@ -299,7 +310,7 @@ class WorkerPool:
         if errors:
             # The other rank may now wait in a collective forever: start afresh next time.
             self.kill()
-            raise WorkerCrash("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items())))
+            raise WorkerCrash(raised("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))))
         return JobResult(payloads=payloads, wall_s=time.perf_counter() - t0)
 
 
@@ -307,7 +318,7 @@ def _mp_context():
     """The bench runner's multiprocessing context (forkserver with torch preloaded: a worker
     costs a fork, not an interpreter start), or spawn where that is not available."""
     try:
-        from gputopo.bench.processes import mp_context
+        from gputopo.workers.processes import mp_context
 
         return mp_context()
     except ImportError:  # pragma: no cover - the bench is part of the package

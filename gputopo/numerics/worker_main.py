@@ -12,7 +12,6 @@ import dataclasses
 import gc
 import json
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -26,18 +25,10 @@ def worker_main(rank: int, jobs, results, backend: str, threads: int,
     """Entry point of a worker process. Output goes to ``log_path`` (the run folder's workers/)
     when given; SIGINT is left to the parent; the worker exits when the parent is gone and
     leaves with ``os._exit``, so interpreter teardown cannot fail a delivered result."""
-    import signal
+    from gputopo.workers.processes import enter_worker, leave
 
-    from gputopo.bench.processes import redirect_output, watch_parent
-
-    if log_path:
-        redirect_output(log_path)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if parent_pid:
-        watch_parent(parent_pid)
-    if env is not None:  # the parent's environment now (NCCL_* settings...), not the forkserver's
-        os.environ.clear()
-        os.environ.update(env)
+    # (env: the parent's environment now, NCCL_* settings..., not the forkserver's)
+    enter_worker(log_path, parent_pid, env)
     # The topology's CUDA indices are in PCI bus order (gputopo.probe.cuda_index).
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     import torch
@@ -62,11 +53,9 @@ def worker_main(rank: int, jobs, results, backend: str, threads: int,
 
             traceback.print_exc()
             results.put(("error", job["id"], rank, f"{type(e).__name__}: {e}"))
-    sys.stdout.flush()
-    sys.stderr.flush()
     results.close()
     results.join_thread()  # the last result is in the pipe before the process goes
-    os._exit(0)
+    leave(0)
 
 
 def _progress_teller(results, rank: int, job: Dict[str, Any]) -> Callable[[str, int], None]:

@@ -688,7 +688,7 @@ def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(monkeypatch):
     the exit, escaped as a KeyboardInterrupt traceback (exit -2): the outcome stands now."""
     import multiprocessing.forkserver  # noqa: F401 - as after a bench: there is one to stop
 
-    import gputopo.bench.processes as processes
+    import gputopo.workers.processes as processes
     import gputopo.cli.main as cli_main
 
     calls = []

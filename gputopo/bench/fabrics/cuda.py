@@ -10,9 +10,10 @@
   ``reduce_add_coalesced``, as ``nn.DataParallel`` calls them.
 - Collectives: NCCL, one process per GPU (``torch.distributed``).
 
-Timing: a spin kernel (``torch.cuda._sleep``) holds the first device's current stream, then
-(several ranks) a 1-element all_reduce of the ranks on it, then a start event on it
-(bench/gpu_start.py, the sequence the cluster uses too); every other involved device's stream waits on that event; the runs are
+Timing: the sample routine of bench/gpu_sample.py (the cluster's all_reduce uses it too): a spin
+kernel (``torch.cuda._sleep``) holds the first device's current stream, then (several ranks) a
+1-element all_reduce of the ranks on it, then a start event on it; every other involved
+device's stream waits on that event; the runs are
 enqueued while the hold lasts (p2pBandwidthLatencyTest's delay kernel), so launch overhead stays
 outside the interval; after the operation each device records an event the first stream waits
 on, then the end event; ``elapsed_time`` of the pair. Cross-device work is thus fully inside
@@ -32,7 +33,7 @@ import torch
 
 from gputopo.model.bus_id import DeviceKey, from_torch, try_parse
 
-from ..gpu_start import aligned_start, launch_in_interval
+from ..gpu_sample import time_sample
 from .base import NCCL_DP_TESTS, Ops
 from .cpu import DistMixin
 
@@ -220,7 +221,7 @@ class CudaOps(DistMixin, Ops):
                    "stream before the start event (aligned on the GPU, not the CPU)")
 
     def _gate(self):
-        """The ranks' 1-element all_reduce (:func:`gputopo.bench.gpu_start.aligned_start`), its
+        """The ranks' 1-element all_reduce (:func:`gputopo.bench.gpu_sample.aligned_start`), its
         work; None for a step of one process."""
         if self.world <= 1:
             return None
@@ -257,35 +258,33 @@ class CudaOps(DistMixin, Ops):
         device's stream fenced inside the interval. The stream is held by a spin kernel until
         every run is enqueued (else small copies would time Python dispatch, not the link); with
         several ranks the start event follows a 1-element all_reduce of the ranks on the stream
-        (:func:`gputopo.bench.gpu_start.aligned_start`), so every rank's interval starts when
+        (:func:`gputopo.bench.gpu_sample.time_sample`, the cluster's routine too), so every rank's interval starts when
         the last rank's GPU is ready, whatever each host's lag or each GPU's clock. If the start
         event has already passed when enqueuing ends, the hold was too short: :meth:`combine`
         tells every rank (``hold_too_short_samples``, with the GPUs) and every rank doubles the
         next hold."""
         devs = [self.device(g) for g in gpus if self.is_local(g)] or [self._sync_device()]
         self.sync(self.local_gpus)
-        hold_s = self._hold_s
         first = torch.cuda.current_stream(devs[0])
-        with torch.cuda.device(devs[0]):
-            start = aligned_start(torch, devs[0], hold_s, self._gate if self.world > 1 else None)
-            end = torch.cuda.Event(enable_timing=True)
-        for d in devs[1:]:
-            torch.cuda.current_stream(d).wait_event(start)
-        with torch.cuda.device(devs[0]):
+
+        def enqueue(start) -> None:
+            for d in devs[1:]:
+                torch.cuda.current_stream(d).wait_event(start)
             for _ in range(repeat):
                 run()
-        for d in devs[1:]:
-            with torch.cuda.device(d):
-                done = torch.cuda.Event()
-                done.record(torch.cuda.current_stream(d))
-            first.wait_event(done)
+            for d in devs[1:]:  # every other device's work inside the first stream's interval
+                with torch.cuda.device(d):
+                    done = torch.cuda.Event()
+                    done.record(torch.cuda.current_stream(d))
+                first.wait_event(done)
+
         with torch.cuda.device(devs[0]):
-            end.record(first)
-        if launch_in_interval(start):  # the GPU passed the start event before the last run was enqueued
+            got = time_sample(torch, devs[0], self._hold_s,
+                              self._gate if self.world > 1 else None, enqueue)
+        if got.late:  # the GPU passed the start event before the last run was enqueued
             self._short_gpu = next((g for g in gpus if self.is_local(g)),
                                    self.local_gpus[0] if self.local_gpus else 0)
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / repeat
+        return got.seconds / repeat
 
     def extra(self, test: str, src, dst) -> dict:
         if test.startswith("self."):

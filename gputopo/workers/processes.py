@@ -1,8 +1,10 @@
 """The worker processes' machinery shared by the bench runner and the numerics worker pool: the
 multiprocessing context (forkserver with torch preloaded), starting workers with Ctrl-C held
-and SIGINT blocked (see runner.py's docstring for why), stopping the forkserver on the way out,
+and SIGINT blocked (see bench/runner.py's docstring for why; :func:`start_processes` is the one
+place a worker process is started), stopping the forkserver on the way out,
 and reading a worker log's tail and a process's exit for findings; in a worker (the bench's
-and the numerics'), its output sent to its log and its exit with its parent."""
+and the numerics'), its start (:func:`enter_worker`: its output sent to its log, its exit with
+its parent) and its end (:func:`leave`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 #: Lines of a worker's log quoted in a crash finding.
 TAIL_LINES = 20
@@ -77,6 +79,24 @@ def starting_workers(ctx):
                     old(signal.SIGINT, None)  # default_int_handler raises KeyboardInterrupt
                 elif old == signal.SIG_DFL:
                     raise KeyboardInterrupt
+
+
+def start_processes(ctx, target: Callable[..., Any],
+                    workers: Sequence[Tuple[str, Tuple[Any, ...]]]) -> List[Any]:
+    """Start worker processes of ``ctx`` (daemons: they die with this process), one per
+    ``(name, args)`` of ``workers``, each running ``target(*args)``; all are made, then all
+    started, and returned in that order. The one place gputopo starts a worker process: call it
+    inside :func:`starting_workers`, so that a Ctrl-C waits until their pids are known (to kill
+    them)."""
+    procs = [ctx.Process(target=target, name=name, args=args, daemon=True) for name, args in workers]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def start_process(ctx, target: Callable[..., Any], name: str, args: Tuple[Any, ...]) -> Any:
+    """One worker process (:func:`start_processes`)."""
+    return start_processes(ctx, target, [(name, args)])[0]
 
 
 @contextmanager
@@ -153,6 +173,35 @@ def exit_text(code: Optional[int]) -> str:
 
 
 # ----------------------------------------------------------------------------- in a worker
+
+
+def enter_worker(log_path: Optional[str], parent_pid: Optional[int],
+                 env: Optional[Dict[str, str]]) -> None:
+    """In a worker, first of all (the bench's and the numerics' alike): its output appended to
+    ``log_path`` (when given), SIGINT ignored (the parent alone decides what Ctrl-C does), its
+    exit with ``parent_pid`` (when given), and ``env`` (when given: the parent's environment at
+    the worker's start, not the forkserver's) in place of its environment."""
+    if log_path:
+        redirect_output(log_path)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid:
+        watch_parent(parent_pid)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def leave(code: int) -> NoReturn:
+    """In a worker, its end once its results are delivered: output flushed, then ``os._exit``,
+    so interpreter teardown (gloo's occasional SIGABRT after ``destroy_process_group``,
+    docs/architecture.md) can never turn delivered results into a failure. The parent's side of
+    the same work-around: a worker that dies once every result of its job is in is replaced, not
+    a failure (bench/runner.py's idle death, numerics/worker.py's close)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def redirect_output(log_path: str) -> None:

@@ -1,5 +1,5 @@
 """Issue 33 item 6: CUDA allows a device at most 8 peer mappings at once, over every process
-(gputopo/bench/peer_mappings.py). On a PCIe box of 10 or 16 GPUs the bench's worker gpu{a} ran
+(gputopo/workers/peer_mappings.py). On a PCIe box of 10 or 16 GPUs the bench's worker gpu{a} ran
 every pair (a, *) in one process and the numerics' worker 0 every DataParallel pair: the ninth
 peer of a device failed, reported as a crash on a healthy pair.
 
@@ -22,7 +22,7 @@ from typing import Dict, List, Set, Tuple
 import pytest
 
 from gputopo.bench.options import BenchOptions, all_pairs
-from gputopo.bench.peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, PeerLedger, nvswitch_gpus, peer_limit_record
+from gputopo.workers.peer_mappings import PEER_LIMIT, PEER_LIMIT_KEY, PeerLedger, nvswitch_gpus, peer_limit_record
 from gputopo.bench.plan import plan_steps
 from gputopo.runfolder.writer import RunLog
 
