@@ -101,9 +101,11 @@ def unnamed_modules(text: str) -> List[str]:
 
 
 def write() -> None:
-    text = PAGE.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    PAGE.write_text(text[:start] + render() + text[end:], encoding="utf-8")
+    if str(REPO / "tests") not in sys.path:  # run as a script: tests/ is not on the path
+        sys.path.insert(0, str(REPO / "tests"))
+    from helpers.generated_part import write_part
+
+    write_part(PAGE, BEGIN, END, render())
 
 
 if __name__ == "__main__":
