@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Dict, List, Set
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "tests") not in sys.path:  # run as a script (--write), tests/ is not on the path
+    sys.path.insert(0, str(REPO / "tests"))
+from helpers.generated_part import write_part  # noqa: E402
 PAGE = REPO / "docs" / "architecture.md"
 PACKAGE = REPO / "gputopo"
 BEGIN = ("<!-- rules: generated from gputopo/report/rules.py by `python tests/helpers/architecture_doc.py "
@@ -101,10 +104,6 @@ def unnamed_modules(text: str) -> List[str]:
 
 
 def write() -> None:
-    if str(REPO / "tests") not in sys.path:  # run as a script: tests/ is not on the path
-        sys.path.insert(0, str(REPO / "tests"))
-    from helpers.generated_part import write_part
-
     write_part(PAGE, BEGIN, END, render())
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "tests") not in sys.path:  # run as a script (--write), tests/ is not on the path
+    sys.path.insert(0, str(REPO / "tests"))
+from helpers.generated_part import write_part  # noqa: E402
 PAGE = REPO / "docs" / "findings.md"
 BEGIN = ("<!-- kind-properties: generated from gputopo/model/finding_kinds.py by "
          "`python tests/helpers/finding_kinds_doc.py --write`; edit the table, not this list -->")
@@ -127,10 +130,6 @@ def problems(text: str) -> List[str]:
 
 
 def write() -> None:
-    if str(REPO / "tests") not in sys.path:  # run as a script: tests/ is not on the path
-        sys.path.insert(0, str(REPO / "tests"))
-    from helpers.generated_part import write_part
-
     write_part(PAGE, BEGIN, END, render())
 
 

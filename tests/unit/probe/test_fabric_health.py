@@ -13,12 +13,12 @@ from gputopo.model.fabric import GpuFabric, health_fields
 from gputopo.model.topology import topology_from_json, topology_to_json
 from gputopo.model.values import NotAvailable
 from gputopo.probe.nvml_fabric import read_fabric
-from gputopo.probe.nvml_reader import read_topology
 from gputopo.report.scan_view import fabric_line
 from gputopo.report.topology_checks import topology_findings
 from gputopo.sim import fabric as sim_fabric
 from gputopo.sim.description import load_description
 from gputopo.sim.fake_nvml import FakeNvml
+from helpers.fake_scan import nvml_topology
 
 P = pynvml
 
@@ -69,7 +69,7 @@ def test_the_decoding_follows_pynvmls_shifts_and_widths():
 
 
 def _scan(tmp_path, mask):
-    return _scan_text(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_health_mask = {mask}\n', "fh")
+    return nvml_topology(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_health_mask = {mask}\n', "fh")
 
 
 def _fabric_findings(topo):
@@ -144,20 +144,9 @@ def test_the_mask_survives_the_json_round_trip(tmp_path):
 SHARED_VM_MASK = 0x501
 
 
-def _scan_text(tmp_path, text, name="t"):
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    lib = FakeNvml(load_description(str(path)))
-    lib.nvmlInit()
-    try:
-        return read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    finally:
-        lib.nvmlShutdown()
-
-
 def test_a_gpu_alone_is_never_broken_by_its_fabric_health_mask(tmp_path):
     """Before: WARNING (bandwidth degraded) and ERROR (insufficient NVLinks), bench "broken"."""
-    topo = _scan_text(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
+    topo = nvml_topology(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
                       f'fabric_health_mask = {SHARED_VM_MASK}\n')
     assert topo.gpu(0).fabric.health_mask == SHARED_VM_MASK
     found = [f for f in topology_findings(topo) if f.kind == "nvlink-fabric"]
@@ -170,7 +159,7 @@ def test_a_gpu_alone_is_never_broken_by_its_fabric_health_mask(tmp_path):
 
 
 def test_a_gpu_alone_with_a_healthy_mask_says_nothing_more(tmp_path):
-    topo = _scan_text(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
+    topo = nvml_topology(tmp_path, 'extends = "h100-sxm-1gpu"\nname = "vm"\n[defaults]\nfabric_state = "completed"\n'
                       f'fabric_health_mask = {HEALTHY}\n')
     assert [f for f in topology_findings(topo) if f.kind == "nvlink-fabric"] == []
 
@@ -179,7 +168,7 @@ def test_a_gpu_alone_with_a_healthy_mask_says_nothing_more(tmp_path):
 def test_the_mask_is_read_only_for_a_completed_registration(tmp_path, state):
     """Eight NVSwitch GPUs whose registration has not completed: the registration finding, and
     nothing from a mask NVML has not filled in for them."""
-    topo = _scan_text(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_state = "{state}"\n'
+    topo = nvml_topology(tmp_path, f'extends = "dgx-h100"\nname = "fh"\n[defaults]\nfabric_state = "{state}"\n'
                       f'fabric_health_mask = {SHARED_VM_MASK}\n')
     found = _fabric_findings(topo)
     assert len(found) == 1 and "registration" in found[0][2], found

@@ -8,14 +8,12 @@ from __future__ import annotations
 import pynvml as P
 
 from gputopo.history.counters import CounterGrowth
-from gputopo.probe.nvml_reader import read_topology
 from gputopo.report.history_findings import counter_growth_findings
 from gputopo.report.pairs import pair_rows
 from gputopo.report.placement import rank, scan_states
 from gputopo.report.topology_checks import topology_findings
-from gputopo.sim.description import load_description
-from gputopo.sim.fake_nvml import FakeNvml
 from conftest_report import seed_topology
+from helpers.fake_scan import nvml_topology
 
 DAY = 86400.0
 
@@ -72,14 +70,7 @@ def test_a_rising_nvlink_counter_flags_the_pair_row_broken_and_only_its_pairs():
 
 
 def _switch_scan(tmp_path):
-    path = tmp_path / "fh.toml"
-    path.write_text('extends = "dgx-h100"\nname = "fh"\n')
-    lib = FakeNvml(load_description(str(path)))
-    lib.nvmlInit()
-    try:
-        return read_topology(lib, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    finally:
-        lib.nvmlShutdown()
+    return nvml_topology(tmp_path, 'extends = "dgx-h100"\nname = "fh"\n', "fh")
 
 
 def _mask(**true):
