@@ -189,7 +189,7 @@ class _Parser:
             self.out.second_run = (lineno, "the sample's banner again")
         mm = _DEVICE.match(s)
         if mm:
-            if any(d.index == int(mm.group(1)) for d in self.out.devices[-64:]) and self.out.second_run is None:
+            if any(d.index == int(mm.group(1)) for d in self.out.devices) and self.out.second_run is None:
                 self.out.second_run = (lineno, f"Device: {mm.group(1)} listed again")
             self.out.devices.append(P2pDevice(int(mm.group(1)), mm.group(2).strip(), mm.group(3), mm.group(4),
                                               mm.group(5)))

@@ -76,8 +76,10 @@ class Measurement:
 
     @property
     def noisy(self) -> bool:
-        m = self.median_s
-        return bool(self.samples_s) and m > 0 and self.iqr_s / m > NOISE_THRESHOLD
+        return self._noisy_at(self.median_s, self.iqr_s)
+
+    def _noisy_at(self, m: float, iqr: float) -> bool:
+        return bool(self.samples_s) and m > 0 and iqr / m > NOISE_THRESHOLD
 
     @property
     def median_us(self) -> float:
@@ -86,7 +88,10 @@ class Measurement:
     @property
     def algbw_gbps(self) -> float:
         """Bytes per second over the median time, in GB/s (1e9)."""
-        m = self.median_s
+        return self._algbw_at(self.median_s)
+
+    def _algbw_at(self, m: float) -> float:
+        """GB/s (1e9) of the bytes moved per run over ``m`` seconds (nan unless ``m`` > 0)."""
         moved = self.bytes_per_iter if self.bytes_per_iter is not None else self.size_bytes
         return moved / m / 1e9 if m and m > 0 else math.nan
 
@@ -110,20 +115,13 @@ class Measurement:
         }
         # Derived values are written for readers of the file, never read back: the properties'
         # values, each statistic computed once here (a 200,000-row import writes 400,000 lines).
-        xs = self.samples_s
-        if len(xs) == 1:  # an import's one printed time: the same arithmetic, without sorting
-            x = xs[0]
-            q = x + (x - x) * 0.0  # _quantile of one value
-            m, iqr = x, q - q
-        else:
-            m, iqr = self.median_s, self.iqr_s
-        moved = self.bytes_per_iter if self.bytes_per_iter is not None else self.size_bytes
-        algbw = moved / m / 1e9 if m and m > 0 else math.nan
+        m, iqr = self.median_s, self.iqr_s
+        algbw = self._algbw_at(m)
         d["derived"] = {
             "median_s": _finite_or_none(m), "iqr_s": _finite_or_none(iqr),
             "algbw_gbps": _finite_or_none(algbw),
             "busbw_gbps": _finite_or_none(algbw * self.busbw_factor),
-            "noisy": bool(self.samples_s) and m > 0 and iqr / m > NOISE_THRESHOLD,
+            "noisy": self._noisy_at(m, iqr),
         }
         return d
 

@@ -279,8 +279,7 @@ class CudaOps(DistMixin, Ops):
                 first.wait_event(done)
 
         with torch.cuda.device(devs[0]):
-            got = time_sample(torch, devs[0], self._hold_s,
-                              self._gate if self.world > 1 else None, enqueue)
+            got = time_sample(torch, devs[0], self._hold_s, self._gate, enqueue)
         if got.late:  # the GPU passed the start event before the last run was enqueued
             self._short_gpu = next((g for g in gpus if self.is_local(g)),
                                    self.local_gpus[0] if self.local_gpus else 0)
