@@ -98,20 +98,27 @@ class PlanEstimate:
             f"cluster plan: {self.nodes} nodes, pattern {self.pattern}",
             f"  rounds: {self.rounds} ({self.groups_per_round} group(s) per round at once)",
             f"  estimated time: {self.total_s:.1f} s (about {self.round_s:.2f} s per round, all GPUs "
-            f"then one GPU per node: modeled at {self.assumed_gbps:g} GB/s inter-node busbw plus "
-            f"group setup; an estimate)",
+            f"then one GPU per node: modeled at {self.assumed_gbps:g} GB/s inter-node busbw, "
+            f"{SAMPLE_HOLD_S * 1e3:g} ms hold per sample and group setup; an estimate)",
             f"  {self.note}",
         ]
 
 
 #: Seconds per round for making the round's process groups and the liveness barrier (estimate).
 SETUP_S = 0.5
+#: Seconds each timed sample (and the warm-up) holds the GPU's stream before its gate on a real
+#: (cuda) cluster: the first hold of cluster/dist_backend.py (HOLD_S), the least a sample costs
+#: besides the all_reduce itself. Kept here as a number so --plan imports no torch-side module;
+#: tests/unit/cluster/test_cluster_sim.py checks the two agree.
+SAMPLE_HOLD_S = 0.001
 
 
 def plan(nodes: int, pattern: str, *, size_bytes: int, samples: int, gbps: float,
          latency_us: float = 5.0) -> PlanEstimate:
     """Rounds and estimated time of ``pattern`` on ``nodes`` nodes (random2pass: with one
-    suspect pair, i.e. the two rounds it takes when at most half the nodes are suspects)."""
+    suspect pair, i.e. the two rounds it takes when at most half the nodes are suspects).
+    Each sample costs its all_reduce (latency + bytes over ``gbps``) plus the hold before its
+    gate (SAMPLE_HOLD_S), the warm-up as much again."""
     if nodes < 2:
         raise UsageError("--nodes: a cluster run needs at least 2 nodes")
     pattern = parse_pattern(pattern)
@@ -127,7 +134,7 @@ def plan(nodes: int, pattern: str, *, size_bytes: int, samples: int, gbps: float
         rounds, groups, group_n = 1, 1, nodes
         note = "all: one whole-job all_reduce; says how fast, not which node is slow"
     factor = collective("all_reduce").busbw_factor(group_n)
-    one = latency_us * 1e-6 * 2 * (group_n - 1) + size_bytes * factor / (gbps * 1e9)
+    one = SAMPLE_HOLD_S + latency_us * 1e-6 * 2 * (group_n - 1) + size_bytes * factor / (gbps * 1e9)
     # each inter-node round measures twice: all GPUs of the nodes, then one GPU per node
     return PlanEstimate(nodes=nodes, pattern=pattern, rounds=rounds, groups_per_round=groups,
                         round_s=2 * (SETUP_S + (samples + 1) * one), assumed_gbps=gbps, note=note)

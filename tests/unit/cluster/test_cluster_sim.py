@@ -73,6 +73,18 @@ def test_plan_rounds():
         plan(1, "all", size_bytes=4, samples=1, gbps=1)
 
 
+def test_plan_counts_each_samples_hold_before_its_gate():
+    """A real cluster holds the stream before every sample's gate (dist_backend.HOLD_S): at a
+    tiny message the estimate is the holds and the setup, not ~0."""
+    from gputopo.cluster.dist_backend import HOLD_S
+    from gputopo.cluster.patterns import SAMPLE_HOLD_S, SETUP_S
+
+    assert SAMPLE_HOLD_S == HOLD_S
+    est = plan(2, "all", size_bytes=4, samples=99, gbps=1e6, latency_us=0)
+    # two measurements a round (all GPUs, one per node), each 100 samples with the warm-up
+    assert est.round_s == pytest.approx(2 * (SETUP_S + 100 * HOLD_S), rel=1e-3)
+
+
 # ----------------------------------------------------------------------------- finding the slow node
 
 @pytest.mark.parametrize("nodes,bad", [(64, 37), (1024, 777)])
