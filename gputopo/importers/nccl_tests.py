@@ -43,6 +43,7 @@ from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
+from gputopo.model.flagged_lines import flagged_line
 from gputopo.text_input import elision_mark
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
@@ -158,6 +159,8 @@ class NcclTestsLog:
     headerless: List[Tuple[int, List[str]]] = field(default_factory=list)
     avg_busbw_gbps: Optional[float] = None
     errors: List[str] = field(default_factory=list)
+    #: the lines the test or NCCL marked (``NCCL WARN``, ``Test CUDA failure``, ...): model/flagged_lines.py
+    flagged: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
@@ -224,9 +227,45 @@ _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
+#: nccl-tests' own failure lines (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK): "HOST: Test CUDA
+#: failure common.cu:N 'msg'", "HOST: Test NCCL failure common.cu:N 'msg / last'", " .. HOST pid N:
+#: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ...").
+_TEST_FAILURE = re.compile(r"\bTest (?:CUDA |NCCL )?failure\b.*$")
+_TEST_FAILURE_WHO = re.compile(r"^(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]+)\s*)?(?:pid\s+(?P<pid>\d+))?\s*:\s*$")
+#: NCCL's own warning lines among the test's output: "host:pid:tid [dev] file.cc:N NCCL WARN msg".
+_NCCL_WARN = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ )?(?:\[(?P<dev>\d+)\] )?"
+                        r"(?P<text>(?:[\w./-]+\.\w+:\d+ )?NCCL WARN\b.*)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 #: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
+
+
+def _flagged(s: str, lineno: int, tool: str) -> Optional[Dict[str, Any]]:
+    """A line nccl-tests or NCCL marked as a failure or warning, as model/flagged_lines.py keeps it."""
+    if "failure" in s:
+        m = _TEST_FAILURE.search(s)
+        if m:
+            who = _TEST_FAILURE_WHO.match(s[:m.start()])
+            return flagged_line(m.group(0), tool=tool, where=f"line {lineno}",
+                                host=who.group("host") if who else None,
+                                pid=int(who.group("pid")) if who and who.group("pid") else None, fails_run=True)
+    if "NCCL WARN" in s:
+        m = _NCCL_WARN.match(s)
+        if m:
+            return flagged_line(m.group("text"), tool="NCCL", where=f"line {lineno}", host=m.group("host"),
+                                pid=int(m.group("pid")) if m.group("pid") else None,
+                                gpu=int(m.group("dev")) if m.group("dev") else None)
+    return None
+
+
+def _with_ranks(log: "NcclTestsLog") -> List[Dict[str, Any]]:
+    """The flagged lines, each with the ranks its process ran (the rank lines' host and pid)."""
+    out = []
+    for f in log.flagged:
+        ranks = [r.rank for r in log.ranks if f.get("pid") is not None and r.pid == f["pid"]
+                 and (f.get("host") is None or r.host == f["host"])]
+        out.append(dict(f, ranks=sorted(set(ranks))) if ranks else dict(f))
+    return out
 
 
 def _clean(line: str) -> str:
@@ -350,6 +389,10 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         line = _clean(raw)
         s = line.strip()
         if not s:
+            continue
+        flagged = _flagged(s, lineno, cur.tool)
+        if flagged is not None:
+            cur.flagged.append(flagged)
             continue
         versioned = "ersion" in s  # every version line below says "version" or "Version"
         v = (_NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)) if versioned else None
@@ -984,6 +1027,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "wrong_checked": len(counted) == len(wrong_cells) and validated,
         "validated": validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
+        "flagged_lines": _with_ranks(log),
         "problems": list(log.problems),
         "inferred": list(log.inferred), "unknown": list(log.unknown),
     }

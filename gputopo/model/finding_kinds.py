@@ -167,6 +167,7 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("nic-errors", "node", "network", ("info",)),
     K("no-peer-access", "pair", "bandwidth", ("warning", "info")),
     K("driver-error", "gpu", "scan", ("error", "warning")),
+    K("tool-flagged", "input", "run", ("error", "warning")),
 )
 
 _INDEX: Dict[int, Dict[str, int]] = {}

@@ -20,6 +20,7 @@ import statistics
 from collections import defaultdict
 
 from gputopo.model import Finding, Measurement
+from gputopo.model.flagged_lines import TOOL_LINES, quoted
 
 from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
 from .imported_tests import is_latency
@@ -36,7 +37,8 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
     tc = f.get("testcase") or "(testcase not named in the output)"
     where = f"{tool} {tc}" + (f" (line {f['line']} of {file})" if f.get("line") else f" ({file})")
     evidence = {"file": doc.get("path") or file, "testcase": f.get("testcase"), "message": f.get("message"),
-                "details": f.get("details") or [], "tool": tool}
+                "details": f.get("details") or [], "tool": tool,
+                TOOL_LINES: quoted([str(f.get("message") or "")] + [str(d) for d in f.get("details") or []])}
     if f.get("kind") == "pattern-check":
         return Finding(
             "corrupt", "error",

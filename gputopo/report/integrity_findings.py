@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
+from gputopo.model.flagged_lines import TOOL_LINES
 
 from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
 from .expected import class_of
@@ -50,7 +51,9 @@ def nccl_tests_findings(logs: List[Dict[str, Any]], topo: Optional[Topology]) ->
                 "corrupt", "error",
                 f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
                 gpus=gpus, link_class=str(lc) if lc else None,
-                evidence={"out_of_bounds": oob, "file": log.get("file")},
+                evidence={"out_of_bounds": oob, "file": log.get("file"),
+                          # nccl-tests' own line (printf "# Out of bounds values : %d %s"): this finding says it
+                          TOOL_LINES: [f"Out of bounds values : {oob} {log.get('out_of_bounds_status') or ''}".strip()]},
                 cause="the collective wrote outside its buffers: a transport or driver fault",
                 remedies=["rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 to isolate the transport"]))
     return out

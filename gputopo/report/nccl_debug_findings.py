@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, quoted
 from gputopo.model.linkclass import LinkClass
 
 #: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
@@ -133,7 +134,9 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
                       "codes": sorted(g["codes"]), "error_path": g["path"],
                       "processes": [{"host": p["host"], "pid": p["pid"], "ranks": p.get("ranks") or [],
                                      "init_complete": bool(p.get("init_complete"))} for p in g["procs"]],
-                      "framework_lines": (doc.get("error_lines") or [])[:3], "files": doc.get("files")},
+                      "framework_lines": (doc.get("error_lines") or [])[:3], "files": doc.get("files"),
+                      TOOL_LINES: quoted(nccl_warn_text(w.get("source"), w.get("message"))
+                                         for p in g["procs"] for w in p.get("warnings") or [])},
             cause=cause, remedies=remedies))
     return out
 

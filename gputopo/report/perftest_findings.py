@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputopo.model import Finding
+from gputopo.model.flagged_lines import TOOL_LINES, quoted
 
 #: The average of a run below this share of its port's rate is rdma-slow.
 RDMA_SLOW_RATIO = 0.8
@@ -129,7 +130,8 @@ def failure_finding(doc: dict, f: dict) -> Finding:
     kind, where = f.get("kind"), _where(doc)
     evidence: dict[str, Any] = {"tool": "perftest", "file": doc.get("path") or doc.get("file"),
                                 "test": doc.get("test"), "device": doc.get("device"), "failure": f.get("kind"),
-                                "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda")}
+                                "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda"),
+                                TOOL_LINES: quoted([f.get("message") or ""] + list(f.get("lines") or []))}
     if kind == "memory-registration":
         what, cause, remedies = _mr_failure(doc, f)
     elif kind == "port-not-active":
