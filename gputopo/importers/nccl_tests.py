@@ -167,6 +167,11 @@ class NcclTestsLog:
     problems: List[str] = field(default_factory=list)
 
     @property
+    def failed_early(self) -> bool:
+        """The test printed its own failure line (``Test NCCL failure``, ...) before any result row."""
+        return not self.rows and any(f.get("fails_run") for f in self.flagged)
+
+    @property
     def n_ranks(self) -> Optional[int]:
         """The ranks the test ran on: its rank lines, else the given or inferred count."""
         return len(self.ranks) or self.rank_count
@@ -379,7 +384,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
 
     def start_new():
         nonlocal cur
-        if cur.rows or cur.columns or cur.headerless:
+        if cur.rows or cur.columns or cur.headerless or cur.failed_early:
             logs.append(cur)
             cur = NcclTestsLog(source=source)
 
@@ -491,8 +496,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
     for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     # a test that printed its column header and then nothing (it hung or died before its first
-    # size): kept, so the import says it instead of refusing the file
-    logs = [lg for lg in logs if lg.rows or (lg.columns and (lg.ranks or lg.config))]
+    # size), or that printed its own failure line before its header: kept, so the import says it
+    # instead of refusing the file
+    logs = [lg for lg in logs if lg.rows or ((lg.columns or lg.failed_early) and (lg.ranks or lg.config))]
     if not logs:
         raise InputFileError(source, "no nccl-tests result rows found (expected rows of size, count, type, ... "
                                      "time, algbw, busbw, with or without the '#  size  count  type ...' header)")

@@ -92,3 +92,21 @@ def test_perftest_lines_a_failure_explains_are_claimed_and_the_rest_said():
     found = tool_flagged_findings(doc["flagged_lines"], made)
     assert [f.evidence["tool_lines"] for f in found] == [["Unable to frobnicate the widget"]]
     assert found[0].severity == "error"
+
+
+FAILED_BEFORE_HEADER = """# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 0 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid 3740409 on fengyun416 device  0 [0x01] NVIDIA RTX A6000
+#  Rank  1 Group  0 Pid 3164639 on    fengyun device  0 [0x01] NVIDIA RTX A6000
+fengyun: Test NCCL failure common.cu:959 'internal error - please report this issue to the NCCL developers / '
+ .. fengyun pid 3164639: Test failure common.cu:844
+"""
+
+
+def test_a_test_that_failed_before_its_header_is_imported_with_its_failure_not_refused():
+    (log,) = parse_nccl_tests(FAILED_BEFORE_HEADER, op="all_reduce")
+    assert not log.rows and log.failed_early
+    found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
+    assert [f.severity for f in found] == ["error", "error"]
+    assert "fengyun (rank 1) (line 7)" in found[1].message
