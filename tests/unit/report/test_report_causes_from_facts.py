@@ -1,0 +1,69 @@
+"""A cause or remedy is stated only where the facts read support it (issue 46, item 6): a
+peer-memory module is not offered for a NIC the log or scan does not show it serves, and a socket-only
+job where nothing said RDMA was meant gets no RDMA remedy; the finding says the cause is not known
+from this input and what would tell it."""
+
+from __future__ import annotations
+
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.probe.nccl_log import parse_nccl_debug
+from gputopo.report.nccl_debug_findings import nccl_debug_findings
+from gputopo.report.network_checks import network_findings
+from gputopo.sim.description import parse_description
+from gputopo.sim.scan import scan_description
+
+# written (not posted): a NET plugin that says it takes no GPU memory, and NCCL's own IB transport
+PLUGIN_LOG = """h1:10:10 [0] NCCL INFO Using network {net}
+h1:10:10 [0] NCCL INFO NET/{net} : GPU Direct RDMA Disabled for HCA 0 '{dev}'
+h1:10:10 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init START
+h1:10:10 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/{net}/0
+h1:10:10 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init COMPLETE
+"""
+
+
+def _gdr_off(net: str, dev: str):
+    doc = debug_document(parse_nccl_debug(PLUGIN_LOG.format(net=net, dev=dev)), ["w.log"], None)
+    return [f for f in nccl_debug_findings(doc) if f.kind == "nccl-gdr-off"]
+
+
+def test_a_plugin_nic_without_gdr_gets_no_peermem_cause_or_remedy():
+    (f,) = _gdr_off("AWS Libfabric", "rdmap16s27")
+    text = " ".join([f.cause or ""] + f.remedies)
+    assert "not known from this log" in (f.cause or "") and "instance type" in text
+    assert "peermem" not in text and "peer-memory module - it looks for" not in text
+
+
+def test_nccl_ib_without_gdr_keeps_its_peer_memory_cause():
+    (f,) = _gdr_off("IB", "mlx5_0")
+    assert "register GPU memory" in (f.cause or "") and any("nvidia_peermem" in r for r in f.remedies)
+
+
+SOCKET_ONLY = """h2:20:20 [0] NCCL INFO NET/IB : No device found.
+h2:20:20 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>
+h2:20:20 [0] NCCL INFO Using network Socket
+h2:20:20 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init START
+h2:20:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
+"""
+
+
+def test_socket_only_job_with_no_sign_of_rdma_gets_no_rdma_remedy():
+    doc = debug_document(parse_nccl_debug(SOCKET_ONLY), ["w.log"], None)
+    (f,) = [f for f in nccl_debug_findings(doc) if f.kind == "nccl-socket-fallback"]
+    assert f.severity == "info"
+    assert "not known from this log whether the host has an RDMA NIC" in (f.cause or "")
+    assert not any("device plugin" in r for r in f.remedies)
+    assert any("gputopo scan" in r for r in f.remedies)
+
+
+def _gdr_scan_finding(nic: str):
+    toml = (f'extends = "dgx-h100"\nname = "t"\n[host]\npeermem = "none"\n'
+            f'[[nic]]\nname = "{nic}"\nbus_id = "0000:19:00.0"\ngpu = 0\n')
+    topo = scan_description(parse_description(toml, "t.toml"))
+    return [f for f in network_findings(topo, {}) if f.kind == "gpudirect-rdma" and f.severity == "warning"]
+
+
+def test_scan_offers_nvidia_peermem_only_for_mlx_hcas():
+    (mlx,) = _gdr_scan_finding("mlx5_0")
+    assert mlx.remedies[0].startswith("modprobe nvidia_peermem")
+    (efa,) = _gdr_scan_finding("efa_0")
+    assert not efa.remedies[0].startswith("modprobe") and "not known from this scan" in efa.remedies[0]
