@@ -67,3 +67,13 @@ def test_scan_offers_nvidia_peermem_only_for_mlx_hcas():
     assert mlx.remedies[0].startswith("modprobe nvidia_peermem")
     (efa,) = _gdr_scan_finding("efa_0")
     assert not efa.remedies[0].startswith("modprobe") and "not known from this scan" in efa.remedies[0]
+
+
+def test_nccl_tests_out_of_bounds_count_is_wrong_data_not_writes_outside_buffers():
+    from gputopo.report.integrity_findings import nccl_tests_findings
+
+    (f,) = nccl_tests_findings([{"out_of_bounds": 2, "out_of_bounds_status": "FAILED", "op": "all_gather",
+                                 "file": "x.txt"}], None)
+    assert "outside its buffers" not in (f.cause or "") and "wrote" not in f.message
+    assert "not known from this count" in (f.cause or "")
+    assert f.evidence["tool_lines"] == ["Out of bounds values : 2 FAILED"]
