@@ -327,8 +327,9 @@ def far_nic_findings(doc: Dict[str, Any], topo: Optional[Topology]) -> List[Find
                 f"{best_cls} to it: its network traffic crosses more of the PCIe/CPU fabric than it needs to",
                 gpus=[gpu], evidence={"host": c["host"], "rank": c["rank"], "device": device, "class": str(used),
                                       "nearest": best, "nearest_class": str(best_cls), "lines": c["lines"]},
-                cause="NCCL picked another NIC (NCCL_IB_HCA order, NCCL_CROSS_NIC, rail planning), or the "
-                      "topology NCCL saw differs from the node's",
+                cause="which is not known from this log: NCCL picked another NIC (NCCL_IB_HCA order, "
+                      "NCCL_CROSS_NIC, rail planning), or the topology NCCL saw differs from the node's; NCCL's "
+                      "TOPO lines (NCCL_DEBUG_SUBSYS=GRAPH) tell",
                 remedies=["check NCCL_IB_HCA and NCCL_CROSS_NIC", "compare NCCL's TOPO lines "
                           "(NCCL_DEBUG_SUBSYS=GRAPH) with `gputopo scan` of the node"]))
     return out

@@ -77,3 +77,20 @@ def test_nccl_tests_out_of_bounds_count_is_wrong_data_not_writes_outside_buffers
     assert "outside its buffers" not in (f.cause or "") and "wrote" not in f.message
     assert "not known from this count" in (f.cause or "")
     assert f.evidence["tool_lines"] == ["Out of bounds values : 2 FAILED"]
+
+
+def test_a_slow_pcie_pair_without_host_facts_names_no_acs_remedy(tmp_path):
+    """tinygrad issue 44 (posted, no topology): 2 x RTX 4090 peer copies at 6.6 GB/s. No IOMMU or
+    ACS fact was read, so neither is offered as the cause or the remedy."""
+    import json
+
+    from helpers.cli import gputopo_here
+    from helpers.paths import FIXTURES
+
+    f = FIXTURES / "p2pbw" / "tinygrad-44_2x4090_patched-driver_p2p-on-but-6.6GBps-like-staged_cut_excerpt.txt"
+    ran = gputopo_here("import", "p2pbw", str(f), "--out", str(tmp_path / "run"), "--no-history")
+    assert ran.returncode == 0, ran.stderr
+    (slow,) = [x for x in json.loads((tmp_path / "run" / "summary.json").read_text())["findings"] if x["kind"] == "slow"]
+    assert slow["cause"].startswith("not known from this input")
+    assert not any("ACS" in r and "disable" in r for r in slow["remedies"])
+    assert any("gputopo scan" in r for r in slow["remedies"])
