@@ -104,7 +104,8 @@ def tool_flagged_findings(lines: Sequence[Dict[str, Any]], made: Iterable[Findin
         count = f"{len(group)} lines" if len(group) > 1 else _line_text(group[0].get("where"))
         out.append(Finding(
             "tool-flagged", "error" if fails else "warning",
-            f"{tool} printed {said} on {_where_text(group)} ({count}): `{text}`{also}",
+            f"{tool} printed `{text}` on {_where_text(group)} ({count}): {said} that no rule of gputopo "
+            f"explains{also}",
             evidence={"tool": tool, TOOL_LINES: [text], "lines": [r.get("where") for r in group][:20],
                       "count": len(group), "hosts": sorted({r["host"] for r in group if r.get("host")}),
                       "ranks": sorted({k for r in group for k in r.get("ranks") or []}),

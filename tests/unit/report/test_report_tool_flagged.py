@@ -34,7 +34,8 @@ def test_nccl_tests_failure_lines_are_kept_and_said_as_errors():
     found = tool_flagged_findings(doc["flagged_lines"], [])
     assert [f.severity for f in found] == ["warning", "error", "error"]
     assert all(f.kind == "tool-flagged" for f in found)
-    assert "node7 (rank 0, CUDA device 0)" in found[0].message and "`enqueue.cc:1231 NCCL WARN" in found[0].message
+    assert found[0].message.startswith("NCCL printed `enqueue.cc:1231 NCCL WARN Cuda failure 'an illegal memory access "
+                                       "was encountered'` on node7 (rank 0, CUDA device 0) (line 8): a warning")
     assert "node7 (rank 0)" in found[2].message
     assert "not known from this input" in (found[0].cause or "")
 
@@ -56,8 +57,8 @@ def test_a_warning_on_several_hosts_is_one_finding_naming_them():
     assert len(found) == 2
     (sharp,) = [f for f in found if f.evidence["tool"] == "SHARP"]
     (collnet,) = [f for f in found if f.evidence["tool"] == "NCCL"]
-    assert sharp.message.startswith("SHARP printed an error line on gpu34 (rank 0)")
-    assert "`ERROR SHArP Job init error: No resource`" in sharp.message
+    assert sharp.message.startswith("SHARP printed `ERROR SHArP Job init error: No resource` on gpu34 (rank 0)")
+    assert "an error line that no rule of gputopo explains" in sharp.message
     assert collnet.evidence["hosts"] == ["gpu34", "gpu36"] and collnet.evidence["ranks"] == [0, 2]
     assert collnet.evidence["count"] == 2 and collnet.severity == "warning"
 
@@ -109,4 +110,15 @@ def test_a_test_that_failed_before_its_header_is_imported_with_its_failure_not_r
     assert not log.rows and log.failed_early
     found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
     assert [f.severity for f in found] == ["error", "error"]
-    assert "fengyun (rank 1) (line 7)" in found[1].message
+    assert "`Test failure common.cu:844` on fengyun (rank 1) (line 7): an error that ended its run" in found[1].message
+
+
+def test_each_flagged_line_has_its_own_row_and_its_quote_stays_whole_in_the_story():
+    from gputopo.report.outputs.cell_text import group_findings, message_head
+
+    (log,) = parse_nccl_tests(NCCL_TESTS, op="all_reduce")
+    found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
+    assert [len(g) for g in group_findings(found)] == [1, 1, 1]  # alike incomplete-data would share one
+    assert message_head(found[1].message) == (
+        "nccl-tests printed `Test NCCL failure common.cu:1005 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
+        "details) / Cuda failure'` on node7 (line 9)")
