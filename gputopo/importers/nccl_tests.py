@@ -234,8 +234,9 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IG
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 #: nccl-tests' own failure lines (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK): "HOST: Test CUDA
 #: failure common.cu:N 'msg'", "HOST: Test NCCL failure common.cu:N 'msg / last'", " .. HOST pid N:
-#: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ...").
-_TEST_FAILURE = re.compile(r"\bTest (?:CUDA |NCCL )?failure\b.*$")
+#: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ..."; the
+#: oldest, 2018's: "NCCL failure all_reduce.cu:95 'msg'", "CUDA failure common.cu:N 'msg'").
+_TEST_FAILURE = re.compile(r"(?:\bTest (?:CUDA |NCCL )?failure\b|\b(?:NCCL|CUDA|Cuda) failure (?=[\w./-]+\.cu:\d+)).*$")
 _TEST_FAILURE_WHO = re.compile(r"^(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]+)\s*)?(?:pid\s+(?P<pid>\d+))?\s*:\s*$")
 #: NCCL's own warning lines among the test's output: "host:pid:tid [dev] file.cc:N NCCL WARN msg".
 _NCCL_WARN = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ )?(?:\[(?P<dev>\d+)\] )?"
@@ -247,6 +248,12 @@ _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
 def _flagged(s: str, lineno: int, tool: str) -> Optional[Dict[str, Any]]:
     """A line nccl-tests or NCCL marked as a failure or warning, as model/flagged_lines.py keeps it."""
+    if "NCCL WARN" in s:  # first: a WARN may itself say "Cuda failure ..."
+        m = _NCCL_WARN.match(s)
+        if m:
+            return flagged_line(m.group("text"), tool="NCCL", where=f"line {lineno}", host=m.group("host"),
+                                pid=int(m.group("pid")) if m.group("pid") else None,
+                                gpu=int(m.group("dev")) if m.group("dev") else None)
     if "failure" in s:
         m = _TEST_FAILURE.search(s)
         if m:
@@ -254,12 +261,6 @@ def _flagged(s: str, lineno: int, tool: str) -> Optional[Dict[str, Any]]:
             return flagged_line(m.group(0), tool=tool, where=f"line {lineno}",
                                 host=who.group("host") if who else None,
                                 pid=int(who.group("pid")) if who and who.group("pid") else None, fails_run=True)
-    if "NCCL WARN" in s:
-        m = _NCCL_WARN.match(s)
-        if m:
-            return flagged_line(m.group("text"), tool="NCCL", where=f"line {lineno}", host=m.group("host"),
-                                pid=int(m.group("pid")) if m.group("pid") else None,
-                                gpu=int(m.group("dev")) if m.group("dev") else None)
     return None
 
 

@@ -67,6 +67,8 @@ def _where_text(group: List[Dict[str, Any]]) -> str:
         d["ranks"].update(rec.get("ranks") or [])
         if rec.get("gpu") is not None:
             d["gpus"].add(rec["gpu"])
+    if list(by_host) == ["host not printed"] and not any(by_host["host not printed"].values()):
+        return ""  # the line names no host, rank or GPU
     parts = []
     for h, d in sorted(by_host.items()):
         bits = []
@@ -104,7 +106,8 @@ def tool_flagged_findings(lines: Sequence[Dict[str, Any]], made: Iterable[Findin
         count = f"{len(group)} lines" if len(group) > 1 else _line_text(group[0].get("where"))
         out.append(Finding(
             "tool-flagged", "error" if fails else "warning",
-            f"{tool} printed `{text}` on {_where_text(group)} ({count}): {said} that no rule of gputopo "
+            f"{tool} printed `{text}`{' on ' + where if (where := _where_text(group)) else ''} ({count}): {said} "
+            "that no rule of gputopo "
             f"explains{also}",
             evidence={"tool": tool, TOOL_LINES: [text], "lines": [r.get("where") for r in group][:20],
                       "count": len(group), "hosts": sorted({r["host"] for r in group if r.get("host")}),

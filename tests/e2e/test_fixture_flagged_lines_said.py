@@ -23,7 +23,8 @@ from helpers import fixture_verdicts as fv
 from helpers.cli import gputopo_here
 
 #: Lines a tool marked (broad; case as the tools print them).
-FLAGGED = re.compile(r"NCCL WARN|\bTest (?:CUDA |NCCL )?failure\b|\bFAILED\b|Couldn't|Could not|Unable to|"
+FLAGGED = re.compile(r"NCCL WARN|\bTest (?:CUDA |NCCL )?failure\b|\b(?:NCCL|CUDA) failure\b|\bFAILED\b|Couldn't|"
+                     r"Could not|Unable to|"
                      r"[Ff]ailed to\b|Completion with error|Failed status|Cuda failure|CUDA error|\bERROR\b|"
                      r"\bWARN\b|\[warn\b|\bASSERT\b|\w*Error:")
 #: Reviewed: lines FLAGGED catches that no tool marked as a warning or an error.

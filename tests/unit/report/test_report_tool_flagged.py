@@ -122,3 +122,16 @@ def test_each_flagged_line_has_its_own_row_and_its_quote_stays_whole_in_the_stor
     assert message_head(found[1].message) == (
         "nccl-tests printed `Test NCCL failure common.cu:1005 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
         "details) / Cuda failure'` on node7 (line 9)")
+
+
+def test_the_oldest_failure_line_and_a_warn_saying_cuda_failure_are_told_apart():
+    text = ("nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+            "n1:7:7 [0] enqueue.cc:1 NCCL WARN Cuda failure 'invalid argument'\n"
+            "NCCL failure all_reduce.cu:95 'unhandled cuda error'\n")
+    (log,) = parse_nccl_tests(text, op="all_reduce")
+    assert [(f["tool"], f["text"], f["fails_run"]) for f in log.flagged] == [
+        ("NCCL", "enqueue.cc:1 NCCL WARN Cuda failure 'invalid argument'", False),
+        ("nccl-tests", "NCCL failure all_reduce.cu:95 'unhandled cuda error'", True)]
+    found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
+    assert found[1].message.startswith("nccl-tests printed `NCCL failure all_reduce.cu:95 'unhandled cuda error'` "
+                                       "(line 3): an error that ended its run")
