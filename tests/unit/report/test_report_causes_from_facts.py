@@ -94,3 +94,19 @@ def test_a_slow_pcie_pair_without_host_facts_names_no_acs_remedy(tmp_path):
     assert slow["cause"].startswith("not known from this input")
     assert not any("ACS" in r and "disable" in r for r in slow["remedies"])
     assert any("gputopo scan" in r for r in slow["remedies"])
+
+
+def test_a_gpu_slow_with_every_peer_in_an_import_says_what_on_its_path_is_not_known(tmp_path):
+    """tinygrad issue 16 (posted): GPU 6 at 2.8 GB/s with every peer; the thread found large BAR off in
+    the BIOS, which the output cannot tell: the finding names the GPU, not one cause."""
+    import json
+
+    from helpers.cli import gputopo_here
+    from helpers.paths import FIXTURES
+
+    f = FIXTURES / "p2pbw" / "tinygrad-16_7x4090_large-bar-off_gpu6-2.8GBps_cuda-failure-mapping-buffer_excerpt.txt"
+    ran = gputopo_here("import", "p2pbw", str(f), "--out", str(tmp_path / "run"), "--no-history")
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads((tmp_path / "run" / "summary.json").read_text())["findings"]
+    (gpu6,) = [x for x in found if x["kind"] == "outlier"]
+    assert gpu6["gpus"] == [6] and "not known from this output" in gpu6["cause"]
