@@ -755,9 +755,13 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
             log.unknown.append(f"the number of ranks ({why}; give --ranks N to record it)")
         return
     if bounds is None:
-        raise InputFileError(log.source, "cannot tell which collective this is (no 'Collective test starting' line, "
-                                         "no op in the file name, no algbw/busbw figures to tell it); name it with "
-                                         "--op, e.g. --op all_reduce, and the rank count with --ranks N")
+        failed = next((f for f in log.flagged if f.get("fails_run")), None)
+        said = (f"the test failed before its first row ({failed.get('where')}: `{failed['text'][:160]}`); "
+                if failed else "")
+        raise InputFileError(log.source, said + "cannot tell which collective this is (no 'Collective test "
+                                         "starting' line, no op in the file name, no algbw/busbw figures to tell "
+                                         "it); name it with --op, e.g. --op all_reduce, and the rank count with "
+                                         "--ranks N")
     shape = row_shape(log)
     by_op = fitting(bounds, ranks=ranks, shape=shape)
     if not by_op and shape.said:  # the columns disagree with the ratio: keep to the ratio alone

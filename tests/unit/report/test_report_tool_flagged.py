@@ -135,3 +135,14 @@ def test_the_oldest_failure_line_and_a_warn_saying_cuda_failure_are_told_apart()
     found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
     assert found[1].message.startswith("nccl-tests printed `NCCL failure all_reduce.cu:95 'unhandled cuda error'` "
                                        "(line 3): an error that ended its run")
+
+
+def test_a_failed_test_whose_collective_cannot_be_told_is_refused_quoting_its_failure():
+    import pytest
+
+    from gputopo.errors import InputFileError
+
+    with pytest.raises(InputFileError) as e:
+        parse_nccl_tests(FAILED_BEFORE_HEADER)
+    assert "the test failed before its first row (line 6: `Test NCCL failure common.cu:959" in str(e.value)
+    assert "--op" in str(e.value)
