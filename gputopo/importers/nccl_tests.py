@@ -43,7 +43,7 @@ from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
-from gputopo.model.flagged_lines import flagged_line
+from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import elision_mark
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
@@ -246,19 +246,19 @@ _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
 
-def _flagged(s: str, lineno: int, tool: str) -> Optional[Dict[str, Any]]:
+def _flagged(s: str, lineno: int, tool: str, source: str) -> Optional[Dict[str, Any]]:
     """A line nccl-tests or NCCL marked as a failure or warning, as model/flagged_lines.py keeps it."""
     if "NCCL WARN" in s:  # first: a WARN may itself say "Cuda failure ..."
         m = _NCCL_WARN.match(s)
         if m:
-            return flagged_line(m.group("text"), tool="NCCL", where=f"line {lineno}", host=m.group("host"),
+            return flagged_line(m.group("text"), tool="NCCL", where=line_where(source, lineno), host=m.group("host"),
                                 pid=int(m.group("pid")) if m.group("pid") else None,
                                 gpu=int(m.group("dev")) if m.group("dev") else None)
     if "failure" in s:
         m = _TEST_FAILURE.search(s)
         if m:
             who = _TEST_FAILURE_WHO.match(s[:m.start()])
-            return flagged_line(m.group(0), tool=tool, where=f"line {lineno}",
+            return flagged_line(m.group(0), tool=tool, where=line_where(source, lineno),
                                 host=who.group("host") if who else None,
                                 pid=int(who.group("pid")) if who and who.group("pid") else None, fails_run=True)
     return None
@@ -396,7 +396,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         s = line.strip()
         if not s:
             continue
-        flagged = _flagged(s, lineno, cur.tool)
+        flagged = _flagged(s, lineno, cur.tool, source)
         if flagged is not None:
             cur.flagged.append(flagged)
             continue

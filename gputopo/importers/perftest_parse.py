@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.model.flagged_lines import flagged_line
+from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import CappedList, elision_problem
 
 #: perftest's format_factor per printed unit: bytes per second of one unit ("MB" is 2^20 bytes
@@ -279,7 +279,7 @@ class _Parser:
         if not s:
             return
         if _FLAGGED.match(s) and len(out.flagged) < 200:
-            out.flagged.append(flagged_line(s, tool="perftest", where=f"line {lineno}", host=out.hostname,
+            out.flagged.append(flagged_line(s, tool="perftest", where=line_where(out.source, lineno), host=out.hostname,
                                             fails_run=True))
         if self.in_rows:
             if self._row(lineno, s):

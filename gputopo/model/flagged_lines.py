@@ -44,6 +44,13 @@ def quoted(lines: Iterable[Any]) -> List[str]:
     return out
 
 
+def line_where(source: Optional[str], lineno: int) -> str:
+    """Where a flagged line is: ``NAME:N`` (the file's base name) where the input is a named file,
+    ``line N`` otherwise (text given in memory, stdin)."""
+    name = str(source or "").replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{name}:{lineno}" if name and name not in ("-", "<text>", "<stdin>") else f"line {lineno}"
+
+
 def nccl_warn_text(source: Optional[str], message: Optional[str]) -> str:
     """An NCCL WARN line as quoted: its source file and line, ``NCCL WARN``, its message (the
     ``host:pid:tid [cudaDev]`` prefix is said apart, as its host, rank and GPU)."""
