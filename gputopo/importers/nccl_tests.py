@@ -232,6 +232,8 @@ _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
+#: At most this many flagged lines are kept per log (a flood of one warning repeats one text).
+MAX_FLAGGED = 2000
 #: nccl-tests' own failure lines (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK): "HOST: Test CUDA
 #: failure common.cu:N 'msg'", "HOST: Test NCCL failure common.cu:N 'msg / last'", " .. HOST pid N:
 #: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ..."; the
@@ -398,7 +400,8 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             continue
         flagged = _flagged(s, lineno, cur.tool, source)
         if flagged is not None:
-            cur.flagged.append(flagged)
+            if len(cur.flagged) < MAX_FLAGGED:
+                cur.flagged.append(flagged)
             continue
         versioned = "ersion" in s  # every version line below says "version" or "Version"
         v = (_NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)) if versioned else None
