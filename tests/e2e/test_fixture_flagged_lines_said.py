@@ -5,8 +5,8 @@ The lines are found by this test's own broad pattern (FLAGGED: NCCL's WARN, nccl
 lines and its FAILED check, perftest's and the CUDA samples' errors, other libraries' ERROR /
 warn lines, Python's ``...Error:``), not by the catch-all rule's, so a line no importer keeps fails
 here. BENIGN is the reviewed list of lines the pattern catches that are no tool's warning (each
-with its reason). Kernel logs (xid/) keep their own rules and say their unjudged driver lines as a
-note; `topo -m`, ibstat and ibv_devinfo print no such lines: those folders are not read here.
+with its reason). Every folder is read; kernel logs (xid/) keep their own rules and say the driver
+lines no rule judges as a note, so for them a note quoting the line counts as said.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ BENIGN = [
     # vLLM's request log: user prompts quoted (their words, not a tool's)
     (re.compile(r"\[logger\.py:\d+\] Received request .*prompt:"), "a user's prompt text"),
 ]
-FOLDERS = ("nccl-debug", "nccl-tests", "nvbandwidth", "p2pbw", "perftest")
+FOLDERS = tuple(fv.COMMANDS)
+#: Folders whose imports may say a flagged line in a note rather than a finding (kernel logs).
+SAID_IN_NOTES = ("xid",)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -57,6 +59,19 @@ def _strings(x: Any) -> List[str]:
 
 def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
+
+
+def _said(path: Path) -> List[Any]:
+    """What the import of ``path`` says: its findings (and, for a kernel log, its notes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        words = [w.format(file=path, out=out) for w in fv.COMMANDS[path.parent.name]]
+        if path.parent.name in SAID_IN_NOTES:
+            ran = gputopo_here(*words, cwd=fv.REPO, env={"GPUTOPO_HISTORY": str(Path(tmp) / "h.sqlite")})
+            assert ran.returncode == 0, ran.stderr
+            doc = json.loads((out / "summary.json").read_text())
+            return list(doc.get("findings") or []) + list(doc.get("notes") or [])
+    return list(_findings(path))
 
 
 def _findings(path: Path) -> List[dict]:
@@ -95,7 +110,7 @@ def test_every_flagged_line_is_quoted_in_a_finding(name):
     needles = flagged_lines(path)
     if not needles:
         return
-    said = [_norm(s) for f in _findings(path) for s in _strings(f)]
+    said = [_norm(s) for f in _said(path) for s in _strings(f)]
     unsaid = [n for n in needles if not any(n in s for s in said)]
     assert not unsaid, f"{name}: flagged lines no finding quotes: {unsaid[:5]}"
 
@@ -103,5 +118,6 @@ def test_every_flagged_line_is_quoted_in_a_finding(name):
 def test_the_pattern_finds_the_known_flagged_lines():
     """The test is not empty: the posted outputs with WARN and failure lines are read by it."""
     hits = {p.name for p in _files() if flagged_lines(p)}
-    for part in ("nccl-tests-311_", "nccl-1405_", "perftest-31_", "softiwarp-27_", "tinygrad-16_", "nccl-tests-37_"):
+    for part in ("nccl-tests-311_", "nccl-1405_", "perftest-31_", "softiwarp-27_", "tinygrad-16_", "nccl-tests-37_",
+                 "nccl-tests-219_", "nccl-tests-5_", "gpud-readme_"):
         assert any(h.startswith(part) for h in hits), part
