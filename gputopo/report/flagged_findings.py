@@ -104,11 +104,11 @@ def tool_flagged_findings(lines: Sequence[Dict[str, Any]], made: Iterable[Findin
         said = ("an error that ended its run" if fails else
                 "an error line" if re.match(r"\[?error\b", text, re.IGNORECASE) else "a warning")
         count = f"{len(group)} lines" if len(group) > 1 else _line_text(group[0].get("where"))
+        where = _where_text(group)
+        on = f" on {where}" if where else ""
         out.append(Finding(
             "tool-flagged", "error" if fails else "warning",
-            f"{tool} printed `{text}`{' on ' + where if (where := _where_text(group)) else ''} ({count}): {said} "
-            "that no rule of gputopo "
-            f"explains{also}",
+            f"{tool} printed `{text}`{on} ({count}): {said} that no rule of gputopo explains{also}",
             evidence={"tool": tool, TOOL_LINES: [text], "lines": [r.get("where") for r in group][:20],
                       "count": len(group), "hosts": sorted({r["host"] for r in group if r.get("host")}),
                       "ranks": sorted({k for r in group for k in r.get("ranks") or []}),
