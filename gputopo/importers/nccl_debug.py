@@ -21,6 +21,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
 from gputopo.model.bus_id import try_bus_key
+from gputopo.model.flagged_lines import flagged_line, nccl_warn_text
 from gputopo.probe.nccl_log import HOST_UNKNOWN, Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
 from gputopo.report.run_folder import load_run
 from gputopo.runfolder.layout import NCCL_DEBUG_JSON
@@ -174,13 +175,36 @@ def process_facts(log: NcclDebugLog) -> List[Dict[str, Any]]:
             if p["warnings"] or p["trace"]]
 
 
+def flagged_lines(log: NcclDebugLog) -> List[Dict[str, Any]]:
+    """Every ``NCCL WARN`` line of the log, in log order, with its host, the ranks of its process
+    and its CUDA device (the ``[N]`` of the prefix), and the SHARP library's warning and error
+    lines: the report says each one no rule explains."""
+    out = []
+    for (host, pid), proc in log.processes.items():
+        for w in proc["warnings"]:
+            out.append(flagged_line(nccl_warn_text(w.get("source"), w.get("message")), tool="NCCL", where=w.get("where") or None,
+                                    host=None if host == HOST_UNKNOWN else host, ranks=proc.get("ranks"),
+                                    gpu=w.get("cuda_dev"), pid=pid if pid >= 0 else None))
+    for rec in log.library_lines:  # the SHARP library's own lines, printed into the job's log
+        ranks = next((p.get("ranks") for (h, pid), p in log.processes.items()
+                      if h == rec["host"] and pid == rec["pid"]), None)
+        out.append(flagged_line(rec["text"], tool=rec["tool"], where=rec["where"] or None, host=rec["host"],
+                                ranks=ranks, pid=rec["pid"]))
+
+    def order(rec: Dict[str, Any]):
+        file, _, line = str(rec.get("where") or "").rpartition(":")
+        return (file, int(line) if line.isdigit() else 0)
+    return sorted(out, key=order)
+
+
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
             "no_prefix_lines": log.no_prefix_lines, "ray_folded_lines": log.ray_folded,
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
             "network": network_facts(log, topo), "processes": process_facts(log),
-            "error_lines": list(log.error_lines), "error_line_count": log.error_line_count}
+            "error_lines": list(log.error_lines), "error_line_count": log.error_line_count,
+            "flagged_lines": flagged_lines(log)}
 
 
 def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,

@@ -43,6 +43,7 @@ from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
+from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import elision_mark
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
@@ -158,10 +159,17 @@ class NcclTestsLog:
     headerless: List[Tuple[int, List[str]]] = field(default_factory=list)
     avg_busbw_gbps: Optional[float] = None
     errors: List[str] = field(default_factory=list)
+    #: the lines the test or NCCL marked (``NCCL WARN``, ``Test CUDA failure``, ...): model/flagged_lines.py
+    flagged: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
     problems: List[str] = field(default_factory=list)
+
+    @property
+    def failed_early(self) -> bool:
+        """The test printed its own failure line (``Test NCCL failure``, ...) before any result row."""
+        return not self.rows and any(f.get("fails_run") for f in self.flagged)
 
     @property
     def n_ranks(self) -> Optional[int]:
@@ -224,9 +232,48 @@ _COLON_KV = re.compile(r"([A-Za-z][A-Za-z ]*?):\s*(-?\d+)(?:\((\w+)\))?")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|-?inf)", re.IGNORECASE)
 _ERROR = re.compile(r"^#\s*error:\s*(.+)$")
+#: At most this many flagged lines are kept per log (a flood of one warning repeats one text).
+MAX_FLAGGED = 2000
+#: nccl-tests' own failure lines (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK): "HOST: Test CUDA
+#: failure common.cu:N 'msg'", "HOST: Test NCCL failure common.cu:N 'msg / last'", " .. HOST pid N:
+#: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ..."; the
+#: oldest, 2018's: "NCCL failure all_reduce.cu:95 'msg'", "CUDA failure common.cu:N 'msg'").
+_TEST_FAILURE = re.compile(r"(?:\bTest (?:CUDA |NCCL )?failure\b|\b(?:NCCL|CUDA|Cuda) failure (?=[\w./-]+\.cu:\d+)).*$")
+_TEST_FAILURE_WHO = re.compile(r"^(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]+)\s*)?(?:pid\s+(?P<pid>\d+))?\s*:\s*$")
+#: NCCL's own warning lines among the test's output: "host:pid:tid [dev] file.cc:N NCCL WARN msg".
+_NCCL_WARN = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ )?(?:\[(?P<dev>\d+)\] )?"
+                        r"(?P<text>(?:[\w./-]+\.\w+:\d+ )?NCCL WARN\b.*)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 #: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
+
+
+def _flagged(s: str, lineno: int, tool: str, source: str) -> Optional[Dict[str, Any]]:
+    """A line nccl-tests or NCCL marked as a failure or warning, as model/flagged_lines.py keeps it."""
+    if "NCCL WARN" in s:  # first: a WARN may itself say "Cuda failure ..."
+        m = _NCCL_WARN.match(s)
+        if m:
+            return flagged_line(m.group("text"), tool="NCCL", where=line_where(source, lineno), host=m.group("host"),
+                                pid=int(m.group("pid")) if m.group("pid") else None,
+                                gpu=int(m.group("dev")) if m.group("dev") else None)
+    if "failure" in s:
+        m = _TEST_FAILURE.search(s)
+        if m:
+            who = _TEST_FAILURE_WHO.match(s[:m.start()])
+            return flagged_line(m.group(0), tool=tool, where=line_where(source, lineno),
+                                host=who.group("host") if who else None,
+                                pid=int(who.group("pid")) if who and who.group("pid") else None, fails_run=True)
+    return None
+
+
+def _with_ranks(log: "NcclTestsLog") -> List[Dict[str, Any]]:
+    """The flagged lines, each with the ranks its process ran (the rank lines' host and pid)."""
+    out = []
+    for f in log.flagged:
+        ranks = [r.rank for r in log.ranks if f.get("pid") is not None and r.pid == f["pid"]
+                 and (f.get("host") is None or r.host == f["host"])]
+        out.append(dict(f, ranks=sorted(set(ranks))) if ranks else dict(f))
+    return out
 
 
 def _clean(line: str) -> str:
@@ -340,7 +387,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
 
     def start_new():
         nonlocal cur
-        if cur.rows or cur.columns or cur.headerless:
+        if cur.rows or cur.columns or cur.headerless or cur.failed_early:
             logs.append(cur)
             cur = NcclTestsLog(source=source)
 
@@ -350,6 +397,11 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         line = _clean(raw)
         s = line.strip()
         if not s:
+            continue
+        flagged = _flagged(s, lineno, cur.tool, source)
+        if flagged is not None:
+            if len(cur.flagged) < MAX_FLAGGED:
+                cur.flagged.append(flagged)
             continue
         versioned = "ersion" in s  # every version line below says "version" or "Version"
         v = (_NCCL_VERSION.search(s) or _RCCL_VERSION.search(s)) if versioned else None
@@ -448,8 +500,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
     for lg in logs:
         lg.problems = drop_negative_rows(lg) + completeness_problems(lg) + lg.problems
     # a test that printed its column header and then nothing (it hung or died before its first
-    # size): kept, so the import says it instead of refusing the file
-    logs = [lg for lg in logs if lg.rows or (lg.columns and (lg.ranks or lg.config))]
+    # size), or that printed its own failure line before its header: kept, so the import says it
+    # instead of refusing the file
+    logs = [lg for lg in logs if lg.rows or ((lg.columns or lg.failed_early) and (lg.ranks or lg.config))]
     if not logs:
         raise InputFileError(source, "no nccl-tests result rows found (expected rows of size, count, type, ... "
                                      "time, algbw, busbw, with or without the '#  size  count  type ...' header)")
@@ -705,9 +758,13 @@ def name_collective(log: NcclTestsLog, op: Optional[str], ranks: Optional[int]) 
             log.unknown.append(f"the number of ranks ({why}; give --ranks N to record it)")
         return
     if bounds is None:
-        raise InputFileError(log.source, "cannot tell which collective this is (no 'Collective test starting' line, "
-                                         "no op in the file name, no algbw/busbw figures to tell it); name it with "
-                                         "--op, e.g. --op all_reduce, and the rank count with --ranks N")
+        failed = next((f for f in log.flagged if f.get("fails_run")), None)
+        said = (f"the test failed before its first row ({failed.get('where')}: `{failed['text'][:160]}`); "
+                if failed else "")
+        raise InputFileError(log.source, said + "cannot tell which collective this is (no 'Collective test "
+                                         "starting' line, no op in the file name, no algbw/busbw figures to tell "
+                                         "it); name it with --op, e.g. --op all_reduce, and the rank count with "
+                                         "--ranks N")
     shape = row_shape(log)
     by_op = fitting(bounds, ranks=ranks, shape=shape)
     if not by_op and shape.said:  # the columns disagree with the ratio: keep to the ratio alone
@@ -984,6 +1041,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "wrong_checked": len(counted) == len(wrong_cells) and validated,
         "validated": validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
+        "flagged_lines": _with_ranks(log),
         "problems": list(log.problems),
         "inferred": list(log.inferred), "unknown": list(log.unknown),
     }

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputopo.model.bus_id import as_address, from_p2pbw
+from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import CappedList, elision_problem
 
 _TITLE = re.compile(r"^(?P<dir>Unidirectional |Bidirectional |directional )?P2P=(?P<p2p>Disabled|Enabled)\s+"
@@ -119,6 +120,8 @@ class P2pOutput:
                 "devices": [d.to_json() for d in self.devices],
                 "peer_access": [[i, j, ok] for (i, j), ok in sorted(self.access.items())],
                 "matrices": [m.to_json() for m in self.matrices], "failures": list(self.failures),
+                "flagged_lines": [flagged_line(f["message"], tool="p2pBandwidthLatencyTest", where=line_where(self.source, f["line"]),
+                                               fails_run=True) for f in self.failures],
                 "problems": list(self.problems), "notes": list(self.notes)}
 
 

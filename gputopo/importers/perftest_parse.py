@@ -41,6 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import CappedList, elision_problem
 
 #: perftest's format_factor per printed unit: bytes per second of one unit ("MB" is 2^20 bytes
@@ -81,6 +82,11 @@ _PART = re.compile(r"^(Local|Remote) results:\s*$")
 #: perftest's -i default (DEF_IB_PORT in perftest_parameters.h)
 DEFAULT_IB_PORT = 1
 
+#: How perftest marks its own errors (perftest_resources.c, perftest_parameters.c, perftest_communication.c:
+#: fprintf(stderr, ...)): "Couldn't ...", "Unable to ...", "Failed to ...", " Completion with error at
+#: ...", "Failed status N: ...", "ERROR: ...". perftest exits after each.
+_FLAGGED = re.compile(r"(?:Couldn't|Could not|Unable to|Failed to|failed to|Completion with error|Failed status|"
+                      r"ERROR\b)")
 #: (pattern, failure kind); the first that matches a line names its failure.
 _FAILURES: tuple[tuple[re.Pattern, str], ...] = (
     (_PORT_STATE, "port-not-active"),
@@ -173,6 +179,9 @@ class PerftestOutput:
     cuda_devices: dict[int, str] = field(default_factory=dict)
     rows: list[PerftestRow] = field(default_factory=list)
     failures: list[PerftestFailure] = field(default_factory=list)
+    #: every line perftest marked as an error (model/flagged_lines.py), whether a failure kind
+    #: above knows it or not
+    flagged: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=lambda: CappedList(200))
     notes: list[str] = field(default_factory=lambda: CappedList(50))
     hostname: str | None = None
@@ -230,6 +239,7 @@ class PerftestOutput:
                 "gpu_pci": self.cuda_devices.get(self.gpu_index) if self.gpu_index is not None else None,
                 "rows": [r.to_json() for r in self.rows],
                 "perftest_failures": [f.to_json() for f in self.failures],
+                "flagged_lines": list(self.flagged),
                 # "failures" is nvbandwidth's testcase failures in imported.json; perftest's are above
                 "failures": [], "problems": list(self.problems), "notes": list(self.notes)}
 
@@ -268,6 +278,9 @@ class _Parser:
         out = self.out
         if not s:
             return
+        if _FLAGGED.match(s) and len(out.flagged) < 200:
+            out.flagged.append(flagged_line(s, tool="perftest", where=line_where(out.source, lineno), host=out.hostname,
+                                            fails_run=True))
         if self.in_rows:
             if self._row(lineno, s):
                 return

@@ -86,6 +86,10 @@ class KindSpec:
     explains_slow: bool = False
     #: A host fact that breaks PCIe peer DMA: named in a PCIe class-fault's reasoning.
     breaks_peer_dma: bool = False
+    #: Alike findings (same severity and class) share a row of the findings tables; False: each
+    #: finding of the kind is said on its own (each is a distinct fact, e.g. a distinct line a tool
+    #: printed).
+    grouped: bool = True
 
     def __post_init__(self):
         if self.scope not in SCOPES:
@@ -167,6 +171,7 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("nic-errors", "node", "network", ("info",)),
     K("no-peer-access", "pair", "bandwidth", ("warning", "info")),
     K("driver-error", "gpu", "scan", ("error", "warning")),
+    K("tool-flagged", "input", "run", ("error", "warning"), grouped=False),
 )
 
 _INDEX: Dict[int, Dict[str, int]] = {}
@@ -224,6 +229,11 @@ def is_data_trouble(name: str) -> bool:
 
 def is_history_kind(name: str) -> bool:
     return is_kind(name) and spec(name).history
+
+
+def is_grouped(name: str) -> bool:
+    """Whether alike findings of the kind share a row (see KindSpec.grouped)."""
+    return not is_kind(name) or spec(name).grouped
 
 
 def is_culprit(name: str) -> bool:

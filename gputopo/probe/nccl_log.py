@@ -92,6 +92,11 @@ _TRACE = re.compile(r"^(?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)(?: \[(?P<wher
 _ERROR_TEXT = re.compile(r"unhandled (?:system|cuda) error|internal error - please report|invalid usage \(run with|"
                          r"remote process exited or there was a network error|ncclSystemError|ncclInternalError|"
                          r"ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|ncclInvalidArgument")
+#: The SHARP library's own warning and error lines, printed into the job's log by NCCL's SHARP
+#: (CollNet) plugin: "[host:rank:pid - file.c:N][date time] ERROR msg" and
+#: "[host][date time][GENERAL][pid][warn ] - msg" (libsharp's and sharpd's log formats).
+_SHARP_LINE = (re.compile(r"^\[(?P<host>[^\]\s:]+)(?::\d+:(?P<pid>\d+))?[^\]]*\]\[[^\]]*\]\s+(?P<mark>(?:ERROR|WARN)\b.*)$"),
+               re.compile(r"^\[(?P<host>[^\]\s:]+)\]\[[^\]]*\]\[\w+\]\[(?P<pid>\d+)\](?P<mark>\[(?:warn|error)\s*\].*)$"))
 #: ncclResult_t (src/include/nccl.h): the code after "->" in words, as ncclGetErrorString says it.
 NCCL_RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",
                 4: "invalid argument", 5: "invalid usage", 6: "remote process exited or there was a network error",
@@ -259,6 +264,9 @@ class NcclDebugLog:
     #: lines of the launcher or framework that quote an NCCL error ("unhandled system error")
     error_lines: List[str] = field(default_factory=list)
     error_line_count: int = 0
+    #: other libraries' warning and error lines in the job's log (SHARP's): {"text", "host", "pid",
+    #: "where", "tool"}
+    library_lines: List[dict] = field(default_factory=list)
     #: (host, pid) -> the process's lines that decide a channel line's set-up, in log order:
     #: (line number among NCCL lines, "warn" | "trace" | "connected" | "start", details)
     _events: Dict[Tuple[str, int], List[Tuple[int, str, dict]]] = field(default_factory=dict)
@@ -282,6 +290,18 @@ def parse_nccl_debug(text: str, into: Optional[NcclDebugLog] = None) -> NcclDebu
     return finish_channels(log)
 
 
+def _sharp_line(log: NcclDebugLog, bare: str, where: str) -> bool:
+    """Keep a SHARP library warning or error line (at most 200); whether it was one."""
+    for rx in _SHARP_LINE:
+        m = rx.match(bare)
+        if m:
+            if len(log.library_lines) < 200:
+                log.library_lines.append({"text": m.group("mark"), "host": m.group("host"), "where": where,
+                                          "pid": int(m.group("pid")) if m.group("pid") else None, "tool": "SHARP"})
+            return True
+    return False
+
+
 def _process(log: NcclDebugLog, host: str, pid: int) -> dict:
     return log.processes.setdefault((host, pid), {"host": host, "pid": pid, "warnings": [], "trace": [],
                                                   "init_complete": False, "ranks": []})
@@ -298,6 +318,8 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         v = _VERSION.match(bare)  # rank 0 prints "NCCL version 2.9.9+cuda11.2" without the INFO prefix
         if v and v.group("v") not in log.versions:
             log.versions.append(v.group("v"))
+        elif bare.startswith("[") and _sharp_line(log, bare, where):
+            pass
         elif "NCCL" in bare and _ERROR_TEXT.search(bare):
             log.error_line_count += 1
             if len(log.error_lines) < 5 and bare[:300] not in log.error_lines:
@@ -318,7 +340,8 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
         host, pid = m.group("host"), int(m.group("pid"))
     bare_events = log._bare_events.setdefault(file, []) if host == HOST_UNKNOWN else []
     if m.group("level") == "WARN":
-        _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where})
+        _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where,
+                                                     "cuda_dev": dev})
         event = (log.lines, "warn", {"source": m.group("src"),
                                      "text": f"{m.group('src') or ''} NCCL WARN {msg}".strip(), "where": where})
         log._events.setdefault((host, pid), []).append(event)

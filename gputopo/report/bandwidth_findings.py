@@ -84,10 +84,19 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
             remedies = ["check BIOS/driver P2P settings (nvidia-smi topo -p2p r)"]
         elif facts.acs_bridges or facts.iommu_translated:
             cause, remedies = peer_path_broken(facts, "slow")
+        elif facts.iommu_mode is None and not facts.acs_known:
+            # an import (or a topology from `nvidia-smi topo -m` text): no host fact was read
+            cause = ("not known from this input: the host facts on this path (IOMMU mode, ACS redirect, the PCIe "
+                     "links' width and generation) were not read; a congested or downtrained link, or peer traffic "
+                     "routed through the root complex, would each do it, and a scan of the machine tells which")
+            remedies = ["run `gputopo scan` on the machine (or import again with --topo of its `gputopo scan "
+                        "--json`): its PCIe width/generation, IOMMU mode and ACS bridges"]
         else:
-            cause = ("the PCIe path runs below its rate: a congested or downtrained link, or peer "
-                     "traffic routed through the root complex")
-            remedies = ["compare with `gputopo scan` (PCIe width/generation under load)", REMEDY_ACS]
+            cause = ("the PCIe path runs below its rate with no IOMMU translation and no ACS redirect read on it: "
+                     "a congested or downtrained link, or peer traffic routed through the root complex")
+            remedies = ["compare with `gputopo scan` (PCIe width/generation under load)"]
+            if not facts.acs_known:
+                remedies.append(REMEDY_ACS)
         out.append(Finding(
             "slow", severity,
             f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "

@@ -20,6 +20,7 @@ import statistics
 from collections import defaultdict
 
 from gputopo.model import Finding, Measurement
+from gputopo.model.flagged_lines import TOOL_LINES, quoted
 
 from .headline import BANDWIDTH_MIN_SIZE_BYTES, measured_gbps
 from .imported_tests import is_latency
@@ -36,7 +37,8 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
     tc = f.get("testcase") or "(testcase not named in the output)"
     where = f"{tool} {tc}" + (f" (line {f['line']} of {file})" if f.get("line") else f" ({file})")
     evidence = {"file": doc.get("path") or file, "testcase": f.get("testcase"), "message": f.get("message"),
-                "details": f.get("details") or [], "tool": tool}
+                "details": f.get("details") or [], "tool": tool,
+                TOOL_LINES: quoted([str(f.get("message") or "")] + [str(d) for d in f.get("details") or []])}
     if f.get("kind") == "pattern-check":
         return Finding(
             "corrupt", "error",
@@ -97,8 +99,9 @@ def asymmetry_findings(measurements: list[Measurement]) -> list[Finding]:
             f"over the same link (below {ASYMMETRY_RATIO:.0%})",
             gpus=list(pair), evidence={"threshold_ratio": ASYMMETRY_RATIO, "measured": items,
                                        "basis": "the pair's two directions (same link)"},
-            cause="one direction of this pair's link is slower: a degraded link lane or retimer, a busy GPU, "
-                  "or ACS/IOMMU on one side of the path",
+            cause="one direction of this pair's link is slower; why is not known from this output (no host "
+                  "facts): a degraded link lane or retimer, a busy GPU, or ACS/IOMMU on one side of the path; a "
+                  "scan of the machine tells the link state and the host settings",
             remedies=["import again with --topo (saved `nvidia-smi topo -m`) to compare the pair with its class",
                       "compare its link state in `gputopo scan`"]))
     return out
@@ -151,7 +154,9 @@ def shared_gpu_findings(measurements: list[Measurement]) -> list[Finding]:
                                 "basis": "copies staged through host memory cross each GPU's own link to the "
                                          "host; the pairs without this GPU are the comparison"},
             cause=f"GPU {g}'s own path to the host is slower than the others' (the one part all its slow pairs "
-                  "share): a narrower or older PCIe slot or riser, a downtrained link, or a slower GPU",
+                  "share); what on it is not known from this output: a narrower or older PCIe slot or riser, a "
+                  "downtrained link, a BIOS setting of its slot (large BAR), or a slower GPU; a scan of the "
+                  "machine tells the link's width and generation",
             remedies=[f"compare GPU {g}'s PCIe generation and width in `gputopo scan` (or `nvidia-smi -q -d PCIE`) "
                       "with the other GPUs'", "import again with --topo (saved `nvidia-smi topo -m`)"]))
     return out

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
+from gputopo.model.flagged_lines import TOOL_LINES
 
 from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
 from .expected import class_of
@@ -39,7 +40,9 @@ def with_causes(found: List[Finding], topo: Optional[Topology]) -> List[Finding]
 
 
 def nccl_tests_findings(logs: List[Dict[str, Any]], topo: Optional[Topology]) -> List[Finding]:
-    """nccl-tests' own "Out of bounds values" count (writes outside the buffers) is corruption too."""
+    """nccl-tests' own "Out of bounds values" count is corruption too: the number of results its data
+    check found outside the expected bounds (src/common.cu sums them over threads and ranks), i.e.
+    wrong data, not writes outside the buffers; where it went wrong the count does not tell."""
     out = []
     for log in logs:
         oob = log.get("out_of_bounds")
@@ -48,9 +51,15 @@ def nccl_tests_findings(logs: List[Dict[str, Any]], topo: Optional[Topology]) ->
             lc = class_of(topo, gpus) if gpus else None
             out.append(Finding(
                 "corrupt", "error",
-                f"nccl-tests {log.get('op', '?')} wrote {oob} out-of-bounds value(s) ({log.get('file', '?')})",
+                f"nccl-tests {log.get('op', '?')} reported {oob} out-of-bounds value(s) ({log.get('file', '?')}): "
+                "its own data check found results outside the expected bounds",
                 gpus=gpus, link_class=str(lc) if lc else None,
-                evidence={"out_of_bounds": oob, "file": log.get("file")},
-                cause="the collective wrote outside its buffers: a transport or driver fault",
-                remedies=["rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 to isolate the transport"]))
+                evidence={"out_of_bounds": oob, "file": log.get("file"),
+                          # nccl-tests' own line (printf "# Out of bounds values : %d %s"): this finding says it
+                          TOOL_LINES: [f"Out of bounds values : {oob} {log.get('out_of_bounds_status') or ''}".strip()]},
+                cause="the collective returned wrong data; which GPU pair, transport or size is not known from "
+                      "this count: the #wrong column of each size, a per-pair run (`gputopo bench --pairs I,J`) or "
+                      "a rerun with one transport disabled tells",
+                remedies=["rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 to isolate the transport",
+                          "run `gputopo bench` on the GPUs to find the pair that corrupts"]))
     return out

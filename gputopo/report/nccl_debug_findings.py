@@ -27,11 +27,15 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, quoted
 from gputopo.model.linkclass import LinkClass
 
 #: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
 _RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error", 4: "invalid argument",
             5: "invalid usage", 6: "remote process exited or there was a network error", 7: "operation in progress"}
+#: Why a NET plugin reported no GPU-memory support is not in the log (the plugin decides).
+PLUGIN_GDR_UNKNOWN = ("not known from this log: the plugin decides (a NIC or instance type without GPUDirect RDMA, "
+                      "or its kernel side missing); the instance type or a scan of the node tells")
 #: NCCL_NET_GDR_LEVEL's default: PXB (src/graph/paths.cc ncclTopoCheckGdr, NCCL 2.12 to 2.30).
 DEFAULT_GDR_LEVEL = "PXB"
 _LEVELS = {"LOC": 0, "PIX": 1, "PXB": 2, "PHB": 4, "SYS": 6, "NODE": 5}  # paths.h PATH_* order, NVML words
@@ -133,7 +137,9 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
                       "codes": sorted(g["codes"]), "error_path": g["path"],
                       "processes": [{"host": p["host"], "pid": p["pid"], "ranks": p.get("ranks") or [],
                                      "init_complete": bool(p.get("init_complete"))} for p in g["procs"]],
-                      "framework_lines": (doc.get("error_lines") or [])[:3], "files": doc.get("files")},
+                      "framework_lines": (doc.get("error_lines") or [])[:3], "files": doc.get("files"),
+                      TOOL_LINES: quoted(nccl_warn_text(w.get("source"), w.get("message"))
+                                         for p in g["procs"] for w in p.get("warnings") or [])},
             cause=cause, remedies=remedies))
     return out
 
@@ -159,11 +165,16 @@ def _gdr_cause(doc: Dict[str, Any], host: str, net: str, device: Optional[str], 
     hcas = (doc.get("network") or {}).get("gdr_hcas") or []
     off = [h for h in hcas if h["host"] == host and h["net"] == net and not h["gdr"]
            and (h["index"] == dev or (device and h["device"] == device))]
-    if off:
+    if off and net == "IB":
         return (f"NCCL's own line 'GPU Direct RDMA Disabled for HCA {off[0]['index']} '{off[0]['device']}'': the "
                 "HCA's driver cannot register GPU memory (NCCL finds neither a peer-memory module - it looks for "
                 "/sys/kernel/mm/memory_peers/nv_mem/version, .../nv_mem_nc/version and "
                 "/sys/module/nvidia_peermem/version - nor DMA-BUF support for it)")
+    if off:
+        # A NET plugin (AWS Libfabric, IBext, ...) says itself whether it takes GPU memory: NCCL's
+        # peer-memory check is its own IB transport's, so the log does not tell why.
+        return (f"NCCL's own line 'GPU Direct RDMA Disabled for HCA {off[0]['index']} '{off[0]['device']}'': the "
+                f"NET/{net} plugin reports no GPU-memory support on this NIC; why is {PLUGIN_GDR_UNKNOWN}")
     cls = _nic_class(topo, gpu, device)
     level = _gdr_level(doc.get("settings") or {}) or DEFAULT_GDR_LEVEL
     if cls is not None and str(cls) in _CLASS_LEVEL and level in _LEVELS and _CLASS_LEVEL[str(cls)] > _LEVELS[level]:
@@ -225,6 +236,11 @@ def gdr_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[F
 
 
 def _gdr_remedies(cause: Optional[str]) -> List[str]:
+    if cause and PLUGIN_GDR_UNKNOWN in cause:
+        return ["check whether this platform does GPUDirect RDMA through this NET plugin at all (the plugin's "
+                "documentation; on a cloud, the instance type: not every instance with the NIC has it)",
+                "`gputopo scan` of the node: its NICs and the GPUDirect RDMA kernel side (peer-memory module, "
+                "dma-buf)"]
     if cause and "register GPU memory" in cause:
         return ["check that nvidia_peermem is loaded where the job runs (`lsmod | grep peermem`, "
                 "/sys/module/nvidia_peermem/version inside the container) or that DMA-BUF works (kernel >= 5.12, "
@@ -271,9 +287,15 @@ def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> Lis
             evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "expected_ib": why,
                       "lines": sum(c["lines"] for c in on_socket)},
             cause="no RDMA device visible to NCCL on this host (not in the container, driver or rdma-core missing, "
-                  "or NCCL_IB_HCA naming no existing device)" if why else None,
+                  "or NCCL_IB_HCA naming no existing device)" if why else
+                  ("not known from this log whether the host has an RDMA NIC at all: NCCL found none, and nothing "
+                   "in the log says one was meant to be used; a scan of the node (its NICs) or the instance type "
+                   "tells"),
             remedies=["check `ibv_devinfo` inside the job's container; on Kubernetes the RDMA device plugin must "
-                      "give the pod its HCAs", "compare with a `gputopo scan` of the node (its NICs)"]))
+                      "give the pod its HCAs", "compare with a `gputopo scan` of the node (its NICs)"] if why else
+                     ["`gputopo scan` of the node (or `ibv_devinfo` on it) says whether it has RDMA NICs; without "
+                      "them TCP sockets are what NCCL can use, and this is the platform, not a fault",
+                      "where the node has RDMA NICs: check that the job's container sees them"]))
     return out
 
 
@@ -305,8 +327,9 @@ def far_nic_findings(doc: Dict[str, Any], topo: Optional[Topology]) -> List[Find
                 f"{best_cls} to it: its network traffic crosses more of the PCIe/CPU fabric than it needs to",
                 gpus=[gpu], evidence={"host": c["host"], "rank": c["rank"], "device": device, "class": str(used),
                                       "nearest": best, "nearest_class": str(best_cls), "lines": c["lines"]},
-                cause="NCCL picked another NIC (NCCL_IB_HCA order, NCCL_CROSS_NIC, rail planning), or the "
-                      "topology NCCL saw differs from the node's",
+                cause="which is not known from this log: NCCL picked another NIC (NCCL_IB_HCA order, "
+                      "NCCL_CROSS_NIC, rail planning), or the topology NCCL saw differs from the node's; NCCL's "
+                      "TOPO lines (NCCL_DEBUG_SUBSYS=GRAPH) tell",
                 remedies=["check NCCL_IB_HCA and NCCL_CROSS_NIC", "compare NCCL's TOPO lines "
                           "(NCCL_DEBUG_SUBSYS=GRAPH) with `gputopo scan` of the node"]))
     return out

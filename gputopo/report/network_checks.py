@@ -271,6 +271,13 @@ def _far(topo: Topology, paths: List[GpuNetPath]) -> List[Finding]:
     return out
 
 
+def _peermem_nics(devices: List[str]) -> bool:
+    """Whether every NIC is an NVIDIA/Mellanox HCA (mlx4/mlx5 verbs devices), the NICs whose GPUDirect
+    RDMA nvidia_peermem provides; for another NIC (EFA, a cloud VF) the module is not known to be
+    what it needs."""
+    return bool(devices) and all(str(d).startswith(("mlx4", "mlx5")) for d in devices)
+
+
 def _gdr(topo: Topology, paths: List[GpuNetPath], covered, env) -> List[Finding]:
     out = []
     devices = [_device(n) for n in topo.nics]
@@ -284,8 +291,12 @@ def _gdr(topo: Topology, paths: List[GpuNetPath], covered, env) -> List[Finding]
             evidence={"nic": devices, "peermem": False, "dmabuf": False, "dmabuf_reason": gdr.dmabuf_reason},
             cause="the nvidia_peermem module is not loaded and the open GPU kernel modules / a kernel >= 5.12 "
                   "are not in use",
-            remedies=["modprobe nvidia_peermem (and load it at boot)",
-                      "or use the open GPU kernel modules on a kernel >= 5.12 for dma-buf"]))
+            remedies=(["modprobe nvidia_peermem (and load it at boot)",
+                       "or use the open GPU kernel modules on a kernel >= 5.12 for dma-buf"] if _peermem_nics(devices)
+                      else [f"whether {', '.join(devices[:4])} can do GPUDirect RDMA at all is not known from this "
+                            "scan (nvidia_peermem serves NVIDIA/Mellanox mlx4/mlx5 HCAs): the NIC's documentation or "
+                            "the instance type tells", "where it can: load its peer-memory support (nvidia_peermem "
+                            "for mlx5) or use dma-buf (open GPU kernel modules, kernel >= 5.12)"])))
     beyond = [p for p in paths if p.gdr_by_distance is False and p.gpu not in covered]
     groups: Dict[Tuple[str, Tuple[str, ...]], List[GpuNetPath]] = {}
     for p in beyond:

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputopo.model import Finding
+from gputopo.model.flagged_lines import TOOL_LINES, quoted
 
 #: The average of a run below this share of its port's rate is rdma-slow.
 RDMA_SLOW_RATIO = 0.8
@@ -98,27 +99,30 @@ def _mr_failure(doc: dict, f: dict) -> tuple[str, str, list[str]]:
     if doc.get("use_cuda"):
         gpu = f" ({doc['gpu_name']})" if doc.get("gpu_name") else ""
         what = f"could not register its GPU buffer{gpu} with the NIC{err}"
-        cause = ("the NIC cannot register GPU memory: GPUDirect RDMA is not set up (the nvidia_peermem module, "
-                 "or the older nv_peer_mem, not loaded), or the GPU or driver cannot expose its memory that way "
-                 "(older GPUs such as the Tesla K80 often cannot)")
+        cause = ("the NIC could not register GPU memory; which of these is not known from this output: "
+                 "GPUDirect RDMA not set up on the node (the nvidia_peermem module, or the older nv_peer_mem, not "
+                 "loaded, and no dma-buf), or a GPU, driver or NIC that cannot expose GPU memory that way (older "
+                 "GPUs such as the Tesla K80 often cannot); a scan of the node tells the first")
         if doc.get("cuda_dmabuf") or "DMA-BUF" in text:
             cause = ("dma-buf registration of GPU memory failed: it needs a kernel >= 5.12, the open GPU kernel "
                      "module and an RDMA stack that supports dma-buf (perftest printed that it does not)"
                      if "does not support DMA-BUF" in text else
                      "dma-buf registration of GPU memory failed: check the kernel (>= 5.12), the open GPU kernel "
                      "module and the RDMA stack's dma-buf support")
-        remedies = ["load nvidia_peermem (`modprobe nvidia_peermem`) and run again",
-                    "or run with --use_cuda_dmabuf (kernel >= 5.12, open GPU kernel module)",
-                    "run the same test without --use_cuda: if host memory works, the NIC and the path are fine",
-                    "`gputopo scan` says whether GPUDirect RDMA is available on the node"]
+        remedies = ["`gputopo scan` of the node says whether GPUDirect RDMA is available there (peer-memory "
+                    "module, dma-buf)",
+                    "where it says no peer-memory module is loaded: `modprobe nvidia_peermem` and run again, or run "
+                    "with --use_cuda_dmabuf (kernel >= 5.12, open GPU kernel module)",
+                    "run the same test without --use_cuda: if host memory works, the NIC and the path are fine"]
         if errno == 12:
             cause = "out of locked memory while registering the buffer: the memlock limit (a pod's or a user's)"
             remedies = ["raise the memlock limit (`ulimit -l unlimited`; in Kubernetes the container runtime's "
                         "LimitMEMLOCK) and run again", *remedies[:1]]
         return what, cause, remedies
     what = f"could not register its host buffer with the NIC{err}"
-    cause = ("registering host memory for RDMA failed: most often the locked-memory limit (`ulimit -l`; in a "
-             "container or pod the runtime's memlock limit) is below what perftest pins")
+    cause = ("registering host memory for RDMA failed; why is not known from this output (perftest printed no "
+             "errno): most often the locked-memory limit (`ulimit -l`; in a container or pod the runtime's memlock "
+             "limit) is below what perftest pins, which `ulimit -l` where it ran tells")
     remedies = ["raise the memlock limit (`ulimit -l unlimited`, /etc/security/limits.conf; for a pod, the "
                 "container runtime's LimitMEMLOCK) and run again",
                 "check `dmesg` for mlx5 / ib_core errors"]
@@ -129,7 +133,8 @@ def failure_finding(doc: dict, f: dict) -> Finding:
     kind, where = f.get("kind"), _where(doc)
     evidence: dict[str, Any] = {"tool": "perftest", "file": doc.get("path") or doc.get("file"),
                                 "test": doc.get("test"), "device": doc.get("device"), "failure": f.get("kind"),
-                                "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda")}
+                                "line": f.get("line"), "lines": f.get("lines") or [], "use_cuda": doc.get("use_cuda"),
+                                TOOL_LINES: quoted([f.get("message") or ""] + list(f.get("lines") or []))}
     if kind == "memory-registration":
         what, cause, remedies = _mr_failure(doc, f)
     elif kind == "port-not-active":

@@ -9,7 +9,9 @@ source), and falls back to the theoretical rate only where no row matches.
 
 A row's ``gbps`` is what a healthy machine reached; a measurement below REFERENCE_FRACTION of it
 is slow. The closest row wins: an exact link class over "PCIe" (any PCIe class), a named platform
-over any, a named model over any.
+over any, a named model over any. A row's model is matched by whole words of the GPU's name, and
+the name's board words (PCIe, NVL, SXM<n>) must lie inside the match (``model_matches``): GH200 is
+not H200, GB200 not B200, H100 PCIe and H100 NVL not the H100 SXM a row measured.
 
 Rows of class MNNVL are figures measured across the trays (hosts) of one NVLink domain (multi-node
 NVLink: the trays of a GB200 NVL72 rack), for more GPUs than one tray holds. No single machine's
@@ -56,10 +58,10 @@ class Reference:
     source: str
 
     def matches_model(self, names: Sequence[str]) -> bool:
+        """Every name is of the row's model, matched by whole word (model_matches)."""
         if not self.model:
             return True
-        pattern = _model_pattern(self.model)
-        return bool(names) and all(pattern.search(n) for n in names)
+        return bool(names) and all(model_matches(self.model, n) for n in names)
 
     def describe(self) -> str:
         """'8x H100 SXM (HGX) p2p.copy 376 GB/s (p2pBandwidthLatencyTest ...; source)'."""
@@ -72,10 +74,27 @@ class Reference:
                 "metric": self.metric, "gbps": self.gbps, "tool": self.tool, "source": self.source}
 
 
+#: Words of a GPU name that say its board (form factor): a different board of one chip is a
+#: different model here (H100 PCIe and H100 NVL are not the H100 SXM a row measured).
+FORM_FACTOR_WORDS = re.compile(r"(?<![A-Za-z0-9])(PCIe|NVL|SXM\d*)(?![A-Za-z0-9])", re.IGNORECASE)
+
+
 @lru_cache(maxsize=None)
 def _model_pattern(model: str) -> re.Pattern:
-    """A row's model expression, compiled once (every headline of a run asks every row)."""
-    return re.compile(model, re.IGNORECASE)
+    """A row's model expression as whole words, compiled once (every headline of a run asks every
+    row): no letter or digit just before or after it, so H200 is not GH200, B200 not GB200 and
+    RTX 4090 not a longer number."""
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{model})(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def model_matches(model: str, name: str) -> bool:
+    """Whether the GPU ``name`` is of a row's ``model``: the expression matches whole words of it,
+    and every board word of the name (PCIe, NVL, SXM<n>) lies inside the match, so a row for one
+    board is never taken for another board of the same chip."""
+    for m in _model_pattern(model).finditer(name):
+        if all(m.start() <= f.start() and f.end() <= m.end() for f in FORM_FACTOR_WORDS.finditer(name)):
+            return True
+    return False
 
 
 class ReferenceTableError(ValueError):

@@ -36,6 +36,7 @@ from .bandwidth_findings import outlier_findings, slow_findings, staged_findings
 from . import cluster_findings as cluster
 from .data_findings import data_findings
 from .event_findings import run_event_findings
+from .flagged_findings import run_flagged_lines, tool_flagged_findings
 from .import_findings import (import_asymmetry_findings, import_failure_findings, import_problem_findings,
                               import_shared_gpu_findings)
 from .headline import link_class_of
@@ -218,6 +219,15 @@ def _kernel_log(facts: Facts) -> List[Finding]:
     return kernel_log_findings(facts.need_run())
 
 
+def _tool_flagged(facts: Facts) -> List[Finding]:
+    made = [f for fs in facts.made.values() for f in fs]
+    if facts.run is None:
+        doc = facts.nccl_debug or {}
+        return tool_flagged_findings(doc.get("flagged_lines") or [], made, doc.get("files"))
+    run = facts.run
+    return tool_flagged_findings(run_flagged_lines(run.imported, run.nccl_tests, run.nccl_debug), made)
+
+
 def _run_folder(facts: Facts) -> List[Finding]:
     return data_findings(facts.need_run())
 
@@ -289,6 +299,10 @@ RULES: Tuple[Rule, ...] = (
        "an nccl-tests size sweep that falls and does not recover; a run that checked no data (sweep_findings.py)"),
     _R("kernel-log", ("kernel-log", "topology"), ("driver-error", "incomplete-data"), ("run",), "data",
        _kernel_log, "a kernel log's NVIDIA driver lines that are no Xid (kernel_log_findings.py)"),
+    # after every rule that may claim a flagged line (quoting it in evidence["tool_lines"])
+    _R("tool-flagged", ("imported", "nccl-tests", "nccl-debug", "findings"), ("tool-flagged",), ("run", "nccl-debug"),
+       "data", _tool_flagged, "every line a tool marked as a warning or error (NCCL WARN, nccl-tests' Test failure, "
+                              "perftest's errors, Cuda failure) that no other rule claims (flagged_findings.py)"),
     # events.jsonl's recorded findings: a cluster run's (its findings, written at its end) and an
     # older bench folder's (hangs, crashes, its own corrupt and noisy)
     _R("steps-not-finished", ("events", "numerics", "topology", "findings"),

@@ -106,8 +106,9 @@ def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
             evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
                       "cliff_size_bytes": drop, "busbw_at_cliff_gbps": bw, "best_after_gbps": after,
                       "fraction": CLIFF_FRACTION, "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
-            cause="transfers from this size on take a much slower path: a transport fallback (e.g. P2P to SHM "
-                  "or socket), a buffer larger than a peer mapping can hold, or a link that degrades under load",
+            cause="transfers from this size on take a much slower path; which is not known from this output: a "
+                  "transport fallback (e.g. P2P to SHM or socket), a buffer larger than a peer mapping can hold, or "
+                  "a link that degrades under load; the job's NCCL_DEBUG=INFO log tells the transport",
             remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH and import the log with "
                       "`gputopo import nccl-debug` to see the transport per pair"),
                       "rerun the sizes around the cliff alone (-b/-e) to see whether it moves"]))
@@ -134,9 +135,10 @@ def _drop_finding(file: str, test: str, gpus: tuple[int, ...], by_size: dict[int
                   "recovered_gbps": by_size[back] if back is not None else None,
                   "drop_factor": DROP_FACTOR, "fraction": CLIFF_FRACTION,
                   "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
-        cause=("sizes in this range take a much slower path than the sizes around them: a transport or "
-               "protocol fallback (e.g. P2P to SHM or a socket, a proxy path), a buffer larger than a peer "
-               "mapping or registration cache holds, or network congestion at these message sizes"),
+        cause=("sizes in this range take a much slower path than the sizes around them; which is not known "
+               "from this output: a transport or protocol fallback (e.g. P2P to SHM or a socket, a proxy path), "
+               "a buffer larger than a peer mapping or registration cache holds, or network congestion at these "
+               "message sizes; the job's NCCL_DEBUG=INFO log tells the transport"),
         remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,NET and import the log with "
                    "`gputopo import nccl-debug` to see the transport per pair"),
                   f"rerun {_size(at)} to {_size(back if back is not None else last_low)} alone (-b/-e) to see "

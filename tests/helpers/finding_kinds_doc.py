@@ -75,6 +75,8 @@ def render() -> str:
                  + _names([k for k in table if k.explains_slow]))
     lines.append("- **Breaks PCIe peer DMA** (named in a PCIe `class-fault`'s reasoning): "
                  + _names([k for k in table if k.breaks_peer_dma]))
+    lines.append("- **Said one by one** (alike findings never share a row of the findings tables: each is a "
+                 "distinct fact): " + _names([k for k in table if not k.grouped]))
     lines += ["", END]
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional
 
 from gputopo.model import Finding
 from gputopo.model.finding import gpu_ranges
+from gputopo.model.finding_kinds import is_grouped
 
 
 def gbps(x: Optional[float]) -> str:
@@ -48,11 +49,24 @@ def count_cell(n: Optional[int]) -> str:
 
 
 def group_findings(findings) -> List[List[Finding]]:
-    """Findings of the same severity, kind and link class, in worst-first order of their first."""
+    """Findings of the same severity, kind and link class, in worst-first order of their first; a
+    finding of a kind the table does not group (finding_kinds.is_grouped) is a group of its own."""
     groups: Dict[tuple, List] = {}
-    for f in findings:
-        groups.setdefault((f.severity, f.kind, f.link_class), []).append(f)
+    for n, f in enumerate(findings):
+        key = (f.severity, f.kind, f.link_class) + (() if is_grouped(f.kind) else (n,))
+        groups.setdefault(key, []).append(f)
     return list(groups.values())
+
+
+def message_head(message: str) -> str:
+    """A message up to its first ': ' outside a `quoted` span (a quoted line keeps its own colons)."""
+    inside = False
+    for i, ch in enumerate(message):
+        if ch == "`":
+            inside = not inside
+        elif not inside and message.startswith(": ", i):
+            return message[:i]
+    return message
 
 
 def group_where(group: List[Finding]) -> str:

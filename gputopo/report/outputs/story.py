@@ -16,7 +16,7 @@ from gputopo.report.why.localise import finding_id
 from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
-from .cell_text import gbps, gpus_text, group_findings, group_where, pct
+from .cell_text import gbps, gpus_text, group_findings, group_where, message_head, pct
 from gputopo.report.why.diagnosis import explained, is_localised, localised_story
 from .bridge_names import BRIDGES, bridge_key
 from gputopo.report.why.explain import Explanation, explanations
@@ -183,7 +183,7 @@ def _other_text(summary: Summary, other: List[Finding], after_others: bool) -> s
     translates DMA; ...") by their heads; pair findings whose link class is unknown (an imported
     nccl-tests log without --topo) in full, saying so. "Also:" only after other points."""
     if all((f.evidence or {}).get("tool") for f in other):  # an imported tool's own failure (import_findings.py)
-        return "Imported test: " + "; ".join(dict.fromkeys(f.message.split(": ")[0] for f in other)) + "."
+        return "Imported test: " + "; ".join(dict.fromkeys(message_head(f.message) for f in other)) + "."
     if all(not f.gpus or len(f.gpus) > 2 for f in other):
         return "Host: " + "; ".join(dict.fromkeys(f.message.split(": ")[0] for f in other)) + "."
     unknown = list(dict.fromkeys(gpus_text(f.gpus) for f in other if f.gpus and len(f.gpus) == 2
