@@ -21,11 +21,12 @@ whether a reference applies or not. It makes two kinds of finding:
   calls the slower path a fault.
 
 Why LIKE_GROUP_RATIO is 0.9: healthy NVSwitch machines show a few percent of spread between
-pairs, sometimes in two plateaus (the posted matrices in tests/fixtures: the 8x H100 SXM of
-nccl issue 1264 spreads 3 %, the 4x RTX 6000 Ada of the stelline notes 2 %; the healthy sims
-under 2 %); the posted 8x A100 SXM4 of DistServe issue 3 with a slow half reads 82 % (every
-bidirectional pair with GPU 0-3 ~420 GB/s, ~518 among GPUs 4-7). 0.9 leaves the healthy
-plateaus three times their spread and still finds a group that lost a tenth.
+pairs, sometimes in two plateaus. The posted healthy 8x H100 SXM bidirectional matrix of NVIDIA/nccl
+issue 1264 (tests/fixtures/p2pbw) spreads 739-773 GB/s (4 %), and its GPUs' best pairs split into
+no sets at all (the would-be slow set's fastest pair is 1.01 x the others' slowest); every
+healthy simulated machine reads 0.993 or above. The posted 8x A100 SXM4 of DistServe issue 3 with
+a slow half reads 0.82 (every bidirectional pair with GPU 0-3 ~420 GB/s, ~518 among GPUs 4-7).
+0.9 lies between the two (docs/report.md, "Like with like", lists every figure).
 
 Measuring code returns measurements; this module only reads their headlines (headline.py).
 """

@@ -193,3 +193,27 @@ def test_the_posted_a100_peer_basis_names_the_other_pairs_of_its_model(a100_run)
     text = bases[("p2p.copy_bidir", (0, 4), "0<->4")]
     assert text.startswith("the 27 other A100-SXM4-80GB (link class not known) pairs at ")
     assert text.endswith(", p2p.copy_bidir both ways")
+
+
+# ------------------------------------------------------------------------- healthy simulated machines
+
+def _healthy_sims():
+    from gputopo.sim.description import builtin_summaries, load_builtin
+
+    said_healthy = [name for name, summary in builtin_summaries()
+                    if summary.rstrip().endswith("healthy") and len(load_builtin(name).gpus) >= 4]
+    # the seed machine fixed, and a generated one (`gputopo sims`: "healthy")
+    return said_healthy + ["seed-8gpu-healthy", "synthetic-8gpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _healthy_sims())
+def test_a_healthy_simulated_machine_has_no_like_gpu_finding(name, tmp_path):
+    # the built-in healthy machines with 4 GPUs or more: the modeled
+    # spread between pairs of one class stays under 1 %, far above LIKE_GROUP_RATIO
+    out = tmp_path / "run"
+    ran = gputopo_here("bench", "--sim", name, "--quick", "--tests", "p2p,collectives", "--out", str(out),
+                       "--no-history", cwd=REPO, env={"GPUTOPO_HISTORY": str(tmp_path / "h.sqlite")})
+    assert ran.returncode == 0, ran.stderr
+    findings = json.loads((out / "summary.json").read_text())["findings"]
+    assert not [f for f in findings if f["kind"] in ("slow-gpu-group", "outlier")], findings
