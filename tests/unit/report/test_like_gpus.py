@@ -195,6 +195,19 @@ def test_the_posted_a100_peer_basis_names_the_other_pairs_of_its_model(a100_run)
     assert text.endswith(", p2p.copy_bidir both ways")
 
 
+
+def test_no_other_posted_output_has_a_like_gpu_group():
+    # tests/fixtures/verdicts.json (what gputopo says of every posted output, checked against the
+    # tree by tests/e2e/test_fixture_verdicts.py): the slow half of the A100 is the only set found;
+    # the healthy NVSwitch, PCIe and staged matrices (the H100 of nccl issue 1264, two plateaus of
+    # the 6x A6000, the 8x RTX 4090 without peer access) are left alone
+    table = json.loads((REPO / "tests/fixtures/verdicts.json").read_text())
+    found = sorted(name for name, row in table.items()
+                   if any(k.startswith("slow-gpu-group") for k in row.get("findings") or []))
+    assert found == ["p2pbw/" + A100.name]
+    h100 = table["p2pbw/nccl-1264_8xh100-sxm_nv18_bidir-p2p-enabled-739-773GBps_excerpt.txt"]
+    assert h100["verdict"] == "ok" and h100["findings"] == []
+
 # ------------------------------------------------------------------------- healthy simulated machines
 
 def _healthy_sims():
