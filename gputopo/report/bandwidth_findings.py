@@ -1,15 +1,15 @@
-"""Bandwidth findings: `slow` (below the link's rate), `outlier` (below its class's median),
-`p2p-slower-than-staged` (peer copies slower than going through host memory). (`noisy`, samples
+"""Bandwidth findings: `slow` (below the link's rate), `p2p-slower-than-staged` (peer copies
+slower than going through host memory). (`outlier`, a pair below its like pairs' median, is
+like_gpus.py's, with the sets of GPUs slower than the others of their model.) (`noisy`, samples
 that spread, is measured_findings.py's: its one definition, for the bench's own findings and the
 report's alike.)
 
-Thresholds are named constants so users and tests can see them. All three are skipped on the
+Thresholds are named constants so users and tests can see them. Both are skipped on the
 ``cpu`` fabric, whose timings measure memcpy and process scheduling, not a GPU link.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
@@ -19,12 +19,8 @@ from .why.causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, 
 from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, gpu_names, judge_rate, platform_of
 from .references import REFERENCE_FRACTION, closest_reference
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
-                       measured_gbps, worst_direction)
+                       measured_gbps)
 
-#: A pair below this fraction of its class's median (same series) is an `outlier` (warning).
-OUTLIER_RATIO = 0.7
-#: A class median needs this many measured pairs to mean anything.
-MIN_PAIRS_FOR_OUTLIER = 3
 #: Peer copies below this fraction of staged copies (same pair, direction, size) are
 #: `p2p-slower-than-staged`; the margin keeps timing noise from flagging equal paths.
 STAGED_RATIO = 0.9
@@ -102,45 +98,6 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
             f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "
             f"{worst.metric} = {wj.fraction:.0%} of {wj.text} (below {wj.threshold:.0%}){told}".replace("  ", " "),
             gpus=list(pair), link_class=lc, evidence=evidence, cause=cause, remedies=remedies))
-    return out
-
-
-def outlier_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Finding]:
-    """Pairs well below the median of their class, per series (worst direction of each pair)."""
-    per_series_class: Dict[tuple, Dict[tuple, Headline]] = defaultdict(dict)
-    grouped: Dict[tuple, List[Headline]] = defaultdict(list)
-    for h in heads:
-        if len(h.gpus) == 2 and h.link_class and h.fabric in LINK_RATE_FABRICS and not h.test.startswith("self."):
-            grouped[(h.series, h.link_class, h.pair_key)].append(h)
-    for (series, lc, pair), hs in grouped.items():
-        per_series_class[(series, lc)][pair] = worst_direction(hs)
-    hits: Dict[tuple, List[dict]] = defaultdict(list)
-    lcs: Dict[tuple, str] = {}
-    for (series, lc), pairs in per_series_class.items():
-        if len(pairs) < MIN_PAIRS_FOR_OUTLIER:
-            continue
-        median = statistics.median(h.gbps for h in pairs.values())
-        for pair, h in pairs.items():
-            if median > 0 and h.gbps < OUTLIER_RATIO * median:
-                hits[pair].append({"series": series, "direction": h.direction, "gbps": round(h.gbps, 3),
-                                   "class_median_gbps": round(median, 3), "ratio": round(h.gbps / median, 3),
-                                   "class_pairs": len(pairs)})
-                lcs[pair] = lc
-    out = []
-    for pair, items in sorted(hits.items()):
-        worst = min(items, key=lambda d: d["ratio"])
-        lc = lcs[pair]
-        facts = path_facts(topo, list(pair), lc)
-        out.append(Finding(
-            "outlier", "warning",
-            f"{_pair_text(pair, lc)}: {worst['series']} {worst['gbps']:.3g} GB/s is {worst['ratio']:.0%} "
-            f"of the {lc} median {worst['class_median_gbps']:.3g} GB/s (below {OUTLIER_RATIO:.0%})",
-            gpus=list(pair), link_class=lc,
-            evidence={"threshold_ratio": OUTLIER_RATIO, "measured": items, **facts.evidence()},
-            cause=("this pair is slower than its peers of the same class: a link fault specific to it "
-                   "(fewer NVLinks, a downtrained or erroring link, ACS on its bridge) or a busy GPU"),
-            remedies=["compare its link state with its peers' in `gputopo scan`",
-                      REMEDY_NVLINK if facts.is_nvlink else REMEDY_ACS]))
     return out
 
 

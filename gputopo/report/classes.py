@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence
 from gputopo.model import Finding, LinkClass
 
 from .headline import HEADLINE_ORDER
-from .pairs import PairRow, verdict_of
+from .pairs import PairRow, names_each_gpu, verdict_of
 
 
 #: The class row of pairs whose link class is not known (e.g. imported nccl-tests without a topology).
@@ -67,14 +67,15 @@ def _class_sort_key(name: str):
 
 def _class_findings(lc: str, members: List[PairRow], findings: List[Finding]) -> List[Finding]:
     """Warnings and errors of the class, and a GPU's own link findings that flag its pairs in it
-    (a GPU whose NVLinks are down: its pairs that fell back to PCIe are not "ok")."""
+    (a GPU whose NVLinks are down: its pairs that fell back to PCIe are not "ok"; a set of GPUs
+    slower than the others of their model: their pairs)."""
     own = [f for f in findings if (f.link_class or UNKNOWN_CLASS) == lc and f.severity in ("error", "warning")
            and (lc != UNKNOWN_CLASS or (f.gpus and len(f.gpus) == 2))]
     seen = {id(f) for f in own}
     for p in members:
         for f in p.findings:
-            if id(f) not in seen and f.link_class is None and f.gpus and len(f.gpus) == 1 \
-                    and f.severity in ("error", "warning"):
+            if id(f) not in seen and f.link_class is None and f.gpus \
+                    and (len(f.gpus) == 1 or names_each_gpu(f.kind)) and f.severity in ("error", "warning"):
                 seen.add(id(f))
                 own.append(f)
     return own

@@ -10,7 +10,8 @@ that the measurements alone cannot carry:
   imported perftest run's findings: perftest_findings.py; each a rule of its own, rules.py)
 - without link classes (no ``--topo``), a pair whose two directions of the same series differ
   by more than ASYMMETRY_RATIO is an ``outlier``: both directions cross the same link, so the
-  comparison needs no class. With classes, outlier_findings compares pairs of a class instead.
+  comparison needs no class. With classes, like_gpus.py compares
+  pairs of a class instead.
 """
 
 from __future__ import annotations

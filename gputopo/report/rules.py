@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding, Topology
-from gputopo.model.finding_kinds import is_kind
+from gputopo.model.finding_kinds import is_kind, symptom
 
-from .bandwidth_findings import outlier_findings, slow_findings, staged_findings
+from .bandwidth_findings import slow_findings, staged_findings
 from . import cluster_findings as cluster
 from .data_findings import data_findings
 from .event_findings import run_event_findings
@@ -43,6 +43,7 @@ from .headline import link_class_of
 from .integrity_findings import nccl_tests_findings, with_causes
 from .measured_findings import corrupt_findings, noisy_findings
 from .kernel_log_findings import kernel_log_findings
+from .like_gpus import like_gpu_findings
 from .nccl_debug_findings import nccl_debug_findings
 from .numerics_findings import numerics_findings
 from .peer_access import no_peer_access_findings
@@ -170,8 +171,12 @@ def _slow(facts: Facts) -> List[Finding]:
     return slow_findings(facts.headlines or [], facts.topology)
 
 
-def _outlier(facts: Facts) -> List[Finding]:
-    return outlier_findings(facts.headlines or [], facts.topology)
+def _like_gpus(facts: Facts) -> List[Finding]:
+    # what earlier rules already said is slow, of a pair (a speed symptom: slow, outlier, peer
+    # copies slower than staged) or of a GPU (an import's shared-GPU outlier)
+    said = {tuple(sorted(f.gpus)) for f in facts.made.get("data", [])
+            if symptom(f.kind) == "speed" and f.severity == "warning" and f.gpus}
+    return like_gpu_findings(facts.headlines or [], facts.topology, said)
 
 
 def _staged(facts: Facts) -> List[Finding]:
@@ -274,8 +279,6 @@ RULES: Tuple[Rule, ...] = (
        "DataParallel or DDP went NaN or diverged from one GPU (numerics_findings.py)"),
     _R("slow", ("headlines", "topology"), ("slow",), ("run",), "data", _slow,
        "a pair below its link's published or theoretical rate (bandwidth_findings.py)"),
-    _R("outlier", ("headlines", "topology"), ("outlier",), ("run",), "data", _outlier,
-       "a pair below its class's median (bandwidth_findings.py)"),
     _R("staged-faster", ("measurements", "topology"), ("p2p-slower-than-staged",), ("run",), "data", _staged,
        "peer copies slower than copies staged through host memory (bandwidth_findings.py)"),
     _R("noisy", ("measurements", "topology"), ("noisy",), ("run",), "data", _noisy,
@@ -292,6 +295,9 @@ RULES: Tuple[Rule, ...] = (
        "without --topo, a pair one direction of which is slower than the other (import_findings.py)"),
     _R("import-shared-gpu", ("imported", "measurements"), ("outlier",), ("run",), "data", _import_shared_gpu,
        "without --topo, a GPU all of whose staged pairs are slow (import_findings.py)"),
+    _R("like-gpus", ("headlines", "topology", "findings"), ("outlier", "slow-gpu-group"), ("run",), "data",
+       _like_gpus, "GPUs of one model compared with each other: a pair below its like pairs' median, a set of "
+       "GPUs slower than the others with every peer (like_gpus.py)"),
     _R("nccl-debug", ("nccl-debug", "topology"),
        ("nccl-init-failed", "nccl-gdr-off", "nccl-socket-fallback", "nccl-far-nic", "nccl-comm-failed"),
        ("run", "nccl-debug"), "data", _nccl_debug, "what an NCCL_DEBUG log says the job did (nccl_debug_findings.py)"),

@@ -17,6 +17,7 @@ from gputopo.report.nccl_routes import ddp_survived_clause
 from gputopo.report.summary import Summary
 
 from .cell_text import gbps, gpus_text, group_findings, group_where, message_head, pct
+from gputopo.report.pairs import names_each_gpu
 from gputopo.report.why.diagnosis import explained, is_localised, localised_story
 from .bridge_names import BRIDGES, bridge_key
 from gputopo.report.why.explain import Explanation, explanations
@@ -146,6 +147,12 @@ def _remedies(exps: List[Explanation]) -> List[str]:
             not in named or BRIDGES.search(r)]
 
 
+def _gpus_own(f: Finding) -> bool:
+    """A finding about one GPU's own links, or a kind whose one finding names several GPUs that
+    way (each GPU's pairs flagged): told as a GPU point of its own."""
+    return bool(f.gpus) and (len(f.gpus or []) == 1 or names_each_gpu(f.kind))
+
+
 def _gpu_item(summary: Summary, group: List[Finding], told: set) -> StoryItem:
     f = group[0]
     text = f.message
@@ -211,7 +218,7 @@ def story(summary: Summary) -> List[StoryItem]:
     untold = [f for f in summary.findings if not is_localised(f) and not explained(f)]
     for k, group in enumerate(group_findings(untold)):
         f = group[0]
-        if f.severity in ("error", "warning") and f.gpus and len(f.gpus) == 1:
+        if f.severity in ("error", "warning") and _gpus_own(f):
             it = _gpu_item(summary, group, told)
             items.append(((_SEV_RANK[it.severity], 0, k), it))
     class_texts: Dict[int, Tuple[StoryItem, str, List[str]]] = {}  # a culprit's classes, each told once
@@ -235,7 +242,7 @@ def story(summary: Summary) -> List[StoryItem]:
         why = [d for d in keep if d.startswith("why:")]
         lit.details = why + [f"evidence: {t}" for t in texts] + [d for d in keep if d not in why]
     other = [f for f in untold if f.severity in ("error", "warning") and not is_data_trouble(f.kind)
-             and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
+             and not _gpus_own(f) and (not f.gpus or len(f.gpus) > 2 or (len(f.gpus) == 2 and not f.link_class))]
     if other:
         sev = "error" if any(f.severity == "error" for f in other) else "warning"
         remedied = any(it.remedies for _, it in items)

@@ -7,7 +7,8 @@ import pytest
 
 from conftest_report import _m, measurements, numerics, write_run
 from gputopo.model import Measurement
-from gputopo.report.bandwidth_findings import OUTLIER_RATIO, SLOW_EFFICIENCY, STAGED_RATIO
+from gputopo.report.bandwidth_findings import SLOW_EFFICIENCY, STAGED_RATIO
+from gputopo.report.like_gpus import OUTLIER_RATIO
 from gputopo.report.summary import summarize_dir
 
 #: fault injected -> finding kind it must produce (and the pair or GPU it must name).
