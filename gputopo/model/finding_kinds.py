@@ -172,7 +172,7 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("no-peer-access", "pair", "bandwidth", ("warning", "info")),
     K("driver-error", "gpu", "scan", ("error", "warning")),
     K("tool-flagged", "input", "run", ("error", "warning"), grouped=False),
-    K("slow-gpu-group", "gpu", "bandwidth", ("warning",), marks_pairs="all", marks_each_gpu=True,
+    K("slow-gpu-group", "gpu", "bandwidth", ("warning", "info"), marks_pairs="all", marks_each_gpu=True,
       degrades="slower than the other GPUs of its model with every peer (measured)"),
 )
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Topology
+from gputopo.model.bandwidth import PCIE_X16_GBPS
 
 from .expected_basis import gpu_names
 from .headline import LINK_RATE_FABRICS, Headline, worst_direction
@@ -56,6 +57,11 @@ MIN_LIKE_PAIRS = 3
 MIN_FAST_GPUS = 3
 #: Each GPU of a slow group needs this many measured pairs (one pair alone is one pair's reading).
 MIN_PAIRS_PER_SLOW_GPU = 2
+
+#: The most one PCIe path carries per direction (x16 of the newest generation gputopo knows, GB/s):
+#: a set whose pairs all stay within it may differ from the others only by where its GPUs sit
+#: (another PCIe switch or socket), so without the link class it is said (info), not a fault.
+PCIE_REACH_GBPS = max(PCIE_X16_GBPS.values())
 
 #: The key of a headline series, as headline.py's callers use it.
 SeriesKey = Tuple[str, Tuple[int, ...], Optional[str]]
@@ -277,6 +283,9 @@ def group_findings(groups: List[LikeGroup], topo: Optional[Topology], said: set)
             cause = (f"GPUs {_gpus_text(gpus)} are slower with every peer, the others are not; the cause is not known "
                      "from this input: the link class of the pairs is not in it, so a path of their own (another "
                      "PCIe switch or socket) cannot be told from a fault (fewer or erroring links, a slow GPU)")
+            if within_pcie_reach(w):
+                cause += (f"; every pair is within what one PCIe path carries (at most {PCIE_REACH_GBPS:g} GB/s "
+                          "per direction), so where these GPUs sit may be all it is: said, not called a fault")
             remedies = ["import again with --topo (saved `nvidia-smi topo -m`) to compare each path with its class",
                         "compare these GPUs' link state with the others' in `gputopo scan` on the node"]
         model = w.group.model_text()
@@ -292,9 +301,17 @@ def group_findings(groups: List[LikeGroup], topo: Optional[Topology], said: set)
                                   "fast_min_gbps": round(s.fast_min_gbps, 3),
                                   "fast_median_gbps": round(s.fast_median_gbps, 3), "ratio": round(s.ratio, 3),
                                   "pairs": len(s.group.heads)} for s in items]}
-        out.append(Finding("slow-gpu-group", "warning", text, gpus=gpus, link_class=k.link_class,
+        severity = "info" if not known and within_pcie_reach(w) else "warning"
+        out.append(Finding("slow-gpu-group", severity, text, gpus=gpus, link_class=k.link_class,
                            evidence=evidence, cause=cause, remedies=remedies))
     return out
+
+
+def within_pcie_reach(s: SlowGroup) -> bool:
+    """Whether the fast GPUs' slowest pair is within what one PCIe path carries (both ways at once
+    counted twice): such pairs may all be PCIe, where a slower set can be a position, not a fault."""
+    reach = PCIE_REACH_GBPS * (2 if s.group.key.direction == "both ways" else 1)
+    return s.fast_min_gbps <= reach
 
 
 def like_gpu_findings(heads: List[Headline], topo: Optional[Topology], said: Optional[set] = None) -> List[Finding]:

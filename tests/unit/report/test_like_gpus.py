@@ -133,6 +133,18 @@ def test_gpus_of_different_models_are_not_compared(monkeypatch):
     assert all(slow_group(g) is None for g in groups)
 
 
+def test_without_the_link_class_a_set_within_pcie_rates_is_said_as_info_not_a_fault():
+    # 4 PCIe GPUs, no --topo: 0-2 under one switch (25 GB/s), GPU 3 across the socket (18 GB/s):
+    # a healthy machine's positions look like a slow GPU; without the class it is said, not a fault
+    meas = _nvswitch(lambda i, j: 18.0 if 3 in (i, j) else 25.0, n=4, lc=None)
+    fs = _findings(meas)
+    assert [(f.kind, f.severity, f.gpus) for f in fs] == [("slow-gpu-group", "info", [3])]
+    assert "where these GPUs sit may be all it is" in fs[0].cause
+    # the same figures with the class known (one class for all, so a real difference) stay a warning
+    fs = _findings(_nvswitch(lambda i, j: 18.0 if 3 in (i, j) else 25.0, n=4, lc="PIX"))
+    assert [(f.kind, f.severity) for f in fs] == [("slow-gpu-group", "warning")]
+
+
 def test_a_set_needs_three_faster_gpus():
     # 4 GPUs: 0,1 fast together, 2,3 slow with everyone: one fast pair is one pair's reading
     meas = _nvswitch(lambda i, j: 500.0 if {i, j} == {0, 1} else 400.0, n=4)
