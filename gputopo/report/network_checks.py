@@ -335,6 +335,7 @@ def _ports(topo: Topology) -> List[Finding]:
         else:
             out.append(Finding("nic-port-down", "warning",
                                f"{p.name} is {p.state}, physical state {_v(p.phys_state)}", evidence=ev))
+    out += _no_port_up(ports)
     # rate against peers: Active ports of the same adapter model and link layer
     peers: Dict[Tuple[str, str], List[NicPort]] = {}
     for p in ports:
@@ -365,6 +366,24 @@ def _ports(topo: Topology) -> List[Finding]:
                 evidence={"nic": p.device, "port": p.port, "counters": nonzero,
                           "source": p.sources.get("counters", "")}))
     return out
+
+
+def _no_port_up(ports: List[NicPort]) -> List[Finding]:
+    """Every RDMA port of the node (or the pod: the ports its text shows) read, and none Active:
+    RDMA cannot work there, whatever each port's own finding says (a Disabled port alone is info)."""
+    if not ports or not all(is_value(p.state) for p in ports) or any(p.state == "Active" for p in ports):
+        return []
+    listed = ", ".join(f"{p.name} {p.state}/{_text(p.phys_state)}" for p in ports)
+    return [Finding(
+        "nic-port-down", "warning",
+        f"no RDMA port of this node is Active ({len(ports)} port(s): {listed}): RDMA (InfiniBand / RoCE, "
+        "GPUDirect RDMA) cannot work here; jobs across nodes fall back to TCP sockets or fail",
+        evidence={"all_ports_down": True, "ports": [p.name for p in ports],
+                  "states": {p.name: [_v(p.state), _v(p.phys_state)] for p in ports}},
+        cause="every port is down or disabled: cables, the switch, the subnet manager, or ports switched off",
+        remedies=["bring at least one port to Active: check its cable and switch port (Polling), the subnet "
+                  "manager (LinkUp but not Active), or enable it (Disabled)",
+                  "in a container or pod: check that the RDMA devices given to it are the ones cabled"])]
 
 
 def _v(x: Any) -> Any:
