@@ -99,8 +99,8 @@ def _fatal_sxid(e: Dict[str, Any], evidence: Dict[str, Any], where: str) -> Find
     words = ", ".join(sxid_words(c) for c in codes) or "?"
     return Finding(
         "driver-error", "error",
-        f"fatal SXid {words} on NVSwitch {e.get('device', '?')} at {e.get('bus')} ({where}): NVLink traffic through "
-        "it stalls and the GPUs using it may hang (their jobs end with Xid 45)",
+        f"fatal SXid on NVSwitch {e.get('device', '?')} at {e.get('bus')} ({where}): NVLink traffic through it "
+        f"stalls and the GPUs using it may hang (their jobs end with Xid 45); SXid {words}",
         evidence=evidence,
         cause="a fatal error in an NVSwitch: the NVLink fabric through it cannot be trusted until it is reset",
         remedies=[("restart the host: an always-fatal SXid needs the whole fabric reset (" + GUIDE + ")") if always
@@ -176,8 +176,8 @@ def driver_line_findings(doc: Optional[Dict[str, Any]], topo: Optional[Topology]
             if stalls:
                 out.append(Finding(
                     "driver-error", "error",
-                    f"non-fatal SXid {', '.join(sxid_words(c) for c in stalls)} on NVSwitch {e.get('device', '?')} "
-                    f"at {bus} ({where}): the line says Non-fatal, but {GUIDE} says NVLink traffic through it stalls",
+                    f"NVSwitch {e.get('device', '?')} at {bus} stalls NVLink traffic, although its non-fatal SXid line "
+                    f"says Non-fatal ({where}; {GUIDE}): SXid {', '.join(sxid_words(c) for c in stalls)}",
                     evidence={**evidence, "sxid_effect": "stalls"},
                     cause="a fault of the NVLink fabric's configuration (its partition routing or access control): "
                           "it does not correct itself",

@@ -437,8 +437,8 @@ def _no_port_up(ports: List[NicPort]) -> List[Finding]:
     listed = ", ".join(f"{p.name} {p.state}/{_text(p.phys_state)}" for p in ports)
     return [Finding(
         "nic-port-down", "warning",
-        f"no RDMA port of this node is Active ({len(ports)} port(s): {listed}): RDMA (InfiniBand / RoCE, "
-        "GPUDirect RDMA) cannot work here; jobs across nodes fall back to TCP sockets or fail",
+        f"no RDMA port of this node is Active, so RDMA (InfiniBand / RoCE, GPUDirect RDMA) cannot work here "
+        f"and jobs across nodes fall back to TCP sockets or fail ({len(ports)} port(s) read, none Active; {listed})",
         evidence={"all_ports_down": True, "ports": [p.name for p in ports],
                   "states": {p.name: [_v(p.state), _v(p.phys_state)] for p in ports}},
         cause="every port is down or disabled: cables, the switch, the subnet manager, or ports switched off",
