@@ -253,3 +253,21 @@ def test_written_dual_port_adapter_is_one_adapter():
     from gputopo.report.network_checks import adapter_count
 
     assert len(topo.nics) == 2 and adapter_count(topo.nics) == 1
+
+
+def test_posted_8x4090_a_spec_needing_gdr_on_every_gpu_fails_on_the_info(tmp_path):
+    """A spec that needs GPUDirect RDMA on every GPU lists nic-far in findings.fail_on: the info
+    fails the gate (the p2pbw output and its topo -m of the chlc blog post)."""
+    from helpers.cli import gputopo_here
+    from helpers.paths import FIXTURES
+
+    out = tmp_path / "run"
+    src = FIXTURES / "p2pbw"
+    ran = gputopo_here("import", "p2pbw", str(src / CHLC_TOPO.replace(".topo.txt", ".txt")), "--topo",
+                       str(src / CHLC_TOPO), "--out", str(out), "--no-history")
+    assert ran.returncode == 0, ran.stderr
+    spec = tmp_path / "gdr.toml"
+    spec.write_text('name = "gdr-everywhere"\n[findings]\nfail_on = ["nic-far"]\n')
+    checked = gputopo_here("check", "--spec", str(spec), str(out), "--no-history")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "nic-far" in checked.stdout
