@@ -135,7 +135,8 @@ class Rule:
 def _scan(facts: Facts) -> List[Finding]:
     if facts.topology is None:
         return []
-    return list(topology_findings(facts.topology, staged_gpus=staged_gpus(facts.nccl_debug)))
+    doc = facts.nccl_debug if facts.run is None else facts.run.nccl_debug  # an import's NCCL log, if any
+    return list(topology_findings(facts.topology, staged_gpus=staged_gpus(doc)))
 
 
 def _events(facts: Facts) -> List[Finding]:

@@ -271,3 +271,19 @@ def test_posted_8x4090_a_spec_needing_gdr_on_every_gpu_fails_on_the_info(tmp_pat
     checked = gputopo_here("check", "--spec", str(spec), str(out), "--no-history")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert "nic-far" in checked.stdout
+
+
+def test_written_the_scan_rule_reads_an_imported_runs_nccl_log_for_staging():
+    """The registered scan rule takes the staged GPUs from the run's NCCL log (an import with
+    --topo), so a far GPU whose NET connections went without GDRDMA is a warning there."""
+    from types import SimpleNamespace
+
+    from gputopo.report.rules import RULES, Facts
+
+    topo = _posted_topo(CHLC_TOPO)
+    (rule,) = [r for r in RULES if r.name == "scan-checks"]
+    doc = {"network": {"connections": [{"net": "IB", "gdr": False, "gpu_index": 0}]}}
+    far = [f for f in rule.judge(Facts(topology=topo, run=SimpleNamespace(nccl_debug=doc))) if f.kind == "nic-far"]
+    assert [f.severity for f in far] == ["warning"] and far[0].evidence["staged_in_job_log"] == [0]
+    plain = [f for f in rule.judge(Facts(topology=topo)) if f.kind == "nic-far"]
+    assert [f.severity for f in plain] == ["info"]
