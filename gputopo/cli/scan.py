@@ -108,7 +108,11 @@ def scan(sim, from_smi, fmt, as_json, as_csv, no_color, kernel_log):
     elif fmt == "smi":
         from gputopo.probe.smi_format import format_topo_matrix
 
-        click.echo(format_topo_matrix(topo), nl=False)
+        try:
+            text = format_topo_matrix(topo)
+        except ValueError as e:  # a class that was never read (a row whose cells ran together): no text to write
+            raise UsageError(f"cannot write this topology as `nvidia-smi topo -m` text: {e}") from None
+        click.echo(text, nl=False)
     else:
         from gputopo.report.scan_view import render_scan
 

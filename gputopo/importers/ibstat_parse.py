@@ -46,6 +46,10 @@ _HCA_ID = re.compile(r"^hca_id:\s*(\S+)")
 _IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 _DEV_PORT = re.compile(r"^port:\s*(\d+)\s*$")
 _WIDTH = re.compile(r"^(\d+)X\b")
+#: A command line in the saved text that names the device asked for: ``ibstat mlx5_3 [port]``,
+#: ``ibv_devinfo -d mlx5_3`` / ``--ib-dev=mlx5_3``, ``ibstatus mlx5_3`` (after a shell prompt or not).
+_ASKED = re.compile(r"^(?:\S*[$#>]\s*)?(?:sudo\s+)?(?:\S*/)?(?:(?P<tool>ibstat|ibstatus)(?:\s+-\S+)*\s+(?P<dev>[A-Za-z]\w*)"
+                    r"|ibv_devinfo\b.*?(?:-d\s*|--ib-dev[=\s]+)(?P<dev2>[A-Za-z]\w*))")
 _SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*Gbps")
 #: Facts neither ibstat nor ibv_devinfo prints.
 _NOT_IN_TEXT = ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max", "pci_bus_id", "netdev")
@@ -63,6 +67,8 @@ class IbstatRead:
     adapters: int = 0
     adapter_names: list[str] = field(default_factory=list)
     hostname: str | None = None  # from a "==========| node1 |==========" banner (pdsh/clush style)
+    #: Devices a command line in the text asked for by name: (line, device).
+    asked: list[tuple[int, str]] = field(default_factory=list)
 
     def port(self, device: str, number: int = 1) -> NicPort | None:
         return next((p for p in self.ports if p.device == device and p.port == number), None)
@@ -127,6 +133,10 @@ class _Reader:
         if not s:
             return
         src, rd = self.read.source, self.read
+        m = _ASKED.match(s)
+        if m:
+            rd.asked.append((lineno, m.group("dev") or m.group("dev2")))
+            return
         m = _CA.match(s)
         if m:
             self._new_adapter("ibstat", m.group(1))
@@ -263,6 +273,11 @@ def parse_ibstat_lines(lines: Iterable[tuple[int, str]], source: str) -> IbstatR
     for lineno, line in lines:
         r.feed(lineno, line)
     r.finish()
+    for lineno, device in read.asked:
+        if device not in read.adapter_names and read.adapter_names:
+            read.problems.append(f"line {lineno}: the command asked for {device}, but the text prints "
+                                 f"{', '.join(dict.fromkeys(read.adapter_names))}: {device}'s ports are not in this "
+                                 "text (another command's output, or the device has another name here)")
     with_ports = {p.device for p in read.ports}
     for name in read.adapter_names:
         if name not in with_ports:

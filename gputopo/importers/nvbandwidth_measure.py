@@ -6,7 +6,7 @@ own series in the report. GPUs are the CUDA device numbers nvbandwidth printed. 
 prints a median bandwidth over its trials, not times: each cell becomes one sample, the time the
 printed GB/s gives for the copy size (the default buffer of that version; ``-b`` is not printed,
 so the size is marked assumed). Timing is ``cuda-events`` (nvbandwidth times copies with CUDA
-events). Latency cells (ns) keep their time and carry no bytes. N/A cells (no peer access, the
+events). Latency cells (ns) keep their time and carry no bytes and no buffer size. N/A cells (no peer access, the
 diagonal) are not measurements and are skipped; their count is kept in the import summary.
 """
 
@@ -77,9 +77,10 @@ def matrix_measurements(out: NvbOutput, m: NvbMatrix) -> list[Measurement]:
 def _measurement(out: NvbOutput, m: NvbMatrix, key: str, gpus, direction: str, v: float, size: int,
                  r: int, c: int, bidir_total: bool) -> Measurement | None:
     extra = {"source": "nvbandwidth", "file": out.source.rsplit("/", 1)[-1], "testcase": m.testcase,
-             "matrix": key, "cell": [r, c], "printed": v, "unit": m.unit, "line": m.line or None,
-             "size_assumed": f"nvbandwidth {out.version or '?'} default buffer ({out.buffer_mib} MiB); "
-                             "-b is not printed"}
+             "matrix": key, "cell": [r, c], "printed": v, "unit": m.unit, "line": m.line or None}
+    if m.unit != "ns":  # a latency testcase times one access: it has no buffer size
+        extra["size_assumed"] = (f"nvbandwidth {out.version or '?'} default buffer ({out.buffer_mib} MiB); "
+                                 "-b is not printed")
     if m.unit == "ns":
         if v <= 0:
             return None

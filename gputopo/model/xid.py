@@ -28,6 +28,8 @@ kernel logs.
 - ``warning``: the GPU keeps working but is not whole (94: "reset the GPU when convenient.
   Applications can continue to be run until the reset can be performed"; 157, 159, 54).
 - ``info``: NVIDIA asks for nothing on the GPU (IGNORE: 63, 92, 121) or to restart the application.
+  Xid 63 is judged by its form (``xid63_by_form``): its pre-Ampere page retirement line ("New page
+  retired, reboot to activate") is a warning asking for a reset or a reboot (DPR).
 Rows 162-172 name no bucket: their sentence, where the catalog has one, is the ``advice`` and sets
 the severity by the same rule; one with no sentence that names a fault of the GPU (167 PCIe fatal
 timeout, 169 SEC2 halt) is a warning, judged with the generic health check (no bucket claimed).
@@ -383,6 +385,31 @@ XIDS: Dict[int, XidInfo] = {
                          "reset the GPU (`nvidia-smi -r -i BUS_ID`); run NVIDIA's field diagnostic if the SRAM "
                          "error threshold flag is set",)),
 }
+
+
+#: Xid 63 in its pre-Ampere form: dynamic page retirement, "Dynamic Page Retirement: New page
+#: retired, reboot to activate" (the driver's own words). NVIDIA's dynamic page retirement guide
+#: (DPR): a retired page stays in use, and can still be allocated, until the GPU is reattached (the
+#: driver reloaded, the GPU reset or the node rebooted), so it asks for a reboot or a reset; the
+#: row-remapping form of Ampere and later (XIDS[63]) asks nothing now.
+DPR = "https://docs.nvidia.com/deploy/dynamic-page-retirement/"
+XID63_PAGE_RETIREMENT = XidInfo(
+    "GPU memory page retired (dynamic page retirement, before Ampere): the bad page stays in use until the "
+    "GPU is reset or the node rebooted", True, "warning",
+    "Dynamic Page Retirement: New page retired, reboot to activate",
+    advice=("drain the GPU, then reset it (`nvidia-smi -r -i BUS_ID`) or reboot the node, so the retired page is "
+            "taken out of use: until then it can still be allocated (NVIDIA's dynamic page retirement guide; the "
+            "driver's line says 'reboot to activate')",
+            "watch the retired page count (`nvidia-smi -q -d PAGE_RETIREMENT`); NVIDIA's field diagnostic decides on "
+            "replacement when it keeps growing"))
+_PAGE_RETIRED_RE = re.compile(r"\bpage retire|\bnew page retired\b", re.IGNORECASE)
+
+
+def xid63_by_form(texts: "list[str]") -> XidInfo:
+    """Xid 63 by the form its lines take: the pre-Ampere page retirement line ("Dynamic Page
+    Retirement: New page retired, reboot to activate") asks for a reset or a reboot
+    (XID63_PAGE_RETIREMENT); the row-remapping form, or a line that says neither, is XIDS[63]."""
+    return XID63_PAGE_RETIREMENT if any(_PAGE_RETIRED_RE.search(t or "") for t in texts) else XIDS[63]
 
 
 def xid_info(code: int) -> XidInfo:

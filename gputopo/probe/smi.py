@@ -324,6 +324,8 @@ class _Grid:
     rest: List[_Line]  # the lines after the matrix (legend, ...)
     #: A NIC row the text ends inside (a paste cut there): (label, line number).
     cut: Optional[Tuple[str, int]] = None
+    #: What was read around a damage (names run together, a row's cells joined), said to the user.
+    notes: List[str] = field(default_factory=list)
 
 
 def _header_names(line: _Line) -> List[_Tok]:
@@ -403,19 +405,52 @@ def _unglue(devices: List[str], labels: Sequence[str]) -> Optional[List[str]]:
     return list(labels)
 
 
-def _header_columns(lines: Sequence[_Line], k: int, source: Optional[str] = None
-                    ) -> Tuple[List[str], List[_Tok]]:
+_DEVICE_NAME_RE = re.compile(r"GPU\d+|NIC\d+")
+
+
+def _split_by_numbering(devices: List[str]) -> Optional[List[str]]:
+    """The device columns of a header whose tabs were lost between two names (``NIC8NIC9``) whose
+    rows are not in the text, told by the names themselves: each glued name splits into GPU#/NIC# names only, and the
+    columns then number GPU0, GPU1, ... and NIC0, NIC1, ... in order, without a gap or a repeat
+    (how nvidia-smi prints them). None when that does not hold (nothing is guessed)."""
+    out: List[str] = []
+    for d in devices:
+        parts = _DEVICE_NAME_RE.findall(d)
+        if "".join(parts) != d:
+            return None
+        out += parts
+    for prefix in ("GPU", "NIC"):
+        numbers = [int(x[len(prefix):]) for x in out if x.startswith(prefix)]
+        if numbers != list(range(len(numbers))):
+            return None
+    return out if len(out) > len(devices) else None
+
+
+def _header_columns(lines: Sequence[_Line], k: int, source: Optional[str] = None,
+                    notes: Optional[List[str]] = None) -> Tuple[List[str], List[_Tok]]:
     """(device columns, trailing columns) of the header at ``lines[k]``. Names run together by
-    lost tabs are told apart by the rows' labels; where they cannot be, with ``source`` the
-    header is refused (InputFileError), without it the glued names are kept."""
+    lost tabs are told apart by the rows' labels, or else by the names' own numbering
+    (_split_by_numbering, said in ``notes``); where they cannot be, with ``source`` the header is
+    refused (InputFileError), without it the glued names are kept."""
     devices, trailing = _split_header(_header_names(lines[k]))
-    glued = [d for d in devices if _GLUED_RE.match(d)]
+    glued = [d for d in devices if _GLUED_RE.match(d) or len(_DEVICE_NAME_RE.findall(d)) > 1]
     if not glued:
         return devices, trailing
     labels = _row_labels_after(lines, k)
     unglued = _unglue(devices, labels)
     if unglued is not None:
         return unglued, trailing
+    # by the names' numbering only where the rows cannot tell: no glued name has a row in the text
+    # (the NIC rows were cut off); glued names the rows could spell and do not are refused below
+    numbered = None if any(p in labels for g in glued for p in _DEVICE_NAME_RE.findall(g)) \
+        else _split_by_numbering(devices)
+    if numbered is not None:
+        if notes is not None:
+            notes.append(f"line {lines[k].no}: the header's column names {', '.join(glued)} ran together (its tabs "
+                         "were lost); read as " + ", ".join(
+                             " and ".join(_DEVICE_NAME_RE.findall(g)) for g in glued)
+                         + " (the columns' numbering runs on without a gap)")
+        return numbered, trailing
     if source is not None:
         rows = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "") if labels else "none"
         raise _err(source, f"the header's column names run together ({_show(glued[0], 40)}: its tabs "
@@ -438,7 +473,8 @@ def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
                        f"{problem[0]} but {problem[1]}", header.no)
         raise _err(source, f"expected the header row of {what} (column names GPU0, GPU1, ...), "
                    f"found {_show(header.text)}", header.no)
-    devices, trailing = _header_columns(lines, k, source)
+    grid_notes: List[str] = []
+    devices, trailing = _header_columns(lines, k, source, grid_notes)
     seen = set()
     for name in devices:
         if name in seen:
@@ -471,16 +507,17 @@ def _parse_grid(lines: Sequence[_Line], source: str, what: str) -> _Grid:
             raise _err(source, f"a second row for {label} (the first is at line {rows[label].no})",
                        line.no)
         try:
-            rows[label] = _parse_row(line, label, devices, trailing, source, header.no)
+            rows[label] = _parse_row(line, label, devices, trailing, source, header.no, grid_notes)
         except InputFileError:
             if _gpu_index(label) is not None or any(not _is_blank(x) for x in lines[k + 1:]):
                 raise
             # a NIC row short of cells on the text's last line: the paste was cut there
-            return _Grid(header.no, devices, trailing, rows, order, last_row_no, [], cut=(label, line.no))
+            return _Grid(header.no, devices, trailing, rows, order, last_row_no, [], cut=(label, line.no),
+                         notes=grid_notes)
         order.append(label)
         last_row_no = line.no
         k += 1
-    return _Grid(header.no, devices, trailing, rows, order, last_row_no, list(lines[k:]))
+    return _Grid(header.no, devices, trailing, rows, order, last_row_no, list(lines[k:]), notes=grid_notes)
 
 
 def _row_label(line: _Line, devices: Sequence[str]) -> Optional[str]:
@@ -490,12 +527,49 @@ def _row_label(line: _Line, devices: Sequence[str]) -> Optional[str]:
     return None
 
 
+_JOINED_CELLS_RE = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+){2,}$", re.IGNORECASE)
+
+
+def _joined_gpu_row(line: _Line, label: str, devices: List[str], toks: List[_Tok], link_cells: int,
+                    trailing: List[_Tok], notes: Optional[List[str]]) -> Optional[_Row]:
+    """A GPU row with fewer link cells than columns because two of its NIC cells ran together
+    (``NODENODE``: a tab lost): when its GPU block (the cells under the GPU columns, which come
+    first) is whole, those are read and its NIC cells are not (said in ``notes``). None when the
+    damage is anywhere else: the row is refused as before."""
+    n_gpu = sum(1 for d in devices if _gpu_index(d) is not None)
+    if (notes is None or _gpu_index(label) is None or link_cells < n_gpu or n_gpu == len(devices)
+            or any(_gpu_index(d) is None for d in devices[:n_gpu])):
+        return None
+    block = [t.text for t in toks[:n_gpu]]
+    if not all(c.upper() == "X" or _is_class(c) for c in block):
+        return None
+    joined = [t.text for t in toks[n_gpu:link_cells] if _JOINED_CELLS_RE.match(t.text)]
+    if not joined:
+        return None
+    notes.append(f"line {line.no}: row {label} has {link_cells} link cells for {len(devices)} columns ("
+                 f"{', '.join(_q(j) for j in joined)}: cells run together, a tab lost): its GPU cells are read, its "
+                 f"NIC cells ({', '.join(devices[n_gpu:])}) are not")
+    cells = block + [""] * (len(devices) - n_gpu)
+    return _Row(line.no, label, cells, _align_trailing(line, toks[link_cells:], link_cells, trailing))
+
+
+def _is_class(cell: str) -> bool:
+    try:
+        LinkClass.parse(cell)
+        return True
+    except ValueError:
+        return False
+
+
 def _parse_row(line: _Line, label: str, devices: List[str], trailing: List[_Tok], source: str,
-               header_no: int) -> _Row:
+               header_no: int, notes: Optional[List[str]] = None) -> _Row:
     toks = _tokens(line.text)[1:]
     n = len(devices)
     link_cells = next((k for k, t in enumerate(toks) if _AFFINITY_VALUE_RE.match(t.text)), len(toks))
     if min(len(toks), link_cells) < n:
+        joined = _joined_gpu_row(line, label, devices, toks, link_cells, trailing, notes)
+        if joined is not None:
+            return joined
         toks = toks[:link_cells]
         raise _err(source, f"row {label} has {len(toks)} link cells but the header (line {header_no}) "
                    f"has {n} device columns ({', '.join(devices)}): the matrix is not square",
@@ -708,6 +782,8 @@ def _matrix_classes(grid: _Grid, source: str) -> Dict[Tuple[str, str], LinkClass
     for label in grid.row_order:
         row = grid.rows[label]
         for col, cell in zip(grid.devices, row.cells):
+            if cell == "":  # not read: a row whose cells ran together (_joined_gpu_row says so)
+                continue
             if col == label:
                 if cell.upper() != "X":
                     raise _err(source, f"the diagonal cell of {label} is {_q(cell)}, expected X",
@@ -782,7 +858,7 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
                    f"{', '.join(grid.devices)}): the matrix is not square")
         raise _err(source, msg, expected_at)
     classes_by_label = _matrix_classes(grid, source)
-    notes: List[str] = cut_notes
+    notes: List[str] = grid.notes + cut_notes
     legend_present, legend, nic_devices = _parse_after(grid.rest, source, _TOPO, stop_at_command, nics,
                                                        notes)
     p2p_legend = any(k in P2P_STATUSES for k in legend)
@@ -800,7 +876,9 @@ def _parse_topo_lines(lines: Sequence[_Line], source: str, stop_at_command: bool
         for b in gpu_labels:
             if idx[a] < idx[b]:
                 classes[(idx[a], idx[b])] = classes_by_label[(a, b)]
-    nic_classes = {(idx[g], n): classes_by_label[(g, n)] for g in gpu_labels for n in nics}
+    # a GPU row whose NIC cells were not read (_joined_gpu_row) has its classes from the NIC rows, if any
+    nic_classes = {(idx[g], n): classes_by_label.get((g, n)) or classes_by_label[(n, g)] for g in gpu_labels
+                   for n in nics if (g, n) in classes_by_label or (n, g) in classes_by_label}
     for (gi, n), cls in sorted(nic_classes.items(), key=lambda kv: kv[0][0]):
         if cls.is_nvlink:
             raise _err(source, f"{cls} between GPU{gi} and NIC {n}: a NIC's path to a GPU is a PCIe "
@@ -1081,9 +1159,11 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
     says why `-p2p` matrices that were given could not be used; it is added to the reason of
     every capability left without a status.
     """
-    p2p = {normalize_p2p_cap(c): m for c, m in (p2p or {}).items()}
+    p2p = {(c if c == UNKNOWN_CAP else normalize_p2p_cap(c)): m for c, m in (p2p or {}).items()}
     gpus_idx = matrix.gpu_indices
     for cap, statuses in p2p.items():
+        if cap == UNKNOWN_CAP:
+            continue  # checked against the topo -m GPUs where it was read
         named = sorted({i for pair in statuses for i in pair})
         if (named or len(gpus_idx) > 1) and named != gpus_idx:
             raise _err(source, f"the `nvidia-smi topo -p2p` matrix for {cap} names GPUs "
@@ -1132,6 +1212,10 @@ def topology_from_smi_matrix(matrix: SmiMatrix,
                 caps[cap] = NotAvailable(f"pair {i},{j} not in the -p2p {cap[0]} text")
             else:
                 caps[cap] = next((s for s in ways if s != "OK"), ways[0])
+        if UNKNOWN_CAP in p2p:  # a -p2p matrix pasted without its command line: which capability is not known
+            ways = [s for s in (p2p[UNKNOWN_CAP].get((i, j)), p2p[UNKNOWN_CAP].get((j, i))) if s is not None]
+            if ways:
+                caps[UNKNOWN_CAP] = next((s for s in ways if s != "OK"), ways[0])
         pairs.append(Pair(gpus=(i, j), link_class=cls, nvlink_count=cls.nvlinks, p2p=caps))
 
     host = HostInfo(hostname=NotAvailable(NOT_IN_TEXT), kernel=NotAvailable(NOT_IN_TEXT),
@@ -1217,6 +1301,17 @@ def topology_from_smi_file_text(text: str, source: str = "<nvidia-smi text>",
             continue
         cap = sec.cap or default
         if cap is None:
+            unknown = _unknown_cap_matrix(sec, source, matrix.gpu_indices)
+            if unknown is not None and UNKNOWN_CAP not in p2p:
+                p2p[UNKNOWN_CAP], where[UNKNOWN_CAP] = unknown, sec.header_line
+                statuses = ", ".join(f"GPU{i}-GPU{j} {st}" for (i, j), st in sorted(unknown.items()) if i < j)
+                skipped.append(f"a {_P2P} matrix (line {sec.header_line}) was read, but which capability it shows "
+                               f"(r, w, n, a or p) is unknown (no command line above it): kept as 'unknown'")
+                said.append(f"line {sec.header_line}: a {_P2P} matrix without its command line was read, its "
+                            f"capability unknown (r, w, n, a or p): {statuses or 'no pair'}; kept as each pair's P2P "
+                            "status 'unknown', judged by no rule; put the command you ran (e.g. `nvidia-smi topo -p2p "
+                            "r`) on the line above it to have it judged")
+                continue
             skipped.append(f"a {_P2P} matrix (line {sec.header_line}) was given but not read: "
                            "which capability it shows (r, w, n, a or p) cannot be told")
             said.append(_skipped_p2p_note(sec, source))
@@ -1231,6 +1326,20 @@ def topology_from_smi_file_text(text: str, source: str = "<nvidia-smi text>",
                        sec.header_line)
         p2p[cap], where[cap] = parsed.status, sec.header_line
     return topology_from_smi_matrix(matrix, p2p, source, skipped)
+
+
+#: The key of a pair's P2P statuses read from a `-p2p` matrix whose capability is not known.
+UNKNOWN_CAP = "unknown"
+
+
+def _unknown_cap_matrix(sec: SmiSection, source: str, gpus: List[int]) -> Optional[Dict[Tuple[int, int], str]]:
+    """The statuses of a `-p2p` matrix pasted without its command line, when it reads whole and
+    names the `topo -m` matrix's GPUs; None otherwise (then it is skipped, and said so)."""
+    try:
+        parsed = _parse_p2p_lines(sec._lines, source, stop_at_command=True)
+    except InputFileError:
+        return None
+    return dict(parsed.status) if parsed.gpus == gpus and parsed.status else None
 
 
 def _skipped_p2p_note(sec: SmiSection, source: str) -> str:

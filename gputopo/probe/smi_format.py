@@ -75,7 +75,7 @@ def was_read(value) -> bool:
 def _nic_class(nic, other: str, key) -> str:
     table = nic.nic_classes if isinstance(key, str) else nic.gpu_classes
     if key not in table:
-        raise ValueError(f"the topology has no class between {nic.label} and {other}")
+        raise ValueError(f"the topology has no class between {nic.label} and {other} (not read from its source)")
     return str(table[key])
 
 

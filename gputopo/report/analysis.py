@@ -22,6 +22,7 @@ from .headline import Headline, headlines
 from .import_numbering import gpu_numbering_notes, topology_file_notes
 from .peer_access import peer_access_notes
 from .kernel_log_findings import kernel_log_notes
+from .single_gpu import single_gpu_notes
 from .why import explain_findings
 from .rules import run_findings
 from .run_folder import Run
@@ -54,6 +55,7 @@ def _analyze(run: Run) -> Analysis:
     notes += gpu_numbering_notes(run)  # which --topo GPU each imported device is, and on what basis
     notes += peer_access_notes(run)
     notes += kernel_log_notes(run)
+    notes += single_gpu_notes(run, heads)  # an imported pair tool's output of one GPU: no pair measured
     findings = run_findings(run, heads)  # every registered rule of a run (rules.py)
     findings = explain_findings(findings, topo, run.measurements, run.numerics)  # the culprits (why/)
     if run.history is not None:  # judged against the history when the run was recorded

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from gputopo.model import Finding, LinkClass
 
-from .headline import HEADLINE_ORDER
+from .headline import headline_order
 from .pairs import PairRow, names_each_gpu, verdict_of
 
 
@@ -91,7 +91,7 @@ def class_rows(pairs: List[PairRow], findings: List[Finding]) -> List[ClassRow]:
     for lc, members in by_class.items():
         # The class's series: the best-ranked one any of its pairs measured.
         present = {s for p in members for s in p.series}
-        series = next((s for s in HEADLINE_ORDER if s in present), next(iter(sorted(present)), None))
+        series = next(iter(headline_order(present)), None)
         with_series = [p for p in members if series and series in p.series]
         series_key = series or ""  # (with_series is empty when there is no series)
         gbps = [p.series[series_key]["gbps"] for p in with_series]

@@ -236,6 +236,9 @@ def _why_no_reference(h: Headline, topo: Optional[Topology]) -> str:
     if not names:
         what = "the output names no GPU" if not h.gpus else "the output does not name these GPUs' model"
         return f"GPU model unknown ({what}), so no published figure of a model can be chosen"
+    if link_class is None and n == 1:
+        return (f"a copy of GPU {h.gpus[0]}'s own (no link between GPUs in it): none published for "
+                f"{_model_text(names)} for this copy")
     if link_class is None:
         return (f"link class unknown for {_model_text(names)} (no topology names the link between "
                 "these GPUs), so no published figure of a link can be chosen")

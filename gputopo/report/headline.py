@@ -34,6 +34,15 @@ HEADLINE_ORDER = ("p2p.copy", "p2p.copy_bidir", "collective.all_reduce", "collec
                   "dp.scatter", "dp.gather", "dp.reduce_add", "p2p.staged")
 
 
+def headline_order(series) -> List[str]:
+    """Series in the order a pair's headline is chosen: HEADLINE_ORDER first, then the others with
+    the unidirectional ones before the bidirectional ones (nvbandwidth's headline is its
+    unidirectional copy, not the sum of both directions), latency last, by name within each."""
+    rest = sorted((s for s in series if s not in HEADLINE_ORDER),
+                  key=lambda s: (is_latency(s), "bidirectional" in s or "_bidir" in s, s))
+    return [s for s in HEADLINE_ORDER if s in series] + rest
+
+
 def series_name(m: Measurement) -> str:
     """The test, with nccl-tests' in-place variant kept apart from out-of-place."""
     return m.test + (" (in-place)" if m.extra.get("in_place") else "")
@@ -41,6 +50,8 @@ def series_name(m: Measurement) -> str:
 
 def metric_of(m: Measurement) -> str:
     """Which figure a measurement's GB/s is: busbw where the test scales algbw, else algbw."""
+    if is_latency(m.test) and m.bytes_per_iter == 0:
+        return "latency"  # a time per copy, no bytes: never read as a bandwidth
     return "algbw" if m.busbw_factor == 1.0 else "busbw"
 
 

@@ -18,7 +18,7 @@ from gputopo.model import Finding, NotAvailable, Topology, is_value
 from gputopo.model.bus_id import try_parse
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth, xid_list
 from gputopo.model.xid import (CATALOG_ACTIONS, NVLINK5_PROMOTABLE, NVLINK5_XIDS, RECOVERY_ACTIONS, nvlink5_fatality,
-                               nvlink5_unit_status, recovery_action, xid_info)
+                               nvlink5_unit_status, recovery_action, xid63_by_form, xid_info)
 from gputopo.report.why.causes import REMEDY_GPU_HEALTH
 
 REMEDY_RESET = "drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot, so the pending repair takes effect"
@@ -233,7 +233,8 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
     the driver says was "caused by previous Xid N" is judged as its cause when N is a hardware Xid
     (a benign-looking channel cleanup after an NVLink fault is that fault's); an Xid said to be
     caused by its own code (a second round of Xid 45 cleanups) has no other cause in that. Xid 154
-    is judged by the recovery action it names (_xid154)."""
+    is judged by the recovery action it names (_xid154); Xid 63 by its form (xid63_by_form: the
+    pre-Ampere page retirement line asks for a reset or reboot, the row-remapping one nothing now)."""
     all_events = xid_list(h)
     by_code: Dict[int, list] = {}
     for e in all_events:
@@ -244,7 +245,7 @@ def _xids(w: Who, h: GpuHealth) -> List[Finding]:
     for code, events in sorted(by_code.items()):
         if code == 154:
             continue
-        info = xid_info(code)
+        info = xid63_by_form([e.text for e in events]) if code == 63 else xid_info(code)
         causes = sorted({e.caused_by for e in events if e.caused_by is not None and e.caused_by != code})
         hardware_causes = [c for c in causes if xid_info(c).hardware]
         judged = xid_info(hardware_causes[0]) if not info.hardware and hardware_causes else info

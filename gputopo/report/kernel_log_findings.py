@@ -7,9 +7,11 @@ health_checks.py, for both.
 Judged (a finding, with a remedy):
 - ``RmInitAdapter failed`` for a GPU: the driver could not bring it up, it is not usable:
   ``driver-error``, error;
-- a fatal NVSwitch SXid (``nvidia-nvswitchN: SXid (PCI:...): 12028, Fatal, ...``): NVLink traffic
-  through the switch stalls (NVIDIA's Fabric Manager user guide, as gpud quotes it: "Corresponding
-  GPU NVLink traffic will be stalled, and subsequent GPU access will hang"): ``driver-error``, error;
+- an NVSwitch SXid by its meaning (model/sxid.py, NVIDIA's Fabric Manager user guide's SXid tables):
+  a fatal one (``nvidia-nvswitchN: SXid (PCI:...): 20034, Fatal, ...``), and a non-fatal one whose
+  meaning is a configuration fault that stalls NVLink traffic (11004, 12028: "Corresponding GPU
+  NVLink traffic will be stalled, and subsequent GPU access will hang"): ``driver-error``, error,
+  naming the switch;
 - ``NV_ERR_RESET_REQUIRED`` in an NVRM line: a GPU needs a reset: ``driver-error``, error;
 - ``The NVIDIA probe routine failed for N device(s)``: a device the driver did not take (which one
   the line does not say): ``driver-error``, warning;
@@ -22,8 +24,8 @@ Judged (a finding, with a remedy):
   issue 120): ``gpudirect-rdma``, info; a warning when the log's driver is R560 or later (there it
   "should never appear").
 
-Said (a note): the GPU crash dump notice (what to collect before the module is unloaded), a
-non-fatal NVSwitch SXid, and how many NVIDIA driver lines gputopo read but judges by no rule, with
+Said (a note): the GPU crash dump notice (what to collect before the module is unloaded), any
+other non-fatal NVSwitch SXid with its meaning (a code not in the guide's tables said as unknown), and how many NVIDIA driver lines gputopo read but judges by no rule, with
 the first of them: a line read is never dropped silently.
 """
 
@@ -33,6 +35,7 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.bus_id import try_parse
+from gputopo.model.sxid import GUIDE, sxid_info, sxid_words
 
 from .run_folder import Run
 
@@ -76,6 +79,33 @@ def _driver_major(doc: Dict[str, Any]) -> Optional[int]:
         return int(str(versions[-1]).split(".")[0]) if versions else None
     except ValueError:
         return None
+
+
+def _codes(e: Dict[str, Any]) -> List[int]:
+    """The SXid codes a driver-line entry read (as numbers)."""
+    return [int(c) for c in e.get("sxids") or [] if str(c).isdigit()]
+
+
+def _effect(code: int) -> Optional[str]:
+    info = sxid_info(code)
+    return info.effect if info is not None else None
+
+
+def _fatal_sxid(e: Dict[str, Any], evidence: Dict[str, Any], where: str) -> Finding:
+    """A fatal SXid: an error, said by its meaning (model/sxid.py); an always-fatal one asks for the
+    host to be restarted, the others for the GPUs and NVSwitches to be reset."""
+    codes = _codes(e)
+    always = any(_effect(c) == "always-fatal" for c in codes)
+    words = ", ".join(sxid_words(c) for c in codes) or "?"
+    return Finding(
+        "driver-error", "error",
+        f"fatal SXid on NVSwitch {e.get('device', '?')} at {e.get('bus')} ({where}): NVLink traffic through it "
+        f"stalls and the GPUs using it may hang (their jobs end with Xid 45); SXid {words}",
+        evidence=evidence,
+        cause="a fatal error in an NVSwitch: the NVLink fabric through it cannot be trusted until it is reset",
+        remedies=[("restart the host: an always-fatal SXid needs the whole fabric reset (" + GUIDE + ")") if always
+                  else ("reset the GPUs and NVSwitches: reboot the node (" + GUIDE + " lists each SXid and its "
+                        "recovery)"), REMEDY_BUG_REPORT])
 
 
 def kernel_log_findings(run: Run) -> List[Finding]:
@@ -140,15 +170,20 @@ def driver_line_findings(doc: Optional[Dict[str, Any]], topo: Optional[Topology]
                           "power-cycle the node; if it stays, reseat the GPU and its power cables",
                           REMEDY_BUG_REPORT]))
         elif kind == "nvswitch-sxid-fatal":
-            sxids = ", ".join(e.get("sxids") or []) or "?"
-            out.append(Finding(
-                "driver-error", "error",
-                f"fatal SXid {sxids} on NVSwitch {e.get('device', '?')} at {bus} ({where}): NVLink traffic through "
-                "it stalls and the GPUs using it may hang (their jobs end with Xid 45)",
-                evidence=evidence,
-                cause="a fatal error in an NVSwitch: the NVLink fabric through it cannot be trusted until it is reset",
-                remedies=["reset the GPUs and NVSwitches: reboot the node (NVIDIA's Fabric Manager user guide lists "
-                          "each SXid and its recovery)", REMEDY_BUG_REPORT]))
+            out.append(_fatal_sxid(e, evidence, where))
+        elif kind == "nvswitch-sxid-nonfatal":
+            stalls = [c for c in _codes(e) if _effect(c) == "stalls"]
+            if stalls:
+                out.append(Finding(
+                    "driver-error", "error",
+                    f"NVSwitch {e.get('device', '?')} at {bus} stalls NVLink traffic, although its non-fatal SXid line "
+                    f"says Non-fatal ({where}; {GUIDE}): SXid {', '.join(sxid_words(c) for c in stalls)}",
+                    evidence={**evidence, "sxid_effect": "stalls"},
+                    cause="a fault of the NVLink fabric's configuration (its partition routing or access control): "
+                          "it does not correct itself",
+                    remedies=["check the fabric's partition and routing (NVIDIA's `nvswitch-audit` tool; Fabric "
+                              "Manager's log and configuration), then restart the jobs or VMs that use this NVSwitch; "
+                              "reboot the node if it comes back (" + GUIDE + ")", REMEDY_BUG_REPORT]))
         elif kind == "reset-required":
             out.append(Finding(
                 "driver-error", "error",
@@ -226,9 +261,11 @@ def driver_line_notes(doc: Optional[Dict[str, Any]]) -> List[str]:
             notes.append(f"{KERNEL_LOG_NOTE}the NVIDIA driver wrote a GPU crash dump ({_where(e)}): run "
                          "`nvidia-bug-report.sh` as root before the NVIDIA kernel module is unloaded to keep it")
         elif e.get("kind") == "nvswitch-sxid-nonfatal":
-            notes.append(f"{KERNEL_LOG_NOTE}NVSwitch {e.get('device', '?')} at {e.get('bus')}: non-fatal SXid "
-                         f"{', '.join(e.get('sxids') or []) or '?'} ({_where(e)}): not judged a fault (NVIDIA's Fabric "
-                         "Manager user guide says what each SXid means)")
+            said = [c for c in _codes(e) if _effect(c) != "stalls"]
+            if said or not _codes(e):
+                notes.append(f"{KERNEL_LOG_NOTE}NVSwitch {e.get('device', '?')} at {e.get('bus')}: non-fatal SXid "
+                             f"{', '.join(str(c) for c in said) or '?'} ({_where(e)}): "
+                             + ("; ".join(sxid_words(c) for c in said) or "its code was not read"))
     other = doc.get("other_nvidia_lines") or {}
     count = other.get("count") or 0
     if count:

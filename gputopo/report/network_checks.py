@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gputopo.model import Finding, LinkClass, Topology
-from gputopo.model.bus_id import try_bus_key
+from gputopo.model.bus_id import try_bus_key, try_parse
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.nic import GdrKernel, NicPort
 from gputopo.model.values import NotAvailable, is_value
@@ -220,13 +220,15 @@ def _text(x: Any) -> str:
 # ----------------------------------------------------------------------------- findings
 
 
-def network_findings(topo: Topology, env: Optional[Mapping[str, str]] = None) -> List[Finding]:
+def network_findings(topo: Topology, env: Optional[Mapping[str, str]] = None,
+                     staged_gpus: Optional[set] = None) -> List[Finding]:
     """Every network finding of a scan (docs/findings.md: nic-far, gpudirect-rdma, nic-port-down,
-    nic-rate, nic-errors; pcie-downgraded and acs with ``evidence.nic``)."""
+    nic-rate, nic-errors; pcie-downgraded and acs with ``evidence.nic``). ``staged_gpus``: the
+    topology's GPUs whose NET connections a job's NCCL log shows without GDRDMA (staged_gpus)."""
     if not topo.nics:  # not a problem: the scan says so in one line (no_nic_line), no finding
         return []
     paths = gpu_network_paths(topo, env)
-    out = _far(topo, paths)
+    out = _far(topo, paths, staged_gpus)
     out += _gdr(topo, paths, {g for f in out for g in (f.gpus or [])}, env)
     out += _ports(topo)
     out += _nic_pcie(topo)
@@ -236,38 +238,88 @@ def network_findings(topo: Topology, env: Optional[Mapping[str, str]] = None) ->
 
 
 
-def _far(topo: Topology, paths: List[GpuNetPath]) -> List[Finding]:
+def adapter_count(nics: List[Any]) -> int:
+    """NICs counted by adapter: the PCI functions of one device (a dual-port ConnectX's mlx5_0 and
+    mlx5_1 at 0000:17:00.0 and .1) are one adapter. Where the addresses are not known (a topology
+    from `nvidia-smi topo -m` text), NICs that are PIX to each other and have the same class to
+    every GPU are taken as one card's ports (nvidia-smi prints a dual-port card's two functions so)."""
+    keys: Dict[int, Any] = {}
+    for k, n in enumerate(nics):
+        addr = try_parse(n.pci_bus_id) if is_value(n.pci_bus_id) else None
+        if addr is not None:
+            keys[k] = addr.device_key
+            continue
+        twin = next((j for j, m in enumerate(nics[:k]) if not is_value(m.pci_bus_id)
+                     and str(n.nic_classes.get(m.label, "")) == "PIX" and m.gpu_classes == n.gpu_classes), None)
+        keys[k] = keys[twin] if twin is not None else ("name", k)
+    return len(set(keys.values()))
+
+
+def _nvlink_to(topo: Topology, gpu: int, others: List[int]) -> List[int]:
+    """The GPUs of ``others`` joined to ``gpu`` by NVLink (NCCL's PXN can relay through them)."""
+    out = []
+    for p in topo.pairs:
+        if gpu in p.gpus and p.link_class.is_nvlink:
+            other = p.gpus[0] if p.gpus[1] == gpu else p.gpus[1]
+            if other in others:
+                out.append(other)
+    return sorted(out)
+
+
+def _far(topo: Topology, paths: List[GpuNetPath], staged: Optional[set] = None) -> List[Finding]:
+    """GPUs whose nearest RDMA NIC is through the CPU (NODE / SYS) while others have one beside
+    them. A design fact, not a fault (a box of 8 GPUs with 4 NICs, a GPU box with one front-end
+    NIC): info, saying what it costs: no GPUDirect RDMA for those GPUs by NCCL's distance rule,
+    and PXN where NVLink joins them to a GPU near a NIC. A warning only where a job's own log
+    shows those GPUs' network traffic staged through host memory (``staged``: their NET
+    connections without GDRDMA). A spec that needs GPUDirect RDMA on every GPU lists ``nic-far``
+    in ``findings.fail_on``. NICs are counted by adapter (adapter_count)."""
     near = [p for p in paths if p.link_class is not None and p.link_class.kind in NEAR]
     far = [p for p in paths if p.link_class is not None and p.link_class.kind in ("NODE", "SYS")]
     if not near or not far:
         return []
+    staged = staged or set()
     best = min(p.link_class for p in near if p.link_class is not None)
+    near_gpus = sorted({p.gpu for p in near})
+    adapters = adapter_count(topo.nics)
     groups: Dict[Tuple[str, Tuple[str, ...]], List[GpuNetPath]] = {}
     for p in far:
         groups.setdefault((str(p.link_class), tuple(p.devices)), []).append(p)
     out = []
-    # One NIC can be beside one socket only: with a single RDMA NIC the far GPUs are a fact of the
-    # design (often a front-end NIC, not a compute one), said as info; with two or more, where
-    # they sit was a choice and the far GPUs a warning.
-    severity = "warning" if len(topo.nics) >= 2 else "info"
     for (cls, devices), members in groups.items():
         gpus = [p.gpu for p in members]
         gdr = members[0].gdr_by_distance
-        rule = (f"; by NCCL's distance rule ({members[0].nccl_path} > {members[0].level}) NCCL would not use "
-                f"GPUDirect RDMA on that path" if gdr is False else "")
+        relay = {g: _nvlink_to(topo, g, near_gpus) for g in gpus}
+        pxn = sorted(g for g, via in relay.items() if via)
+        cost = (f"by NCCL's distance rule ({members[0].nccl_path} > {members[0].level}) no GPUDirect RDMA for "
+                f"{'them' if len(gpus) > 1 else 'it'}: their network traffic crosses the CPU and host memory"
+                if gdr is False else "their network traffic crosses the CPU")
+        if pxn:
+            via = sorted({v for g in pxn for v in relay[g]})
+            cost += (f"; NVLink joins GPU {gpu_ranges(pxn)} to GPU {gpu_ranges(via)} beside a NIC, so NCCL's PXN "
+                     "can send their traffic over NVLink to that GPU's NIC instead")
+        hit = sorted(set(gpus) & staged)
+        severity = "warning" if hit else "info"
+        said = (f". The job's NCCL log shows GPU {gpu_ranges(hit)}'s NET connections without GDRDMA: their traffic "
+                "was staged through host memory" if hit else "")
         out.append(Finding(
             "nic-far", severity,
             f"GPU {gpu_ranges(gpus)}: nearest RDMA NIC {', '.join(devices)} is {cls} (through the CPU"
             f"{' and across sockets' if cls == 'SYS' else ''}), while GPU "
-            f"{gpu_ranges([p.gpu for p in near])} {'has' if len({p.gpu for p in near}) == 1 else 'have'} one at {best}{rule}. "
-            "Jobs across machines send these "
-            "GPUs' traffic over the longer path (NCCL's own NIC choice may differ: rails, PXN)",
+            f"{gpu_ranges(near_gpus)} {'has' if len(near_gpus) == 1 else 'have'} one at {best} "
+            f"({adapters} RDMA adapter{'s' if adapters != 1 else ''} for {len(topo.gpus)} GPUs): {cost}{said}",
             gpus=gpus, link_class=cls,
             evidence={"nic": list(devices), "nearest_class": cls, "closest_on_node": str(best),
-                      "gdr_by_distance": gdr if isinstance(gdr, bool) else None},
-            cause="the NICs sit on one socket's PCIe tree (or fewer NICs than GPUs)",
-            remedies=["place a NIC beside each GPU (one PCIe switch) where the chassis allows",
-                      "bind the job's ranks so GPUs far from a NIC carry less inter-node traffic"]))
+                      "gdr_by_distance": gdr if isinstance(gdr, bool) else None, "adapters": adapters,
+                      "pxn_via_nvlink": {str(g): relay[g] for g in pxn}, "staged_in_job_log": hit},
+            cause=("the job's traffic from these GPUs went through host memory: its NIC is through the CPU"
+                   if hit else None),
+            remedies=["a job that needs GPUDirect RDMA on every GPU: use the GPUs beside a NIC, or a machine with a "
+                      "NIC beside each GPU (a spec can require it: findings.fail_on = [\"nic-far\"])",
+                      "bind the job's ranks so GPUs far from a NIC carry less inter-node traffic"]
+            if not hit else ["check the NCCL log's NET lines: PXN (NCCL_PXN_DISABLE unset) relays over NVLink "
+                             "where it can; otherwise place the job on GPUs beside a NIC",
+                             "place a NIC beside each GPU (one PCIe switch) where the chassis allows"]))
     return out
 
 
@@ -276,6 +328,15 @@ def _peermem_nics(devices: List[str]) -> bool:
     RDMA nvidia_peermem provides; for another NIC (EFA, a cloud VF) the module is not known to be
     what it needs."""
     return bool(devices) and all(str(d).startswith(("mlx4", "mlx5")) for d in devices)
+
+
+def staged_gpus(nccl_debug: Optional[Mapping[str, Any]]) -> set:
+    """The topology GPUs (``gpu_index``, matched by the importer) whose NET connections over an RDMA
+    network (not NET/Socket) went without GDRDMA in a job's NCCL log: their data was staged
+    through host memory."""
+    conns = ((nccl_debug or {}).get("network") or {}).get("connections") or []
+    return {c["gpu_index"] for c in conns if isinstance(c, Mapping) and isinstance(c.get("gpu_index"), int)
+            and str(c.get("net")) != "Socket" and not c.get("gdr")}
 
 
 def _gdr(topo: Topology, paths: List[GpuNetPath], covered, env) -> List[Finding]:
@@ -346,6 +407,7 @@ def _ports(topo: Topology) -> List[Finding]:
         else:
             out.append(Finding("nic-port-down", "warning",
                                f"{p.name} is {p.state}, physical state {_v(p.phys_state)}", evidence=ev))
+    out += _no_port_up(ports)
     # rate against peers: Active ports of the same adapter model and link layer
     peers: Dict[Tuple[str, str], List[NicPort]] = {}
     for p in ports:
@@ -376,6 +438,24 @@ def _ports(topo: Topology) -> List[Finding]:
                 evidence={"nic": p.device, "port": p.port, "counters": nonzero,
                           "source": p.sources.get("counters", "")}))
     return out
+
+
+def _no_port_up(ports: List[NicPort]) -> List[Finding]:
+    """Every RDMA port of the node (or the pod: the ports its text shows) read, and none Active:
+    RDMA cannot work there, whatever each port's own finding says (a Disabled port alone is info)."""
+    if not ports or not all(is_value(p.state) for p in ports) or any(p.state == "Active" for p in ports):
+        return []
+    listed = ", ".join(f"{p.name} {p.state}/{_text(p.phys_state)}" for p in ports)
+    return [Finding(
+        "nic-port-down", "warning",
+        f"no RDMA port of this node is Active, so RDMA (InfiniBand / RoCE, GPUDirect RDMA) cannot work here "
+        f"and jobs across nodes fall back to TCP sockets or fail ({len(ports)} port(s) read, none Active; {listed})",
+        evidence={"all_ports_down": True, "ports": [p.name for p in ports],
+                  "states": {p.name: [_v(p.state), _v(p.phys_state)] for p in ports}},
+        cause="every port is down or disabled: cables, the switch, the subnet manager, or ports switched off",
+        remedies=["bring at least one port to Active: check its cable and switch port (Polling), the subnet "
+                  "manager (LinkUp but not Active), or enable it (Disabled)",
+                  "in a container or pod: check that the RDMA devices given to it are the ones cabled"])]
 
 
 def _v(x: Any) -> Any:

@@ -17,7 +17,7 @@ from gputopo.model.bus_id import short_bus_id
 from gputopo.model.finding_kinds import is_kind, marks_pairs, spec
 
 from .expected import ExpectedRate, pair_rate
-from .headline import HEADLINE_ORDER, Headline, link_class_of
+from .headline import Headline, headline_order, link_class_of
 
 VERDICTS = ("ok", "degraded", "broken", "not-measured")
 
@@ -50,10 +50,7 @@ class PairRow:
 
     @property
     def headline_series(self) -> Optional[str]:
-        for s in HEADLINE_ORDER:
-            if s in self.series:
-                return s
-        return next(iter(sorted(self.series)), None)
+        return next(iter(headline_order(self.series)), None)
 
     @property
     def headline_gbps(self) -> Optional[float]:

@@ -51,6 +51,7 @@ from .perftest_findings import perftest_run_findings
 from .sweep_findings import cliff_findings
 from .run_folder import Run
 from .topology_checks import topology_findings
+from .network_checks import staged_gpus
 
 #: The facts a rule may read, and what each is.
 FACTS: Dict[str, str] = {
@@ -134,7 +135,10 @@ class Rule:
 # Each reads its facts off Facts and calls the rule's function in the module of its concept.
 
 def _scan(facts: Facts) -> List[Finding]:
-    return list(topology_findings(facts.topology)) if facts.topology is not None else []
+    if facts.topology is None:
+        return []
+    doc = facts.nccl_debug if facts.run is None else facts.run.nccl_debug  # an import's NCCL log, if any
+    return list(topology_findings(facts.topology, staged_gpus=staged_gpus(doc)))
 
 
 def _events(facts: Facts) -> List[Finding]:
@@ -267,7 +271,7 @@ _SCAN_KINDS = ("gpu-lost", "nvlink-down", "nvlink-fabric", "pcie-downgraded", "l
 _R = Rule
 #: The registry, in the order the rules run.
 RULES: Tuple[Rule, ...] = (
-    _R("scan-checks", ("topology",), _SCAN_KINDS, ("run", "scan"), "scan", _scan,
+    _R("scan-checks", ("topology", "nccl-debug"), _SCAN_KINDS, ("run", "scan"), "scan", _scan,
        "what NVML shows: lost GPUs, links down or narrow, link errors, P2P, IOMMU/ACS, NICs, GPU health "
        "(topology_checks.py, network_checks.py, health_checks.py)"),
     _R("wrong-data", ("measurements", "topology"), ("corrupt",), ("run",), "data", _corrupt,

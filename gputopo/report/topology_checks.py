@@ -9,7 +9,7 @@ These are suspicions from static facts; the benchmarks confirm or clear them wit
 from __future__ import annotations
 
 import statistics
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Topology, is_value
 from gputopo.model.fabric import GpuFabric
@@ -25,8 +25,9 @@ from gputopo.report.why.causes import (REMEDY_ACS, REMEDY_DDP, REMEDY_GPU_HEALTH
 P2P_REMEDIES = [REMEDY_NCCL_P2P, REMEDY_DDP, REMEDY_IOMMU, REMEDY_ACS]
 
 
-def topology_findings(topo: Topology) -> List[Finding]:
-    """All scan-visible problems of ``topo``, in a stable order."""
+def topology_findings(topo: Topology, staged_gpus: Optional[set] = None) -> List[Finding]:
+    """All scan-visible problems of ``topo``, in a stable order; ``staged_gpus``: GPUs a job's
+    NCCL log shows staging network traffic through host memory (network_checks.staged_gpus)."""
     out: List[Finding] = []
     out += _lost(topo)
     out += _nvlinks_down(topo)
@@ -37,7 +38,7 @@ def topology_findings(topo: Topology) -> List[Finding]:
     out += _p2p_status(topo)
     out += _iommu(topo)
     out += _acs(topo)
-    out += network_findings(topo)
+    out += network_findings(topo, staged_gpus=staged_gpus)
     out += health_findings(topo)  # ECC, remapped rows, Xids, thermal: health_checks.py
     return out
 

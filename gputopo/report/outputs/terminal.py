@@ -12,6 +12,7 @@ from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.report.expected_basis import ABOVE_REFERENCE, AS_EXPECTED, NO_REFERENCE
 from gputopo.report.import_numbering import GPU_NUMBERS, TOPO_FILE
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
+from gputopo.report.single_gpu import ONE_GPU
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -158,4 +159,6 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
             hanging(console, Text(GPU_NUMBERS, style="dim"), note.removeprefix(GPU_NUMBERS))
         elif note.startswith(KERNEL_LOG_NOTE):  # an imported kernel log's driver lines that are no finding
             hanging(console, Text(KERNEL_LOG_NOTE, style="dim"), note.removeprefix(KERNEL_LOG_NOTE))
+        elif note.startswith(ONE_GPU):  # an imported pair tool's output of one GPU: no pair was measured
+            hanging(console, Text(ONE_GPU, style="yellow"), note.removeprefix(ONE_GPU))
     console.print(Text(f"report: {summary.run.path}/report.html", style="dim"))

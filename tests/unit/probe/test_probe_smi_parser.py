@@ -661,13 +661,16 @@ def test_file_p2p_first_and_several_caps():
 
 
 def test_file_p2p_without_command_line():
-    """Its capability cannot be told: skipped with a note, never the reason to refuse the file."""
+    """Its capability cannot be told: read with it said as unknown (a note), never the reason to
+    refuse the file."""
     text = fixture(AUTODL) + "\n" + fixture(AUTODL_P2P)
     assert [s.kind for s in split_smi_sections(text)] == ["topo", "p2p"]
     notes: list = []
     skipped = topology_from_smi_file_text(text, "f.txt", notes=notes)
-    assert len(notes) == 1 and notes[0].startswith("line 15: a `nvidia-smi topo -p2p` matrix was skipped")
-    assert all(isinstance(v, NotAvailable) for v in skipped.pair(0, 1).p2p.values())
+    assert len(notes) == 1 and notes[0].startswith("line 15: a `nvidia-smi topo -p2p` matrix without its command "
+                                                   "line was read, its capability unknown")
+    assert skipped.pair(0, 1).p2p["unknown"] == "NS"
+    assert all(isinstance(v, NotAvailable) for k, v in skipped.pair(0, 1).p2p.items() if k != "unknown")
     assert skipped.link_class(0, 1) == C("PIX")
     topo = topology_from_smi_file_text(text, "f.txt", default_p2p_cap="r")
     assert topo.pair(0, 1).p2p["read"] == "NS"

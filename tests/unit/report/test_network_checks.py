@@ -66,9 +66,12 @@ def test_one_gpu_vms_keep_zero_warnings():
 def test_nics_on_one_socket_flag_the_other_sockets_gpus():
     topo = scan_simulated("h100-nics-one-socket")
     found = net(topology_findings(topo))
-    assert kinds(found) == [("nic-far", "warning")]
+    # issue 47 item 15: a design fact, said as info with what it costs (no GPUDirect RDMA; PXN over
+    # NVLink to a GPU beside a NIC), not a warning
+    assert kinds(found) == [("nic-far", "info")]
     f = found[0]
     assert f.gpus == [4, 5, 6, 7] and f.link_class == "SYS"
+    assert "no GPUDirect RDMA" in f.message and "PXN" in f.message and f.evidence["pxn_via_nvlink"]
     assert f.evidence["nic"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert f.evidence["gdr_by_distance"] is False
     # the near GPUs keep GPUDirect RDMA by distance, the far ones lose it
@@ -197,5 +200,90 @@ def test_a_down_nic_is_nobodys_nearest():
     by_gpu = {p.gpu: p for p in gpu_network_paths(topo, NO_ENV)}
     assert str(by_gpu[0].link_class) == "NODE" and "mlx5_0" not in by_gpu[0].devices
     found = network_findings(topo, NO_ENV)
-    assert ("nic-far", "warning") in kinds(found) and ("nic-port-down", "warning") in kinds(found)
+    assert ("nic-far", "info") in kinds(found) and ("nic-port-down", "warning") in kinds(found)
     assert [f.gpus for f in found if f.kind == "nic-far"] == [[0]]
+
+
+# ----------------------------------------------------------------------------- issue 47, item 15
+# A NIC far from some GPUs is a design fact: info with what it costs, NICs counted by adapter; a
+# warning only where a job's own NCCL log shows those GPUs' traffic staged through host memory.
+
+CHLC_TOPO = "chlc-blog_8x4090_stock-driver_p2p-none_no-device-header.topo.txt"
+
+
+def _posted_topo(name):
+    from gputopo.probe.smi import topology_from_smi
+    from helpers.paths import FIXTURES
+
+    return topology_from_smi((FIXTURES / "p2pbw" / name).read_text())
+
+
+def test_posted_8x4090_without_nvlink_far_gpus_are_info_counted_by_adapter():
+    """Posted (chlc blog): 8x RTX 4090, no NVLink, 4 NIC functions on two dual-port cards beside GPU 6."""
+    topo = _posted_topo(CHLC_TOPO)
+    (f,) = [f for f in network_findings(topo, NO_ENV) if f.kind == "nic-far"]
+    assert f.severity == "info" and f.gpus == [0, 1, 2, 3, 4, 5, 7]
+    assert f.evidence["adapters"] == 2 and "2 RDMA adapters for 8 GPUs" in f.message
+    assert "no GPUDirect RDMA" in f.message and "PXN" not in f.message  # no NVLink: nothing to relay over
+
+
+def test_written_staging_in_the_jobs_log_makes_the_far_gpus_a_warning():
+    topo = _posted_topo(CHLC_TOPO)
+    found = [f for f in network_findings(topo, NO_ENV, staged_gpus={3}) if f.kind == "nic-far"]
+    (f,) = found
+    assert f.severity == "warning" and f.evidence["staged_in_job_log"] == [3]
+    assert "staged through host memory" in f.message
+    # a staged GPU that is beside its NIC changes nothing
+    assert [x.severity for x in network_findings(topo, NO_ENV, staged_gpus={6}) if x.kind == "nic-far"] == ["info"]
+
+
+def test_written_staged_gpus_read_from_a_jobs_nccl_log_facts():
+    from gputopo.report.network_checks import staged_gpus
+
+    doc = {"network": {"connections": [
+        {"net": "IB", "gdr": False, "gpu_index": 3}, {"net": "IB", "gdr": True, "gpu_index": 6},
+        {"net": "Socket", "gdr": False, "gpu_index": 1}, {"net": "IB", "gdr": False}]}}
+    assert staged_gpus(doc) == {3} and staged_gpus(None) == set()
+
+
+def test_written_dual_port_adapter_is_one_adapter():
+    two_functions = ('extends = "dgx-h100"\nname = "dual"\n[[nic]]\nname = "mlx5_0"\nbus_id = "0000:9b:00.0"\ngpu = 4\n'
+                     '[[nic]]\nname = "mlx5_1"\nbus_id = "0000:9b:00.1"\ngpu = 4\n')
+    topo = scan(two_functions)
+    from gputopo.report.network_checks import adapter_count
+
+    assert len(topo.nics) == 2 and adapter_count(topo.nics) == 1
+
+
+def test_posted_8x4090_a_spec_needing_gdr_on_every_gpu_fails_on_the_info(tmp_path):
+    """A spec that needs GPUDirect RDMA on every GPU lists nic-far in findings.fail_on: the info
+    fails the gate (the p2pbw output and its topo -m of the chlc blog post)."""
+    from helpers.cli import gputopo_here
+    from helpers.paths import FIXTURES
+
+    out = tmp_path / "run"
+    src = FIXTURES / "p2pbw"
+    ran = gputopo_here("import", "p2pbw", str(src / CHLC_TOPO.replace(".topo.txt", ".txt")), "--topo",
+                       str(src / CHLC_TOPO), "--out", str(out), "--no-history")
+    assert ran.returncode == 0, ran.stderr
+    spec = tmp_path / "gdr.toml"
+    spec.write_text('name = "gdr-everywhere"\n[findings]\nfail_on = ["nic-far"]\n')
+    checked = gputopo_here("check", "--spec", str(spec), str(out), "--no-history")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "nic-far" in checked.stdout
+
+
+def test_written_the_scan_rule_reads_an_imported_runs_nccl_log_for_staging():
+    """The registered scan rule takes the staged GPUs from the run's NCCL log (an import with
+    --topo), so a far GPU whose NET connections went without GDRDMA is a warning there."""
+    from types import SimpleNamespace
+
+    from gputopo.report.rules import RULES, Facts
+
+    topo = _posted_topo(CHLC_TOPO)
+    (rule,) = [r for r in RULES if r.name == "scan-checks"]
+    doc = {"network": {"connections": [{"net": "IB", "gdr": False, "gpu_index": 0}]}}
+    far = [f for f in rule.judge(Facts(topology=topo, run=SimpleNamespace(nccl_debug=doc))) if f.kind == "nic-far"]
+    assert [f.severity for f in far] == ["warning"] and far[0].evidence["staged_in_job_log"] == [0]
+    plain = [f for f in rule.judge(Facts(topology=topo)) if f.kind == "nic-far"]
+    assert [f.severity for f in plain] == ["info"]
