@@ -21,7 +21,8 @@ from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
-VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim"}
+VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim",
+                 "not-judged": "dim"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "ok": "green"}
 STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "note"}
 #: The class table's columns: the class, #wrong and the verdict stay whole at any width; the
