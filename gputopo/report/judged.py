@@ -11,10 +11,11 @@ neither slow nor fine, so the run's verdict must not read ``ok`` for it (issue 4
   ``history`` (this machine's own earlier runs, where the run was recorded and a baseline
   existed), or ``none`` with why (``spec`` is the basis a `gputopo check` spec adds, said by check);
 - every fact a rule judges counts where it judged it: the NIC ports an ibstat import read (state,
-  rate against their peers), a perftest figure against its port's rate, the Xid and driver lines of
-  a kernel log, the connections of an NCCL_DEBUG log, the training numerics of a pair against one
-  GPU (a run's topology is judged by scan's checks, whose findings it shows: context, not what
-  the run measured, so it makes no run "ok");
+  rate against their peers), a perftest figure against its port's rate, the connections of an
+  NCCL_DEBUG log, the pairs an output shows without peer access (with measurements), the training
+  numerics of a pair against one GPU. A run's topology is judged by scan's checks and a kernel
+  log's lines by theirs, whose findings the run shows; they are context, not what the run
+  measured (a log excerpt cannot show a GPU healthy), so they make no run "ok";
 - what an import could not read (data trouble, info) is listed as not read: coverage, not a fault.
 
 :class:`Judgement` then decides the verdict word (:meth:`Judgement.verdict`): ``not-judged`` where
@@ -31,7 +32,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding_kinds import is_data_trouble
-from gputopo.model.health import xid_list
 
 from .expected_basis import NO_LINK_SERIES, _why_no_reference, judge_rate
 from .headline import LINK_RATE_FABRICS, Headline
@@ -140,18 +140,13 @@ def judged_facts(run, findings: Sequence[Finding]) -> List[Fact]:
     topo = run.topology
     # A bench run's (or an import's --topo) link matrix is judged by scan's checks, whose findings
     # the run shows; it is the run's context, not what it measured, so it makes no run "ok". The
-    # NIC ports of an ibstat import and the Xids of a kernel log are what those imports read.
+    # NIC ports of an ibstat import are what it read. A kernel log's Xid and driver lines are
+    # judged by their rules (findings, or a note), but a log excerpt cannot show a GPU healthy (it
+    # holds what someone kept of it): they make no run "ok" either, and the verdict of a log with
+    # no warning stays "not-measured".
     ports = [p for n in (topo.nics if topo is not None and not topo.gpus else []) for p in n.ports]
     if ports:
         out.append(Fact("NIC ports (state, rate against their peers)", len(ports), True, "scan's network checks"))
-    if topo is not None and not topo.pairs:
-        xids = sum(len(xid_list(g.health)) for g in topo.gpus)
-        if xids:
-            out.append(Fact("Xid events of the kernel log", xids, True, "the Xid table (what each Xid means)"))
-    kl = getattr(run, "kernel_log", None)
-    if isinstance(kl, dict) and kl.get("driver_lines"):
-        out.append(Fact("NVIDIA driver lines of the kernel log", len(kl["driver_lines"]), True,
-                        "the kernel-log rules"))
     # a perftest figure's finding says in its evidence whether it was judged against its port's rate
     perf = [f for f in findings if isinstance(f.evidence, dict) and f.evidence.get("tool") == "perftest"
             and isinstance(f.evidence.get("judged"), bool)]
