@@ -34,6 +34,7 @@ from gputopo.history.record import (
     record_run,
 )
 from gputopo.model import Finding, Topology
+from gputopo.report.judged import unjudged_keys, with_history
 
 
 @dataclass
@@ -103,6 +104,7 @@ def record_from_summary(summary, command: str, argv: list[str], clock: float | N
                     argv=list(argv), run_dir=str(Path(run.path).resolve()), simulated=run.simulated,
                     sim_name=sim_name, fabric=run.fabric, status=str(run.info.get("status") or "unknown"),
                     verdict=summary.verdict, judged=summary.judged.to_json(),
+                    unjudged=unjudged_keys(summary.judged),
                     errors=sum(1 for f in own if f.severity == "error"),
                     gputopo_version=__version__, figures=figures_of(summary),
                     findings=[f.to_json() for f in own], counters=counters_of(topo))
@@ -185,6 +187,8 @@ def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
         again = recorded_before(conn, rec)
         found = history_findings(conn, identity, rec)
         doc = compared_with(conn, identity, rec, found) if rec.run_dir else None
+        if doc is not None and rec.judged is not None:  # stored as the report of the folder will judge it
+            rec.judged = with_history(rec.judged, rec.unjudged, doc["drift"]["compared"])
         if again:  # the run row again; its figures and counters never count twice in a baseline
             rec.figures, rec.counters = [], []
         run_id = record_run(conn, identity, rec, [f.to_json() for f in found])

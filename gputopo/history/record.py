@@ -85,6 +85,8 @@ class RunRecord:
     #: What the verdict judged (report/judged.py Judgement.to_json(): series judged or not and
     #: why, facts); None for a scan
     judged: dict[str, Any] | None = None
+    #: The series nothing judged ([series, gpus, direction]): the history may (recording.save)
+    unjudged: list[list[Any]] = field(default_factory=list)
 
 
 def _text(v: Any) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from gputopo.model import Finding, Topology
 from gputopo.model.finding_kinds import is_data_trouble
 
-from .expected_basis import NO_LINK_SERIES, _why_no_reference, judge_rate
+from .expected_basis import NO_LINK_SERIES, why_no_reference, judge_rate
 from .headline import LINK_RATE_FABRICS, Headline
 
 #: The bases a series or fact can be judged against, in the order they are tried.
@@ -103,7 +103,7 @@ def _why_none(h: Headline, topo: Optional[Topology]) -> str:
         return f"timed on the {h.fabric} fabric (CPU processes, not a GPU link): no rate applies"
     if h.test in NO_LINK_SERIES:
         return "an on-device copy crosses no link: no rate applies"
-    return _why_no_reference(h, topo) + "; no theoretical rate for " + (
+    return why_no_reference(h, topo) + "; no theoretical rate for " + (
         "this series" if len(h.gpus) == 2 else "a GPU set") + ", no like GPUs compared"
 
 
@@ -266,6 +266,30 @@ class Judgement:
             "not_read": list(self.not_read),
             "history_only": self.history_only,
         }
+
+
+def unjudged_keys(j: Judgement) -> List[List[Any]]:
+    """The series nothing judged, as the history names them: [series, gpus, direction]."""
+    return [[s, list(g), d] for (s, g, d), b in j.series.items() if not b.judged]
+
+
+def with_history(doc: Dict[str, Any], unjudged: Sequence[Sequence[Any]],
+                 compared: Sequence[Sequence[Any]]) -> Dict[str, Any]:
+    """A run's stored judged record (Judgement.to_json()) once the history has judged the series
+    of ``unjudged`` it ``compared`` (the same series a report of the folder then bases on it)."""
+    seen = {(str(c[0]), tuple(c[1]), c[2]) for c in compared}
+    n = sum(1 for u in unjudged if (str(u[0]), tuple(u[1]), u[2]) in seen)
+    if not n:
+        return doc
+    out = dict(doc)
+    bases = dict(out.get("bases") or {})
+    bases["history"] = bases.get("history", 0) + n
+    bases["none"] = bases.get("none", 0) - n
+    out["bases"] = {b: bases[b] for b in BASES if bases.get(b)}
+    out["series_judged"] = int(out.get("series_judged") or 0) + n
+    out["series_not_judged"] = int(out.get("series_not_judged") or 0) - n
+    out["history_only"] = set(out["bases"]) <= {"history", "none"}
+    return out
 
 
 def judgement(run, heads: Sequence[Headline], findings: Sequence[Finding],
