@@ -174,3 +174,13 @@ def test_the_seed_topology_keeps_its_story(tmp_path):
     faults = ["corrupt-sys", "corrupt-node", "iommu", "acs", "nan-dp"]
     s = summarize_dir(write_run(tmp_path / "run", faults, topo=seed_topology(faults)))
     assert s.verdict == "broken" and "series not judged" in verdict_line(s)
+
+
+def test_cluster_never_drains_for_not_judged(tmp_path):
+    """drain.txt comes from findings whose kind drains; not-judged is a verdict, no finding."""
+    from gputopo.model.finding_kinds import is_kind
+    from gputopo.report.cluster_findings import drain_lines
+
+    s = summarize_dir(_unjudged_run(tmp_path))
+    assert s.verdict == "not-judged" and not is_kind("not-judged")
+    assert drain_lines(s.findings) == []
