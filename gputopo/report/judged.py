@@ -103,8 +103,8 @@ def _why_none(h: Headline, topo: Optional[Topology]) -> str:
         return f"timed on the {h.fabric} fabric (CPU processes, not a GPU link): no rate applies"
     if h.test in NO_LINK_SERIES:
         return "an on-device copy crosses no link: no rate applies"
-    return why_no_reference(h, topo) + "; no theoretical rate for " + (
-        "this series" if len(h.gpus) == 2 else "a GPU set") + ", no like GPUs compared"
+    what = "the whole job's figure" if not h.gpus else "a GPU set" if len(h.gpus) > 2 else "this series"
+    return why_no_reference(h, topo) + f"; no theoretical rate for {what}, no like GPUs compared"
 
 
 def series_basis(heads: Sequence[Headline], topo: Optional[Topology],
@@ -240,7 +240,7 @@ class Judgement:
         if n and j < n:
             if j and verdict == "ok":
                 parts.append(f"ok for {j} of {n} series; {n - j} not judged: {why}{more}")
-            elif j:  # a degraded or broken run: its findings say what is wrong, this what was not judged
+            elif j or verdict in ("degraded", "broken"):  # its findings say what is wrong, this what was not judged
                 parts.append(f"{n - j} of {n} series not judged: {why}{more}")
             else:
                 parts.append(f"{n} series measured, none judged: {why}{more}")

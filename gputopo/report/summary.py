@@ -110,6 +110,7 @@ def summarize(run: Run, peers: Optional[Mapping[SeriesKey, str]] = None) -> Summ
                       pair_numerics(run.numerics), analysis.findings)
     attach_imported_transports(pairs, run.nccl_debug)
     classes = class_rows(pairs, analysis.findings)
+    # the like-GPU rule's bases (its peer_bases(heads, topo): series key -> the like GPUs) go here
     judged = judgement(run, analysis.headlines, analysis.findings, peers)
     verdict = judged.verdict(overall_verdict(classes, analysis.findings, pairs), run_measured(run))
     return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes, verdict=verdict, judged=judged)
