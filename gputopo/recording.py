@@ -34,6 +34,7 @@ from gputopo.history.record import (
     record_run,
 )
 from gputopo.model import Finding, Topology
+from gputopo.report.judged import unjudged_keys, with_history
 
 
 @dataclass
@@ -102,7 +103,8 @@ def record_from_summary(summary, command: str, argv: list[str], clock: float | N
     rec = RunRecord(command=command, time_s=t, time_source="sim-clock" if clock is not None else "wall",
                     argv=list(argv), run_dir=str(Path(run.path).resolve()), simulated=run.simulated,
                     sim_name=sim_name, fabric=run.fabric, status=str(run.info.get("status") or "unknown"),
-                    verdict=summary.verdict,
+                    verdict=summary.verdict, judged=summary.judged.to_json(),
+                    unjudged=unjudged_keys(summary.judged),
                     errors=sum(1 for f in own if f.severity == "error"),
                     gputopo_version=__version__, figures=figures_of(summary),
                     findings=[f.to_json() for f in own], counters=counters_of(topo))
@@ -164,9 +166,13 @@ def compared_with(conn, identity: MachineIdentity, rec: RunRecord, found: list[F
     mid = machine_id(conn, identity)
     base = run_refs(conn, baseline_run_ids(conn, mid, runs, rec.time_s)) if mid is not None else []
     counters = run_refs(conn, counter_run_ids(conn, mid, 1, rec.time_s)) if mid is not None else []
+    # the series the baseline held: their basis is this machine's own past (report/judged.py)
+    points = compare(rec.figures, baseline(conn, mid, runs, before_s=rec.time_s)) if mid is not None else []
+    compared = [[p.series, list(p.gpus), p.direction] for p in points if p.scope == "pair" and p.gpus]
     return history_document(found, database=Path(conn_path(conn)), time_s=rec.time_s,
                             time_source=rec.time_source, fraction=DEFAULT_FRACTION, runs_wanted=runs,
-                            baseline_runs=base, counter_runs=counters, read_counters=bool(rec.counters))
+                            baseline_runs=base, counter_runs=counters, read_counters=bool(rec.counters),
+                            compared=compared)
 
 
 def conn_path(conn) -> str:
@@ -181,6 +187,8 @@ def save(path, identity: MachineIdentity, rec: RunRecord) -> Recorded:
         again = recorded_before(conn, rec)
         found = history_findings(conn, identity, rec)
         doc = compared_with(conn, identity, rec, found) if rec.run_dir else None
+        if doc is not None and rec.judged is not None:  # stored as the report of the folder will judge it
+            rec.judged = with_history(rec.judged, rec.unjudged, doc["drift"]["compared"])
         if again:  # the run row again; its figures and counters never count twice in a baseline
             rec.figures, rec.counters = [], []
         run_id = record_run(conn, identity, rec, [f.to_json() for f in found])
@@ -210,11 +218,26 @@ def keep_in_folder(run_dir, recorded: Recorded) -> bool:
     had_findings = stored_findings(run_dir) > 0
     if not write_history_document(run_dir, recorded.document):
         return False
-    if not recorded.findings and not had_findings:
+    if not recorded.findings and not had_findings and not _history_judges(run_dir, recorded.document):
         return False  # nothing to show beyond "compared, nothing found": `gputopo report` adds it
     plots = any((run_dir / n).exists() for n in OUTPUT_FILES if n.endswith(".png"))
     render_run(run_dir, plots=plots)
     return True
+
+
+def _history_judges(run_dir: Path, doc: dict) -> bool:
+    """Whether the history compared series the folder's summary.json has not judged: then the
+    history is their only basis, and the report must say so (report/judged.py)."""
+    import json
+
+    drift = doc.get("drift") if isinstance(doc, dict) else None
+    if not (isinstance(drift, dict) and drift.get("compared")):
+        return False
+    try:
+        judged = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("judged") or {}
+    except (OSError, ValueError):
+        return True
+    return bool(judged.get("series_not_judged"))
 
 
 def record_scan(path, topo: Topology, findings: list[Finding], argv: list[str],

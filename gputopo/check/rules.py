@@ -377,11 +377,38 @@ ALL_RULES = (run_rules, topology_rules, nvlink_rules, pcie_rules, bandwidth_rule
              findings_rules)
 
 
+#: The outcome of series neither the report nor the spec could judge (judged.py).
+NOT_JUDGED_RULE = "judged.series"
+
+
+def spec_judged_pairs(outcomes: List[Outcome]) -> set:
+    """The pairs a bandwidth or busbw rule of the spec judged (passed or failed): their series
+    have the spec as basis."""
+    return {tuple(sorted(o.gpus)) for o in outcomes if o.gpus and o.status in (PASSED, FAILED)
+            and o.rule.startswith(("bandwidth.", "busbw."))}
+
+
+def not_judged_outcomes(summary: Summary, outcomes: List[Outcome]) -> List[Outcome]:
+    """One skipped outcome per reason for the series nothing judged: no published or theoretical
+    rate, no like GPUs, no history, and no rule of this spec (a strict spec fails them)."""
+    by_spec = spec_judged_pairs(outcomes)
+    why: Dict[str, List[Any]] = {}
+    for (series, gpus, direction), b in summary.judged.series.items():
+        if not b.judged and tuple(sorted(gpus)) not in by_spec:
+            why.setdefault(b.text, []).append([series, list(gpus), direction])
+    return [Outcome(NOT_JUDGED_RULE, f"reason{k + 1}", SKIPPED,
+                    f"{len(keys)} series not judged (no basis in the report, no rule of this spec): {text}",
+                    evidence={"series": keys[:20], "count": len(keys)})
+            for k, (text, keys) in enumerate(why.items())]
+
+
 def evaluate(spec: Spec, summary: Summary, extra=()) -> List[Outcome]:
-    """Every rule's outcomes; ``extra`` adds rule functions defined above this module."""
+    """Every rule's outcomes; ``extra`` adds rule functions defined above this module. Series
+    nothing judged are skipped outcomes (NOT_JUDGED_RULE), failed under ``strict = true``."""
     out: List[Outcome] = []
     for fn in ALL_RULES + tuple(extra):
         out += fn(spec, summary)
+    out += not_judged_outcomes(summary, out)
     if spec.strict:
         for o in out:
             if o.status == SKIPPED:

@@ -120,10 +120,28 @@ def _keep(run_dir, recorded) -> None:
         if keep_in_folder(run_dir, recorded):
             click.echo(f"history: the findings above are now in the run folder's report ({run_dir})",
                        err=True)
+            _say_history_basis(run_dir)
     except (OSError, GputopoError) as e:
         what = getattr(e, "strerror", None) or e
         click.echo(f"history: warning: could not write the history's findings into {run_dir} "
                    f"({what}); they are in the database (`gputopo history`)", err=True)
+
+
+def _say_history_basis(run_dir) -> None:
+    """Where the history judged series nothing else could: the verdict the folder now holds, and
+    that its only basis for them is this machine's own past (report/judged.py)."""
+    import json
+    from pathlib import Path
+
+    try:
+        doc = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    bases = (doc.get("judged") or {}).get("bases") or {}
+    if bases.get("history"):
+        click.echo(f"history: {bases['history']} series judged against this machine's own past only "
+                   f"(no published or theoretical rate applies): the run folder's verdict is now "
+                   f"{doc.get('verdict')}", err=True)
 
 
 def after_scan(topo, findings, sim: str | None = None) -> None:

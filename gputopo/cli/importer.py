@@ -379,8 +379,8 @@ def _print_findings(doc, findings, verdict_word) -> None:
     c.print(f"verdict: {verdict_word}" + ("" if findings else " (no findings)"), markup=False)
     unread = [f for f in findings if f.kind == "incomplete-data"]
     if unread:
-        c.print(f"WARNING incomplete-data: {len(unread)} thing(s) of the log could not be read (the 'Not read' "
-                "lines above): what is shown is part of the job", markup=False)
+        c.print(f"not read: {len(unread)} thing(s) of the log could not be read (the 'Not read' "
+                "lines above): what is shown is part of the job, and the verdict judges only that part", markup=False)
     for f in findings:
         if f.kind == "incomplete-data":
             continue

@@ -27,6 +27,8 @@ class HistoryFacts:
     last_figures_run_s: float | None = None
     figures: list[dict[str, Any]] = field(default_factory=list)  # headline figures of that run
     findings: list[dict[str, Any]] = field(default_factory=list)  # of the machine's newest run
+    #: Series the newest run's verdict could not judge (report/judged.py); None: not recorded
+    series_not_judged: int | None = None
     error: str | None = None  # the database could not be read
 
 

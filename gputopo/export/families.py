@@ -73,6 +73,10 @@ def snapshot_families(snap: Snapshot) -> Iterator[Metric]:
           "machine in the history database (a simulated machine's clock when it sets one).", [], [], h.last_run_s)
     f.add("gauge", "gputopo_history_up", "1 when the history database could be read.", [], [],
           0.0 if h.error else 1.0)
+    f.add("gauge", "gputopo_series_not_judged", "Measured series of the newest run in the history that "
+          "nothing could judge (no published or theoretical rate, no like GPUs, no history): its "
+          "verdict is not-judged for them, not ok.", [], [],
+          None if h.series_not_judged is None else float(h.series_not_judged))
     for fig in h.figures:
         gpus = fig["gpus"].split(",")
         if len(gpus) != 2:

@@ -48,17 +48,29 @@ def history_reader(path: Path | None) -> Callable[[Topology], HistoryFacts]:
             if mid is None:
                 return HistoryFacts()
             fig_s, figs = last_figures(conn, mid)
-            last = conn.execute("SELECT id FROM runs WHERE machine_id = ? ORDER BY time_s DESC, "
+            last = conn.execute("SELECT id, judged FROM runs WHERE machine_id = ? ORDER BY time_s DESC, "
                                 "id DESC LIMIT 1", (mid,)).fetchone()
             findings = [{"kind": k, "severity": s} for k, s in conn.execute(
                 "SELECT kind, severity FROM findings WHERE run_id = ?", (last[0],))] if last else []
-            return HistoryFacts(last_run_time(conn, mid), fig_s, figs, findings)
+            return HistoryFacts(last_run_time(conn, mid), fig_s, figs, findings,
+                                series_not_judged=_not_judged(last[1] if last else None))
         except Exception as e:  # noqa: BLE001 - a scrape still answers; history_up says it
             return HistoryFacts(error=f"{type(e).__name__}: {e}")
         finally:
             conn.close()
 
     return read
+
+
+def _not_judged(text: str | None) -> int | None:
+    """The stored judged record's count of series not judged (None: a scan, or recorded before)."""
+    import json
+
+    try:
+        n = json.loads(text).get("series_not_judged") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) else None
 
 
 def make_cache(sim: str | None, history_path: Path | None, interval_s: float) -> ScanCache:

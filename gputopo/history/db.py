@@ -112,6 +112,8 @@ CREATE INDEX counters_by_gpu ON counters(gpu_uuid, counter, link);
 #: shipped; append a new one (and a test that migrates a database of the old version).
 MIGRATIONS: list[tuple[str, Callable[[Any], Any]]] = [
     ("machines, runs, figures, findings, counters", lambda c: c.executescript(_SCHEMA_V1)),
+    # what each run's verdict judged (report/judged.py's counts, JSON; NULL: recorded before, or a scan)
+    ("runs.judged", lambda c: c.execute("ALTER TABLE runs ADD COLUMN judged TEXT")),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -134,7 +134,7 @@ def list_runs(conn: sqlite3.Connection, flt: RunFilter) -> list[dict[str, Any]]:
         where.append(f"EXISTS (SELECT 1 FROM figures f WHERE f.run_id = r.id AND {fig_where})")
         args += fig_args
     sql = ("SELECT r.id, r.time_s, r.time_source, m.hostname, r.simulated, r.sim_name, r.command, "
-           "r.fabric, r.status, r.verdict, r.errors, r.run_dir, r.argv, r.driver "
+           "r.fabric, r.status, r.verdict, r.errors, r.run_dir, r.argv, r.driver, r.judged "
            f"FROM runs r JOIN machines m ON m.id = r.machine_id WHERE {' AND '.join(where)} "
            "ORDER BY r.time_s DESC, r.id DESC")
     if flt.limit:
@@ -142,11 +142,12 @@ def list_runs(conn: sqlite3.Connection, flt: RunFilter) -> list[dict[str, Any]]:
     runs = []
     for row in conn.execute(sql, args):
         (rid, t, tsrc, host, sim, sim_name, cmd, fabric, status, verdict, errors, run_dir, argv,
-         driver) = row
+         driver, judged) = row
         runs.append({"id": rid, "time_s": t, "time_source": tsrc, "hostname": host,
                      "simulated": bool(sim), "sim_name": sim_name, "command": cmd,
                      "fabric": fabric, "status": status, "verdict": verdict, "errors": errors,
                      "run_dir": run_dir, "argv": json.loads(argv), "driver": driver,
+                     "judged": json.loads(judged) if judged else None,
                      "findings": [], "figures": []})
     _attach(conn, runs, fig_where, fig_args)
     return runs

@@ -82,6 +82,11 @@ class RunRecord:
     figures: list[Figure] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_json() of the run
     counters: list[CounterValue] = field(default_factory=list)
+    #: What the verdict judged (report/judged.py Judgement.to_json(): series judged or not and
+    #: why, facts); None for a scan
+    judged: dict[str, Any] | None = None
+    #: The series nothing judged ([series, gpus, direction]): the history may (recording.save)
+    unjudged: list[list[Any]] = field(default_factory=list)
 
 
 def _text(v: Any) -> str | None:
@@ -182,11 +187,12 @@ def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecor
                          [(machine_id, i, u, b, m) for i, u, b, m in machine.gpus])
         cur = conn.execute(
             "INSERT INTO runs (machine_id, command, time_s, time_source, recorded_s, argv, run_dir, "
-            "simulated, sim_name, fabric, status, verdict, errors, driver, gputopo_version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "simulated, sim_name, fabric, status, verdict, errors, driver, gputopo_version, judged) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (machine_id, rec.command, rec.time_s, rec.time_source, now, json.dumps(rec.argv),
              rec.run_dir, int(rec.simulated), rec.sim_name, rec.fabric, rec.status, rec.verdict,
-             rec.errors, machine.driver, rec.gputopo_version))
+             rec.errors, machine.driver, rec.gputopo_version,
+             json.dumps(rec.judged) if rec.judged is not None else None))
         run_id = int(cur.lastrowid or 0)
         conn.executemany(
             "INSERT INTO figures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -18,6 +18,7 @@ from gputopo.model import Finding
 from gputopo.model.finding_kinds import family, is_culprit
 
 from .coverage import unreadable
+from .judged import UNJUDGED_VERDICTS
 from .machine_identity import machine_differences
 from .summary import Summary, summarize_dir
 
@@ -65,6 +66,9 @@ class RunDiff:
     only_in_b: List[str] = field(default_factory=list)
     #: What tells A's machine from B's (empty: the same machine); said at the top of the diff.
     machine_differences: List[str] = field(default_factory=list)
+    #: Run verdicts that moved to or from one that judged nothing (``not-judged``,
+    #: ``not-measured``): said, never a regression (judged.py).
+    notes: List[str] = field(default_factory=list)
 
     @property
     def regressions(self) -> int:
@@ -89,6 +93,7 @@ class RunDiff:
             "verdicts_worse": self.verdicts_worse, "verdicts_better": self.verdicts_better,
             "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
             "same_machine": not self.machine_differences, "machine_differences": self.machine_differences,
+            "verdict": {"a": self.a.verdict, "b": self.b.verdict}, "notes": self.notes,
         }
 
     def text(self) -> str:
@@ -123,6 +128,8 @@ class RunDiff:
             out.append(f"  only in A: {w}")
         for w in self.only_in_b:
             out.append(f"  only in B: {w}")
+        for n in self.notes:
+            out.append(f"  note: {n}")
         return "\n".join(out)
 
 
@@ -168,7 +175,7 @@ def _compare(where: str, series: str, before: Optional[float], after: Optional[f
 
 
 def _verdict(where: str, before: str, after: str, d: RunDiff):
-    if before == after or "not-measured" in (before, after):
+    if before == after or {before, after} & set(UNJUDGED_VERDICTS):
         return
     entry = {"where": where, "before": before, "after": after}
     if _VERDICT_ORDER.index(after) > _VERDICT_ORDER.index(before):
@@ -177,8 +184,22 @@ def _verdict(where: str, before: str, after: str, d: RunDiff):
         d.verdicts_better.append(entry)
 
 
+def verdict_notes(a: Summary, b: Summary) -> List[str]:
+    """The run verdict moving to or from one that judged nothing: a note, not a regression (B's
+    figures may be as good as A's; what changed is whether anything could judge them)."""
+    if a.verdict == b.verdict or not ({a.verdict, b.verdict} & set(UNJUDGED_VERDICTS)):
+        return []
+    why = {"not-judged": "measured, but nothing to judge it against",
+           "not-measured": "nothing measured or read"}
+    side, word = ("B", b.verdict) if b.verdict in UNJUDGED_VERDICTS else ("A", a.verdict)
+    detail = (b if side == "B" else a).judged.line(word)
+    return [f"run verdict {a.verdict} -> {b.verdict}: {side} is {word} ({why[word]}"
+            + (f": {detail}" if detail else "") + "); not a regression"]
+
+
 def diff_summaries(a: Summary, b: Summary, threshold: float = DEFAULT_THRESHOLD) -> RunDiff:
     d = RunDiff(a=a, b=b, threshold=threshold, machine_differences=machine_differences(a.run, b.run))
+    d.notes = verdict_notes(a, b)
     pa = {p.gpus: p for p in a.pairs}
     pb = {p.gpus: p for p in b.pairs}
     for gpus in sorted(set(pa) | set(pb), key=lambda g: (len(g), g)):

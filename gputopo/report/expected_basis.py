@@ -227,7 +227,7 @@ def _model_text(names: List[str]) -> str:
     return " / ".join(sorted(set(names)))
 
 
-def _why_no_reference(h: Headline, topo: Optional[Topology]) -> str:
+def why_no_reference(h: Headline, topo: Optional[Topology]) -> str:
     """Why no row of the table applies to ``h``, in words (what would have to be known)."""
     names = gpu_names(topo, h.gpus)
     test = reference_test(h.test)
@@ -251,7 +251,8 @@ def no_reference_notes(heads: List[Headline], topo: Optional[Topology]) -> List[
     figure applies to (reference_rates.csv has no row for their model, class, test and GPU count,
     or their model or class is unknown): "is this number expected?" then has no answer from the
     table, and that is said, with what the series was judged on instead (the link's theoretical
-    rate, or nothing). Verdicts do not change: an unknown is not a problem."""
+    rate, or nothing). An unknown is no fault, and no "ok" either: a run whose series none judged is
+    `not-judged` (judged.py)."""
     groups: Dict[tuple, List[Tuple[Headline, Optional[Judged]]]] = defaultdict(list)
     for h in heads:
         if h.fabric not in LINK_RATE_FABRICS or h.test in NO_LINK_SERIES:
@@ -259,7 +260,7 @@ def no_reference_notes(heads: List[Headline], topo: Optional[Topology]) -> List[
         j = judge_rate(h, topo)
         if j is not None and j.basis == "reference":
             continue
-        groups[(_why_no_reference(h, topo), h.link_class or "", len(h.gpus))].append((h, j))
+        groups[(why_no_reference(h, topo), h.link_class or "", len(h.gpus))].append((h, j))
     notes = []
     for (why, _, _), hjs in groups.items():
         tests = list(dict.fromkeys(h.test for h, _ in sorted(hjs, key=lambda hj: _order(hj[0].test))))

@@ -42,14 +42,16 @@ def run_ref(ref: Dict[str, Any]) -> Dict[str, Any]:
 
 def history_document(findings: List[Finding], *, database, time_s: float, time_source: str,
                      fraction: float, runs_wanted: int, baseline_runs: List[Dict[str, Any]],
-                     counter_runs: List[Dict[str, Any]], read_counters: bool) -> Dict[str, Any]:
-    """The file's content: the findings and what they were compared against."""
+                     counter_runs: List[Dict[str, Any]], read_counters: bool,
+                     compared: Optional[List[List[Any]]] = None) -> Dict[str, Any]:
+    """The file's content: the findings and what they were compared against (``compared``: each
+    pair series the baseline held, [series, gpus, direction])."""
     return {
         "schema_version": SCHEMA_VERSION,
         "database": str(database),
         "run_time": when(time_s), "time_source": time_source,
         "drift": {"fraction": fraction, "runs_wanted": runs_wanted,
-                  "baseline_runs": [run_ref(r) for r in baseline_runs]},
+                  "baseline_runs": [run_ref(r) for r in baseline_runs], "compared": list(compared or [])},
         "counters": {"read": read_counters,
                      "compared_with": run_ref(counter_runs[0]) if counter_runs and read_counters else None},
         "findings": [f.to_json() for f in findings],

@@ -23,6 +23,15 @@ def _figure(f: dict[str, Any]) -> str:
     return f"    {f['series']}{d} on {pair} ({f['link_class'] or '?'}): {gbps}{wrong} ({f['timing']})"
 
 
+def _judged(r: dict[str, Any]) -> str:
+    """' (12 of 14 series judged)' where the run's verdict judged part of its series (its stored
+    judged record, report/judged.py); '' otherwise or for runs recorded before it was stored."""
+    j = r.get("judged")
+    if not isinstance(j, dict) or not j.get("series") or not j.get("series_not_judged"):
+        return ""
+    return f" ({j.get('series_judged')} of {j.get('series')} series judged)"
+
+
 def history_lines(runs: list[dict[str, Any]], database: str) -> list[str]:
     if not runs:
         return [f"no runs recorded in {database} match"]
@@ -35,7 +44,7 @@ def history_lines(runs: list[dict[str, Any]], database: str) -> list[str]:
         found = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in sorted(counts.items())) or "no findings"
         clock = " (sim clock)" if r["time_source"] == "sim-clock" else ""
         lines.append(f"#{r['id']} {when(r['time_s'])}{clock}  {_machine(r)}  {r['command']}"
-                     f"{' ' + r['verdict'] if r['verdict'] else ''}  {found}"
+                     f"{' ' + r['verdict'] if r['verdict'] else ''}{_judged(r)}  {found}"
                      f"{'  ' + r['run_dir'] if r['run_dir'] else ''}")
         lines += [_figure(f) for f in sorted(r["figures"], key=lambda f: (f["series"], f["gpus"] or []))]
         shown = [f for f in r["findings"] if f["severity"] != "info"

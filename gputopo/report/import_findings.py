@@ -5,7 +5,8 @@ that the measurements alone cannot carry:
   pattern``) is ``corrupt`` (error), naming the testcase: the bytes that arrived were wrong;
 - a testcase that died otherwise (``ASSERT``, a CUDA error, ``ERROR:``) is ``crash`` (error);
 - what could not be read (a matrix cut short, ``...`` in a paste, bytes left unread) is
-  ``incomplete-data`` (warning), one per problem, so a partial import never reads as clean;
+  ``incomplete-data`` (info: coverage, not a fault), one per problem, and the verdict line says
+  what was not read (judged.py), so a partial import never reads as whole;
 - (pairs the output shows without peer access are ``no-peer-access``: peer_access.py; an
   imported perftest run's findings: perftest_findings.py; each a rule of its own, rules.py)
 - without link classes (no ``--topo``), a pair whose two directions of the same series differ
@@ -66,7 +67,7 @@ def _failure_finding(doc: dict, f: dict) -> Finding:
 
 def _problem_findings(doc: dict) -> list[Finding]:
     tool, file = doc.get("tool", "?"), doc.get("file", "?")
-    return [Finding("incomplete-data", "warning", f"{tool} output {file}: {p}",
+    return [Finding("incomplete-data", "info", f"{tool} output {file}: {p}",
                     evidence={"file": doc.get("path") or file, "tool": tool}, remedies=[REMEDY_REIMPORT])
             for p in doc.get("problems") or []]
 

@@ -121,7 +121,8 @@ def scan_kernel_log_findings(topo: Topology) -> List[Finding]:
     if not isinstance(doc, dict):
         return []
     file = doc.get("file", "?")
-    out = [Finding("incomplete-data", "warning", f"kernel log {file}: {problem}", evidence={"file": file},
+    # a saved log's unreadable lines are coverage, as on its import (data_findings.IMPORT_TROUBLE)
+    out = [Finding("incomplete-data", "info", f"kernel log {file}: {problem}", evidence={"file": file},
                    remedies=[REMEDY_WHOLE_LOG]) for problem in doc.get("problems") or []]
     return driver_line_findings(doc, topo) + out
 

@@ -344,12 +344,13 @@ def nccl_debug_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) ->
 
 
 def verdict(doc: Dict[str, Any], findings: List[Finding]) -> str:
-    """broken (an error finding), degraded (a warning, or lines that could not be read), ok (channel
-    lines read, nothing found), not-measured (no connection in the log)."""
+    """broken (an error finding), degraded (a warning), ok (channel lines read and judged, nothing
+    found), not-measured (no connection in the log). Lines that could not be read are coverage, not
+    a fault: said (info), never what makes a log degraded."""
     sev = {f.severity for f in findings}
     if "error" in sev:
         return "broken"
-    if "warning" in sev or doc.get("problems"):
+    if "warning" in sev:
         return "degraded"
     return "ok" if doc.get("channel_lines") else "not-measured"
 
@@ -357,6 +358,6 @@ def verdict(doc: Dict[str, Any], findings: List[Finding]) -> str:
 def problem_findings(doc: Dict[str, Any]) -> List[Finding]:
     """The lines of the log that could not be read, as the run folder's report says them
     (``incomplete-data``, as report/data_findings.py does for ``--into``)."""
-    return [Finding("incomplete-data", "warning", f"imported NCCL_DEBUG log: {p}", evidence={"files": doc.get("files")},
+    return [Finding("incomplete-data", "info", f"imported NCCL_DEBUG log: {p}", evidence={"files": doc.get("files")},
                     remedies=["re-import the complete NCCL_DEBUG=INFO log"])
             for p in doc.get("problems") or []]

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding
@@ -14,6 +14,8 @@ from gputopo.model import Finding
 from .coverage import coverage, partial_line
 from .analysis import Analysis, analyze
 from .classes import ClassRow, class_rows, overall_verdict
+from .like_gpus import peer_bases
+from .judged import Judgement, SeriesKey, judgement, series_key
 from .numerics_findings import pair_numerics
 from .nccl_routes import attach_imported_transports
 from .pairs import PairRow, pair_rows
@@ -28,6 +30,8 @@ class Summary:
     pairs: List[PairRow]
     classes: List[ClassRow]
     verdict: str
+    #: What the verdict was judged against (judged.py): each series' basis, the facts judged.
+    judged: Judgement = field(default_factory=Judgement)
 
     @property
     def findings(self) -> List[Finding]:
@@ -74,14 +78,20 @@ class Summary:
             "fabric": self.run.fabric,
             "machine": self.run.machine,
             "verdict": self.verdict,
+            # the verdict line's words after the verdict ("ok for 12 of 14 series; 2 not judged: ...")
+            "verdict_detail": self.judged.line(self.verdict) or None,
             "partial": coverage(self.run),
+            # what was judged and against what (judged.py); "partial" says what was measured
+            "judged": self.judged.to_json(),
             "run": self.run_json(),
             "finding_counts": counts,
             "findings": [f.to_json() for f in self.findings],
             "classes": [c.to_json() for c in self.classes],
             "pairs": [p.to_json() for p in self.pairs if len(p.gpus) == 2],
             "groups": [p.to_json() for p in self.pairs if len(p.gpus) > 2],
-            "headlines": [h.to_json() for h in self.analysis.headlines],
+            "headlines": [dict(h.to_json(), judged_basis=self.judged.series[series_key(h)].to_json())
+                          if series_key(h) in self.judged.series else h.to_json()
+                          for h in self.analysis.headlines],
             "nccl_tests": self.run.nccl_tests,
             "nccl_debug": {k: v for k, v in self.run.nccl_debug.items() if k != "pairs"},
             "measurements": len(self.run.measurements),
@@ -93,29 +103,27 @@ class Summary:
         }
 
 
-def summarize(run: Run) -> Summary:
+def summarize(run: Run, peers: Optional[Mapping[SeriesKey, str]] = None) -> Summary:
+    """``peers``: series key -> the like GPUs of the same run each series was compared with
+    (the like-GPU rule's bases; judged.series_basis)."""
     analysis = analyze(run)
     pairs = pair_rows(run.topology, run.measurements, analysis.headlines,
                       pair_numerics(run.numerics), analysis.findings)
     attach_imported_transports(pairs, run.nccl_debug)
     classes = class_rows(pairs, analysis.findings)
-    verdict = measured_verdict(overall_verdict(classes, analysis.findings, pairs), run)
-    return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes, verdict=verdict)
+    if peers is None:  # the like GPUs each series was compared with (like_gpus.py)
+        peers = peer_bases(analysis.headlines, run.topology)
+    judged = judgement(run, analysis.headlines, analysis.findings, peers)
+    verdict = judged.verdict(overall_verdict(classes, analysis.findings, pairs), run_measured(run))
+    return Summary(run=run, analysis=analysis, pairs=pairs, classes=classes, verdict=verdict, judged=judged)
 
 
-def measured_verdict(verdict: str, run: Run) -> str:
-    """A verdict never contradicts the figures printed under it: where the pairs and classes
-    say "not-measured" but the run holds measurements that completed (GPUs measured alone by
-    --self or on a one-GPU machine; an imported log that does not name its devices, whose
-    figures are the whole job's), something was measured and nothing was found in it, so the
-    run is "ok"; what is not known (which GPUs) is said beside the figures, not by the verdict.
-    The same holds for NIC port states read from a saved ``ibstat``: they were read and judged
-    (port down, rate below its peers), so a table of healthy ports is "ok", not "not-measured"."""
-    if verdict == "not-measured" and (any(m.error is None and m.samples_s for m in run.measurements)
-                                      or perftest_measured(run.imported)
-                                      or any(d.get("tool") == "ibstat" and d.get("ports") for d in run.imported)):
-        return "ok"
-    return verdict
+def run_measured(run: Run) -> bool:
+    """Whether the run holds a completed measurement or a perftest figure, whatever the pairs say
+    (GPUs measured alone by --self or on a one-GPU machine; an imported log that does not name its
+    devices, whose figures are the whole job's): then its verdict is ``ok`` where something of it
+    was judged and ``not-judged`` where nothing was (judged.py), never ``not-measured``."""
+    return any(m.error is None and m.samples_s for m in run.measurements) or perftest_measured(run.imported)
 
 
 def summarize_dir(run_dir) -> Summary:

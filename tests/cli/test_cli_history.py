@@ -114,7 +114,7 @@ def test_bench_drift_plot_check_and_a_kept_folder_when_the_database_is_bad(tmp_p
                                 "--pairs", "2,3", "--tests", "p2p", "--quick", "--out", str(out), timeout=300)
         assert code == 0, err
         runs.append((out, err))
-    assert all("drift" not in err for _o, err in runs[:3])
+    assert all("WARNING drift" not in err for _o, err in runs[:3])  # (the folder path may say "drift")
     drift = [ln for ln in runs[3][1].splitlines() if "WARNING drift" in ln]
     assert drift and all("GPUs 2,3 (NV4)" in ln for ln in drift)
     assert any("p2p.copy 2->3" in ln and re.search(r"is 60\.\d% of this machine's baseline", ln) for ln in drift)

@@ -72,7 +72,10 @@ def test_import_of_a_clean_log_does_not_call_an_unknown_class_fine(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "Every link class is fine: unknown" not in out
-    assert "No problem found on 1 pair of unknown link class (no topology: pass --topo FILE)" in out
+    assert "verdict: not-judged" in out and "none judged: link class unknown" in out  # not called ok either
+    md = " ".join((tmp_path / "run" / "report.md").read_text().split())
+    assert "Note: Measured, not judged (nothing to compare the figures with): no problem found on 1 pair of " \
+           "unknown link class (no topology: pass --topo FILE)" in md
 
 
 def test_resume_line_of_a_numerics_only_run_counts_no_bench_measurements():

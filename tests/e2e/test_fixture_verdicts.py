@@ -5,7 +5,8 @@ nccl-debug's problems), a refusal's line.
 A change of what gputopo says of any posted output fails here; rewrite the table with
 `python tests/helpers/fixture_verdicts.py --write` once the change is meant, and the diff of
 verdicts.json says what changed. tests/fixtures/verdicts_before.json is the table as it was
-before issue 37 (commit 09ededf), so `diff` of the two files shows every verdict that moved.
+before issue 46, and tests/e2e/test_verdict_changes.py checks that only the verdicts
+tests/fixtures/verdict_changes.csv lists moved since.
 """
 
 from __future__ import annotations

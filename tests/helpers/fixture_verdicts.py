@@ -8,9 +8,19 @@ process, and the row records the exit code, the verdict, the findings' kinds and
     python tests/helpers/fixture_verdicts.py --write    # rewrite tests/fixtures/verdicts.json
 
 tests/e2e/test_fixture_verdicts.py checks the tree against tests/fixtures/verdicts.json, so a
-change of any verdict shows up as a failing test and then as a diff of that file in review;
-tests/fixtures/verdicts_before.json is the same table as the code gave before issue 37 (commit
-09ededf), kept to show what changed.
+change of any verdict shows up as a failing test and then as a diff of that file in review.
+tests/fixtures/verdicts_before.json is the table as the code gave it before issue 46 (commit
+ee4abce, plus the row of each fixture added since, as that code read it), and
+tests/fixtures/verdict_changes.csv lists every verdict that moved since, with the line of the post
+or thread that justifies it: tests/e2e/test_verdict_changes.py checks that verdicts.json is
+verdicts_before.json with exactly those changes (findings may change freely; verdict and rc only as
+listed).
+
+A row is marked ``"healthy": true`` where the post or thread the fixture comes from says the machine
+was healthy (tests/fixtures/README.md says so in its row); the marks are kept in
+verdicts_before.json and copied into every table written. Each row of a run folder also says what
+its verdict judged (``judged``: series, series judged, facts judged; summary.json's ``judged``), and
+an NCCL_DEBUG log's row how many connection lines its rules judged.
 
 Companion topology: a p2pbw or nvbandwidth fixture ``X.txt`` with a sibling ``X.topo.txt`` (the
 `nvidia-smi topo -m` the same post gave for the same machine) is imported with
@@ -36,6 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 TABLE = FIXTURES / "verdicts.json"
 BEFORE = FIXTURES / "verdicts_before.json"
+CHANGES = FIXTURES / "verdict_changes.csv"
 
 #: The command that reads each folder's files (the folder name is the kind of output).
 COMMANDS = {
@@ -96,6 +107,14 @@ def _kinds(items: Any) -> List[str]:
 
 
 def row(path: Path) -> Dict[str, Any]:
+    """What gputopo says of one fixture, with its ``healthy`` mark (verdicts_before.json)."""
+    result = _row(path)
+    if str(path.relative_to(FIXTURES)) in healthy():
+        result["healthy"] = True
+    return result
+
+
+def _row(path: Path) -> Dict[str, Any]:
     if str(REPO / "tests") not in sys.path:
         sys.path.insert(0, str(REPO / "tests"))
     from helpers.cli import gputopo_here
@@ -120,6 +139,8 @@ def row(path: Path) -> Dict[str, Any]:
             data = json.loads(summary.read_text())
             result["verdict"] = data.get("verdict")
             result["findings"] = _kinds(data.get("findings"))
+            judged = data.get("judged") or {}
+            result["judged"] = {k: judged.get(k) for k in ("series", "series_judged", "facts_judged")}
         elif ran.stdout.lstrip().startswith("{"):
             data = json.loads(ran.stdout)
             verdict: Optional[str] = data.get("verdict")
@@ -128,7 +149,14 @@ def row(path: Path) -> Dict[str, Any]:
             for key in ("findings", "problems"):
                 if key in data:
                     result[key] = _kinds(data[key])
+            if verdict is not None and "channel_lines" in data:  # an NCCL_DEBUG log: what its rules judged
+                result["judged"] = {"facts_judged": data["channel_lines"]}
         return result
+
+
+def healthy() -> List[str]:
+    """The fixtures whose post or thread says the machine was healthy (marked in verdicts_before.json)."""
+    return sorted(k for k, v in json.loads(BEFORE.read_text()).items() if v.get("healthy"))
 
 
 def table() -> Dict[str, Dict[str, Any]]:

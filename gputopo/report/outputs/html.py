@@ -32,7 +32,7 @@ th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:to
 th{background:#f0f0f0}
 .banner{background:#ffd54f;border:2px solid #e65100;padding:.6em 1em;font-weight:bold;font-size:1.1em}
 .error,.broken{color:#b71c1c;font-weight:bold} .warning,.degraded{color:#e65100}
-.ok{color:#1b5e20} .info,.not-measured{color:#666}
+.ok{color:#1b5e20} .info,.not-measured,.not-judged{color:#666}
 .finding{margin:.4em 0 .8em 0} .finding ul{margin:.2em 0}
 code{font-size:.85em;background:#f6f6f6;padding:0 .2em;word-break:break-all}
 img{max-width:100%;border:1px solid #ddd;margin:.3em 0}
@@ -52,7 +52,7 @@ details{margin:.2em 0} summary{cursor:pointer;color:#444}
 #: The word in front of each story point.
 STORY_TAGS = {"error": "Problem:", "warning": "Warning:", "ok": "OK:", "info": "Note:"}
 
-_CLASSED = {"error", "warning", "info", "ok", "degraded", "broken", "not-measured"}
+_CLASSED = {"error", "warning", "info", "ok", "degraded", "broken", "not-measured", "not-judged"}
 
 
 def _table(head: List[str], rows: List[List[str]], css_id: str) -> str:

@@ -82,7 +82,10 @@ def verdict_line(summary: Summary) -> str:
     problems = verdict_counts(summary)  # root causes first: "1 root cause (49 errors in 24 pairs, ...)"
     line = f"verdict: {summary.verdict}" + (f": {problems}" if problems else
                                             f" ({', '.join(parts)})" if parts else " (no findings)")
-    if any(is_data_trouble(f.kind) for f in summary.findings):
+    judged = summary.judged.line(summary.verdict)  # what was judged, what not and why (judged.py)
+    if judged:
+        line += f"; {judged}"
+    if any(is_data_trouble(f.kind) and f.severity != "info" for f in summary.findings):
         line += "; the run's data is incomplete or invalid (see 'Data:')"
     return line
 

@@ -291,7 +291,11 @@ def story(summary: Summary) -> List[StoryItem]:
             head = f"No problem found on {c.pairs_measured} pair{'s' if c.pairs_measured != 1 else ''} "
             parts = [f"of unknown link class ({unknown_why})" + (f": median {gbps(c.median_gbps)} GB/s, no rate expected"
                                                          if c.median_gbps is not None else "")]
-        out.append(StoryItem("ok", head + ", ".join(parts) + "."))
+        if summary.verdict == "not-judged":  # nothing to judge the figures by: no "OK" (issue 46)
+            out.append(StoryItem("info", "Measured, not judged (nothing to compare the figures with): "
+                                 + head[0].lower() + head[1:] + ", ".join(parts) + "."))
+        else:
+            out.append(StoryItem("ok", head + ", ".join(parts) + "."))
     nums = [p for p in summary.pairs if len(p.gpus) == 2 and p.numerics]
     good = [p for p in nums if all(v == "ok" for v in p.numerics.values())]
     if good:

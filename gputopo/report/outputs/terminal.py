@@ -9,6 +9,7 @@ from typing import Optional, Set
 
 from gputopo.console import literal_console
 from gputopo.fit_table import Column, fitted_table, left_out_note
+from gputopo.model.finding_kinds import is_data_trouble
 from gputopo.report.expected_basis import ABOVE_REFERENCE, AS_EXPECTED, NO_REFERENCE
 from gputopo.report.import_numbering import GPU_NUMBERS, TOPO_FILE
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
@@ -22,7 +23,8 @@ from .wrap import hanging
 from .tables import (class_table, explanations, figures_note, gbps, group_findings, group_where, simulated_line,
                      story, verdict_line)
 
-VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim"}
+VERDICT_STYLE = {"ok": "green", "degraded": "yellow", "broken": "bold red", "not-measured": "dim",
+                 "not-judged": "dim"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "ok": "green"}
 STORY_TAGS = {"error": "PROBLEM", "warning": "WARNING", "ok": "OK", "info": "note"}
 #: The class table's columns: the class, #wrong and the verdict stay whole at any width; the
@@ -45,6 +47,11 @@ DETAILED_FINDINGS = 5
 MAX_FINDINGS = 40
 
 
+def is_data_line(it) -> bool:
+    """A story item of what the run's data lacks (``Data: ...``): said even where it is info."""
+    return any(is_data_trouble(f.kind) for f in it.findings)
+
+
 def print_summary(summary: Summary, console=None, *, max_findings: Optional[int] = MAX_FINDINGS) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -60,8 +67,8 @@ def print_summary(summary: Summary, console=None, *, max_findings: Optional[int]
     named = BridgeNamer()  # a bridge list is spelled out once on the terminal
     tags = root_cause_tags(points)
     for it in points:
-        if it.severity == "info":
-            continue  # the figures note goes under the class table
+        if it.severity == "info" and not is_data_line(it):
+            continue  # the figures note goes under the class table (what an import could not read is said)
         # as report.html: the root cause first, its likely cause and remedies once, then the
         # reasoning and the per-class evidence under it
         tag = tags.get(id(it), STORY_TAGS[it.severity]).upper()

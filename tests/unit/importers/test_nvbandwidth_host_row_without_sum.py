@@ -28,7 +28,8 @@ def test_a_host_matrix_whose_one_row_is_whole_is_complete_without_its_sum_line(t
     ran = gputopo_here("import", "nvbandwidth", str(H100_SM), "--out", str(run), "--no-history",
                        env={"GPUTOPO_HISTORY": str(tmp_path / "h.sqlite")})
     assert ran.returncode == 0, ran.stderr
-    assert json.loads((run / "summary.json").read_text())["verdict"] == "ok"
+    # no published host-copy figure for H100 applies, no topology: measured, not judged (issue 46)
+    assert json.loads((run / "summary.json").read_text())["verdict"] == "not-judged"
 
 
 def test_a_host_matrix_cut_inside_its_row_is_still_cut_short():

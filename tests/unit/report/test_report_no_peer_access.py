@@ -59,7 +59,8 @@ def _import(tmp_path, kind, path, *extra):
 def test_8x4090_posted_no_peer_access_is_said(tmp_path):
     r, summary, (f,) = _import(tmp_path, "p2pbw", P2P_4090)
     assert "(no findings)" not in r.stdout and "no-peer-access" in r.stdout  # the old code said "ok (no findings)"
-    assert summary["verdict"] == "ok" and f["severity"] == "info"  # no model, no class: nothing says it was expected
+    # no model, no class: nothing says it was expected, and nothing was judged (issue 46)
+    assert summary["verdict"] == "not-judged" and f["severity"] == "info"
     assert f["gpus"] == list(range(8)) and len(f["evidence"]["pairs"]) == 28
     assert f["evidence"]["pairs_with_access"] == 0 and f["evidence"]["by_design"] is False
     assert "p2p.staged_no_peer" in f["evidence"]["series"] and "p2p.copy" not in f["evidence"]["series"]

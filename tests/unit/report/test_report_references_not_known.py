@@ -1,7 +1,7 @@
 """Where no published reference figure applies (the GPU model is unknown: a headerless nccl-tests
 log names no GPU; or the model / class / test is not in data/reference_rates.csv), the summary
 says so in a "not known: no reference rate ..." note, with what the series was judged on instead,
-and no verdict changes because of it (a fact not said is a defect; an unknown is not a problem).
+and a series no figure applies to is not judged: the verdict says `not-judged`, never `ok` (issue 46).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def measured(test, gpus, gbps, busbw_factor=1.0, cls=None, fabric="cuda", size=1
 
 def test_headerless_nccl_tests_log_says_no_reference_rate_because_the_model_is_unknown(tmp_path):
     """The posted GB200 tail names no GPU: nothing in the table can be chosen for it, and the
-    summary now says so (summary.json notes, report.md and the terminal); its verdict stays ok."""
+    summary now says so (summary.json notes, report.md and the terminal); its verdict is not-judged."""
     rc, out, err = gputopo_here("import", "nccl-tests", HEADERLESS, "--out", tmp_path / "run", "--no-history")
     assert rc == 0, err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["verdict"] == "ok" and summary["findings"] == []
+    assert summary["verdict"] == "not-judged" and summary["findings"] == []  # nothing to judge it by (issue 46)
     [note] = [n for n in summary["notes"] if n.startswith(NO_REFERENCE)]
     assert "no reference rate" in note and "GPU model unknown" in note
     assert "collective.all_reduce" in note and "847 GB/s busbw" in note
