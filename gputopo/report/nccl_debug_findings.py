@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding import gpu_ranges
-from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, quoted
+from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, normalized, quoted
+from gputopo.model.ibv_wc_status import completion_error, status_words
 from gputopo.model.linkclass import LinkClass
 
 #: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
@@ -54,6 +55,24 @@ _KNOWN_WARNS = [
      "GPUs in a VM, or an IOMMU/ACS setting that blocks peer DMA)",
      ["set NCCL_P2P_DISABLE=1: NCCL then copies through host memory (SHM) between these GPUs",
       "run `gputopo scan` (or p2pBandwidthLatencyTest) to see which GPU pairs have peer access"]),
+    # src/misc/ibvwrap.cc: "Call to ibv_create_cq failed with error %s" (strerror(errno)), and the same
+    # for ibv_reg_mr (ibv_reg_mr_iova2, ibv_reg_dmabuf_mr) and ibv_create_qp
+    (re.compile(r"Call to ibv_(?:create_cq|reg_mr|reg_mr_iova2|reg_dmabuf_mr|create_qp)\w* failed with error "
+                r"Cannot allocate memory"),
+     "a verbs call that allocates NIC resources failed with ENOMEM: usually the process's locked-memory limit "
+     "(`ulimit -l`, RLIMIT_MEMLOCK) is too low for the memory NCCL registers with the NIC (containers and "
+     "Slurm often start with 64 KiB), or the NIC's queue pairs or completion queues are exhausted (many ranks "
+     "or communicators on one NIC)",
+     ["raise the locked-memory limit to unlimited for the job (`ulimit -l unlimited`; docker `--ulimit "
+      "memlock=-1:-1`; Slurm PropagateResourceLimits / the slurmd unit's LimitMEMLOCK=infinity)",
+      "check `ulimit -l` inside the job's container; with many communicators, fewer NCCL channels "
+      "(NCCL_MAX_NCHANNELS) or NCCL_IB_QPS_PER_CONNECTION=1 use fewer queue pairs"]),
+    (re.compile(r"Call to ibv_open_device failed"),
+     "NCCL found an RDMA device but could not open it: usually a container that lists the device (sysfs) "
+     "without its character devices (/dev/infiniband/uverbs*) or without the permission to open them",
+     ["give the container the RDMA devices (docker `--device=/dev/infiniband` or `--privileged`; on "
+      "Kubernetes an RDMA device plugin resource for the pod)",
+      "check `ls -l /dev/infiniband` and `ibv_devinfo` inside the job's container"]),
 ]
 
 
@@ -66,18 +85,16 @@ def _failed(proc: Dict[str, Any]) -> bool:
     if not codes:
         return False
     reached_init = any(re.match(r"(?:.*/)?(?:init|group)\.cc:", str(t.get("source"))) for t in codes)
-    return reached_init or (bool(proc.get("warnings")) and not proc.get("init_complete"))
+    # an error path through NCCL's progress thread is a failure while moving data, after Init COMPLETE
+    in_progress = any(t.get("thread") == "Progress Thread" for t in codes)
+    return reached_init or in_progress or (bool(proc.get("warnings")) and not proc.get("init_complete"))
 
 
-#: What an RDMA completion status in ``NET/IB : Got completion ... status=N`` means (ibv_wc_status).
-_WC_STATUS = {
-    12: ("the RDMA transport retry counter ran out (IBV_WC_RETRY_EXC_ERR): the peer's NIC stopped answering "
-         "on the network path between the two hosts (a link, switch or routing fault, a RoCE setting such as "
-         "GID index or traffic class that the fabric drops), or the peer process died"),
-    13: ("the peer's receive-not-ready retries ran out (IBV_WC_RNR_RETRY_EXC_ERR): the peer posted no receive "
-         "buffer in time (the peer process stalled or died)"),
-}
-_COMPLETION = re.compile(r"Got completion .*?status=(\d+)")
+def completion_cause(wc: Dict[str, Any]) -> str:
+    """An RDMA completion error of NCCL's, in words: its ibv_wc_status and what it usually means."""
+    meaning = wc.get("meaning") or "not a status gputopo's table explains; verbs.h names it"
+    return (f"the RDMA completion failed with {status_words(int(wc['status']))}: {meaning} (vendor error "
+            f"{wc.get('vendor_err')}, the NIC's own code; read in NCCL's {wc.get('form')} form)")
 
 
 def _during_communication(proc: Dict[str, Any]) -> bool:
@@ -125,14 +142,19 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
             remedies = ["read the NCCL WARN line above: it names what failed",
                         "test the network path between the hosts with perftest (ib_write_bw) in both directions, "
                         "and check the NIC ports (ibstat) and the switch's counters"]
-            wc = _COMPLETION.search(call)
-            if wc and int(wc.group(1)) in _WC_STATUS:
-                cause = _WC_STATUS[int(wc.group(1))]
+            wc = completion_error(call)
+            if wc is not None:
+                cause = completion_cause(wc)
         src = f" ({g['source']})" if g.get("source") else ""
+        # The framework's "NCCL error ...: unhandled system error" is this WARN's failure, said by the caller
+        said = [line for line in doc.get("error_lines") or []
+                if any(_RESULTS.get(c, "\0") in line.lower() for c in g["codes"])]
+        chain = (f"; the `{said[0][:160]}` the framework printed is this failure, and this WARN its cause"
+                 if said else "")
         out.append(Finding(
             kind, "error",
             f"{what} on {len(g['procs'])} process(es), {where}: `{call}`{src}, then NCCL returned {codes} "
-            f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}",
+            f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}{chain}",
             evidence={"call": call, "source": g.get("source"), "hosts": hosts, "ranks": ranks,
                       "codes": sorted(g["codes"]), "error_path": g["path"],
                       "processes": [{"host": p["host"], "pid": p["pid"], "ranks": p.get("ranks") or [],
@@ -142,6 +164,84 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
                                          for p in g["procs"] for w in p.get("warnings") or [])},
             cause=cause, remedies=remedies))
     return out
+
+
+def _where_said(procs: List[Dict[str, Any]]) -> str:
+    """``gpu34 (rank 0), gpu36 (rank 2)``: each host and the ranks of its processes."""
+    hosts = sorted({p["host"] for p in procs})
+    return ", ".join(f"{h} ({_rank_text(sorted({r for p in procs if p['host'] == h for r in p.get('ranks') or []}))})"
+                     for h in hosts)
+
+
+def known_warn_findings(doc: Dict[str, Any], made: List[Finding]) -> List[Finding]:
+    """A WARN whose meaning is known (the table above) on a process whose NCCL did not fail (the
+    failed ones are said by ``nccl-init-failed`` / ``nccl-comm-failed``): one ``nccl-known-warn``
+    (warning) per meaning, naming the hosts and ranks, with what it usually means."""
+    taken = {t for f in made for t in (f.evidence or {}).get(TOOL_LINES) or []}
+    groups: Dict[int, Dict[str, Any]] = {}
+    for proc in doc.get("processes") or []:
+        for w in proc.get("warnings") or []:
+            text = nccl_warn_text(w.get("source"), w.get("message"))
+            if text in taken:
+                continue
+            for k, (pattern, _why, _todo) in enumerate(_KNOWN_WARNS):
+                if pattern.search(str(w.get("message") or "")):
+                    g = groups.setdefault(k, {"procs": [], "lines": []})
+                    if proc not in g["procs"]:
+                        g["procs"].append(proc)
+                    g["lines"].append(text)
+    out = []
+    for k, g in sorted(groups.items()):
+        _pattern, why, todo = _KNOWN_WARNS[k]
+        out.append(Finding(
+            "nccl-known-warn", "warning",
+            f"NCCL warned `{g['lines'][0]}` on {_where_said(g['procs'])}"
+            + (f" ({len(g['lines'])} lines)" if len(g["lines"]) > 1 else "") + "; NCCL went on after it (no failed init "
+            "in the log)",
+            evidence={"hosts": sorted({p["host"] for p in g["procs"]}),
+                      "ranks": sorted({r for p in g["procs"] for r in p.get("ranks") or []}),
+                      TOOL_LINES: quoted(g["lines"])},
+            cause=why, remedies=todo))
+    return out
+
+
+#: NCCL's and its SHARP plugin's words when CollNet (SHARP) could not be set up (src/transport.cc
+#: "Cannot initialize CollNet, using point-to-point network instead"; the plugin's "SHARP coll init error").
+_COLLNET_WARN = re.compile(r"Cannot initialize CollNet|SHARP coll init error|CollNet.*(?:failed|error)", re.I)
+
+
+def collnet_findings(doc: Dict[str, Any]) -> List[Finding]:
+    """CollNet (SHARP in-network reductions) asked for with NCCL_COLLNET_ENABLE and not set up:
+    one ``nccl-collnet-failed`` (warning) naming the hosts and ranks, quoting NCCL's WARNs and the
+    SHARP library's own error lines, which it claims; the job fell back to point-to-point."""
+    enabled = str((doc.get("settings") or {}).get("NCCL_COLLNET_ENABLE", "")).strip()
+    procs, lines = [], []
+    for proc in doc.get("processes") or []:
+        for w in proc.get("warnings") or []:
+            if _COLLNET_WARN.search(str(w.get("message") or "")):
+                lines.append(nccl_warn_text(w.get("source"), w.get("message")))
+                if proc not in procs:
+                    procs.append(proc)
+    if not procs:
+        return []
+    sharp = [normalized(r["text"]) for r in doc.get("flagged_lines") or [] if r.get("tool") == "SHARP"]
+    sharp_hosts = sorted({str(r.get("host")) for r in doc.get("flagged_lines") or [] if r.get("tool") == "SHARP"})
+    fell_back = any("point-to-point" in t for t in lines)
+    asked = f"NCCL_COLLNET_ENABLE={enabled} was set" if enabled else "the log does not show NCCL_COLLNET_ENABLE"
+    return [Finding(
+        "nccl-collnet-failed", "warning",
+        f"CollNet (SHARP in-network reduction) could not be set up on {_where_said(procs)}: `{lines[0]}`"
+        + (" and the SHARP library's own errors on " + ", ".join(sharp_hosts) if sharp else "")
+        + f"; {asked}" + (", and NCCL fell back to point-to-point network connections" if fell_back else ""),
+        evidence={"hosts": sorted({p["host"] for p in procs}),
+                  "ranks": sorted({r for p in procs for r in p.get("ranks") or []}),
+                  "collnet_enable": enabled or None, "sharp_lines": sharp[:10], TOOL_LINES: quoted(lines + sharp)},
+        cause=("the SHARP job could not be created: the SHARP aggregation manager (sharp_am, on the subnet manager "
+               "node) refused it or is not running, or its resources (trees, OSTs) are used up"
+               + (f" (SHARP said: `{sharp[-1]}`)" if sharp else "")),
+        remedies=["check that sharp_am runs and that SHARP is enabled on the switches (`sharp_hello`, or "
+                  "`ibdiagnet --sharp`)", "run the job without NCCL_COLLNET_ENABLE (the same point-to-point "
+                  "network NCCL fell back to), or ask the fabric's administrators for SHARP resources"])]
 
 
 def _gdr_level(settings: Dict[str, str]) -> Optional[str]:
@@ -339,8 +439,9 @@ def nccl_debug_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) ->
     """Every finding of an imported NCCL_DEBUG log (``nccl_debug.json`` or `--json`'s document)."""
     if not doc:
         return []
-    return init_failure_findings(doc) + gdr_findings(doc, topo) + socket_findings(doc, topo) + \
-        far_nic_findings(doc, topo)
+    failed = init_failure_findings(doc)
+    return failed + known_warn_findings(doc, failed) + collnet_findings(doc) + gdr_findings(doc, topo) + \
+        socket_findings(doc, topo) + far_nic_findings(doc, topo)
 
 
 def verdict(doc: Dict[str, Any], findings: List[Finding]) -> str:
