@@ -152,6 +152,13 @@ def net_connections(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[
             if topo is not None:
                 rec["gpu_index"] = _match(ep, topo)["gpu"]
         rec["lines"] += 1
+        peer = c.src if c.direction == "receive" else c.dst
+        peer_host = peer.host.split("#", 1)[0] if peer.host_known else None
+        hosts = rec.setdefault("peer_hosts", [])
+        if peer_host is not None and peer_host not in hosts:
+            hosts.append(peer_host)
+        if peer_host is None:
+            rec["peers_host_unknown"] = rec.get("peers_host_unknown", 0) + 1
     return sorted(out.values(), key=lambda r: (r["host"], r["rank"] if r["rank"] is not None else -1, r["dev"]))
 
 
@@ -160,8 +167,9 @@ def network_facts(log: NcclDebugLog, topo: Optional[Topology] = None) -> Dict[st
     IB, the network each communicator used ("Using network IB"), external plugins loaded, NCCL's
     "GPU Direct RDMA Enabled|Disabled for HCA" lines, and each rank's NET connections."""
     hosts = sorted(set(log.net_devices) | set(log.no_ib_device) | set(log.networks) | set(log.plugins_loaded)
-                   | {h for h, _n, _i in log.gdr_hcas})
+                   | set(log.no_ibverbs) | {h for h, _n, _i in log.gdr_hcas})
     return {"hosts": {h: {"devices": log.net_devices.get(h, {}), "no_ib_device": h in log.no_ib_device,
+                          "no_ibverbs": h in log.no_ibverbs,
                           "networks_used": log.networks.get(h, []), "plugins_loaded": log.plugins_loaded.get(h, [])}
                       for h in hosts},
             "gdr_hcas": sorted(log.gdr_hcas.values(), key=lambda r: (r["host"], r["net"], r["index"])),

@@ -86,7 +86,10 @@ _RING_ORDER = re.compile(r"^Ring \d+ : \d+ -> \d+ -> \d+$")
 #: init.cc) and "NET/Socket : Using [0]eth0:10.1.2.3<0>" (net_socket.cc): the devices, by index.
 _NET_USING = re.compile(r"^NET/(?P<net>IB|Socket) ?: Using(?P<devs>.*?)(?:;\s*OOB.*)?$")
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<name>[^\s:\[\]<;]+)(?::(?P<port>\d+))?(?::\d*)*(?:/(?P<link>IB|RoCE))?")
-_NO_IB = re.compile(r"^NET/IB ?: No device found")
+#: NCCL's own IB transport, or an IB plugin (IBext, IBext_v8, ...), that found no device
+_NO_IB = re.compile(r"^NET/IB\w* ?: No device found")
+#: "Failed to open libibverbs.so[.1]" (src/misc/ibvsymbols.cc): rdma-core is not installed where the job runs
+_NO_IBVERBS = re.compile(r"^Failed to open libibverbs\.so")
 #: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (src/graph/topo.cc, NCCL >= 2.19 or so).
 _GDR_HCA = re.compile(r"^NET/(?P<net>.+?) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
 _USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
@@ -258,6 +261,7 @@ class NcclDebugLog:
     #: [{"index": 0, "device": "mlx5_0", "port": 1, "link": "RoCE"}]
     net_devices: Dict[str, Dict[str, List[dict]]] = field(default_factory=dict)
     no_ib_device: List[str] = field(default_factory=list)  # hosts that logged "NET/IB : No device found"
+    no_ibverbs: List[str] = field(default_factory=list)  # hosts that logged "Failed to open libibverbs.so"
     networks: Dict[str, List[str]] = field(default_factory=dict)  # host -> "Using network X" values
     plugins_loaded: Dict[str, List[str]] = field(default_factory=dict)  # host -> external net plugins loaded
     #: (host, network, HCA index) -> {"host", "net", "index", "device", "gdr": bool}: NCCL's
@@ -465,6 +469,9 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
         return True
     if _NO_IB.match(msg):
         _add_once(log.no_ib_device, host)
+        return True
+    if _NO_IBVERBS.match(msg):
+        _add_once(log.no_ibverbs, host)
         return True
     g = _GDR_HCA.match(msg)
     if g:

@@ -353,18 +353,43 @@ def _gdr_remedies(cause: Optional[str]) -> List[str]:
             "import the log with --topo (gputopo scan --json of the node) to compare each GPU-NIC path"]
 
 
+def _socket_chosen(settings: Dict[str, str]) -> List[str]:
+    """The settings in the log by which the user chose TCP sockets for NCCL's network."""
+    out = []
+    if str(settings.get("NCCL_IB_DISABLE", "")).strip() == "1":
+        out.append("NCCL_IB_DISABLE=1")
+    if str(settings.get("NCCL_NET", "")).strip().strip("'\"").lower() == "socket":
+        out.append(f"NCCL_NET={settings['NCCL_NET']}")
+    if "socket" in str(settings.get("NCCL_NET_PLUGIN", "")).lower():
+        out.append(f"NCCL_NET_PLUGIN={settings['NCCL_NET_PLUGIN']}")
+    return out
+
+
+def _crosses_hosts(conn: Dict[str, Any]) -> bool:
+    """A NET connection to another host: a peer on another host, or on a host the log does not show
+    (NET connects GPUs of one host only where P2P and SHM were turned off)."""
+    own = str(conn.get("host") or "").split("#", 1)[0]
+    return any(h != own for h in conn.get("peer_hosts") or []) or bool(conn.get("peers_host_unknown"))
+
+
 def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[Finding]:
+    """NET connections between hosts over TCP sockets (``NET/Socket``): a warning (no RDMA, every
+    byte staged through host memory and TCP) with its cause where the log shows one (no IB device
+    found, libibverbs missing), or info where the log shows the user chose sockets. A host whose
+    communicators chose Socket but connected nothing over it between hosts raises nothing."""
     net = doc.get("network") or {}
     hosts = net.get("hosts") or {}
     conns = net.get("connections") or []
     settings = doc.get("settings") or {}
+    chosen = _socket_chosen(settings)
     ib_hosts = sorted(h for h, f in hosts.items() if "IB" in (f.get("networks_used") or []))
     ib_set = sorted(k for k in settings if k.startswith("NCCL_IB_") and k != "NCCL_IB_DISABLE")
     topo_nics = [n for n in (getattr(topo, "nics", None) or []) if str(getattr(n, "device", "")).startswith("mlx")]
     out = []
-    for host, facts in sorted(hosts.items()):
-        on_socket = [c for c in conns if c["host"].split("#", 1)[0] == host and c["net"] == "Socket"]
-        if not facts.get("no_ib_device") or not on_socket:
+    for host in sorted({c["host"].split("#", 1)[0] for c in conns if c["net"] == "Socket"}):
+        facts = hosts.get(host) or {}
+        on_socket = [c for c in conns if c["host"].split("#", 1)[0] == host and c["net"] == "Socket" and _crosses_hosts(c)]
+        if not on_socket:
             continue
         why = []
         if ib_set:
@@ -376,26 +401,51 @@ def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> Lis
             why.append(f"{', '.join(others)} used IB in the same job")
         if topo_nics:
             why.append(f"the topology lists RDMA NICs ({', '.join(str(n.device) for n in topo_nics[:4])})")
-        ifaces = ", ".join(d["device"] for d in (facts.get("devices") or {}).get("Socket") or []) or "?"
+        used = sorted({c["dev"] for c in on_socket})
+        listed = (facts.get("devices") or {}).get("Socket") or []
+        ifaces = ", ".join(next((f"{d['device']} (NET/Socket/{d['index']})" for d in listed if d["index"] == i),
+                                f"NET/Socket/{i} (interface not named in the log)") for i in used)
         ranks = sorted({c["rank"] for c in on_socket if c.get("rank") is not None})
+        peers = sorted({h for c in on_socket for h in c.get("peer_hosts") or [] if h != host})
+        to = (f"to {', '.join(peers)}" if peers else "to hosts") + \
+            (" and hosts not in this log" if peers and any(c.get("peers_host_unknown") for c in on_socket) else
+             " not in this log" if not peers else "")
+        lines = sum(c["lines"] for c in on_socket)
+        head = (f"{host}: {lines} connection line(s) of {_rank_text(ranks)} {to} went over TCP sockets "
+                f"on {ifaces}")
+        if chosen and not why:
+            out.append(Finding(
+                "nccl-socket-fallback", "info",
+                f"{head}, as the job chose ({', '.join(chosen)}): no RDMA between these hosts",
+                evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "peer_hosts": peers, "chosen": chosen,
+                          "expected_ib": [], "lines": lines},
+                cause=f"chosen by the job's settings: {', '.join(chosen)}",
+                remedies=["where the hosts have RDMA NICs, drop the setting to let NCCL use them"]))
+            continue
+        if facts.get("no_ibverbs"):
+            cause = ("NCCL could not load libibverbs on this host ('Failed to open libibverbs.so'): rdma-core is not "
+                     "installed where the job runs (its container), so no RDMA device could be used")
+        elif facts.get("no_ib_device"):
+            cause = ("NCCL found no InfiniBand/RoCE device on this host ('NET/IB : No device found'): none visible "
+                     "to the job (not given to its container, driver or rdma-core missing, or NCCL_IB_HCA naming no "
+                     "existing device)" + ("" if why else "; whether the host has an RDMA NIC at all is not known "
+                                                         "from this log"))
+        else:
+            cause = ("not known from this log: it shows no failed RDMA device and no setting that chose sockets; "
+                     "NCCL_DEBUG_SUBSYS=INIT,NET shows how NCCL picked its network")
         out.append(Finding(
-            "nccl-socket-fallback", "warning" if why else "info",
-            f"{host}: NCCL found no InfiniBand/RoCE device ('NET/IB : No device found') and sent "
-            f"{sum(c['lines'] for c in on_socket)} connection line(s) of {_rank_text(ranks)} over TCP sockets "
-            f"(NET/Socket on {ifaces})" + (f", although IB was expected: {'; '.join(why)}" if why else
-                                           ": no sign in the log that IB was meant to be used"),
-            evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "expected_ib": why,
-                      "lines": sum(c["lines"] for c in on_socket)},
-            cause="no RDMA device visible to NCCL on this host (not in the container, driver or rdma-core missing, "
-                  "or NCCL_IB_HCA naming no existing device)" if why else
-                  ("not known from this log whether the host has an RDMA NIC at all: NCCL found none, and nothing "
-                   "in the log says one was meant to be used; a scan of the node (its NICs) or the instance type "
-                   "tells"),
+            "nccl-socket-fallback", "warning",
+            f"{head}: no RDMA between these hosts, every byte staged through host memory and TCP"
+            + (f"; IB was expected: {'; '.join(why)}" if why else "")
+            + (f" (the job set {', '.join(chosen)})" if chosen else ""),
+            evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "peer_hosts": peers, "chosen": chosen,
+                      "expected_ib": why, "lines": lines},
+            cause=cause,
             remedies=["check `ibv_devinfo` inside the job's container; on Kubernetes the RDMA device plugin must "
                       "give the pod its HCAs", "compare with a `gputopo scan` of the node (its NICs)"] if why else
                      ["`gputopo scan` of the node (or `ibv_devinfo` on it) says whether it has RDMA NICs; without "
-                      "them TCP sockets are what NCCL can use, and this is the platform, not a fault",
-                      "where the node has RDMA NICs: check that the job's container sees them"]))
+                      "them TCP sockets are what NCCL can use between hosts, and this is the platform, not a fault",
+                      "where the node has RDMA NICs: check that the job's container sees them (and has rdma-core)"]))
     return out
 
 
