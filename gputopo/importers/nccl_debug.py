@@ -205,6 +205,19 @@ def flagged_lines(log: NcclDebugLog) -> List[Dict[str, Any]]:
     return sorted(out, key=order)
 
 
+def communicators(log: NcclDebugLog) -> List[Dict[str, Any]]:
+    """Each communicator the Init lines name (by commId, NCCL >= 2.13 or so): its size and the
+    ranks and hosts the log shows initialising it."""
+    out = []
+    for comm, members in log.comm_ranks.items():
+        if not comm.startswith("0x"):
+            continue  # an old NCCL's Init line names no commId: "nranks N" is no communicator
+        out.append({"comm_id": comm, "nranks": log._comm_sizes.get(comm), "ranks": sorted(members),
+                    "hosts": sorted({m.host for m in members.values() if m.host != HOST_UNKNOWN}),
+                    "pids": sorted({(m.host, m.pid) for m in members.values()})})
+    return sorted(out, key=lambda c: c["comm_id"])
+
+
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
@@ -212,7 +225,9 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
             "network": network_facts(log, topo), "processes": process_facts(log),
             "error_lines": list(log.error_lines), "error_line_count": log.error_line_count,
-            "flagged_lines": flagged_lines(log)}
+            "flagged_lines": flagged_lines(log),
+            "communicators": [{k: v for k, v in c.items() if k != "pids"} | {"pids": [list(p) for p in c["pids"]]}
+                              for c in communicators(log)]}
 
 
 def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,

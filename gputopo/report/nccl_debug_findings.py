@@ -136,6 +136,13 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
         for pattern, why, todo in _KNOWN_WARNS:
             if pattern.search(call):
                 cause, remedies = why, todo
+        split = _ranks_disagree(doc, g["procs"])
+        if split and not g["comm"]:
+            cause, remedies = split, [
+                "give every rank the same communicator id (one ncclGetUniqueId, broadcast to all ranks of the job) "
+                "and have all ranks create their communicators in the same order",
+                "check the job's launch: every rank in the same job (the same MASTER_ADDR/MASTER_PORT or store), "
+                "the same world size"]
         kind, what = "nccl-init-failed", "NCCL init failed"
         if g["comm"]:
             kind, what = "nccl-comm-failed", "NCCL failed after init, while moving data (its progress thread),"
@@ -171,6 +178,27 @@ def _where_said(procs: List[Dict[str, Any]]) -> str:
     hosts = sorted({p["host"] for p in procs})
     return ", ".join(f"{h} ({_rank_text(sorted({r for p in procs if p['host'] == h for r in p.get('ranks') or []}))})"
                      for h in hosts)
+
+
+def _ranks_disagree(doc: Dict[str, Any], procs: List[Dict[str, Any]]) -> Optional[str]:
+    """Where the failed processes initialised communicators of one size under different commIds,
+    none of which the log shows whole: the job's ranks disagree on the communicator (the
+    application), said in words; None otherwise."""
+    mine = {(p["host"], p["pid"]) for p in procs}
+    comms = [c for c in doc.get("communicators") or []
+             if any(tuple(x) in mine for x in c.get("pids") or []) and c.get("nranks")]
+    by_size: Dict[int, List[dict]] = {}
+    for c in comms:
+        by_size.setdefault(int(c["nranks"]), []).append(c)
+    for size, cs in sorted(by_size.items()):
+        if len(cs) > 1 and all(len(c["ranks"]) < size for c in cs):
+            parts = "; ".join(f"commId {c['comm_id']} on {_rank_text(c['ranks'])} ({', '.join(c['hosts']) or 'host unknown'})"
+                              for c in cs)
+            return (f"the job's ranks disagree on the communicator: they initialised {len(cs)} different communicators "
+                    f"of {size} ranks ({parts}), none of which the log shows whole, so each rank waited for peers that "
+                    "had joined another: the application gave its ranks different unique ids (or created "
+                    "communicators in a different order), not a network fault")
+    return None
 
 
 def known_warn_findings(doc: Dict[str, Any], made: List[Finding]) -> List[Finding]:
