@@ -346,8 +346,14 @@ def network_lines(doc) -> list:
     net = doc.get("network") or {}
     for host, f in sorted((net.get("hosts") or {}).items()):
         parts = []
-        if f.get("networks_used"):
-            parts.append("used " + ", ".join(f["networks_used"]))
+        if f.get("networks_used"):  # "Using network X": chosen; used where a connection went over it
+            over = {str(cn["net"]) for cn in (net.get("connections") or []) if cn["host"].split("#", 1)[0] == host}
+            used = [n for n in f["networks_used"] if n in over or not n.startswith("Socket")]
+            idle = [n for n in f["networks_used"] if n not in used]
+            if used:
+                parts.append("used " + ", ".join(used))
+            if idle:
+                parts.append("chose " + ", ".join(idle) + " (no connection over it in the log)")
         for name, devs in sorted((f.get("devices") or {}).items()):
             parts.append(f"{name} devices " + " ".join(
                 f"[{d['index']}]{d['device']}" + (f"/{d['link']}" if d.get("link") else "") for d in devs))

@@ -152,6 +152,13 @@ def net_connections(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[
             if topo is not None:
                 rec["gpu_index"] = _match(ep, topo)["gpu"]
         rec["lines"] += 1
+        peer = c.src if c.direction == "receive" else c.dst
+        peer_host = peer.host.split("#", 1)[0] if peer.host_known else None
+        hosts = rec.setdefault("peer_hosts", [])
+        if peer_host is not None and peer_host not in hosts:
+            hosts.append(peer_host)
+        if peer_host is None:
+            rec["peers_host_unknown"] = rec.get("peers_host_unknown", 0) + 1
     return sorted(out.values(), key=lambda r: (r["host"], r["rank"] if r["rank"] is not None else -1, r["dev"]))
 
 
@@ -160,8 +167,9 @@ def network_facts(log: NcclDebugLog, topo: Optional[Topology] = None) -> Dict[st
     IB, the network each communicator used ("Using network IB"), external plugins loaded, NCCL's
     "GPU Direct RDMA Enabled|Disabled for HCA" lines, and each rank's NET connections."""
     hosts = sorted(set(log.net_devices) | set(log.no_ib_device) | set(log.networks) | set(log.plugins_loaded)
-                   | {h for h, _n, _i in log.gdr_hcas})
+                   | set(log.no_ibverbs) | {h for h, _n, _i in log.gdr_hcas})
     return {"hosts": {h: {"devices": log.net_devices.get(h, {}), "no_ib_device": h in log.no_ib_device,
+                          "no_ibverbs": h in log.no_ibverbs,
                           "networks_used": log.networks.get(h, []), "plugins_loaded": log.plugins_loaded.get(h, [])}
                       for h in hosts},
             "gdr_hcas": sorted(log.gdr_hcas.values(), key=lambda r: (r["host"], r["net"], r["index"])),
@@ -197,6 +205,19 @@ def flagged_lines(log: NcclDebugLog) -> List[Dict[str, Any]]:
     return sorted(out, key=order)
 
 
+def communicators(log: NcclDebugLog) -> List[Dict[str, Any]]:
+    """Each communicator the Init lines name (by commId, NCCL >= 2.13 or so): its size and the
+    ranks and hosts the log shows initialising it."""
+    out = []
+    for comm, members in log.comm_ranks.items():
+        if not comm.startswith("0x"):
+            continue  # an old NCCL's Init line names no commId: "nranks N" is no communicator
+        out.append({"comm_id": comm, "nranks": log._comm_sizes.get(comm), "ranks": sorted(members),
+                    "hosts": sorted({m.host for m in members.values() if m.host != HOST_UNKNOWN}),
+                    "pids": sorted({(m.host, m.pid) for m in members.values()})})
+    return sorted(out, key=lambda c: c["comm_id"])
+
+
 def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology]) -> Dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
@@ -204,7 +225,9 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
             "network": network_facts(log, topo), "processes": process_facts(log),
             "error_lines": list(log.error_lines), "error_line_count": log.error_line_count,
-            "flagged_lines": flagged_lines(log)}
+            "flagged_lines": flagged_lines(log),
+            "communicators": [{k: v for k, v in c.items() if k != "pids"} | {"pids": [list(p) for p in c["pids"]]}
+                              for c in communicators(log)]}
 
 
 def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,

@@ -174,6 +174,8 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("tool-flagged", "input", "run", ("error", "warning"), grouped=False),
     K("slow-gpu-group", "gpu", "bandwidth", ("warning", "info"), marks_pairs="all", marks_each_gpu=True,
       degrades="slower than the other GPUs of its model with every peer (measured)"),
+    K("nccl-known-warn", "input", "nccl-log", ("warning",)),
+    K("nccl-collnet-failed", "input", "nccl-log", ("warning",)),
 )
 
 _INDEX: Dict[int, Dict[str, int]] = {}

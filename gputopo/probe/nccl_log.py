@@ -68,11 +68,16 @@ HOST_NOT_IN_LOG = "?"
 #: out by Ray): its rank numbers are not the world's, so neither its host nor its GPU can be told.
 HOST_NOT_TOLD = "??"
 #: What a channel line's transport may be, whole (NCCL 2.4 to 2.30, src/transport/{p2p,shm,net}.cc);
-#: anything else is a line cut or garbled, skipped and counted, never guessed ("via P").
+#: anything else is a line cut or garbled, skipped and counted, never guessed ("via P"). The
+#: transport is read by its fields, whatever follows it after a blank: RCCL appends
+#: `` comm 0x55d8 nRanks 08`` to every connection line (ROCm/rccl issue 1026).
 _VIA_WHOLE = re.compile(
     r"^(?:P2P/(?:IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[[0-9a-fA-F]+\])(?:/read)?(?:/CE)?"
     r"|SHM(?:/(?:direct|CE))*|direct shared memory"
-    r"|NET/[^/]+/\d+(?:\(\d+\))?(?:/GDRDMA)?(?:\(PCI\))?(?:/Shared)?)$")
+    r"|NET/[^/]+?/\d+(?:\(\d+\))?(?:/GDRDMA)?(?:\(PCI\))?(?:/Shared)?)(?=\s|$)")
+#: Where another NCCL line starts inside one line (a paste that joined several lines with blanks):
+#: ``host:pid:tid [dev] NCCL INFO`` (host and device optional), after a blank.
+_JOINED_LINE = re.compile(r"(?:(?<=\s)|^)(?:[^\s:\[\]]+:\d+:\d+ )?(?:\[\d+\] )?(?:[\w./-]+\.\w+:\d+ )?NCCL (?:INFO|WARN)\b")
 #: ``NET/<plugin>/<device index>[(<proxy rank>)][/GDRDMA][(PCI)][/Shared]`` (src/transport/net.cc).
 _NET_VIA = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?")
 #: NCCL <= 2.x ring order lines "Ring 08 : 0 -> 1 -> 2" (previous -> this -> next rank): no connection.
@@ -81,7 +86,10 @@ _RING_ORDER = re.compile(r"^Ring \d+ : \d+ -> \d+ -> \d+$")
 #: init.cc) and "NET/Socket : Using [0]eth0:10.1.2.3<0>" (net_socket.cc): the devices, by index.
 _NET_USING = re.compile(r"^NET/(?P<net>IB|Socket) ?: Using(?P<devs>.*?)(?:;\s*OOB.*)?$")
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<name>[^\s:\[\]<;]+)(?::(?P<port>\d+))?(?::\d*)*(?:/(?P<link>IB|RoCE))?")
-_NO_IB = re.compile(r"^NET/IB ?: No device found")
+#: NCCL's own IB transport, or an IB plugin (IBext, IBext_v8, ...), that found no device
+_NO_IB = re.compile(r"^NET/IB\w* ?: No device found")
+#: "Failed to open libibverbs.so[.1]" (src/misc/ibvsymbols.cc): rdma-core is not installed where the job runs
+_NO_IBVERBS = re.compile(r"^Failed to open libibverbs\.so")
 #: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (src/graph/topo.cc, NCCL >= 2.19 or so).
 _GDR_HCA = re.compile(r"^NET/(?P<net>.+?) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
 _USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
@@ -253,6 +261,7 @@ class NcclDebugLog:
     #: [{"index": 0, "device": "mlx5_0", "port": 1, "link": "RoCE"}]
     net_devices: Dict[str, Dict[str, List[dict]]] = field(default_factory=dict)
     no_ib_device: List[str] = field(default_factory=list)  # hosts that logged "NET/IB : No device found"
+    no_ibverbs: List[str] = field(default_factory=list)  # hosts that logged "Failed to open libibverbs.so"
     networks: Dict[str, List[str]] = field(default_factory=dict)  # host -> "Using network X" values
     plugins_loaded: Dict[str, List[str]] = field(default_factory=dict)  # host -> external net plugins loaded
     #: (host, network, HCA index) -> {"host", "net", "index", "device", "gdr": bool}: NCCL's
@@ -313,6 +322,12 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     whole (cut or garbled): such a line is skipped and counted, never guessed."""
     bare, folded = strip_ray_repeat(strip_launcher_prefix(line))
     bare = bare.strip()
+    starts = [m.start() for m in _JOINED_LINE.finditer(bare)]
+    if len(starts) > 1:  # several NCCL lines joined into one with blanks: each read as its own line
+        for k, at in enumerate(starts):
+            piece = bare[0 if k == 0 else at:starts[k + 1] if k + 1 < len(starts) else None].strip()
+            read_debug_line(log, piece + (f" [repeated {folded}x across cluster]" if folded and k == len(starts) - 1 else ""), where)
+        return
     m = _PREFIX.match(bare)
     if not m:
         v = _VERSION.match(bare)  # rank 0 prints "NCCL version 2.9.9+cuda11.2" without the INFO prefix
@@ -350,9 +365,11 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     c = _CHANNEL.search(msg)
     if c:
         g = c.groupdict()
-        g["via"] = g["via"].split(", [", 1)[0].rstrip(".")
+        via = g["via"].split(", [", 1)[0]
+        whole = _VIA_WHOLE.match(via)
+        g["via"] = whole.group(0) if whole else via.rstrip(".")
         own = int(g["dst"]) if g["dir"] == "receive" else int(g["src"])
-        if not _VIA_WHOLE.match(g["via"]):
+        if not whole and not _VIA_WHOLE.match(g["via"]):
             log.problems.append(f"{where or 'a line'}: a channel line that could not be read whole (cut or garbled: "
                                 f"transport {g['via'][:40]!r}): not counted")
             return
@@ -452,6 +469,9 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
         return True
     if _NO_IB.match(msg):
         _add_once(log.no_ib_device, host)
+        return True
+    if _NO_IBVERBS.match(msg):
+        _add_once(log.no_ibverbs, host)
         return True
     g = _GDR_HCA.match(msg)
     if g:

@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding import gpu_ranges
-from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, quoted
+from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, normalized, quoted
+from gputopo.model.ibv_wc_status import completion_error, status_words
 from gputopo.model.linkclass import LinkClass
 
 #: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
@@ -54,6 +55,24 @@ _KNOWN_WARNS = [
      "GPUs in a VM, or an IOMMU/ACS setting that blocks peer DMA)",
      ["set NCCL_P2P_DISABLE=1: NCCL then copies through host memory (SHM) between these GPUs",
       "run `gputopo scan` (or p2pBandwidthLatencyTest) to see which GPU pairs have peer access"]),
+    # src/misc/ibvwrap.cc: "Call to ibv_create_cq failed with error %s" (strerror(errno)), and the same
+    # for ibv_reg_mr (ibv_reg_mr_iova2, ibv_reg_dmabuf_mr) and ibv_create_qp
+    (re.compile(r"Call to ibv_(?:create_cq|reg_mr|reg_mr_iova2|reg_dmabuf_mr|create_qp)\w* failed with error "
+                r"Cannot allocate memory"),
+     "a verbs call that allocates NIC resources failed with ENOMEM: usually the process's locked-memory limit "
+     "(`ulimit -l`, RLIMIT_MEMLOCK) is too low for the memory NCCL registers with the NIC (containers and "
+     "Slurm often start with 64 KiB), or the NIC's queue pairs or completion queues are exhausted (many ranks "
+     "or communicators on one NIC)",
+     ["raise the locked-memory limit to unlimited for the job (`ulimit -l unlimited`; docker `--ulimit "
+      "memlock=-1:-1`; Slurm PropagateResourceLimits / the slurmd unit's LimitMEMLOCK=infinity)",
+      "check `ulimit -l` inside the job's container; with many communicators, fewer NCCL channels "
+      "(NCCL_MAX_NCHANNELS) or NCCL_IB_QPS_PER_CONNECTION=1 use fewer queue pairs"]),
+    (re.compile(r"Call to ibv_open_device failed"),
+     "NCCL found an RDMA device but could not open it: usually a container that lists the device (sysfs) "
+     "without its character devices (/dev/infiniband/uverbs*) or without the permission to open them",
+     ["give the container the RDMA devices (docker `--device=/dev/infiniband` or `--privileged`; on "
+      "Kubernetes an RDMA device plugin resource for the pod)",
+      "check `ls -l /dev/infiniband` and `ibv_devinfo` inside the job's container"]),
 ]
 
 
@@ -66,18 +85,16 @@ def _failed(proc: Dict[str, Any]) -> bool:
     if not codes:
         return False
     reached_init = any(re.match(r"(?:.*/)?(?:init|group)\.cc:", str(t.get("source"))) for t in codes)
-    return reached_init or (bool(proc.get("warnings")) and not proc.get("init_complete"))
+    # an error path through NCCL's progress thread is a failure while moving data, after Init COMPLETE
+    in_progress = any(t.get("thread") == "Progress Thread" for t in codes)
+    return reached_init or in_progress or (bool(proc.get("warnings")) and not proc.get("init_complete"))
 
 
-#: What an RDMA completion status in ``NET/IB : Got completion ... status=N`` means (ibv_wc_status).
-_WC_STATUS = {
-    12: ("the RDMA transport retry counter ran out (IBV_WC_RETRY_EXC_ERR): the peer's NIC stopped answering "
-         "on the network path between the two hosts (a link, switch or routing fault, a RoCE setting such as "
-         "GID index or traffic class that the fabric drops), or the peer process died"),
-    13: ("the peer's receive-not-ready retries ran out (IBV_WC_RNR_RETRY_EXC_ERR): the peer posted no receive "
-         "buffer in time (the peer process stalled or died)"),
-}
-_COMPLETION = re.compile(r"Got completion .*?status=(\d+)")
+def completion_cause(wc: Dict[str, Any]) -> str:
+    """An RDMA completion error of NCCL's, in words: its ibv_wc_status and what it usually means."""
+    meaning = wc.get("meaning") or "not a status gputopo's table explains; verbs.h names it"
+    return (f"the RDMA completion failed with {status_words(int(wc['status']))}: {meaning} (vendor error "
+            f"{wc.get('vendor_err')}, the NIC's own code; read in NCCL's {wc.get('form')} form)")
 
 
 def _during_communication(proc: Dict[str, Any]) -> bool:
@@ -119,20 +136,32 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
         for pattern, why, todo in _KNOWN_WARNS:
             if pattern.search(call):
                 cause, remedies = why, todo
+        split = _ranks_disagree(doc, g["procs"])
+        if split and not g["comm"]:
+            cause, remedies = split, [
+                "give every rank the same communicator id (one ncclGetUniqueId, broadcast to all ranks of the job) "
+                "and have all ranks create their communicators in the same order",
+                "check the job's launch: every rank in the same job (the same MASTER_ADDR/MASTER_PORT or store), "
+                "the same world size"]
         kind, what = "nccl-init-failed", "NCCL init failed"
         if g["comm"]:
             kind, what = "nccl-comm-failed", "NCCL failed after init, while moving data (its progress thread),"
             remedies = ["read the NCCL WARN line above: it names what failed",
                         "test the network path between the hosts with perftest (ib_write_bw) in both directions, "
                         "and check the NIC ports (ibstat) and the switch's counters"]
-            wc = _COMPLETION.search(call)
-            if wc and int(wc.group(1)) in _WC_STATUS:
-                cause = _WC_STATUS[int(wc.group(1))]
+            wc = completion_error(call)
+            if wc is not None:
+                cause = completion_cause(wc)
         src = f" ({g['source']})" if g.get("source") else ""
+        # The framework's "NCCL error ...: unhandled system error" is this WARN's failure, said by the caller
+        said = [line for line in doc.get("error_lines") or []
+                if any(_RESULTS.get(c, "\0") in line.lower() for c in g["codes"])]
+        chain = (f"; the `{said[0][:160]}` the framework printed is this failure, and this WARN its cause"
+                 if said else "")
         out.append(Finding(
             kind, "error",
             f"{what} on {len(g['procs'])} process(es), {where}: `{call}`{src}, then NCCL returned {codes} "
-            f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}",
+            f"through {', '.join(g['path'][:4])}{' ...' if len(g['path']) > 4 else ''}{chain}",
             evidence={"call": call, "source": g.get("source"), "hosts": hosts, "ranks": ranks,
                       "codes": sorted(g["codes"]), "error_path": g["path"],
                       "processes": [{"host": p["host"], "pid": p["pid"], "ranks": p.get("ranks") or [],
@@ -142,6 +171,105 @@ def init_failure_findings(doc: Dict[str, Any]) -> List[Finding]:
                                          for p in g["procs"] for w in p.get("warnings") or [])},
             cause=cause, remedies=remedies))
     return out
+
+
+def _where_said(procs: List[Dict[str, Any]]) -> str:
+    """``gpu34 (rank 0), gpu36 (rank 2)``: each host and the ranks of its processes."""
+    hosts = sorted({p["host"] for p in procs})
+    return ", ".join(f"{h} ({_rank_text(sorted({r for p in procs if p['host'] == h for r in p.get('ranks') or []}))})"
+                     for h in hosts)
+
+
+def _ranks_disagree(doc: Dict[str, Any], procs: List[Dict[str, Any]]) -> Optional[str]:
+    """Where the failed processes initialised communicators of one size under different commIds,
+    none of which the log shows whole: the job's ranks disagree on the communicator (the
+    application), said in words; None otherwise."""
+    mine = {(p["host"], p["pid"]) for p in procs}
+    comms = [c for c in doc.get("communicators") or []
+             if any(tuple(x) in mine for x in c.get("pids") or []) and c.get("nranks")]
+    by_size: Dict[int, List[dict]] = {}
+    for c in comms:
+        by_size.setdefault(int(c["nranks"]), []).append(c)
+    for size, cs in sorted(by_size.items()):
+        if len(cs) > 1 and all(len(c["ranks"]) < size for c in cs):
+            parts = "; ".join(f"commId {c['comm_id']} on {_rank_text(c['ranks'])} ({', '.join(c['hosts']) or 'host unknown'})"
+                              for c in cs)
+            return (f"the job's ranks disagree on the communicator: they initialised {len(cs)} different communicators "
+                    f"of {size} ranks ({parts}), none of which the log shows whole, so each rank waited for peers that "
+                    "had joined another: the application gave its ranks different unique ids (or created "
+                    "communicators in a different order), not a network fault")
+    return None
+
+
+def known_warn_findings(doc: Dict[str, Any], made: List[Finding]) -> List[Finding]:
+    """A WARN whose meaning is known (the table above) on a process whose NCCL did not fail (the
+    failed ones are said by ``nccl-init-failed`` / ``nccl-comm-failed``): one ``nccl-known-warn``
+    (warning) per meaning, naming the hosts and ranks, with what it usually means."""
+    taken = {t for f in made for t in (f.evidence or {}).get(TOOL_LINES) or []}
+    groups: Dict[int, Dict[str, Any]] = {}
+    for proc in doc.get("processes") or []:
+        for w in proc.get("warnings") or []:
+            text = nccl_warn_text(w.get("source"), w.get("message"))
+            if text in taken:
+                continue
+            for k, (pattern, _why, _todo) in enumerate(_KNOWN_WARNS):
+                if pattern.search(str(w.get("message") or "")):
+                    g = groups.setdefault(k, {"procs": [], "lines": []})
+                    if proc not in g["procs"]:
+                        g["procs"].append(proc)
+                    g["lines"].append(text)
+    out = []
+    for k, g in sorted(groups.items()):
+        _pattern, why, todo = _KNOWN_WARNS[k]
+        out.append(Finding(
+            "nccl-known-warn", "warning",
+            f"NCCL warned `{g['lines'][0]}` on {_where_said(g['procs'])}"
+            + (f" ({len(g['lines'])} lines)" if len(g["lines"]) > 1 else "") + "; NCCL went on after it (no failed init "
+            "in the log)",
+            evidence={"hosts": sorted({p["host"] for p in g["procs"]}),
+                      "ranks": sorted({r for p in g["procs"] for r in p.get("ranks") or []}),
+                      TOOL_LINES: quoted(g["lines"])},
+            cause=why, remedies=todo))
+    return out
+
+
+#: NCCL's and its SHARP plugin's words when CollNet (SHARP) could not be set up (src/transport.cc
+#: "Cannot initialize CollNet, using point-to-point network instead"; the plugin's "SHARP coll init error").
+_COLLNET_WARN = re.compile(r"Cannot initialize CollNet|SHARP coll init error|CollNet.*(?:failed|error)", re.I)
+
+
+def collnet_findings(doc: Dict[str, Any]) -> List[Finding]:
+    """CollNet (SHARP in-network reductions) asked for with NCCL_COLLNET_ENABLE and not set up:
+    one ``nccl-collnet-failed`` (warning) naming the hosts and ranks, quoting NCCL's WARNs and the
+    SHARP library's own error lines, which it claims; the job fell back to point-to-point."""
+    enabled = str((doc.get("settings") or {}).get("NCCL_COLLNET_ENABLE", "")).strip()
+    procs, lines = [], []
+    for proc in doc.get("processes") or []:
+        for w in proc.get("warnings") or []:
+            if _COLLNET_WARN.search(str(w.get("message") or "")):
+                lines.append(nccl_warn_text(w.get("source"), w.get("message")))
+                if proc not in procs:
+                    procs.append(proc)
+    if not procs:
+        return []
+    sharp = [normalized(r["text"]) for r in doc.get("flagged_lines") or [] if r.get("tool") == "SHARP"]
+    sharp_hosts = sorted({str(r.get("host")) for r in doc.get("flagged_lines") or [] if r.get("tool") == "SHARP"})
+    fell_back = any("point-to-point" in t for t in lines)
+    asked = f"NCCL_COLLNET_ENABLE={enabled} was set" if enabled else "the log does not show NCCL_COLLNET_ENABLE"
+    return [Finding(
+        "nccl-collnet-failed", "warning",
+        f"CollNet (SHARP in-network reduction) could not be set up on {_where_said(procs)}: `{lines[0]}`"
+        + (" and the SHARP library's own errors on " + ", ".join(sharp_hosts) if sharp else "")
+        + f"; {asked}" + (", and NCCL fell back to point-to-point network connections" if fell_back else ""),
+        evidence={"hosts": sorted({p["host"] for p in procs}),
+                  "ranks": sorted({r for p in procs for r in p.get("ranks") or []}),
+                  "collnet_enable": enabled or None, "sharp_lines": sharp[:10], TOOL_LINES: quoted(lines + sharp)},
+        cause=("the SHARP job could not be created: the SHARP aggregation manager (sharp_am, on the subnet manager "
+               "node) refused it or is not running, or its resources (trees, OSTs) are used up"
+               + (f" (SHARP said: `{sharp[-1]}`)" if sharp else "")),
+        remedies=["check that sharp_am runs and that SHARP is enabled on the switches (`sharp_hello`, or "
+                  "`ibdiagnet --sharp`)", "run the job without NCCL_COLLNET_ENABLE (the same point-to-point "
+                  "network NCCL fell back to), or ask the fabric's administrators for SHARP resources"])]
 
 
 def _gdr_level(settings: Dict[str, str]) -> Optional[str]:
@@ -253,18 +381,43 @@ def _gdr_remedies(cause: Optional[str]) -> List[str]:
             "import the log with --topo (gputopo scan --json of the node) to compare each GPU-NIC path"]
 
 
+def _socket_chosen(settings: Dict[str, str]) -> List[str]:
+    """The settings in the log by which the user chose TCP sockets for NCCL's network."""
+    out = []
+    if str(settings.get("NCCL_IB_DISABLE", "")).strip() == "1":
+        out.append("NCCL_IB_DISABLE=1")
+    if str(settings.get("NCCL_NET", "")).strip().strip("'\"").lower() == "socket":
+        out.append(f"NCCL_NET={settings['NCCL_NET']}")
+    if "socket" in str(settings.get("NCCL_NET_PLUGIN", "")).lower():
+        out.append(f"NCCL_NET_PLUGIN={settings['NCCL_NET_PLUGIN']}")
+    return out
+
+
+def _crosses_hosts(conn: Dict[str, Any]) -> bool:
+    """A NET connection to another host: a peer on another host, or on a host the log does not show
+    (NET connects GPUs of one host only where P2P and SHM were turned off)."""
+    own = str(conn.get("host") or "").split("#", 1)[0]
+    return any(h != own for h in conn.get("peer_hosts") or []) or bool(conn.get("peers_host_unknown"))
+
+
 def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[Finding]:
+    """NET connections between hosts over TCP sockets (``NET/Socket``): a warning (no RDMA, every
+    byte staged through host memory and TCP) with its cause where the log shows one (no IB device
+    found, libibverbs missing), or info where the log shows the user chose sockets. A host whose
+    communicators chose Socket but connected nothing over it between hosts raises nothing."""
     net = doc.get("network") or {}
     hosts = net.get("hosts") or {}
     conns = net.get("connections") or []
     settings = doc.get("settings") or {}
+    chosen = _socket_chosen(settings)
     ib_hosts = sorted(h for h, f in hosts.items() if "IB" in (f.get("networks_used") or []))
     ib_set = sorted(k for k in settings if k.startswith("NCCL_IB_") and k != "NCCL_IB_DISABLE")
     topo_nics = [n for n in (getattr(topo, "nics", None) or []) if str(getattr(n, "device", "")).startswith("mlx")]
     out = []
-    for host, facts in sorted(hosts.items()):
-        on_socket = [c for c in conns if c["host"].split("#", 1)[0] == host and c["net"] == "Socket"]
-        if not facts.get("no_ib_device") or not on_socket:
+    for host in sorted({c["host"].split("#", 1)[0] for c in conns if c["net"] == "Socket"}):
+        facts = hosts.get(host) or {}
+        on_socket = [c for c in conns if c["host"].split("#", 1)[0] == host and c["net"] == "Socket" and _crosses_hosts(c)]
+        if not on_socket:
             continue
         why = []
         if ib_set:
@@ -276,26 +429,51 @@ def socket_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> Lis
             why.append(f"{', '.join(others)} used IB in the same job")
         if topo_nics:
             why.append(f"the topology lists RDMA NICs ({', '.join(str(n.device) for n in topo_nics[:4])})")
-        ifaces = ", ".join(d["device"] for d in (facts.get("devices") or {}).get("Socket") or []) or "?"
+        used = sorted({c["dev"] for c in on_socket})
+        listed = (facts.get("devices") or {}).get("Socket") or []
+        ifaces = ", ".join(next((f"{d['device']} (NET/Socket/{d['index']})" for d in listed if d["index"] == i),
+                                f"NET/Socket/{i} (interface not named in the log)") for i in used)
         ranks = sorted({c["rank"] for c in on_socket if c.get("rank") is not None})
+        peers = sorted({h for c in on_socket for h in c.get("peer_hosts") or [] if h != host})
+        to = (f"to {', '.join(peers)}" if peers else "to hosts") + \
+            (" and hosts not in this log" if peers and any(c.get("peers_host_unknown") for c in on_socket) else
+             " not in this log" if not peers else "")
+        lines = sum(c["lines"] for c in on_socket)
+        head = (f"{host}: {lines} connection line(s) of {_rank_text(ranks)} {to} went over TCP sockets "
+                f"on {ifaces}")
+        if chosen and not why:
+            out.append(Finding(
+                "nccl-socket-fallback", "info",
+                f"{head}, as the job chose ({', '.join(chosen)}): no RDMA between these hosts",
+                evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "peer_hosts": peers, "chosen": chosen,
+                          "expected_ib": [], "lines": lines},
+                cause=f"chosen by the job's settings: {', '.join(chosen)}",
+                remedies=["where the hosts have RDMA NICs, drop the setting to let NCCL use them"]))
+            continue
+        if facts.get("no_ibverbs"):
+            cause = ("NCCL could not load libibverbs on this host ('Failed to open libibverbs.so'): rdma-core is not "
+                     "installed where the job runs (its container), so no RDMA device could be used")
+        elif facts.get("no_ib_device"):
+            cause = ("NCCL found no InfiniBand/RoCE device on this host ('NET/IB : No device found'): none visible "
+                     "to the job (not given to its container, driver or rdma-core missing, or NCCL_IB_HCA naming no "
+                     "existing device)" + ("" if why else "; whether the host has an RDMA NIC at all is not known "
+                                                         "from this log"))
+        else:
+            cause = ("not known from this log: it shows no failed RDMA device and no setting that chose sockets; "
+                     "NCCL_DEBUG_SUBSYS=INIT,NET shows how NCCL picked its network")
         out.append(Finding(
-            "nccl-socket-fallback", "warning" if why else "info",
-            f"{host}: NCCL found no InfiniBand/RoCE device ('NET/IB : No device found') and sent "
-            f"{sum(c['lines'] for c in on_socket)} connection line(s) of {_rank_text(ranks)} over TCP sockets "
-            f"(NET/Socket on {ifaces})" + (f", although IB was expected: {'; '.join(why)}" if why else
-                                           ": no sign in the log that IB was meant to be used"),
-            evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "expected_ib": why,
-                      "lines": sum(c["lines"] for c in on_socket)},
-            cause="no RDMA device visible to NCCL on this host (not in the container, driver or rdma-core missing, "
-                  "or NCCL_IB_HCA naming no existing device)" if why else
-                  ("not known from this log whether the host has an RDMA NIC at all: NCCL found none, and nothing "
-                   "in the log says one was meant to be used; a scan of the node (its NICs) or the instance type "
-                   "tells"),
+            "nccl-socket-fallback", "warning",
+            f"{head}: no RDMA between these hosts, every byte staged through host memory and TCP"
+            + (f"; IB was expected: {'; '.join(why)}" if why else "")
+            + (f" (the job set {', '.join(chosen)})" if chosen else ""),
+            evidence={"host": host, "interfaces": ifaces, "ranks": ranks, "peer_hosts": peers, "chosen": chosen,
+                      "expected_ib": why, "lines": lines},
+            cause=cause,
             remedies=["check `ibv_devinfo` inside the job's container; on Kubernetes the RDMA device plugin must "
                       "give the pod its HCAs", "compare with a `gputopo scan` of the node (its NICs)"] if why else
                      ["`gputopo scan` of the node (or `ibv_devinfo` on it) says whether it has RDMA NICs; without "
-                      "them TCP sockets are what NCCL can use, and this is the platform, not a fault",
-                      "where the node has RDMA NICs: check that the job's container sees them"]))
+                      "them TCP sockets are what NCCL can use between hosts, and this is the platform, not a fault",
+                      "where the node has RDMA NICs: check that the job's container sees them (and has rdma-core)"]))
     return out
 
 
@@ -339,8 +517,9 @@ def nccl_debug_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) ->
     """Every finding of an imported NCCL_DEBUG log (``nccl_debug.json`` or `--json`'s document)."""
     if not doc:
         return []
-    return init_failure_findings(doc) + gdr_findings(doc, topo) + socket_findings(doc, topo) + \
-        far_nic_findings(doc, topo)
+    failed = init_failure_findings(doc)
+    return failed + known_warn_findings(doc, failed) + collnet_findings(doc) + gdr_findings(doc, topo) + \
+        socket_findings(doc, topo) + far_nic_findings(doc, topo)
 
 
 def verdict(doc: Dict[str, Any], findings: List[Finding]) -> str:

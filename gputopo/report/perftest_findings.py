@@ -40,32 +40,13 @@ from typing import Any
 
 from gputopo.model import Finding
 from gputopo.model.flagged_lines import TOOL_LINES, quoted
+from gputopo.model.ibv_wc_status import WC_STATUS
 
 #: The average of a run below this share of its port's rate is rdma-slow.
 RDMA_SLOW_RATIO = 0.8
 #: Rows of smaller messages are not judged against the port's rate (perftest's default BW size is
 #: 65536 B, DEF_SIZE_BW in perftest_parameters.h).
 RDMA_MIN_JUDGED_BYTES = 65536
-
-#: ibv_wc_status numbers (libibverbs verbs.h enum ibv_wc_status) -> (name, what it usually means)
-WC_STATUS = {
-    1: ("local length error", "a message longer than the receive buffer posted for it"),
-    2: ("local QP operation error", "the local QP was in a wrong state or misconfigured"),
-    4: ("local protection error", "the buffer's memory registration does not cover the access: with "
-        "--use_cuda, GPU memory the NIC cannot reach (GPUDirect RDMA, dma-buf)"),
-    5: ("work request flushed error", "an earlier error moved the QP to the error state; the first error "
-        "is the cause"),
-    8: ("local access error", "a protection error on a local buffer"),
-    9: ("remote invalid request error", "the peer refused the request (opcode, size or state)"),
-    10: ("remote access error", "the peer's memory key or access rights refused the RDMA read/write"),
-    11: ("remote operation error", "the peer could not complete the operation"),
-    12: ("transport retry counter exceeded", "no acknowledgement from the peer: the peer process gone, the "
-         "path broken (port down, cable, switch), or on RoCE a lossy network without PFC/ECN"),
-    13: ("RNR retry counter exceeded", "the receiver had no receive posted in time (send tests): the peer "
-         "too slow or gone"),
-    19: ("fatal error", "the adapter reported a fatal error: check dmesg for mlx5 errors"),
-    20: ("response timeout error", "no response from the peer in time"),
-}
 
 _ERRNO = {12: "ENOMEM (out of locked memory)", 14: "EFAULT (bad address)", 13: "EACCES (permission denied)",
           22: "EINVAL (invalid argument)", 95: "EOPNOTSUPP (not supported)", 1: "EPERM (not permitted)"}

@@ -49,8 +49,9 @@ h2:20:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
 def test_socket_only_job_with_no_sign_of_rdma_gets_no_rdma_remedy():
     doc = debug_document(parse_nccl_debug(SOCKET_ONLY), ["w.log"], None)
     (f,) = [f for f in nccl_debug_findings(doc) if f.kind == "nccl-socket-fallback"]
-    assert f.severity == "info"
-    assert "not known from this log whether the host has an RDMA NIC" in (f.cause or "")
+    # issue 47 item 3: traffic between hosts over TCP is a warning (no RDMA) unless the log shows it chosen
+    assert f.severity == "warning"
+    assert "whether the host has an RDMA NIC at all is not known from this log" in (f.cause or "")
     assert not any("device plugin" in r for r in f.remedies)
     assert any("gputopo scan" in r for r in f.remedies)
 
