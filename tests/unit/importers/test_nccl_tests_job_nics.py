@@ -1,0 +1,84 @@
+"""A job across hosts is judged against what its NICs carry (issue 47 item 7): `import nccl-tests
+--nics [HOST=]FILE` (each host's ibstat / ibv_devinfo text or `gputopo scan --json`), the series'
+judged basis ``nics`` (report/network_floor.py), a warning under half of it, and never a GPU pair."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
+
+NCCL_290 = FIXTURES / "nccl-tests" / "nccl-tests-290_2x8xh100-ndr_all_reduce_srun-label_validation0_155GBps-low.txt"
+# posted ibstat texts: 8x ConnectX-7 400G IB (+ a 200G Ethernet bond); 8x HDR 200G IB (+ a 40G port)
+NDR_8 = FIXTURES / "ibstat" / "gpud-testdata_h100_8x-cx7-400g-ib_bluefield3-bond-200g-eth_all-active.txt"
+HDR_8 = FIXTURES / "ibstat" / "gpud-testdata_ibstatus_a100_8x-hdr-200g-ib_mlx5_8-40g-ethernet.txt"
+ONE_HOST = FIXTURES / "nccl-tests" / "autodl_2x2080ti_all_reduce.txt"
+
+
+def _import(tmp_path: Path, *extra) -> tuple[int, str, str, dict]:
+    out = tmp_path / "run"
+    rc, stdout, err = gputopo_here("import", "nccl-tests", NCCL_290, "--out", out, "--no-history", *extra)
+    doc = json.loads((out / "summary.json").read_text()) if rc == 0 else {}
+    return rc, stdout, err, doc
+
+
+def test_two_nodes_at_40_percent_of_their_8_ndr_nics_is_a_warning_judged_against_the_nics(tmp_path):
+    """nccl-tests issue 290 (busbw ~156 GB/s, 8x NDR 400G per node): the old code had no --nics
+    option and said not-judged."""
+    rc, out, err, doc = _import(tmp_path, "--nics", NDR_8)
+    assert rc == 0, err
+    assert doc["verdict"] == "degraded"
+    (slow,) = [f for f in doc["findings"] if f["kind"] == "slow"]
+    assert slow["severity"] == "warning" and slow["evidence"]["basis"] == "nics"
+    # 8 ports at 400 Gb/s counted per host (the 200G Ethernet bond is not the job's): 400 GB/s
+    assert slow["evidence"]["measured"][0]["expected_gbps"] == 400
+    assert "39%" in slow["message"] and "node005, node007" in slow["message"]
+    assert "8 x 400 Gb/s" in slow["message"]
+    assert "GPU pair" not in slow["message"] and "(?)" not in slow["message"]
+    assert doc["headlines"] and {h["judged_basis"]["basis"] for h in doc["headlines"]} == {"nics"}
+    assert doc["judged"]["bases"] == {"nics": len(doc["headlines"])}
+    assert "WARNING" in out
+
+
+def test_above_half_of_the_nics_is_judged_and_not_a_warning(tmp_path):
+    """8x HDR 200G = 200 GB/s: 156 GB/s is 78 % of the floor, judged (ok), not slow."""
+    rc, out, err, doc = _import(tmp_path, "--nics", HDR_8)
+    assert rc == 0, err
+    assert not [f for f in doc["findings"] if f["kind"] == "slow"]
+    assert doc["verdict"] == "ok" and doc["judged"]["bases"] == {"nics": len(doc["headlines"])}
+    assert "judged against what the job's NICs carry" in out
+
+
+def test_each_host_named(tmp_path):
+    """HOST=FILE per host: the slowest host's NICs are the job's floor."""
+    rc, out, err, doc = _import(tmp_path, "--nics", f"node005={NDR_8}", "--nics", f"node007={HDR_8}")
+    assert rc == 0, err
+    for head in doc["headlines"]:
+        assert head["judged_basis"]["basis"] == "nics" and "200 GB/s" in head["judged_basis"]["text"]
+    assert doc["verdict"] == "ok"
+
+
+def test_without_nics_a_job_across_hosts_stays_not_judged(tmp_path):
+    rc, _, err, doc = _import(tmp_path)
+    assert rc == 0, err
+    assert doc["verdict"] == "not-judged"
+
+
+def test_bad_nics_options_are_one_line_exit_2(tmp_path):
+    for extra in (["--nics", f"node999={NDR_8}"],                          # not a host of the job
+                  ["--nics", f"node005={NDR_8}"],                          # node007 left without NICs
+                  ["--nics", f"node005={NDR_8}", "--nics", f"node005={NDR_8}"],
+                  ["--nics", str(NCCL_290)]):                              # not ibstat text
+        rc, out, err, _ = _import(tmp_path, *extra)
+        assert rc == 2, (extra, out, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    rc, _, err = gputopo_here("import", "nccl-tests", ONE_HOST, "--out", tmp_path / "one", "--no-history",
+                              "--nics", NDR_8)
+    assert rc == 2 and "across hosts" in err
+
+
+def test_help_says_the_syntax():
+    rc, out, _ = gputopo_here("import", "nccl-tests", "--help")
+    assert rc == 0 and "--nics [HOST=]FILE" in out and "ibstat" in out and "scan --json" in out
