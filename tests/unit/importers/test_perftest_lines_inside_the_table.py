@@ -1,0 +1,59 @@
+"""perftest's own warning between its result header and rows drops nothing, and a row dropped for
+any other reason is said (issue 47 item 11)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers.cli import gputopo_here
+from helpers.paths import FIXTURES
+
+from gputopo.importers.perftest_parse import parse_perftest_lines
+
+# posted (NVIDIA/deepops docs): 'Conflicting CPU frequency values detected ...' between header and row
+DEEPOPS = FIXTURES / "perftest" / "deepops-roce-perf-k8s_cx5-roce_ib-write-bw_gbits_cpu-freq-line-before-row_excerpt.txt"
+
+
+def _lines(text: str):
+    return list(enumerate(text.splitlines(), start=1))
+
+
+def test_the_cpu_frequency_warning_between_header_and_row_drops_nothing(tmp_path):
+    """The old code ended the table at the warning and dropped the row: 'No findings', not-measured."""
+    out = parse_perftest_lines(_lines(DEEPOPS.read_text()), DEEPOPS.name)
+    assert [(r.size_bytes, r.bw_average) for r in out.rows] == [(65536, 92.40)]
+    assert not out.problems
+    assert any("CPU-frequency warning" in n for n in out.notes)
+    rc, stdout, err = gputopo_here("import", "perftest", DEEPOPS, "--out", tmp_path / "run", "--no-history")
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert doc["verdict"] == "not-judged"  # measured; the port's rate is not in the output
+    assert "92.4 Gb/sec" in stdout and "No findings" not in stdout
+
+
+def test_the_warning_repeated_between_every_row_of_a_sweep(tmp_path):
+    """Written variant (the form of a posted `-a` sweep: the warning before every row)."""
+    text = ("                    RDMA_Write BW Test\n"
+            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+            "Conflicting CPU frequency values detected: 800.000000 != 3177.498000. CPU Frequency is not max.\n"
+            " 2          20000           0.058511            0.058226            3.639132\n"
+            "Conflicting CPU frequency values detected: 799.996000 != 3384.422000. CPU Frequency is not max.\n"
+            " 4194304    20000            165.55             165.55            0.004934\n"
+            "Conflicting CPU frequency values detected: 800.000000 != 2967.226000. CPU Frequency is not max.\n"
+            " 8388608    20000            165.65             165.63            0.002468\n"
+            "---------------------------------------------------------------------------------------\n")
+    out = parse_perftest_lines(_lines(text), "written.txt")
+    assert [r.size_bytes for r in out.rows] == [2, 4194304, 8388608] and not out.problems
+
+
+def test_a_row_dropped_for_another_reason_is_said_on_the_console(tmp_path: Path):
+    """Written variant: a line perftest never prints between the header and the row. The old code
+    dropped the row into a note nobody saw ('No findings')."""
+    f = tmp_path / "stray.txt"
+    f.write_text(DEEPOPS.read_text().replace(
+        "    Conflicting CPU frequency values detected: 1200.535000 != 1251.336000. CPU Frequency is not max.",
+        "    [stray] a line another program printed"))
+    rc, stdout, err = gputopo_here("import", "perftest", f, "--out", tmp_path / "run", "--no-history")
+    assert rc == 0, err
+    assert "result row outside its table" in " ".join(stdout.split()) and "No findings" not in stdout
