@@ -6,7 +6,7 @@ expected_basis.reference_match, which is tried first). NCCL drives one NIC per G
 the NICs a job used are counted as each host's Active ports at the host's top rate (a slower
 management or storage port is not the job's), at most one per GPU of the host; the job's figure
 is then the slowest host's ``ports x rate``. For a ring all_reduce that is where busbw tops out
-(nccl-tests' PERFORMANCE.md: busbw is comparable to the network's bandwidth); other algorithms
+(nccl-tests' performance notes: busbw is comparable to the network's bandwidth); other algorithms
 (NVLS, trees on two nodes) can pass it, so it is a floor: above it is never suspicious, and a
 figure under half of it (FLOOR_FRACTION) is a warning.
 """
