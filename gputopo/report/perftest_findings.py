@@ -67,6 +67,37 @@ WC_STATUS = {
     20: ("response timeout error", "no response from the peer in time"),
 }
 
+#: What to do for a completion error, by its status (the advice follows the status, not cables by
+#: default): statuses the peer's side refused mostly mean the two sides ran different tests or options.
+_SAME_COMMAND = ("run the same test with the same options on both sides (the same ib_*_bw, -s, -R / rdma_cm, "
+                 "--use_cuda, -q): a server and client started with different tests or options are the usual "
+                 "cause of a remote access or invalid request error")
+_COMPLETION_REMEDIES = {
+    9: [_SAME_COMMAND],
+    10: [_SAME_COMMAND, "with --use_cuda on the peer, check that its GPU memory can be registered (GPUDirect RDMA: "
+                        "nvidia_peermem or dma-buf)"],
+    11: [_SAME_COMMAND, "check `dmesg` on the peer for mlx5 errors"],
+    4: ["with --use_cuda, check GPUDirect RDMA on this node (nvidia_peermem loaded, or --use_cuda_dmabuf); "
+        "run the same test without --use_cuda: if host memory works, the NIC and the path are fine"],
+    8: ["check the buffer's memory registration on this side (the locked-memory limit, --use_cuda's GPUDirect RDMA)"],
+    5: ["read the first completion error before it (every later request is flushed after it): it is the cause"],
+    12: ["check both ports' state (`ibstat`, `gputopo import ibstat`) and `dmesg` on both nodes",
+         "check that the peer process was still running; on RoCE, that the network is lossless (PFC/ECN)",
+         "if it repeats with both sides up, swap the cable or the peer to localise it"],
+    13: ["check that the peer process was still running and keeps receives posted (send tests); run it again"],
+    19: ["check `dmesg` on this node for mlx5 / adapter errors; the adapter may need a reset"],
+    20: ["check both ports' state and that the peer process was still running; run it again"],
+}
+
+
+def completion_remedies(status: int | None) -> list[str]:
+    """What to do for a completion error of ``status`` (ibv_wc_status), or for one whose status was not printed."""
+    if status is not None and status in _COMPLETION_REMEDIES:
+        return list(_COMPLETION_REMEDIES[status])
+    return ["check both ports' state (`ibstat`, `gputopo import ibstat`) and `dmesg` on both nodes",
+            "run the same test with the same options on both sides, and again: the status tells which side failed"]
+
+
 _ERRNO = {12: "ENOMEM (out of locked memory)", 14: "EFAULT (bad address)", 13: "EACCES (permission denied)",
           22: "EINVAL (invalid argument)", 95: "EOPNOTSUPP (not supported)", 1: "EPERM (not permitted)"}
 
@@ -155,8 +186,7 @@ def failure_finding(doc: dict, f: dict) -> Finding:
         what = (f"had a transfer complete with an error at the {f.get('side') or 'client'} "
                 f"(status {st if st is not None else '?'}, {f.get('wc_status_text') or name})")
         cause = meaning or "a work request completed with an error; its status says which"
-        remedies = ["check both ports' state (`ibstat`, `gputopo import ibstat`) and `dmesg` on both nodes",
-                    "run the test again; if it repeats, swap the cable or the peer to localise it"]
+        remedies = completion_remedies(st if isinstance(st, int) else None)
     elif kind == "peer-unreachable":
         what = "did not reach its peer (" + str(f.get("message", "")).strip().replace(": ", " ")[:120] + ")"
         cause = ("the peer was gone or never reached: the server not started or already ended, a wrong address "

@@ -57,3 +57,30 @@ def test_a_row_dropped_for_another_reason_is_said_on_the_console(tmp_path: Path)
     rc, stdout, err = gputopo_here("import", "perftest", f, "--out", tmp_path / "run", "--no-history")
     assert rc == 0, err
     assert "result row outside its table" in " ".join(stdout.split()) and "No findings" not in stdout
+
+
+def _completion_finding(tmp_path: Path, status_line: str) -> dict:
+    f = tmp_path / "err.txt"
+    f.write_text("                    RDMA_Write BW Test\n"
+                 " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+                 f" Completion with error at client\n {status_line}\n")
+    rc, _, err = gputopo_here("import", "perftest", f, "--out", tmp_path / "run", "--no-history")
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (found,) = [x for x in doc["findings"] if x["evidence"].get("wc_status") is not None]
+    return found
+
+
+def test_a_remote_access_error_points_at_the_two_sides_options_not_cables(tmp_path):
+    """Written variant (perftest's 'Failed status 10: wr_id 0 syndrom 0x88' form). The old advice
+    for every status: 'swap the cable or the peer'."""
+    found = _completion_finding(tmp_path, "Failed status 10: wr_id 0 syndrom 0x88")
+    text = " ".join(found["remedies"])
+    assert "same options on both sides" in text and "cable" not in text
+
+
+def test_a_retry_exceeded_error_still_checks_ports_and_cables(tmp_path):
+    """The posted softiwarp issue 27 status (12, transport retry counter exceeded)."""
+    found = _completion_finding(tmp_path, "Failed status 12: wr_id 0 syndrom 0x81")
+    text = " ".join(found["remedies"])
+    assert "ibstat" in text and "cable" in text and "lossless" in text
