@@ -15,6 +15,7 @@ from typing import Dict, List, Sequence
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Nic
+from gputopo.text_input import display_name
 
 #: How --help says the option.
 NICS_HELP = ("A host's RDMA NICs for a job across hosts: HOST=FILE (the host as the log's '# Rank N ... on HOST' "
@@ -31,7 +32,10 @@ def _read_nics(path: str) -> List[Nic]:
     if head.lstrip()[:1] == b"{":
         from .user_inputs import load_topo_file
 
-        nics = load_topo_file(path).nics
+        topo = load_topo_file(path)
+        if topo.simulated:
+            raise InputFileError(path, "a scan of a SIMULATED machine (--sim) describes no real host's NICs")
+        nics = topo.nics
         if not any(n.ports for n in nics):
             raise InputFileError(path, "a gputopo scan with no NIC port read: `gputopo scan --json` on a host "
                                        "whose RDMA ports it could read (or give its `ibstat` text)")
@@ -54,6 +58,7 @@ def job_nics(specs: Sequence[str], hosts: Sequence[str]) -> List[Nic]:
                          + "; --nics describes the hosts of a job across hosts ('# Rank N ... on HOST' lines "
                            "naming two or more)")
     by_host: Dict[str, List[Nic]] = {}
+    files: Dict[int, str] = {}
     alike: List[Nic] = []
     for spec in specs:
         host, sep, path = spec.partition("=")
@@ -62,6 +67,8 @@ def job_nics(specs: Sequence[str], hosts: Sequence[str]) -> List[Nic]:
         if not path:
             raise UsageError(f"--nics {spec}: no file after '='; the syntax is HOST=FILE or FILE")
         nics = _read_nics(path)
+        for n in nics:
+            files[id(n)] = display_name(path)
         if not host:
             if alike:
                 raise UsageError("--nics: two files without a host; name each as HOST=FILE")
@@ -85,5 +92,7 @@ def job_nics(specs: Sequence[str], hosts: Sequence[str]) -> List[Nic]:
             nic.host = host
             nic.label = f"{host}:{n.device if isinstance(n.device, str) else n.label}"
             nic.gpu_classes, nic.nic_classes = {}, {}  # another topology's GPU numbers mean nothing here
+            for p in nic.ports:
+                p.sources["job_nics"] = files[id(n)]  # where the judged floor's ports were read
             out.append(nic)
     return out

@@ -71,7 +71,7 @@ def nic_floor(topo: Optional[Topology]) -> Optional[NicFloor]:
         if per_host_gpus is not None:
             count = min(count, per_host_gpus)
         ports[host], rates[host] = count, top
-        sources.update(p.sources.get("state", "") for p in active)
+        sources.update(p.sources.get("job_nics") or p.sources.get("state", "") for p in active)
     gbps = min(ports[h] * rates[h] / 8 for h in hosts)
     src = ", ".join(sorted(s for s in sources if s)) or "--nics"
     return NicFloor(round(gbps, 3), ports, rates, f"ports read from {src}")

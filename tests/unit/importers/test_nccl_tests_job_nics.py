@@ -82,3 +82,30 @@ def test_bad_nics_options_are_one_line_exit_2(tmp_path):
 def test_help_says_the_syntax():
     rc, out, _ = gputopo_here("import", "nccl-tests", "--help")
     assert rc == 0 and "--nics [HOST=]FILE" in out and "ibstat" in out and "scan --json" in out
+
+
+def _scan_json(tmp_path: Path, simulated: bool) -> Path:
+    """`gputopo scan --json` of the simulated DGX H100 (8x ConnectX-7 400G); WRITTEN as a real
+    host's where ``simulated`` is False (the flag cleared)."""
+    rc, out, err = gputopo_here("scan", "--sim", "dgx-h100", "--json")
+    assert rc in (0, 1), err
+    doc = json.loads(out)
+    doc["simulated"] = simulated
+    f = tmp_path / ("scan-sim.json" if simulated else "scan.json")
+    f.write_text(json.dumps(doc))
+    return f
+
+
+def test_a_scan_json_per_host_gives_the_nics(tmp_path):
+    scan = _scan_json(tmp_path, simulated=False)
+    rc, out, err, doc = _import(tmp_path, "--nics", f"node005={scan}", "--nics", f"node007={scan}")
+    assert rc == 0, err
+    (slow,) = [f for f in doc["findings"] if f["kind"] == "slow"]
+    assert slow["evidence"]["basis"] == "nics" and "8 x 400 Gb/s" in slow["message"]
+    assert "scan.json; at most one NIC" in slow["message"] and "/sys/" not in slow["message"]  # the file given
+
+
+def test_a_simulated_scan_is_refused_as_nics(tmp_path):
+    scan = _scan_json(tmp_path, simulated=True)
+    rc, _, err, _ = _import(tmp_path, "--nics", str(scan))
+    assert rc == 2 and "SIMULATED" in err and "Traceback" not in err
