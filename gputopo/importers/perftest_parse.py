@@ -177,6 +177,8 @@ class PerftestOutput:
     unit: str | None = None
     units_seen: list[str] = field(default_factory=list)
     use_cuda: bool = False
+    #: --use_rocm (perftest's AMD GPU memory option): the buffers were GPU memory, on ROCm
+    use_rocm: bool = False
     cuda_dmabuf: bool = False
     gpu_name: str | None = None
     gpu_index: int | None = None
@@ -237,7 +239,7 @@ class PerftestOutput:
                 "path": self.source, "title": self.title, "verb": self.verb, "bidirectional": self.bidirectional,
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
-                "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "use_rocm": self.use_rocm, "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
                 "source_format": self.source_format, "unit_derived": self.unit_derived,
                 "json_only_figure": self.json_only_figure, "command_device": self.command_device,
                 **dict(zip(("ib_port", "ib_port_from", "ib_port_assumed"), self.port_used())),
@@ -472,6 +474,8 @@ class _Parser:
             self._command(lineno, s[m.end():])
             if "--use_cuda" in s:
                 out.use_cuda = True
+            if "--use_rocm" in s:
+                out.use_rocm = True
             if "--use_cuda_dmabuf" in s:
                 out.cuda_dmabuf = True
             host = re.match(r"^\[?[\w.-]+@([\w.-]+)[:\s\]]", s)  # user@host:/dir# or [user@host dir]#

@@ -111,11 +111,12 @@ def _printed(row: dict) -> str:
 
 
 def _where(doc: dict) -> str:
-    """``ib_write_bw on mlx5_0 with --use_cuda``: the head of each message (the report's story
+    """``ib_write_bw on mlx5_0 with --use_cuda (GPU memory)``: the head of each message (the report's story
     takes the text before the first ': ')."""
     dev = doc.get("device")
     return (f"{doc.get('test', 'perftest')}" + (f" on {dev}" if dev else "")
-            + (" with --use_cuda" if doc.get("use_cuda") else "")
+            + (" with --use_cuda (GPU memory)" if doc.get("use_cuda") else
+               " with --use_rocm (GPU memory)" if doc.get("use_rocm") else "")
             + (f" (run {doc['run']} of {doc['runs_in_file']} in its file)" if doc.get("runs_in_file") else ""))
 
 

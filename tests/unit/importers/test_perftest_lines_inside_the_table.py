@@ -84,3 +84,14 @@ def test_a_retry_exceeded_error_still_checks_ports_and_cables(tmp_path):
     found = _completion_finding(tmp_path, "Failed status 12: wr_id 0 syndrom 0x81")
     text = " ".join(found["remedies"])
     assert "ibstat" in text and "cable" in text and "lossless" in text
+
+
+def test_use_rocm_and_use_cuda_say_gpu_memory_was_used(tmp_path):
+    """Written variants: the DeepOps run with a command line naming --use_rocm / --use_cuda. The
+    old code said nothing of --use_rocm."""
+    for flag in ("--use_rocm", "--use_cuda"):
+        f = tmp_path / f"{flag[2:]}.txt"
+        f.write_text(f"$ ib_write_bw -R -d mlx5_0 --report_gbits -x 3 {flag}=0 10.10.11.11\n" + DEEPOPS.read_text())
+        rc, stdout, err = gputopo_here("import", "perftest", f, "--out", tmp_path / flag[2:], "--no-history")
+        assert rc == 0, err
+        assert f"with {flag} (GPU memory)" in " ".join(stdout.split())
