@@ -179,6 +179,8 @@ class PerftestOutput:
     use_cuda: bool = False
     #: --use_rocm (perftest's AMD GPU memory option): the buffers were GPU memory, on ROCm
     use_rocm: bool = False
+    #: --run_infinitely on its command line: a row per interval, the same size repeated
+    run_infinitely: bool = False
     cuda_dmabuf: bool = False
     gpu_name: str | None = None
     gpu_index: int | None = None
@@ -239,7 +241,7 @@ class PerftestOutput:
                 "path": self.source, "title": self.title, "verb": self.verb, "bidirectional": self.bidirectional,
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
-                "use_rocm": self.use_rocm, "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "use_rocm": self.use_rocm, "run_infinitely": self.run_infinitely, "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
                 "source_format": self.source_format, "unit_derived": self.unit_derived,
                 "json_only_figure": self.json_only_figure, "command_device": self.command_device,
                 **dict(zip(("ib_port", "ib_port_from", "ib_port_assumed"), self.port_used())),
@@ -476,6 +478,8 @@ class _Parser:
                 out.use_cuda = True
             if "--use_rocm" in s:
                 out.use_rocm = True
+            if "--run_infinitely" in s:
+                out.run_infinitely = True
             if "--use_cuda_dmabuf" in s:
                 out.cuda_dmabuf = True
             host = re.match(r"^\[?[\w.-]+@([\w.-]+)[:\s\]]", s)  # user@host:/dir# or [user@host dir]#

@@ -95,3 +95,23 @@ def test_use_rocm_and_use_cuda_say_gpu_memory_was_used(tmp_path):
         rc, stdout, err = gputopo_here("import", "perftest", f, "--out", tmp_path / flag[2:], "--no-history")
         assert rc == 0, err
         assert f"with {flag} (GPU memory)" in " ".join(stdout.split())
+
+
+def test_run_infinitely_rows_are_repeated_measurements_judged_by_their_median(tmp_path):
+    """Written variant: the DeepOps run with --run_infinitely, three intervals of 65536 B (92.40,
+    92.38, then 20.10 Gb/sec). The old code judged the last row alone (20.1 Gb/s)."""
+    row = "    65536      5000             92.42              92.40              0.176230\n"
+    text = ("$ ib_write_bw -R -d mlx5_0 --report_gbits -x 3 --run_infinitely 10.10.11.11\n"
+            + DEEPOPS.read_text().replace(row, row + "    65536      1762300          0.00               92.38"
+                                                     "              0.176200\n    65536      1762310          0.00"
+                                                     "               20.10              0.038300\n"))
+    f = tmp_path / "inf.txt"
+    f.write_text(text)
+    rc, stdout, err = gputopo_here("import", "perftest", f, "--out", tmp_path / "run", "--no-history")
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (bw,) = [x for x in doc["findings"] if x["kind"] == "rdma-bandwidth"]
+    assert bw["evidence"]["bw_average_gbps"] == 92.38
+    assert bw["evidence"]["repeats"]["count"] == 3 and bw["evidence"]["repeats"]["min_gbps"] == 20.1
+    assert "median of 3 repeated measurements of this size (--run_infinitely)" in bw["message"]
+    assert "repeated" in stdout
