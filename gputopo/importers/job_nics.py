@@ -11,7 +11,7 @@ job (nodes of one kind). The NICs read are added to the import's topology with t
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Nic
@@ -45,12 +45,15 @@ def _read_nics(path: str) -> List[Nic]:
     return topology_of(read_ibstat(path)).nics
 
 
-def job_nics(specs: Sequence[str], hosts: Sequence[str]) -> List[Nic]:
+def job_nics(specs: Sequence[str], hosts: Sequence[str],
+             used: Optional[Mapping[str, Sequence[str]]] = None) -> List[Nic]:
     """The NICs of ``specs`` (``[HOST=]FILE``) for a job on ``hosts``, each with its host set.
 
     Refused (UsageError, exit 2): a host the job did not run on, a host given twice, a FILE
     without a host beside named ones, named hosts that leave some of the job's hosts without
-    NICs, and any --nics on a job whose hosts the log does not name."""
+    NICs, and any --nics on a job whose hosts the log does not name. ``used``: host -> the ports
+    NCCL said it used ("mlx5_0:1"), where the log holds NCCL's INFO lines: only those are counted
+    on that host (the job's NICs, not every NIC of the host)."""
     if not specs:
         return []
     if len(hosts) < 2:
@@ -92,7 +95,11 @@ def job_nics(specs: Sequence[str], hosts: Sequence[str]) -> List[Nic]:
             nic.host = host
             nic.label = f"{host}:{n.device if isinstance(n.device, str) else n.label}"
             nic.gpu_classes, nic.nic_classes = {}, {}  # another topology's GPU numbers mean nothing here
+            named = set((used or {}).get(host) or [])
+            if named:
+                nic.ports = [p for p in nic.ports if p.name in named]
             for p in nic.ports:
-                p.sources["job_nics"] = files[id(n)]  # where the judged floor's ports were read
-            out.append(nic)
+                p.sources["job_nics"] = files[id(n)] + ("; used per the log's NET/IB line" if named else "")
+            if nic.ports:
+                out.append(nic)
     return out

@@ -161,6 +161,9 @@ class NcclTestsLog:
     errors: List[str] = field(default_factory=list)
     #: the lines the test or NCCL marked (``NCCL WARN``, ``Test CUDA failure``, ...): model/flagged_lines.py
     flagged: List[Dict[str, Any]] = field(default_factory=list)
+    #: host -> the RDMA ports NCCL said it uses ("NET/IB : Using [0]mlx5_0:1/IB ..."), where the
+    #: output holds NCCL's INFO lines: the NICs the job used (import --nics counts only those)
+    nics_used: Dict[str, List[str]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
@@ -246,6 +249,11 @@ _TEST_FAILURE_WHO = re.compile(r"(?:^|\s)(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]
 _NCCL_WARN = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ )?(?:\[(?P<dev>\d+)\] )?"
                         r"(?P<text>(?:[\w./-]+\.\w+:\d+ )?NCCL WARN\b.*)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
+#: NCCL's line naming the RDMA ports it uses: "host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB
+#: [1]mlx5_3:1/RoCE ; OOB eth0:10.0.0.1<0>" (NET/IBext* from the HPC-X plugin alike).
+_NET_USING = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] NCCL INFO NET/IB\w* : Using "
+                        r"(?P<devs>(?:\[\d+\]\S+\s*)+)")
+_NET_DEV = re.compile(r"\[\d+\]([\w.-]+:\d+)/")
 #: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
@@ -416,6 +424,12 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         s = line.strip()
         if not s:
             continue
+        if "NCCL INFO NET/" in s:
+            u = _NET_USING.search(s)
+            if u:
+                used = cur.nics_used.setdefault(u.group("host"), [])
+                used += [d for d in _NET_DEV.findall(u.group("devs")) if d not in used]
+                continue
         flagged = _flagged(s, lineno, cur.tool, source)
         if flagged is not None:
             if len(cur.flagged) < MAX_FLAGGED:
@@ -1067,7 +1081,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "wrong_checked": len(counted) == len(wrong_cells) and validated,
         "validated": validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
-        "flagged_lines": _with_ranks(log),
+        "flagged_lines": _with_ranks(log), **({"nics_used": log.nics_used} if log.nics_used else {}),
         "problems": list(log.problems),
         "inferred": list(log.inferred), "unknown": list(log.unknown),
     }

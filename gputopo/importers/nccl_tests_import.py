@@ -93,7 +93,8 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     if nics:
         # the NICs of each host of a job across hosts (job_nics.py): its figure is judged against them
         topo.nics = [n for n in topo.nics if n.host is not None] + job_nics(
-            nics, list(dict.fromkeys(h for lg in logs for h in lg.hosts)))
+            nics, list(dict.fromkeys(h for lg in logs for h in lg.hosts)),
+            {h: d for lg in logs for h, d in lg.nics_used.items()})
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
     write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
                        argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],

@@ -109,3 +109,23 @@ def test_a_simulated_scan_is_refused_as_nics(tmp_path):
     scan = _scan_json(tmp_path, simulated=True)
     rc, _, err, _ = _import(tmp_path, "--nics", str(scan))
     assert rc == 2 and "SIMULATED" in err and "Traceback" not in err
+
+
+def test_only_the_nics_nccl_says_it_used_are_counted(tmp_path):
+    """Written variant of the issue 290 output with NCCL's INFO lines kept: each host's 'NET/IB :
+    Using' names 4 of its 8 NDR ports, so the job's NICs carry 4 x 400 Gb/s = 200 GB/s and its
+    156 GB/s (78 %) is no warning; counting every NIC of the host (400 GB/s) would call it slow."""
+    lines = NCCL_290.read_text().splitlines(keepends=True)
+    using = "[0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_4:1/IB [3]mlx5_5:1/IB ; OOB ibs3:10.0.0.{n}<0>\n"
+    net = [f" 0: node005:291005:291100 [0] NCCL INFO NET/IB : Using {using.format(n=5)}",
+           f" 0: node007:541703:541800 [0] NCCL INFO NET/IB : Using {using.format(n=7)}"]
+    f = tmp_path / "all_reduce_with_info.txt"
+    f.write_text("".join(lines[:19] + net + lines[19:]))
+    out = tmp_path / "run"
+    rc, stdout, err = gputopo_here("import", "nccl-tests", f, "--out", out, "--no-history", "--nics", NDR_8)
+    assert rc == 0, err
+    doc = json.loads((out / "summary.json").read_text())
+    assert not [x for x in doc["findings"] if x["kind"] == "slow"]
+    for head in doc["headlines"]:
+        assert head["judged_basis"]["basis"] == "nics" and "4 x 400 Gb/s" in head["judged_basis"]["text"]
+        assert "used per the log's NET/IB line" in head["judged_basis"]["text"]
