@@ -113,8 +113,8 @@ def test_a_test_that_failed_before_its_header_is_imported_with_its_failure_not_r
     found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
     # the chain line is kept with the failure it unwound from, which it maps to rank 1 (issue 47 item 8)
     assert [f.severity for f in found] == ["error"]
-    assert "on fengyun (rank 1) (line 6): an error that ended its run (then its call chain: Test failure " \
-           "common.cu:844)" in found[0].message
+    assert "on fengyun (rank 1) (line 6): an error that ended its run (then its call chain: `Test failure " \
+           "common.cu:844`)" in found[0].message
 
 
 def test_each_flagged_line_has_its_own_row_and_its_quote_stays_whole_in_the_story():
