@@ -9,6 +9,7 @@ import click
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import after_run, history_options
 from gputopo.cli.options import console
+from gputopo.importers.job_nics import NICS_HELP
 
 
 @cli.group(name="import")
@@ -154,8 +155,9 @@ def perftest(files, out_dir, ibstat_file, topo_file):
 @click.option("--ranks", type=int, metavar="N", help="The number of ranks of a log without its "
               "'# Using devices' rank lines (rows pasted alone, `kubectl logs --tail`).")
 @topo_option
+@click.option("--nics", "nics", multiple=True, metavar="[HOST=]FILE", help=NICS_HELP)
 @history_options
-def nccl_tests(logs, out_dir, op, ranks, topo_file):
+def nccl_tests(logs, out_dir, op, ranks, topo_file, nics):
     """Read nccl-tests or rccl-tests text output (all_reduce_perf & co., any version) into
     measurements.
 
@@ -167,7 +169,7 @@ def nccl_tests(logs, out_dir, op, ranks, topo_file):
     from gputopo.importers.nccl_tests_import import import_nccl_tests
 
     res = import_nccl_tests(logs, out_dir=out_dir, op=op, ranks=ranks, topology=load_topo_option(topo_file),
-                            topology_file=topo_file,
+                            topology_file=topo_file, nics=list(nics),
                             argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
     click.echo(f"\nrun folder: {res.run_dir}")
     after_run(res.run_dir, "import")

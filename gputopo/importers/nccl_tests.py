@@ -161,6 +161,9 @@ class NcclTestsLog:
     errors: List[str] = field(default_factory=list)
     #: the lines the test or NCCL marked (``NCCL WARN``, ``Test CUDA failure``, ...): model/flagged_lines.py
     flagged: List[Dict[str, Any]] = field(default_factory=list)
+    #: host -> the RDMA ports NCCL said it uses ("NET/IB : Using [0]mlx5_0:1/IB ..."), where the
+    #: output holds NCCL's INFO lines: the NICs the job used (import --nics counts only those)
+    nics_used: Dict[str, List[str]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
@@ -239,11 +242,18 @@ MAX_FLAGGED = 2000
 #: Test failure common.cu:N" (older: " .. HOST: Test failure ...", " .. pid N: Test failure ..."; the
 #: oldest, 2018's: "NCCL failure all_reduce.cu:95 'msg'", "CUDA failure common.cu:N 'msg'").
 _TEST_FAILURE = re.compile(r"(?:\bTest (?:CUDA |NCCL )?failure\b|\b(?:NCCL|CUDA|Cuda) failure (?=[\w./-]+\.cu:\d+)).*$")
-_TEST_FAILURE_WHO = re.compile(r"^(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]+)\s*)?(?:pid\s+(?P<pid>\d+))?\s*:\s*$")
+#: Who printed it: the words just before the failure ("HOST:", " .. HOST pid N:"), also where the
+#: line came in the middle of a result row the failure cut ("   2097152  32768  float  none  -1 HOST: ...").
+_TEST_FAILURE_WHO = re.compile(r"(?:^|\s)(?:\.\.\s*)?(?:(?P<host>(?!pid\b)[^\s:]+)\s*)?(?:pid\s+(?P<pid>\d+))?\s*:\s*$")
 #: NCCL's own warning lines among the test's output: "host:pid:tid [dev] file.cc:N NCCL WARN msg".
 _NCCL_WARN = re.compile(r"^(?:.*?\s)??(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ )?(?:\[(?P<dev>\d+)\] )?"
                         r"(?P<text>(?:[\w./-]+\.\w+:\d+ )?NCCL WARN\b.*)$")
 _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
+#: NCCL's line naming the RDMA ports it uses: "host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB
+#: [1]mlx5_3:1/RoCE ; OOB eth0:10.0.0.1<0>" (NET/IBext* from the HPC-X plugin alike).
+_NET_USING = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] NCCL INFO NET/IB\w* : Using "
+                        r"(?P<devs>(?:\[\d+\]\S+\s*)+)")
+_NET_DEV = re.compile(r"\[\d+\]([\w.-]+:\d+)/")
 #: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
@@ -259,7 +269,7 @@ def _flagged(s: str, lineno: int, tool: str, source: str) -> Optional[Dict[str, 
     if "failure" in s:
         m = _TEST_FAILURE.search(s)
         if m:
-            who = _TEST_FAILURE_WHO.match(s[:m.start()])
+            who = _TEST_FAILURE_WHO.search(s[:m.start()])
             return flagged_line(m.group(0), tool=tool, where=line_where(source, lineno),
                                 host=who.group("host") if who else None,
                                 pid=int(who.group("pid")) if who and who.group("pid") else None, fails_run=True)
@@ -268,11 +278,27 @@ def _flagged(s: str, lineno: int, tool: str, source: str) -> Optional[Dict[str, 
 
 def _with_ranks(log: "NcclTestsLog") -> List[Dict[str, Any]]:
     """The flagged lines, each with the ranks its process ran (the rank lines' host and pid)."""
-    out = []
-    for f in log.flagged:
-        ranks = [r.rank for r in log.ranks if f.get("pid") is not None and r.pid == f["pid"]
+    out: List[Dict[str, Any]] = []
+    for k, f in enumerate(log.flagged):
+        pid = f.get("pid")
+        if pid is None and f.get("host") and k + 1 < len(log.flagged):
+            # "HOST: Test CUDA failure ..." names no pid; the "Test failure" chain that follows it
+            # (" .. HOST pid N: Test failure common.cu:M") is the same process's
+            nxt = log.flagged[k + 1]
+            if nxt.get("host") == f["host"] and nxt.get("pid") is not None and "Test failure" in str(nxt.get("text")):
+                pid = nxt["pid"]
+        ranks = [r.rank for r in log.ranks if pid is not None and r.pid == pid
                  and (f.get("host") is None or r.host == f["host"])]
-        out.append(dict(f, ranks=sorted(set(ranks))) if ranks else dict(f))
+        rec = dict(f, ranks=sorted(set(ranks))) if ranks else dict(f)
+        prev = out[-1] if out else None
+        if (prev is not None and prev.get("fails_run") and str(rec.get("text", "")).startswith("Test failure ")
+                and rec.get("host") == prev.get("host")
+                and (prev.get("pid") in (None, rec.get("pid")) or rec.get("pid") is None)):
+            # " .. HOST pid N: Test failure common.cu:M": the call chain nccl-tests unwinds after the
+            # failure above it (TESTCHECK), kept with it: one failure, not one error per frame
+            prev.setdefault("chain", []).append(str(rec["text"])[len("Test failure "):])
+            continue
+        out.append(rec)
     return out
 
 
@@ -398,6 +424,12 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
         s = line.strip()
         if not s:
             continue
+        if "NCCL INFO NET/" in s:
+            u = _NET_USING.search(s)
+            if u:
+                used = cur.nics_used.setdefault(u.group("host"), [])
+                used += [d for d in _NET_DEV.findall(u.group("devs")) if d not in used]
+                continue
         flagged = _flagged(s, lineno, cur.tool, source)
         if flagged is not None:
             if len(cur.flagged) < MAX_FLAGGED:
@@ -895,6 +927,14 @@ def completeness_problems(log) -> List[str]:
     not parse are noted by the parser as it skips them)."""
     if log.avg_busbw_gbps is not None or log.out_of_bounds is not None:
         return []
+    failed = next((f for f in log.flagged if f.get("fails_run")), None)
+    if failed is not None:
+        # the test said why it stopped (its own failure line, quoted as a tool-flagged error): not
+        # "hung, died or cut"
+        where = f" on {failed['host']}" if failed.get("host") else ""
+        return [f"no footer: the test stopped at its own failure{where} (`{str(failed.get('text'))[:100]}`), "
+                + ("before its first result row, so nothing was measured" if not log.rows else
+                   f"after line {log.rows[-1].line}, so the sizes after its last row are missing")]
     if not log.rows and log.columns:
         return ["no result row after the column header: the test printed no figure (it hung or died before its "
                 "first size, or the log was cut there), so nothing was measured"]
@@ -1041,7 +1081,7 @@ def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
         "wrong_checked": len(counted) == len(wrong_cells) and validated,
         "validated": validated, "validation": log.config.get("validation"),
         "out_of_bounds": log.out_of_bounds, "out_of_bounds_status": log.out_of_bounds_status, "errors": list(log.errors), "notes": list(log.notes),
-        "flagged_lines": _with_ranks(log),
+        "flagged_lines": _with_ranks(log), **({"nics_used": log.nics_used} if log.nics_used else {}),
         "problems": list(log.problems),
         "inferred": list(log.inferred), "unknown": list(log.unknown),
     }

@@ -24,6 +24,7 @@ from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, iter_measurements, log_summary,
                          parse_nccl_tests_file)
+from .job_nics import job_nics
 from .user_inputs import refuse_duplicates
 
 
@@ -62,14 +63,15 @@ def _class_for(topo: Optional[Topology], gpus) -> Optional[str]:
 def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, op: Optional[str] = None,
                       topology: Optional[Topology] = None, argv: Optional[List[str]] = None,
                       render: bool = True, console=None, topology_file: Optional[str] = None,
-                      ranks: Optional[int] = None) -> ImportResult:
+                      ranks: Optional[int] = None, nics: Optional[List[str]] = None) -> ImportResult:
     """Parse the logs and write a run folder; returns where it went.
 
     ``out_dir``: the exact folder to write (created; refused if it already holds a run, since
     run folders are never overwritten); otherwise a new timestamped folder under ``base_dir``.
     ``op`` names the collective when neither the log nor its file name says it, ``ranks`` the
     number of ranks of a log without rank lines (both inferred from busbw / algbw where only one
-    answer fits; refused, naming --op and --ranks, where several do).
+    answer fits; refused, naming --op and --ranks, where several do). ``nics``: --nics specs
+    (``[HOST=]FILE``, job_nics.py) of a job across hosts.
     Raises InputFileError for unreadable logs, UsageError for a bad op, an occupied out_dir, a log
     given twice, or a ``topology`` (read from ``topology_file``) of another machine.
     """
@@ -88,10 +90,15 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
     if topology is not None:
         refuse_other_machine(topology, logs, topology_file)
     topo = topology or topology_from_logs(logs)
+    if nics:
+        # the NICs of each host of a job across hosts (job_nics.py): its figure is judged against them
+        topo.nics = [n for n in topo.nics if n.host is not None] + job_nics(
+            nics, list(dict.fromkeys(h for lg in logs for h in lg.hosts)),
+            {h: d for lg in logs for h, d in lg.nics_used.items()})
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
     write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
                        argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
-                       options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks,
+                       options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks, **({"nics": list(nics)} if nics else {}),
                                 "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
                        measurements=(m for log in logs
                                      for m in iter_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),

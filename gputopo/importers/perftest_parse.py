@@ -59,6 +59,11 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf)"
 _ROW = re.compile(rf"^(\d+)\s+(\d+)\s+{_NUM}\s+{_NUM}\s+{_NUM}(?:\s+(.*))?$", re.IGNORECASE)
 _ROW_QOS = re.compile(rf"^(\d+)\s+(\d+)\s+(\d+)\s+{_NUM}\s+{_NUM}\s+{_NUM}\s*$", re.IGNORECASE)
 _DASHES = re.compile(r"^-{20,}$")
+#: perftest's own warnings, printed wherever the test is when it reads the CPU's frequency
+#: (get_cpu_mhz in perftest's get_clock.c): inside the result table too, between its header and rows
+#: when the governor is not pinned; they end nothing.
+_PERFTEST_WARNING = re.compile(r"^(?:Conflicting CPU frequency values detected|Test integrity may be harmed"
+                               r"|Warning: measured timestamp frequency)", re.IGNORECASE)
 _HEADER_KEYS = {  # as perftest prints them (ctx_print_test_info) -> our name
     "Dual-port": "dual_port", "Device": "device", "Number of qps": "qps", "Transport type": "transport",
     "Connection type": "connection", "Using SRQ": "srq", "Mtu": "mtu", "Link type": "link_type",
@@ -172,6 +177,10 @@ class PerftestOutput:
     unit: str | None = None
     units_seen: list[str] = field(default_factory=list)
     use_cuda: bool = False
+    #: --use_rocm (perftest's AMD GPU memory option): the buffers were GPU memory, on ROCm
+    use_rocm: bool = False
+    #: --run_infinitely on its command line: a row per interval, the same size repeated
+    run_infinitely: bool = False
     cuda_dmabuf: bool = False
     gpu_name: str | None = None
     gpu_index: int | None = None
@@ -232,7 +241,7 @@ class PerftestOutput:
                 "path": self.source, "title": self.title, "verb": self.verb, "bidirectional": self.bidirectional,
                 "role": self.role, "header": dict(self.header), "device": self.device, "unit": self.unit,
                 "unit_meaning": _unit_meaning(self.unit), "use_cuda": self.use_cuda,
-                "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
+                "use_rocm": self.use_rocm, "run_infinitely": self.run_infinitely, "cuda_dmabuf": self.cuda_dmabuf, "gpu_name": self.gpu_name, "gpu_index": self.gpu_index,
                 "source_format": self.source_format, "unit_derived": self.unit_derived,
                 "json_only_figure": self.json_only_figure, "command_device": self.command_device,
                 **dict(zip(("ib_port", "ib_port_from", "ib_port_assumed"), self.port_used())),
@@ -281,6 +290,11 @@ class _Parser:
         if _FLAGGED.match(s) and len(out.flagged) < 200:
             out.flagged.append(flagged_line(s, tool="perftest", where=line_where(out.source, lineno), host=out.hostname,
                                             fails_run=True))
+        if _PERFTEST_WARNING.match(s):
+            if not any("perftest's CPU-frequency warning" in n for n in out.notes):
+                out.notes.append(f"line {lineno}: perftest's CPU-frequency warning ({s[:90]!r}): the CPU governor "
+                                 "is not pinned (cpupower frequency-set -g performance); the rows around it are read")
+            return
         if self.in_rows:
             if self._row(lineno, s):
                 return
@@ -462,6 +476,10 @@ class _Parser:
             self._command(lineno, s[m.end():])
             if "--use_cuda" in s:
                 out.use_cuda = True
+            if "--use_rocm" in s:
+                out.use_rocm = True
+            if "--run_infinitely" in s:
+                out.run_infinitely = True
             if "--use_cuda_dmabuf" in s:
                 out.cuda_dmabuf = True
             host = re.match(r"^\[?[\w.-]+@([\w.-]+)[:\s\]]", s)  # user@host:/dir# or [user@host dir]#
@@ -491,6 +509,12 @@ class _Parser:
             out.use_cuda, out.gpu_index = True, int(m.group(1))
             return
         if s.startswith(("local address:", "remote address:", "GID:", "ulimit", "unlimited", "WARNING:")):
+            return
+        if _ROW.match(s) or _ROW_QOS.match(s):
+            # a result row where no table is open (a line perftest does not print came between its
+            # header and this row): a measurement left out is said, never dropped silently
+            out.problems.append(f"line {lineno}: a result row outside its table ({s[:80]!r}): a line that is not "
+                                "perftest's came between the table's header and this row, so it is left out")
             return
         elided = elision_problem(s, lineno)
         if elided:

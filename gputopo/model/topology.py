@@ -131,6 +131,9 @@ class Nic:
     #: the PCIe bridges above it, root port first, with their ACS control bits (``.gpus`` holds the
     #: NIC's own bus id), or NotAvailable(why): for ACS redirect between a GPU and its NIC
     bridges: Any = NotAvailable("not read")
+    #: the host it is in, where a topology joins several hosts' NICs (a multi-node job's import:
+    #: `gputopo import nccl-tests --nics`); None on a one-host topology
+    host: Optional[str] = None
 
 
 @dataclass
@@ -283,7 +286,8 @@ def topology_to_json(topo: Topology, with_pairs: bool = True) -> Dict[str, Any]:
          "nic_link_classes": [{"nic": k, "link_class": str(c)} for k, c in n.nic_classes.items()],
          "ports": [p.to_json() for p in n.ports],
          "bridges": ([{"bdf": b.bdf, "controls": b.controls, "redirects": b.redirects} for b in n.bridges]
-                     if isinstance(n.bridges, list) else _enc(n.bridges))}
+                     if isinstance(n.bridges, list) else _enc(n.bridges)),
+         **({"host": n.host} if n.host is not None else {})}
         for n in topo.nics
     ]
     return {"machine": topo.machine, "source": topo.source, "simulated": topo.simulated,
@@ -334,7 +338,8 @@ def topology_from_json(d: Dict[str, Any]) -> Topology:
             pci_bus_id=field_from_json(nd.get("pci_bus_id")), numa_node=field_from_json(nd.get("numa_node")),
             gpu_classes={int(e["gpu"]): LinkClass.parse(e["link_class"]) for e in nd.get("gpu_link_classes", [])},
             nic_classes={e["nic"]: LinkClass.parse(e["link_class"]) for e in nd.get("nic_link_classes", [])},
-            ports=[NicPort.from_json(p) for p in nd.get("ports") or []], bridges=_nic_bridges(nd, nd.get("pci_bus_id")))
+            ports=[NicPort.from_json(p) for p in nd.get("ports") or []], bridges=_nic_bridges(nd, nd.get("pci_bus_id")),
+            host=nd["host"] if isinstance(nd.get("host"), str) else None)
         for nd in d.get("nics") or []  # absent in documents written before NICs were read
     ]
     return Topology(gpus=gpus, pairs=pairs, host=host, source=d.get("source", ""),

@@ -14,9 +14,11 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Measurement, Topology
+from gputopo.model.finding import gpu_ranges
 
 from .why.causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, peer_path_broken
 from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, gpu_names, judge_rate, platform_of
+from .network_floor import job_hosts
 from .references import REFERENCE_FRACTION, closest_reference
 from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
                        measured_gbps)
@@ -32,6 +34,12 @@ def _fmt(x: Optional[float]) -> str:
 
 def _pair_text(gpus, lc) -> str:
     return f"GPUs {','.join(map(str, gpus))} ({lc or '?'})"
+
+
+def _job_text(gpus, topo: Optional[Topology]) -> str:
+    """A job across hosts: its hosts and ranks (its GPUs are ranks, not one host's GPU pair)."""
+    hosts = job_hosts(topo)
+    return f"the job across {len(hosts)} hosts ({', '.join(hosts)}; GPUs {gpu_ranges(gpus)})"
 
 
 def _efficiency(h: Headline) -> float:
@@ -65,7 +73,17 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
         if wj.basis == "theoretical":
             evidence["threshold_efficiency"] = SLOW_EFFICIENCY
         severity, told = "warning", ""
-        if not wj.class_known:
+        if wj.basis == "nics":
+            # a job across hosts under half of what its NICs carry: the log alone does not say why
+            cause = ("not known from this output: the traffic between the hosts runs at under half of what the "
+                     "NICs carry; NCCL using fewer NICs than the hosts have (NCCL_IB_HCA, a NIC down or not "
+                     "visible in the container), GPUDirect RDMA off (every byte staged through host memory), "
+                     "traffic over TCP (NET/Socket) or a congested or misconfigured fabric would each do it")
+            remedies = ["run it again with NCCL_DEBUG=INFO and import that log (`gputopo import nccl-debug`): it "
+                        "names the NICs and transport NCCL used (NET/IB, GDRDMA) per channel",
+                        "check every host's ports (ibstat: State Active, Rate) and the fabric between them "
+                        "(ib_write_bw between the two hosts)"]
+        elif not wj.class_known:
             # an MNNVL row offered to a series whose link is unknown: said, not called a fault
             severity, told = "info", "; the link between the hosts is not in this output"
             evidence["link_known"] = False
@@ -95,7 +113,7 @@ def slow_findings(heads: List[Headline], topo: Optional[Topology]) -> List[Findi
                 remedies.append(REMEDY_ACS)
         out.append(Finding(
             "slow", severity,
-            f"{_pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "
+            f"{_job_text(pair, topo) if wj.basis == 'nics' else _pair_text(pair, lc)}: {worst.series} {worst.direction or ''} {worst.gbps:.3g} GB/s "
             f"{worst.metric} = {wj.fraction:.0%} of {wj.text} (below {wj.threshold:.0%}){told}".replace("  ", " "),
             gpus=list(pair), link_class=lc, evidence=evidence, cause=cause, remedies=remedies))
     return out

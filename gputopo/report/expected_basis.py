@@ -34,6 +34,7 @@ from gputopo.model import Topology, is_value
 from gputopo.model.finding import gpu_ranges
 
 from .headline import HEADLINE_ORDER, LINK_RATE_FABRICS, Headline
+from .network_floor import FLOOR_FRACTION, nic_floor, spans_hosts
 from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_peer_copy
 from .references import MNNVL, REFERENCE_FRACTION, Reference, closest_reference
 
@@ -51,7 +52,7 @@ SLOW_SERIES = ("p2p.copy", "p2p.copy_bidir")
 class Judged:
     """A series' figure against its basis: ``fraction`` = measured / ``expected_gbps``."""
 
-    basis: str  # "reference" | "theoretical"
+    basis: str  # "reference" | "theoretical" | "nics" (a job across hosts: network_floor.py)
     expected_gbps: float
     fraction: float
     threshold: float
@@ -151,6 +152,10 @@ def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
     if (h.series in SLOW_SERIES or is_peer_copy(h.series)) and len(h.gpus) == 2 and h.efficiency is not None and h.expected.gbps:
         return Judged("theoretical", h.expected.gbps, h.efficiency, SLOW_EFFICIENCY,
                       f"the link's theoretical {h.expected.gbps:g} GB/s ({h.expected.basis})")
+    if spans_hosts(h, topo):
+        floor = nic_floor(topo)
+        if floor is not None and floor.gbps > 0:
+            return Judged("nics", floor.gbps, h.gbps / floor.gbps, FLOOR_FRACTION, floor.text)
     return None
 
 
@@ -271,11 +276,15 @@ def no_reference_notes(heads: List[Headline], topo: Optional[Topology]) -> List[
             figures = f": {_span([h.gbps for h, _ in hjs], '{:.3g}')} GB/s {hjs[0][0].metric}"
         theoretical = [t for t in tests if any(h.test == t and j is not None and j.basis == "theoretical"
                                                for h, j in hjs)]
-        unjudged = [t for t in tests if t not in theoretical]
+        nics = [t for t in tests if any(h.test == t and j is not None and j.basis == "nics" for h, j in hjs)]
+        unjudged = [t for t in tests if t not in theoretical and t not in nics]
         one = len(tests) == 1
         judged = []
         if theoretical:
             judged.append("judged against the link's theoretical rate only" + ("" if one else f": {', '.join(theoretical)}"))
+        if nics:
+            judged.append("judged against what the job's NICs carry only (a floor: above it is never suspicious)"
+                          + ("" if one else f": {', '.join(nics)}"))
         if unjudged:
             judged.append("not judged against any rate (the figure is shown, neither called slow nor as expected)"
                           + ("" if one else f": {', '.join(unjudged)}"))

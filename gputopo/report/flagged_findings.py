@@ -106,6 +106,10 @@ def tool_flagged_findings(lines: Sequence[Dict[str, Any]], made: Iterable[Findin
         count = f"{len(group)} lines" if len(group) > 1 else _line_text(group[0].get("where"))
         where = _where_text(group)
         on = f" on {where}" if where else ""
+        chain = next((r["chain"] for r in group if isinstance(r.get("chain"), list) and r["chain"]), None)
+        if chain:  # nccl-tests' "Test failure" lines that unwound from it: said with it
+            said += " (then its call chain: " + ", ".join(f"`Test failure {c}`" for c in chain[:30]) + (
+                f" and {len(chain) - 30} more" if len(chain) > 30 else "") + ")"
         out.append(Finding(
             "tool-flagged", "error" if fails else "warning",
             f"{tool} printed `{text}`{on} ({count}): {said} that no rule of gputopo explains{also}",

@@ -7,6 +7,8 @@ neither slow nor fine, so the run's verdict must not read ``ok`` for it (issue 4
 - every headline series (headline.py, keyed by ``(series, gpus, direction)``) gets one basis, the
   first that applies: ``reference`` (a published figure of the same model, class, test and GPU
   count: expected_basis.judge_rate), ``theoretical`` (the link's rate, for plain peer copies),
+  ``nics`` (a collective of a job across hosts against what the NICs it used carry:
+  network_floor.py, the NICs given by `import nccl-tests --nics`),
   ``peers`` (the like GPUs of the same run, given as a mapping by the rule that compared them),
   ``history`` (this machine's own earlier runs, where the run was recorded and a baseline
   existed), or ``none`` with why (``spec`` is the basis a `gputopo check` spec adds, said by check);
@@ -37,7 +39,7 @@ from .expected_basis import NO_LINK_SERIES, why_no_reference, judge_rate
 from .headline import LINK_RATE_FABRICS, Headline
 
 #: The bases a series or fact can be judged against, in the order they are tried.
-BASES = ("reference", "theoretical", "peers", "spec", "history", "none")
+BASES = ("reference", "theoretical", "nics", "peers", "spec", "history", "none")
 #: A series' key: (series, gpus, direction), as Headline has them.
 SeriesKey = Tuple[str, Tuple[int, ...], Optional[str]]
 #: The run verdicts, best first after the two that judged nothing (one vocabulary everywhere).

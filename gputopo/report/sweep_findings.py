@@ -1,7 +1,7 @@
 """`bandwidth-cliff`: along an imported nccl-tests size sweep, busbw that falls at one size to
 below half of what smaller sizes reached, and never comes back at any larger size; or busbw
-that falls at least 4x from one size to the next and stays below half of the figure before the
-drop for at least 3 sizes (the size it fell to and the next two), even if it comes back later.
+that falls below half of the best smaller size's and stays there for at least 3 sizes (the size
+it fell to and the next two), even if it comes back later.
 
 A healthy sweep rises with size and levels off; small dips where NCCL switches algorithm or
 protocol recover at the next sizes. A cliff that does not recover (a real post: 29.9 GB/s at
@@ -11,8 +11,12 @@ sustained load. A sustained drop that does come back (a real post: an alltoall o
 6000D at 29.9 GB/s at 8 MiB, 1.5 GB/s from 16 MiB, back only at 4-8 GiB) costs every size in
 between the same way. A dip at one or two sizes, where a protocol switch costs a little, is
 neither. Judged per log on the printed busbw, per size the better of the out-of-place
-and in-place figures, so one noisy placement alone never makes a cliff; peaks below 1 GB/s
-(latency-bound small sizes) are not judged.
+and in-place figures, so one noisy placement alone never makes a cliff. The unrecovered cliff
+leaves peaks below 1 GB/s (latency-bound small sizes) unjudged; the sustained drop is judged
+relative to the run itself (issue 47 item 9): a size counts once the sweep has reached
+LATENCY_FRACTION of its own best figure, so small sizes still bound by latency are never a drop,
+while a collapse to well below 1 GB/s in the middle of a fast sweep is one, however it fell (in
+one step or several).
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from gputopo.model import Finding, Measurement
 CLIFF_FRACTION = 0.5
 #: A sweep whose best busbw before the drop is below this (GB/s) is latency-bound: not judged.
 MIN_PEAK_GBPS = 1.0
-#: A fall between neighbouring sizes by at least this factor ...
-DROP_FACTOR = 4.0
-#: ... after which at least this many sizes (the one it fell to first) stay below
-#: CLIFF_FRACTION of the figure before the fall is a cliff even if larger sizes come back.
+#: At least this many sizes in a row (the one it fell to first) below CLIFF_FRACTION of the best
+#: smaller size's busbw is a cliff even if larger sizes come back (one or two are a protocol switch).
 DROP_SIZES = 3
+#: A size is judged by the sustained-drop rule once the best busbw before it reaches this share of
+#: the sweep's own best: below it the sweep is still latency-bound (busbw still rising with size).
+LATENCY_FRACTION = 0.25
 
 
 def _sweeps(measurements: list[Measurement]) -> dict[tuple[str, str, tuple[int, ...]], dict[int, float]]:
@@ -62,21 +67,27 @@ def find_cliff(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float,
 
 
 def find_sustained_drop(busbw_by_size: dict[int, float]) -> tuple[int, float, int, float, int, int | None] | None:
-    """(size before, busbw there, size fallen to, busbw there, last size still below half, the
-    size where busbw is back above half or None) of the first fall by DROP_FACTOR between
-    neighbouring sizes that stays below CLIFF_FRACTION of the figure before it for at least
-    DROP_SIZES sizes; None if there is none."""
+    """(size of the best busbw before it, that busbw, size fallen to, busbw there, last size still
+    below half, the size where busbw is back above half or None) of the first run of at least
+    DROP_SIZES sizes below CLIFF_FRACTION of the best smaller size's busbw, where that best has
+    left the latency-bound start of the sweep (LATENCY_FRACTION of the sweep's own best); None if
+    there is none. Relative to the run only: no absolute floor, no single-step factor."""
     sizes = sorted(busbw_by_size)
-    for k in range(len(sizes) - 1):
-        before, bw = busbw_by_size[sizes[k]], busbw_by_size[sizes[k + 1]]
-        if before < MIN_PEAK_GBPS or bw * DROP_FACTOR > before:
-            continue
-        low = k + 1
-        while low + 1 < len(sizes) and busbw_by_size[sizes[low + 1]] < CLIFF_FRACTION * before:
-            low += 1
-        if low - k >= DROP_SIZES:
-            back = sizes[low + 1] if low + 1 < len(sizes) else None
-            return sizes[k], before, sizes[k + 1], bw, sizes[low], back
+    if not sizes:
+        return None
+    top = max(busbw_by_size.values())
+    best, best_size = 0.0, None
+    for k, size in enumerate(sizes):
+        bw = busbw_by_size[size]
+        if best_size is not None and best > 0 and best >= LATENCY_FRACTION * top and bw < CLIFF_FRACTION * best:
+            low = k
+            while low + 1 < len(sizes) and busbw_by_size[sizes[low + 1]] < CLIFF_FRACTION * best:
+                low += 1
+            if low - k + 1 >= DROP_SIZES:
+                back = sizes[low + 1] if low + 1 < len(sizes) else None
+                return best_size, best, size, bw, sizes[low], back
+        if bw >= best:
+            best, best_size = bw, size
     return None
 
 
@@ -133,7 +144,7 @@ def _drop_finding(file: str, test: str, gpus: tuple[int, ...], by_size: dict[int
                   "cliff_size_bytes": fell, "busbw_at_cliff_gbps": bw, "last_low_size_bytes": last_low,
                   "low_sizes": len(low), "lowest_gbps": worst, "recovered_size_bytes": back,
                   "recovered_gbps": by_size[back] if back is not None else None,
-                  "drop_factor": DROP_FACTOR, "fraction": CLIFF_FRACTION,
+                  "fraction": CLIFF_FRACTION, "latency_fraction": LATENCY_FRACTION,
                   "figures": "printed busbw (GB/s = 1e9 B/s), better placement per size"},
         cause=("sizes in this range take a much slower path than the sizes around them; which is not known "
                "from this output: a transport or protocol fallback (e.g. P2P to SHM or a socket, a proxy path), "

@@ -30,13 +30,15 @@ def test_nccl_tests_failure_lines_are_kept_and_said_as_errors():
     texts = [r["text"] for r in doc["flagged_lines"]]
     assert texts == ["enqueue.cc:1231 NCCL WARN Cuda failure 'an illegal memory access was encountered'",
                      "Test NCCL failure common.cu:1005 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) "
-                     "/ Cuda failure'", "Test failure common.cu:1174"]
+                     "/ Cuda failure'"]
+    # the " .. node7 pid 4242: Test failure" line is the failure's call chain, kept with it (issue 47 item 8)
+    assert doc["flagged_lines"][1]["chain"] == ["common.cu:1174"] and doc["flagged_lines"][1]["ranks"] == [0]
     found = tool_flagged_findings(doc["flagged_lines"], [])
-    assert [f.severity for f in found] == ["warning", "error", "error"]
+    assert [f.severity for f in found] == ["warning", "error"]
     assert all(f.kind == "tool-flagged" for f in found)
     assert found[0].message.startswith("NCCL printed `enqueue.cc:1231 NCCL WARN Cuda failure 'an illegal memory access "
                                        "was encountered'` on node7 (rank 0, CUDA device 0) (line 8): a warning")
-    assert "node7 (rank 0)" in found[2].message
+    assert "node7 (rank 0)" in found[1].message and "Test failure common.cu:1174" in found[1].message
     assert "not known from this input" in (found[0].cause or "")
 
 
@@ -111,8 +113,10 @@ def test_a_test_that_failed_before_its_header_is_imported_with_its_failure_not_r
     (log,) = parse_nccl_tests(FAILED_BEFORE_HEADER, op="all_reduce")
     assert not log.rows and log.failed_early
     found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
-    assert [f.severity for f in found] == ["error", "error"]
-    assert "`Test failure common.cu:844` on fengyun (rank 1) (line 7): an error that ended its run" in found[1].message
+    # the chain line is kept with the failure it unwound from, which it maps to rank 1 (issue 47 item 8)
+    assert [f.severity for f in found] == ["error"]
+    assert "on fengyun (rank 1) (line 6): an error that ended its run (then its call chain: `Test failure " \
+           "common.cu:844`)" in found[0].message
 
 
 def test_each_flagged_line_has_its_own_row_and_its_quote_stays_whole_in_the_story():
@@ -120,10 +124,10 @@ def test_each_flagged_line_has_its_own_row_and_its_quote_stays_whole_in_the_stor
 
     (log,) = parse_nccl_tests(NCCL_TESTS, op="all_reduce")
     found = tool_flagged_findings(log_summary(log)["flagged_lines"], [])
-    assert [len(g) for g in group_findings(found)] == [1, 1, 1]  # alike incomplete-data would share one
+    assert [len(g) for g in group_findings(found)] == [1, 1]  # alike incomplete-data would share one
     assert message_head(found[1].message) == (
         "nccl-tests printed `Test NCCL failure common.cu:1005 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
-        "details) / Cuda failure'` on node7 (line 9)")
+        "details) / Cuda failure'` on node7 (rank 0) (line 9)")
 
 
 def test_the_oldest_failure_line_and_a_warn_saying_cuda_failure_are_told_apart():
