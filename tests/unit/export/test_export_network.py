@@ -3,27 +3,16 @@ distance rule, the kernel side of GPUDirect RDMA (in-process, from a simulated s
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
 from gputopo.export.cache import HistoryFacts, Snapshot
-from gputopo.export.families import snapshot_families
 from gputopo.sim.description import parse_description
 from gputopo.sim.scan import scan_description, scan_simulated
+from helpers.metric_samples import snapshot_samples
 
 
 def samples(topo):
     snap = Snapshot(topology=topo, findings=[], history=HistoryFacts(), scanned_s=1.0, scan_duration_s=0.1,
                     scans=1, scan_errors=0)
-
-    class C:
-        def collect(self):
-            return snapshot_families(snap)
-
-    reg = CollectorRegistry()
-    reg.register(C())
-    text = generate_latest(reg).decode()
-    return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+    return snapshot_samples(snap)
 
 
 def find(ss, name, **labels):

@@ -11,17 +11,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gputopo.export.cache import Snapshot
-from gputopo.export.families import snapshot_families
 from gputopo.export.sources import history_reader
 from gputopo.history import db as hdb
 from gputopo.history.db import open_history
 from gputopo.history.query import RunFilter, list_runs
 from gputopo.report.run_folder import load_run
 from helpers.cli import gputopo_here
+from helpers.metric_samples import snapshot_samples
 
 
 def _bench(tmp: Path, db: Path, n: int) -> tuple[Path, str]:
@@ -35,14 +33,7 @@ def _bench(tmp: Path, db: Path, n: int) -> tuple[Path, str]:
 
 
 def _metric(snap: Snapshot, name: str) -> list[float]:
-    class C:
-        def collect(self):
-            return snapshot_families(snap)
-
-    reg = CollectorRegistry()
-    reg.register(C())
-    text = generate_latest(reg).decode()
-    return [s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name]
+    return [s.value for s in snapshot_samples(snap) if s.name == name]
 
 
 @pytest.mark.slow
