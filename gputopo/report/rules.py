@@ -303,7 +303,8 @@ RULES: Tuple[Rule, ...] = (
        _like_gpus, "GPUs of one model compared with each other: a pair below its like pairs' median, a set of "
        "GPUs slower than the others with every peer (like_gpus.py)"),
     _R("nccl-debug", ("nccl-debug", "topology"),
-       ("nccl-init-failed", "nccl-gdr-off", "nccl-socket-fallback", "nccl-far-nic", "nccl-comm-failed"),
+       ("nccl-init-failed", "nccl-gdr-off", "nccl-socket-fallback", "nccl-far-nic", "nccl-comm-failed",
+        "nccl-collnet-failed", "nccl-known-warn"),
        ("run", "nccl-debug"), "data", _nccl_debug, "what an NCCL_DEBUG log says the job did (nccl_debug_findings.py)"),
     _R("bandwidth-cliff", ("measurements",), ("bandwidth-cliff", "not-verified"), ("run",), "data", _cliff,
        "an nccl-tests size sweep that falls and does not recover; a run that checked no data (sweep_findings.py)"),
