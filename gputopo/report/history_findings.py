@@ -21,18 +21,12 @@ from gputopo.history.counters import CounterGrowth
 from gputopo.history.drift import DriftPoint
 from gputopo.model import Finding
 from gputopo.model.finding import where_text
+from gputopo.model.sizes import size_text
 
 
 def when(t: float) -> str:
     """A history time as people read it: UTC, to the minute."""
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _size(n: int) -> str:
-    for unit, k in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= k and n % k == 0:
-            return f"{n // k}{unit}"
-    return f"{n}B"
 
 
 def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
@@ -44,7 +38,7 @@ def drift_findings(points: list[DriftPoint], fraction: float) -> list[Finding]:
         out.append(Finding(
             kind="drift", severity="warning", gpus=list(p.gpus) if p.gpus else None,
             link_class=p.link_class,
-            message=(f"{where}: {series} at {_size(p.size_bytes)} {p.gbps:.1f} GB/s is "
+            message=(f"{where}: {series} at {size_text(p.size_bytes, compact=True)} {p.gbps:.1f} GB/s is "
                      f"{p.ratio:.1%} of this machine's baseline {p.baseline_gbps:.1f} GB/s (median "
                      f"of its last {p.baseline_runs} error-free runs since {when(p.baseline_since_s)}; "
                      f"below {fraction:.0%} is drift)"),

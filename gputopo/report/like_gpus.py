@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Tuple
 
 from gputopo.model import Finding, Topology
 from gputopo.model.bandwidth import PCIE_X16_GBPS
+from gputopo.model.sizes import size_text
 
 from .expected_basis import gpu_names
 from .headline import LINK_RATE_FABRICS, Headline, worst_direction
@@ -88,7 +89,7 @@ class GroupKey:
     direction: Optional[str]
 
     def text(self) -> str:
-        size = _size_text(self.size_bytes)
+        size = size_text(self.size_bytes)
         cls = f" {self.link_class}" if self.link_class else ""
         way = f" {self.direction}" if self.direction else ""
         return f"{self.series}{way} at {size}{cls}"
@@ -114,15 +115,6 @@ class LikeGroup:
 
     def model_text(self) -> str:
         return self.key.model.removeprefix("NVIDIA ") if self.key.model else "(model not read)"
-
-
-def _size_text(n: int) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.3g} MiB"
-    return f"{n} B"
 
 
 def like_groups(heads: List[Headline], topo: Optional[Topology]) -> List[LikeGroup]:
@@ -153,7 +145,7 @@ def peer_bases(heads: List[Headline], topo: Optional[Topology]) -> Dict[SeriesKe
         k = g.key
         cls = f" {k.link_class}" if k.link_class else " (link class not known)"
         way = f" {k.direction}" if k.direction else ""
-        text = (f"the {len(g.heads) - 1} other {g.model_text()}{cls} pairs at {_size_text(k.size_bytes)}, "
+        text = (f"the {len(g.heads) - 1} other {g.model_text()}{cls} pairs at {size_text(k.size_bytes)}, "
                 f"{k.series}{way}")
         for hs in g.heads.values():
             for h in hs:

@@ -22,6 +22,7 @@ one step or several).
 from __future__ import annotations
 
 from gputopo.model import Finding, Measurement
+from gputopo.model.sizes import size_text
 
 #: busbw below this fraction of the best smaller size's, with no larger size back above it.
 CLIFF_FRACTION = 0.5
@@ -91,13 +92,6 @@ def find_sustained_drop(busbw_by_size: dict[int, float]) -> tuple[int, float, in
     return None
 
 
-def _size(n: int) -> str:
-    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= factor and n % factor == 0:
-            return f"{n // factor} {unit}"
-    return f"{n} B"
-
-
 def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
     out = []
     for (file, test, gpus), by_size in sorted(_sweeps(measurements).items()):
@@ -111,7 +105,7 @@ def cliff_findings(measurements: list[Measurement]) -> list[Finding]:
         op = test.split(".", 1)[-1]
         out.append(Finding(
             "bandwidth-cliff", "warning",
-            f"nccl-tests {op} busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at {_size(drop)} "
+            f"nccl-tests {op} busbw falls from {before:g} GB/s at {size_text(at)} to {bw:g} GB/s at {size_text(drop)} "
             f"and stays below {CLIFF_FRACTION:.0%} of it at every larger size (best {after:g} GB/s; {file})",
             gpus=list(gpus) or None,
             evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
@@ -132,13 +126,13 @@ def _drop_finding(file: str, test: str, gpus: tuple[int, ...], by_size: dict[int
     op = test.split(".", 1)[-1]
     low = [s for s in sorted(by_size) if fell <= s <= last_low]
     worst = min(by_size[s] for s in low)
-    back_text = (f"; back to {by_size[back]:g} GB/s at {_size(back)}" if back is not None
+    back_text = (f"; back to {by_size[back]:g} GB/s at {size_text(back)}" if back is not None
                  else "; the sweep ends there")
     return Finding(
         "bandwidth-cliff", "warning",
-        f"nccl-tests {op} busbw falls from {before:g} GB/s at {_size(at)} to {bw:g} GB/s at {_size(fell)} "
+        f"nccl-tests {op} busbw falls from {before:g} GB/s at {size_text(at)} to {bw:g} GB/s at {size_text(fell)} "
         f"({before / bw if bw > 0 else float('inf'):.0f}x) and stays below {CLIFF_FRACTION:.0%} of it from "
-        f"{_size(fell)} to {_size(last_low)} ({len(low)} sizes, lowest {worst:g} GB/s){back_text} ({file})",
+        f"{size_text(fell)} to {size_text(last_low)} ({len(low)} sizes, lowest {worst:g} GB/s){back_text} ({file})",
         gpus=list(gpus) or None,
         evidence={"file": file, "test": test, "peak_before_gbps": before, "peak_before_size_bytes": at,
                   "cliff_size_bytes": fell, "busbw_at_cliff_gbps": bw, "last_low_size_bytes": last_low,
@@ -152,6 +146,6 @@ def _drop_finding(file: str, test: str, gpus: tuple[int, ...], by_size: dict[int
                "message sizes; the job's NCCL_DEBUG=INFO log tells the transport"),
         remedies=[("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,NET and import the log with "
                    "`gputopo import nccl-debug` to see the transport per pair"),
-                  f"rerun {_size(at)} to {_size(back if back is not None else last_low)} alone (-b/-e) to see "
+                  f"rerun {size_text(at)} to {size_text(back if back is not None else last_low)} alone (-b/-e) to see "
                   "whether the drop moves or persists",
                   "try NCCL_PROTO / NCCL_ALGO pinned to one value to see whether a protocol switch causes it"])

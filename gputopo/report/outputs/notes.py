@@ -11,6 +11,7 @@ from gputopo.model.finding_kinds import is_data_trouble
 from gputopo.report.summary import Summary
 
 from gputopo.report.why.root_causes import verdict_counts
+from gputopo.model.sizes import size_text
 
 
 def simulated_line(summary: Summary) -> str:
@@ -24,15 +25,6 @@ def simulated_line(summary: Summary) -> str:
 #: Where the time behind a GB/s figure came from, in words.
 TIMING_WORDS = {"modeled": "the simulated machine's link model, not a clock",
                 "wall": "wall clock", "cuda-events": "CUDA events"}
-
-
-def size_text(n) -> str:
-    if not isinstance(n, int):
-        return "?"
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
 
 
 def headline_facts(summary: Summary) -> Dict[str, List[str]]:

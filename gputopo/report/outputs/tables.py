@@ -18,14 +18,14 @@ from gputopo.report.summary import Summary
 from .cell_text import count_cell, gbps, gpus_text, group_findings, group_where, pct, place_words
 from gputopo.report.why.diagnosis import NESTED, nested_groups
 from gputopo.report.why.explain import Explanation, explanations
-from .notes import (RAW_FILES, TIMING_WORDS, figures_note, headline_facts, raw_data_note, simulated_line, size_text,
+from .notes import (RAW_FILES, TIMING_WORDS, figures_note, headline_facts, raw_data_note, simulated_line,
                     timing_text, verdict_line)
 from .story import KIND_WORDS, VERDICT_WORDS, WAY_WORDS, StoryItem, pairs_text, story
 
 __all__ = ["KIND_WORDS", "MAX_PAIR_ROWS", "RAW_FILES", "TIMING_WORDS", "VERDICT_WORDS", "WAY_WORDS", "Explanation",
            "StoryItem", "Table", "class_table", "count_cell", "explanations", "figures_note", "findings_table",
            "gbps", "gpus_text", "group_findings", "group_where", "place_words", "headline_facts", "nccl_tests_table",
-           "numerics_steps", "pair_table", "pairs_text", "pct", "raw_data_note", "simulated_line", "size_text",
+           "numerics_steps", "pair_table", "pairs_text", "pct", "raw_data_note", "simulated_line",
            "story", "timing_text", "verdict_line", "way_cell"]
 
 #: Longest per-pair table in report.md / report.html; the full table is in summary.json.
