@@ -92,8 +92,25 @@ _NO_IB = re.compile(r"^NET/IB\w* ?: No device found")
 _NO_IBVERBS = re.compile(r"^Failed to open libibverbs\.so")
 #: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (src/graph/topo.cc, NCCL >= 2.19 or so).
 _GDR_HCA = re.compile(r"^NET/(?P<net>.+?) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
+#: NCCL's per-GPU GPUDirect RDMA decision (model/nccl_paths.py names each version's form): "[NET/IB : ]GPU
+#: Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 7 > 4)", "... Enabled for GPU 0 / HCA 0 (distance 4 <=
+#: 4), read 1 mode Default", NCCL 2.4's "GPU 0[0]", NCCL 2.3's "HCA mlx5_0", and "... for GPU 0[0] / HCA 0
+#: 'mlx5_0' (no module or not supported by GPU)" (NCCL's IB transport without a peer-memory module, 2.3-2.4).
+_GDR_GPU = re.compile(r"^(?:NET/(?P<net>[^:]+?) ?: )?GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU "
+                      r"(?P<gpu>[0-9a-fA-F]+(?:\[\d+\])?) / HCA (?P<hca>[^\s(']+)(?: '(?P<name>[^']*)')? "
+                      r"\((?:distance (?P<d>-?\d+) (?P<op>>=|>|<=|<) (?P<l>-?\d+)\)|(?P<why>[^)]*)\))")
+#: NCCL 2.29's form: "GPU Direct RDMA Disabled for GPU/0-110592 (rank 0) - NET/0-1 ( using PXN via GPU/0-..., distance 7 > 5)"
+_GDR_GPU_229 = re.compile(r"^GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU/(?P<sys>\d+)-(?P<bus>\d+) \(rank "
+                          r"(?P<rank>\d+)\) - NET/(?P<nsys>\d+)-(?P<dev>\d+) \((?P<pxn> ?using PXN via GPU/\d+-\d+, )?"
+                          r"distance (?P<d>-?\d+) (?P<op>>|<=) (?P<l>-?\d+)")
+#: What shows the job ran on AWS's Elastic Fabric Adapter: the aws-ofi-nccl plugin's lines ("NET/OFI ..."),
+#: its provider ("NET/OFI Selected Provider is efa"), EFA devices ("rdmap16s27") and its "Running on
+#: <instance type> platform" / "for platform : <instance type>" lines (aws-ofi-nccl src/platform-aws.cpp).
+_OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is (?P<p>\w+)")
+_OFI_PLATFORM = re.compile(r"^NET/OFI .*?(?:Running on (?P<a>\S+) platform|for platform : (?P<b>\S+?)[,\s])")
+_EFA_DEVICE = re.compile(r"\b(?P<dev>rdmap\d+s\d+)\b")
 _USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
-_PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI Using (?P<ofi>aws-ofi-nccl \S+))\s*$")
+_PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI (?:Using|Initializing) (?P<ofi>aws-ofi-nccl \S+))\s*$")
 #: NCCL's error path: every NCCLCHECK that sees a failure logs "file.cc:line -> code" on its way up.
 _TRACE = re.compile(r"^(?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)(?: \[(?P<where>[^\]]*)\])?\s*$")
 #: What a launcher or framework prints when NCCL returned an error (torch, nccl-tests, vLLM).
@@ -267,6 +284,11 @@ class NcclDebugLog:
     #: (host, network, HCA index) -> {"host", "net", "index", "device", "gdr": bool}: NCCL's
     #: "GPU Direct RDMA Enabled|Disabled for HCA n 'name'" lines
     gdr_hcas: Dict[Tuple[str, str, int], dict] = field(default_factory=dict)
+    #: NCCL's per-GPU "GPU Direct RDMA Enabled|Disabled for GPU g / HCA n (distance D > L)" lines, as printed:
+    #: {"host", "gdr", "gpu", "hca", "hca_name", "distance", "level", "why", "pxn", "form", "net", "count"}
+    gdr_gpus: Dict[tuple, dict] = field(default_factory=dict)
+    #: host -> what the log shows of AWS's EFA: {"provider", "instance_type", "devices", "lines"}
+    efa: Dict[str, dict] = field(default_factory=dict)
     #: (host, pid) -> what the process said about itself: "warnings" (NCCL WARN lines, with their
     #: source), "trace" (NCCL's error path "file.cc:line -> code"), "init_complete", "ranks"
     processes: Dict[Tuple[str, int], dict] = field(default_factory=dict)
@@ -473,6 +495,8 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
     if _NO_IBVERBS.match(msg):
         _add_once(log.no_ibverbs, host)
         return True
+    if _read_gdr_gpu(log, host, msg) or _read_efa_line(log, host, msg):
+        return True
     g = _GDR_HCA.match(msg)
     if g:
         net, idx = g.group("net").strip(), int(g.group("i"))
@@ -488,6 +512,48 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
         _add_once(log.plugins_loaded.setdefault(host, []), p.group("name") or p.group("ofi"))
         return True
     return False
+
+
+def _read_gdr_gpu(log: NcclDebugLog, host: str, msg: str) -> bool:
+    """One per-GPU GPUDirect RDMA line, kept as printed (its numbers read by the NCCL version later)."""
+    m = _GDR_GPU.match(msg)
+    if m:
+        rec = {"host": host, "gdr": m.group("state") == "Enabled", "gpu": m.group("gpu"), "hca": m.group("hca"),
+               "hca_name": m.group("name"), "distance": int(m.group("d")) if m.group("d") else None,
+               "level": int(m.group("l")) if m.group("l") else None, "op": m.group("op"),
+               "why": m.group("why"), "pxn": False, "form": "classic", "net": (m.group("net") or "").strip() or None}
+    else:
+        m = _GDR_GPU_229.match(msg)
+        if m is None:
+            return False
+        rec = {"host": host, "gdr": m.group("state") == "Enabled", "gpu": f"{int(m.group('bus')):x}",
+               "rank": int(m.group("rank")), "hca": m.group("dev"), "hca_name": None, "distance": int(m.group("d")),
+               "level": int(m.group("l")), "op": m.group("op"), "why": None, "pxn": bool(m.group("pxn")),
+               "form": "2.29", "net": None}
+    key = (host, rec["gdr"], rec["gpu"], rec["hca"], rec["distance"], rec["level"], rec["why"])
+    kept = log.gdr_gpus.setdefault(key, dict(rec, count=0))
+    kept["count"] += 1
+    return True
+
+
+def _read_efa_line(log: NcclDebugLog, host: str, msg: str) -> bool:
+    """What an INFO line shows of AWS's EFA (its provider, devices, the instance type); False for
+    other lines (the line is still read by the others where it is theirs)."""
+    p = _OFI_PROVIDER.match(msg)
+    plat = _OFI_PLATFORM.match(msg)
+    devs = _EFA_DEVICE.findall(msg)
+    if not (p or plat or devs):
+        return False
+    efa = log.efa.setdefault(host, {"provider": None, "instance_type": None, "devices": [], "lines": []})
+    if p:
+        efa["provider"] = p.group("p")
+    if plat:
+        efa["instance_type"] = plat.group("a") or plat.group("b")
+    for d in devs:
+        _add_once(efa["devices"], d)
+    if len(efa["lines"]) < 3 and (p or plat):
+        efa["lines"].append(msg[:200])
+    return bool(p or plat)  # a line naming an rdmap device may be NCCL's NIC list: read on by the others
 
 
 def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
