@@ -279,6 +279,8 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
             "no_prefix_lines": log.no_prefix_lines, "ray_folded_lines": log.ray_folded,
+            **({"ray_nodes": {ip or "(driver's node)": hs for ip, hs in log.ray_nodes.items()},
+                "ray_peer_hosts": log.ray_peer_hosts} if log.ray_nodes else {}),
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
             "network": network_facts(log, topo), "processes": process_facts(log),
             "error_lines": list(log.error_lines), "error_line_count": log.error_line_count,

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from gputopo.line_prefixes import strip_launcher_prefix, strip_ray_repeat
+from gputopo.line_prefixes import strip_ansi, strip_launcher_prefix, strip_ray_repeat
 from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_ranks import RankMap, RankSeen
 
@@ -111,6 +111,8 @@ _OFI_PLATFORM = re.compile(r"^NET/OFI .*?(?:Running on (?P<a>\S+) platform|for p
 _EFA_DEVICE = re.compile(r"\b(?P<dev>rdmap\d+s\d+)\b")
 _USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
 _PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI (?:Using|Initializing) (?P<ofi>aws-ofi-nccl \S+))\s*$")
+#: Ray's worker prefix: "(RayWorkerWrapper pid=330, ip=10.244.1.228) " (no ip on the driver's node)
+_RAY_PREFIX = re.compile(r"^\((?:[^()]*?\s)?pid=\d+(?:, ip=(?P<ip>[\d.]+|[0-9a-fA-F:]+))?[^()]*\)\s")
 #: NCCL's error path: every NCCLCHECK that sees a failure logs "file.cc:line -> code" on its way up.
 _TRACE = re.compile(r"^(?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)(?: \[(?P<where>[^\]]*)\])?\s*$")
 #: What a launcher or framework prints when NCCL returned an error (torch, nccl-tests, vLLM).
@@ -274,6 +276,12 @@ class NcclDebugLog:
     #: NCCL lines Ray left out of the log ("[repeated Nx across cluster]"), and channel lines among them
     ray_folded: int = 0
     ray_folded_channels: int = 0
+    #: Ray's nodes as its line prefixes show them: the ``ip=`` of ``(RayWorker pid=1, ip=10.0.0.2)``,
+    #: or "" for the driver's node (Ray prints no ip there) -> the hosts of the NCCL lines it prefixed
+    ray_nodes: Dict[str, List[str]] = field(default_factory=dict)
+    #: NET connection lines whose peer's host the log did not show, named as the other of the two
+    #: machines the log's Ray prefixes show (finish_channels): their count
+    ray_peer_hosts: int = 0
     #: host -> network -> the devices ``NET/IB : Using`` / ``NET/Socket : Using`` list:
     #: [{"index": 0, "device": "mlx5_0", "port": 1, "link": "RoCE"}]
     net_devices: Dict[str, Dict[str, List[dict]]] = field(default_factory=dict)
@@ -342,6 +350,7 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     """Feed one line (launcher prefixes, colours and Ray's ``[repeated Nx across cluster]`` are
     removed first); ``where`` ("file:line") names it when it is a channel line that cannot be read
     whole (cut or garbled): such a line is skipped and counted, never guessed."""
+    ray = _RAY_PREFIX.match(strip_ansi(line))
     bare, folded = strip_ray_repeat(strip_launcher_prefix(line))
     bare = bare.strip()
     starts = [m.start() for m in _JOINED_LINE.finditer(bare)]
@@ -375,6 +384,8 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     else:
         counts[0] += 1
         host, pid = m.group("host"), int(m.group("pid"))
+        if ray is not None:
+            _add_once(log.ray_nodes.setdefault(ray.group("ip") or "", []), host)
     bare_events = log._bare_events.setdefault(file, []) if host == HOST_UNKNOWN else []
     if m.group("level") == "WARN":
         _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where,
@@ -585,6 +596,11 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
         peer_label = (log.rank_map.host_of(peer_rank) if members is None and peer_seen is not None else None) or \
             (log.rank_map.label_for(peer_seen) if peer_seen is not None else own_label if local
              else HOST_NOT_TOLD if unknown_comm else HOST_NOT_IN_LOG)
+        if peer_label in (HOST_NOT_TOLD, HOST_NOT_IN_LOG) and not local:
+            other = _other_ray_machine(log, host)
+            if other is not None:  # a NET peer of a two-machine Ray job: the machine the line's is not
+                peer_label, peer_seen = other, None
+                log.ray_peer_hosts += 1
         own_ep = _endpoint_of(log, own_seen, own_label, g["sdev"] if own_rank == src_rank else g["ddev"], own_rank)
         peer_ep = _endpoint_of(log, peer_seen, peer_label, g["ddev"] if own_rank == src_rank else g["sdev"],
                                peer_rank)
@@ -604,6 +620,18 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
         log.channels.append(line)
     log._raw = []
     return log
+
+
+def _other_ray_machine(log: NcclDebugLog, host: str) -> Optional[str]:
+    """Where Ray folded a peer's own lines away: in a log whose Ray prefixes show exactly two
+    machines (each node's ``ip=``, or none for the driver's, paired with the host of the NCCL
+    lines it prefixed), each one host, the other machine than ``host``; None otherwise. A NET
+    connection joins two machines, so its peer is on the other one."""
+    machines = {tuple(hs) for hs in log.ray_nodes.values()}
+    hosts = [hs[0] for hs in machines if len(hs) == 1]
+    if len(machines) != 2 or len(hosts) != 2 or host not in hosts or len(set(hosts)) != 2:
+        return None
+    return next(h for h in hosts if h != host)
 
 
 def _family(source: Optional[str]) -> Optional[str]:
