@@ -15,6 +15,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Nic
+from gputopo.model.nic import NicPort
 from gputopo.text_input import display_name
 
 #: How --help says the option.
@@ -102,4 +103,37 @@ def job_nics(specs: Sequence[str], hosts: Sequence[str],
                 p.sources["job_nics"] = files[id(n)] + ("; used per the log's NET/IB line" if named else "")
             if nic.ports:
                 out.append(nic)
+    return out
+
+
+#: Where the NICs of a job judged by its own NCCL lines were read (said in the judged basis).
+FROM_NCCL_LINES = "the output's NCCL INFO lines (the ports NCCL's 'NET/IB : Using' line names"
+
+
+def nccl_line_nics(hosts: Sequence[str], used: Mapping[str, Sequence[str]], index: Mapping[str, Mapping[int, str]],
+                   rates: Mapping[str, Mapping[str, float]], net_bw: Mapping[str, Mapping[int, float]]) -> List[Nic]:
+    """Without --nics: the NICs of a job across hosts as its own NCCL INFO lines name them, where
+    every host of the job names the ports it used (``NET/IB : Using``; NCCL lists only ACTIVE
+    ports: src/transport/net_ib.cc skips the others) and each one's rate (NCCL >= 2.27's
+    ``speed=`` in Mb/s, or the topology dump's ``+ NET[GB/s] - NET/<index>``). Only the ports
+    NCCL used are counted, not every NIC of the host; [] where any host lacks any of it (the
+    job then stays not judged)."""
+    if len(hosts) < 2 or any(not used.get(h) for h in hosts):
+        return []
+    out: List[Nic] = []
+    for host in hosts:
+        by_name = dict(rates.get(host) or {})
+        for i, name in (index.get(host) or {}).items():
+            bw = (net_bw.get(host) or {}).get(i)
+            if name not in by_name and bw is not None:
+                by_name[name] = bw * 8
+        if any(p not in by_name for p in used[host]):
+            return []
+        how = "speed=" if rates.get(host) else "topology dump NET[GB/s]"
+        for port in used[host]:
+            dev, _, num = port.rpartition(":")
+            p = NicPort(device=dev, port=int(num), state="Active", rate_gbps=by_name[port],
+                        sources={"job_nics": f"{FROM_NCCL_LINES}, its rate from NCCL's {how})",
+                                 "state": "NCCL lists only ACTIVE ports"})
+            out.append(Nic(label=f"{host}:{dev}", device=dev, ports=[p], host=host))
     return out

@@ -14,14 +14,16 @@ way and names each pair's link class.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
-from gputopo.model.bus_id import try_bus_key
+from gputopo.model.bus_id import from_nccl, try_bus_key
 from gputopo.model.flagged_lines import flagged_line, nccl_warn_text
+from gputopo.model.nccl_paths import path_name, path_said, version_tuple
 from gputopo.probe.nccl_log import HOST_UNKNOWN, Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
 from gputopo.report.run_folder import load_run
 from gputopo.runfolder.layout import NCCL_DEBUG_JSON
@@ -162,16 +164,71 @@ def net_connections(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[
     return sorted(out.values(), key=lambda r: (r["host"], r["rank"] if r["rank"] is not None else -1, r["dev"]))
 
 
+def _gdr_gpu_said(token: str, rec: Dict[str, Any], version) -> Dict[str, Any]:
+    """What a per-GPU line's ``GPU <token>`` is in the NCCL version that printed it
+    (model/nccl_paths.py): a CUDA device (2.3), ``cudaDev[nvmlDev]`` (2.4), a PCI bus id (2.5 to
+    2.23, 2.29), a rank (2.24 to 2.28); as printed where the version is not known."""
+    if rec["form"] == "2.29":
+        addr = from_nccl(token)
+        return {"bus_id": addr.lspci if addr else None, "rank": rec.get("rank"), "label": f"rank {rec.get('rank')}"
+                + (f" ({addr.lspci})" if addr else "")}
+    if version is None and not re.search(r"[a-fA-F]", token):
+        return {"label": f"GPU {token}"}  # a bus id or a rank: the log states no single NCCL version
+    if version is None:  # hex letters: a bus id (NCCL 2.5 to 2.23), whatever the version
+        addr = from_nccl(token)
+        return {"bus_id": addr.lspci if addr else None, "label": addr.lspci if addr else f"GPU {token}"}
+    if "[" in token:
+        cuda, nvml = token.rstrip("]").split("[")
+        return {"cuda_dev": int(cuda), "nvml_dev": int(nvml), "label": f"CUDA device {cuda} (NVML {nvml})"}
+    if version < (2, 4, 0):
+        return {"cuda_dev": int(token), "label": f"CUDA device {token}"}
+    if version >= (2, 24, 0):
+        return {"rank": int(token), "label": f"rank {token}"}
+    addr = from_nccl(token)
+    return {"bus_id": addr.lspci if addr else None, "label": addr.lspci if addr else f"GPU {token}"}
+
+
+def gdr_gpu_records(log: NcclDebugLog) -> List[Dict[str, Any]]:
+    """NCCL's per-GPU GPUDirect RDMA lines, each GPU, HCA and path said in the words of the NCCL
+    version the log states (model/nccl_paths.py), else as printed."""
+    versions = [v for v in log.versions if version_tuple(v)]
+    one = {version_tuple(v) for v in versions}
+    version = next(iter(one)) if len(one) == 1 else None
+    out = []
+    for rec in log.gdr_gpus.values():
+        r = dict(rec)
+        r.update(_gdr_gpu_said(rec["gpu"], rec, version))
+        hca = rec["hca"]
+        if rec["form"] == "2.29" or (version is not None and (2, 4, 0) <= version < (2, 21, 0) and hca.isdigit()):
+            r["hca_index"] = int(hca)
+        elif version is not None and version >= (2, 21, 0) and re.fullmatch(r"[0-9a-fA-F]+", hca):
+            r["hca_index"] = int(hca, 16) & ((1 << 56) - 1)  # NCCL_TOPO_ID(systemId, dev): the dev
+        if r.get("hca_index") is not None:
+            names = {d["index"]: d["device"] for ds in (log.net_devices.get(rec["host"]) or {}).values() for d in ds}
+            r["hca_name"] = r.get("hca_name") or names.get(r["hca_index"])
+        if rec["distance"] is not None:
+            r["path"] = path_name(versions, rec["distance"]) if rec["form"] != "2.29" or versions else None
+            r["path_said"] = path_said(versions, rec["distance"])
+            r["level_path"] = path_name(versions, rec["level"]) if rec["level"] is not None and rec["level"] >= 0 else None
+            r["level_said"] = path_said(versions, rec["level"]) if rec["level"] is not None and rec["level"] >= 0 \
+                else str(rec["level"])
+        out.append(r)
+    return sorted(out, key=lambda r: (r["host"], r["gdr"], str(r["gpu"]), str(r["hca"])))
+
+
 def network_facts(log: NcclDebugLog, topo: Optional[Topology] = None) -> Dict[str, Any]:
     """The job's network as its log tells it, per host: the NICs NCCL listed, "No device found" for
     IB, the network each communicator used ("Using network IB"), external plugins loaded, NCCL's
     "GPU Direct RDMA Enabled|Disabled for HCA" lines, and each rank's NET connections."""
     hosts = sorted(set(log.net_devices) | set(log.no_ib_device) | set(log.networks) | set(log.plugins_loaded)
-                   | set(log.no_ibverbs) | {h for h, _n, _i in log.gdr_hcas})
+                   | set(log.no_ibverbs) | {h for h, _n, _i in log.gdr_hcas} | set(log.efa)
+                   | {r["host"] for r in log.gdr_gpus.values()})
     return {"hosts": {h: {"devices": log.net_devices.get(h, {}), "no_ib_device": h in log.no_ib_device,
                           "no_ibverbs": h in log.no_ibverbs,
-                          "networks_used": log.networks.get(h, []), "plugins_loaded": log.plugins_loaded.get(h, [])}
+                          "networks_used": log.networks.get(h, []), "plugins_loaded": log.plugins_loaded.get(h, []),
+                          **({"efa": log.efa[h]} if h in log.efa else {})}
                       for h in hosts},
+            "gdr_gpus": gdr_gpu_records(log),
             "gdr_hcas": sorted(log.gdr_hcas.values(), key=lambda r: (r["host"], r["net"], r["index"])),
             "connections": net_connections(log, topo)}
 
@@ -222,6 +279,8 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
     return {"schema_version": SCHEMA_VERSION, "files": [str(p) for p in paths], "nccl_versions": log.versions,
             "settings": log.settings, "info_lines": log.lines, "channel_lines": len(log.channels),
             "no_prefix_lines": log.no_prefix_lines, "ray_folded_lines": log.ray_folded,
+            **({"ray_nodes": {ip or "(driver's node)": hs for ip, hs in log.ray_nodes.items()},
+                "ray_peer_hosts": log.ray_peer_hosts} if log.ray_nodes else {}),
             "hosts": log_hosts(log), "problems": list(log.problems), "pairs": pair_records(log, topo),
             "network": network_facts(log, topo), "processes": process_facts(log),
             "error_lines": list(log.error_lines), "error_line_count": log.error_line_count,

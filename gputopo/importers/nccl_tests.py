@@ -164,6 +164,14 @@ class NcclTestsLog:
     #: host -> the RDMA ports NCCL said it uses ("NET/IB : Using [0]mlx5_0:1/IB ..."), where the
     #: output holds NCCL's INFO lines: the NICs the job used (import --nics counts only those)
     nics_used: Dict[str, List[str]] = field(default_factory=dict)
+    #: host -> NCCL's index of each port of that list ("[0]mlx5_0:1" -> 0: "mlx5_0:1")
+    nics_index: Dict[str, Dict[int, str]] = field(default_factory=dict)
+    #: host -> port ("mlx5_0:1") -> its rate in Gb/s as NCCL's INFO lines state it: NCCL >= 2.27's
+    #: "NET/IB: [0] mlx5_0:uverbs0:1/IB provider=Mlx5 speed=400000" (Mb/s), or the topology dump's
+    #: "+ NET[50.0] - NET/0" (GB/s, NCCL_DEBUG_SUBSYS=GRAPH) by the port's index in the Using list
+    nic_rates: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: host -> NET index -> GB/s of the topology dump's NET links, matched to ports at the end
+    net_bw: Dict[str, Dict[int, float]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     #: What makes this log's data incomplete or invalid (drop_negative_rows and
     #: completeness_problems below); the report says it.
@@ -254,6 +262,14 @@ _DATA = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 _NET_USING = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] NCCL INFO NET/IB\w* : Using "
                         r"(?P<devs>(?:\[\d+\]\S+\s*)+)")
 _NET_DEV = re.compile(r"\[\d+\]([\w.-]+:\d+)/")
+_NET_DEV_INDEX = re.compile(r"\[(\d+)\]([\w.-]+:\d+)/")
+#: NCCL >= 2.27 (src/transport/net_ib.cc): "NET/IB: [0] mlx5_0:uverbs0:1/IB provider=Mlx5 speed=400000 ..."
+#: (speed in Mb/s; NCCL lists only ports whose state is ACTIVE)
+_NET_SPEED = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] NCCL INFO NET/IB\w* ?: \[(?P<i>\d+)\] "
+                        r"(?P<dev>[\w.-]+):[\w.-]+:(?P<port>\d+)/\w+ (?:provider=\S+ )?speed=(?P<speed>\d+)")
+#: The topology dump (src/graph/topo.cc ncclTopoPrintRec): "+ NET[50.0] - NET/0 (...)" (GB/s per NET device)
+_NET_LINK = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\] NCCL INFO\s+\+ NET\[(?P<bw>[\d.]+)\] - "
+                       r"NET/(?P<id>[0-9A-Fa-f]+)\b")
 #: A shell command line that runs a test program ("$ ./build/all_reduce_perf -b 8 ...").
 _COMMAND = re.compile(r"(?:^|[\s/])(\w+_perf)(?:\s|$)")
 
@@ -429,6 +445,19 @@ def parse_nccl_tests_lines(lines: Iterable[str], source: str = "<text>",
             if u:
                 used = cur.nics_used.setdefault(u.group("host"), [])
                 used += [d for d in _NET_DEV.findall(u.group("devs")) if d not in used]
+                cur.nics_index.setdefault(u.group("host"), {}).update(
+                    {int(i): d for i, d in _NET_DEV_INDEX.findall(u.group("devs"))})
+                continue
+            sp = _NET_SPEED.search(s)
+            if sp:
+                cur.nic_rates.setdefault(sp.group("host"), {})[f"{sp.group('dev')}:{sp.group('port')}"] = \
+                    int(sp.group("speed")) / 1000
+                continue
+        if "+ NET[" in s:
+            nl = _NET_LINK.search(s)
+            if nl:  # NCCL_TOPO_ID(systemId, dev): the low 56 bits are the NET device's index
+                cur.net_bw.setdefault(nl.group("host"), {})[int(nl.group("id"), 16) & ((1 << 56) - 1)] = \
+                    float(nl.group("bw"))
                 continue
         flagged = _flagged(s, lineno, cur.tool, source)
         if flagged is not None:

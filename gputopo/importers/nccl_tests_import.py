@@ -24,7 +24,7 @@ from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, iter_measurements, log_summary,
                          parse_nccl_tests_file)
-from .job_nics import job_nics
+from .job_nics import job_nics, nccl_line_nics
 from .user_inputs import refuse_duplicates
 
 
@@ -95,6 +95,16 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
         topo.nics = [n for n in topo.nics if n.host is not None] + job_nics(
             nics, list(dict.fromkeys(h for lg in logs for h in lg.hosts)),
             {h: d for lg in logs for h, d in lg.nics_used.items()})
+    elif any(lg.nics_used for lg in logs):
+        # no --nics: the NICs the job's own NCCL lines name, with their rates, where every host says them
+        named = nccl_line_nics(
+            list(dict.fromkeys(h for lg in logs for h in lg.hosts)),
+            {h: d for lg in logs for h, d in lg.nics_used.items()},
+            {h: d for lg in logs for h, d in lg.nics_index.items()},
+            {h: d for lg in logs for h, d in lg.nic_rates.items()},
+            {h: d for lg in logs for h, d in lg.net_bw.items()})
+        if named:
+            topo.nics = [n for n in topo.nics if n.host is not None] + named
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
     write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
                        argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],

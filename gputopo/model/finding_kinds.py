@@ -160,7 +160,7 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("rank-error", "node", "cluster", ("error",), drains=True),
     K("stopped", "node", "cluster", ("error",)),
     K("nccl-init-failed", "input", "nccl-log", ("error",)),
-    K("nccl-gdr-off", "input", "nccl-log", ("warning",)),
+    K("nccl-gdr-off", "input", "nccl-log", ("warning", "info")),
     K("nccl-socket-fallback", "input", "nccl-log", ("warning", "info")),
     K("nccl-far-nic", "input", "nccl-log", ("warning",)),
     K("nccl-comm-failed", "input", "nccl-log", ("error",)),

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from gputopo.line_prefixes import strip_launcher_prefix, strip_ray_repeat
+from gputopo.line_prefixes import strip_ansi, strip_launcher_prefix, strip_ray_repeat
 from gputopo.model.bus_id import from_nccl
 from gputopo.probe.nccl_ranks import RankMap, RankSeen
 
@@ -92,8 +92,27 @@ _NO_IB = re.compile(r"^NET/IB\w* ?: No device found")
 _NO_IBVERBS = re.compile(r"^Failed to open libibverbs\.so")
 #: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (src/graph/topo.cc, NCCL >= 2.19 or so).
 _GDR_HCA = re.compile(r"^NET/(?P<net>.+?) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
+#: NCCL's per-GPU GPUDirect RDMA decision (model/nccl_paths.py names each version's form): "[NET/IB : ]GPU
+#: Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 7 > 4)", "... Enabled for GPU 0 / HCA 0 (distance 4 <=
+#: 4), read 1 mode Default", NCCL 2.4's "GPU 0[0]", NCCL 2.3's "HCA mlx5_0", and "... for GPU 0[0] / HCA 0
+#: 'mlx5_0' (no module or not supported by GPU)" (NCCL's IB transport without a peer-memory module, 2.3-2.4).
+_GDR_GPU = re.compile(r"^(?:NET/(?P<net>[^:]+?) ?: )?GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU "
+                      r"(?P<gpu>[0-9a-fA-F]+(?:\[\d+\])?) / HCA (?P<hca>[^\s(']+)(?: '(?P<name>[^']*)')? "
+                      r"\((?:distance (?P<d>-?\d+) (?P<op>>=|>|<=|<) (?P<l>-?\d+)\)|(?P<why>[^)]*)\))")
+#: NCCL 2.29's form: "GPU Direct RDMA Disabled for GPU/0-110592 (rank 0) - NET/0-1 ( using PXN via GPU/0-..., distance 7 > 5)"
+_GDR_GPU_229 = re.compile(r"^GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU/(?P<sys>\d+)-(?P<bus>\d+) \(rank "
+                          r"(?P<rank>\d+)\) - NET/(?P<nsys>\d+)-(?P<dev>\d+) \((?P<pxn> ?using PXN via GPU/\d+-\d+, )?"
+                          r"distance (?P<d>-?\d+) (?P<op>>|<=) (?P<l>-?\d+)")
+#: What shows the job ran on AWS's Elastic Fabric Adapter: the aws-ofi-nccl plugin's lines ("NET/OFI ..."),
+#: its provider ("NET/OFI Selected Provider is efa"), EFA devices ("rdmap16s27") and its "Running on
+#: <instance type> platform" / "for platform : <instance type>" lines (aws-ofi-nccl src/platform-aws.cpp).
+_OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is (?P<p>\w+)")
+_OFI_PLATFORM = re.compile(r"^NET/OFI .*?(?:Running on (?P<a>\S+) platform|for platform : (?P<b>\S+?)[,\s])")
+_EFA_DEVICE = re.compile(r"\b(?P<dev>rdmap\d+s\d+)\b")
 _USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
-_PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI Using (?P<ofi>aws-ofi-nccl \S+))\s*$")
+_PLUGIN_LOADED = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?|NET/OFI (?:Using|Initializing) (?P<ofi>aws-ofi-nccl \S+))\s*$")
+#: Ray's worker prefix: "(RayWorkerWrapper pid=330, ip=10.244.1.228) " (no ip on the driver's node)
+_RAY_PREFIX = re.compile(r"^\((?:[^()]*?\s)?pid=\d+(?:, ip=(?P<ip>[\d.]+|[0-9a-fA-F:]+))?[^()]*\)\s")
 #: NCCL's error path: every NCCLCHECK that sees a failure logs "file.cc:line -> code" on its way up.
 _TRACE = re.compile(r"^(?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)(?: \[(?P<where>[^\]]*)\])?\s*$")
 #: What a launcher or framework prints when NCCL returned an error (torch, nccl-tests, vLLM).
@@ -257,6 +276,12 @@ class NcclDebugLog:
     #: NCCL lines Ray left out of the log ("[repeated Nx across cluster]"), and channel lines among them
     ray_folded: int = 0
     ray_folded_channels: int = 0
+    #: Ray's nodes as its line prefixes show them: the ``ip=`` of ``(RayWorker pid=1, ip=10.0.0.2)``,
+    #: or "" for the driver's node (Ray prints no ip there) -> the hosts of the NCCL lines it prefixed
+    ray_nodes: Dict[str, List[str]] = field(default_factory=dict)
+    #: NET connection lines whose peer's host the log did not show, named as the other of the two
+    #: machines the log's Ray prefixes show (finish_channels): their count
+    ray_peer_hosts: int = 0
     #: host -> network -> the devices ``NET/IB : Using`` / ``NET/Socket : Using`` list:
     #: [{"index": 0, "device": "mlx5_0", "port": 1, "link": "RoCE"}]
     net_devices: Dict[str, Dict[str, List[dict]]] = field(default_factory=dict)
@@ -267,6 +292,11 @@ class NcclDebugLog:
     #: (host, network, HCA index) -> {"host", "net", "index", "device", "gdr": bool}: NCCL's
     #: "GPU Direct RDMA Enabled|Disabled for HCA n 'name'" lines
     gdr_hcas: Dict[Tuple[str, str, int], dict] = field(default_factory=dict)
+    #: NCCL's per-GPU "GPU Direct RDMA Enabled|Disabled for GPU g / HCA n (distance D > L)" lines, as printed:
+    #: {"host", "gdr", "gpu", "hca", "hca_name", "distance", "level", "why", "pxn", "form", "net", "count"}
+    gdr_gpus: Dict[tuple, dict] = field(default_factory=dict)
+    #: host -> what the log shows of AWS's EFA: {"provider", "instance_type", "devices", "lines"}
+    efa: Dict[str, dict] = field(default_factory=dict)
     #: (host, pid) -> what the process said about itself: "warnings" (NCCL WARN lines, with their
     #: source), "trace" (NCCL's error path "file.cc:line -> code"), "init_complete", "ranks"
     processes: Dict[Tuple[str, int], dict] = field(default_factory=dict)
@@ -320,6 +350,7 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     """Feed one line (launcher prefixes, colours and Ray's ``[repeated Nx across cluster]`` are
     removed first); ``where`` ("file:line") names it when it is a channel line that cannot be read
     whole (cut or garbled): such a line is skipped and counted, never guessed."""
+    ray = _RAY_PREFIX.match(strip_ansi(line))
     bare, folded = strip_ray_repeat(strip_launcher_prefix(line))
     bare = bare.strip()
     starts = [m.start() for m in _JOINED_LINE.finditer(bare)]
@@ -353,6 +384,8 @@ def read_debug_line(log: NcclDebugLog, line: str, where: str = "") -> None:
     else:
         counts[0] += 1
         host, pid = m.group("host"), int(m.group("pid"))
+        if ray is not None:
+            _add_once(log.ray_nodes.setdefault(ray.group("ip") or "", []), host)
     bare_events = log._bare_events.setdefault(file, []) if host == HOST_UNKNOWN else []
     if m.group("level") == "WARN":
         _process(log, host, pid)["warnings"].append({"message": msg, "source": m.group("src"), "where": where,
@@ -473,6 +506,8 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
     if _NO_IBVERBS.match(msg):
         _add_once(log.no_ibverbs, host)
         return True
+    if _read_gdr_gpu(log, host, msg) or _read_efa_line(log, host, msg):
+        return True
     g = _GDR_HCA.match(msg)
     if g:
         net, idx = g.group("net").strip(), int(g.group("i"))
@@ -488,6 +523,48 @@ def _read_network_line(log: NcclDebugLog, host: str, msg: str) -> bool:
         _add_once(log.plugins_loaded.setdefault(host, []), p.group("name") or p.group("ofi"))
         return True
     return False
+
+
+def _read_gdr_gpu(log: NcclDebugLog, host: str, msg: str) -> bool:
+    """One per-GPU GPUDirect RDMA line, kept as printed (its numbers read by the NCCL version later)."""
+    m = _GDR_GPU.match(msg)
+    if m:
+        rec = {"host": host, "gdr": m.group("state") == "Enabled", "gpu": m.group("gpu"), "hca": m.group("hca"),
+               "hca_name": m.group("name"), "distance": int(m.group("d")) if m.group("d") else None,
+               "level": int(m.group("l")) if m.group("l") else None, "op": m.group("op"),
+               "why": m.group("why"), "pxn": False, "form": "classic", "net": (m.group("net") or "").strip() or None}
+    else:
+        m = _GDR_GPU_229.match(msg)
+        if m is None:
+            return False
+        rec = {"host": host, "gdr": m.group("state") == "Enabled", "gpu": f"{int(m.group('bus')):x}",
+               "rank": int(m.group("rank")), "hca": m.group("dev"), "hca_name": None, "distance": int(m.group("d")),
+               "level": int(m.group("l")), "op": m.group("op"), "why": None, "pxn": bool(m.group("pxn")),
+               "form": "2.29", "net": None}
+    key = (host, rec["gdr"], rec["gpu"], rec["hca"], rec["distance"], rec["level"], rec["why"])
+    kept = log.gdr_gpus.setdefault(key, dict(rec, count=0))
+    kept["count"] += 1
+    return True
+
+
+def _read_efa_line(log: NcclDebugLog, host: str, msg: str) -> bool:
+    """What an INFO line shows of AWS's EFA (its provider, devices, the instance type); False for
+    other lines (the line is still read by the others where it is theirs)."""
+    p = _OFI_PROVIDER.match(msg)
+    plat = _OFI_PLATFORM.match(msg)
+    devs = _EFA_DEVICE.findall(msg)
+    if not (p or plat or devs):
+        return False
+    efa = log.efa.setdefault(host, {"provider": None, "instance_type": None, "devices": [], "lines": []})
+    if p:
+        efa["provider"] = p.group("p")
+    if plat:
+        efa["instance_type"] = plat.group("a") or plat.group("b")
+    for d in devs:
+        _add_once(efa["devices"], d)
+    if len(efa["lines"]) < 3 and (p or plat):
+        efa["lines"].append(msg[:200])
+    return bool(p or plat)  # a line naming an rdmap device may be NCCL's NIC list: read on by the others
 
 
 def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
@@ -519,6 +596,11 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
         peer_label = (log.rank_map.host_of(peer_rank) if members is None and peer_seen is not None else None) or \
             (log.rank_map.label_for(peer_seen) if peer_seen is not None else own_label if local
              else HOST_NOT_TOLD if unknown_comm else HOST_NOT_IN_LOG)
+        if peer_label in (HOST_NOT_TOLD, HOST_NOT_IN_LOG) and not local:
+            other = _other_ray_machine(log, host)
+            if other is not None:  # a NET peer of a two-machine Ray job: the machine the line's is not
+                peer_label, peer_seen = other, None
+                log.ray_peer_hosts += 1
         own_ep = _endpoint_of(log, own_seen, own_label, g["sdev"] if own_rank == src_rank else g["ddev"], own_rank)
         peer_ep = _endpoint_of(log, peer_seen, peer_label, g["ddev"] if own_rank == src_rank else g["sdev"],
                                peer_rank)
@@ -538,6 +620,18 @@ def finish_channels(log: NcclDebugLog) -> NcclDebugLog:
         log.channels.append(line)
     log._raw = []
     return log
+
+
+def _other_ray_machine(log: NcclDebugLog, host: str) -> Optional[str]:
+    """Where Ray folded a peer's own lines away: in a log whose Ray prefixes show exactly two
+    machines (each node's ``ip=``, or none for the driver's, paired with the host of the NCCL
+    lines it prefixed), each one host, the other machine than ``host``; None otherwise. A NET
+    connection joins two machines, so its peer is on the other one."""
+    machines = {tuple(hs) for hs in log.ray_nodes.values()}
+    hosts = [hs[0] for hs in machines if len(hs) == 1]
+    if len(machines) != 2 or len(hosts) != 2 or host not in hosts or len(set(hosts)) != 2:
+        return None
+    return next(h for h in hosts if h != host)
 
 
 def _family(source: Optional[str]) -> Optional[str]:

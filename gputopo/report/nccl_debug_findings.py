@@ -28,8 +28,11 @@ from typing import Any, Dict, List, Optional
 from gputopo.model import Finding, Topology
 from gputopo.model.finding import gpu_ranges
 from gputopo.model.flagged_lines import TOOL_LINES, nccl_warn_text, normalized, quoted
+from gputopo.model.efa_platforms import SOURCE as EFA_SOURCE
+from gputopo.model.efa_platforms import instance_type, offers_gdr
 from gputopo.model.ibv_wc_status import completion_error, status_words
 from gputopo.model.linkclass import LinkClass
+from gputopo.model.nccl_paths import unread_why
 
 #: ncclResult_t codes in words (src/include/nccl.h, ncclGetErrorString).
 _RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error", 4: "invalid argument",
@@ -287,9 +290,70 @@ def _nic_class(topo: Optional[Topology], gpu: Optional[int], device: Optional[st
     return None
 
 
+def _gdr_gpu_line(doc: Dict[str, Any], host: str, dev: Optional[int], gpu_ids: Optional[dict]) -> Optional[dict]:
+    """NCCL's per-GPU "GPU Direct RDMA Disabled for GPU g / HCA n (distance D > L)" line of this
+    host, HCA and GPU (by bus id or rank), where the log holds one."""
+    ids = gpu_ids or {}
+    for r in (doc.get("network") or {}).get("gdr_gpus") or []:
+        if r["host"] != host or r["gdr"] or r.get("distance") is None or r.get("hca_index") != dev:
+            continue
+        if (ids.get("bus_id") and r.get("bus_id") == ids["bus_id"]) or \
+                (ids.get("rank") is not None and r.get("rank") == ids["rank"] and r.get("bus_id") is None):
+            return r
+    return None
+
+
+def _gdr_distance_words(doc: Dict[str, Any], r: dict) -> str:
+    """A per-GPU line as a cause: the GPU-NIC path against the level NCCL uses GPUDirect RDMA up to."""
+    level = _gdr_level(doc.get("settings") or {})
+    told = f" (NCCL_NET_GDR_LEVEL={level} set)" if level else " (NCCL's default level)"
+    hca = f"HCA {r.get('hca_index', r['hca'])}" + (f" '{r['hca_name']}'" if r.get("hca_name") else "")
+    return (f"NCCL's own line 'GPU Direct RDMA Disabled for {r['label']} / {hca} (distance {r['distance']} "
+            f"{r.get('op') or '>'} {r['level']})': the path from that GPU to the NIC is {r['path_said']}, farther "
+            f"than {r['level_said']}{told}, the level up to which NCCL uses GPUDirect RDMA"
+            + ("; NCCL measured it from the PXN GPU that proxies this one" if r.get("pxn") else ""))
+
+
+def efa_platform(doc: Dict[str, Any], host: str, net: str) -> Optional[Dict[str, Any]]:
+    """What the log shows of AWS's EFA on this host, for a connection over ``net``: the plugin
+    (Libfabric / aws-ofi-nccl), its version line, EFA devices (rdmap*), the instance type; None
+    where the log shows no EFA."""
+    facts = ((doc.get("network") or {}).get("hosts") or {}).get(host) or {}
+    efa = facts.get("efa") or {}
+    plugins = [p for p in facts.get("plugins_loaded") or [] if "aws-ofi-nccl" in p]
+    ofi_net = bool(re.search(r"libfabric|ofi", net, re.I))
+    if not (ofi_net or efa.get("provider") == "efa" or efa.get("devices") or plugins):
+        return None
+    itype = instance_type(efa.get("instance_type"))
+    shown = [w for w in ([f"NET/{net}"] if ofi_net else []) + plugins
+             + ([f"EFA devices {', '.join(efa['devices'][:4])}"] if efa.get("devices") else [])
+             + (["provider efa"] if efa.get("provider") == "efa" else [])]
+    return {"instance_type": itype, "gdr": offers_gdr(itype), "shown": shown,
+            "platform_line": efa.get("instance_type")}
+
+
+def _efa_cause(efa: Dict[str, Any]) -> str:
+    shown = "; ".join(efa["shown"]) or "the aws-ofi-nccl plugin's lines"
+    if efa["instance_type"] is None:
+        return (f"the job ran on AWS EFA ({shown}): whether it has GPUDirect RDMA depends on the instance type, "
+                "not known from this log (aws-ofi-nccl prints it as 'Running on <type> platform' at NCCL_DEBUG=INFO)")
+    if efa["gdr"] is False:
+        return (f"the job ran on AWS EFA ({shown}) on {efa['instance_type']}, an instance type without GPUDirect RDMA "
+                f"over EFA ({EFA_SOURCE}): staging through host memory is what this platform does, not a fault")
+    if efa["gdr"] is True:
+        return (f"the job ran on AWS EFA ({shown}) on {efa['instance_type']}, an instance type that offers GPUDirect RDMA "
+                f"over EFA ({EFA_SOURCE}): the plugin did not use it; why is not in this log (the plugin's and "
+                "Libfabric's versions, FI_EFA_USE_DEVICE_RDMA, or the EFA installer inside the container)")
+    return (f"the job ran on AWS EFA ({shown}) on {efa['instance_type']}, an instance type not in {EFA_SOURCE}: "
+            "whether it offers GPUDirect RDMA over EFA is not known to gputopo")
+
+
 def _gdr_cause(doc: Dict[str, Any], host: str, net: str, device: Optional[str], dev: Optional[int],
-               topo: Optional[Topology], gpu: Optional[int]) -> Optional[str]:
+               topo: Optional[Topology], gpu: Optional[int], gpu_ids: Optional[dict] = None) -> Optional[str]:
     """Why GPUDirect RDMA was off, where the log or the topology tells it; None where neither does."""
+    per_gpu = _gdr_gpu_line(doc, host, dev, gpu_ids)
+    if per_gpu is not None:
+        return _gdr_distance_words(doc, per_gpu)
     hcas = (doc.get("network") or {}).get("gdr_hcas") or []
     off = [h for h in hcas if h["host"] == host and h["net"] == net and not h["gdr"]
            and (h["index"] == dev or (device and h["device"] == device))]
@@ -324,19 +388,27 @@ def gdr_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[F
     for (host, netname, dev, device), cs in sorted(by_nic.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         ranks = sorted({c["rank"] for c in cs if c.get("rank") is not None})
         gpu = next((c.get("gpu_index") for c in cs if c.get("gpu_index") is not None), None)
-        cause = _gdr_cause(doc, host, netname, device, dev, topo, gpu)
+        ids = next(({"bus_id": c.get("bus_id"), "rank": c.get("rank")} for c in cs), None)
+        efa = efa_platform(doc, host.split("#", 1)[0], netname)
+        cause = _gdr_cause(doc, host.split("#", 1)[0], netname, device, dev, topo, gpu, ids)
+        if efa is not None and (cause is None or PLUGIN_GDR_UNKNOWN in cause):
+            cause = _efa_cause(efa)  # the platform's facts before any driver-module cause
         seen_hcas.add((host, netname, dev))
         nic = f"NET/{netname}/{dev}" + (f" ({device})" if device else "")
+        platform_said = efa is not None and efa["gdr"] is False
         out.append(Finding(
-            "nccl-gdr-off", "warning",
+            "nccl-gdr-off", "info" if platform_said else "warning",
             f"GPUDirect RDMA was not used on {host}, {nic}: {sum(c['lines'] for c in cs)} connection line(s) of "
-            f"{_rank_text(ranks)} went without /GDRDMA, so their data was staged through host memory",
+            f"{_rank_text(ranks)} went without /GDRDMA, so their data was staged through host memory"
+            + (f" (what {efa['instance_type']} offers on EFA)" if platform_said and efa else ""),
             evidence={"host": host, "net": netname, "dev": dev, "device": device, "ranks": ranks,
                       "gpus": sorted({c["gpu"] for c in cs}), "lines": sum(c["lines"] for c in cs),
-                      "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k}},
+                      "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k},
+                      **({"efa": efa} if efa else {})},
             cause=cause or "not told by the log (no 'GPU Direct RDMA Disabled' line for this HCA); give --topo to "
                            "compare the GPU-NIC path with NCCL_NET_GDR_LEVEL",
-            remedies=_gdr_remedies(cause)))
+            remedies=_efa_remedies(efa) if efa is not None and cause and cause.startswith("the job ran on AWS EFA")
+            else _gdr_remedies(cause)))
     # HCAs NCCL said cannot do GDR, on a host whose communicators used that network, with no
     # connection line in the log (an excerpt, or the job failed before connecting).
     hosts = net.get("hosts") or {}
@@ -353,14 +425,71 @@ def gdr_findings(doc: Dict[str, Any], topo: Optional[Topology] = None) -> List[F
     for (host, netname), hs in sorted(disabled.items()):
         names = ", ".join(f"HCA {h['index']} '{h['device']}'" for h in hs)
         cause = _gdr_cause(doc, host, netname, hs[0]["device"], hs[0]["index"], topo, None)
+        efa = efa_platform(doc, host, netname)
+        if efa is not None:
+            cause = _efa_cause(efa)
+        platform_said = efa is not None and efa["gdr"] is False
         out.append(Finding(
-            "nccl-gdr-off", "warning",
+            "nccl-gdr-off", "info" if platform_said else "warning",
             f"GPUDirect RDMA is disabled for {names} on {host} (NET/{netname}): NCCL said so at init, so traffic "
             "through these NICs is staged through host memory",
             evidence={"host": host, "net": netname, "hcas": hs, "lines": 0,
+                      "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k},
+                      **({"efa": efa} if efa else {})},
+            cause=cause, remedies=_efa_remedies(efa) if efa is not None else _gdr_remedies(cause)))
+    return out + _gdr_distance_findings(doc, [f.cause or "" for f in out])
+
+
+def _gdr_distance_findings(doc: Dict[str, Any], causes: List[str]) -> List[Finding]:
+    """NCCL's per-GPU "GPU Direct RDMA Disabled ... (distance D > L)" lines no connection finding
+    took as its cause: one info per host (a GPU farther from a NIC than NCCL's level is a design
+    fact; whether the job's traffic went that way is said by its connection lines, where shown)."""
+    by_host: Dict[str, List[dict]] = {}
+    for r in (doc.get("network") or {}).get("gdr_gpus") or []:
+        if r["gdr"]:
+            continue
+        if any(f"Disabled for {r['label']} / HCA {r.get('hca_index', r['hca'])}" in c for c in causes):
+            continue
+        by_host.setdefault(r["host"], []).append(r)
+    out = []
+    for host, rs in sorted(by_host.items()):
+        def one(r: dict) -> str:
+            hca = f"HCA {r.get('hca_index', r['hca'])}" + (f" '{r['hca_name']}'" if r.get("hca_name") else "")
+            if r.get("distance") is None:
+                return f"{r['label']} / {hca} ({r.get('why') or 'no reason printed'})"
+            return (f"{r['label']} / {hca}: path {r['path_said']} > level {r['level_said']}"
+                    + (" via its PXN GPU" if r.get("pxn") else ""))
+        enabled = [r for r in (doc.get("network") or {}).get("gdr_gpus") or [] if r["host"] == host and r["gdr"]]
+        no_module = [r for r in rs if r.get("distance") is None]
+        out.append(Finding(
+            "nccl-gdr-off", "info",
+            f"NCCL decided against GPUDirect RDMA for {len(rs)} GPU/HCA combination(s) on {host}: "
+            + "; ".join(one(r) for r in rs[:6]) + (" ..." if len(rs) > 6 else "")
+            + (f" ({len(enabled)} other combination(s) Enabled)" if enabled else "")
+            + "; which of them the job's traffic used is not in these lines"
+            + (f" ({unread_why(doc.get('nccl_versions') or [])})" if any(r.get("distance") is not None and not r.get("path")
+                                                                       for r in rs) else ""),
+            evidence={"host": host, "lines": sum(r["count"] for r in rs), "gdr_gpus": rs[:32],
                       "settings": {k: v for k, v in (doc.get("settings") or {}).items() if "GDR" in k}},
-            cause=cause, remedies=_gdr_remedies(cause)))
+            cause=("NCCL's IB transport found no peer-memory module (or the GPU does not support it)" if no_module
+                   and len(no_module) == len(rs) else
+                   "the path from these GPUs to the NIC is farther than the level up to which NCCL uses GPUDirect RDMA "
+                   "(NCCL_NET_GDR_LEVEL, or its default): a fact of where the GPUs and NICs sit"),
+            remedies=["place the job's GPUs next to their NICs (nvidia-smi topo -m), or raise NCCL_NET_GDR_LEVEL where "
+                      "the platform's PCIe handles peer traffic across that path"]))
     return out
+
+
+def _efa_remedies(efa: Dict[str, Any]) -> List[str]:
+    """What to do about no GPUDirect RDMA on EFA: the platform, never a driver module."""
+    if efa["gdr"] is False:
+        return [f"nothing to fix on {efa['instance_type']}: for GPUDirect RDMA over EFA use an instance type that "
+                f"offers it (p4d, p4de, p5, p5e, p5en, p6: {EFA_SOURCE})"]
+    if efa["instance_type"] is None:
+        return ["find the instance type (the plugin's 'NET/OFI Running on <type> platform' line at NCCL_DEBUG=INFO, "
+                "or the instance's metadata): only some EFA instance types offer GPUDirect RDMA"]
+    return ["check the aws-ofi-nccl and Libfabric versions of the job's container against AWS's EFA installer, "
+            "and that FI_EFA_USE_DEVICE_RDMA is not set to 0"]
 
 
 def _gdr_remedies(cause: Optional[str]) -> List[str]:
