@@ -25,6 +25,7 @@ from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, exit_code, render
 
 SLURM_ONLY = ("node", "scontrol", "sinfo", "on_unknown")
+STATE_ENV = "GPUTOPO_STATE_DIR"
 
 
 def _dialect_in(args: List[str]) -> str:
@@ -72,7 +73,7 @@ class HealthCommand(StrictCommand):
 @sim_option
 @click.option("--kernel-log", "kernel_log", metavar="FILE", type=click.Path(dir_okay=False),
               help="Read Xids, SXids and driver lines from this saved kernel log instead of the live one.")
-@click.option("--state-dir", "state_dir", metavar="DIR",
+@click.option("--state-dir", "state_dir", metavar="DIR", envvar=STATE_ENV, show_envvar=True,
               help="Where the last verdict is kept (default /run/gputopo, else the history's folder).")
 @click.option("--node", metavar="NAME",
               help="slurm-healthcheck: the Slurm node name (default $SLURMD_NODENAME, else the short hostname).")

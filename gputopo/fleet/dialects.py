@@ -130,9 +130,9 @@ def render(dialect: str, v: NodeVerdict, action: str = "") -> str:
 
 def could_not_run_text(dialect: str, message: str) -> str:
     """What a check that could not run prints, in the dialect's terms (the error line itself goes
-    to stderr as every command's does)."""
+    to stderr as every command's does; json prints nothing else: its exit code says it)."""
     if dialect == "json":
-        return json.dumps({"command": "health", "verdict": None, "could_not_run": clean(message)})
+        return ""
     if dialect == "npd":
         return fit_bytes(f"gputopo could not run: {message}", NPD_BYTES)
     if dialect == "nagios":

@@ -151,13 +151,14 @@ def reason(segments: Sequence[Segment], limit: int = MAX_REASON) -> str:
             texts[keep - 1] if _size(texts[keep - 1]) <= head_room else None)
         if last is not None:
             return (head + SEPARATOR if head else "") + last + tail
-    # not even the first segment's kind and subject fit beside the count: the first alone, its
-    # subject cut to the room left (a subject is one token: any cut of it is one too)
+    # not even the first segment's kind and subject fit beside the count: its subject is cut to
+    # the room left (a subject is one token: any cut of it is one too)
     first = segments[0]
-    room = limit - _size(PREFIX) - len(first.kind) - 1
+    tail = "" if n == 1 else f"{SEPARATOR}+{n - 1} more"
+    room = limit - _size(PREFIX) - len(first.kind) - 1 - _size(tail)
     if room < 1:
-        raise ValueError(f"a reason of {limit} characters cannot hold the kind {first.kind!r}")
-    return Segment(first.kind, first.subject[:room]).text()
+        raise ValueError(f"a reason of {limit} characters cannot hold the kind {first.kind!r} and its count")
+    return Segment(first.kind, first.subject[:room]).text() + tail
 
 
 def findings_reason(findings: Iterable[Finding], limit: int = MAX_REASON, default_subject: str = "host") -> str:
