@@ -37,10 +37,10 @@ def _dialect_in(args: List[str]) -> str:
     return "json"
 
 
-def _could_not_run(dialect: str, message: str, own_code: int):
+def _could_not_run(dialect: str, message: str, own_code: int, action: str = "unchanged"):
     """The one error line on stderr, the dialect's answer on stdout, its exit code."""
     click.echo(f"gputopo: error: {printable(clip(message, 4000))}", err=True)
-    click.echo(could_not_run_text(dialect, message))
+    click.echo(could_not_run_text(dialect, message, action))
     raise click.exceptions.Exit(could_not_run_code(dialect, own_code))
 
 
@@ -96,22 +96,46 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
     """
     try:
         _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown)
-    except GputopoError as e:
-        if dialect == "json":
-            raise
-        _could_not_run(dialect, str(e), e.exit_code)
-    except KeyboardInterrupt:
-        if dialect == "json":
-            raise
-        _could_not_run(dialect, "interrupted", 130)
     except click.exceptions.Exit:
         raise
-    except Exception as e:  # noqa: BLE001 - an internal error, said in the dialect's terms
+    except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
         if dialect == "json":
             raise
-        from gputopo.cli.tracebacks import save_traceback
+        if isinstance(e, GputopoError):
+            message, code = str(e), e.exit_code
+        elif isinstance(e, KeyboardInterrupt):
+            message, code = "interrupted", 130
+        else:
+            from gputopo.cli.tracebacks import save_traceback
 
-        _could_not_run(dialect, f"internal error: {type(e).__name__}: {e} (traceback in {save_traceback()})", 4)
+            message, code = f"internal error: {type(e).__name__}: {e} (traceback in {save_traceback()})", 4
+        action = "unchanged"
+        if dialect == "slurm-healthcheck" and on_unknown == "drain" and not isinstance(e, KeyboardInterrupt):
+            action = _drain_could_not_run(message, state_dir, node, scontrol, sinfo)
+        _could_not_run(dialect, message, code, action)
+
+
+def _drain_could_not_run(message: str, state_dir, node, scontrol, sinfo) -> str:
+    """--on-unknown drain: a check that could not run (no driver, an internal error) drains the
+    node as a verdict that judged nothing does; its reason says why."""
+    from gputopo.fleet.state import read_state, state_folder, usable
+    from gputopo.model.reason import reason, segment
+
+    folder = state_folder(state_dir, history_path(reading=True)) if not state_dir or usable(Path(state_dir)) else None
+    why = reason([segment("not-judged", "node", f"could not run: {message}")])
+    slurm = _own_drain("not-judged", why, node, scontrol, sinfo, "drain", read_state(folder))
+    if folder is not None:
+        import datetime as dt
+
+        from gputopo.fleet.state import write_state
+
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        try:
+            write_state(folder, {"command": "health", "time": now, "verdict": "not-judged",
+                                 "could_not_run": message, "slurm": slurm})
+        except OSError as e:
+            click.echo(f"gputopo: warning: the verdict is not kept in {folder}: {e.strerror or e}", err=True)
+    return str(slurm["action"])
 
 
 def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown) -> None:
@@ -137,7 +161,12 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
         click.echo(f"gputopo: {simulated_text(verdict)}", err=True)
     slurm = None
     if dialect == "slurm-healthcheck":
-        slurm = _own_drain(verdict, node, scontrol, sinfo, on_unknown, read_state(folder))
+        why = verdict.reason()
+        if verdict.verdict == "not-judged" and on_unknown == "drain":
+            from gputopo.model.reason import segment
+
+            why = segment("not-judged", "node", verdict.cut_short or "nothing could be judged").text()
+        slurm = _own_drain(verdict.verdict, why, node, scontrol, sinfo, on_unknown, read_state(folder))
     click.echo(render(dialect, verdict, slurm["action"] if slurm else ""))
     _keep(folder, verdict, slurm)
     finish(exit_code(dialect, verdict.verdict))
@@ -147,24 +176,21 @@ def node_name(given: Optional[str]) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _own_drain(verdict, node, scontrol, sinfo, on_unknown, last) -> dict:
-    """Drain, update, resume or leave the node (gputopo/fleet/slurm.py); what was done, in words."""
+def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last) -> dict:
+    """Drain, update, resume or leave the node (gputopo/fleet/slurm.py) for ``verdict`` and its
+    ``reason``; what was done, in words, as kept in the state."""
     from gputopo.fleet.slurm import SlurmError, act, decide, read_node
-    from gputopo.model.reason import segment
 
     name = node_name(node)
-    reason = verdict.reason()
-    if verdict.verdict == "not-judged" and on_unknown == "drain":
-        reason = segment("not-judged", "node", verdict.cut_short or "nothing could be judged").text()
-    done = {"node": name, "verdict": verdict.verdict, "reason": reason, "on_unknown": on_unknown}
+    done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown}
     prev = (last or {}).get("slurm") or {}
-    if (last and last.get("verdict") == verdict.verdict and prev.get("node") == name
+    if (last and last.get("verdict") == verdict and prev.get("node") == name
             and prev.get("reason") == reason and prev.get("ok")):
         return {**done, "kind": "none", "ok": True,
                 "action": f"unchanged since {last.get('time')} (no change, no action)"}
     try:
         state = read_node(sinfo, name)
-        action = decide(state, verdict.verdict, reason, on_unknown)
+        action = decide(state, verdict, reason, on_unknown)
         act(scontrol, name, action, reason)
     except SlurmError as e:
         click.echo(f"gputopo: warning: node {name} not changed: {e}", err=True)

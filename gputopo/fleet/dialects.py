@@ -128,7 +128,7 @@ def render(dialect: str, v: NodeVerdict, action: str = "") -> str:
     return slurm_line(v, action)
 
 
-def could_not_run_text(dialect: str, message: str) -> str:
+def could_not_run_text(dialect: str, message: str, action: str = "unchanged") -> str:
     """What a check that could not run prints, in the dialect's terms (the error line itself goes
     to stderr as every command's does; json prints nothing else: its exit code says it)."""
     if dialect == "json":
@@ -137,4 +137,4 @@ def could_not_run_text(dialect: str, message: str) -> str:
         return fit_bytes(f"gputopo could not run: {message}", NPD_BYTES)
     if dialect == "nagios":
         return f"UNKNOWN - gputopo health could not run: {clean(message)}"
-    return clean(f"gputopo health: could not run: {message}; node: unchanged", semicolons=True)
+    return clean(f"gputopo health: could not run: {message}; node: {action}", semicolons=True)

@@ -133,3 +133,24 @@ def test_slurm_unreachable_is_a_log_line_and_exit_0(tmp_path):
     assert r.returncode == 0 and "not changed" in r.stdout and "cannot run /nonexistent/sinfo" in r.stderr
     # not acted on: the next check tries again
     assert json.loads((tmp_path / "health-last.json").read_text())["slurm"]["ok"] is False
+
+
+def test_on_unknown_drain_drains_a_check_that_could_not_run(slurm, tmp_path, monkeypatch):
+    """No driver: by default a log line and nothing drained; with --on-unknown drain the node is
+    drained, its reason saying why."""
+    from gputopo.errors import NoHardwareError
+    import gputopo.probe.scan as probe_scan
+
+    def no_driver(**kw):
+        raise NoHardwareError("no NVIDIA driver found")
+
+    monkeypatch.setattr(probe_scan, "scan_real", no_driver)
+    args = ["health", "--as", "slurm-healthcheck", "--scontrol", slurm.folder / "scontrol", "--sinfo",
+            slurm.folder / "sinfo", "--node", slurm.name, "--state-dir", tmp_path]
+    r = gputopo_here(*args)
+    assert r.returncode == 0 and slurm.node["state"] == "idle" and slurm.calls() == []
+    assert r.stdout.startswith("gputopo health: could not run: no NVIDIA driver found") and "node: unchanged" in r.stdout
+    r = gputopo_here(*args, "--on-unknown", "drain")
+    assert r.returncode == 0 and slurm.node["state"] == "drained"
+    assert slurm.node["reason"].startswith("gputopo: not-judged node could not run: no NVIDIA driver found")
+    assert "node: gpu01 drained" in r.stdout
