@@ -185,8 +185,8 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
     done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown}
     prev = (last or {}).get("slurm") or {}
     if (last and last.get("verdict") == verdict and prev.get("node") == name
-            and prev.get("reason") == reason and prev.get("ok")):
-        return {**done, "kind": "none", "ok": True,
+            and prev.get("reason") == reason and prev.get("ok") and prev.get("settled")):
+        return {**done, "kind": "none", "ok": True, "settled": True,
                 "action": f"unchanged since {last.get('time')} (no change, no action)"}
     try:
         state = read_node(sinfo, name)
@@ -194,8 +194,8 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
         act(scontrol, name, action, reason)
     except SlurmError as e:
         click.echo(f"gputopo: warning: node {name} not changed: {e}", err=True)
-        return {**done, "kind": "none", "ok": False, "action": f"not changed ({e})"}
-    return {**done, "kind": action.kind, "ok": True, "action": f"{name} {action.why}",
+        return {**done, "kind": "none", "ok": False, "settled": False, "action": f"not changed ({e})"}
+    return {**done, "kind": action.kind, "ok": True, "settled": action.settled, "action": f"{name} {action.why}",
             "was": {"state": state.state, "reason": state.reason}}
 
 

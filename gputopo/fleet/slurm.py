@@ -8,7 +8,9 @@ node through `scontrol` and `sinfo` (paths settable; no Slurm library), as LBNL 
 - a drain with an empty reason is never touched;
 - not judged drains nothing unless ``--on-unknown drain``;
 - only a change acts: the same verdict and reason as the last one kept (gputopo/fleet/state.py),
-  acted on then, does nothing, not even a query.
+  after which the node was as that verdict wants it, does nothing, not even a query (an admin's
+  resume of a node gputopo drained holds until the verdict changes); after another owner's drain
+  was left alone, the next check looks again.
 
 Slurm 22.05's forms: ``sinfo -h -N -n NODE -o "%N|%T|%E"`` prints one line per partition the node
 is in, ``NAME|STATE|REASON``, STATE the extended state (``idle``, ``mixed``, ``drained``,
@@ -93,10 +95,13 @@ def _first(text: str) -> str:
 @dataclass
 class Action:
     """What to do to the node: ``drain``, ``update`` (a gputopo drain's reason), ``resume`` or
-    ``none``, and why in a few words."""
+    ``none``, and why in a few words. ``settled``: the node is then as this verdict wants it (so the
+    same verdict again needs no query); not so where another owner's drain was left alone, which
+    the next check looks at again (that owner may resume the node while gputopo's failure stands)."""
 
     kind: str
     why: str
+    settled: bool = True
 
 
 def decide(state: NodeState, verdict: str, reason: str, on_unknown: str = "ignore") -> Action:
@@ -106,9 +111,9 @@ def decide(state: NodeState, verdict: str, reason: str, on_unknown: str = "ignor
         if not state.drained:
             return Action("drain", "drained")
         if not state.reason:
-            return Action("none", "already drained with an empty reason: not gputopo's, left as it is")
+            return Action("none", "already drained with an empty reason: not gputopo's, left as it is", False)
         if not is_ours(state.reason):
-            return Action("none", f"already drained by another owner ({state.reason[:60]}): left as it is")
+            return Action("none", f"already drained by another owner ({state.reason[:60]}): left as it is", False)
         if state.reason != reason:
             return Action("update", "gputopo's drain, its reason updated")
         return Action("none", "already drained by gputopo for this reason")
@@ -118,7 +123,7 @@ def decide(state: NodeState, verdict: str, reason: str, on_unknown: str = "ignor
         return Action("resume", "gputopo's drain resumed")
     if state.drained:
         why = "an empty reason" if not state.reason else f"another owner's ({state.reason[:60]})"
-        return Action("none", f"drained with {why}: left as it is")
+        return Action("none", f"drained with {why}: left as it is", False)
     return Action("none", "not drained: nothing to do")
 
 

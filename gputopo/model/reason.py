@@ -95,6 +95,10 @@ def finding_detail(f: Finding, words: int = 8) -> str:
     """A few words of a finding's message: its place (already the subject) left out, up to the
     first clause's end."""
     text = _LEAD.sub("", clean(f.message), count=1)
+    ev = f.evidence or {}
+    port = f"{ev.get('nic')}:{ev.get('port')} "
+    if ev.get("nic") and text.startswith(port):  # a NIC port's message names it first: the subject already does
+        text = text[len(port):]
     for stop in (" (", ": ", ", so ", ". "):
         cut = text.find(stop)
         if cut > 0:

@@ -96,6 +96,23 @@ def test_another_owners_drain_is_never_touched(slurm, tmp_path, reason):
         assert [c[0] for c in slurm.calls()] == ["sinfo"]
 
 
+def test_a_failure_drains_once_another_owner_resumes(slurm, tmp_path):
+    """Another owner's drain is left alone, and looked at again: once they resume the node, the
+    failure that still stands drains it as gputopo's. An admin's resume of gputopo's own drain
+    holds until the verdict changes."""
+    st = tmp_path / "state"
+    slurm.set("drained", "bad PSU")
+    slurm.check("degraded-nvlink", state_dir=st)
+    assert slurm.node["reason"] == "bad PSU"
+    slurm.set("idle", "")  # the other owner resumes it
+    slurm.check("degraded-nvlink", state_dir=st)
+    assert slurm.node["state"] == "drained" and slurm.node["reason"].startswith("gputopo: nvlink-down")
+    slurm.calls()
+    slurm.set("idle", "")  # an admin resumes gputopo's drain by hand: the same verdict leaves it
+    slurm.check("degraded-nvlink", state_dir=st)
+    assert slurm.node["state"] == "idle" and slurm.calls() == []
+
+
 def test_a_gputopo_drain_gets_the_new_reason(slurm, tmp_path):
     slurm.set("drained", "gputopo: xid gpu3 79 fallen off the bus")
     slurm.check("degraded-nvlink", state_dir=tmp_path / "state")
