@@ -28,8 +28,9 @@ from typing import Callable, List, Optional, Sequence
 
 from gputopo.model.reason import is_ours
 
-#: seconds a call of scontrol or sinfo may take (slurmctld unreachable: the call is abandoned)
-CALL_TIMEOUT_S = 10.0
+#: seconds a call of scontrol or sinfo may take (slurmctld unreachable: the call is abandoned); the
+#: default budget (45 s) and two calls stay inside the 60 s after which slurmd kills the check
+CALL_TIMEOUT_S = 5.0
 
 Runner = Callable[[Sequence[str], float], "Called"]
 
