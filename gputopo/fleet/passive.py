@@ -11,6 +11,7 @@ queries and files only.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ def history_check(topo: Topology, findings: List[Finding], path: Optional[Path],
         due = changed or last_s is None or abs(rec.time_s - last_s) >= RECORD_EVERY_S
         if record and rec.counters and due:
             record_run(conn, identity, rec, [f.to_json() for f in found])
-    except GputopoError as e:
+    except (GputopoError, sqlite3.Error) as e:  # a database locked by another writer, damaged: not judged
         return not_judged("history", f"history database {path}: {e}")
     finally:
         conn.close()

@@ -115,3 +115,12 @@ def test_a_scan_recorded_only_when_due(tmp_path):
     run_passive(lambda: scan_simulated("dgx-a100-crc-day2"), 60.0, db, "dgx-a100-crc-day2", [])
     rows = sqlite3.connect(db).execute("SELECT sim_name FROM runs ORDER BY id").fetchall()
     assert rows == [("dgx-a100-crc-day1",), ("dgx-a100-crc-day2",)]
+
+
+def test_a_history_that_cannot_be_read_is_not_judged_never_a_failure(tmp_path):
+    db = tmp_path / "history.sqlite"
+    db.write_bytes(b"not a database" * 100)
+    v = run_passive(lambda: scan_simulated("dgx-a100"), 60.0, db, "dgx-a100", [])
+    hist = next(c for c in v.checks if c.name == "history")
+    assert hist.applicability == "not-judged" and str(db) in hist.basis
+    assert v.verdict == "pass"  # judged by the other checks; the history's absence is said, not blamed
