@@ -6,7 +6,7 @@ Each case is classified; these are defects:
   rc4        exit 4 (internal error)
   traceback  a Python traceback on stdout or stderr
   lines      exit 2 or 3 with not exactly one line on stderr (or an empty message)
-  rc         an exit status outside the documented ones (0, 1 for check/diff, 2, 3, 130, 141)
+  rc         an exit status outside the documented ones (0, 1 for check/diff/health, 2, 3, 130, 141)
   hang       still running at the timeout (killed)
   silent     exit 0 on input that must be refused or flagged (the case says what it expects)
   orphan     a process of the case still alive after gputopo exited (found by the case's tag in
@@ -69,7 +69,13 @@ class Case:
     @property
     def exit_one_ok(self) -> bool:
         words = [a for a in self.argv if not a.startswith("-")]
-        return bool(words) and words[0] in ("check", "diff")
+        return bool(words) and words[0] in ("check", "diff", "health")
+
+    @property
+    def verdict_exit(self) -> bool:
+        """`health` (json) answers a valid machine with its verdict: exit 1 is a failing node."""
+        words = [a for a in self.argv if not a.startswith("-")]
+        return bool(words) and words[0] == "health"
 
 
 @dataclass
@@ -201,7 +207,7 @@ def classify(case: Case, rc: Optional[int], out: str, err: str) -> List[str]:
             defects.append("silent: exit 0 where it must refuse")
         elif case.expect == "flag" and not re.search(case.flag, out + err, re.I | re.M):
             defects.append(f"silent: exit 0 and nothing matching /{case.flag[:40]}/")
-    elif case.expect == "ok":
+    elif case.expect == "ok" and not (case.verdict_exit and rc == 1):
         defects.append(f"rc: exit {rc} on a valid input: " + _last(err))
     elif case.expect == "usage" and rc not in (2, 4):
         defects.append(f"rc: exit {rc} where a usage error (2) is due: " + _last(err))

@@ -123,6 +123,8 @@ FILE_READERS = [
     ("numerics --sim", ["numerics", "--sim", "{f}", "--pairs", "0,1", "--steps", "5", "--out", "{c}/run"],
      "desc", False),
     ("export --sim", ["export", "--sim", "{f}", "--textfile", "{c}"], "desc", False),
+    ("health --sim", ["health", "--sim", "{f}"], "desc", False),
+    ("health --kernel-log", ["health", "--sim", "seed-8gpu", "--kernel-log", "{f}"], "klog", False),
     ("cluster --sim", ["cluster", "--sim", "{f}", "--out", "{c}/run"], "cluster", True),
     ("check --spec", ["check", "{w}/good", "--spec", "{f}"], "spec", True),
     ("import nccl-tests", ["import", "nccl-tests", "{f}", "--out", "{c}/run"], "nccl", True),
