@@ -25,13 +25,13 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .outcome import JobOutcome, died
-from .processes import TAIL_LINES, exit_text, start_processes, starting_workers, tail
+from .processes import TAIL_LINES, start_processes, starting_workers, tail
 
 #: The message that asks a worker to end once its current work is done (both kinds of worker).
 EXIT = ("exit",)
 
 
-@dataclass
+@dataclass(eq=False)  # a worker is itself: compared by identity
 class Worker:
     """A worker process as its supervisor knows it: its pipe, its log, whether it said it is
     ready (and what it said: ``info``), and the job it runs (None: idle)."""
@@ -126,11 +126,6 @@ class WorkerProcesses:
         if w.proc.pid is not None:
             w.proc.join(5)
         return died(who, w.proc.exitcode, tail(w.log_path, lines, max_chars) if w.log_path else "")
-
-    @staticmethod
-    def exit_words(w: Worker) -> str:
-        """The exit of ``w``'s process in words (``"exit code 1"``, ``"killed by signal ..."``)."""
-        return exit_text(w.proc.exitcode)
 
     # ------------------------------------------------------------------ end
     def kill(self, *keys: str) -> None:
