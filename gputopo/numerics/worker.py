@@ -192,7 +192,7 @@ class WorkerPool:
             if left <= 0:
                 self.kill()
                 raise WorkerHang(hung(hang() if hang else f"{what}: no answer within the time limit"))
-            for w in self._procs.wait(min(POLL_S * 4, left)):
+            for w in self._procs.wait(min(POLL_S * 4, left), keys=[str(r) for r in ranks]):
                 self._inbox.extend(self._procs.messages(w))
             if self._inbox:
                 continue

@@ -86,10 +86,13 @@ class WorkerProcesses:
         except (OSError, EOFError, ValueError):
             return False
 
-    def wait(self, timeout: float) -> List[Worker]:
-        """The workers that sent something or died within ``timeout`` seconds (each once)."""
+    def wait(self, timeout: float, keys: Optional[Sequence[str]] = None) -> List[Worker]:
+        """The workers (of ``keys``, default all) that sent something or died within
+        ``timeout`` seconds, each once. (A worker found dead must be ended or left out: its
+        process's end stays ready.)"""
         by_obj: Dict[Any, Worker] = {}  # its pipe and its process sentinel (an fd) -> worker
-        for w in self.workers.values():
+        for w in (self.workers.values() if keys is None else
+                  [x for x in (self.workers.get(k) for k in keys) if x is not None]):
             if not w.closed:
                 by_obj[w.conn] = w
             if getattr(w.proc, "pid", None) is not None:
