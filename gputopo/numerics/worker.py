@@ -196,7 +196,11 @@ class WorkerPool:
                 self._inbox.extend(self._procs.messages(w))
             if self._inbox:
                 continue
-            ws = [w for w in (self._procs.workers.get(str(r)) for r in ranks) if w is not None]
+            found = [self._procs.workers.get(str(r)) for r in ranks]
+            ws = [w for w in found if w is not None]
+            if len(ws) < len(found):  # ended meanwhile by another thread (Ctrl-C: SimJobs.kill)
+                self.kill()
+                raise WorkerCrash(raised(f"{what}: its worker processes were ended"))
             dead = [w for w in ws if self._procs.dead(w)]
             for w in dead:  # what it sent before it died is still read
                 self._inbox.extend(self._procs.messages(w))

@@ -100,8 +100,12 @@ class WorkerProcesses:
         if not by_obj:
             time.sleep(min(max(0.0, timeout), 0.2))
             return []
+        try:
+            ready = mpc.wait(list(by_obj), timeout=max(0.0, timeout))
+        except (OSError, ValueError):  # one was ended meanwhile by another thread (its pipe closed)
+            return []
         out: List[Worker] = []
-        for obj in mpc.wait(list(by_obj), timeout=max(0.0, timeout)):
+        for obj in ready:
             w = by_obj[obj]
             if w not in out:
                 out.append(w)

@@ -102,3 +102,28 @@ def test_a_real_sim_job_longer_than_its_timeout_finishes_when_it_progresses(tmp_
         res = pool.run(job, ranks=(0,), timeout_s=1.0)
     assert len(res.payloads[0]["losses"]) == 1000
     assert res.wall_s > 1.0, "the job was not longer than its timeout: the test proves nothing"
+
+
+def test_a_job_whose_workers_are_killed_by_another_thread_ends_at_once():
+    """Ctrl-C during the sim's jobs: the main thread kills every pool (SimJobs.kill) while a
+    job waits in its own thread. The job must end at once as a crash (nobody reads it), not
+    wait out its timeout: the run's close waits for that thread (before: the command hung)."""
+    from gputopo.numerics.worker import WorkerCrash
+
+    pool, _ = _pool_driven_by([(0.05, "prepared", -1)])
+    got = []
+
+    def job():
+        t0 = time.monotonic()
+        try:
+            pool.run({"kind": "sim-dp"}, ranks=(0,), timeout_s=60.0)
+        except WorkerCrash as e:
+            got.append((time.monotonic() - t0, str(e)))
+
+    t = threading.Thread(target=job, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    pool.kill()
+    t.join(30)
+    assert not t.is_alive() and len(got) == 1
+    assert got[0][0] < 10 and got[0][1] == "sim-dp: its worker processes were ended"
