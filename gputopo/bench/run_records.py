@@ -1,5 +1,6 @@
-"""What the bench runner (runner.py) keeps about its worker processes and the steps they run,
-and the progress hook it reports to when nothing is shown.
+"""What the bench runner (runner.py) keeps about the steps its workers run (the workers
+themselves are the pool's records, gputopo/workers/pool.py), and the progress hook it reports
+to when nothing is shown.
 
 Why a module of its own: the runner's loop (starting workers, handing out steps, timeouts,
 failures) is one job; these records, and which case a worker was in when its step ended
@@ -8,26 +9,11 @@ failures) is one job; these records, and which case a worker was in when its ste
 
 from __future__ import annotations
 
-import multiprocessing.connection as mpc
 import time
 from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
 from typing import Dict, List, Optional, Set, Tuple
 
 from .plan import Case, Step
-
-
-@dataclass
-class WorkerRecord:
-    """A worker process as the runner knows it: its pipe, log, and the step it runs."""
-
-    key: str
-    proc: BaseProcess
-    conn: mpc.Connection
-    log_path: str
-    ready: bool = False
-    info: dict = field(default_factory=dict)
-    step: Optional[str] = None
 
 
 @dataclass

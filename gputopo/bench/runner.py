@@ -24,32 +24,33 @@ forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
 
-The process machinery (mp_context, starting_workers, start_process, stop_forkserver, tail) and
-the peer-mapping ledger are in the workers package (gputopo/workers/), which starts every worker
-process of the bench and the numerics; mp_context, starting_workers, stop_forkserver and tail are
-re-exported here, where benchmarks/overhead.py finds them.
+The worker processes themselves (started, talked to over their pipes, waited for, ended, a
+death put in words) are the workers package's pool (gputopo/workers/pool.py), which the
+numerics' workers run on too, with the peer-mapping ledger (gputopo/workers/peer_mappings.py);
+this module decides which worker runs which step, when a step has hung, and records its
+failure. mp_context, starting_workers, stop_forkserver and tail are re-exported here, where
+benchmarks/overhead.py finds them.
 """
 
 from __future__ import annotations
 
-import multiprocessing.connection as mpc
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Measurement
 from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.writer import RunLog
 
-from gputopo.workers.outcome import JobOutcome, died, hung, raised
+from gputopo.workers.outcome import JobOutcome, hung, raised
 from gputopo.workers.peer_mappings import PeerLedger, step_pairs
+from gputopo.workers.pool import EXIT, Worker, WorkerProcesses
 from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context,
-                                       start_process, starting_workers, stop_forkserver, tail)
+                                       starting_workers, stop_forkserver, tail)
 
 from .plan import Step, layout
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
-from .run_records import WorkerRecord as _Worker
 from .shares import dealing_order, share_steps
 
 __all__ = ["STARTUP_TIMEOUT_S", "TAIL_LINES", "NullProgress", "Runner", "mp_context",
@@ -74,12 +75,11 @@ class Runner:
         self.settings = dict(step_settings or {})
         self.on_measurement = on_measurement
         self.ctx = mp_context()
-        self.workers: Dict[str, _Worker] = {}
+        self.procs = WorkerProcesses(self.ctx, on_gone=self._gone)
         self.generation: Dict[str, int] = {}
         #: The steps that hung or crashed, as they happened (also in events.jsonl).
         self.failures: List[StepFailure] = []
         self.measurements: List[Measurement] = []
-        self.worker_pids: List[int] = []
         self.interrupted = False
         self.steps_done = 0
         self._seq = 0
@@ -92,38 +92,31 @@ class Runner:
         self.peers = PeerLedger(peer_limit, exempt=peer_exempt) if peer_limit else None
 
     # ------------------------------------------------------------------ workers
-    def _start_worker(self, key: str) -> _Worker:
+    @property
+    def workers(self) -> Dict[str, Worker]:
+        """The live workers by key (the pool's)."""
+        return self.procs.workers
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """Every worker pid started, in order."""
+        return self.procs.pids
+
+    def _start_worker(self, key: str) -> Worker:
         gen = self.generation.get(key, 0) + 1
         self.generation[key] = gen
         log_path = str(self.log.worker_log(key, gen))
         from .worker import worker_main
 
-        with starting_workers(self.ctx):  # Ctrl-C waits until the worker is known (to kill it)
-            parent_conn, child_conn = self.ctx.Pipe()
-            proc = start_process(self.ctx, worker_main, f"gputopo-{key}",
-                                 (child_conn, key, self.config, log_path))
-            child_conn.close()
-            w = _Worker(key, proc, parent_conn, log_path)
-            self.workers[key] = w
-            self.worker_pids.append(proc.pid)
-        return w
+        return self.procs.start(worker_main, [(key, (key, self.config, log_path), log_path)])[0]
 
     def _kill(self, key: str) -> None:
-        """Kill and join worker ``key``; it leaves ``self.workers`` only once that is done, so
-        a Ctrl-C in the middle leaves it there for :meth:`_shutdown` to kill again."""
-        w = self.workers.get(key)
-        if w is None:
-            return
-        if w.proc.is_alive():
-            w.proc.kill()
-        w.proc.join(10)
-        self.workers.pop(key, None)
+        """Kill and join worker ``key`` (the pool's :meth:`~WorkerProcesses.kill`)."""
+        self.procs.kill(key)
+
+    def _gone(self, key: str) -> None:
         if self.peers is not None:  # its mappings went with its process
             self.peers.drop(key)
-        try:
-            w.conn.close()
-        except OSError:
-            pass
 
     def _pool_keys(self) -> List[str]:
         return [f"sim{k}" for k in range(self.pool_size)]
@@ -202,7 +195,7 @@ class Runner:
             for k in keys:
                 if k not in self.workers:
                     self._start_worker(k)
-                self.workers[k].step = step.id
+                self.workers[k].job = step.id
         for r in list(running.values()):
             if not r.sent:
                 self._try_send(r)
@@ -244,10 +237,7 @@ class Runner:
         if w is None:
             return
         held = sorted(self.peers.held.get(key, ())) if self.peers is not None else []
-        try:
-            w.conn.send(("exit",))
-        except (OSError, EOFError):
-            pass
+        self.procs.send(w, EXIT)
         w.proc.join(5)
         self.log.event({"type": "worker-retired", "worker": key, "pid": w.proc.pid,
                         "why": "peer-mappings", "for_step": step.id, "devices": devices,
@@ -267,7 +257,7 @@ class Runner:
         for w in ws:
             cases = r.first_cases(w.key)
             if cases is None:  # a shared step with fewer cases than workers: w is done
-                w.step = None
+                w.job = None
                 continue
             if not self._send(r, w, cases, store):
                 return
@@ -276,39 +266,25 @@ class Runner:
         if r.done >= set(r.keys):  # a shared step without cases
             self._finish(r, self._running)
 
-    def _send(self, r: _Running, w: _Worker, cases, store: Optional[dict]) -> bool:
+    def _send(self, r: _Running, w: Worker, cases, store: Optional[dict]) -> bool:
         """Hand ``w`` its ``cases`` of ``r``; False: it had died (the step failed, a crash)."""
         rank = r.keys.index(w.key)
         msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
                "local_gpus": list(r.ranks[rank]), "rank": rank, "world": len(r.keys),
                "store": store, "link_class": r.step.link_class, "shared": r.queue is not None,
                "cases": [c.to_json() for c in cases], **self.settings}
-        try:
-            w.conn.send(("step", msg))
+        if self.procs.send(w, ("step", msg)):
             return True
-        except OSError:  # it died since it said ready: the step fails as a crash
-            w.proc.join(5)
-            self._worker_died(w, self._running)
-            return False
+        self._worker_died(w, self._running)  # it died since it said ready: the step fails as a crash
+        return False
 
     def _pump(self, running: Dict[str, _Running]) -> None:
         now = time.monotonic()
         deadlines = [r.deadline for r in running.values()]
         wait_s = max(0.0, min(deadlines) - now) if deadlines else 0.2
-        by_obj: Dict[Any, _Worker] = {}  # its pipe and its process sentinel (an fd) -> worker
-        for w in self.workers.values():
-            by_obj[w.conn] = w
-            by_obj[w.proc.sentinel] = w
-        ready = mpc.wait(list(by_obj), timeout=min(wait_s, 1.0)) if by_obj else []
-        if not by_obj:
-            time.sleep(min(wait_s, 0.2))
-        seen = set()
-        for obj in ready:
-            w = by_obj[obj]
-            if w.key in seen or self.workers.get(w.key) is not w:
-                continue
-            seen.add(w.key)
-            self._drain(w, running)
+        for w in self.procs.wait(min(wait_s, 1.0)):
+            if self.workers.get(w.key) is w:
+                self._drain(w, running)
         now = time.monotonic()
         for r in list(running.values()):
             if now > r.deadline and r.step.id in running:
@@ -321,25 +297,16 @@ class Runner:
                                raised(f"workers did not start within {STARTUP_TIMEOUT_S:g} s"),
                                self._evidence(r, None))
 
-    def _drain(self, w: _Worker, running: Dict[str, _Running]) -> None:
+    def _drain(self, w: Worker, running: Dict[str, _Running]) -> None:
         """Read every message the worker has sent; then notice whether it died."""
-        dead = False
-        while True:
-            try:
-                if not w.conn.poll():
-                    break
-                msg = w.conn.recv()
-            except (EOFError, OSError):
-                dead = True
-                break
+        for msg in self.procs.messages(w):
             self._handle(w, msg, running)
             if self.workers.get(w.key) is not w:
                 return  # killed while handling (its step failed)
-        if dead or not w.proc.is_alive():
-            w.proc.join(5)
+        if self.procs.dead(w):
             self._worker_died(w, running)
 
-    def _handle(self, w: _Worker, msg, running: Dict[str, _Running]) -> None:
+    def _handle(self, w: Worker, msg, running: Dict[str, _Running]) -> None:
         kind = msg[0]
         if kind == "ready":
             w.ready = True
@@ -349,7 +316,7 @@ class Runner:
             reason, text = msg[1], msg[2]
             if reason == "no-cuda":
                 raise NoHardwareError(f"no usable CUDA device for --fabric cuda: {text}")
-            r = running.get(w.step) if w.step else None
+            r = running.get(w.job) if w.job else None
             if r is not None:
                 self._fail(r, running, raised(f"worker {w.key} failed to start", text),
                            self._evidence(r, w))
@@ -387,18 +354,18 @@ class Runner:
             last = tb.strip().splitlines()[-1] if tb.strip() else "error"
             self._fail(r, running, raised(f"the worker raised {last}", tb), self._evidence(r, w))
 
-    def _worker_died(self, w: _Worker, running: Dict[str, _Running]) -> None:
-        code = w.proc.exitcode
-        r = running.get(w.step) if w.step else None
+    def _worker_died(self, w: Worker, running: Dict[str, _Running]) -> None:
+        outcome = self.procs.died(w, f"worker {w.key} (pid {w.proc.pid})")
+        code = outcome.exitcode
+        r = running.get(w.job) if w.job else None
         if r is not None:  # (SIGKILL: the OOM killer, not the link; the report says so)
-            self._fail(r, running, died(f"worker {w.key} (pid {w.proc.pid})", code, tail(w.log_path)),
-                       self._evidence(r, w))
+            self._fail(r, running, outcome, self._evidence(r, w))
         else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
             self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
                             "exitcode": code, "exit": exit_text(code), "idle": True})
             self._kill(w.key)
 
-    def _evidence(self, r: _Running, w: Optional[_Worker]) -> dict:
+    def _evidence(self, r: _Running, w: Optional[Worker]) -> dict:
         ev = {"step": r.step.id, "test_group": r.step.group,
               "elapsed_s": round(time.monotonic() - r.started, 3),
               "measurements_delivered": r.delivered}
@@ -414,7 +381,7 @@ class Runner:
         running.pop(r.step.id, None)
         for k in r.keys:
             if k in self.workers:
-                self.workers[k].step = None
+                self.workers[k].job = None
         self.log.step_done(r.step.id, "ok", measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.steps_done += 1
@@ -439,15 +406,6 @@ class Runner:
 
     def _shutdown(self) -> None:
         """Ask idle workers to exit, then kill and join whatever is left: no orphans."""
-        for w in list(self.workers.values()):
-            if w.step is None and w.ready and not self.interrupted:
-                try:
-                    w.conn.send(("exit",))
-                except (OSError, EOFError):
-                    pass
-        deadline = time.monotonic() + 5.0
-        for w in list(self.workers.values()):
-            if w.step is None and not self.interrupted:
-                w.proc.join(max(0.0, deadline - time.monotonic()))
-        for key in list(self.workers):
-            self._kill(key)
+        idle = [] if self.interrupted else [k for k, w in self.workers.items() if w.job is None and w.ready]
+        self.procs.stop(idle, 5.0)
+        self.procs.kill(*list(self.workers))

@@ -11,27 +11,31 @@
 The pool is started once per numerics run and reused pair after pair (start-up is ~2 s per
 process with torch, docs/architecture.md); a worker that hangs or dies is killed and the pool is restarted
 for the next job. Each DDP job gets a fresh process group over a FileStore (no TCP port races).
+Its processes are the workers package's pool (gputopo/workers/pool.py: started, talked to over
+a pipe each, waited for, ended, a death put in words), as the bench's are; this module hands
+out the jobs and decides when one has hung.
 
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
-(docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the group, and
-the parent treats a death after every result was delivered as a clean exit.
+(docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the
+group and leave with ``os._exit`` (workers/processes.py's ``leave``); a worker that dies on its
+way out after every result was delivered is not a failure (the pool's ``stop``).
 
 The worker's side (its entry point and the jobs it runs) is in worker_main.py.
 """
 
 from __future__ import annotations
 
+import collections
 import math
-import multiprocessing as mp
 import os
-import queue
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from gputopo.workers.outcome import CRASH, JobOutcome, hung, raised
-from gputopo.workers.processes import exit_text
+from gputopo.workers.pool import WorkerProcesses
+from gputopo.workers.processes import mp_context
 
 from .worker_main import worker_main
 
@@ -76,7 +80,7 @@ class JobResult:
 
 
 class WorkerPool:
-    """``size`` spawned worker processes (2 for DDP, 1 for the sim) and their queues; restarted
+    """``size`` worker processes (2 for DDP, 1 for the sim) of the workers' pool; restarted
     after a hang or a crash. ``backend``: "gloo", "nccl" or "sim"."""
 
     def __init__(self, backend: str, threads: int = 1, size: int = 2,
@@ -89,10 +93,9 @@ class WorkerPool:
         self.log_dir = log_dir
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
-        self._ctx = _mp_context()
-        self._procs: List[Any] = []
-        self._jobs: List[Any] = []
-        self._results: Any = None  # the queue every worker answers on, once started
+        self._procs = WorkerProcesses(mp_context())
+        #: Messages read from the workers and not yet handled: (kind, job id, rank, payload).
+        self._inbox: Deque[Tuple[Any, ...]] = collections.deque()
         self._next_id = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="gputopo-numerics-")
         self.starts = 0
@@ -112,23 +115,16 @@ class WorkerPool:
         return max(0, self.starts - 1 - self.peer_starts)
 
     def _start(self) -> None:
-        from gputopo.workers.processes import start_processes, starting_workers
-
         self.starts += 1
-        # Ctrl-C waits until every worker is started (and so known, to be killed)
-        with starting_workers(self._ctx):
-            self._results = self._ctx.Queue()
-            self._jobs = [self._ctx.Queue() for _ in range(self.size)]
-            env = dict(os.environ)
-            if self.backend == "nccl":  # the variables that change what runs (bench.worker_env)
-                from gputopo.bench.worker_env import worker_env
+        self._inbox.clear()
+        env = dict(os.environ)
+        if self.backend == "nccl":  # the variables that change what runs (bench.worker_env)
+            from gputopo.bench.worker_env import worker_env
 
-                env = worker_env(env)[0]
-            self._procs = start_processes(
-                self._ctx, worker_main,
-                [(f"gputopo-numerics-{r}", (r, self._jobs[r], self._results, self.backend,
-                                            self.threads, self._log_path(r), os.getpid(), env))
-                 for r in range(self.size)])
+            env = worker_env(env)[0]
+        self._procs.start(worker_main, [
+            (str(r), (r, self.backend, self.threads, self._log_path(r), os.getpid(), env),
+             self._log_path(r) or "") for r in range(self.size)])
         ready: Set[int] = set()
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
@@ -144,62 +140,26 @@ class WorkerPool:
             return None
         return os.path.join(self.log_dir, f"numerics-{self.name}{rank}.{self.starts}.log")
 
-    def log_tail(self, rank: int) -> str:
-        """The end of a worker's current log (quoted in crash messages)."""
-        path = self._log_path(rank)
-        if not path:
-            return ""
-        try:
-            from gputopo.workers.processes import tail
-
-            return tail(path, lines=8, max_chars=1500)
-        except ImportError:  # pragma: no cover
-            return ""
-
     def _alive(self) -> bool:
-        return len(self._procs) == self.size and all(p.is_alive() for p in self._procs)
+        ws = self._procs.workers
+        return len(ws) == self.size and all(w.proc.is_alive() for w in ws.values())
 
     def kill(self) -> None:
         """Stop both workers now (after a hang/crash); the next job starts fresh ones."""
-        started = [p for p in self._procs if p.pid is not None]
-        for p in started:
-            if p.is_alive():
-                p.kill()
-        for p in started:
-            p.join(timeout=5)
-        for q in self._jobs:
-            # a job its killed worker never read stays in the pipe; one larger than the pipe
-            # buffer (the sim description of a big machine) left the queue's feeder thread
-            # blocked, and the interpreter waited for it at exit forever
-            q.cancel_join_thread()
-        self._procs = []
-        self._results = None
+        self._procs.kill(*list(self._procs.workers))
+        self._inbox.clear()
         self._peers.held.clear()  # (the mappings went with the processes)
 
     def close(self) -> None:
         """Ask the workers to exit; an exit-time crash here is not a failure (all results are in)."""
-        self._ask_exit()
         self._stop_workers()
         self._tmp.cleanup()
 
-    def _ask_exit(self) -> None:
-        """Tell each live worker to exit once its current job is done (a None job)."""
-        for q, p in zip(self._jobs, self._procs):
-            if p.pid is not None and p.is_alive():
-                try:
-                    q.put(None)
-                except (OSError, ValueError):
-                    pass
-
     def _stop_workers(self) -> None:
-        """Join the workers asked to exit (killed after 10 s); the pool can start again."""
-        started = [p for p in self._procs if p.pid is not None]
-        for p in started:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        self._procs = []
+        """Ask the workers to exit once their current job is done, join them (killed after
+        10 s); the pool can start again."""
+        self._procs.stop(list(self._procs.workers), 10.0)
+        self._inbox.clear()
         self._peers.held.clear()
 
     @staticmethod
@@ -212,7 +172,6 @@ class WorkerPool:
 
     def _retire(self) -> None:
         """Ask the (idle) workers to exit and join them; the next job starts fresh ones."""
-        self._ask_exit()
         self._stop_workers()
         self.peer_starts += 1
 
@@ -227,30 +186,34 @@ class WorkerPool:
         """The next message from a worker; WorkerHang (``hang()`` says why) once ``deadline``
         passes, WorkerCrash when one of ``ranks`` died. Either way the workers are killed."""
         while True:
+            if self._inbox:
+                return self._inbox.popleft()
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
                 raise WorkerHang(hung(hang() if hang else f"{what}: no answer within the time limit"))
-            try:
-                return self._results.get(timeout=min(POLL_S * 4, left))
-            except queue.Empty:
-                dead = [r for r in ranks if r < len(self._procs) and not self._procs[r].is_alive()]
-                if dead:
-                    codes = {r: self._procs[r].exitcode for r in dead}
-                    # A last message may have been queued just before the process died.
-                    try:
-                        return self._results.get(timeout=0.5)
-                    except queue.Empty:
-                        pass
-                    how = ", ".join(exit_text(c) for c in codes.values())
-                    tails = {r: self.log_tail(r) for r in dead}
-                    last = " | ".join(line for r in dead for line in tails[r].splitlines()[-3:])
-                    self.kill()
-                    first = dead[0]
-                    raise WorkerCrash(JobOutcome(
-                        CRASH, f"{what}: worker process {', '.join(map(str, dead))} died ({how})"
-                        + (f"; log: {last}" if last else ""), exitcode=codes[first],
-                        log_tail=tails[first], dead=True)) from None
+            for w in self._procs.wait(min(POLL_S * 4, left), keys=[str(r) for r in ranks]):
+                self._inbox.extend(self._procs.messages(w))
+            if self._inbox:
+                continue
+            found = [self._procs.workers.get(str(r)) for r in ranks]
+            ws = [w for w in found if w is not None]
+            if len(ws) < len(found):  # ended meanwhile by another thread (Ctrl-C: SimJobs.kill)
+                self.kill()
+                raise WorkerCrash(raised(f"{what}: its worker processes were ended"))
+            dead = [w for w in ws if self._procs.dead(w)]
+            for w in dead:  # what it sent before it died is still read
+                self._inbox.extend(self._procs.messages(w))
+            if dead and not self._inbox:
+                deaths = [self._procs.died(w, f"worker process {w.key}", lines=8, max_chars=1500)
+                          for w in dead]
+                how = ", ".join(d.how for d in deaths)
+                last = " | ".join(line for d in deaths for line in d.log_tail.splitlines()[-3:])
+                self.kill()
+                raise WorkerCrash(JobOutcome(
+                    CRASH, f"{what}: worker process {', '.join(w.key for w in dead)} died ({how})"
+                    + (f"; log: {last}" if last else ""), exitcode=deaths[0].exitcode,
+                    log_tail=deaths[0].log_tail, dead=True))
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up
@@ -274,8 +237,8 @@ class WorkerPool:
         job = dict(job, id=self._next_id, timeout_s=timeout_s,
                    store=os.path.join(self._tmp.name, f"store-{self._next_id}"))
         t0 = time.perf_counter()
-        for r in ranks:
-            self._jobs[r].put(job)
+        for r in ranks:  # (one that died meanwhile is a crash, found below)
+            self._procs.send(self._procs.workers[str(r)], job)
         sent = time.monotonic()
         deadlines = {r: sent + PREPARE_TIMEOUT_S for r in ranks}  # until it says "prepared"
         last_step: Dict[int, Optional[int]] = {}  # rank -> last training step it reported
@@ -312,17 +275,6 @@ class WorkerPool:
             self.kill()
             raise WorkerCrash(raised("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))))
         return JobResult(payloads=payloads, wall_s=time.perf_counter() - t0)
-
-
-def _mp_context():
-    """The bench runner's multiprocessing context (forkserver with torch preloaded: a worker
-    costs a fork, not an interpreter start), or spawn where that is not available."""
-    try:
-        from gputopo.workers.processes import mp_context
-
-        return mp_context()
-    except ImportError:  # pragma: no cover - the bench is part of the package
-        return mp.get_context("spawn")
 
 
 def payload_to_run(payload: Dict[str, Any]):

@@ -19,12 +19,15 @@ from typing import Any, Callable, Dict, Optional
 BEAT_S = 0.2
 
 
-def worker_main(rank: int, jobs, results, backend: str, threads: int,
+def worker_main(conn, rank: int, backend: str, threads: int,
                 log_path: Optional[str] = None, parent_pid: Optional[int] = None,
                 env: Optional[Dict[str, str]] = None) -> None:
-    """Entry point of a worker process. Output goes to ``log_path`` (the run folder's workers/)
-    when given; SIGINT is left to the parent; the worker exits when the parent is gone and
-    leaves with ``os._exit``, so interpreter teardown cannot fail a delivered result."""
+    """Entry point of a worker process of the workers' pool (gputopo/workers/pool.py): jobs
+    come in over ``conn``, and ``(kind, job id, rank, payload)`` messages go back on it, until
+    the pool's EXIT. Output goes to ``log_path`` (the run folder's workers/) when given; SIGINT
+    is left to the parent; the worker exits when the parent is gone and leaves with
+    ``os._exit``, so interpreter teardown cannot fail a delivered result."""
+    from gputopo.workers.pool import EXIT
     from gputopo.workers.processes import enter_worker, leave
 
     # (env: the parent's environment now, NCCL_* settings..., not the forkserver's)
@@ -40,25 +43,26 @@ def worker_main(rank: int, jobs, results, backend: str, threads: int,
         torch.backends.cudnn.allow_tf32 = False
     if log_path:
         print(f"gputopo numerics worker {rank} pid {os.getpid()} backend {backend}", flush=True)
-    results.put(("ready", None, rank, None))
+    conn.send(("ready", None, rank, None))
     while True:
-        job = jobs.get()
-        if job is None:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            break
+        if job == EXIT:
             break
         try:
-            payload = _run_job(rank, job, backend, _progress_teller(results, rank, job))
-            results.put(("result", job["id"], rank, payload))
+            payload = _run_job(rank, job, backend, _progress_teller(conn, rank, job))
+            conn.send(("result", job["id"], rank, payload))
         except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
             import traceback
 
             traceback.print_exc()
-            results.put(("error", job["id"], rank, f"{type(e).__name__}: {e}"))
-    results.close()
-    results.join_thread()  # the last result is in the pipe before the process goes
-    leave(0)
+            conn.send(("error", job["id"], rank, f"{type(e).__name__}: {e}"))
+    leave(0)  # (a message sent is in the pipe: it outlives the process)
 
 
-def _progress_teller(results, rank: int, job: Dict[str, Any]) -> Callable[[str, int], None]:
+def _progress_teller(conn, rank: int, job: Dict[str, Any]) -> Callable[[str, int], None]:
     """``tell(kind, step)``: "prepared" once the job's data (and sim model) are built, before
     anything touches a GPU, a link or a peer; then "beat" after training steps, at most every
     BEAT_S (or a tenth of the job's timeout). The parent's WorkerPool gives preparation the
@@ -74,7 +78,7 @@ def _progress_teller(results, rank: int, job: Dict[str, Any]) -> Callable[[str, 
         if kind == "beat" and now - last[0] < every:
             return
         last[0] = now
-        results.put((kind, job["id"], rank, step))
+        conn.send((kind, job["id"], rank, step))
 
     ways.set_step_hook(lambda step: tell("beat", step))
     return tell

@@ -38,6 +38,9 @@ class JobOutcome:
     traceback: str = ""
     #: A worker process died (its ``exitcode`` is then the fact, None when it could not be had).
     dead: bool = False
+    #: How it died in words (a dead worker: ``"killed by signal SIGKILL"``), the one wording
+    #: both supervisors put in their records.
+    how: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -64,8 +67,9 @@ def hung(what: str) -> JobOutcome:
 
 def died(who: str, exitcode: Optional[int], log_tail: str = "") -> JobOutcome:
     """A worker process that died: ``"<who> died: killed by signal SIGKILL"``."""
-    return JobOutcome(CRASH, f"{who} died: {exit_text(exitcode)}", exitcode=exitcode,
-                      log_tail=log_tail, dead=True)
+    how = exit_text(exitcode)
+    return JobOutcome(CRASH, f"{who} died: {how}", exitcode=exitcode, log_tail=log_tail,
+                      dead=True, how=how)
 
 
 def raised(what: str, traceback: str = "") -> JobOutcome:

@@ -85,18 +85,14 @@ def start_processes(ctx, target: Callable[..., Any],
                     workers: Sequence[Tuple[str, Tuple[Any, ...]]]) -> List[Any]:
     """Start worker processes of ``ctx`` (daemons: they die with this process), one per
     ``(name, args)`` of ``workers``, each running ``target(*args)``; all are made, then all
-    started, and returned in that order. The one place gputopo starts a worker process: call it
-    inside :func:`starting_workers`, so that a Ctrl-C waits until their pids are known (to kill
+    started, and returned in that order. The one place gputopo starts a worker process (the
+    pool's ``WorkerProcesses.start``, workers/pool.py, calls it): call it inside
+    :func:`starting_workers`, so that a Ctrl-C waits until their pids are known (to kill
     them)."""
     procs = [ctx.Process(target=target, name=name, args=args, daemon=True) for name, args in workers]
     for p in procs:
         p.start()
     return procs
-
-
-def start_process(ctx, target: Callable[..., Any], name: str, args: Tuple[Any, ...]) -> Any:
-    """One worker process (:func:`start_processes`)."""
-    return start_processes(ctx, target, [(name, args)])[0]
 
 
 @contextmanager

@@ -608,10 +608,12 @@ def test_a_second_ctrl_c_while_the_workers_stop_still_kills_them_all_and_the_run
     """A Ctrl-C that came while the runner joined a worker (a second press, or the process
     group's copy of the first: `timeout -s INT` sends both) escaped the shutdown: run.json said
     failed, the command "aborted", and the workers after that one were never killed."""
-    from gputopo.bench.run_records import WorkerRecord
     from gputopo.bench.runner import Runner
+    from gputopo.workers.pool import Worker
 
     class Proc:
+        pid = 4242  # started
+
         def __init__(self, ctrl_c_in_join: bool):
             self.alive, self.ctrl_c, self.joins = True, ctrl_c_in_join, 0
 
@@ -636,7 +638,7 @@ def test_a_second_ctrl_c_while_the_workers_stop_still_kills_them_all_and_the_run
     runner = Runner(fabric="sim", config={}, log=None, timeout_s=1.0, pool_size=3)
     procs = [Proc(k == 0) for k in range(3)]
     for k, proc in enumerate(procs):
-        runner.workers[f"sim{k}"] = WorkerRecord(f"sim{k}", proc, Conn(), "log", ready=True)
+        runner.workers[f"sim{k}"] = Worker(f"sim{k}", proc, Conn(), "log", ready=True)
     runner.run([])  # nothing left to run: the shutdown, with a Ctrl-C in its first join
     assert runner.interrupted and runner.workers == {}
     assert not any(p.alive for p in procs)

@@ -98,13 +98,13 @@ def test_the_numerics_nccl_workers_get_the_same_settings(tmp_path, monkeypatch):
         def get_start_method(self):
             return "fake"
 
-        def Queue(self):
-            import queue
+        def Pipe(self):
+            import multiprocessing
 
-            return queue.Queue()
+            return multiprocessing.Pipe()
 
         def Process(self, target=None, name=None, daemon=None, args=()):
-            envs[(args[3], args[0])] = args[7]  # (backend, rank) -> env
+            envs[(args[2], args[1])] = args[6]  # (backend, rank) -> env (args[0]: its pipe)
 
             class P:
                 pid = None
@@ -114,7 +114,7 @@ def test_the_numerics_nccl_workers_get_the_same_settings(tmp_path, monkeypatch):
 
             return P()
 
-    monkeypatch.setattr(nw, "_mp_context", lambda: Ctx())
+    monkeypatch.setattr(nw, "mp_context", lambda: Ctx())
     for backend in ("nccl", "gloo"):
         pool = nw.WorkerPool(backend, log_dir=str(tmp_path))
         try:

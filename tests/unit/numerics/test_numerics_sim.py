@@ -206,9 +206,10 @@ from gputopo.numerics.worker import WorkerPool
 def main():
     pool = WorkerPool("sim", threads=1, size=1)
     pool._start()
-    os.kill(pool._procs[0].pid, signal.SIGKILL)
-    pool._procs[0].join()
-    pool._jobs[0].put({"kind": "sim-dp", "description": "x" * 200_000})  # > a pipe's buffer
+    w = pool._procs.workers["0"]
+    os.kill(w.proc.pid, signal.SIGKILL)
+    w.proc.join()
+    pool._procs.send(w, {"kind": "sim-dp", "description": "x" * 200_000})  # > a pipe's buffer
     time.sleep(0.3)
     pool.kill()
     pool.close()
@@ -223,7 +224,8 @@ if __name__ == "__main__":
 def test_a_killed_pool_with_a_big_job_unread_lets_the_process_exit(tmp_path):
     """A job bigger than a pipe's buffer (the sim description of a 64-GPU machine is ~70 KB)
     that the killed worker never read (Ctrl-C right after it was sent) kept the queue's feeder
-    thread blocked, and the process hung at exit for ever."""
+    thread blocked, and the process hung at exit for ever. Over the pool's pipe the send to a
+    dead worker fails at once (its end is closed): nothing is left blocked either."""
     import subprocess
     import sys
 

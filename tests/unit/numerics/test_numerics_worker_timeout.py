@@ -12,13 +12,14 @@ parent's); the last test runs a real worker whose whole job is longer than its t
 
 from __future__ import annotations
 
-import queue
+import multiprocessing
 import threading
 import time
 
 import pytest
 
 from gputopo.numerics.worker import WorkerHang, WorkerPool
+from gputopo.workers.pool import Worker
 
 
 class _Proc:
@@ -29,27 +30,22 @@ class _Proc:
         return True
 
 
-class _JobQueue(queue.Queue):
-    def cancel_join_thread(self):
-        pass
-
-
 def _pool_driven_by(script):
-    """A one-worker pool whose worker is a thread: it takes the job and plays ``script``, a list
-    of (seconds to wait, message kind, step) answered with the job's id."""
+    """A one-worker pool whose worker is a thread on the worker's end of its pipe: it takes the
+    job and plays ``script``, a list of (seconds to wait, message kind, step) answered with the
+    job's id. Returns the pool and the worker's end."""
     pool = WorkerPool("sim", size=1)
-    pool._procs = [_Proc()]
-    pool._jobs = [_JobQueue()]
-    pool._results = queue.Queue()
+    parent, child = multiprocessing.Pipe()
+    pool._procs.workers["0"] = Worker("0", _Proc(), parent, "")
 
     def worker():
-        job = pool._jobs[0].get()
+        job = child.recv()
         for wait_s, kind, payload in script:
             time.sleep(wait_s)
-            pool._results.put((kind, job["id"], 0, payload))
+            child.send((kind, job["id"], 0, payload))
 
     threading.Thread(target=worker, daemon=True).start()
-    return pool
+    return pool, child
 
 
 def test_slow_preparation_and_a_long_job_that_progresses_are_not_a_hang():
@@ -59,7 +55,7 @@ def test_slow_preparation_and_a_long_job_that_progresses_are_not_a_hang():
     script = [(2 * timeout_s, "prepared", -1)]
     script += [(timeout_s / 10, "beat", k) for k in range(30)]
     script += [(timeout_s / 10, "result", {"losses": [1.0]})]
-    pool = _pool_driven_by(script)
+    pool, _ = _pool_driven_by(script)
     t0 = time.monotonic()
     res = pool.run({"kind": "sim-dp"}, ranks=(0,), timeout_s=timeout_s)
     assert res.payloads == {0: {"losses": [1.0]}}
@@ -75,7 +71,7 @@ def test_silence_after_preparation_is_a_hang_within_the_timeout(script, words):
     """A worker that stops reporting steps is a hang once ``timeout_s`` passed since its last
     sign of progress (not sooner), and the message says how far it got."""
     timeout_s = 1.0
-    pool = _pool_driven_by(script)
+    pool, _ = _pool_driven_by(script)
     t0 = time.monotonic()
     with pytest.raises(WorkerHang) as e:
         pool.run({"kind": "sim-dp"}, ranks=(0,), timeout_s=timeout_s)
@@ -86,8 +82,8 @@ def test_silence_after_preparation_is_a_hang_within_the_timeout(script, words):
 
 
 def test_stale_messages_of_an_earlier_job_do_not_count_as_progress():
-    pool = _pool_driven_by([(0.05, "prepared", -1)])
-    pool._results.put(("beat", 999, 0, 7))  # another job's: ignored
+    pool, worker_end = _pool_driven_by([(0.05, "prepared", -1)])
+    worker_end.send(("beat", 999, 0, 7))  # another job's: ignored
     with pytest.raises(WorkerHang, match="in its first training step"):
         pool.run({"kind": "sim-ddp"}, ranks=(0,), timeout_s=0.5)
 
@@ -106,3 +102,28 @@ def test_a_real_sim_job_longer_than_its_timeout_finishes_when_it_progresses(tmp_
         res = pool.run(job, ranks=(0,), timeout_s=1.0)
     assert len(res.payloads[0]["losses"]) == 1000
     assert res.wall_s > 1.0, "the job was not longer than its timeout: the test proves nothing"
+
+
+def test_a_job_whose_workers_are_killed_by_another_thread_ends_at_once():
+    """Ctrl-C during the sim's jobs: the main thread kills every pool (SimJobs.kill) while a
+    job waits in its own thread. The job must end at once as a crash (nobody reads it), not
+    wait out its timeout: the run's close waits for that thread (before: the command hung)."""
+    from gputopo.numerics.worker import WorkerCrash
+
+    pool, _ = _pool_driven_by([(0.05, "prepared", -1)])
+    got = []
+
+    def job():
+        t0 = time.monotonic()
+        try:
+            pool.run({"kind": "sim-dp"}, ranks=(0,), timeout_s=60.0)
+        except WorkerCrash as e:
+            got.append((time.monotonic() - t0, str(e)))
+
+    t = threading.Thread(target=job, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    pool.kill()
+    t.join(30)
+    assert not t.is_alive() and len(got) == 1
+    assert got[0][0] < 10 and got[0][1] == "sim-dp: its worker processes were ended"

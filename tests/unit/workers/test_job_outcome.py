@@ -4,11 +4,12 @@ the numerics' pool raises its hangs and crashes with."""
 
 from __future__ import annotations
 
-import queue
+import multiprocessing
 
 import pytest
 
 from gputopo.workers.outcome import CRASH, HANG, TRACEBACK_CHARS, JobOutcome, died, hung, raised
+from gputopo.workers.pool import Worker
 
 
 def test_a_dead_worker_s_outcome_keeps_its_exit_code_and_log_tail():
@@ -43,18 +44,14 @@ class _Dead:
         return self.asked == 1
 
 
-class _JobQueue(queue.Queue):
-    def cancel_join_thread(self):
-        pass
-
-
 def test_the_numerics_pool_raises_its_crash_with_the_same_outcome():
     """A numerics worker the kernel killed: WorkerCrash carries a JobOutcome (the record type
     the bench's runner makes its step failures from), with the exit code, as before in words."""
     from gputopo.numerics.worker import WorkerCrash, WorkerPool
 
     pool = WorkerPool("sim", size=1)
-    pool._procs, pool._jobs, pool._results = [_Dead()], [_JobQueue()], queue.Queue()
+    parent, worker_end = multiprocessing.Pipe()  # (kept open: the death is the process's)
+    pool._procs.workers["0"] = Worker("0", _Dead(), parent, "")
     with pytest.raises(WorkerCrash) as e:
         pool.run({"kind": "sim-dp"}, ranks=(0,), timeout_s=5.0)
     o = e.value.outcome

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import os
-import queue
 import threading
 import time
 from typing import Dict, List, Set, Tuple
@@ -374,11 +373,6 @@ def test_run_json_says_which_gpus_the_limit_applied_to(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- numerics
 
 
-class _FakeQueue(queue.Queue):
-    def cancel_join_thread(self) -> None:
-        pass
-
-
 class FakeNumericsProcess(FakeProcess):
     """A numerics worker (gputopo/numerics/worker_main.py's protocol) as a thread: a job
     naming two CUDA devices maps them in every rank that runs it."""
@@ -387,21 +381,22 @@ class FakeNumericsProcess(FakeProcess):
         super().__init__(driver, 0.0, args)
 
     def _run(self) -> None:
-        rank, jobs, results = self.args[0], self.args[1], self.args[2]
+        conn, rank = self.args[0].real, self.args[1]
         try:
-            results.put(("ready", None, rank, None))
+            conn.send(("ready", None, rank, None))
             while not self._killed.is_set():
-                try:
-                    job = jobs.get(timeout=0.01)
-                except queue.Empty:
+                if not conn.poll(0.01):
                     continue
-                if job is None:
+                job = conn.recv()
+                if job == ("exit",):
                     break
                 devs = job.get("cuda_devices") or []
                 if len(devs) == 2 and not self.driver.map(self, (f"numerics{rank}", self.pid), *devs):
-                    results.put(("error", job["id"], rank, TOO_MANY))
+                    conn.send(("error", job["id"], rank, TOO_MANY))
                     continue
-                results.put(("result", job["id"], rank, {"rank": rank}))
+                conn.send(("result", job["id"], rank, {"rank": rank}))
+        except (EOFError, OSError):
+            pass
         finally:
             self.driver.release(self)
             self.exitcode = 0
@@ -415,8 +410,9 @@ class FakeNumericsContext:
     def get_start_method(self) -> str:
         return "fake"
 
-    def Queue(self):
-        return _FakeQueue()
+    def Pipe(self):
+        parent, child = mp.Pipe()
+        return parent, _ChildEnd(child)
 
     def Process(self, target=None, name=None, daemon=None, args=()):
         return FakeNumericsProcess(self.driver, args)
@@ -428,7 +424,7 @@ def test_numerics_workers_start_afresh_before_a_ninth_peer(tmp_path, monkeypatch
     import gputopo.numerics.worker as nw
 
     driver = FakeDriver()
-    monkeypatch.setattr(nw, "_mp_context", lambda: FakeNumericsContext(driver))
+    monkeypatch.setattr(nw, "mp_context", lambda: FakeNumericsContext(driver))
     pool = nw.WorkerPool("nccl", log_dir=str(tmp_path))
     try:
         for i, j in all_pairs(range(10)):
@@ -445,7 +441,7 @@ def test_numerics_pool_without_the_count_crashes_the_ninth_pair(tmp_path, monkey
     import gputopo.numerics.worker as nw
 
     driver = FakeDriver()
-    monkeypatch.setattr(nw, "_mp_context", lambda: FakeNumericsContext(driver))
+    monkeypatch.setattr(nw, "mp_context", lambda: FakeNumericsContext(driver))
     monkeypatch.setattr(PeerLedger, "over", lambda self, extra, without=(): [])
     pool = nw.WorkerPool("nccl", log_dir=str(tmp_path))
     with pytest.raises(nw.WorkerCrash, match="peer mapping"):
@@ -474,7 +470,7 @@ def test_numerics_workers_on_nvswitch_gpus_are_not_started_afresh(tmp_path, monk
     import gputopo.numerics.worker as nw
 
     driver = FakeDriver(unlimited=tuple(range(10)))
-    monkeypatch.setattr(nw, "_mp_context", lambda: FakeNumericsContext(driver))
+    monkeypatch.setattr(nw, "mp_context", lambda: FakeNumericsContext(driver))
     pool = nw.WorkerPool("nccl", log_dir=str(tmp_path), peer_exempt=range(10))
     try:
         for i, j in all_pairs(range(10)):

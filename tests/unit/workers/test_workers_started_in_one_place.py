@@ -1,5 +1,6 @@
 """Issue 49, item 1: every worker process is started in one package (gputopo/workers/); the
-bench's runner and the numerics' pool call its ``start_process``, and start none themselves."""
+bench's runner and the numerics' pool run their workers on its pool (workers/pool.py), and
+start none themselves."""
 
 from __future__ import annotations
 
@@ -32,14 +33,23 @@ def test_no_module_outside_the_workers_package_starts_a_process():
     assert len(inside) == 1  # start_processes
 
 
-def test_both_supervisors_start_their_workers_through_start_process():
-    for module in ("bench/runner.py",):
-        tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and getattr(n.func, "id", getattr(n.func, "attr", None)) == "start_process"]
-        assert calls, module
-    numerics = (PACKAGE / "numerics/worker.py").read_text(encoding="utf-8")
-    assert "start_processes(" in numerics
+def calls_of(module: str) -> set:
+    tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
+    return {getattr(n.func, "id", getattr(n.func, "attr", None))
+            for n in ast.walk(tree) if isinstance(n, ast.Call)}
+
+
+def test_both_supervisors_run_their_workers_on_the_one_pool():
+    """The bench's runner and the numerics' pool (and through it the sim's jobs) make their
+    workers, pipes included, through the pool (workers/pool.py's WorkerProcesses), which alone
+    calls ``start_processes``; neither makes a Pipe or a Queue of its own."""
+    for module in ("bench/runner.py", "numerics/worker.py"):
+        called = calls_of(module)
+        assert "WorkerProcesses" in called, module
+        assert not called & {"start_processes", "Pipe", "Queue", "SimpleQueue"}, module
+    callers = [path.relative_to(PACKAGE).as_posix() for path in sorted(PACKAGE.rglob("*.py"))
+               if path.name != "processes.py" and "start_processes" in calls_of(path.relative_to(PACKAGE).as_posix())]
+    assert callers == ["workers/pool.py"]
 
 
 def test_both_kinds_of_worker_enter_and_leave_through_the_workers_package():
