@@ -49,10 +49,14 @@ def test_a_faulty_node_is_drained_with_gputopos_reason_and_resumed_once_healthy(
     shown = [ln for ln in slurm.sinfo_reasons().splitlines()[1:] if slurm.name in ln]
     assert shown and shown[0].startswith(node.reason[:20]), slurm.sinfo_reasons()
 
-    # The same verdict again acts on nothing: the drain keeps its reason, user and time.
-    stamp = _reason_stamp(slurm)
+    # The same verdict again acts on nothing: once the verdict is stable (the first failing check
+    # may also say the Xid counter grew since the last check, and the next one updates gputopo's
+    # own reason), the drain keeps its reason, user and time check after check.
     slurm.wait_checks(2)
-    assert _reason_stamp(slurm) == stamp
+    stamp = _reason_stamp(slurm)
+    assert stamp.startswith(OWNED + "xid "), stamp
+    slurm.wait_checks(3)
+    assert _reason_stamp(slurm) == stamp, slurm.diagnostics()
 
     slurm.flip(HEALTHY)
     slurm.wait_for(lambda: not slurm.node().drained, "the healthy node resumed")
