@@ -57,6 +57,7 @@ perf: setup
 	$(PY) benchmarks/cluster_scale.py
 	$(PY) benchmarks/history_cost.py
 	$(PY) benchmarks/reader_scale.py
+	$(PY) benchmarks/health_time.py
 
 # The GPU acceptance run (docs/gpu-check.md): on a GPU machine whose python3 already has CUDA torch
 # and the requirements, from the checkout, about 4 minutes; it builds no venv and installs nothing.

@@ -112,9 +112,9 @@ def record_from_summary(summary, command: str, argv: list[str], clock: float | N
 
 
 def record_from_scan(topo: Topology, findings: list[Finding], argv: list[str],
-                     clock: float | None) -> tuple[MachineIdentity, RunRecord]:
+                     clock: float | None, command: str = "scan") -> tuple[MachineIdentity, RunRecord]:
     sim_name = topo.machine if topo.simulated else None
-    rec = RunRecord(command="scan", time_s=clock if clock is not None else time.time(),
+    rec = RunRecord(command=command, time_s=clock if clock is not None else time.time(),
                     time_source="sim-clock" if clock is not None else "wall", argv=list(argv),
                     run_dir=None, simulated=topo.simulated, sim_name=sim_name, fabric=None,
                     status="complete", verdict=None,

@@ -72,6 +72,8 @@ def pytest_configure(config):
 
     os.environ["GPUTOPO_HISTORY"] = os.path.join(tempfile.mkdtemp(prefix="gputopo-test-history-"),
                                                  "history.sqlite")
+    # `gputopo health` keeps its last verdict there, never in the machine's /run/gputopo
+    os.environ["GPUTOPO_STATE_DIR"] = tempfile.mkdtemp(prefix="gputopo-test-state-")
     _install_spawn_guard()
 
 
@@ -90,6 +92,7 @@ def _history_in_tmp(tmp_path_factory, monkeypatch):
     """Every test (and every CLI it starts) records its runs in a database of its own under
     pytest's tmp folder, never in the real ~/.local/share/gputopo/history.sqlite (issue 19)."""
     monkeypatch.setenv("GPUTOPO_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+    monkeypatch.setenv("GPUTOPO_STATE_DIR", str(tmp_path_factory.mktemp("health-state")))
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ import errno
 import os
 import signal
 import sys
-import tempfile
-import traceback
 from typing import Optional
 
 import click
@@ -21,6 +19,7 @@ import click
 from gputopo.cli.group import cli
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_INTERNAL, EXIT_USAGE, GputopoError
+from gputopo.cli.tracebacks import save_traceback
 
 
 def _register():
@@ -30,6 +29,7 @@ def _register():
         check,
         cluster,
         export,
+        health,
         history,
         importer,
         place,
@@ -37,29 +37,6 @@ def _register():
         scan,
         sims,
     )
-
-
-def save_traceback(folder: str | None = None) -> str:
-    """Write the current exception's traceback to a file and return its path: the run folder's
-    error.txt, else a temporary file; never raises (the disk may be what failed): then it
-    returns why nothing was saved. Written as every output file is (writable.write_file_bytes):
-    an error.txt that is a FIFO without a reader (or with one that stopped reading, bounded by
-    GPUTOPO_INPUT_WAIT), a folder or /dev/full is passed over for the temporary file, never
-    waited on."""
-    from gputopo.runfolder.layout import ERROR_TXT
-    from gputopo.writable import write_file_bytes
-
-    data = traceback.format_exc().encode("utf-8", "replace")
-    for where in ([os.path.join(folder, ERROR_TXT)] if folder and os.path.isdir(folder) else []) + [None]:
-        try:
-            if where is None:
-                fd, where = tempfile.mkstemp(prefix="gputopo-error-", suffix=".txt")
-                os.close(fd)
-            write_file_bytes(where, data, "error report")
-            return where
-        except (OSError, GputopoError):
-            continue
-    return "nowhere: the disk refused the file too"
 
 
 #: errnos of a full disk or an exhausted quota.

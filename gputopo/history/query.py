@@ -198,3 +198,22 @@ def last_figures(conn: sqlite3.Connection, mid: int) -> tuple[float | None, list
 def last_run_time(conn: sqlite3.Connection, mid: int) -> float | None:
     row = conn.execute("SELECT max(time_s) FROM runs WHERE machine_id = ?", (mid,)).fetchone()
     return float(row[0]) if row and row[0] is not None else None
+
+
+def last_measured_drift(conn: sqlite3.Connection, mid: int
+                        ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The machine's last run that measured figures (its id, command and time) and the `drift`
+    findings the history made of it: what a check that measures nothing (`gputopo health`) says of
+    the machine's speed against its own past. (None, []) when no run measured anything."""
+    row = conn.execute("SELECT id, command, time_s, time_source FROM runs WHERE machine_id = ? AND EXISTS "
+                       "(SELECT 1 FROM figures f WHERE f.run_id = runs.id AND f.gbps IS NOT NULL) "
+                       "ORDER BY time_s DESC, id DESC LIMIT 1", (mid,)).fetchone()
+    if row is None:
+        return None, []
+    run = {"id": int(row[0]), "command": row[1], "time_s": float(row[2]), "time_source": row[3]}
+    found = [{"kind": k, "severity": s, "gpus": _gpus(g), "link_class": lc, "message": m,
+              "evidence": json.loads(ev) if ev else {}}
+             for k, s, g, lc, m, ev in conn.execute(
+                 "SELECT kind, severity, gpus, link_class, message, evidence FROM findings "
+                 "WHERE run_id = ? AND origin = 'history' AND kind = 'drift'", (run["id"],))]
+    return run, found

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gputopo.model import Finding
 from gputopo.model.finding_kinds import drains
+from gputopo.model.reason import findings_reason
 from gputopo.model.cluster import GroupResult, LostRank, Outcome, out_of_memory
 
 from .cluster_view import gbps_text
@@ -176,13 +177,14 @@ def lost_findings(outcome: Outcome) -> List[Finding]:
 
 
 def drain_lines(findings: List[Finding]) -> List[str]:
-    """``host reason`` per node with a drain-worthy finding (one line per host, first reason)."""
-    seen: Dict[str, str] = {}
+    """``host reason`` per node with a drain-worthy finding: the reason in the one grammar
+    (model/reason.py: ``gputopo: <kind> <subject> <detail>``, the worst first, ``; +N more``)."""
+    by_node: Dict[str, List[Finding]] = {}
     for f in findings:
         node = (f.evidence or {}).get("node")
-        if drains(f.kind) and node and node not in seen:
-            seen[node] = f"gputopo {f.kind}: {f.message}".replace("\n", " ")
-    return [f"{node} {reason}" for node, reason in sorted(seen.items())]
+        if drains(f.kind) and node:
+            by_node.setdefault(str(node), []).append(f)
+    return [f"{node} {findings_reason(fs, default_subject='node')}" for node, fs in sorted(by_node.items())]
 
 
 # ----------------------------------------------------------------------------- slow node or slow link

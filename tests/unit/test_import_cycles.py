@@ -123,7 +123,7 @@ def test_the_cycle_finder_sees_a_lazy_cycle():
 #: docs/architecture.md's layers, top first: a package imports only from the layers above it
 #: (data flows down, imports point up). ``cli`` may import every layer; ``model`` none.
 LAYERS = ("model", "runfolder", "probe", "sim", "workers", "bench", "numerics", "history", "report", "check",
-          "cluster", "importers", "export", "jobs", "recording", "cli", "__main__")
+          "cluster", "importers", "export", "jobs", "recording", "fleet", "cli", "__main__")
 #: The small modules at the top of the package that serve every layer (and import only each
 #: other): exception types, user files, streamed text, writable folders, consoles, tables, and
 #: ``gputopo/__init__.py`` (SCHEMA_VERSION).

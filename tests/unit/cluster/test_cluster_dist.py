@@ -80,7 +80,7 @@ def test_hung_rank_is_named_by_host_and_rank(tmp_path):
     hang = [f for f in doc["findings"] if f["kind"] == "hang"]
     assert len(hang) == 1 and hang[0]["evidence"]["node"] == host and hang[0]["evidence"]["ranks"] == [3]
     assert f"node {host} rank(s) 3" in out
-    assert (tmp_path / "run" / "drain.txt").read_text().startswith(f"{host} gputopo hang")
+    assert (tmp_path / "run" / "drain.txt").read_text().startswith(f"{host} gputopo: hang node ")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
 
 
@@ -109,7 +109,7 @@ def test_lost_rank_0_is_named_by_the_lowest_live_rank(tmp_path, fault):
     crash = [f for f in doc["findings"] if f["kind"] == "crash"]
     assert crash and crash[0]["evidence"]["node"] == host and 0 in crash[0]["evidence"]["ranks"]
     assert f"node {host} rank(s) 0" in out and f"node {host} rank(s) 0" in (run / "report.md").read_text()
-    assert (run / "drain.txt").read_text().startswith(f"{host} gputopo crash")
+    assert (run / "drain.txt").read_text().startswith(f"{host} gputopo: crash node ")
     assert json.loads((run / "run.json").read_text())["status"] == "failed"
     assert not re.search(GPUTOPO_FRAME, out), out[-3000:]  # torchrun's own tracebacks only
     assert all(len(ln) < 400 for ln in out.splitlines() if ln.startswith("gputopo"))

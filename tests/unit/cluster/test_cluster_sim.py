@@ -136,7 +136,7 @@ def test_lost_node_stops_the_run_and_is_named(what, tmp_path):
     lost = [f for f in res.findings if f.kind == what]
     assert len(lost) == 1 and lost[0].evidence["node"] == "node0004"
     assert lost[0].evidence["ranks"] == list(range(32, 40))
-    assert (res.run_dir / "drain.txt").read_text().startswith(f"node0004 gputopo {what}")
+    assert (res.run_dir / "drain.txt").read_text().startswith(f"node0004 gputopo: {what} node")
     assert json.loads((res.run_dir / "run.json").read_text())["status"] == "failed"
     assert res.doc["time_s"] >= 30  # the modeled timeout is counted
 
@@ -276,7 +276,7 @@ def test_wrong_sums_are_corrupt_findings_by_host():
     fs = cluster_findings(out, Backend.node_names, [[0, 1], [2, 3], [4, 5], [6, 7]], [{}] * 4, 0.8)
     corrupt = [f for f in fs if f.kind == "corrupt"]
     assert len(corrupt) == 1 and corrupt[0].evidence["node"] == "b" and corrupt[0].evidence["wrong"] == 5
-    assert any(line.startswith("b gputopo corrupt") for line in drain_lines(fs))
+    assert any(line.startswith("b gputopo: corrupt ") for line in drain_lines(fs))
     assert not [f for f in fs if f.kind == "slow-node"]
 
 

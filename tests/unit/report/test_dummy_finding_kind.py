@@ -52,7 +52,7 @@ def test_the_pair_rows_carry_it_on_the_pairs_it_marks(dummy_kind):
 
 
 def test_a_cluster_node_with_it_is_drained(dummy_kind):
-    assert drain_lines([_finding(evidence={"node": "n7"})]) == ["n7 gputopo dummy-link: GPU 3: dummy trouble"]
+    assert drain_lines([_finding(evidence={"node": "n7"})]) == ["n7 gputopo: dummy-link node dummy trouble"]
 
 
 def test_it_may_come_from_the_history(dummy_kind):

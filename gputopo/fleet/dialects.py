@@ -1,0 +1,140 @@
+"""Each consumer's terms: the output and exit code of a node verdict (or of a check that could not
+run) for `gputopo health --as json | npd | nagios | slurm-healthcheck`.
+
+| --as | pass | warn | fail | not judged | could not run | output | default budget |
+|---|---|---|---|---|---|---|---|
+| json | 0 | 0 | 1 | 2 | its own code: no driver 3, internal 4, interrupted 130, refused 2 | the verdict as JSON | 60 s |
+| npd | 0 | 0 | 1 | 2 | 2 (NPD's Unknown) | one line of at most 80 bytes | 4 s |
+| nagios | 0 | 1 | 2 | 3 | 3 (UNKNOWN) | ``OK - ...`` / ``WARNING - ...`` / ``CRITICAL - ...`` | 30 s |
+| slurm-healthcheck | 0 | 0 | 0 | 0 | 0 | one log line (gputopo drains the node itself) | 45 s |
+
+docs/fleet.md is this table for users.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from gputopo.model.reason import NPD_BYTES, clean
+
+from .verdict import NodeVerdict
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    codes: Dict[str, int]  # verdict -> exit code
+    #: the exit code of a check that could not run; None: the command's own (3, 4, 130, 2)
+    could_not_run: Optional[int]
+    budget_s: float
+
+
+DIALECTS: Dict[str, Dialect] = {
+    "json": Dialect("json", {"pass": 0, "warn": 0, "fail": 1, "not-judged": 2}, None, 60.0),
+    "npd": Dialect("npd", {"pass": 0, "warn": 0, "fail": 1, "not-judged": 2}, 2, 4.0),
+    "nagios": Dialect("nagios", {"pass": 0, "warn": 1, "fail": 2, "not-judged": 3}, 3, 30.0),
+    "slurm-healthcheck": Dialect("slurm-healthcheck", {"pass": 0, "warn": 0, "fail": 0, "not-judged": 0}, 0, 45.0),
+}
+NAGIOS_WORDS = {"pass": "OK", "warn": "WARNING", "fail": "CRITICAL", "not-judged": "UNKNOWN"}
+
+
+def exit_code(dialect: str, verdict: str) -> int:
+    return DIALECTS[dialect].codes[verdict]
+
+
+def could_not_run_code(dialect: str, own: int) -> int:
+    mapped = DIALECTS[dialect].could_not_run
+    return own if mapped is None else mapped
+
+
+def fit_bytes(text: str, limit: int) -> str:
+    """``text`` as printable ASCII in at most ``limit`` bytes, cut at a word with ``...``."""
+    text = clean(text)
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 3]
+    if " " in cut:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,") + "..."
+
+
+def _simulated(v: NodeVerdict) -> str:
+    return "SIMULATED " if v.simulated else ""
+
+
+
+
+def pass_line(v: NodeVerdict) -> str:
+    """What a pass (or a warn's and fail's tail) says was judged."""
+    judged, na = v.judged(), v.not_applicable()
+    text = f"{len(judged)} checks passed"
+    if na:
+        text += f", {len(na)} not applicable"
+    if v.not_judged():
+        text += ", not judged: " + ", ".join(c.name for c in v.not_judged())
+    return text
+
+
+def npd_line(v: NodeVerdict) -> str:
+    """One line of at most 80 bytes: the reason built to fit (never cut), or what passed, or why
+    nothing was judged."""
+    sim = _simulated(v)
+    if v.verdict in ("fail", "warn"):
+        return v.reason(NPD_BYTES)
+    if v.verdict == "pass":
+        return fit_bytes(f"gputopo ok: {sim}{pass_line(v)}", NPD_BYTES)
+    return fit_bytes(f"gputopo not judged: {sim}{v.cut_short or v.summary()}", NPD_BYTES)
+
+
+def nagios_line(v: NodeVerdict) -> str:
+    """The status line (``CRITICAL - <reason> | perfdata``), then Nagios' long output: SIMULATED
+    where it is, and what was judged, not applicable and not judged."""
+    word = NAGIOS_WORDS[v.verdict]
+    if v.verdict in ("fail", "warn"):
+        text = v.reason()  # the grammar's own "; " between segments
+    elif v.verdict == "pass":
+        text = f"gputopo health: {pass_line(v)}"
+    else:
+        text = f"gputopo health: not judged: {v.cut_short or v.summary()}"
+    perf = f"time={v.used_s:.3f}s;;;0;{v.budget_s:g} checks_judged={len(v.judged())}"
+    lines = [f"{word} - {clean(text, semicolons=True)} | {perf}"]
+    if v.simulated:
+        lines.append(simulated_text(v))
+    lines.append(clean(v.summary()))
+    return "\n".join(lines)
+
+
+def simulated_text(v: NodeVerdict) -> str:
+    return f"SIMULATED machine '{clean(v.machine) or '?'}': no real GPU was read"
+
+
+def slurm_line(v: NodeVerdict, action: str) -> str:
+    """The health check's one log line: the verdict, the reason, what was done to the node."""
+    reason = v.reason()
+    what = {"pass": pass_line(v), "not-judged": f"not judged: {v.cut_short or v.summary()}"}.get(v.verdict, reason)
+    return clean(f"gputopo health: {_simulated(v)}{v.verdict}: {what}; node: {action}", semicolons=True)
+
+
+def render(dialect: str, v: NodeVerdict, action: str = "") -> str:
+    if dialect == "json":
+        doc = v.to_json()
+        return json.dumps(doc, indent=2)
+    if dialect == "npd":
+        return npd_line(v)
+    if dialect == "nagios":
+        return nagios_line(v)
+    return slurm_line(v, action)
+
+
+def could_not_run_text(dialect: str, message: str, action: str = "unchanged") -> str:
+    """What a check that could not run prints, in the dialect's terms (the error line itself goes
+    to stderr as every command's does; json prints nothing else: its exit code says it)."""
+    if dialect == "json":
+        return ""
+    if dialect == "npd":
+        return fit_bytes(f"gputopo could not run: {message}", NPD_BYTES)
+    if dialect == "nagios":
+        return f"UNKNOWN - gputopo health could not run: {clean(message)}"
+    return clean(f"gputopo health: could not run: {message}; node: {action}", semicolons=True)

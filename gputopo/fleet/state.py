@@ -1,0 +1,69 @@
+"""The last verdict of `gputopo health`, kept on the node: its time, verdict, reason, budget used,
+each check's applicability and status, and what was done to the node (a Slurm drain or resume).
+
+Kept in ``--state-dir`` (default :data:`DEFAULT_STATE_DIR`, ``/run/gputopo``: a tmpfs, so a reboot
+starts afresh, as the node's hardware may have changed), falling back to the history database's
+folder where that cannot be written (a health check run as a user). Written to a temporary file
+and renamed, so a reader never sees half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+DEFAULT_STATE_DIR = Path("/run/gputopo")
+STATE_FILE = "health-last.json"
+
+
+def usable(folder: Path) -> bool:
+    """Whether ``folder`` exists (or can be made) and can be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def state_folder(given: Optional[str], history: Optional[Path]) -> Optional[Path]:
+    """``--state-dir`` as given (the caller refuses it when unusable), else the default, else the
+    history's folder; None when neither can be written."""
+    if given:
+        return Path(given)
+    if usable(DEFAULT_STATE_DIR):
+        return DEFAULT_STATE_DIR
+    if history is not None and usable(history.parent):
+        return history.parent
+    return None
+
+
+def read_state(folder: Optional[Path]) -> Optional[Dict[str, Any]]:
+    """The last verdict kept in ``folder``, or None (none yet, or unreadable: then it is as if none)."""
+    if folder is None:
+        return None
+    try:
+        doc = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def write_state(folder: Path, doc: Dict[str, Any]) -> Path:
+    """Write ``doc`` as the last verdict (temporary file + rename); OSError when it cannot be."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".health-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, folder / STATE_FILE)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return folder / STATE_FILE
