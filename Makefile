@@ -9,7 +9,7 @@ SIM    ?= seed-8gpu
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo lint test test-fast perf clean gpu-check gpu-check-fake
+.PHONY: setup demo lint test test-fast test-slurm perf clean gpu-check gpu-check-fake
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,18 @@ lint: setup
 	$(VENV)/bin/mypy gputopo
 	$(VENV)/bin/ruff check gputopo tests benchmarks tools
 
-# What CI runs (.ci/run): fails on a type or lint error as on a failing test.
+# What CI runs (.ci/run): fails on a type or lint error as on a failing test. The tests run in
+# TEST_WORKERS processes (pytest-xdist; 2 for CI's 2 cores; TEST_WORKERS=0: in this one), each
+# taking the next test when it is free (worksteal: the long ones do not queue behind each other).
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+
+# The real-Slurm tests alone (tests/slurm, marked slurm; `make test` runs them too): munged,
+# slurmctld and slurmd of Debian 12 started as root on this machine, `gputopo health` as its
+# HealthCheckProgram (docs/fleet.md). Without the packages they skip; under CI=true they fail.
+test-slurm: setup
+	$(PY) -m pytest -q -m slurm tests/slurm
 
 # While working: every test that starts no process (no worker, no `python -m gputopo`, no fork);
 # tests/conftest.py fails a test that starts one without the `slow` mark, so none hides here.
