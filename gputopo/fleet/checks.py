@@ -16,24 +16,15 @@ from typing import Any, Dict, List, Optional
 from gputopo.model import Finding, Topology
 from gputopo.model.fabric import GpuFabric
 from gputopo.model.finding import worst_first
+from gputopo.model.finding_kinds import HEALTH_CHECKS, health_check
 from gputopo.model.health import GpuHealth
 from gputopo.model.values import is_value
 
 APPLICABLE, NOT_APPLICABLE, NOT_JUDGED = "applicable", "not-applicable", "not-judged"
 
-#: The checks, in the order they are said.
-CHECKS = ("gpus", "nvlink", "fabric", "pcie", "kernel-log", "nic", "history")
-
-#: Each scan finding kind's check (a kind not listed goes to ``gpus``: never dropped).
-KIND_CHECK: Dict[str, str] = {
-    "gpu-lost": "gpus", "ecc": "gpus", "remapped-rows": "gpus", "retired-pages": "gpus", "thermal": "gpus",
-    "nvlink-down": "nvlink", "link-errors": "nvlink", "nvlink-not-connected": "nvlink",
-    "nvlink-fabric": "fabric",
-    "pcie-downgraded": "pcie", "p2p-unsupported": "pcie", "iommu": "pcie", "acs": "pcie",
-    "xid": "kernel-log", "driver-error": "kernel-log",
-    "nic-far": "nic", "gpudirect-rdma": "nic", "nic-port-down": "nic", "nic-rate": "nic", "nic-errors": "nic",
-    "counter-growth": "history", "drift": "history",
-}
+#: The checks, in the order they are said (a kind's check is its entry's ``health_check`` in
+#: model/finding_kinds.py; a kind with none goes to ``gpus``: never dropped).
+CHECKS = HEALTH_CHECKS
 
 
 @dataclass
@@ -70,7 +61,7 @@ def not_judged(name: str, why: str) -> CheckResult:
 def _split(findings: List[Finding]) -> Dict[str, List[Finding]]:
     out: Dict[str, List[Finding]] = {c: [] for c in CHECKS}
     for f in findings:
-        out[KIND_CHECK.get(f.kind, "gpus")].append(f)
+        out[health_check(f.kind) or "gpus"].append(f)
     return out
 
 

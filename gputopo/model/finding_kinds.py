@@ -47,6 +47,9 @@ SYMPTOM_FAMILIES = ("data", "failure", "speed")
 #: GPU; its PCIe pairs; its NVLink pairs; by its evidence (NVLink keys: the NVLink pairs,
 #: ``pcie.replay``: the PCIe pairs); by its evidence's ``counter`` (``nvlink_*``: the NVLink
 #: pairs, ``pcie_replay``: the PCIe pairs, any other counter: none).
+#: The checks of ``gputopo health`` (gputopo/fleet/checks.py), in the order they are said.
+HEALTH_CHECKS = ("gpus", "nvlink", "fabric", "pcie", "kernel-log", "nic", "history")
+
 PAIR_MARKS = ("all", "pcie", "nvlink", "link-evidence", "counter")
 
 
@@ -90,6 +93,9 @@ class KindSpec:
     #: finding of the kind is said on its own (each is a distinct fact, e.g. a distinct line a tool
     #: printed).
     grouped: bool = True
+    #: The ``gputopo health`` check (HEALTH_CHECKS) a finding of this kind belongs to; None: a kind
+    #: the passive health checks never make (said under ``gpus``, never dropped).
+    health_check: Optional[str] = None
 
     def __post_init__(self):
         if self.scope not in SCOPES:
@@ -102,6 +108,8 @@ class KindSpec:
             raise ValueError(f"kind {self.name}: unknown pair marks {self.marks_pairs!r}")
         if self.symptom is not None and self.symptom not in SYMPTOM_FAMILIES:
             raise ValueError(f"kind {self.name}: unknown symptom family {self.symptom!r}")
+        if self.health_check is not None and self.health_check not in HEALTH_CHECKS:
+            raise ValueError(f"kind {self.name}: unknown health check {self.health_check!r}")
         if self.peer_only and not self.breaks:
             raise ValueError(f"kind {self.name}: peer_only words without breaks")
 
@@ -122,25 +130,25 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("hang", "pair", "run", ("error",), breaks=True, drains=True, symptom="failure"),
     K("crash", "pair", "run", ("error",), breaks=True, drains=True, symptom="failure"),
     K("nvlink-down", "gpu", "scan", ("error", "warning"), marks_pairs="nvlink", degrades="NVLinks down",
-      explains_slow=True),
+      explains_slow=True, health_check="nvlink"),
     K("pcie-downgraded", "gpu", "scan", ("warning",), marks_pairs="pcie",
-      degrades="PCIe link narrower than it can be", degrades_every_pair=True, explains_slow=True),
+      degrades="PCIe link narrower than it can be", degrades_every_pair=True, explains_slow=True, health_check="pcie"),
     K("link-errors", "gpu", "scan", ("warning", "info"), marks_pairs="link-evidence",
-      degrades="link error counters above NVIDIA DCGM's limit", explains_slow=True),
-    K("p2p-unsupported", "pair", "scan", ("warning", "info")),
-    K("iommu", "node", "scan", ("warning", "info"), breaks_peer_dma=True),
-    K("acs", "node", "scan", ("warning", "info"), breaks_peer_dma=True),
+      degrades="link error counters above NVIDIA DCGM's limit", explains_slow=True, health_check="nvlink"),
+    K("p2p-unsupported", "pair", "scan", ("warning", "info"), health_check="pcie"),
+    K("iommu", "node", "scan", ("warning", "info"), breaks_peer_dma=True, health_check="pcie"),
+    K("acs", "node", "scan", ("warning", "info"), breaks_peer_dma=True, health_check="pcie"),
     K("topology-mismatch", "node", "cluster", ("error",), drains=True),
     K("slow-node", "node", "cluster", ("error",), drains=True),
-    K("gpu-lost", "gpu", "scan", ("error",), marks_pairs="all"),
+    K("gpu-lost", "gpu", "scan", ("error",), marks_pairs="all", health_check="gpus"),
     K("noisy", "run", "bandwidth", ("warning", "info")),
     K("incomplete-data", "input", "run", ("warning", "info"), data_trouble=True),
     K("invalid-data", "input", "run", ("warning", "info"), data_trouble=True),
-    K("ecc", "gpu", "scan", ALL),
-    K("remapped-rows", "gpu", "scan", ALL),
-    K("retired-pages", "gpu", "scan", ("warning", "info")),
-    K("xid", "gpu", "scan", ALL),
-    K("thermal", "gpu", "scan", ("warning", "info")),
+    K("ecc", "gpu", "scan", ALL, health_check="gpus"),
+    K("remapped-rows", "gpu", "scan", ALL, health_check="gpus"),
+    K("retired-pages", "gpu", "scan", ("warning", "info"), health_check="gpus"),
+    K("xid", "gpu", "scan", ALL, health_check="kernel-log"),
+    K("thermal", "gpu", "scan", ("warning", "info"), health_check="gpus"),
     K("gpu-fault", "gpu", "culprit", (), culprit=True),
     K("link-fault", "pair", "culprit", (), culprit=True),
     K("class-fault", "class", "culprit", (), culprit=True),
@@ -150,12 +158,12 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("rdma-test-failed", "input", "bandwidth", ("error",)),
     K("rdma-slow", "input", "bandwidth", ("warning",)),
     K("rdma-bandwidth", "input", "bandwidth", ("info",)),
-    K("nvlink-not-connected", "gpu", "scan", ("info",)),
+    K("nvlink-not-connected", "gpu", "scan", ("info",), health_check="nvlink"),
     K("nvlink-fabric", "gpu", "scan", ALL, marks_pairs="nvlink", marks_each_gpu=True,
-      degrades="NVLink fabric not healthy or not registered (NVML)"),
-    K("drift", "pair", "history", ("warning",), history=True),
+      degrades="NVLink fabric not healthy or not registered (NVML)", health_check="fabric"),
+    K("drift", "pair", "history", ("warning",), history=True, health_check="history"),
     K("counter-growth", "gpu", "history", ALL, marks_pairs="counter",
-      degrades="link error counters growing between scans", history=True),
+      degrades="link error counters growing between scans", history=True, health_check="history"),
     K("out-of-memory", "node", "run", ("error",)),
     K("rank-error", "node", "cluster", ("error",), drains=True),
     K("stopped", "node", "cluster", ("error",)),
@@ -164,13 +172,13 @@ KIND_TABLE: Tuple[KindSpec, ...] = (
     K("nccl-socket-fallback", "input", "nccl-log", ("warning", "info")),
     K("nccl-far-nic", "input", "nccl-log", ("warning",)),
     K("nccl-comm-failed", "input", "nccl-log", ("error",)),
-    K("nic-far", "gpu", "network", ("warning", "info")),
-    K("gpudirect-rdma", "node", "network", ("warning", "info")),
-    K("nic-port-down", "node", "network", ("warning", "info")),
-    K("nic-rate", "node", "network", ("warning",)),
-    K("nic-errors", "node", "network", ("info",)),
+    K("nic-far", "gpu", "network", ("warning", "info"), health_check="nic"),
+    K("gpudirect-rdma", "node", "network", ("warning", "info"), health_check="nic"),
+    K("nic-port-down", "node", "network", ("warning", "info"), health_check="nic"),
+    K("nic-rate", "node", "network", ("warning",), health_check="nic"),
+    K("nic-errors", "node", "network", ("info",), health_check="nic"),
     K("no-peer-access", "pair", "bandwidth", ("warning", "info")),
-    K("driver-error", "gpu", "scan", ("error", "warning")),
+    K("driver-error", "gpu", "scan", ("error", "warning"), health_check="kernel-log"),
     K("tool-flagged", "input", "run", ("error", "warning"), grouped=False),
     K("slow-gpu-group", "gpu", "bandwidth", ("warning", "info"), marks_pairs="all", marks_each_gpu=True,
       degrades="slower than the other GPUs of its model with every peer (measured)"),
@@ -225,6 +233,11 @@ def degrades(name: str) -> Optional[str]:
 
 def drains(name: str) -> bool:
     return is_kind(name) and spec(name).drains
+
+
+def health_check(name: str) -> Optional[str]:
+    """The ``gputopo health`` check a kind belongs to (None: a kind no passive check makes)."""
+    return spec(name).health_check if is_kind(name) else None
 
 
 def is_data_trouble(name: str) -> bool:
