@@ -31,10 +31,13 @@ lint: setup
 
 # What CI runs (.ci/run): fails on a type or lint error as on a failing test. The tests run in
 # TEST_WORKERS processes (pytest-xdist; 2 for CI's 2 cores; TEST_WORKERS=0: in this one), each
-# taking the next test when it is free (worksteal: the long ones do not queue behind each other).
+# taking the next test when it is free (worksteal: the long ones do not queue behind each other);
+# the tests that assert a wall-time bound (marked serial) then run alone, on an otherwise idle
+# machine, so the bound they check is the code's, not the other worker's load.
 TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 # The real-Slurm tests alone (tests/slurm, marked slurm; `make test` runs them too): munged,
 # slurmctld and slurmd of Debian 12 started as root on this machine, `gputopo health` as its

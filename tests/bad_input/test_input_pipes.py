@@ -193,6 +193,7 @@ def test_import_nccl_debug_with_the_same_pipe_twice_is_one_line_at_once(fifo, tm
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "this pipe was read already" in err, err
 
 
+@pytest.mark.serial  # a wall-time bound: run alone, after the parallel part
 def test_a_fifo_nobody_writes_is_refused_after_the_bound(fifo, short_wait):
     t0 = time.monotonic()
     with pytest.raises(InputFileError) as info:

@@ -17,7 +17,7 @@ from gputopo.model.reason import REASON_PATTERN
 from helpers.cli import cli_env
 from helpers.paths import REPO
 
-pytestmark = pytest.mark.slow  # the plugin is a process, as under NPD
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the plugin is a process, as under NPD  # serial: wall-time bounds
 
 
 def npd_config() -> dict:

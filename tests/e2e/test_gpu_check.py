@@ -325,6 +325,7 @@ def test_the_check_runs_end_to_end_on_the_fake_and_the_sim(fake_run):
     assert wall < summary["budget_s"]
 
 
+@pytest.mark.serial  # a wall-time bound: run alone, after the parallel part
 @pytest.mark.slow
 def test_a_hang_costs_its_timeout_and_one_line_and_a_failure_its_traceback(tmp_path):
     """An injected step that hangs (with a child that hangs too), a wedged `nvidia-smi nvlink -s`
@@ -356,6 +357,7 @@ def test_a_hang_costs_its_timeout_and_one_line_and_a_failure_its_traceback(tmp_p
     assert wall < 60 and proc.returncode == 1
 
 
+@pytest.mark.serial  # a wall-time bound: run alone, after the parallel part
 @pytest.mark.slow
 def test_the_budget_is_a_hard_bound(tmp_path):
     """A hang with a long timeout inside a small budget: the hang gets what the budget leaves

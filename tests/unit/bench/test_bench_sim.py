@@ -157,6 +157,7 @@ what = "crash"
 """
 
 
+@pytest.mark.serial  # a wall-time bound: run alone, after the parallel part
 def test_hang_and_crash_become_findings_and_leave_no_process(tmp_path):
     desc, topo = _machine(FAILING, tmp_path)
     t0 = time.monotonic()

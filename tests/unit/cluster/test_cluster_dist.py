@@ -27,7 +27,7 @@ BOUND_S = 150  # the outer bound of every launch; jobs here end far sooner
 #: in a virtual environment inside a checkout that is itself named gputopo (`git clone` names it
 #: so, and torchrun's frames in .venv/.../torch/ then matched a plain ".*gputopo/").
 GPUTOPO_FRAME = r'File "[^"]*/gputopo/(?!\.venv/)[^"]*"'
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: wall-time bounds
 
 
 def _torchrun(tmp_path, args, names=("alpha", "beta"), fault=None):

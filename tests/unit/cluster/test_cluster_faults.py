@@ -29,7 +29,7 @@ from helpers.paths import TESTS
 
 HELPER = TESTS / "helpers" / "cluster_fault_rank.py"
 BOUND_S = 150
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: wall-time bounds
 
 
 def _srun(tmp_path, nodes, args, fault=None, limit_kb=None, timeout_s=20):

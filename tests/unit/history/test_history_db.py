@@ -110,6 +110,7 @@ def test_a_database_of_another_program_is_refused(tmp_path):
         open_history(path)
 
 
+@pytest.mark.serial  # a wall-time bound: run alone, after the parallel part
 def test_a_locked_database_is_refused_after_the_busy_timeout(tmp_path, monkeypatch):
     path = tmp_path / "h.sqlite"
     open_history(path).close()
