@@ -99,7 +99,10 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
     except click.exceptions.Exit:
         raise
     except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
-        if dialect == "json":
+        if dialect == "json":  # the command's own error line and code; stdout says it as JSON too
+            why = (str(e) if isinstance(e, GputopoError) else "interrupted" if isinstance(e, KeyboardInterrupt)
+                   else f"internal error: {type(e).__name__}: {e}")
+            click.echo(could_not_run_text(dialect, why))
             raise
         if isinstance(e, GputopoError):
             message, code = str(e), e.exit_code

@@ -19,7 +19,9 @@ from typing import Dict, Optional
 
 from gputopo.model.reason import NPD_BYTES, clean
 
-from .verdict import NodeVerdict
+from gputopo import SCHEMA_VERSION
+
+from .verdict import HEALTH_SCHEMA, NodeVerdict
 
 
 @dataclass(frozen=True)
@@ -128,11 +130,18 @@ def render(dialect: str, v: NodeVerdict, action: str = "") -> str:
     return slurm_line(v, action)
 
 
+def could_not_run_doc(message: str) -> Dict[str, object]:
+    """The json dialect's document for a check that could not run (no verdict was reached)."""
+    return {"schema_version": SCHEMA_VERSION, "health_schema": HEALTH_SCHEMA, "command": "health",
+            "verdict": "could-not-run", "error": clean(message)}
+
+
 def could_not_run_text(dialect: str, message: str, action: str = "unchanged") -> str:
     """What a check that could not run prints, in the dialect's terms (the error line itself goes
-    to stderr as every command's does; json prints nothing else: its exit code says it)."""
+    to stderr as every command's does; json: one document with verdict ``could-not-run`` and the
+    error, so a consumer parsing stdout reads why, beside the exit code that says it)."""
     if dialect == "json":
-        return ""
+        return json.dumps(could_not_run_doc(message))
     if dialect == "npd":
         return fit_bytes(f"gputopo could not run: {message}", NPD_BYTES)
     if dialect == "nagios":

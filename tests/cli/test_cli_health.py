@@ -41,7 +41,7 @@ def test_npd_line_is_the_reason_within_80_bytes():
     assert re.match(REASON_PATTERN, line) and line.startswith("gputopo: nvlink-down gpu5 ")
 
 
-@pytest.mark.parametrize("dialect, code, start", [("json", 3, ""), ("npd", 2, "gputopo could not run: no NVIDIA driver"),
+@pytest.mark.parametrize("dialect, code, start", [("json", 3, '{"schema_version"'), ("npd", 2, "gputopo could not run: no NVIDIA driver"),
                                                   ("nagios", 3, "UNKNOWN - gputopo health could not run: no NVIDIA"),
                                                   ("slurm-healthcheck", 0, "gputopo health: could not run: no NVIDIA")])
 def test_no_driver_in_each_dialect(dialect, code, start, monkeypatch, tmp_path):
@@ -54,7 +54,10 @@ def test_no_driver_in_each_dialect(dialect, code, start, monkeypatch, tmp_path):
     monkeypatch.setattr(probe_scan, "scan_real", no_driver)
     r = gputopo_here("health", "--as", dialect, *(["--sinfo", "/nonexistent"] if dialect.startswith("slurm") else []))
     assert r.returncode == code and "gputopo: error: no NVIDIA driver" in r.stderr
-    assert r.stdout.startswith(start) and len(r.stdout.splitlines()) == (0 if dialect == "json" else 1)
+    assert r.stdout.startswith(start) and len(r.stdout.splitlines()) == 1
+    if dialect == "json":
+        doc = json.loads(r.stdout)
+        assert doc["verdict"] == "could-not-run" and doc["error"].startswith("no NVIDIA driver found")
 
 
 @pytest.mark.parametrize("dialect, code", [("json", 2), ("npd", 2), ("nagios", 3), ("slurm-healthcheck", 0)])
