@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology
 from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
 from gputopo.probe import xid_lines
-from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
+from gputopo.probe.xid_lines import KernelLogRead, finish_read, read_line
 from gputopo.runfolder.imported import import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
 from gputopo.text_input import display_name, text_lines
@@ -48,7 +47,7 @@ def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: b
     with text_lines(path, "a kernel log (dmesg, journalctl -k, syslog)") as lines:
         for lineno, line in enumerate(lines, start=1):
             read_line(read, line, lineno)
-    finish(read)
+    finish_read(read)
     name = display_name(path)
     if read.lines == 0:
         raise InputFileError(name, "empty file: expected a kernel log (dmesg, journalctl -k, syslog)")
@@ -84,10 +83,6 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     return Topology(gpus=gpus, pairs=[], host=host, source=KERNEL_LOG_NUMBERED, simulated=False, machine=hostname)
 
 
-def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, **xid_lines.kernel_log_document(read, display_name(path))}
-
-
 def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
                       render: bool = True, console=None, host: str | None = None,
                       topology: Topology | None = None, topology_file: str | None = None) -> KernelLogImport:
@@ -108,7 +103,7 @@ def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, arg
         options["topology_file"] = topology_file
     write_imported_run(run_dir, source="kernel-log", fabric="none", simulated=bool(topo.simulated), topology=topo,
                        argv=argv if argv is not None else ["import", "kernel-log", str(path)], options=options,
-                       measurements=(), document_name=KERNEL_LOG_JSON, document=kernel_log_document(read, path))
+                       measurements=(), document_name=KERNEL_LOG_JSON, document=xid_lines.kernel_log_document(read, display_name(path)))
     result = KernelLogImport(run_dir=run_dir, read=read)
     if render:
         from gputopo.report.render import render_run

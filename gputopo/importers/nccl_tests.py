@@ -41,13 +41,13 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
-from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
+from gputopo.model.bus_id import BusOnly, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
 from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import elision_mark
 
-__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
-           "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary", "normalize_bus_id",
+__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "log_busbw_factor", "check_op", "completeness_problems",
+           "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary",
            "op_from_name", "parse_nccl_tests", "parse_nccl_tests_file", "parse_nccl_tests_lines"]
 
 
@@ -976,14 +976,6 @@ def completeness_problems(log) -> List[str]:
 # A parsed log as Measurements, and the per-log facts of nccl_tests.json.
 
 
-def normalize_bus_id(printed: str) -> str:
-    """nccl-tests' "0000:b4:00" / "0x1b" in NVML's form, "00000000:B4:00.0" (model/bus_id.py
-    decodes it; a bare bus "0x1b" as device 0 of domain 0, BusOnly.assumed: for comparing only,
-    never to record as the GPU's address, see gpu_bus_id); text it cannot decode as printed."""
-    decoded = from_nccl_tests(printed)
-    return as_address(decoded).nvml if decoded is not None else printed.strip()
-
-
 def bus_id_text(printed: str) -> str:
     """What a rank line says of its GPU's PCI address, in words: "0000:b4:00.0", or for the
     older nccl-tests that print only the bus, "bus 0x10 (device and function unknown)"."""
@@ -1027,7 +1019,7 @@ def _op(log: NcclTestsLog) -> str:
     return log.op
 
 
-def busbw_factor(log: NcclTestsLog) -> float:
+def log_busbw_factor(log: NcclTestsLog) -> float:
     """The collective table's factor for the log's op and ranks (busbw / algbw, as nccl-tests
     computed what it printed)."""
     n = log.n_ranks
@@ -1051,7 +1043,7 @@ def iter_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> It
     comes: a 200,000-row log never holds 400,000 of them at once)."""
     test = OPS[_op(log)].test
     gpus, _ = device_keys(log)
-    factor = busbw_factor(log)
+    factor = log_busbw_factor(log)
     timing = "wall" if log.time_kind == "cputime" else "cuda-events"
     # The log's own facts, once: each walks every row (``validated``), so asking them per cell
     # made 200,000 rows take hours (issue 44).

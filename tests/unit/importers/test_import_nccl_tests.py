@@ -15,9 +15,10 @@ import pytest
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.importers.nccl_tests_import import import_nccl_tests
-from gputopo.importers.nccl_tests import (log_measurements, normalize_bus_id, parse_nccl_tests,
+from gputopo.importers.nccl_tests import (gpu_bus_id, log_measurements, parse_nccl_tests,
                                           parse_nccl_tests_file)
-from gputopo.model import NotAvailable
+from gputopo.model import NotAvailable, is_value
+from gputopo.model.bus_id import as_address, from_nccl_tests
 from helpers.paths import DATA as TEST_DATA
 from helpers.paths import FIXTURES, REPO
 
@@ -215,9 +216,13 @@ def test_op_must_be_known():
 
 
 def test_bus_id_normalization():
-    assert normalize_bus_id("0000:b4:00") == "00000000:B4:00.0"
-    assert normalize_bus_id("0x1b") == "00000000:1B:00.0"
-    assert normalize_bus_id("weird") == "weird"
+    # the rank line's spellings decode in model/bus_id.py (no wrapper beside it); a bare bus is
+    # compared as device 0 of domain 0 but never recorded as the GPU's address
+    assert as_address(from_nccl_tests("0000:b4:00")).nvml == "00000000:B4:00.0"
+    assert as_address(from_nccl_tests("0x1b")).nvml == "00000000:1B:00.0"
+    assert from_nccl_tests("weird") is None
+    assert gpu_bus_id("0000:b4:00") == "00000000:B4:00.0"
+    assert not is_value(gpu_bus_id("0x1b")) and "only the bus" in str(gpu_bus_id("0x1b").reason)
 
 
 # --- bad logs: said, not "verdict: ok" (copies of the shared fixtures in tests/data) -------------
