@@ -17,8 +17,6 @@ refused with one line (exit 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gputopo.errors import InputFileError, UsageError
@@ -27,16 +25,10 @@ from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
 from gputopo.probe import xid_lines
 from gputopo.probe.xid_lines import KernelLogRead, finish_read, read_line
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
+from gputopo.runfolder.layout import KERNEL_LOG_JSON
 from gputopo.text_input import display_name, text_lines
 
-
-@dataclass
-class KernelLogImport:
-    run_dir: Path
-    read: KernelLogRead
-    summary: object = None  # gputopo.report.summary.Summary when rendered
+from .contract import Imported, Importer, Option, one_file
 
 
 def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: bool = False) -> KernelLogRead:
@@ -83,12 +75,12 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     return Topology(gpus=gpus, pairs=[], host=host, source=KERNEL_LOG_NUMBERED, simulated=False, machine=hostname)
 
 
-def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
-                      render: bool = True, console=None, host: str | None = None,
-                      topology: Topology | None = None, topology_file: str | None = None) -> KernelLogImport:
-    """Read the log and write a run folder; returns where it went (InputFileError / UsageError on
-    bad input). With ``topology`` (--topo) the Xid events go onto its GPUs, matched by bus id
-    (kernel_log_topo.py)."""
+def parse_kernel_log(paths, topology: Topology | None = None, *, host: str | None = None,
+                     topology_file: str | None = None) -> Imported:
+    """Read the log into what the run folder gets (importers/contract.py; InputFileError /
+    UsageError on bad input). With ``topology`` (--topo) the Xid events go onto its GPUs,
+    matched by bus id (kernel_log_topo.py)."""
+    path = one_file(paths)
     read = read_kernel_log_file(path, host)
     if topology is not None:
         from .kernel_log_topo import topology_with_log
@@ -97,16 +89,28 @@ def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, arg
                                  display_name(path))
     else:
         topo = topology_from_read(read, display_name(path))
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "kernel-log")
     options: dict[str, Any] = {"imported_from": [display_name(path)]}
     if topology_file:
         options["topology_file"] = topology_file
-    write_imported_run(run_dir, source="kernel-log", fabric="none", simulated=bool(topo.simulated), topology=topo,
-                       argv=argv if argv is not None else ["import", "kernel-log", str(path)], options=options,
-                       measurements=(), document_name=KERNEL_LOG_JSON, document=xid_lines.kernel_log_document(read, display_name(path)))
-    result = KernelLogImport(run_dir=run_dir, read=read)
-    if render:
-        from gputopo.report.render import render_run
+    document = xid_lines.kernel_log_document(read, display_name(path))
+    return Imported(topology=topo, measurements=[], document=document, not_read=list(read.problems),
+                    source="kernel-log", fabric="none", options=options, document_name=KERNEL_LOG_JSON, parsed=read)
 
-        result.summary = render_run(run_dir, console=console)
-    return result
+
+IMPORTER = Importer(
+    name="kernel-log", parse=parse_kernel_log, many=False,
+    help="""Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
+    folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
+
+    \b
+    Examples:
+      sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
+      journalctl -k -b -1 | gputopo import kernel-log -
+      gputopo import kernel-log kern.log --topo scan.json   # onto the machine's own GPU numbers
+
+    The log names GPUs by PCI bus id only, so --topo must have every GPU's bus id (`gputopo scan
+    --json` output, not `nvidia-smi topo -m` text).
+    """,
+    options=(Option("--host", "host", "Read only this host's lines of a journal/syslog that holds several hosts.",
+                    metavar="NAME"),),
+)

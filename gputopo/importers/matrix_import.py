@@ -1,6 +1,6 @@
 """The one flow of `import nvbandwidth` and `import p2pbw`: each output read, its devices matched
 against ``--topo`` and renumbered to the topology's NVML indices, its measurements given their
-pairs' link classes, then written as a run folder (runfolder/imported.py) and rendered, so
+pairs' link classes, then written as a run folder by importers/run.py (runfolder/imported.py) and rendered, so
 `report`, `check`, `diff` and `place` read it like any run.
 
 Both tools number GPUs as CUDA does (fastest first by default, reordered or hidden by
@@ -27,6 +27,7 @@ from typing import Any
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model.bus_id import PciAddress, from_matrix_output, matrix_device_id, matrix_nvml_id
+from gputopo.model.topology import class_of
 from gputopo.model import (
     Gpu,
     HostInfo,
@@ -35,8 +36,9 @@ from gputopo.model import (
     Topology,
     is_value,
 )
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
+from gputopo.runfolder.layout import IMPORTED_JSON
+
+from .contract import Imported
 
 
 @dataclass
@@ -47,12 +49,6 @@ class ImportedDevice:
     name: str | None
     bus_id: str | None
     host: str | None = None  # the host it ran on, where the output says (nvbandwidth multinode)
-
-
-@dataclass
-class ImportFolder:
-    run_dir: Path
-    summary: Any = None  # gputopo.report.summary.Summary when rendered
 
 
 def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
@@ -327,8 +323,6 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     """Each pair measurement with its pair's link class from the topology (where it has pairs)."""
     if topo is None or not topo.pairs:
         return ms
-    from gputopo.report.expected import class_of
-
     for m in ms:
         if len(m.gpus) == 2 and m.link_class is None:
             lc = class_of(topo, m.gpus)
@@ -336,30 +330,10 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     return ms
 
 
-def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
-                        summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
-                        argv: list[str] | None = None, render: bool = True, console=None,
-                        topology_file: str | None = None) -> ImportFolder:
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or tool)
-    write_imported_run(run_dir, source=tool, fabric="cuda", simulated=False, topology=topo,
-                       argv=argv if argv is not None else ["import", tool, *paths],
-                       options={"imported_from": list(paths), "topology_file": topology_file},
-                       measurements=with_link_classes(measurements, topo), document_name=IMPORTED_JSON,
-                       document={"imports": summaries})
-    result = ImportFolder(run_dir=run_dir)
-    if render:
-        from gputopo.report.render import render_run
-
-        result.summary = render_run(run_dir, console=console)
-    return result
-
-
-def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[str], Any],
-                   devices_of: Callable[[Any], list[ImportedDevice]],
-                   measurements_of: Callable[[Any], list[Measurement]], out_dir=None,
-                   base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
-                   topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
-                   console=None) -> ImportFolder:
+def parse_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[str], Any],
+                  devices_of: Callable[[Any], list[ImportedDevice]],
+                  measurements_of: Callable[[Any], list[Measurement]], topology: Topology | None = None,
+                  topology_file: str | None = None) -> Imported:
     """The one flow of `import nvbandwidth` and `import p2pbw`: each file read (the same output
     twice refused: it would count twice), one machine's GPUs in all of them, the devices matched
     to ``--topo``'s GPUs (:func:`match_devices`), checked against them and renumbered to their
@@ -390,6 +364,8 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
             topology = with_output_devices(topology, devices, match, label)
             measurements = renumber(measurements, match.mapping)
     topo = topology or replace(topology_from_devices(devices, label, hostname), notes=topo_notes)
-    return write_import_folder(tool=tool, paths=list(paths), topo=topo, measurements=measurements,
-                               summaries=summaries, out_dir=out_dir, base_dir=base_dir,
-                               argv=argv, render=render, console=console, topology_file=topology_file)
+    return Imported(topology=topo, measurements=with_link_classes(measurements, topo),
+                    document={"imports": summaries},
+                    not_read=[p for doc in summaries for p in doc.get("problems") or []], source=tool, fabric="cuda",
+                    options={"imported_from": list(paths), "topology_file": topology_file},
+                    document_name=IMPORTED_JSON, parsed=outputs)
