@@ -121,7 +121,7 @@ def nccl_debug(logs, into, as_json, topo_file):
     topology = load_topo_option(topo_file)
     res = run_import("nccl-debug", list(logs), into=into, topology=topology, topology_file=topo_file,
                      render=False)
-    doc = res.imported.document
+    doc = {k: v for k, v in res.imported.imports[0].items() if k != "tool"}  # the log's document, as --json prints it
     from gputopo.report.nccl_debug_findings import problem_findings, verdict
     from gputopo.report.rules import nccl_debug_log_findings
 
@@ -141,7 +141,7 @@ def nccl_debug(logs, into, as_json, topo_file):
 
         render_run(into, console=None if as_json else console())
         if not as_json:
-            click.echo(f"\nrun folder: {into} (nccl_debug.json added, report re-rendered)")
+            click.echo(f"\nrun folder: {into} (imported.json: its nccl-debug import added, report re-rendered)")
 
 
 def _print_transports(doc) -> None:

@@ -4,7 +4,7 @@ An importer is one module that reads one tool's output. It declares an :class:`I
 name (the subcommand), its options beyond the files, ``--out`` and ``--topo``
 (:class:`Option`, plain data: the CLI makes the click options from them), and
 ``parse(paths, topology, **options) -> Imported``: the topology the run folder gets, the
-measurements, the document of what the tool's output held, and what could not be read. It
+measurements, the entries of what the tool's output held (imported.json's ``imports``), and what could not be read. It
 writes nothing, prints nothing and judges nothing: ``importers/run.py``'s ``run_import`` makes
 or attaches to the run folder, writes it, renders its report and records it in the history,
 the same for every tool; the report (``gputopo/report/``) makes the findings.
@@ -35,8 +35,9 @@ class Imported:
     topology: Topology | None
     #: What the tool measured, as gputopo's measurements (empty where it measured no GPU pair).
     measurements: list[Measurement]
-    #: What the tool's output held, one entry of the run folder's imports (its ``tool`` named).
-    document: dict[str, Any]
+    #: What the tool's output held: the run folder's imports (imported.json), one entry per file,
+    #: log or run, each naming its ``tool``; the one document shape of every tool.
+    imports: list[dict[str, Any]]
     #: What could not be read, each said in words (the report says each as ``incomplete-data``).
     not_read: list[str]
     #: run.json's ``source`` (the tool, or the form it read) and ``fabric`` ("cuda" where the
@@ -44,8 +45,6 @@ class Imported:
     source: str
     fabric: str = "none"
     options: dict[str, Any] = field(default_factory=dict)
-    #: The file the document is written to (runfolder/layout.py), read back by runfolder/reader.py.
-    document_name: str = ""
     #: The parser's own record (the logs, the kernel-log read), for a caller that shows it.
     parsed: Any = None
 

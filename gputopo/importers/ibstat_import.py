@@ -21,7 +21,6 @@ from typing import Any
 
 from gputopo.errors import InputFileError
 from gputopo.model import HostInfo, Nic, NotAvailable, Topology
-from gputopo.runfolder.layout import IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
 from .contract import Imported, Importer, one_file
@@ -68,9 +67,9 @@ def parse_ibstat(paths, topology: Topology | None = None) -> Imported:
     """Read the text into a run folder's topology holding the node's NIC ports (no GPU)."""
     path = one_file(paths)
     read = read_ibstat(path)
-    return Imported(topology=topology_of(read), measurements=[], document={"imports": [ibstat_document(read, path)]},
+    return Imported(topology=topology_of(read), measurements=[], imports=[ibstat_document(read, path)],
                     not_read=list(read.problems), source=read.form or "ibstat", fabric="none",
-                    options={"imported_from": [display_name(path)]}, document_name=IMPORTED_JSON, parsed=read)
+                    options={"imported_from": [display_name(path)]}, parsed=read)
 
 
 IMPORTER = Importer(

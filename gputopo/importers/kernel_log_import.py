@@ -25,7 +25,7 @@ from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
 from gputopo.probe import xid_lines
 from gputopo.probe.xid_lines import KernelLogRead, finish_read, read_line
-from gputopo.runfolder.layout import KERNEL_LOG_JSON
+from gputopo.runfolder.layout import KERNEL_LOG_TOOL
 from gputopo.text_input import display_name, text_lines
 
 from .contract import Imported, Importer, Option, one_file
@@ -93,8 +93,8 @@ def parse_kernel_log(paths, topology: Topology | None = None, *, host: str | Non
     if topology_file:
         options["topology_file"] = topology_file
     document = xid_lines.kernel_log_document(read, display_name(path))
-    return Imported(topology=topo, measurements=[], document=document, not_read=list(read.problems),
-                    source="kernel-log", fabric="none", options=options, document_name=KERNEL_LOG_JSON, parsed=read)
+    return Imported(topology=topo, measurements=[], imports=[{"tool": KERNEL_LOG_TOOL, **document}],
+                    not_read=list(read.problems), source="kernel-log", fabric="none", options=options, parsed=read)
 
 
 IMPORTER = Importer(

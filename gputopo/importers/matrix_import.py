@@ -36,7 +36,6 @@ from gputopo.model import (
     Topology,
     is_value,
 )
-from gputopo.runfolder.layout import IMPORTED_JSON
 
 from .contract import Imported
 
@@ -365,7 +364,7 @@ def parse_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[st
             measurements = renumber(measurements, match.mapping)
     topo = topology or replace(topology_from_devices(devices, label, hostname), notes=topo_notes)
     return Imported(topology=topo, measurements=with_link_classes(measurements, topo),
-                    document={"imports": summaries},
+                    imports=summaries,
                     not_read=[p for doc in summaries for p in doc.get("problems") or []], source=tool, fabric="cuda",
                     options={"imported_from": list(paths), "topology_file": topology_file},
-                    document_name=IMPORTED_JSON, parsed=outputs)
+                    parsed=outputs)

@@ -26,7 +26,7 @@ from gputopo.model.bus_id import from_nccl, try_bus_key
 from gputopo.model.flagged_lines import flagged_line, nccl_warn_text
 from gputopo.model.nccl_paths import path_name, path_said, version_tuple
 from gputopo.probe.nccl_log import HOST_UNKNOWN, Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
-from gputopo.runfolder.layout import NCCL_DEBUG_JSON
+from gputopo.runfolder.layout import NCCL_DEBUG_TOOL
 
 from .contract import Imported, Importer
 
@@ -304,9 +304,9 @@ def parse_nccl_debug_import(paths: Sequence, topology: Optional[Topology] = None
         if doc["pairs"] and not any("gpus" in r for r in doc["pairs"]):
             raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
                              f"{where} (matched by bus id, else NVML index): is it the same machine?")
-    return Imported(topology=topology, measurements=[], document=doc, not_read=list(doc.get("problems") or []),
-                    source="nccl-debug", fabric="none", options={"imported_from": [str(p) for p in paths]},
-                    document_name=NCCL_DEBUG_JSON, parsed=log)
+    return Imported(topology=topology, measurements=[], imports=[{"tool": NCCL_DEBUG_TOOL, **doc}],
+                    not_read=list(doc.get("problems") or []), source="nccl-debug", fabric="none",
+                    options={"imported_from": [str(p) for p in paths]}, parsed=log)
 
 
 IMPORTER = Importer(

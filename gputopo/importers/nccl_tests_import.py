@@ -19,7 +19,7 @@ from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, is_value
 from gputopo.model.topology import class_of
 from gputopo.model.bus_id import PciAddress, from_nccl_tests, try_parse
-from gputopo.runfolder.layout import NCCL_TESTS_JSON
+from gputopo.runfolder.layout import NCCL_TESTS_TOOL
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, iter_measurements, log_summary,
                          parse_nccl_tests_file)
@@ -95,11 +95,11 @@ def parse_nccl_tests_import(paths: Iterable, topology: Optional[Topology] = None
     return Imported(
         topology=topo,
         measurements=[m for log in logs for m in iter_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))],
-        document={"logs": [log_summary(lg) for lg in logs]},
+        imports=[{"tool": NCCL_TESTS_TOOL, **log_summary(lg)} for lg in logs],
         not_read=[p for lg in logs for p in lg.problems], source="nccl-tests", fabric="cuda",
         options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks, **({"nics": list(nics)} if nics else {}),
                  "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
-        document_name=NCCL_TESTS_JSON, parsed=logs)
+        parsed=logs)
 
 
 def _one_of(values) -> Optional[str]:

@@ -23,7 +23,6 @@ from typing import Any
 from gputopo.errors import InputFileError
 from gputopo.model import HostInfo, NotAvailable, Topology, is_value
 from gputopo.model.nic import NicPort
-from gputopo.runfolder.layout import IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
 from .contract import Imported, Importer, Option
@@ -185,9 +184,9 @@ def parse_perftest(paths: list[str], topology: Topology | None = None, *, topolo
     topo = topology or _empty_topology(outputs[0])
     options: dict[str, Any] = {"imported_from": list(paths), "topology_file": topology_file,
                                "ibstat_file": ibstat_file}
-    return Imported(topology=topo, measurements=[], document={"imports": docs},
+    return Imported(topology=topo, measurements=[], imports=docs,
                     not_read=[p for d in docs for p in d.get("problems") or []], source="perftest", fabric="none",
-                    options=options, document_name=IMPORTED_JSON, parsed=outputs)
+                    options=options, parsed=outputs)
 
 
 IMPORTER = Importer(

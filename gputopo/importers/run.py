@@ -6,7 +6,8 @@ is the one tail every import shares: parse the files (the importer's ``parse``),
 make a run folder (``--out`` or a new one under reports/), write it (runfolder/imported.py:
 run.json, topology.json, measurements.jsonl, the document), render its report and hand it to
 the history (``after``, the CLI's hook), or, for an importer that attaches (nccl-debug's
-``--into``), read the existing folder's topology, add the document and render that folder again.
+``--into``), read the existing folder's topology, add its entries to the folder's imports
+(runfolder/imported.py attach_import) and render that folder again.
 
 This module alone among importers/ imports the report: to render the folder it wrote.
 """
@@ -20,9 +21,8 @@ from typing import Any
 
 from gputopo.errors import UsageError
 from gputopo.model import Topology
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
+from gputopo.runfolder.imported import attach_import, import_run_dir, write_imported_run
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
-from gputopo.runfolder.writer import write_json
 
 from . import ibstat_import, kernel_log_import, nccl_debug, nccl_tests_import, nvbandwidth_import, p2pbw_import
 from . import perftest_import
@@ -75,8 +75,7 @@ def run_import(name: str, paths: Sequence[Any] | str | Path, *, topology: Topolo
     run_dir = import_run_dir(out_dir, base_dir, topo.machine or name)
     write_imported_run(run_dir, source=imported.source, fabric=imported.fabric, simulated=bool(topo.simulated),
                        topology=topo, argv=argv if argv is not None else ["import", name, *map(str, files)],
-                       options=imported.options, measurements=imported.measurements,
-                       document_name=imported.document_name, document=imported.document)
+                       options=imported.options, measurements=imported.measurements, imports=imported.imports)
     result = ImportResult(run_dir=run_dir, imported=imported)
     if show is not None:
         show(imported, console)
@@ -105,10 +104,7 @@ def _attach(imp: Importer, files: list, topology: Topology | None, topology_file
 
     run = load_run(into)  # not a run folder, or a broken one: one line, before anything is written
     imported = imp.parse(files, run.topology, into=into, **options)
-    target = Path(into) / imported.document_name
-    if target.exists():
-        raise UsageError(f"{target}: already imported; run folders are never overwritten")
-    write_json(target, imported.document)
+    attach_import(Path(into), imported.imports)  # refused where the folder has this tool's import
     result = ImportResult(run_dir=Path(into), imported=imported)
     if render:
         from gputopo.report.render import render_run

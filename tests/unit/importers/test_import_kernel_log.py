@@ -138,7 +138,7 @@ def test_cli_import_prints_verdict_and_writes_run(tmp_path, capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "verdict: broken" in out and "Xid 79" in out
-    doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
+    doc = json.loads((tmp_path / "r" / "imported.json").read_text())["imports"][0]
     assert doc["gpus"] == ["0000:b3:00"] and doc["xid_events"] == 1 and doc["problems"] == []
 
 
@@ -192,7 +192,7 @@ def test_stdin_as_a_user_pipes_it(tmp_path):
     log = (XID / "bumblebee-677_xid32_xid31.txt").read_bytes()
     proc = gputopo_here("import", "kernel-log", "-", "--out", tmp_path / "r", input=log)
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
+    doc = json.loads((tmp_path / "r" / "imported.json").read_text())["imports"][0]
     assert doc["file"] == "<stdin>" and doc["xid_events"] == 3 and doc["gpus"] == ["0000:01:00"]
 
 

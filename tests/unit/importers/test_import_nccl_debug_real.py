@@ -125,7 +125,7 @@ def test_into_matches_only_the_runs_host(tmp_path):
     topo.gpus[1].pci_bus_id = "00000000:1B:00.0"
     run = write_run(tmp_path / "run", topo=topo)
     doc = run_import("nccl-debug", [FIX / "nccl-debug" / "nccl-429_2node_16gpu_p2p-direct-pointer_ib-gdrdma_excerpt.log"],
-                     into=run, render=False).imported.document
+                     into=run, render=False).imported.imports[0]
     matched = [p for p in doc["pairs"] if "gpus" in p]
     assert [(p["endpoints"], p["gpus"]) for p in matched] == [
         (["machine-2/0000:1a:00.0", "machine-2/0000:1b:00.0"], [0, 1])]

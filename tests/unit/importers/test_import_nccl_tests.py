@@ -85,12 +85,12 @@ def test_fixture_import_writes_a_run_folder(fixtures_dir, tmp_path):
     path = fixtures_dir / "nccl-tests" / FIXTURE_NAME
     res = run_import("nccl-tests", [path], out_dir=tmp_path / "run")
     d = res.run_dir
-    for name in ("run.json", "topology.json", "measurements.jsonl", "nccl_tests.json", "summary.json",
+    for name in ("run.json", "topology.json", "measurements.jsonl", "imported.json", "summary.json",
                  "results.csv", "report.md", "report.html"):
         assert (d / name).is_file(), name
     info = json.loads((d / "run.json").read_text())
     assert info["simulated"] is False and info["fabric"] == "cuda" and info["source"] == "nccl-tests"
-    logs = json.loads((d / "nccl_tests.json").read_text())["logs"]
+    logs = [e for e in json.loads((d / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")]
     assert logs[0]["avg_busbw_gbps"] == 2.05774 and logs[0]["peak_busbw_gbps"] == 4.0
     assert logs[0]["peak_size_bytes"] == 1073741824 and logs[0]["sizes"] == 28 and logs[0]["wrong"] == 0
     assert "not the peak" in logs[0]["avg_busbw_meaning"]

@@ -36,7 +36,7 @@ def test_the_path_numbers_changed_meaning_across_nccl_versions():
 
 
 def test_posted_per_gpu_lines_without_a_version_are_said_as_printed_and_info():
-    doc = run_import("nccl-debug", [DLE]).imported.document
+    doc = run_import("nccl-debug", [DLE]).imported.imports[0]
     recs = doc["network"]["gdr_gpus"]
     off = [r for r in recs if not r["gdr"]]
     # "3b000" can only be a bus id (hex letters); "18000" could be a rank of NCCL 2.24+: said as printed

@@ -26,7 +26,7 @@ def _findings(text):
 
 
 def test_sharp_collnet_failure_is_one_finding_naming_the_hosts_and_claims_every_line():
-    doc = run_import("nccl-debug", [SHARP]).imported.document
+    doc = run_import("nccl-debug", [SHARP]).imported.imports[0]
     found = nccl_debug_log_findings(doc, None)
     assert [f.kind for f in found] == ["nccl-collnet-failed"]
     (f,) = found

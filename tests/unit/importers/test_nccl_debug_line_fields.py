@@ -24,7 +24,7 @@ def test_rccl_comm_suffix_is_not_part_of_the_transport():
 
 
 def test_rccl_log_imports_with_pairs_and_no_problems():
-    doc = run_import("nccl-debug", [RCCL]).imported.document
+    doc = run_import("nccl-debug", [RCCL]).imported.imports[0]
     assert doc["problems"] == [] and len(doc["pairs"]) == 5
     assert doc["hosts"] == ["g1064", "g1072"]
 

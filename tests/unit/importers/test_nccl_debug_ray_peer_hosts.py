@@ -16,7 +16,7 @@ RAY = FIXTURES / "nccl-debug" / "llm-k8s_2x-nd96asr-v4-16xa100_vllm-ray-ansi_p2p
 
 
 def test_posted_ray_log_names_every_net_peer_with_its_host():
-    doc = run_import("nccl-debug", [RAY]).imported.document
+    doc = run_import("nccl-debug", [RAY]).imported.imports[0]
     assert doc["ray_nodes"] == {"10.244.1.228": ["deepseek-v2-5-0-1"], "(driver's node)": ["deepseek-v2-5-0"]}
     net = [p for p in doc["pairs"] if "NET" in p["kinds"]]
     assert net and all("not in this log" not in e and "does not show" not in e for p in net for e in p["endpoints"])

@@ -25,7 +25,7 @@ def _socket(doc):
 
 
 def test_posted_rccl_job_between_two_hosts_over_sockets_is_a_warning_per_host():
-    found = _socket(run_import("nccl-debug", [RCCL]).imported.document)
+    found = _socket(run_import("nccl-debug", [RCCL]).imported.imports[0])
     assert [(f.evidence["host"], f.severity, f.evidence["peer_hosts"]) for f in found] == [
         ("g1064", "warning", ["g1072"]), ("g1072", "warning", ["g1064"])]
     assert "TCP" in found[0].message and "NET/Socket/1" in found[0].message and "host memory" in found[0].message
