@@ -3,7 +3,7 @@ run folder whose topology holds the node's NIC ports, judged like a scan's NIC p
 
 The text names no GPU, so the folder's topology has none: one NIC per adapter (``label`` and
 ``device`` its name, ``mlx5_0``), each with its ports' facts (gputopo.model.nic.NicPort). What
-the text held and what could not be read goes to ``ibstat.json``-like ``imported.json`` (``tool:
+the text held and what could not be read goes to ``imported.json`` (``tool:
 "ibstat"``). An empty file, a binary one, or text with no ``CA '...'`` / ``hca_id:`` line is
 refused with one line (exit 2).
 

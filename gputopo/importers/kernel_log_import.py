@@ -6,7 +6,7 @@ The log names GPUs only by PCI bus id: each bus id it names becomes one GPU of t
 numbered in bus order (NVML's own order on one machine, but a GPU the log never names is not
 counted, so the numbers are the log's, said in the GPU's name); with ``--topo`` (a `gputopo scan
 --json` of the machine) the events go onto that topology's GPUs instead (kernel_log_topo.py). Lines that name an Xid but
-cannot be read, and '...' lines where a paste left lines out, are kept per line in ``kernel_log.json``
+cannot be read, and '...' lines where a paste left lines out, are kept per line in the folder's ``imported.json`` entry (``tool: "kernel-log"``)
 and reported as ``incomplete-data``. NVIDIA driver lines that are no Xid (RmInitAdapter failed, an
 NVSwitch SXid, nvidia-peermem failing to load, ...) are kept there too (``driver_lines``) and judged
 by report/kernel_log_findings.py; the driver lines no rule judges are counted (``other_nvidia_lines``)

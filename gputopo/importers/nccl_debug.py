@@ -5,8 +5,8 @@ survived a broken PCIe peer path because NCCL used SHM on that pair.
 
 GPUs of the log are matched to the run's GPUs by PCI bus id (from Init lines, or the brackets of
 older NCCL), else by NVML index (NCCL's ``nvmlDev``: the same numbering as gputopo's on the same
-machine); how each was matched is recorded. The run folder gains ``nccl_debug.json``; existing
-files are never overwritten (a second import into the same run is refused). Without a run,
+machine); how each was matched is recorded. The run folder's ``imported.json`` gains its
+entry (``tool: "nccl-debug"``, importers/run.py); a second import into the same run is refused. Without a run,
 ``--topo`` (the machine's `gputopo scan --json` or `nvidia-smi topo -m` text) matches the same
 way and names each pair's link class.
 """

@@ -4,9 +4,9 @@ Three steps, in this order below: the text is parsed line by line into one NcclT
 test it holds (its header facts, ranks, column names and rows, each row's out-of-place and
 in-place cells with the figures as printed); what a log must not hide is kept with it (a log
 cut short, rows with negative, non-finite or impossible figures: ``problems``, which the
-report turns into findings); and a log becomes Measurements and the per-log facts of
-``nccl_tests.json``. Which collective a log holds, and its busbw factor, come from the
-collective table (model/collectives.py); the folder an import writes is nccl_tests_import.py's.
+report turns into findings); and a log becomes Measurements and the per-log facts of its
+``imported.json`` entry. Which collective a log holds, and its busbw factor, come from the
+collective table (model/collectives.py); what an import gives its folder is nccl_tests_import.py's.
 
 Accepted: the classic header (``# nThread ... validation: 1 graph: 0``) and the newer one (a
 ``# nccl-tests version`` line, ``# Collective test starting:``, ``unalign:``), rank lines of one
@@ -880,7 +880,7 @@ def parse_nccl_tests_file(path, op: Optional[str] = None, ranks: Optional[int] =
 # A log that stops mid-row or before its footer ("Out of bounds values", "Avg bus bandwidth") is
 # from a test that crashed, hung or was killed, or a file that was cut: its last row may be part
 # of a line, and its missing sizes are not "fine". Negative times, bandwidths or ``#wrong`` counts
-# are not measurements at all. Each such fact is kept per log (``problems`` in nccl_tests.json),
+# are not measurements at all. Each such fact is kept per log (``problems`` in its imported.json entry),
 # and the report turns it into a finding (report/data_findings.py), so the verdict is not "ok".
 # (The inputs an import refuses outright are nccl_tests_import.py's.)
 
@@ -973,7 +973,7 @@ def completeness_problems(log) -> List[str]:
 
 
 # ----------------------------------------------------------------------------- to Measurements
-# A parsed log as Measurements, and the per-log facts of nccl_tests.json.
+# A parsed log as Measurements, and the per-log facts of its imported.json entry.
 
 
 def bus_id_text(printed: str) -> str:
@@ -1080,7 +1080,7 @@ def _json_num(v):
 
 
 def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
-    """What nccl_tests.json keeps per log (the run-level facts a Measurement cannot hold)."""
+    """What imported.json keeps per log (the run-level facts a Measurement cannot hold)."""
     peak, peak_size, peak_inplace = log.peak
     gpus, are_devices = device_keys(log)
     wrong_cells = [c.wrong for _, _, c in log.cells()]
