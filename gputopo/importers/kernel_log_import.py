@@ -98,7 +98,7 @@ def parse_kernel_log(paths, topology: Topology | None = None, *, host: str | Non
 
 
 IMPORTER = Importer(
-    name="kernel-log", parse=parse_kernel_log, many=False,
+    name="kernel-log", parse=parse_kernel_log, many=False, metavar="LOG",
     help="""Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
     folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
 

@@ -196,7 +196,7 @@ def _same_model(a: str, b: str) -> bool:
 
 
 IMPORTER = Importer(
-    name="nccl-tests", parse=parse_nccl_tests_import, stdin=False,
+    name="nccl-tests", parse=parse_nccl_tests_import, stdin=False, metavar="LOG",
     help="""Read nccl-tests or rccl-tests text output (all_reduce_perf & co., any version) into
     measurements.
 
