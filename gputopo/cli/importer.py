@@ -71,7 +71,7 @@ def _folder_command(imp: Importer):
     command = click.option("--out", "out_dir", type=click.Path(file_okay=False),
                            help="Run folder to write (default: a new timestamped folder under reports/).")(command)
     path = click.Path(dir_okay=False, allow_dash=imp.stdin)
-    arg = (click.argument("files", nargs=-1, required=True, type=path, metavar=f"{imp.metavar}...") if imp.many
+    arg = (click.argument("files", nargs=-1, required=True, type=path, metavar=f"{imp.metavar}S...") if imp.many
            else click.argument("files", metavar=imp.metavar, type=path))
     return import_group.command(name=imp.name)(arg(command))
 

@@ -75,7 +75,7 @@ class Importer:
     options: tuple[Option, ...] = ()
     #: Several files (FILE...) or one; ``-`` reads stdin where ``stdin`` is True.
     many: bool = True
-    #: What the command's usage line calls a file (FILE..., LOG...).
+    #: What the command's usage line calls a file (FILE, LOG; several: FILES..., LOGS...).
     metavar: str = "FILE"
     stdin: bool = True
     #: Takes ``--topo`` (the machine's topology the output is matched to).
