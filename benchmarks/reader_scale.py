@@ -91,9 +91,9 @@ def sim_faults(n: int) -> str:
 
 
 def read_nccl_tests(path: str, tmp: str) -> None:
-    from gputopo.importers.nccl_tests_import import import_nccl_tests
+    from gputopo.importers.run import run_import
 
-    import_nccl_tests([path], out_dir=Path(tmp) / "out", render=False, argv=["import", "nccl-tests", path])
+    run_import("nccl-tests", [path], out_dir=Path(tmp) / "out", render=False, argv=["import", "nccl-tests", path])
 
 
 def read_nccl_tests_parse(path: str, tmp: str) -> None:
@@ -111,33 +111,33 @@ def read_nccl_debug(path: str, tmp: str) -> None:
 
 
 def read_kernel_log(path: str, tmp: str) -> None:
-    from gputopo.importers.kernel_log_import import import_kernel_log
+    from gputopo.importers.run import run_import
 
-    import_kernel_log(path, out_dir=Path(tmp) / "out", argv=["import", "kernel-log", path], render=False)
+    run_import("kernel-log", path, out_dir=Path(tmp) / "out", argv=["import", "kernel-log", path], render=False)
 
 
 def read_ibstat(path: str, tmp: str) -> None:
-    from gputopo.importers.ibstat_import import import_ibstat
+    from gputopo.importers.run import run_import
 
-    import_ibstat(path, out_dir=Path(tmp) / "out", argv=["import", "ibstat", path], render=False)
+    run_import("ibstat", path, out_dir=Path(tmp) / "out", argv=["import", "ibstat", path], render=False)
 
 
 def read_perftest(path: str, tmp: str) -> None:
-    from gputopo.importers.perftest_import import import_perftest
+    from gputopo.importers.run import run_import
 
-    import_perftest([path], out_dir=Path(tmp) / "out", argv=["import", "perftest", path], render=False)
+    run_import("perftest", [path], out_dir=Path(tmp) / "out", argv=["import", "perftest", path], render=False)
 
 
 def read_nvbandwidth(path: str, tmp: str) -> None:
-    from gputopo.importers.nvbandwidth_import import import_nvbandwidth
+    from gputopo.importers.run import run_import
 
-    import_nvbandwidth([path], out_dir=Path(tmp) / "out", argv=["import", "nvbandwidth", path], render=False)
+    run_import("nvbandwidth", [path], out_dir=Path(tmp) / "out", argv=["import", "nvbandwidth", path], render=False)
 
 
 def read_p2pbw(path: str, tmp: str) -> None:
-    from gputopo.importers.p2pbw_import import import_p2pbw
+    from gputopo.importers.run import run_import
 
-    import_p2pbw([path], out_dir=Path(tmp) / "out", argv=["import", "p2pbw", path], render=False)
+    run_import("p2pbw", [path], out_dir=Path(tmp) / "out", argv=["import", "p2pbw", path], render=False)
 
 
 def read_topo(path: str, tmp: str) -> None:
@@ -213,10 +213,10 @@ def run_folder_input(n: int, tmp: str) -> str:
     """A run folder with ``n`` measurement lines (an nccl-tests import of n/2 rows)."""
     src = Path(tmp) / "rows.txt"
     src.write_text(nccl_tests_rows(n // 2 + 12))
-    from gputopo.importers.nccl_tests_import import import_nccl_tests
+    from gputopo.importers.run import run_import
 
     out = Path(tmp) / "run"
-    import_nccl_tests([str(src)], out_dir=out, render=False, argv=["import", "nccl-tests", str(src)])
+    run_import("nccl-tests", [str(src)], out_dir=out, render=False, argv=["import", "nccl-tests", str(src)])
     return str(out)
 
 

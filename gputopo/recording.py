@@ -21,7 +21,7 @@ from gputopo.history.drift import (
     DEFAULT_FRACTION,
     DEFAULT_RUNS,
     DriftPoint,
-    compare,
+    drift_points,
     drifted,
 )
 from gputopo.history.query import baseline, counter_history, machine_id
@@ -132,7 +132,7 @@ def history_findings(conn, identity: MachineIdentity, rec: RunRecord,
     mid = machine_id(conn, identity)
     if mid is None:
         return []
-    found = drift_findings(drifted(compare(rec.figures, baseline(conn, mid, runs, before_s=rec.time_s)),
+    found = drift_findings(drifted(drift_points(rec.figures, baseline(conn, mid, runs, before_s=rec.time_s)),
                                    fraction), fraction)
     if rec.counters:
         found += counter_growth_findings(growth(rec.counters, rec.time_s,
@@ -167,7 +167,7 @@ def compared_with(conn, identity: MachineIdentity, rec: RunRecord, found: list[F
     base = run_refs(conn, baseline_run_ids(conn, mid, runs, rec.time_s)) if mid is not None else []
     counters = run_refs(conn, counter_run_ids(conn, mid, 1, rec.time_s)) if mid is not None else []
     # the series the baseline held: their basis is this machine's own past (report/judged.py)
-    points = compare(rec.figures, baseline(conn, mid, runs, before_s=rec.time_s)) if mid is not None else []
+    points = drift_points(rec.figures, baseline(conn, mid, runs, before_s=rec.time_s)) if mid is not None else []
     compared = [[p.series, list(p.gpus), p.direction] for p in points if p.scope == "pair" and p.gpus]
     return history_document(found, database=Path(conn_path(conn)), time_s=rec.time_s,
                             time_source=rec.time_source, fraction=DEFAULT_FRACTION, runs_wanted=runs,
@@ -260,4 +260,4 @@ def baseline_drift(path, summary, runs: int, sim: str | None = None
         base = baseline(conn, mid, runs, before_s=rec.time_s)
     finally:
         conn.close()
-    return compare(rec.figures, base), max((b.runs for b in base.values()), default=0)
+    return drift_points(rec.figures, base), max((b.runs for b in base.values()), default=0)

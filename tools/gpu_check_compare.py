@@ -479,11 +479,11 @@ def _compare_pairs(f: Fields, scan: Dict[str, Any], topo, T: str) -> None:
 def _matrix_lines(text: str) -> List[List[str]]:
     """The matrix part of topo -m text (header to the blank line / Legend), whitespace-split,
     without the ANSI escapes recent drivers underline the header with even when piped (stripped
-    with the parser's own pattern, gputopo.probe.smi.strip_ansi; gputopo's text has none)."""
-    from gputopo.probe.smi import strip_ansi
+    with the parser's own pattern, gputopo.line_prefixes.strip_ansi, line by line; gputopo's text has none)."""
+    from gputopo.line_prefixes import strip_ansi
 
     out = []
-    for ln in strip_ansi(text).splitlines():
+    for ln in (strip_ansi(raw) for raw in text.splitlines()):
         if ln.strip().startswith("Legend"):
             break
         if ln.strip():

@@ -16,7 +16,7 @@ from .spec import Spec
 RULE = "history.baseline_fraction"
 
 
-def history_outcomes(spec: Spec, points: list[DriftPoint], baseline_runs: int,
+def drift_outcomes(spec: Spec, points: list[DriftPoint], baseline_runs: int,
                      unavailable: str | None = None) -> list[Outcome]:
     fraction = spec.history_fraction
     assert fraction is not None

@@ -41,7 +41,7 @@ def parse_pair(text: str) -> tuple[int, int]:
     return (min(i, j), max(i, j))
 
 
-def parse_class(text: str) -> str:
+def class_option_value(text: str) -> str:
     from gputopo.model import LinkClass
 
     try:
@@ -86,7 +86,7 @@ def history(machine, since, pair_text, class_text, limit, as_json, plot_file):
         check_writable_file(plot_file, "--plot")
     flt = RunFilter(machine=machine, since_s=parse_since(since) if since else None,
                     pair=parse_pair(pair_text) if pair_text else None,
-                    link_class=parse_class(class_text) if class_text else None, limit=limit)
+                    link_class=class_option_value(class_text) if class_text else None, limit=limit)
     path = history_path()
     assert path is not None  # history has no --no-history
     conn = open_history(path, create=False)

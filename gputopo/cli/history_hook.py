@@ -163,7 +163,7 @@ def after_scan(topo, findings, sim: str | None = None) -> None:
 
 def history_outcomes(spec, summary, sim: str | None = None) -> list:
     """`gputopo check`'s [history] rule outcomes for ``summary`` (before this run is recorded)."""
-    from gputopo.check.history_rule import history_outcomes as judge
+    from gputopo.check.history_rule import drift_outcomes as judge
     from gputopo.recording import baseline_drift
 
     from gputopo.history.db import HistoryError

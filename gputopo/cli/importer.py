@@ -1,15 +1,18 @@
-"""`gputopo import nccl-tests LOG...`: nccl-tests output as a gputopo run folder."""
+"""`gputopo import TOOL FILE...`: the import commands, made from the importers' registry
+(importers/run.py IMPORTERS); nccl-debug's own printing (the transport table, its findings)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import after_run, history_options
 from gputopo.cli.options import console
-from gputopo.importers.job_nics import NICS_HELP
+from gputopo.importers.contract import Imported, Importer, Option
+from gputopo.importers.run import IMPORTERS
 
 
 @cli.group(name="import")
@@ -17,13 +20,10 @@ def import_group():
     """Bring results of other tools into gputopo run folders (reports, diff, check)."""
 
 
-def topo_option(fn):
-    """`--topo FILE`, shared by the importers: the machine's saved `nvidia-smi topo -m` text (or
-    `gputopo scan --json` output), so imported pairs are judged per link class."""
-    return click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
-                        help="Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine "
-                             "the output came from: pairs are then judged per link class; a topology of "
-                             "another machine (other GPU count, model or bus ids) is refused.")(fn)
+#: ``--topo``'s help, shared by the importers that match an output to the machine's GPUs.
+TOPO_HELP = ("Saved `nvidia-smi topo -m` text (or `gputopo scan --json` output) of the machine the output "
+             "came from: pairs are then judged per link class; a topology of another machine (other GPU "
+             "count, model or bus ids) is refused.")
 
 
 def load_topo_option(topo_file):
@@ -35,198 +35,83 @@ def load_topo_option(topo_file):
     return load_topo_file(topo_file)
 
 
-def out_option(fn):
-    return click.option("--out", "out_dir", type=click.Path(file_okay=False),
-                        help="Run folder to write (default: a new timestamped folder under reports/).")(fn)
+def _click_option(opt: Option):
+    """An importer's declared option (importers/contract.py) as a click option."""
+    kw: dict = {"help": opt.help, "multiple": opt.multiple}
+    if opt.metavar:
+        kw["metavar"] = opt.metavar
+    if opt.kind == "int":
+        kw["type"] = int
+    elif opt.kind == "file":
+        kw["type"] = click.Path(dir_okay=False)
+    elif opt.kind == "flag":
+        kw["is_flag"] = True
+    return click.option(opt.flag, opt.name, **kw)
 
 
-@import_group.command(name="nvbandwidth")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@out_option
-@topo_option
-@history_options
-def nvbandwidth(files, out_dir, topo_file):
-    """Read nvbandwidth output (text, any version from 0.2 to 0.8, or `nvbandwidth -j` JSON; `-`
-    reads stdin) into a run folder: every testcase's matrix (CE and SM, read and write, uni- and
-    bidirectional, host <-> device, device <-> device, all-to-one / one-to-all, latency).
+def _folder_command(imp: Importer):
+    """`gputopo import NAME FILE...`: the importer's files and options, then run_import (the
+    folder, its report, the history), the same for every importer that makes a run folder."""
+    def command(files, out_dir, topo_file=None, **options):
+        from gputopo.importers.run import run_import
 
-    \b
-    Examples:
-      nvbandwidth > nvb.txt; gputopo import nvbandwidth nvb.txt --topo topo.txt
-      nvbandwidth -j | gputopo import nvbandwidth -
-    """
-    from gputopo.importers.nvbandwidth_import import import_nvbandwidth
+        options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
+        run_import(imp.name, list(files) if imp.many else [files], out_dir=out_dir,
+                   topology=load_topo_option(topo_file), topology_file=topo_file,
+                   argv=["import", imp.name, *sys.argv[3:]], console=console(), show=SHOW.get(imp.name),
+                   announce=click.echo, after=lambda run_dir: after_run(run_dir, "import"), **options)
 
-    res = import_nvbandwidth(list(files), out_dir=out_dir, topology=load_topo_option(topo_file),
-                             topology_file=topo_file, argv=["import", "nvbandwidth", *sys.argv[3:]],
-                             console=console())
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
-
-
-@import_group.command(name="p2pbw")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@out_option
-@topo_option
-@history_options
-def p2pbw(files, out_dir, topo_file):
-    """Read cuda-samples' p2pBandwidthLatencyTest output (`-` reads stdin) into a run folder: the
-    connectivity matrix, P2P=Disabled / P2P=Enabled bandwidth (uni- and bidirectional, writes and
-    reads), latency (GPU and CPU timed), device names and bus ids. Peer copies slower than the
-    P2P=Disabled copies of the same pair are reported as `p2p-slower-than-staged`.
-
-    \b
-    Example:
-      ./p2pBandwidthLatencyTest > p2p.txt; gputopo import p2pbw p2p.txt --topo topo.txt
-    """
-    from gputopo.importers.p2pbw_import import import_p2pbw
-
-    res = import_p2pbw(list(files), out_dir=out_dir, topology=load_topo_option(topo_file), topology_file=topo_file,
-                       argv=["import", "p2pbw", *sys.argv[3:]], console=console())
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
+    command.__doc__ = imp.help
+    command = history_options(command)
+    for opt in reversed(imp.options):
+        command = _click_option(opt)(command)
+    if imp.topo:
+        command = click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
+                               help=imp.topo_help or TOPO_HELP)(command)
+    command = click.option("--out", "out_dir", type=click.Path(file_okay=False),
+                           help="Run folder to write (default: a new timestamped folder under reports/).")(command)
+    path = click.Path(dir_okay=False, allow_dash=imp.stdin)
+    arg = (click.argument("files", nargs=-1, required=True, type=path, metavar=f"{imp.metavar}S...") if imp.many
+           else click.argument("files", metavar=imp.metavar, type=path))
+    return import_group.command(name=imp.name)(arg(command))
 
 
-@import_group.command(name="ibstat")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@out_option
-@history_options
-def ibstat(file, out_dir):
-    """Read saved `ibstat` or `ibv_devinfo` (-v for the rate) text of a node (`-` reads stdin)
-    into a run folder holding its RDMA NIC ports, judged as `gputopo scan` judges them: a port
-    not Active (Disabled: may be deliberate; Polling: cable or peer), an Active port below the
-    rate of its peers of the same adapter model and link layer (nic-port-down, nic-rate).
+def print_ports(imported: Imported, c) -> None:
+    """`import ibstat`'s NIC ports, as the scan's NIC port table prints them (report/network_checks.py
+    port_cells), before the report."""
+    from rich.table import Table
 
-    \b
-    Examples:
-      ibstat > ibstat.txt; gputopo import ibstat ibstat.txt
-      ssh node7 ibv_devinfo -v | gputopo import ibstat -
-    """
-    from gputopo.importers.ibstat_import import import_ibstat, print_ports
+    from gputopo.model import Nic
+    from gputopo.report.network_checks import port_cells
 
-    res = import_ibstat(file, out_dir=out_dir, argv=["import", "ibstat", *sys.argv[3:]], console=console(),
-                        render=False)
-    print_ports(res.read, console())
-    from gputopo.report.render import render_run
-
-    render_run(res.run_dir, console=console())
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
+    read = imported.parsed
+    c.print(f"RDMA NIC ports ({read.form} text {Path(read.source).name}: {read.adapters} adapter(s))", markup=False)
+    t = Table(show_edge=False, pad_edge=False)
+    for col in ("port", "state", "physical", "rate", "link layer", "adapter"):
+        t.add_column(col)
+    for p in read.ports:
+        t.add_row(*port_cells(Nic(label=p.device, device=p.device), p)[:6])
+    c.print(t)
 
 
-@import_group.command(name="perftest")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@out_option
-@click.option("--ibstat", "ibstat_file", type=click.Path(dir_okay=False),
-              help="Saved `ibstat` (or `ibv_devinfo -v`) text of the node: the rate of the port perftest ran on, "
-                   "which its output does not print, so the bandwidth can be judged.")
-@click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
-              help="`gputopo scan --json` of the node, with its NIC ports: the port's rate (as --ibstat).")
-@history_options
-def perftest(files, out_dir, ibstat_file, topo_file):
-    """Read linux-rdma/perftest bandwidth output (ib_write_bw, ib_read_bw, ib_send_bw; with or
-    without --use_cuda; `-` reads stdin), or its --out_json file, into a run folder. BW in MB/sec
-    (before perftest 24.07), MiB/sec (since; both 2^20 bytes/s) or Gb/sec (--report_gbits) is kept
-    as printed and as Gb/s. The largest message size's average is judged against the rate of the
-    port it ran on (perftest's error or the command line's -i; else port 1, said as assumed) from
-    --ibstat or --topo; without either it is stated, not judged. A failed run (memory
-    registration, completion errors, the peer not reached, the port down) is a finding saying what
-    it usually means.
+#: What an import prints before its report, by importer.
+SHOW = {"ibstat": print_ports}
 
-    \b
-    Examples:
-      ib_write_bw -d mlx5_0 -s 1M --report_gbits peer > bw.txt 2>&1
-      ibstat > ibstat.txt; gputopo import perftest bw.txt --ibstat ibstat.txt
-      ib_write_bw -d mlx5_0 --out_json --out_json_file=bw.json peer; gputopo import perftest bw.json
-    """
-    from gputopo.importers.perftest_import import import_perftest
-
-    res = import_perftest(list(files), out_dir=out_dir, topology=load_topo_option(topo_file), topology_file=topo_file,
-                          ibstat_file=ibstat_file, argv=["import", "perftest", *sys.argv[3:]], console=console())
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
+for _imp in IMPORTERS.values():
+    if _imp.makes_folder:
+        _folder_command(_imp)
 
 
-@import_group.command(name="nccl-tests")
-@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@out_option
-@click.option("--op", help="The collective when neither the log nor its file name says it "
-              "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...).")
-@click.option("--ranks", type=int, metavar="N", help="The number of ranks of a log without its "
-              "'# Using devices' rank lines (rows pasted alone, `kubectl logs --tail`).")
-@topo_option
-@click.option("--nics", "nics", multiple=True, metavar="[HOST=]FILE", help=NICS_HELP)
-@history_options
-def nccl_tests(logs, out_dir, op, ranks, topo_file, nics):
-    """Read nccl-tests or rccl-tests text output (all_reduce_perf & co., any version) into
-    measurements.
-
-    Times, algbw, busbw and #wrong are kept as printed; "Avg bus bandwidth" (nccl-tests' mean
-    over all sizes, not the peak) is kept beside the peak busbw. Rows without their header are
-    read by their column count; a log that names no collective or rank count gets them from
-    busbw / algbw where only one fits (and says so), else --op and --ranks name them.
-    """
-    from gputopo.importers.nccl_tests_import import import_nccl_tests
-
-    res = import_nccl_tests(logs, out_dir=out_dir, op=op, ranks=ranks, topology=load_topo_option(topo_file),
-                            topology_file=topo_file, nics=list(nics),
-                            argv=["import", "nccl-tests", *sys.argv[3:]], console=console())
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
-
-
-@import_group.command(name="kernel-log")
-@click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
-@out_option
-@click.option("--host", "host", metavar="NAME",
-              help="Read only this host's lines of a journal/syslog that holds several hosts.")
-@topo_option
-@history_options
-def kernel_log(log, out_dir, host, topo_file):
-    """Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
-    folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
-
-    \b
-    Examples:
-      sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
-      journalctl -k -b -1 | gputopo import kernel-log -
-      gputopo import kernel-log kern.log --topo scan.json   # onto the machine's own GPU numbers
-
-    The log names GPUs by PCI bus id only, so --topo must have every GPU's bus id (`gputopo scan
-    --json` output, not `nvidia-smi topo -m` text).
-    """
-    from gputopo.importers.kernel_log_import import import_kernel_log
-
-    res = import_kernel_log(log, out_dir=out_dir, argv=["import", "kernel-log", *sys.argv[3:]],
-                            console=console(), host=host, topology=load_topo_option(topo_file),
-                            topology_file=topo_file)
-    click.echo(f"\nrun folder: {res.run_dir}")
-    after_run(res.run_dir, "import")
-
-
-@import_group.command(name="nccl-debug")
+@import_group.command(name="nccl-debug", help=IMPORTERS["nccl-debug"].help)
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "into", type=click.Path(file_okay=False),
               help="A run folder of this machine: attach NCCL's transport per pair to it and re-render "
                    "its report (the pair table's 'NCCL via' column and the DP-vs-DDP story).")
 @click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
-@topo_option
+@click.option("--topo", "topo_file", type=click.Path(dir_okay=False), help=TOPO_HELP)
 def nccl_debug(logs, into, as_json, topo_file):
-    """Read NCCL_DEBUG=INFO output of your own job (one file per rank or the whole job log,
-    e.g. from NCCL_DEBUG_FILE=nccl.%h.%p.log) and say which transport NCCL used per GPU pair:
-    P2P (IPC, CUMEM, direct pointer), SHM (host memory) or NET (IB, Socket).
-
-    \b
-    Examples:
-      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV torchrun ... 2> job.log
-      gputopo import nccl-debug job.log
-      gputopo import nccl-debug job.log --into reports/gpu-node-07-20260101-120000
-      gputopo import nccl-debug job.log --topo topo.txt    # pairs named by GPU and link class
-
-    --topo (without --into) matches the log's GPUs to the machine's, by bus id (a `gputopo scan
-    --json` topology has them), else by NVML index.
-    """
-    from gputopo.importers.nccl_debug import document_json, import_nccl_debug
+    from gputopo.importers.nccl_debug import document_json
+    from gputopo.importers.run import run_import
 
     if into and topo_file:  # before reading either file: they would disagree on the machine
         from gputopo.errors import UsageError
@@ -234,16 +119,14 @@ def nccl_debug(logs, into, as_json, topo_file):
         raise UsageError(f"--topo {topo_file}: --into {into} matches the log to that run's own "
                          "topology; give one of --into and --topo")
     topology = load_topo_option(topo_file)
-    doc = import_nccl_debug(list(logs), into=into, topology=topology, topology_file=topo_file)
+    res = run_import("nccl-debug", list(logs), into=into, topology=topology, topology_file=topo_file,
+                     render=False)
+    doc = {k: v for k, v in res.imported.imports[0].items() if k != "tool"}  # the log's document, as --json prints it
     from gputopo.report.nccl_debug_findings import problem_findings, verdict
     from gputopo.report.rules import nccl_debug_log_findings
 
     said = {"topology_notes": list(topology.notes)} if topology is not None and topology.notes else {}  # cut, no legend
-    if into:
-        from gputopo.report.run_folder import load_run
-
-        topology = load_run(into).topology
-    findings = nccl_debug_log_findings(doc, topology)
+    findings = nccl_debug_log_findings(doc, res.imported.topology)
     judged = findings + problem_findings(doc)
     if as_json:
         click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged],
@@ -258,7 +141,7 @@ def nccl_debug(logs, into, as_json, topo_file):
 
         render_run(into, console=None if as_json else console())
         if not as_json:
-            click.echo(f"\nrun folder: {into} (nccl_debug.json added, report re-rendered)")
+            click.echo(f"\nrun folder: {into} (imported.json: its nccl-debug import added, report re-rendered)")
 
 
 def _print_transports(doc) -> None:

@@ -25,7 +25,7 @@ def scanner(sim: str | None) -> Callable[[], Topology]:
     return scan_real
 
 
-def judge(topo: Topology) -> list[Finding]:
+def scan_findings_of(topo: Topology) -> list[Finding]:
     from gputopo.report.rules import scan_findings
 
     return scan_findings(topo)
@@ -74,4 +74,4 @@ def _not_judged(text: str | None) -> int | None:
 
 
 def make_cache(sim: str | None, history_path: Path | None, interval_s: float) -> ScanCache:
-    return ScanCache(scanner(sim), judge, history_reader(history_path), interval_s)
+    return ScanCache(scanner(sim), scan_findings_of, history_reader(history_path), interval_s)

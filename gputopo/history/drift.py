@@ -43,7 +43,7 @@ class DriftPoint:
         return self.gbps / self.baseline_gbps if self.baseline_gbps > 0 else float("inf")
 
 
-def compare(figures: list[Figure], base: dict[FigureKey, BaselineFigure]) -> list[DriftPoint]:
+def drift_points(figures: list[Figure], base: dict[FigureKey, BaselineFigure]) -> list[DriftPoint]:
     """Every headline figure that has a baseline, pair by pair and class by class."""
     points: list[DriftPoint] = []
     by_class: dict[tuple[str | None, str, str | None, int, str], list[tuple[float, BaselineFigure]]] = {}

@@ -3,7 +3,7 @@ run folder whose topology holds the node's NIC ports, judged like a scan's NIC p
 
 The text names no GPU, so the folder's topology has none: one NIC per adapter (``label`` and
 ``device`` its name, ``mlx5_0``), each with its ports' facts (gputopo.model.nic.NicPort). What
-the text held and what could not be read goes to ``ibstat.json``-like ``imported.json`` (``tool:
+the text held and what could not be read goes to ``imported.json`` (``tool:
 "ibstat"``). An empty file, a binary one, or text with no ``CA '...'`` / ``hca_id:`` line is
 refused with one line (exit 2).
 
@@ -16,16 +16,14 @@ paste) is ``incomplete-data``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gputopo.errors import InputFileError
 from gputopo.model import HostInfo, Nic, NotAvailable, Topology
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
+from .contract import Imported, Importer, one_file
 from .ibstat_parse import IbstatRead, parse_ibstat_lines
 
 
@@ -65,43 +63,25 @@ def topology_of(read: IbstatRead, hostname: str | None = None) -> Topology:
                     machine=hostname or "ibstat", nics=list(nics.values()))
 
 
-@dataclass
-class IbstatImport:
-    run_dir: Path
-    read: IbstatRead
-    summary: Any = None  # gputopo.report.summary.Summary when rendered
-
-
-def import_ibstat(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
-                  render: bool = True, console=None) -> IbstatImport:
-    """Read the text and write a run folder whose topology holds the node's NIC ports."""
+def parse_ibstat(paths, topology: Topology | None = None) -> Imported:
+    """Read the text into a run folder's topology holding the node's NIC ports (no GPU)."""
+    path = one_file(paths)
     read = read_ibstat(path)
-    topo = topology_of(read)
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "ibstat")
-    write_imported_run(run_dir, source=read.form or "ibstat", fabric="none", simulated=False, topology=topo,
-                       argv=argv if argv is not None else ["import", "ibstat", str(path)],
-                       options={"imported_from": [display_name(path)]}, measurements=(),
-                       document_name=IMPORTED_JSON, document={"imports": [ibstat_document(read, path)]})
-    result = IbstatImport(run_dir=run_dir, read=read)
-    if render:
-        from gputopo.report.render import render_run
-
-        result.summary = render_run(run_dir, console=console)
-    return result
+    return Imported(topology=topology_of(read), measurements=[], imports=[ibstat_document(read, path)],
+                    not_read=list(read.problems), source=read.form or "ibstat", fabric="none",
+                    options={"imported_from": [display_name(path)]}, parsed=read)
 
 
-def print_ports(read: IbstatRead, console) -> None:
-    """The ports as the scan's NIC port table prints them (report/network_checks.py port_cells)."""
-    from rich.table import Table
+IMPORTER = Importer(
+    name="ibstat", parse=parse_ibstat, many=False, topo=False,
+    help="""Read saved `ibstat` or `ibv_devinfo` (-v for the rate) text of a node (`-` reads stdin)
+    into a run folder holding its RDMA NIC ports, judged as `gputopo scan` judges them: a port
+    not Active (Disabled: may be deliberate; Polling: cable or peer), an Active port below the
+    rate of its peers of the same adapter model and link layer (nic-port-down, nic-rate).
 
-    from gputopo.report.network_checks import port_cells
-
-    console.print(f"RDMA NIC ports ({read.form} text {Path(read.source).name}: {read.adapters} adapter(s))",
-                  markup=False)
-    t = Table(show_edge=False, pad_edge=False)
-    for col in ("port", "state", "physical", "rate", "link layer", "adapter"):
-        t.add_column(col)
-    for p in read.ports:
-        nic = Nic(label=p.device, device=p.device)
-        t.add_row(*port_cells(nic, p)[:6])
-    console.print(t)
+    \b
+    Examples:
+      ibstat > ibstat.txt; gputopo import ibstat ibstat.txt
+      ssh node7 ibv_devinfo -v | gputopo import ibstat -
+    """,
+)

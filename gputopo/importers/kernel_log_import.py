@@ -6,7 +6,7 @@ The log names GPUs only by PCI bus id: each bus id it names becomes one GPU of t
 numbered in bus order (NVML's own order on one machine, but a GPU the log never names is not
 counted, so the numbers are the log's, said in the GPU's name); with ``--topo`` (a `gputopo scan
 --json` of the machine) the events go onto that topology's GPUs instead (kernel_log_topo.py). Lines that name an Xid but
-cannot be read, and '...' lines where a paste left lines out, are kept per line in ``kernel_log.json``
+cannot be read, and '...' lines where a paste left lines out, are kept per line in the folder's ``imported.json`` entry (``tool: "kernel-log"``)
 and reported as ``incomplete-data``. NVIDIA driver lines that are no Xid (RmInitAdapter failed, an
 NVSwitch SXid, nvidia-peermem failing to load, ...) are kept there too (``driver_lines``) and judged
 by report/kernel_log_findings.py; the driver lines no rule judges are counted (``other_nvidia_lines``)
@@ -17,27 +17,18 @@ refused with one line (exit 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Gpu, HostInfo, NotAvailable, Topology
 from gputopo.model.bus_id import PciAddress, device_text
 from gputopo.model.health import KERNEL_LOG_NUMBERED, GpuHealth
 from gputopo.probe import xid_lines
-from gputopo.probe.xid_lines import KernelLogRead, finish, read_line
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, KERNEL_LOG_JSON
+from gputopo.probe.xid_lines import KernelLogRead, finish_read, read_line
+from gputopo.runfolder.layout import KERNEL_LOG_TOOL
 from gputopo.text_input import display_name, text_lines
 
-
-@dataclass
-class KernelLogImport:
-    run_dir: Path
-    read: KernelLogRead
-    summary: object = None  # gputopo.report.summary.Summary when rendered
+from .contract import Imported, Importer, Option, one_file
 
 
 def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: bool = False) -> KernelLogRead:
@@ -48,7 +39,7 @@ def read_kernel_log_file(path: str, host: str | None = None, several_hosts_ok: b
     with text_lines(path, "a kernel log (dmesg, journalctl -k, syslog)") as lines:
         for lineno, line in enumerate(lines, start=1):
             read_line(read, line, lineno)
-    finish(read)
+    finish_read(read)
     name = display_name(path)
     if read.lines == 0:
         raise InputFileError(name, "empty file: expected a kernel log (dmesg, journalctl -k, syslog)")
@@ -84,16 +75,12 @@ def topology_from_read(read: KernelLogRead, source: str) -> Topology:
     return Topology(gpus=gpus, pairs=[], host=host, source=KERNEL_LOG_NUMBERED, simulated=False, machine=hostname)
 
 
-def kernel_log_document(read: KernelLogRead, path: str) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, **xid_lines.kernel_log_document(read, display_name(path))}
-
-
-def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, argv: list[str] | None = None,
-                      render: bool = True, console=None, host: str | None = None,
-                      topology: Topology | None = None, topology_file: str | None = None) -> KernelLogImport:
-    """Read the log and write a run folder; returns where it went (InputFileError / UsageError on
-    bad input). With ``topology`` (--topo) the Xid events go onto its GPUs, matched by bus id
-    (kernel_log_topo.py)."""
+def parse_kernel_log(paths, topology: Topology | None = None, *, host: str | None = None,
+                     topology_file: str | None = None) -> Imported:
+    """Read the log into what the run folder gets (importers/contract.py; InputFileError /
+    UsageError on bad input). With ``topology`` (--topo) the Xid events go onto its GPUs,
+    matched by bus id (kernel_log_topo.py)."""
+    path = one_file(paths)
     read = read_kernel_log_file(path, host)
     if topology is not None:
         from .kernel_log_topo import topology_with_log
@@ -102,16 +89,28 @@ def import_kernel_log(path: str, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, arg
                                  display_name(path))
     else:
         topo = topology_from_read(read, display_name(path))
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "kernel-log")
     options: dict[str, Any] = {"imported_from": [display_name(path)]}
     if topology_file:
         options["topology_file"] = topology_file
-    write_imported_run(run_dir, source="kernel-log", fabric="none", simulated=bool(topo.simulated), topology=topo,
-                       argv=argv if argv is not None else ["import", "kernel-log", str(path)], options=options,
-                       measurements=(), document_name=KERNEL_LOG_JSON, document=kernel_log_document(read, path))
-    result = KernelLogImport(run_dir=run_dir, read=read)
-    if render:
-        from gputopo.report.render import render_run
+    document = xid_lines.kernel_log_document(read, display_name(path))
+    return Imported(topology=topo, measurements=[], imports=[{"tool": KERNEL_LOG_TOOL, **document}],
+                    not_read=list(read.problems), source="kernel-log", fabric="none", options=options, parsed=read)
 
-        result.summary = render_run(run_dir, console=console)
-    return result
+
+IMPORTER = Importer(
+    name="kernel-log", parse=parse_kernel_log, many=False, metavar="LOG",
+    help="""Read a saved kernel log (dmesg, dmesg -T, journalctl -k, syslog; - for stdin) into a run
+    folder whose GPUs carry the Xid events the log names per PCI bus id, judged like a scan's.
+
+    \b
+    Examples:
+      sudo dmesg -T > kern.log && gputopo import kernel-log kern.log
+      journalctl -k -b -1 | gputopo import kernel-log -
+      gputopo import kernel-log kern.log --topo scan.json   # onto the machine's own GPU numbers
+
+    The log names GPUs by PCI bus id only, so --topo must have every GPU's bus id (`gputopo scan
+    --json` output, not `nvidia-smi topo -m` text).
+    """,
+    options=(Option("--host", "host", "Read only this host's lines of a journal/syslog that holds several hosts.",
+                    metavar="NAME"),),
+)

@@ -1,6 +1,6 @@
 """The one flow of `import nvbandwidth` and `import p2pbw`: each output read, its devices matched
 against ``--topo`` and renumbered to the topology's NVML indices, its measurements given their
-pairs' link classes, then written as a run folder (runfolder/imported.py) and rendered, so
+pairs' link classes, then written as a run folder by importers/run.py (runfolder/imported.py) and rendered, so
 `report`, `check`, `diff` and `place` read it like any run.
 
 Both tools number GPUs as CUDA does (fastest first by default, reordered or hidden by
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.model.bus_id import Decoded, PciAddress, as_address, from_nvbandwidth, from_p2pbw
+from gputopo.model.bus_id import PciAddress, from_matrix_output, matrix_device_id, matrix_nvml_id
+from gputopo.model.topology import class_of
 from gputopo.model import (
     Gpu,
     HostInfo,
@@ -35,8 +36,8 @@ from gputopo.model import (
     Topology,
     is_value,
 )
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
+
+from .contract import Imported
 
 
 @dataclass
@@ -49,55 +50,25 @@ class ImportedDevice:
     host: str | None = None  # the host it ran on, where the output says (nvbandwidth multinode)
 
 
-@dataclass
-class ImportFolder:
-    run_dir: Path
-    summary: Any = None  # gputopo.report.summary.Summary when rendered
-
-
-def decode_bus_id(printed: str | None) -> Decoded | None:
-    """An output's bus id: nvbandwidth's ``00000000:99:00`` (p2pBandwidthLatencyTest's device as
-    its parser writes it too; a topology's ``00000000:99:00.0``), or p2pBandwidthLatencyTest's bare
-    hex bus ``99`` (a BusOnly); None for other text."""
-    if not printed:
-        return None
-    return from_nvbandwidth(printed) or from_p2pbw(printed.strip())
-
-
-def normalize_bus_id(printed: str | None) -> str | None:
-    """'00000000:99:00' / '99' -> NVML's '00000000:99:00.0' (a bus alone as device 0 of domain 0,
-    BusOnly.assumed); other text as printed."""
-    decoded = decode_bus_id(printed)
-    if decoded is None:
-        return printed.strip() if printed else None
-    return as_address(decoded).nvml
-
-
 def topology_from_devices(devices: Sequence[ImportedDevice], tool: str, hostname: str | None) -> Topology:
     """The GPUs an output names (its device numbers, which are CUDA's; model and bus id where
     printed, else not available); no pairs, so link classes stay unknown."""
     gpus = [Gpu(nvml_index=d.index, name=d.name or NotAvailable(f"not printed by {tool}"),
-                pci_bus_id=normalize_bus_id(d.bus_id) or NotAvailable(f"not printed by {tool}"),
+                pci_bus_id=matrix_nvml_id(d.bus_id) or NotAvailable(f"not printed by {tool}"),
                 cuda_index=d.index) for d in devices]
     machine = hostname or tool
     return Topology(gpus=gpus, pairs=[], host=HostInfo(hostname=hostname or NotAvailable(f"not printed by {tool}")),
                     source=tool, simulated=False, machine=machine)
 
 
-def _bus_key(bus: str | None) -> str | None:
-    """The device an output or topology names, as ``00000000:99:00`` (the function left out)."""
-    decoded = decode_bus_id(bus)
-    return as_address(decoded).nvml_device if decoded is not None else None
-
-
 def device_renumbering(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int]:
     """{output's device number: the topology's NVML index}, matched by bus id where the output and
     the topology both have every GPU's (CUDA numbers GPUs fastest first, NVML by bus id, so they
     can differ); {} when they cannot be matched that way."""
-    by_bus = {_bus_key(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id)}
+    by_bus = {matrix_device_id(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id)}
     mapping = {}
     for d in devices:
-        k = _bus_key(d.bus_id)
+        k = matrix_device_id(d.bus_id)
         if k is None or k not in by_bus:
             return {}
         mapping[d.index] = by_bus[k]
@@ -139,7 +110,7 @@ class GpuMatch:
 def _address_key(bus: str | None) -> tuple[int, int, int] | None:
     """(domain, bus, device) of a whole PCI address the output printed; None for none, or a bus
     number alone (its domain and device unknown)."""
-    decoded = decode_bus_id(bus)
+    decoded = from_matrix_output(bus)
     if not isinstance(decoded, PciAddress):
         return None
     return decoded.domain, decoded.bus, decoded.device
@@ -148,7 +119,7 @@ def _address_key(bus: str | None) -> tuple[int, int, int] | None:
 def _moves(mapping: dict[int, int], devices: Sequence[ImportedDevice]) -> str:
     by_index = {d.index: d for d in devices}
     moved = [(k, v) for k, v in sorted(mapping.items()) if k != v]
-    return ", ".join(f"CUDA device {k} ({_bus_key(by_index[k].bus_id)}) is nvidia-smi GPU {v}" for k, v in moved)
+    return ", ".join(f"CUDA device {k} ({matrix_device_id(by_index[k].bus_id)}) is nvidia-smi GPU {v}" for k, v in moved)
 
 
 def match_devices(topo: Topology, devices: Sequence[ImportedDevice], tool: str) -> GpuMatch:
@@ -217,7 +188,7 @@ def match_devices(topo: Topology, devices: Sequence[ImportedDevice], tool: str) 
 
 def _gpu_and_bus(topo: Topology, nvml_index: int) -> str:
     g = next(g for g in topo.gpus if g.nvml_index == nvml_index)
-    return f"{nvml_index} ({_bus_key(str(g.pci_bus_id))})" if is_value(g.pci_bus_id) else str(nvml_index)
+    return f"{nvml_index} ({matrix_device_id(str(g.pci_bus_id))})" if is_value(g.pci_bus_id) else str(nvml_index)
 
 
 def subset_by_bus_id(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[int, int] | str:
@@ -232,14 +203,14 @@ def subset_by_bus_id(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[
         return (f"{what}, so which of the topology's GPUs it ran on cannot be told (by number or by bus order "
                 "it would be a guess): rerun it with every GPU visible, or use a version that prints the "
                 "devices' bus ids (nvbandwidth v0.6+)")
-    if not all(is_value(g.pci_bus_id) and _bus_key(str(g.pci_bus_id)) for g in topo.gpus):
+    if not all(is_value(g.pci_bus_id) and matrix_device_id(str(g.pci_bus_id)) for g in topo.gpus):
         return ("the topology names no bus id of its GPUs (`nvidia-smi topo -m` prints none), so which of them "
                 "the output ran on cannot be told (its bus order among hidden GPUs is no match): pass "
                 "`gputopo scan --json` of that machine as --topo (it has every GPU's bus id)")
-    by_bus = {_bus_key(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus}
+    by_bus = {matrix_device_id(str(g.pci_bus_id)): g.nvml_index for g in topo.gpus}
     mapping: dict[int, int] = {}
     for d in devices:
-        k = _bus_key(d.bus_id)
+        k = matrix_device_id(d.bus_id)
         if k not in by_bus:
             return f"the topology has no GPU at {k}, where the output's device {d.index} is: it describes another machine"
         mapping[d.index] = by_bus[k]
@@ -250,10 +221,10 @@ def subset_by_bus_id(topo: Topology, devices: Sequence[ImportedDevice]) -> dict[
 
 def _pinned(topo: Topology, d: ImportedDevice) -> int | None:
     """The topology's NVML index of the GPU at the device's bus id, where both name it."""
-    k = _bus_key(d.bus_id)
+    k = matrix_device_id(d.bus_id)
     if k is None:
         return None
-    return next((g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id) and _bus_key(str(g.pci_bus_id)) == k),
+    return next((g.nvml_index for g in topo.gpus if is_value(g.pci_bus_id) and matrix_device_id(str(g.pci_bus_id)) == k),
                 None)
 
 
@@ -278,9 +249,9 @@ def check_topology_matches(topo: Topology, devices: Sequence[ImportedDevice], to
             raise UsageError(f"{topo_file}: has {len(topo.gpus)} GPU(s), but the {tool} output lists "
                              f"{len(devices)} (CUDA_VISIBLE_DEVICES hid some, or another machine); {subset}; "
                              "or import it without --topo")
-    topo_buses = {_bus_key(str(g.pci_bus_id)) for g in topo.gpus if is_value(g.pci_bus_id)}
+    topo_buses = {matrix_device_id(str(g.pci_bus_id)) for g in topo.gpus if is_value(g.pci_bus_id)}
     for d in devices:
-        bus = _bus_key(d.bus_id)
+        bus = matrix_device_id(d.bus_id)
         if bus and topo_buses and bus not in topo_buses:
             raise UsageError(f"{topo_file}: has no GPU at {bus}, where the {tool} output's device {d.index} is: "
                              "it describes another machine")
@@ -321,7 +292,7 @@ def with_output_devices(topo: Topology, devices: Sequence[ImportedDevice], match
     for g in topo.gpus:
         d = next((x for x in devices if mapping.get(x.index) == g.nvml_index), None)
         if d is not None:
-            bus = normalize_bus_id(d.bus_id)
+            bus = matrix_nvml_id(d.bus_id)
             g = replace(g, name=g.name if is_value(g.name) or not d.name else d.name,
                         pci_bus_id=g.pci_bus_id if is_value(g.pci_bus_id) or not bus else bus,
                         cuda_index=g.cuda_index if is_value(g.cuda_index) else d.index)
@@ -351,8 +322,6 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     """Each pair measurement with its pair's link class from the topology (where it has pairs)."""
     if topo is None or not topo.pairs:
         return ms
-    from gputopo.report.expected import class_of
-
     for m in ms:
         if len(m.gpus) == 2 and m.link_class is None:
             lc = class_of(topo, m.gpus)
@@ -360,30 +329,10 @@ def with_link_classes(ms: list[Measurement], topo: Topology | None) -> list[Meas
     return ms
 
 
-def write_import_folder(*, tool: str, paths: list[str], topo: Topology, measurements: list[Measurement],
-                        summaries: list[dict[str, Any]], out_dir=None, base_dir=DEFAULT_BASE_DIR,
-                        argv: list[str] | None = None, render: bool = True, console=None,
-                        topology_file: str | None = None) -> ImportFolder:
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or tool)
-    write_imported_run(run_dir, source=tool, fabric="cuda", simulated=False, topology=topo,
-                       argv=argv if argv is not None else ["import", tool, *paths],
-                       options={"imported_from": list(paths), "topology_file": topology_file},
-                       measurements=with_link_classes(measurements, topo), document_name=IMPORTED_JSON,
-                       document={"imports": summaries})
-    result = ImportFolder(run_dir=run_dir)
-    if render:
-        from gputopo.report.render import render_run
-
-        result.summary = render_run(run_dir, console=console)
-    return result
-
-
-def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[str], Any],
-                   devices_of: Callable[[Any], list[ImportedDevice]],
-                   measurements_of: Callable[[Any], list[Measurement]], out_dir=None,
-                   base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
-                   topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
-                   console=None) -> ImportFolder:
+def parse_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[str], Any],
+                  devices_of: Callable[[Any], list[ImportedDevice]],
+                  measurements_of: Callable[[Any], list[Measurement]], topology: Topology | None = None,
+                  topology_file: str | None = None) -> Imported:
     """The one flow of `import nvbandwidth` and `import p2pbw`: each file read (the same output
     twice refused: it would count twice), one machine's GPUs in all of them, the devices matched
     to ``--topo``'s GPUs (:func:`match_devices`), checked against them and renumbered to their
@@ -414,6 +363,8 @@ def import_outputs(*, tool: str, label: str, paths: list[str], read: Callable[[s
             topology = with_output_devices(topology, devices, match, label)
             measurements = renumber(measurements, match.mapping)
     topo = topology or replace(topology_from_devices(devices, label, hostname), notes=topo_notes)
-    return write_import_folder(tool=tool, paths=list(paths), topo=topo, measurements=measurements,
-                               summaries=summaries, out_dir=out_dir, base_dir=base_dir,
-                               argv=argv, render=render, console=console, topology_file=topology_file)
+    return Imported(topology=topo, measurements=with_link_classes(measurements, topo),
+                    imports=summaries,
+                    not_read=[p for doc in summaries for p in doc.get("problems") or []], source=tool, fabric="cuda",
+                    options={"imported_from": list(paths), "topology_file": topology_file},
+                    parsed=outputs)

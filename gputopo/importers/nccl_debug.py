@@ -5,8 +5,8 @@ survived a broken PCIe peer path because NCCL used SHM on that pair.
 
 GPUs of the log are matched to the run's GPUs by PCI bus id (from Init lines, or the brackets of
 older NCCL), else by NVML index (NCCL's ``nvmlDev``: the same numbering as gputopo's on the same
-machine); how each was matched is recorded. The run folder gains ``nccl_debug.json``; existing
-files are never overwritten (a second import into the same run is refused). Without a run,
+machine); how each was matched is recorded. The run folder's ``imported.json`` gains its
+entry (``tool: "nccl-debug"``, importers/run.py); a second import into the same run is refused. Without a run,
 ``--topo`` (the machine's `gputopo scan --json` or `nvidia-smi topo -m` text) matches the same
 way and names each pair's link class.
 """
@@ -21,13 +21,14 @@ from typing import Any, Dict, List, Optional, Sequence
 from gputopo import SCHEMA_VERSION
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Topology, is_value
+from gputopo.model.topology import class_of
 from gputopo.model.bus_id import from_nccl, try_bus_key
 from gputopo.model.flagged_lines import flagged_line, nccl_warn_text
 from gputopo.model.nccl_paths import path_name, path_said, version_tuple
 from gputopo.probe.nccl_log import HOST_UNKNOWN, Endpoint, NcclDebugLog, parse_nccl_debug_files, transport_summary
-from gputopo.report.run_folder import load_run
-from gputopo.runfolder.layout import NCCL_DEBUG_JSON
-from gputopo.runfolder.writer import write_json
+from gputopo.runfolder.layout import NCCL_DEBUG_TOOL
+
+from .contract import Imported, Importer
 
 
 def read_logs(paths: Sequence) -> NcclDebugLog:
@@ -126,8 +127,6 @@ def pair_records(log: NcclDebugLog, topo: Optional[Topology] = None) -> List[Dic
 
 def _link_class(topo: Optional[Topology], gpus: List[int]) -> Optional[str]:
     """The pair's link class in the topology the GPUs were matched to (None where it has none)."""
-    from gputopo.report.expected import class_of
-
     lc = class_of(topo, gpus) if topo is not None else None
     return str(lc) if lc is not None else None
 
@@ -289,37 +288,44 @@ def debug_document(log: NcclDebugLog, paths: Sequence, topo: Optional[Topology])
                               for c in communicators(log)]}
 
 
-def import_nccl_debug(paths: Sequence, *, into=None, topology: Optional[Topology] = None,
-                      topology_file: Optional[str] = None) -> Dict[str, Any]:
-    """Parse the logs; with ``into`` (a run folder) match the pairs to its GPUs and write
-    ``nccl_debug.json`` there; with ``topology`` (--topo, no run folder) match them to its GPUs
-    and link classes, writing nothing. Returns the document. UsageError / InputFileError on bad
-    input."""
-    if into is not None and topology is not None:
-        raise UsageError(f"--topo {topology_file}: --into {into} matches the log to that run's own "
-                         "topology; give one of --into and --topo")
+def parse_nccl_debug_import(paths: Sequence, topology: Optional[Topology] = None, *,
+                     topology_file: Optional[str] = None, into=None) -> Imported:
+    """Parse the logs; with ``topology`` (--topo, or the topology of the run folder ``into`` that
+    run_import attaches the document to) match the pairs to its GPUs and link classes. Writes
+    nothing. UsageError / InputFileError on bad input, and where no pair of the log is a pair of
+    the topology's GPUs (another machine)."""
     log = read_logs(paths)
-    if into is None:
-        if topology is None:
-            return debug_document(log, paths, None)
-        where = topology_file or "--topo"
+    if topology is None:
+        doc = debug_document(log, paths, None)
+    else:
+        where = into if into is not None else (topology_file or "--topo")
         refuse_other_host(log, paths, topology, where)
         doc = debug_document(log, paths, topology)
         if doc["pairs"] and not any("gpus" in r for r in doc["pairs"]):
             raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
                              f"{where} (matched by bus id, else NVML index): is it the same machine?")
-        return doc
-    run = load_run(into)
-    target = Path(into) / NCCL_DEBUG_JSON
-    if target.exists():
-        raise UsageError(f"{target}: already imported; run folders are never overwritten")
-    refuse_other_host(log, paths, run.topology, into)
-    doc = debug_document(log, paths, run.topology)
-    if doc["pairs"] and not any("gpus" in r for r in doc["pairs"]):
-        raise UsageError(f"none of the {len(doc['pairs'])} GPU pair(s) in the log is a pair of GPUs of "
-                         f"{into} (matched by bus id, else NVML index): is it the same machine?")
-    write_json(target, doc)
-    return doc
+    return Imported(topology=topology, measurements=[], imports=[{"tool": NCCL_DEBUG_TOOL, **doc}],
+                    not_read=list(doc.get("problems") or []), source="nccl-debug", fabric="none",
+                    options={"imported_from": [str(p) for p in paths]}, parsed=log)
+
+
+IMPORTER = Importer(
+    name="nccl-debug", parse=parse_nccl_debug_import, stdin=False, makes_folder=False,
+    help="""Read NCCL_DEBUG=INFO output of your own job (one file per rank or the whole job log,
+    e.g. from NCCL_DEBUG_FILE=nccl.%h.%p.log) and say which transport NCCL used per GPU pair:
+    P2P (IPC, CUMEM, direct pointer), SHM (host memory) or NET (IB, Socket).
+
+    \b
+    Examples:
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV torchrun ... 2> job.log
+      gputopo import nccl-debug job.log
+      gputopo import nccl-debug job.log --into reports/gpu-node-07-20260101-120000
+      gputopo import nccl-debug job.log --topo topo.txt    # pairs named by GPU and link class
+
+    --topo (without --into) matches the log's GPUs to the machine's, by bus id (a `gputopo scan
+    --json` topology has them), else by NVML index.
+    """,
+)
 
 
 def document_json(doc: Dict[str, Any]) -> str:

@@ -4,9 +4,9 @@ Three steps, in this order below: the text is parsed line by line into one NcclT
 test it holds (its header facts, ranks, column names and rows, each row's out-of-place and
 in-place cells with the figures as printed); what a log must not hide is kept with it (a log
 cut short, rows with negative, non-finite or impossible figures: ``problems``, which the
-report turns into findings); and a log becomes Measurements and the per-log facts of
-``nccl_tests.json``. Which collective a log holds, and its busbw factor, come from the
-collective table (model/collectives.py); the folder an import writes is nccl_tests_import.py's.
+report turns into findings); and a log becomes Measurements and the per-log facts of its
+``imported.json`` entry. Which collective a log holds, and its busbw factor, come from the
+collective table (model/collectives.py); what an import gives its folder is nccl_tests_import.py's.
 
 Accepted: the classic header (``# nThread ... validation: 1 graph: 0``) and the newer one (a
 ``# nccl-tests version`` line, ``# Collective test starting:``, ``unalign:``), rank lines of one
@@ -41,13 +41,13 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from gputopo.errors import InputFileError, UsageError
 from gputopo.line_prefixes import strip_launcher_prefix
 from gputopo.model import Measurement, NotAvailable
-from gputopo.model.bus_id import BusOnly, as_address, from_nccl_tests
+from gputopo.model.bus_id import BusOnly, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
 from gputopo.model.flagged_lines import flagged_line, line_where
 from gputopo.text_input import elision_mark
 
-__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "busbw_factor", "check_op", "completeness_problems",
-           "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary", "normalize_bus_id",
+__all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "log_busbw_factor", "check_op", "completeness_problems",
+           "device_keys", "drop_negative_rows", "gpu_bus_id", "log_measurements", "log_summary",
            "op_from_name", "parse_nccl_tests", "parse_nccl_tests_file", "parse_nccl_tests_lines"]
 
 
@@ -880,7 +880,7 @@ def parse_nccl_tests_file(path, op: Optional[str] = None, ranks: Optional[int] =
 # A log that stops mid-row or before its footer ("Out of bounds values", "Avg bus bandwidth") is
 # from a test that crashed, hung or was killed, or a file that was cut: its last row may be part
 # of a line, and its missing sizes are not "fine". Negative times, bandwidths or ``#wrong`` counts
-# are not measurements at all. Each such fact is kept per log (``problems`` in nccl_tests.json),
+# are not measurements at all. Each such fact is kept per log (``problems`` in its imported.json entry),
 # and the report turns it into a finding (report/data_findings.py), so the verdict is not "ok".
 # (The inputs an import refuses outright are nccl_tests_import.py's.)
 
@@ -973,15 +973,7 @@ def completeness_problems(log) -> List[str]:
 
 
 # ----------------------------------------------------------------------------- to Measurements
-# A parsed log as Measurements, and the per-log facts of nccl_tests.json.
-
-
-def normalize_bus_id(printed: str) -> str:
-    """nccl-tests' "0000:b4:00" / "0x1b" in NVML's form, "00000000:B4:00.0" (model/bus_id.py
-    decodes it; a bare bus "0x1b" as device 0 of domain 0, BusOnly.assumed: for comparing only,
-    never to record as the GPU's address, see gpu_bus_id); text it cannot decode as printed."""
-    decoded = from_nccl_tests(printed)
-    return as_address(decoded).nvml if decoded is not None else printed.strip()
+# A parsed log as Measurements, and the per-log facts of its imported.json entry.
 
 
 def bus_id_text(printed: str) -> str:
@@ -1027,7 +1019,7 @@ def _op(log: NcclTestsLog) -> str:
     return log.op
 
 
-def busbw_factor(log: NcclTestsLog) -> float:
+def log_busbw_factor(log: NcclTestsLog) -> float:
     """The collective table's factor for the log's op and ranks (busbw / algbw, as nccl-tests
     computed what it printed)."""
     n = log.n_ranks
@@ -1051,7 +1043,7 @@ def iter_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> It
     comes: a 200,000-row log never holds 400,000 of them at once)."""
     test = OPS[_op(log)].test
     gpus, _ = device_keys(log)
-    factor = busbw_factor(log)
+    factor = log_busbw_factor(log)
     timing = "wall" if log.time_kind == "cputime" else "cuda-events"
     # The log's own facts, once: each walks every row (``validated``), so asking them per cell
     # made 200,000 rows take hours (issue 44).
@@ -1088,7 +1080,7 @@ def _json_num(v):
 
 
 def log_summary(log: NcclTestsLog) -> Dict[str, Any]:
-    """What nccl_tests.json keeps per log (the run-level facts a Measurement cannot hold)."""
+    """What imported.json keeps per log (the run-level facts a Measurement cannot hold)."""
     peak, peak_size, peak_inplace = log.peak
     gpus, are_devices = device_keys(log)
     wrong_cells = [c.wrong for _, _, c in log.cells()]

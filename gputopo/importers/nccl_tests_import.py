@@ -12,27 +12,20 @@ count, model or bus id), whose link classes would name other hardware.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from gputopo.errors import UsageError
 from gputopo.model import Gpu, HostInfo, Topology, is_value
+from gputopo.model.topology import class_of
 from gputopo.model.bus_id import PciAddress, from_nccl_tests, try_parse
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, NCCL_TESTS_JSON
+from gputopo.runfolder.layout import NCCL_TESTS_TOOL
 
 from .nccl_tests import (NcclTestsLog, check_op, device_keys, gpu_bus_id, iter_measurements, log_summary,
                          parse_nccl_tests_file)
-from .job_nics import job_nics, nccl_line_nics
+from .contract import Importer, Imported, Option
+from .job_nics import NICS_HELP, job_nics, nccl_line_nics
 from .user_inputs import refuse_duplicates
-
-
-@dataclass
-class ImportResult:
-    run_dir: Path
-    logs: List[NcclTestsLog]
-    summary: object = None  # gputopo.report.summary.Summary when rendered
 
 
 def topology_from_logs(logs: List[NcclTestsLog]) -> Topology:
@@ -54,26 +47,20 @@ def topology_from_logs(logs: List[NcclTestsLog]) -> Topology:
 
 
 def _class_for(topo: Optional[Topology], gpus) -> Optional[str]:
-    from gputopo.report.expected import class_of
-
     lc = class_of(topo, gpus) if topo is not None and topo.pairs else None
     return str(lc) if lc is not None else None
 
 
-def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DIR, op: Optional[str] = None,
-                      topology: Optional[Topology] = None, argv: Optional[List[str]] = None,
-                      render: bool = True, console=None, topology_file: Optional[str] = None,
-                      ranks: Optional[int] = None, nics: Optional[List[str]] = None) -> ImportResult:
-    """Parse the logs and write a run folder; returns where it went.
+def parse_nccl_tests_import(paths: Iterable, topology: Optional[Topology] = None, *, op: Optional[str] = None,
+                            topology_file: Optional[str] = None, ranks: Optional[int] = None,
+                            nics: Optional[List[str]] = None) -> Imported:
+    """Parse the logs into what the run folder gets (importers/contract.py).
 
-    ``out_dir``: the exact folder to write (created; refused if it already holds a run, since
-    run folders are never overwritten); otherwise a new timestamped folder under ``base_dir``.
     ``op`` names the collective when neither the log nor its file name says it, ``ranks`` the
     number of ranks of a log without rank lines (both inferred from busbw / algbw where only one
     answer fits; refused, naming --op and --ranks, where several do). ``nics``: --nics specs
     (``[HOST=]FILE``, job_nics.py) of a job across hosts.
-    Raises InputFileError for unreadable logs, UsageError for a bad op, an occupied out_dir, a log
-    given twice, or a ``topology`` (read from ``topology_file``) of another machine.
+    Raises InputFileError for unreadable logs, UsageError for a bad op, a log given twice, or a ``topology`` (read from ``topology_file``) of another machine.
     """
     paths = [Path(p) for p in paths]
     if not paths:
@@ -105,20 +92,14 @@ def import_nccl_tests(paths: Iterable, *, out_dir=None, base_dir=DEFAULT_BASE_DI
             {h: d for lg in logs for h, d in lg.net_bw.items()})
         if named:
             topo.nics = [n for n in topo.nics if n.host is not None] + named
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "nccl-tests")
-    write_imported_run(run_dir, source="nccl-tests", fabric="cuda", simulated=False, topology=topo,
-                       argv=argv if argv is not None else ["import", "nccl-tests", *map(str, paths)],
-                       options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks, **({"nics": list(nics)} if nics else {}),
-                                "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
-                       measurements=(m for log in logs
-                                     for m in iter_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))),
-                       document_name=NCCL_TESTS_JSON, document={"logs": [log_summary(lg) for lg in logs]})
-    result = ImportResult(run_dir=run_dir, logs=logs)
-    if render:
-        from gputopo.report.render import render_run
-
-        result.summary = render_run(run_dir, console=console)
-    return result
+    return Imported(
+        topology=topo,
+        measurements=[m for log in logs for m in iter_measurements(log, link_class=_class_for(topo, device_keys(log)[0]))],
+        imports=[{"tool": NCCL_TESTS_TOOL, **log_summary(lg)} for lg in logs],
+        not_read=[p for lg in logs for p in lg.problems], source="nccl-tests", fabric="cuda",
+        options={"imported_from": [str(p) for p in paths], "op": op, "ranks": ranks, **({"nics": list(nics)} if nics else {}),
+                 "tool": _one_of(lg.tool for lg in logs), "library": _one_of(lg.library for lg in logs)},
+        parsed=logs)
 
 
 def _one_of(values) -> Optional[str]:
@@ -212,3 +193,21 @@ def _same_model(a: str, b: str) -> bool:
     """Model names as nccl-tests and nvidia-smi print them ('NVIDIA GeForce RTX 2080 Ti')."""
     norm = [s.lower().replace("nvidia", "").replace(" ", "") for s in (a, b)]
     return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
+
+
+IMPORTER = Importer(
+    name="nccl-tests", parse=parse_nccl_tests_import, stdin=False, metavar="LOG",
+    help="""Read nccl-tests or rccl-tests text output (all_reduce_perf & co., any version) into
+    measurements.
+
+    Times, algbw, busbw and #wrong are kept as printed; "Avg bus bandwidth" (nccl-tests' mean
+    over all sizes, not the peak) is kept beside the peak busbw. Rows without their header are
+    read by their column count; a log that names no collective or rank count gets them from
+    busbw / algbw where only one fits (and says so), else --op and --ranks name them.
+    """,
+    options=(Option("--op", "op", "The collective when neither the log nor its file name says it "
+                    "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv...)."),
+             Option("--ranks", "ranks", "The number of ranks of a log without its '# Using devices' rank lines "
+                    "(rows pasted alone, `kubectl logs --tail`).", kind="int", metavar="N"),
+             Option("--nics", "nics", NICS_HELP, metavar="[HOST=]FILE", multiple=True)),
+)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from gputopo.errors import InputFileError
 from gputopo.model import Topology
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
-from .matrix_import import ImportedDevice, ImportFolder, import_outputs
+from .contract import Imported, Importer
+from .matrix_import import ImportedDevice, parse_outputs
 from .nvbandwidth_json import parse_nvbandwidth_json
 from .nvbandwidth_measure import output_measurements
 from .nvbandwidth_parse import looks_like_nvbandwidth, parse_nvbandwidth_lines
@@ -67,13 +67,21 @@ def nvbandwidth_devices(out: NvbOutput) -> list[ImportedDevice]:
     return [devs[k] for k in sorted(devs)]
 
 
-def import_nvbandwidth(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR,
-                       topology: Topology | None = None, topology_file: str | None = None,
-                       argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
-    return import_outputs(tool="nvbandwidth", label="nvbandwidth", paths=paths, read=read_nvbandwidth,
-                          devices_of=nvbandwidth_devices, measurements_of=output_measurements,
-                          out_dir=out_dir, base_dir=base_dir, topology=topology, topology_file=topology_file,
-                          argv=argv, render=render, console=console)
+def parse_nvbandwidth(paths: list[str], topology: Topology | None = None, *,
+                      topology_file: str | None = None) -> Imported:
+    return parse_outputs(tool="nvbandwidth", label="nvbandwidth", paths=paths, read=read_nvbandwidth,
+                         devices_of=nvbandwidth_devices, measurements_of=output_measurements,
+                         topology=topology, topology_file=topology_file)
 
 
-__all__ = ["MAX_INPUT_BYTES", "import_nvbandwidth", "read_nvbandwidth"]
+IMPORTER = Importer(name="nvbandwidth", parse=parse_nvbandwidth, help="""Read nvbandwidth output (text, any version from 0.2 to 0.8, or `nvbandwidth -j` JSON; `-`
+    reads stdin) into a run folder: every testcase's matrix (CE and SM, read and write, uni- and
+    bidirectional, host <-> device, device <-> device, all-to-one / one-to-all, latency).
+
+    \b
+    Examples:
+      nvbandwidth > nvb.txt; gputopo import nvbandwidth nvb.txt --topo topo.txt
+      nvbandwidth -j | gputopo import nvbandwidth -
+    """)
+
+__all__ = ["IMPORTER", "MAX_INPUT_BYTES", "parse_nvbandwidth", "read_nvbandwidth"]

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
-from .matrix_import import ImportedDevice, ImportFolder, import_outputs
+from .contract import Imported, Importer
+from .matrix_import import ImportedDevice, parse_outputs
 from .p2pbw_parse import P2pMatrix, P2pOutput, parse_p2pbw_lines
 from gputopo.text_input import TextSource, open_lines
 
@@ -137,10 +137,19 @@ def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:
     return [ImportedDevice(k, None, None) for k in range(n)]
 
 
-def import_p2pbw(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
-                 topology_file: str | None = None, argv: list[str] | None = None, render: bool = True,
-                 console=None) -> ImportFolder:
-    return import_outputs(tool="p2pbw", label="p2pBandwidthLatencyTest", paths=paths, read=read_p2pbw,
-                          devices_of=p2pbw_devices, measurements_of=p2pbw_measurements,
-                          out_dir=out_dir, base_dir=base_dir, topology=topology, topology_file=topology_file,
-                          argv=argv, render=render, console=console)
+def parse_p2pbw(paths: list[str], topology: Topology | None = None, *,
+                topology_file: str | None = None) -> Imported:
+    return parse_outputs(tool="p2pbw", label="p2pBandwidthLatencyTest", paths=paths, read=read_p2pbw,
+                         devices_of=p2pbw_devices, measurements_of=p2pbw_measurements,
+                         topology=topology, topology_file=topology_file)
+
+
+IMPORTER = Importer(name="p2pbw", parse=parse_p2pbw, help="""Read cuda-samples' p2pBandwidthLatencyTest output (`-` reads stdin) into a run folder: the
+    connectivity matrix, P2P=Disabled / P2P=Enabled bandwidth (uni- and bidirectional, writes and
+    reads), latency (GPU and CPU timed), device names and bus ids. Peer copies slower than the
+    P2P=Disabled copies of the same pair are reported as `p2p-slower-than-staged`.
+
+    \b
+    Example:
+      ./p2pBandwidthLatencyTest > p2p.txt; gputopo import p2pbw p2p.txt --topo topo.txt
+    """)

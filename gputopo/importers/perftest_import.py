@@ -23,11 +23,9 @@ from typing import Any
 from gputopo.errors import InputFileError
 from gputopo.model import HostInfo, NotAvailable, Topology, is_value
 from gputopo.model.nic import NicPort
-from gputopo.runfolder.imported import import_run_dir, write_imported_run
-from gputopo.runfolder.layout import DEFAULT_BASE_DIR, IMPORTED_JSON
 from gputopo.text_input import TextSource, display_name, open_lines
 
-from .matrix_import import ImportFolder
+from .contract import Imported, Importer, Option
 from .perftest_json import looks_like_perftest_json, parse_perftest_json
 from .perftest_parse import PerftestOutput, parse_perftest_runs
 
@@ -162,10 +160,9 @@ def _empty_topology(out: PerftestOutput) -> Topology:
                     machine=out.hostname or "perftest")
 
 
-def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR, topology: Topology | None = None,
-                    topology_file: str | None = None, ibstat_file: str | None = None,
-                    argv: list[str] | None = None, render: bool = True, console=None) -> ImportFolder:
-    """Read each output, find its port's rate (--ibstat, else --topo), write the run folder."""
+def parse_perftest(paths: list[str], topology: Topology | None = None, *, topology_file: str | None = None,
+                   ibstat_file: str | None = None) -> Imported:
+    """Read each output and find its port's rate (--ibstat, else --topo): what the run folder gets."""
     from .user_inputs import refuse_duplicates
 
     refuse_duplicates([Path(p) for p in paths if p != "-"], "the perftest output")
@@ -185,16 +182,32 @@ def import_perftest(paths: list[str], *, out_dir=None, base_dir=DEFAULT_BASE_DIR
                          "why": f"port rate unknown: {where} holds no NIC port (`nvidia-smi topo -m` text has "
                                 "none; a `gputopo scan --json` of the node has them)"}
     topo = topology or _empty_topology(outputs[0])
-    run_dir = import_run_dir(out_dir, base_dir, topo.machine or "perftest")
     options: dict[str, Any] = {"imported_from": list(paths), "topology_file": topology_file,
                                "ibstat_file": ibstat_file}
-    write_imported_run(run_dir, source="perftest", fabric="none", simulated=bool(topo.simulated), topology=topo,
-                       argv=argv if argv is not None else ["import", "perftest", *paths], options=options,
-                       measurements=(), document_name=IMPORTED_JSON, document={"imports": docs})
-    result = ImportFolder(run_dir=run_dir)
-    if render:
-        from gputopo.report.render import render_run
+    return Imported(topology=topo, measurements=[], imports=docs,
+                    not_read=[p for d in docs for p in d.get("problems") or []], source="perftest", fabric="none",
+                    options=options, parsed=outputs)
 
-        result.summary = render_run(run_dir, console=console)
-    return result
 
+IMPORTER = Importer(
+    name="perftest", parse=parse_perftest,
+    help="""Read linux-rdma/perftest bandwidth output (ib_write_bw, ib_read_bw, ib_send_bw; with or
+    without --use_cuda; `-` reads stdin), or its --out_json file, into a run folder. BW in MB/sec
+    (before perftest 24.07), MiB/sec (since; both 2^20 bytes/s) or Gb/sec (--report_gbits) is kept
+    as printed and as Gb/s. The largest message size's average is judged against the rate of the
+    port it ran on (perftest's error or the command line's -i; else port 1, said as assumed) from
+    --ibstat or --topo; without either it is stated, not judged. A failed run (memory
+    registration, completion errors, the peer not reached, the port down) is a finding saying what
+    it usually means.
+
+    \b
+    Examples:
+      ib_write_bw -d mlx5_0 -s 1M --report_gbits peer > bw.txt 2>&1
+      ibstat > ibstat.txt; gputopo import perftest bw.txt --ibstat ibstat.txt
+      ib_write_bw -d mlx5_0 --out_json --out_json_file=bw.json peer; gputopo import perftest bw.json
+    """,
+    options=(Option("--ibstat", "ibstat_file", "Saved `ibstat` (or `ibv_devinfo -v`) text of the node: the rate of the "
+                    "port perftest ran on, which its output does not print, so the bandwidth can be judged.",
+                    kind="file"),),
+    topo_help="`gputopo scan --json` of the node, with its NIC ports: the port's rate (as --ibstat).",
+)

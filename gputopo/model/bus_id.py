@@ -12,6 +12,8 @@ sysfs, ``lspci -D``                               ``0000:b4:00.0``            Pc
 NCCL busId (Init lines, ``0[1b000]``, MNNVL)      ``1b000``, ``0x1b000``      from_nccl
 nccl-tests rank lines                             ``0000:b4:00`` / ``0x1b``   from_nccl_tests
 nvbandwidth device lines (v0.5+)                  ``00000000:99:00``          from_nvbandwidth
+nvbandwidth / p2pBandwidthLatencyTest device      ``00000000:99:00`` / ``99`` from_matrix_output
+(as their parsers record it)
 p2pBandwidthLatencyTest ``Device:`` lines         ``pciBusID: 99`` (+ ids)    from_p2pbw
 kernel log NVRM lines (Xid, fallen off the bus)   ``PCI:0000:01:00``          from_xid
 ``torch.cuda.get_device_properties(d)``           three ints                  from_torch
@@ -204,6 +206,32 @@ def from_p2pbw(bus: str, device: Optional[str] = None, domain: Optional[str] = N
         return BusOnly(b)
     addr = PciAddress(int(domain.strip(), 16), b, int(device.strip(), 16), 0)
     return addr if addr.device <= 0x1F else None
+
+
+def from_matrix_output(printed: Optional[str]) -> Optional[Decoded]:
+    """A device's bus id as the nvbandwidth and p2pBandwidthLatencyTest parsers record it:
+    nvbandwidth's ``00000000:99:00`` (a topology's ``00000000:99:00.0`` too), or
+    p2pBandwidthLatencyTest's bare hex bus ``99`` (a :class:`BusOnly`); None for other text."""
+    if not printed:
+        return None
+    return from_nvbandwidth(printed) or from_p2pbw(printed.strip())
+
+
+def matrix_nvml_id(printed: Optional[str]) -> Optional[str]:
+    """A matrix tool's printed bus id (:func:`from_matrix_output`) in NVML's form,
+    ``00000000:99:00.0`` (a bus alone as device 0 of domain 0, :attr:`BusOnly.assumed`); other
+    text as printed, stripped; None for none."""
+    decoded = from_matrix_output(printed)
+    if decoded is None:
+        return printed.strip() if printed else None
+    return as_address(decoded).nvml
+
+
+def matrix_device_id(printed: Optional[str]) -> Optional[str]:
+    """The device a matrix tool's printed bus id (or a topology's) names, ``00000000:99:00``
+    (function left out; a bus alone as :attr:`BusOnly.assumed`); None for other text."""
+    decoded = from_matrix_output(printed)
+    return as_address(decoded).nvml_device if decoded is not None else None
 
 
 def from_xid(text: str) -> Optional[PciAddress]:

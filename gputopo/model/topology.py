@@ -8,7 +8,7 @@ NotAvailable or Failed value (see values.py) instead of data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .fabric import fabric_from_json, fabric_to_json
 from .health import health_from_json, health_to_json
@@ -221,6 +221,21 @@ class Topology:
 
 
 # ----------------------------------------------------------------------------- JSON
+
+
+def class_of(topo: Optional[Topology], gpus: Iterable[int]) -> Optional[LinkClass]:
+    """The link class of a pair, or the worst class among a group's pairs; None when unknown."""
+    gpus = sorted(set(gpus))
+    if topo is None or len(gpus) < 2:
+        return None
+    classes = []
+    for k, a in enumerate(gpus):
+        for b in gpus[k + 1:]:
+            try:
+                classes.append(topo.link_class(a, b))
+            except KeyError:
+                return None
+    return max(classes) if classes else None  # LinkClass orders best first: max = worst
 
 
 def _enc(obj: Any) -> Any:

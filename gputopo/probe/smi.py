@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from gputopo.errors import InputFileError, UsageError
+from gputopo.line_prefixes import strip_ansi
 from gputopo.model import (Gpu, HostInfo, LinkClass, Nic, NotAvailable, P2P_CAPS, P2P_STATUS_NAMES, Pair,
                            PcieLink, Topology)
 from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
@@ -64,7 +65,6 @@ __all__ = [
 
 #: The statuses `nvidia-smi topo -p2p` prints.
 P2P_STATUSES = tuple(P2P_STATUS_NAMES.values())
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GPU_LABEL_RE = re.compile(r"^GPU(\d+)$")
 #: Column names run together by a header whose tabs were lost ("GPU0GPU1GPU2GPU3mlx5_0").
 _GLUED_RE = re.compile(r"^GPU\d+(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_\d+)")
@@ -102,19 +102,13 @@ def decode_smi_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
-def strip_ansi(text: str) -> str:
-    """``text`` without the terminal escapes (``ESC[4m`` ... ``ESC[0m``) recent drivers put around
-    the `topo -m` header even when piped: the one pattern this parser strips them with, for any
-    reader of nvidia-smi's text (tools/gpu_check_compare.py compares the matrix lines with it)."""
-    return _ANSI_RE.sub("", text)
-
-
 def _split_lines(text: str) -> List[_Line]:
     if text.startswith("\ufeff"):
         text = text[1:]
     parts = text.split("\r") if ("\r" in text and "\n" not in text) else text.split("\n")
     out = []
     for no, raw in enumerate(parts, 1):
+        # the escapes recent drivers put around the `topo -m` header even when piped
         s = strip_ansi(raw.replace("\r", "")).replace("\xa0", " ").replace("\u200b", "")
         out.append(_Line(no, s))
     return _unpipe(out)

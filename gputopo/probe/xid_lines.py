@@ -296,7 +296,7 @@ def _fallen(read: KernelLogRead, bus: str, stamp: str, lineno: int, words: str) 
     read._fallen_only.add(key)
 
 
-def finish(read: KernelLogRead) -> KernelLogRead:
+def finish_read(read: KernelLogRead) -> KernelLogRead:
     """Count a no-number "fallen off the bus" once when the same bus also has its Xid 79 line."""
     for key in read._fallen_only:
         evs = read.events.get(key, [])
@@ -317,7 +317,7 @@ def read_kernel_log_lines(lines: Iterable[str], only_host: str | None = None) ->
     read = KernelLogRead(only_host=only_host)
     for lineno, raw in enumerate(lines, start=1):
         read_line(read, raw, lineno)
-    return finish(read)
+    return finish_read(read)
 
 
 def kernel_log_document(read: KernelLogRead, file: str) -> dict[str, Any]:

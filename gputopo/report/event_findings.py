@@ -14,7 +14,7 @@ from gputopo.model.finding_kinds import symptom
 
 from .why.causes import path_facts
 from .why.culprits import step_failure_cause
-from .expected import class_of
+from gputopo.model.topology import class_of
 from .numerics_findings import numerics_failure_findings
 from .run_folder import Run
 from .step_failures import step_failure_findings

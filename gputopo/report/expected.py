@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from gputopo.model import LinkClass, Topology, is_value
+from gputopo.model import Topology, is_value
 from gputopo.model.bandwidth import nvlink_gbps, pcie_gbps
 
 
@@ -59,21 +59,6 @@ def group_rate(topo: Optional[Topology], gpus: Iterable[int]) -> ExpectedRate:
     if len(gpus) == 2:
         return slowest
     return ExpectedRate(slowest.gbps, f"slowest pair link among GPUs {','.join(map(str, gpus))}: {slowest.basis}")
-
-
-def class_of(topo: Optional[Topology], gpus: Iterable[int]) -> Optional[LinkClass]:
-    """The link class of a pair, or the worst class among a group's pairs; None when unknown."""
-    gpus = sorted(set(gpus))
-    if topo is None or len(gpus) < 2:
-        return None
-    classes = []
-    for k, a in enumerate(gpus):
-        for b in gpus[k + 1:]:
-            try:
-                classes.append(topo.link_class(a, b))
-            except KeyError:
-                return None
-    return max(classes) if classes else None  # LinkClass orders best first: max = worst
 
 
 def _nvlink_rate(topo: Topology, i: int, j: int, links: int) -> ExpectedRate:

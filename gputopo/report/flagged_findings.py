@@ -127,8 +127,8 @@ def tool_flagged_findings(lines: Sequence[Dict[str, Any]], made: Iterable[Findin
 
 def run_flagged_lines(imported: Iterable[Dict[str, Any]], nccl_tests: Iterable[Dict[str, Any]],
                       nccl_debug: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Every flagged line a run folder's imports kept: imported.json's documents (nvbandwidth,
-    p2pBandwidthLatencyTest, perftest), nccl_tests.json's logs, nccl_debug.json."""
+    """Every flagged line a run folder's imports kept: imported.json's entries (nvbandwidth,
+    p2pBandwidthLatencyTest, perftest; the nccl-tests logs; the nccl-debug log's)."""
     out: List[Dict[str, Any]] = []
     for doc in list(imported) + list(nccl_tests) + ([nccl_debug] if nccl_debug else []):
         if isinstance(doc, dict):

@@ -17,7 +17,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from gputopo.model import Measurement, Topology
 
-from .expected import ExpectedRate, class_of, gpu_pcie_rate, group_rate, pair_rate
+from gputopo.model.topology import class_of
+
+from .expected import ExpectedRate, gpu_pcie_rate, group_rate, pair_rate
 from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_latency
 
 #: Sizes below this measure latency more than bandwidth; no headline is taken from them.

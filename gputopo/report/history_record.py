@@ -143,7 +143,7 @@ def _fraction(v: Any) -> str:
     return f"{v:.0%}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
 
 
-def history_lines(record: HistoryRecord) -> List[str]:
+def history_points_lines(record: HistoryRecord) -> List[str]:
     """The report's "Against this machine's history" points, plain text."""
     d = record.doc
     drift = record.table("drift")

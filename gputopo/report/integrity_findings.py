@@ -17,7 +17,7 @@ from gputopo.model import Finding, Topology
 from gputopo.model.flagged_lines import TOOL_LINES
 
 from .why.causes import collective_broken, path_facts, peer_path_broken, staged_path_broken
-from .expected import class_of
+from gputopo.model.topology import class_of
 
 
 def with_causes(found: List[Finding], topo: Optional[Topology]) -> List[Finding]:

@@ -245,7 +245,7 @@ def outlier_findings(groups: List[LikeGroup], topo: Optional[Topology]) -> List[
     return out
 
 
-def group_findings(groups: List[LikeGroup], topo: Optional[Topology], said: set) -> List[Finding]:
+def slow_group_findings(groups: List[LikeGroup], topo: Optional[Topology], said: set) -> List[Finding]:
     """One ``slow-gpu-group`` per set of GPUs (its worst like group), unless what it says is said
     already (``said``: the GPU tuples of earlier speed warnings, the kind table's ``symptom``
     ``speed``: ``slow``, ``outlier``, ``p2p-slower-than-staged``): every pair
@@ -312,4 +312,4 @@ def like_gpu_findings(heads: List[Headline], topo: Optional[Topology], said: Opt
     groups = like_groups(heads, topo)
     outliers = outlier_findings(groups, topo)
     pairs_said = set(said or set()) | {tuple(sorted(f.gpus)) for f in outliers if f.gpus}
-    return outliers + group_findings(groups, topo, pairs_said)
+    return outliers + slow_group_findings(groups, topo, pairs_said)

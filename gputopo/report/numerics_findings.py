@@ -20,7 +20,7 @@ from gputopo.numerics.result import OTHER_WAY, WAY_NAMES, record_gpus
 from gputopo.numerics.verdict import BAD_VERDICTS, FAILED_VERDICTS
 
 from .why.causes import REMEDY_AVOID, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_NCCL_P2P, path_facts, peer_path_broken
-from .expected import class_of
+from gputopo.model.topology import class_of
 from .numerics_record import record_finding
 
 

@@ -31,7 +31,7 @@ from gputopo.model.finding import gpu_ranges
 from gputopo.model.peer_access import (PEER_FILTERED_TESTCASES, UNNAMED_WAIVER, board_wired,
                                        peer_to_peer_off_by_design)
 
-from .expected import class_of
+from gputopo.model.topology import class_of
 from .import_numbering import numbering_of
 from .run_folder import Run
 

@@ -7,7 +7,7 @@ part in and the section of the findings list its findings go to. One loop, :func
 the registry for each judgement:
 
 - ``run``: a run folder, written by `gputopo bench` or by `gputopo import <tool>` (every tool's
-  import is a run folder: imported.json, nccl_debug.json, kernel_log.json, measurements.jsonl),
+  import is a run folder: imported.json's entries by tool, measurements.jsonl),
   read again by `report`, `check`, `diff`, `place --run` (report/analysis.py);
 - ``scan``: a machine's topology alone (`gputopo scan`, `place`, `export`);
 - ``nccl-debug``: an NCCL_DEBUG log read on its own (`gputopo import nccl-debug --json`);
@@ -60,10 +60,10 @@ FACTS: Dict[str, str] = {
     "measurements": "measurements.jsonl: timed transfers, their wrong-element counts and samples",
     "numerics": "numerics.jsonl: the training numerics of each pair (DataParallel, DDP, one GPU)",
     "events": "events.jsonl: the steps that hung or crashed, and findings a writer recorded",
-    "nccl-tests": "imported nccl-tests logs (their out-of-bounds counts)",
-    "imported": "imported.json: what an import of nvbandwidth, p2pBandwidthLatencyTest or perftest read",
-    "nccl-debug": "nccl_debug.json: what an imported NCCL_DEBUG log says the job did",
-    "kernel-log": "kernel_log.json: an imported kernel log's NVIDIA driver lines",
+    "nccl-tests": "imported.json's nccl-tests (and rccl-tests) logs (their out-of-bounds counts)",
+    "imported": "imported.json: what an import of nvbandwidth, p2pBandwidthLatencyTest, perftest or ibstat read",
+    "nccl-debug": "imported.json's nccl-debug entry: what an imported NCCL_DEBUG log says the job did",
+    "kernel-log": "imported.json's kernel-log entry: an imported kernel log's NVIDIA driver lines",
     "run-folder": "the run folder's own state: files cut, lines unread, a run that did not finish",
     "cluster": "a cluster run's outcome: its rounds' groups, the ranks lost, the slow threshold",
     "fingerprints": "each cluster node's fingerprint (GPUs, driver, links) and its ranks",

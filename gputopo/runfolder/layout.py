@@ -28,14 +28,23 @@ LOCK_FILE = ".gputopo.lock"
 ERROR_TXT = "error.txt"
 
 # -- what an import keeps beside its measurements
-#: Per-log facts of imported nccl-tests output (avg bus bandwidth as printed, ...).
-NCCL_TESTS_JSON = "nccl_tests.json"
-#: NCCL's transport per pair imported from a job's NCCL_DEBUG=INFO log (import nccl-debug).
-NCCL_DEBUG_JSON = "nccl_debug.json"
-#: Per-file facts of imported nvbandwidth / p2pBandwidthLatencyTest outputs (matrices as
-#: printed, failed testcases, what could not be read).
+#: What every import read, one document shape for every tool: ``{"schema_version": N, "imports":
+#: [{"tool": ..., ...}, ...]}``, one entry per file, log or run the tool's output held (an
+#: nvbandwidth / p2pBandwidthLatencyTest output's matrices, a perftest run, ibstat's ports, an
+#: nccl-tests log, a kernel log's driver lines, an NCCL_DEBUG log's transports). `import
+#: nccl-debug --into` adds its entry to the folder it attaches to.
 IMPORTED_JSON = "imported.json"
-#: What an imported kernel log held and which of its lines could not be read (import kernel-log).
+#: The ``tool`` of the entries the report reads by tool (the others are judged by import_findings
+#: and its kin: "nvbandwidth", "p2pBandwidthLatencyTest", "perftest", "ibstat").
+NCCL_TESTS_TOOL = "nccl-tests"
+#: The tools whose logs `import nccl-tests` reads, as each log names the one that printed it.
+NCCL_TESTS_TOOLS = (NCCL_TESTS_TOOL, "rccl-tests")
+NCCL_DEBUG_TOOL = "nccl-debug"
+KERNEL_LOG_TOOL = "kernel-log"
+#: Where folders imported before that one shape kept them (read, never written now):
+#: nccl_tests.json's ``logs``, nccl_debug.json and kernel_log.json, each read as its tool's entries.
+NCCL_TESTS_JSON = "nccl_tests.json"
+NCCL_DEBUG_JSON = "nccl_debug.json"
 KERNEL_LOG_JSON = "kernel_log.json"
 
 #: What the machine's history said when the run was recorded (docs/history.md).

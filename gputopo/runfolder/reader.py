@@ -27,9 +27,9 @@ from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
 from gputopo.model.step_failure import STEP_FAILED, StepFailure
 
-from .layout import (EVENTS_JSONL, HISTORY_FINDINGS_JSON, IMPORTED_JSON, KERNEL_LOG_JSON, MEASUREMENTS_JSONL,
-                     NCCL_DEBUG_JSON, NCCL_TESTS_JSON, NUMERICS_JSONL, READABLE_SCHEMA_VERSIONS, RUN_JSON,
-                     TOPOLOGY_JSON)
+from .layout import (EVENTS_JSONL, HISTORY_FINDINGS_JSON, IMPORTED_JSON, KERNEL_LOG_JSON, KERNEL_LOG_TOOL,
+                     MEASUREMENTS_JSONL, NCCL_DEBUG_JSON, NCCL_DEBUG_TOOL, NCCL_TESTS_JSON, NCCL_TESTS_TOOL, NCCL_TESTS_TOOLS,
+                     NUMERICS_JSONL, READABLE_SCHEMA_VERSIONS, RUN_JSON, TOPOLOGY_JSON)
 
 Pair = Tuple[int, int]
 
@@ -225,11 +225,32 @@ def event_finding_problem(rec: Mapping[str, Any]) -> Optional[str]:
 
 
 def nccl_tests_logs(doc: Mapping[str, Any], path) -> List[Dict[str, Any]]:
-    """The ``logs`` of nccl_tests.json: a list of objects, else the file is refused."""
+    """The ``logs`` of nccl_tests.json (a folder imported before imported.json held every tool):
+    a list of objects, else the file is refused."""
     logs = doc.get("logs", [])
     if not isinstance(logs, list) or not all(isinstance(x, dict) for x in logs):
         raise InputFileError(path, "\"logs\" must be a list of objects (one per imported nccl-tests log)")
     return logs
+
+
+def read_imports(path: Path) -> List[Dict[str, Any]]:
+    """Every import's entries, each naming its ``tool``: imported.json's ``imports``, then what a
+    folder imported before that one shape kept in a file of its tool (nccl_tests.json's ``logs``,
+    nccl_debug.json, kernel_log.json), read into the same entries. InputFileError on a file that is
+    not JSON, of a schema this gputopo does not read, or of the wrong shape."""
+    imports: List[Dict[str, Any]] = []
+    if (path / IMPORTED_JSON).exists():
+        doc = read_json(path / IMPORTED_JSON)
+        check_schema(doc, path / IMPORTED_JSON)
+        imports = [d for d in doc.get("imports") or [] if isinstance(d, dict)]
+    if (path / NCCL_TESTS_JSON).exists():
+        doc = read_json(path / NCCL_TESTS_JSON)
+        check_schema(doc, path / NCCL_TESTS_JSON)
+        imports += [{"tool": NCCL_TESTS_TOOL, **log} for log in nccl_tests_logs(doc, path / NCCL_TESTS_JSON)]
+    for name, tool in ((NCCL_DEBUG_JSON, NCCL_DEBUG_TOOL), (KERNEL_LOG_JSON, KERNEL_LOG_TOOL)):
+        if (path / name).exists():
+            imports.append({"tool": tool, **read_json(path / name)})
+    return imports
 
 
 def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dict[str, Any]]:
@@ -310,9 +331,10 @@ class RunFolder:
     step_failures: List[StepFailure] = field(default_factory=list)
     events: List[Dict[str, Any]] = field(default_factory=list)
     numerics: List[Dict[str, Any]] = field(default_factory=list)
-    nccl_tests: List[Dict[str, Any]] = field(default_factory=list)
-    nccl_debug: Dict[str, Any] = field(default_factory=dict)  # nccl_debug.json, when imported
-    imported: List[Dict[str, Any]] = field(default_factory=list)  # imported.json's "imports"
+    #: What every import kept (imported.json's ``imports``, each entry naming its ``tool``; a
+    #: folder imported before that shape: nccl_tests.json, nccl_debug.json, kernel_log.json read
+    #: into the same entries, read_imports). The report reads them by tool through the views below.
+    imports: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     #: Each line skipped, as read ("measurements.jsonl:4: skipped, not a measurement (...)"),
     #: before the notes fold them into one per file: diff and resume refuse to go on without them.
@@ -322,9 +344,29 @@ class RunFolder:
     damaged: List[str] = field(default_factory=list)
     #: Measurement lines that repeat an earlier one exactly (dropped).
     doubled: int = 0
-    kernel_log: Optional[Dict[str, Any]] = None  # kernel_log.json, when imported
     #: history_findings.json as written (None: never recorded, e.g. --no-history)
     history_doc: Optional[Dict[str, Any]] = None
+
+    @property
+    def nccl_tests(self) -> List[Dict[str, Any]]:
+        """The imported nccl-tests (or rccl-tests) logs, one entry each (``tool`` the one that printed it)."""
+        return [d for d in self.imports if d.get("tool") in NCCL_TESTS_TOOLS]
+
+    @property
+    def nccl_debug(self) -> Dict[str, Any]:
+        """What an imported NCCL_DEBUG log said ({} when none was imported)."""
+        return next((d for d in self.imports if d.get("tool") == NCCL_DEBUG_TOOL), {})
+
+    @property
+    def kernel_log(self) -> Optional[Dict[str, Any]]:
+        """What an imported kernel log held beyond its Xid events (None when none was imported)."""
+        return next((d for d in self.imports if d.get("tool") == KERNEL_LOG_TOOL), None)
+
+    @property
+    def imported(self) -> List[Dict[str, Any]]:
+        """The imports of the tools judged by import_findings and its kin (nvbandwidth,
+        p2pBandwidthLatencyTest, perftest, ibstat): every entry but the three above."""
+        return [d for d in self.imports if d.get("tool") not in (*NCCL_TESTS_TOOLS, NCCL_DEBUG_TOOL, KERNEL_LOG_TOOL)]
 
     @property
     def simulated(self) -> bool:
@@ -419,18 +461,8 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
             continue
         numerics.append(rec)
     numerics = latest_numerics(numerics, notes)
-    nccl = []
-    if (path / NCCL_TESTS_JSON).exists():
-        doc = read_json(path / NCCL_TESTS_JSON)
-        check_schema(doc, path / NCCL_TESTS_JSON)
-        nccl = nccl_tests_logs(doc, path / NCCL_TESTS_JSON)
-    nccl_debug = read_json(path / NCCL_DEBUG_JSON) if (path / NCCL_DEBUG_JSON).exists() else {}
-    imported: List[Dict[str, Any]] = []
-    if (path / IMPORTED_JSON).exists():
-        doc = read_json(path / IMPORTED_JSON)
-        check_schema(doc, path / IMPORTED_JSON)
-        imported = [d for d in doc.get("imports") or [] if isinstance(d, dict)]
-    kernel = read_json(path / KERNEL_LOG_JSON) if (path / KERNEL_LOG_JSON).exists() else None
+    imports = read_imports(path)
+    kernel = next((d for d in imports if d.get("tool") == KERNEL_LOG_TOOL), None)
     history_doc = None
     if (path / HISTORY_FINDINGS_JSON).exists():
         history_doc = read_json(path / HISTORY_FINDINGS_JSON)
@@ -446,6 +478,6 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
         damaged.append(f"{MEASUREMENTS_JSONL}: {doubled} line(s) repeat an earlier measurement exactly "
                        "(the same results appended twice): counted once")
     return RunFolder(path=path, info=info, topology=topo, measurements=measurements,
-                     event_findings=event_findings, step_failures=step_failures, events=events, numerics=numerics, nccl_tests=nccl,
-                     nccl_debug=nccl_debug, imported=imported, notes=notes, skipped_lines=skipped_lines,
-                     damaged=damaged, doubled=doubled, kernel_log=kernel, history_doc=history_doc)
+                     event_findings=event_findings, step_failures=step_failures, events=events, numerics=numerics, imports=imports,
+                     notes=notes, skipped_lines=skipped_lines, damaged=damaged, doubled=doubled,
+                     history_doc=history_doc)

@@ -57,7 +57,7 @@ from gputopo.model.cpu_list import cpu_list_problem, numa_node_problem
 from gputopo.model.linkclass import PCIE_KINDS, LinkClass
 from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 
-from .fabric import FABRIC_KEYS, parse_fabric
+from .fabric import FABRIC_KEYS, gpu_fabric_desc
 from .gpu_models import GENERIC, MODEL_KEYS, GpuModel, find_model
 from .health import HEALTH_KEYS, parse_health
 from .nics import parse_nics
@@ -812,7 +812,7 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
                             pcie_width_healthy=width_cur,
                             nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
                             health=parse_health(ctx, spec, where, name), model=model_key,
-                            fabric=parse_fabric(ctx, spec, where, model, nvswitch)))
+                            fabric=gpu_fabric_desc(ctx, spec, where, model, nvswitch)))
     check_unique_uuids(ctx, [(g.uuid, ("gpu", g.index, "uuid")) for g in gpus])
     return gpus, specs
 

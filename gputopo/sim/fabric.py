@@ -86,7 +86,7 @@ class FabricDesc:
     health_mask: int = 0
 
 
-def parse_fabric(ctx, spec: Dict[str, Any], where, model, nvswitch: bool) -> Optional[FabricDesc]:
+def gpu_fabric_desc(ctx, spec: Dict[str, Any], where, model, nvswitch: bool) -> Optional[FabricDesc]:
     """The FabricDesc of one GPU from its merged description entry (see the module docstring
     for the default); ``where(key)`` gives the key path for error messages."""
     hopper = (model.nvlink_version or 0) >= 4

@@ -94,8 +94,8 @@ def test_an_impossible_nccl_tests_row_is_invalid_data_and_fails_a_gate(tmp_path)
     run = tmp_path / "imp"
     proc = gputopo_here("import", "nccl-tests", log, "--out", run)
     assert proc.returncode in (0, 1), proc.stderr
-    doc = json.loads((run / "nccl_tests.json").read_text())
-    problems = [p for lg in doc["logs"] for p in lg.get("problems") or []]
+    doc = json.loads((run / "imported.json").read_text())
+    problems = [p for lg in doc["imports"] if lg["tool"] in ("nccl-tests", "rccl-tests") for p in lg.get("problems") or []]
     assert any("impossible values" in p and "algbw 9.17" in p for p in problems), problems
     report = gputopo_here("report", run, "--json")
     kinds = {f["kind"] for f in json.loads(report.stdout)["findings"]}

@@ -158,16 +158,16 @@ def test_a_bad_clock_in_a_description_names_the_key(tmp_path):
 
 
 def test_check_history_rule_is_skipped_without_a_baseline_and_fails_when_strict(tmp_path):
-    from gputopo.check.history_rule import history_outcomes
+    from gputopo.check.history_rule import drift_outcomes
     from gputopo.check.spec import parse_spec
 
     spec = parse_spec({"history": {"baseline_fraction": 0.9}})
     assert spec.history_fraction == 0.9 and spec.history_runs == 5
-    (o,) = history_outcomes(spec, [], 0)
+    (o,) = drift_outcomes(spec, [], 0)
     assert o.status == "skipped" and "no baseline" in o.message
     strict = parse_spec({"strict": True, "history": {}})
     assert strict.history_fraction == 0.8
-    assert history_outcomes(strict, [], 0)[0].status == "failed"
+    assert drift_outcomes(strict, [], 0)[0].status == "failed"
     from gputopo.errors import InputFileError
 
     with pytest.raises(InputFileError, match="history.baseline_fraction"):

@@ -57,7 +57,7 @@ def test_scan_kernel_log_says_what_import_says(log, tmp_path):
                               env=env)
     assert rc == 0, err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    doc = json.loads((tmp_path / "run" / "kernel_log.json").read_text())
+    doc = json.loads((tmp_path / "run" / "imported.json").read_text())["imports"][0]
     machine = _machine(tmp_path, doc["gpus"])
     rc, out, err = gputopo_here("scan", "--sim", str(machine), "--kernel-log", str(log), "--json", "--no-history",
                                 env=env)
@@ -68,7 +68,7 @@ def test_scan_kernel_log_says_what_import_says(log, tmp_path):
     assert scan["kernel_log_notes"] == [n for n in summary.get("notes", []) if n.startswith("kernel log: ")]
     facts = scan["host"]["kernel_log_facts"]
     assert {k: v for k, v in facts.items() if k != "file"} == \
-        {k: v for k, v in doc.items() if k not in ("file", "schema_version")}
+        {k: v for k, v in doc.items() if k not in ("file", "schema_version", "tool")}
 
 
 def test_scan_health_cell_names_a_gpu_the_driver_could_not_initialise(tmp_path):

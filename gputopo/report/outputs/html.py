@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 from typing import List, Sequence
 
-from gputopo.report.history_record import history_lines
+from gputopo.report.history_record import history_points_lines
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -162,7 +162,7 @@ def render_html(summary: Summary, plots: Sequence[Plot] = ()) -> str:
         parts.append("<p>No findings.</p>")
     if summary.run.history is not None:
         parts.append('<h2 id="history">Against this machine\'s history</h2><ul>'
-                     + "".join(f"<li>{escape(h)}</li>" for h in history_lines(summary.run.history)) + "</ul>")
+                     + "".join(f"<li>{escape(h)}</li>" for h in history_points_lines(summary.run.history)) + "</ul>")
     if plots:
         parts.append('<h2>Plots</h2><div class="plots">')
         parts += [_img(p) for p in plots]

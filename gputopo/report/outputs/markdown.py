@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import List, Sequence
 
-from gputopo.report.history_record import history_lines
+from gputopo.report.history_record import history_points_lines
 from gputopo.report.summary import Summary
 
 from .bridge_names import BridgeNamer
@@ -85,7 +85,7 @@ def render_markdown(summary: Summary, plots: Sequence[Plot] = ()) -> str:
         lines += ["No findings.", ""]
     if summary.run.history is not None:
         lines += ["## Against this machine's history", ""]
-        lines += [f"- {h}" for h in history_lines(summary.run.history)] + [""]
+        lines += [f"- {h}" for h in history_points_lines(summary.run.history)] + [""]
     if plots:
         lines += ["## Plots", ""]
         for p in plots:

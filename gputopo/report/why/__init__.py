@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from gputopo.model import Finding, Measurement, Topology
 
-from .localise import finish, localise, mark_explained
+from .localise import with_explained, localise, mark_explained
 
 
 def explain_findings(findings: List[Finding], topo: Optional[Topology], measurements: List[Measurement],
@@ -30,4 +30,4 @@ def explain_findings(findings: List[Finding], topo: Optional[Topology], measurem
     """``findings``, each marked with the culprits that explain it (``evidence.explained_by``),
     followed by the culprits, each with the findings it explains (``evidence.explains``)."""
     culprits = localise(findings, topo, measurements, numerics)
-    return mark_explained(findings, culprits) + finish(culprits)
+    return mark_explained(findings, culprits) + with_explained(culprits)

@@ -41,7 +41,7 @@ def gpu_fault(family, g, pairs, fs, own, classes, partners, all_measured) -> Fin
     staged_bad = bool(own) or any(t.get("path") == "staged" for f in fs for t in (f.evidence or {}).get("tests", {}).values())
     staged_ok = any("p2p.staged" in (f.evidence or {}).get("clean_tests", []) for f in fs)
     where = f"{'all ' if all_measured else ''}{len(pairs)} of its pairs" + (f" over {', '.join(classes)}" if classes else "")
-    reasoning = [f"every bad pair of this kind has GPU {g}: {pairs_text(pairs)}",
+    reasoning = [f"every bad pair of this kind has GPU {g}: {pair_list_text(pairs)}",
                  ("all of GPU {g}'s measured pairs are bad" if all_measured else
                   f"GPU {g} is the one GPU its failed pairs share").format(g=g),
                  f"its partners {gpu_ranges(partners)} are fine with the other GPUs"]
@@ -150,7 +150,7 @@ def figures_text(mine: Dict[Pair, List[Finding]]) -> str:
         groups.setdefault(unit or "", []).append((p, ratio))
     parts = []
     for unit, items in groups.items():
-        text = pairs_text([p for p, _ in items])
+        text = pair_list_text([p for p, _ in items])
         ratios = sorted(r for _, r in items if r is not None)
         if ratios:
             lo, hi = f"{ratios[0]:.0%}", f"{ratios[-1]:.0%}"
@@ -159,7 +159,7 @@ def figures_text(mine: Dict[Pair, List[Finding]]) -> str:
     return ", ".join(parts)
 
 
-def pairs_text(pairs) -> str:
+def pair_list_text(pairs) -> str:
     return " ".join(f"{a},{b}" for a, b in pairs)
 
 
@@ -167,7 +167,7 @@ def symptom_verb(family: str) -> str:
     return {"data": "corrupting data", "failure": "failing (hangs/crashes)", "speed": "slow"}[family]
 
 
-def rank(lc: str):
+def class_rank(lc: str):
     try:
         return LinkClass.parse(lc).rank
     except ValueError:

@@ -36,7 +36,7 @@ from gputopo.model.finding_kinds import family as family_of
 
 from .causes import REMEDY_AVOID, REMEDY_GPU_HEALTH, REMEDY_NVLINK, path_facts, peer_path_broken
 from .culprits import (figures_text, gpu_fault, killed, killed_finding, link_fault, machine_wide, made,
-                       pairs_text, rank, staged_only, symptom_verb, symptoms, width_text)
+                       pair_list_text, class_rank, staged_only, symptom_verb, symptoms, width_text)
 from ..pairs import gpu_finding_touches
 
 # The kinds this module adds are the table's ``culprit`` kinds; the symptom families it localises
@@ -70,7 +70,7 @@ def _hardware_symptom(f: Finding) -> bool:
     return not (f.kind == "crash" and killed(f))
 
 
-def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict],
+def evidence_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict],
                    findings: Iterable[Finding]) -> Dict[str, Set[Pair]]:
     """Pairs with evidence for each symptom family: data and failures wherever anything ran;
     speed where a GPU link's timing was measured (not the cpu fabric)."""
@@ -90,7 +90,7 @@ def measured_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict]
     return {"data": ran, "failure": ran | failed, "speed": timed}
 
 
-def pair_classes(topo: Optional[Topology], measurements: Iterable[Measurement],
+def class_by_pair(topo: Optional[Topology], measurements: Iterable[Measurement],
                  findings: Iterable[Finding]) -> Dict[Pair, str]:
     """Each pair's link class: the topology's, else what its measurements or findings recorded."""
     out: Dict[Pair, str] = {}
@@ -110,8 +110,8 @@ def pair_classes(topo: Optional[Topology], measurements: Iterable[Measurement],
 def localise(findings: List[Finding], topo: Optional[Topology], measurements: List[Measurement],
              numerics: List[dict]) -> List[Finding]:
     """The localised findings for ``findings`` (the analysis' per-pair and scan findings)."""
-    measured = measured_pairs(measurements, numerics, findings)
-    classes = pair_classes(topo, measurements, findings)
+    measured = evidence_pairs(measurements, numerics, findings)
+    classes = class_by_pair(topo, measurements, findings)
     out: List[Finding] = [killed_finding(f) for f in findings
                           if f.kind == "crash" and f.severity == "error" and killed(f)]
     for family in SYMPTOM_FAMILIES:
@@ -138,7 +138,7 @@ def mark_explained(findings: List[Finding], localised: List[Finding]) -> List[Fi
     return out
 
 
-def finish(localised: List[Finding]) -> List[Finding]:
+def with_explained(localised: List[Finding]) -> List[Finding]:
     """The localised findings with their explained findings as JSON (``evidence.explains``)."""
     out = []
     for lf in localised:
@@ -201,7 +201,7 @@ def _chains(left: Dict[Pair, List[Finding]], findings: List[Finding], topo) -> L
                          f"{'are' if len(mine) > 1 else 'is'} slow because of it, not because of the link between the GPUs",
                          [g], None, [s] + [f for fs in mine.values() for f in fs],
                          ["the scan found this GPU's own link in a degraded state: " + s.message,
-                          f"the slow pairs are the ones whose traffic uses that link: {pairs_text(sorted(mine))}"],
+                          f"the slow pairs are the ones whose traffic uses that link: {pair_list_text(sorted(mine))}"],
                          culprit="gpu-pcie-link" if s.kind == "pcie-downgraded" else "gpu-nvlinks",
                          cause=s.cause, remedies=list(s.remedies) or [REMEDY_NVLINK]))
         for p in mine:
@@ -219,7 +219,7 @@ def _fully_bad_classes(bad, measured: Set[Pair], classes: Dict[Pair, str]) -> Li
         by_class[classes[p]].append(p)
     return sorted((lc for lc, ps in by_class.items()
                    if len(ps) >= 2 and all(p in bad for p in ps)
-                   and not set.intersection(*(set(p) for p in ps))), key=rank)
+                   and not set.intersection(*(set(p) for p in ps))), key=class_rank)
 
 
 def _classes(family, left, bad, measured, findings, topo, classes) -> List[Finding]:
@@ -237,7 +237,7 @@ def _classes(family, left, bad, measured, findings, topo, classes) -> List[Findi
     if pcie:
         groups.append(pcie)
     out = []
-    fine = sorted({lc for lc, ps in by_class.items() if lc not in full and not all(p in bad for p in ps)}, key=rank)
+    fine = sorted({lc for lc, ps in by_class.items() if lc not in full and not all(p in bad for p in ps)}, key=class_rank)
     for group in groups:
         pairs = sorted(p for lc in group for p in by_class[lc])
         fs = [f for p in pairs for f in bad[p]]
@@ -293,7 +293,7 @@ def _gpus(family, left, bad, measured, findings, topo, in_bad_class=frozenset())
         mine = sorted(by_gpu[g])
         fs = [f for p in mine for f in bad[p]]
         own = [f for f in findings if f.kind == "corrupt" and f.gpus == [g]] if family == "data" else []
-        classes = sorted({f.link_class for f in fs if f.link_class}, key=rank)
+        classes = sorted({f.link_class for f in fs if f.link_class}, key=class_rank)
         partners = sorted({x for p in mine for x in p if x != g})
         all_measured = all(p in bad for p in by_gpu[g])
         out.append(gpu_fault(family, g, mine, fs + own, own, classes, partners, all_measured))

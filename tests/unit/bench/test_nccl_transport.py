@@ -124,7 +124,7 @@ def test_import_into_a_run_says_why_ddp_survived(tmp_path):
     rc, out, err = gputopo_here("import", "nccl-debug", DATA / "ddp_shm_and_cumem_seed.log", "--into", run)
     assert rc == 0, err
     assert "SHM/direct/direct" in out and "P2P/CUMEM/read" in out
-    doc = json.loads((run / "nccl_debug.json").read_text())
+    doc = json.loads((run / "imported.json").read_text())["imports"][0]
     by_gpus = {tuple(p["gpus"]): p for p in doc["pairs"]}
     assert by_gpus[(5, 6)]["kind"] == "SHM" and by_gpus[(6, 7)]["kind"] == "P2P"
     assert by_gpus[(5, 6)]["matched_by"] == ["bus id"]
@@ -163,12 +163,12 @@ def test_import_errors(tmp_path):
     run = write_run(tmp_path / "run")
     rc, _, err = gputopo_here("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
     assert rc == 2 and "host(s) task272117-mq5ss are not host seed of run" in err
-    assert len(err.strip().splitlines()) == 1 and not (run / "nccl_debug.json").exists()
+    assert len(err.strip().splitlines()) == 1 and not (run / "imported.json").exists()
     topo = seed_topology(set())
     topo.host.hostname = "task272117-mq5ss"  # the right host, but none of its GPUs' bus ids
     run = write_run(tmp_path / "run2", topo=topo)
     rc, _, err = gputopo_here("import", "nccl-debug", DATA / "p2p_ipc_read_busid_nccl743.log", "--into", run)
-    assert rc == 2 and "none of the 3 GPU pair(s)" in err and not (run / "nccl_debug.json").exists()
+    assert rc == 2 and "none of the 3 GPU pair(s)" in err and not (run / "imported.json").exists()
 
 
 def test_import_without_run_prints_pairs_as_json():

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputopo.export.cache import ScanCache
 from gputopo.export.server import make_server, parse_listen
-from gputopo.export.sources import history_reader, judge
+from gputopo.export.sources import history_reader, scan_findings_of
 from gputopo.sim.description import load_description
 from gputopo.sim.scan import scan_description
 from helpers.cli import gputopo_here
@@ -59,7 +59,7 @@ def serve():
     servers = []
 
     def start(scanner, interval_s=60.0, history=None):
-        cache = ScanCache(scanner, judge, history_reader(history), interval_s)
+        cache = ScanCache(scanner, scan_findings_of, history_reader(history), interval_s)
         srv = make_server(cache, "127.0.0.1", 0)
         t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         t.start()
@@ -170,7 +170,7 @@ def test_a_scan_that_fails_whole_keeps_the_last_result():
         return good()
 
     clock = [1000.0]
-    cache = ScanCache(scan, judge, history_reader(None), 10.0, clock=lambda: clock[0])
+    cache = ScanCache(scan, scan_findings_of, history_reader(None), 10.0, clock=lambda: clock[0])
     first = cache.current()
     state["fail"] = True
     clock[0] += 5

@@ -11,8 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from gputopo.importers.nvbandwidth_import import import_nvbandwidth
-from gputopo.importers.p2pbw_import import import_p2pbw
+from gputopo.importers.run import run_import
 from gputopo.importers.user_inputs import load_topo_file
 from gputopo.model.topology import topology_to_json
 from helpers.cli import gputopo_here
@@ -47,7 +46,7 @@ def test_p2pbw_devices_out_of_bus_order_are_matched_by_bus_order(tmp_path):
     """nvidia-smi topo -m (no bus ids): GPU0-1 and GPU2-3 NODE, SYS across. CUDA devices 0 and 1
     of the reordered output are nvidia-smi GPUs 0 and 2 (SYS), not GPUs 0 and 1 (NODE): the
     measurement is of pair 0,2 and gets SYS (before: pair 0,1, NODE, another pair's link)."""
-    res = import_p2pbw([str(_stelline_reordered(tmp_path))], out_dir=tmp_path / "run",
+    res = run_import("p2pbw", [str(_stelline_reordered(tmp_path))], out_dir=tmp_path / "run",
                        topology=load_topo_file(str(STELLINE_TOPO)), topology_file=str(STELLINE_TOPO))
     ms, summary = _run(res.run_dir)
     (m,) = [m for m in ms if m["test"] == "p2p.copy" and m["extra"]["cell"] == [0, 1]]
@@ -134,7 +133,7 @@ def test_nvbandwidth_bus_ids_out_of_order_and_one_missing_get_no_link_class(tmp_
 def test_nvbandwidth_one_bus_id_twice_gets_no_link_class(tmp_path):
     """WRITTEN: two device lines with one bus id: which GPU is which cannot be told."""
     p, t = _a6000(tmp_path, A6000_BUSES[:5] + ["01"])
-    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(t)),
+    res = run_import("nvbandwidth", [str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(t)),
                              topology_file=str(t))
     ms, summary = _run(res.run_dir)
     assert all(m["link_class"] is None for m in ms)

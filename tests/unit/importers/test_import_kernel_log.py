@@ -9,7 +9,8 @@ import json
 import pytest
 
 from gputopo.cli.main import main
-from gputopo.importers.kernel_log_import import import_kernel_log, read_kernel_log_file
+from gputopo.importers.kernel_log_import import read_kernel_log_file
+from gputopo.importers.run import run_import
 from gputopo.probe.xid_lines import FALLEN_TEXT, read_kernel_log_lines
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
@@ -26,7 +27,7 @@ def _events(name):
 
 
 def _findings(tmp_path, name):
-    res = import_kernel_log(str(XID / name), out_dir=tmp_path / "run", render=False)
+    res = run_import("kernel-log", str(XID / name), out_dir=tmp_path / "run", render=False)
     run = load_run(res.run_dir)
     return run, analyze(run).findings
 
@@ -137,7 +138,7 @@ def test_cli_import_prints_verdict_and_writes_run(tmp_path, capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "verdict: broken" in out and "Xid 79" in out
-    doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
+    doc = json.loads((tmp_path / "r" / "imported.json").read_text())["imports"][0]
     assert doc["gpus"] == ["0000:b3:00"] and doc["xid_events"] == 1 and doc["problems"] == []
 
 
@@ -191,7 +192,7 @@ def test_stdin_as_a_user_pipes_it(tmp_path):
     log = (XID / "bumblebee-677_xid32_xid31.txt").read_bytes()
     proc = gputopo_here("import", "kernel-log", "-", "--out", tmp_path / "r", input=log)
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads((tmp_path / "r" / "kernel_log.json").read_text())
+    doc = json.loads((tmp_path / "r" / "imported.json").read_text())["imports"][0]
     assert doc["file"] == "<stdin>" and doc["xid_events"] == 3 and doc["gpus"] == ["0000:01:00"]
 
 
@@ -208,7 +209,7 @@ def test_a_log_of_several_hosts_needs_host(tmp_path):
                  "Jan  3 10:00:05 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception\n")
     err = refused("import", "kernel-log", f, "--out", tmp_path / "r")
     assert "lines of 2 hosts (node1, node2)" in err and "--host NAME" in err
-    res = import_kernel_log(str(f), out_dir=tmp_path / "r2", render=False, host="node2")
+    res = run_import("kernel-log", str(f), out_dir=tmp_path / "r2", render=False, host="node2")
     run = load_run(res.run_dir)
     assert [e.xid for e in run.topology.gpus[0].health.xid_events] == [13] and run.topology.host.hostname == "node2"
     assert "no line of host 'node9'" in refused("import", "kernel-log", f, "--host", "node9",

@@ -11,7 +11,7 @@ import json
 
 from conftest_report import seed_topology, write_run
 
-from gputopo.importers.nccl_debug import import_nccl_debug
+from gputopo.importers.run import run_import
 from gputopo.line_prefixes import strip_ray_repeat
 from gputopo.model.linkclass import LinkClass
 from gputopo.model.topology import Nic, topology_to_json
@@ -220,7 +220,7 @@ def test_into_puts_the_init_failure_in_the_run_folders_report(tmp_path):
     topo = seed_topology(set())
     topo.host.hostname = "nodea"
     run = write_run(tmp_path / "run", topo=topo)
-    import_nccl_debug([WRITTEN / "init-failed_2rank_nvml-not-found_written.log"], into=run)
+    run_import("nccl-debug", [WRITTEN / "init-failed_2rank_nvml-not-found_written.log"], into=run, render=False)
     kinds = [f.kind for f in analyze(load_run(run)).findings]
     assert "nccl-init-failed" in kinds
     rc, out, _ = gputopo_here("report", str(run), "--json")

@@ -11,7 +11,7 @@ import pytest
 from conftest_report import seed_topology, write_run
 
 from gputopo.errors import UsageError
-from gputopo.importers.nccl_debug import import_nccl_debug
+from gputopo.importers.run import run_import
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
 from helpers.paths import FIXTURES
 
@@ -113,8 +113,8 @@ def test_launcher_prefixes_stripped():
 def test_into_refuses_another_hosts_log(tmp_path):
     run = write_run(tmp_path / "run")  # host "seed"
     with pytest.raises(UsageError) as e:
-        import_nccl_debug([FIX / "nccl-debug" / "nccl-429_2node_16gpu_p2p-direct-pointer_ib-gdrdma_excerpt.log"],
-                          into=run)
+        run_import("nccl-debug", [FIX / "nccl-debug" / "nccl-429_2node_16gpu_p2p-direct-pointer_ib-gdrdma_excerpt.log"],
+                   into=run, render=False)
     assert "machine-1, machine-2 are not host seed" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -124,8 +124,8 @@ def test_into_matches_only_the_runs_host(tmp_path):
     topo.gpus[0].pci_bus_id = "00000000:1A:00.0"
     topo.gpus[1].pci_bus_id = "00000000:1B:00.0"
     run = write_run(tmp_path / "run", topo=topo)
-    doc = import_nccl_debug([FIX / "nccl-debug" / "nccl-429_2node_16gpu_p2p-direct-pointer_ib-gdrdma_excerpt.log"],
-                            into=run)
+    doc = run_import("nccl-debug", [FIX / "nccl-debug" / "nccl-429_2node_16gpu_p2p-direct-pointer_ib-gdrdma_excerpt.log"],
+                     into=run, render=False).imported.imports[0]
     matched = [p for p in doc["pairs"] if "gpus" in p]
     assert [(p["endpoints"], p["gpus"]) for p in matched] == [
         (["machine-2/0000:1a:00.0", "machine-2/0000:1b:00.0"], [0, 1])]

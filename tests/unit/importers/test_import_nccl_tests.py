@@ -14,10 +14,11 @@ import re
 import pytest
 
 from gputopo.errors import InputFileError, UsageError
-from gputopo.importers.nccl_tests_import import import_nccl_tests
-from gputopo.importers.nccl_tests import (log_measurements, normalize_bus_id, parse_nccl_tests,
+from gputopo.importers.run import run_import
+from gputopo.importers.nccl_tests import (gpu_bus_id, log_measurements, parse_nccl_tests,
                                           parse_nccl_tests_file)
-from gputopo.model import NotAvailable
+from gputopo.model import NotAvailable, is_value
+from gputopo.model.bus_id import as_address, from_nccl_tests
 from helpers.paths import DATA as TEST_DATA
 from helpers.paths import FIXTURES, REPO
 
@@ -82,14 +83,14 @@ def test_fixture_measurements(fixture_log):
 
 def test_fixture_import_writes_a_run_folder(fixtures_dir, tmp_path):
     path = fixtures_dir / "nccl-tests" / FIXTURE_NAME
-    res = import_nccl_tests([path], out_dir=tmp_path / "run")
+    res = run_import("nccl-tests", [path], out_dir=tmp_path / "run")
     d = res.run_dir
-    for name in ("run.json", "topology.json", "measurements.jsonl", "nccl_tests.json", "summary.json",
+    for name in ("run.json", "topology.json", "measurements.jsonl", "imported.json", "summary.json",
                  "results.csv", "report.md", "report.html"):
         assert (d / name).is_file(), name
     info = json.loads((d / "run.json").read_text())
     assert info["simulated"] is False and info["fabric"] == "cuda" and info["source"] == "nccl-tests"
-    logs = json.loads((d / "nccl_tests.json").read_text())["logs"]
+    logs = [e for e in json.loads((d / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")]
     assert logs[0]["avg_busbw_gbps"] == 2.05774 and logs[0]["peak_busbw_gbps"] == 4.0
     assert logs[0]["peak_size_bytes"] == 1073741824 and logs[0]["sizes"] == 28 and logs[0]["wrong"] == 0
     assert "not the peak" in logs[0]["avg_busbw_meaning"]
@@ -104,7 +105,7 @@ def test_fixture_import_writes_a_run_folder(fixtures_dir, tmp_path):
     md = (d / "report.md").read_text()
     assert "2.05774 (mean over all sizes)" in md and "SIMULATED" not in md
     with pytest.raises(UsageError, match="never overwritten"):
-        import_nccl_tests([path], out_dir=d)
+        run_import("nccl-tests", [path], out_dir=d)
 
 
 def test_import_check_and_diff(fixtures_dir, tmp_path):
@@ -113,8 +114,8 @@ def test_import_check_and_diff(fixtures_dir, tmp_path):
     from gputopo.report.diff import diff_runs
 
     path = fixtures_dir / "nccl-tests" / FIXTURE_NAME
-    a = import_nccl_tests([path], base_dir=tmp_path / "reports", render=False).run_dir
-    b = import_nccl_tests([path], base_dir=tmp_path / "reports", render=False).run_dir
+    a = run_import("nccl-tests", [path], base_dir=tmp_path / "reports", render=False).run_dir
+    b = run_import("nccl-tests", [path], base_dir=tmp_path / "reports", render=False).run_dir
     assert a != b and a.parent == b.parent
     assert not diff_runs(a, b).has_regressions
     spec = tmp_path / "spec.toml"
@@ -132,7 +133,7 @@ def test_import_with_a_topology_gets_link_classes(fixtures_dir, tmp_path):
     smi = pytest.importorskip("gputopo.probe.smi")
     topo = smi.topology_from_smi("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tSYS\t0-15\t0\n"
                                  "GPU1\tSYS\t X \t16-31\t1\n")
-    res = import_nccl_tests([fixtures_dir / "nccl-tests" / FIXTURE_NAME], out_dir=tmp_path / "run",
+    res = run_import("nccl-tests", [fixtures_dir / "nccl-tests" / FIXTURE_NAME], out_dir=tmp_path / "run",
                             topology=topo, render=False)
     from gputopo.report.summary import summarize_dir
 
@@ -163,7 +164,7 @@ def test_mpi_prefixes_wrong_elements_and_out_of_bounds(tmp_path):
     (log,) = parse_nccl_tests_file(DATA / "h200_broadcast_mpi.log")
     assert log.op == "broadcast" and len(log.rows) == 2 and log.out_of_bounds == 3
     assert log.rows[1].root == 0 and log.rows[1].out_of_place.wrong == 1024
-    res = import_nccl_tests([DATA / "h200_broadcast_mpi.log"], out_dir=tmp_path / "run")
+    res = run_import("nccl-tests", [DATA / "h200_broadcast_mpi.log"], out_dir=tmp_path / "run")
     corrupt = [f for f in res.summary.findings if f.kind == "corrupt"]
     assert len(corrupt) == 2  # the wrong elements, and nccl-tests' out-of-bounds count
     f = next(f for f in corrupt if "total_wrong" in f.evidence)
@@ -211,13 +212,17 @@ def test_op_must_be_known():
     with pytest.raises(InputFileError, match="no nccl-tests result rows"):
         parse_nccl_tests("hello\n", source="x_all_reduce.txt")
     with pytest.raises(UsageError, match="unknown nccl-tests op"):
-        import_nccl_tests([DATA / "h200_broadcast_mpi.log"], op="allreducer_x", render=False)
+        run_import("nccl-tests", [DATA / "h200_broadcast_mpi.log"], op="allreducer_x", render=False)
 
 
 def test_bus_id_normalization():
-    assert normalize_bus_id("0000:b4:00") == "00000000:B4:00.0"
-    assert normalize_bus_id("0x1b") == "00000000:1B:00.0"
-    assert normalize_bus_id("weird") == "weird"
+    # the rank line's spellings decode in model/bus_id.py (no wrapper beside it); a bare bus is
+    # compared as device 0 of domain 0 but never recorded as the GPU's address
+    assert as_address(from_nccl_tests("0000:b4:00")).nvml == "00000000:B4:00.0"
+    assert as_address(from_nccl_tests("0x1b")).nvml == "00000000:1B:00.0"
+    assert from_nccl_tests("weird") is None
+    assert gpu_bus_id("0000:b4:00") == "00000000:B4:00.0"
+    assert not is_value(gpu_bus_id("0x1b")) and "only the bus" in str(gpu_bus_id("0x1b").reason)
 
 
 # --- bad logs: said, not "verdict: ok" (copies of the shared fixtures in tests/data) -------------
@@ -227,7 +232,7 @@ def _imported_findings(tmp_path, name, text, **kw):
 
     log = tmp_path / name
     log.write_text(text)
-    res = import_nccl_tests([log], out_dir=tmp_path / "run", render=False, **kw)
+    res = run_import("nccl-tests", [log], out_dir=tmp_path / "run", render=False, **kw)
     s = summarize_dir(res.run_dir)
     return s, [f for f in s.findings if f.kind in ("incomplete-data", "invalid-data")]
 
@@ -265,17 +270,17 @@ def test_negative_figures_drop_their_row_and_are_said(tmp_path):
 def test_the_same_log_twice_is_refused(tmp_path):
     path = FIXTURES / "nccl-tests" / FIXTURE_NAME
     with pytest.raises(UsageError, match="is given twice: its measurements would be counted twice"):
-        import_nccl_tests([path, path], out_dir=tmp_path / "run", render=False)
+        run_import("nccl-tests", [path, path], out_dir=tmp_path / "run", render=False)
     copy = tmp_path / "copy_all_reduce.txt"
     copy.write_bytes(path.read_bytes())
     with pytest.raises(UsageError, match="has the same content as"):
-        import_nccl_tests([path, copy], out_dir=tmp_path / "run", render=False)
+        run_import("nccl-tests", [path, copy], out_dir=tmp_path / "run", render=False)
     assert not (tmp_path / "run").exists()
     twice = tmp_path / "twice_all_reduce.txt"
     twice.write_text(path.read_text() * 2)
     with pytest.raises(UsageError, match=r"twice_all_reduce.txt holds the same all_reduce output twice "
                                          r"\(rows from line 10 and from line 50\)"):
-        import_nccl_tests([twice], out_dir=tmp_path / "run", render=False)
+        run_import("nccl-tests", [twice], out_dir=tmp_path / "run", render=False)
     assert not (tmp_path / "run").exists()
 
 
@@ -285,7 +290,7 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
     log = FIXTURES / "nccl-tests" / FIXTURE_NAME
     eight = load_topo_file(str(FIXTURES / "topo" / "seed-8gpu-nv4-pairs.txt"))
     with pytest.raises(UsageError, match=r"has 8 GPU\(s\), but the log\(s\) ran on 2 \(device\(s\) 0, 1\)"):
-        import_nccl_tests([log], out_dir=tmp_path / "run", topology=eight, render=False)
+        run_import("nccl-tests", [log], out_dir=tmp_path / "run", topology=eight, render=False)
     assert not (tmp_path / "run").exists()
     # a `gputopo scan --json` topology has models and bus ids: another model is seen
     from gputopo.model import topology_to_json
@@ -296,7 +301,7 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
     doc["gpus"], doc["pairs"] = doc["gpus"][:2], [p for p in doc["pairs"] if p["gpus"] == [0, 1]]
     (tmp_path / "topo.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="GPU 0 is 'Tesla V100-PCIE-32GB', but .* ran on 'NVIDIA GeForce RTX 2080 Ti'"):
-        import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
+        run_import("nccl-tests", [log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
                           render=False)
     # the logs' models but other bus ids (domain, bus, device compared; nccl-tests prints no
     # function): another machine; the same ones, in NVML's spelling, are this machine
@@ -305,16 +310,16 @@ def test_a_topology_of_another_machine_is_refused(tmp_path):
     doc["gpus"][0]["pci_bus_id"], doc["gpus"][1]["pci_bus_id"] = "00000000:B4:00.0", "00000000:B6:00.0"
     (tmp_path / "topo.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match=r"GPU 1 is at 00000000:B6:00.0, but .* ran device 1 at 0000:b5:00"):
-        import_nccl_tests([log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
+        run_import("nccl-tests", [log], out_dir=tmp_path / "run", topology=load_topo_file(str(tmp_path / "topo.json")),
                           render=False)
     doc["gpus"][1]["pci_bus_id"] = "00000000:B5:00.0"
     (tmp_path / "topo.json").write_text(json.dumps(doc))
-    res = import_nccl_tests([log], out_dir=tmp_path / "same", topology=load_topo_file(str(tmp_path / "topo.json")),
+    res = run_import("nccl-tests", [log], out_dir=tmp_path / "same", topology=load_topo_file(str(tmp_path / "topo.json")),
                             render=False)
     assert res.run_dir.exists()
     # the machine's own topology is taken
     own = load_topo_file(str(FIXTURES / "topo" / "autodl_2x2080ti_pix.txt"))
-    res = import_nccl_tests([log], out_dir=tmp_path / "ok", topology=own, render=False)
+    res = run_import("nccl-tests", [log], out_dir=tmp_path / "ok", topology=own, render=False)
     assert res.run_dir.exists()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputopo.importers.nccl_tests_import import import_nccl_tests
+from gputopo.importers.run import run_import
 from gputopo.importers.nccl_tests import (
     log_summary,
     parse_nccl_tests,
@@ -24,7 +24,7 @@ NT = FIXTURES / "nccl-tests"
 
 
 def _findings(tmp_path, name):
-    res = import_nccl_tests([NT / name], out_dir=tmp_path / "run", render=False)
+    res = run_import("nccl-tests", [NT / name], out_dir=tmp_path / "run", render=False)
     return analyze(load_run(res.run_dir)).findings
 
 
@@ -101,7 +101,7 @@ def test_bandwidth_cliff_is_found(tmp_path):
     """Synthetic sweep shaped like the issue's example (29.9 -> 1.48 GB/s from 8 to 16 MiB)."""
     f = tmp_path / "all_reduce_cliff.txt"
     f.write_text(CLIFF_LOG)
-    res = import_nccl_tests([f], out_dir=tmp_path / "run", render=False)
+    res = run_import("nccl-tests", [f], out_dir=tmp_path / "run", render=False)
     cliffs = [x for x in analyze(load_run(res.run_dir)).findings if x.kind == "bandwidth-cliff"]
     assert len(cliffs) == 1
     c = cliffs[0]
@@ -151,7 +151,7 @@ def test_a_drop_that_comes_back_only_gigabytes_later_is_a_cliff(tmp_path):
     """WRITTEN variant (tests/data/nccl_tests/written_2x8rtx6000d_alltoall_drop_recovers.txt) of
     issue 37's post: alltoall on 2 x 8 RTX 6000D, 29.9 GB/s at 8 MiB, 1.5 GB/s from 16 MiB, back
     only at 4 GiB. The old rule (a cliff that never recovers) called it "ok (no findings)"."""
-    res = import_nccl_tests([DATA / "nccl_tests" / "written_2x8rtx6000d_alltoall_drop_recovers.txt"],
+    res = run_import("nccl-tests", [DATA / "nccl_tests" / "written_2x8rtx6000d_alltoall_drop_recovers.txt"],
                             out_dir=tmp_path / "run", render=False)
     (c,) = [x for x in analyze(load_run(res.run_dir)).findings if x.kind == "bandwidth-cliff"]
     assert c.severity == "warning" and c.gpus == list(range(16))
@@ -183,10 +183,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, content, words):
 def test_cut_log_is_imported_with_incomplete_data(tmp_path):
     f = tmp_path / "all_reduce_cut.txt"
     f.write_text(CLIFF_LOG.split("    16777216")[0] + "    16777216       4194304     float     sum")
-    res = import_nccl_tests([f], out_dir=tmp_path / "run", render=False)
+    res = run_import("nccl-tests", [f], out_dir=tmp_path / "run", render=False)
     kinds = [x.kind for x in analyze(load_run(res.run_dir)).findings]
     assert kinds.count("incomplete-data") == 2  # the cut row (said with its line) and the missing footer
-    assert res.logs[0].rows[-1].size_bytes == 8388608
+    assert res.imported.parsed[0].rows[-1].size_bytes == 8388608
 
 
 def test_large_log_is_streamed(tmp_path):

@@ -12,7 +12,8 @@ import pytest
 
 from gputopo.errors import InputFileError
 from gputopo import text_input
-from gputopo.importers.nvbandwidth_import import import_nvbandwidth, read_nvbandwidth
+from gputopo.importers.nvbandwidth_import import read_nvbandwidth
+from gputopo.importers.run import run_import
 from gputopo.importers.nvbandwidth_measure import output_measurements
 from helpers.cli import gputopo_here
 from helpers.paths import FIXTURES
@@ -50,7 +51,7 @@ def test_a6000_read_ce_matrix_every_cell(tmp_path):
     assert cells["3->0"] == 21.95 and cells["0->3"] == 21.82 and cells["4->5"] == 26.35
     assert {m.gpus for m in ms} == {(a, b) for a in range(6) for b in range(a + 1, 6)}
     assert all(m.size_bytes == 512 << 20 and m.timing == "cuda-events" for m in ms)
-    res = import_nvbandwidth([str(A6000)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(A6000)], out_dir=tmp_path / "run")
     kinds = [f["kind"] for f in _findings(res.run_dir)]
     assert kinds == ["incomplete-data"]  # the "..." of the post; no pair judged bad
     assert "'...'" in _findings(res.run_dir)[0]["message"]
@@ -63,7 +64,7 @@ def test_a100_h2d_sm_one_gpu_with_bus_id(tmp_path):
     assert (m.testcase, m.cells, m.printed_sum) == ("host_to_device_memcpy_sm", [[25.13]], 25.13)
     (meas,) = output_measurements(out)
     assert meas.gpus == (0,) and meas.direction == "host->0" and meas.algbw_gbps == pytest.approx(25.13)
-    res = import_nvbandwidth([str(A100_H2D)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(A100_H2D)], out_dir=tmp_path / "run")
     topo = json.loads((res.run_dir / "topology.json").read_text())
     assert topo["gpus"][0]["pci_bus_id"] == "00000000:99:00.0"
     assert _findings(res.run_dir) == []
@@ -94,7 +95,7 @@ def test_v02_excerpt_cut_mid_row(tmp_path):
     ms = output_measurements(out)
     assert _by_cell(ms, "nvbandwidth.device_to_host_memcpy_ce")["7->host"] == 26.83
     assert ms[0].size_bytes == 64 << 20  # v0.2 default buffer
-    res = import_nvbandwidth([str(RTX4090_V02)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(RTX4090_V02)], out_dir=tmp_path / "run")
     kinds = {f["kind"] for f in _findings(res.run_dir)}
     assert kinds == {"incomplete-data"}
 
@@ -119,7 +120,7 @@ def test_json_failed_testcase_is_a_failure(tmp_path):
     tc["error"] = " Invalid value when checking the pattern at <0x7f00> Current offset [ 4/536870912]"
     p = tmp_path / "nvb.json"
     p.write_text(json.dumps(doc, indent="\t"))
-    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(p)], out_dir=tmp_path / "run")
     corrupt = [f for f in _findings(res.run_dir) if f["kind"] == "corrupt"]
     assert len(corrupt) == 1 and "device_to_device_memcpy_read_ce" in corrupt[0]["message"]
 
@@ -260,7 +261,7 @@ def test_v08_forms_bidirectional_latency_all_to_one(tmp_path):
     assert sorted(round(m.median_s * 1e9, 2) for m in lat) == [912.4, 915.1] and all(m.size_bytes == 0 for m in lat)
     a2o = _by_cell(ms, "nvbandwidth.all_to_one_write_ce")
     assert a2o == {"all->0": 370.5, "all->1": 371.0}
-    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(p)], out_dir=tmp_path / "run")
     assert _findings(res.run_dir) == []
 
 
@@ -274,7 +275,7 @@ def test_a_changed_cell_disagrees_with_the_printed_sum(tmp_path):
 def test_directions_of_one_pair_compared_without_topo(tmp_path):
     p = tmp_path / "asym.txt"
     p.write_text(A6000.read_text().replace(" 3     21.82     21.82", " 3     11.82     21.82"))
-    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(p)], out_dir=tmp_path / "run")
     outl = [f for f in _findings(res.run_dir) if f["kind"] == "outlier"]
     assert [f["gpus"] for f in outl] == [[0, 3]] and "0->3 11.8 GB/s" in outl[0]["message"]
 
@@ -315,14 +316,14 @@ def test_multinode_process_lines_and_the_same_file_twice(tmp_path):
     from gputopo.errors import UsageError
 
     with pytest.raises(UsageError, match="counted twice"):
-        import_nvbandwidth([str(p), str(p)], out_dir=tmp_path / "run", render=False)
+        run_import("nvbandwidth", [str(p), str(p)], out_dir=tmp_path / "run", render=False)
 
 
 def test_a_cuda_error_is_a_crash_naming_the_testcase(tmp_path):
     p = tmp_path / "oom.txt"
     p.write_text(A100_H2D.read_text() + "Running device_to_host_memcpy_ce.\n[CUDA_ERROR_ILLEGAL_ADDRESS] an illegal memory access was "
                  "encountered in expression cuStreamSynchronize(stream) in doMemcpy() : memcpy.cpp:240\n")
-    res = import_nvbandwidth([str(p)], out_dir=tmp_path / "run")
+    res = run_import("nvbandwidth", [str(p)], out_dir=tmp_path / "run")
     (f,) = _findings(res.run_dir)
     assert (f["kind"], f["severity"]) == ("crash", "error")
     assert "device_to_host_memcpy_ce" in f["message"] and "CUDA_ERROR_ILLEGAL_ADDRESS" in f["message"]

@@ -11,7 +11,8 @@ import pytest
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.importers.user_inputs import load_topo_file
-from gputopo.importers.p2pbw_import import import_p2pbw, p2pbw_measurements, read_p2pbw
+from gputopo.importers.p2pbw_import import p2pbw_measurements, read_p2pbw
+from gputopo.importers.run import run_import
 from helpers.cli import gputopo_here
 from helpers.paths import FIXTURES
 
@@ -54,10 +55,10 @@ def test_stelline_every_matrix():
 
 
 def test_healthy_box_gets_no_warning_with_or_without_topo(tmp_path):
-    plain = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "a")
+    plain = run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "a")
     assert _findings(plain.run_dir) == []
     topo = load_topo_file(str(STELLINE_TOPO))
-    res = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "b", topology=topo, topology_file=str(STELLINE_TOPO))
+    res = run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "b", topology=topo, topology_file=str(STELLINE_TOPO))
     # the topology's own facts come along: its NICs are NODE to the GPUs, beyond NCCL's default
     # GPUDirect RDMA distance (info, not a fault of the GPU pairs)
     assert {(f["kind"], f["severity"]) for f in _findings(res.run_dir)} == {("gpudirect-rdma", "info")}
@@ -71,7 +72,7 @@ def test_peer_slower_than_staged_on_every_pair(tmp_path):
     assert out.devices == [] and out.matrix("unidirectional p2p-enabled bandwidth reads").cells[3][2] == 10.45
     bidir = out.matrix("bidirectional p2p-disabled bandwidth")
     assert bidir.cells == [[918.31, 21.12, 30.53, 29.85]] and not bidir.complete  # the post's excerpt ends mid-row
-    res = import_p2pbw([str(NCCL_814)], out_dir=tmp_path / "run")
+    res = run_import("p2pbw", [str(NCCL_814)], out_dir=tmp_path / "run")
     fs = _findings(res.run_dir)
     staged = [f for f in fs if f["kind"] == "p2p-slower-than-staged"]
     assert len(staged) == 15  # every pair of the 6 GPUs
@@ -101,7 +102,7 @@ def test_older_format_and_prefixes(tmp_path):
     p.write_text(text)
     out = read_p2pbw(str(p))
     assert out.devices[1].bus_id == "00000000:5E:00" and out.access[(0, 1)] is False
-    res = import_p2pbw([str(p)], out_dir=tmp_path / "run")
+    res = run_import("p2pbw", [str(p)], out_dir=tmp_path / "run")
     # Without peer access the P2P=Enabled copies are staged ones (both directions: only 0 -> 1 is
     # printed, and peer access is granted per pair): the fact is said as no-peer-access, a warning
     # between SXM2 modules (NVLink on their board); two staged copies are never compared as
@@ -122,9 +123,9 @@ def test_bad_input(tmp_path, content, words):
 
 
 def test_out_folder_never_overwritten(tmp_path):
-    import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", render=False)
+    run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "run", render=False)
     with pytest.raises(UsageError, match="never overwritten"):
-        import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", render=False)
+        run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "run", render=False)
 
 
 def _scan_json_topo(tmp_path, buses):
@@ -141,14 +142,14 @@ def _scan_json_topo(tmp_path, buses):
 def test_topo_with_bus_ids_renumbers_cuda_devices_to_nvml(tmp_path):
     # NVML (the topology) numbers by bus id; here the topology lists the buses in the opposite order.
     p = _scan_json_topo(tmp_path, ["00000000:E1:00.0", "00000000:C1:00.0", "00000000:41:00.0", "00000000:01:00.0"])
-    res = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", topology=load_topo_file(str(p)),
+    res = run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "run", topology=load_topo_file(str(p)),
                        topology_file=str(p), render=False)
     rows = [json.loads(x) for x in (res.run_dir / "measurements.jsonl").read_text().splitlines()]
     (m,) = [r for r in rows if r["test"] == "p2p.copy" and r["extra"]["output_gpus"] == [0, 2] and r["extra"]["cell"] == [2, 0]]
     assert m["gpus"] == [1, 3] and m["direction"] == "1->3" and m["extra"]["printed"] == 26.32
     wrong = _scan_json_topo(tmp_path, ["00000000:E1:00.0", "00000000:C1:00.0", "00000000:42:00.0", "00000000:01:00.0"])
     with pytest.raises(UsageError, match="no GPU at 00000000:41:00"):
-        import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run2", topology=load_topo_file(str(wrong)),
+        run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "run2", topology=load_topo_file(str(wrong)),
                      topology_file=str(wrong), render=False)
 
 
@@ -170,12 +171,12 @@ def test_latency_excerpt_pasted_with_editor_line_numbers(tmp_path):
     ms = p2pbw_measurements(out)
     assert _gbps(ms, "p2p.latency_staged", "0->2") == 19.61 and _gbps(ms, "p2p.latency_cpu", "2->1") == 1.76
     assert all(m.timing == "wall" for m in ms if m.test.endswith("_cpu"))
-    res = import_p2pbw([str(path)], out_dir=tmp_path / "run")
+    res = run_import("p2pbw", [str(path)], out_dir=tmp_path / "run")
     assert _findings(res.run_dir) == []  # latency alone: nothing to judge, nothing wrong
 
 
 def test_place_ranks_an_import_without_topo_by_measured_gbps(tmp_path):
-    res = import_p2pbw([str(NCCL_814)], out_dir=tmp_path / "run", render=False)
+    res = run_import("p2pbw", [str(NCCL_814)], out_dir=tmp_path / "run", render=False)
     r = gputopo_here("place", "2", "--from", res.run_dir, "--json")
     assert r.returncode == 0, r.stderr
     best = json.loads(r.stdout)["sets"][0]
@@ -201,7 +202,7 @@ def test_the_same_output_twice_is_refused(tmp_path):
     copy = tmp_path / "copy.txt"
     copy.write_bytes(STELLINE.read_bytes())
     with pytest.raises(UsageError, match="counted twice"):
-        import_p2pbw([str(STELLINE), str(copy)], out_dir=tmp_path / "run", render=False)
+        run_import("p2pbw", [str(STELLINE), str(copy)], out_dir=tmp_path / "run", render=False)
 
 
 def test_topo_text_keeps_the_gpu_models_and_bus_ids_the_output_prints(tmp_path):
@@ -210,7 +211,7 @@ def test_topo_text_keeps_the_gpu_models_and_bus_ids_the_output_prints(tmp_path):
     dropped when --topo was given, so no reference rate could match the GPU)."""
     topo = load_topo_file(str(STELLINE_TOPO))
     assert not any(isinstance(g.name, str) for g in topo.gpus)  # the text itself has none
-    res = import_p2pbw([str(STELLINE)], out_dir=tmp_path / "run", topology=topo, topology_file=str(STELLINE_TOPO),
+    res = run_import("p2pbw", [str(STELLINE)], out_dir=tmp_path / "run", topology=topo, topology_file=str(STELLINE_TOPO),
                        render=False)
     gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
     assert [(g["nvml_index"], g["name"], g["pci_bus_id"], g["cuda_index"]) for g in gpus] == [
@@ -230,7 +231,7 @@ def test_topo_text_and_devices_out_of_bus_order_are_matched_by_bus_order(tmp_pat
         .replace("pciBusID: XX,", "pciBusID: 41,")
     p = tmp_path / "swapped.txt"
     p.write_text(text)
-    res = import_p2pbw([str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(STELLINE_TOPO)),
+    res = run_import("p2pbw", [str(p)], out_dir=tmp_path / "run", topology=load_topo_file(str(STELLINE_TOPO)),
                        topology_file=str(STELLINE_TOPO), render=False)
     gpus = json.loads((res.run_dir / "topology.json").read_text())["gpus"]
     assert {g["name"] for g in gpus} == {"NVIDIA RTX 6000 Ada Generation"}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputopo.importers.kernel_log_import import import_kernel_log
+from gputopo.importers.run import run_import
 from gputopo.probe.xid_lines import read_kernel_log_lines
 from gputopo.report.analysis import analyze
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE
@@ -31,7 +31,7 @@ ROBIN = XID / "open-gpu-kernel-modules-1010_rtx5070ti_journal-localized-april_xi
 
 
 def _analysis(tmp_path, log):
-    res = import_kernel_log(str(log), out_dir=tmp_path / "run", render=False)
+    res = run_import("kernel-log", str(log), out_dir=tmp_path / "run", render=False)
     return analyze(load_run(res.run_dir))
 
 

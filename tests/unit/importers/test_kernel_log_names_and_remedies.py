@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from gputopo.importers.kernel_log_import import import_kernel_log
+from gputopo.importers.run import run_import
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from helpers.cli import gputopo_here
@@ -32,7 +32,7 @@ GPU_NUMBER = re.compile(r"\bGPUs? \d")  # "GPU 0", "GPUs 0,1": a number the mach
 
 
 def _findings(tmp_path, log, **kw):
-    res = import_kernel_log(str(log), out_dir=tmp_path / "run", render=False, **kw)
+    res = run_import("kernel-log", str(log), out_dir=tmp_path / "run", render=False, **kw)
     return analyze(load_run(res.run_dir)).findings
 
 
@@ -122,7 +122,7 @@ def test_xid154_by_the_action_it_names(tmp_path):
         log = tmp_path / f"{len(list(tmp_path.iterdir()))}.log"
         log.write_text("".join(f"[ {k}.0] NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from "
                                f"0x0 (None) to 0x{k} ({a})\n" for k, a in enumerate(actions, start=1)))
-        res = import_kernel_log(str(log), out_dir=tmp_path / f"run-{log.stem}", render=False)
+        res = run_import("kernel-log", str(log), out_dir=tmp_path / f"run-{log.stem}", render=False)
         return _xid(analyze(load_run(res.run_dir)).findings, 154)
     assert one("Node Reboot Required").severity == "error"
     assert "reboot the node before any further use" in one("Node Reboot Required").remedies[0]

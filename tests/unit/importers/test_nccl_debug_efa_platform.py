@@ -7,7 +7,8 @@ and the p4d.24xlarge EKS log that used /GDRDMA; the instance-type lines below ar
 
 from __future__ import annotations
 
-from gputopo.importers.nccl_debug import debug_document, import_nccl_debug
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.importers.run import run_import
 from gputopo.model.efa_platforms import instance_type, offers_gdr
 from gputopo.probe.nccl_log import parse_nccl_debug
 from gputopo.report.nccl_debug_findings import nccl_debug_findings, verdict
@@ -34,7 +35,7 @@ def test_the_instance_table_follows_aws_ofi_nccl():
 
 
 def test_posted_efa_log_without_an_instance_type_says_it_depends_on_the_type():
-    found = _gdr(import_nccl_debug([N229]))
+    found = _gdr(run_import("nccl-debug", [N229]).imported.imports[0])
     assert [f.severity for f in found] == ["warning", "warning"]
     for f in found:
         assert "depends on the instance type, not known from this log" in (f.cause or "")
@@ -69,7 +70,7 @@ def test_an_instance_type_with_gdr_that_went_without_it_stays_a_warning():
 
 
 def test_the_posted_p4d_job_that_used_gdrdma_raises_nothing():
-    doc = import_nccl_debug([P4D])
+    doc = run_import("nccl-debug", [P4D]).imported.imports[0]
     assert _gdr(doc) == []
     efa = doc["network"]["hosts"]["llama-3-8b-node-0-0"]["efa"]
     assert efa["instance_type"] == "p4d.24xlarge" and "rdmap16s27" in efa["devices"]

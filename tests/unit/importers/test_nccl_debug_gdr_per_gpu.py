@@ -6,7 +6,8 @@ in the excerpt). The version lines and the newer forms below are written variant
 
 from __future__ import annotations
 
-from gputopo.importers.nccl_debug import debug_document, import_nccl_debug
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.importers.run import run_import
 from gputopo.model.nccl_paths import path_name, path_said
 from gputopo.probe.nccl_log import parse_nccl_debug
 from gputopo.report.nccl_debug_findings import nccl_debug_findings
@@ -35,7 +36,7 @@ def test_the_path_numbers_changed_meaning_across_nccl_versions():
 
 
 def test_posted_per_gpu_lines_without_a_version_are_said_as_printed_and_info():
-    doc = import_nccl_debug([DLE])
+    doc = run_import("nccl-debug", [DLE]).imported.imports[0]
     recs = doc["network"]["gdr_gpus"]
     off = [r for r in recs if not r["gdr"]]
     # "3b000" can only be a bus id (hex letters); "18000" could be a rank of NCCL 2.24+: said as printed

@@ -8,7 +8,8 @@ ibv_wc_status table."""
 
 from __future__ import annotations
 
-from gputopo.importers.nccl_debug import debug_document, import_nccl_debug
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.importers.run import run_import
 from gputopo.model import ibv_wc_status
 from gputopo.probe.nccl_log import parse_nccl_debug
 from gputopo.report import perftest_findings
@@ -25,7 +26,7 @@ def _findings(text):
 
 
 def test_sharp_collnet_failure_is_one_finding_naming_the_hosts_and_claims_every_line():
-    doc = import_nccl_debug([SHARP])
+    doc = run_import("nccl-debug", [SHARP]).imported.imports[0]
     found = nccl_debug_log_findings(doc, None)
     assert [f.kind for f in found] == ["nccl-collnet-failed"]
     (f,) = found

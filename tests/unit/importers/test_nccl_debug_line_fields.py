@@ -5,7 +5,7 @@ neither makes a line "cut or garbled"."""
 
 from __future__ import annotations
 
-from gputopo.importers.nccl_debug import import_nccl_debug
+from gputopo.importers.run import run_import
 from gputopo.probe.nccl_log import parse_nccl_debug, parse_nccl_debug_files
 from helpers.paths import FIXTURES
 
@@ -24,7 +24,7 @@ def test_rccl_comm_suffix_is_not_part_of_the_transport():
 
 
 def test_rccl_log_imports_with_pairs_and_no_problems():
-    doc = import_nccl_debug([RCCL])
+    doc = run_import("nccl-debug", [RCCL]).imported.imports[0]
     assert doc["problems"] == [] and len(doc["pairs"]) == 5
     assert doc["hosts"] == ["g1064", "g1072"]
 

@@ -6,7 +6,8 @@ this log". Posted: the vLLM/Ray 2 x ND96asr_v4 log (llm-k8s); the 3-machine log 
 
 from __future__ import annotations
 
-from gputopo.importers.nccl_debug import debug_document, import_nccl_debug
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.importers.run import run_import
 from gputopo.probe.nccl_log import parse_nccl_debug
 from gputopo.report.nccl_debug_findings import nccl_debug_findings
 from helpers.paths import FIXTURES
@@ -15,7 +16,7 @@ RAY = FIXTURES / "nccl-debug" / "llm-k8s_2x-nd96asr-v4-16xa100_vllm-ray-ansi_p2p
 
 
 def test_posted_ray_log_names_every_net_peer_with_its_host():
-    doc = import_nccl_debug([RAY])
+    doc = run_import("nccl-debug", [RAY]).imported.imports[0]
     assert doc["ray_nodes"] == {"10.244.1.228": ["deepseek-v2-5-0-1"], "(driver's node)": ["deepseek-v2-5-0"]}
     net = [p for p in doc["pairs"] if "NET" in p["kinds"]]
     assert net and all("not in this log" not in e and "does not show" not in e for p in net for e in p["endpoints"])

@@ -7,7 +7,8 @@ and is not said to have "used Socket" (written variants)."""
 from __future__ import annotations
 
 from gputopo.cli.importer import network_lines
-from gputopo.importers.nccl_debug import debug_document, import_nccl_debug
+from gputopo.importers.nccl_debug import debug_document
+from gputopo.importers.run import run_import
 from gputopo.probe.nccl_log import parse_nccl_debug
 from gputopo.report.nccl_debug_findings import nccl_debug_findings
 from helpers.paths import FIXTURES
@@ -24,7 +25,7 @@ def _socket(doc):
 
 
 def test_posted_rccl_job_between_two_hosts_over_sockets_is_a_warning_per_host():
-    found = _socket(import_nccl_debug([RCCL]))
+    found = _socket(run_import("nccl-debug", [RCCL]).imported.imports[0])
     assert [(f.evidence["host"], f.severity, f.evidence["peer_hosts"]) for f in found] == [
         ("g1064", "warning", ["g1072"]), ("g1072", "warning", ["g1064"])]
     assert "TCP" in found[0].message and "NET/Socket/1" in found[0].message and "host memory" in found[0].message

@@ -70,7 +70,7 @@ def test_a_tail_named_by_nothing_gets_collective_and_ranks_from_busbw_and_says_s
     assert "verdict: not-judged" in ran.stdout and "peak busbw 847 GB/s" in ran.stdout
     assert "inferred: collective all_reduce on 8 ranks" in ran.stdout
     assert "not known: which GPUs and hosts ran it" in ran.stdout
-    doc = json.loads((out / "nccl_tests.json").read_text())["logs"][0]
+    doc = [e for e in json.loads((out / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")][0]
     assert doc["op"] == "all_reduce" and doc["ranks"] == 8 and doc["ranks_from"] == "given or inferred"
     report = (out / "report.md").read_text()
     assert "inferred: collective all_reduce on 8 ranks" in report and "inferred: no column header" in report
@@ -104,7 +104,7 @@ def test_op_and_ranks_given_read_what_the_rows_cannot_tell(tmp_path):
     path = _rows_only(tmp_path, WRITTEN / "all_gather_2hosts_novalidation.txt")
     ran, out = _import(tmp_path, path, "--op", "all_gather", "--ranks", "4")
     assert ran.returncode == 0, ran.stderr
-    doc = json.loads((out / "nccl_tests.json").read_text())["logs"][0]
+    doc = [e for e in json.loads((out / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")][0]
     assert doc["op"] == "all_gather" and doc["ranks"] == 4
     assert all(m.busbw_factor == pytest.approx(0.75) for m in summarize_dir(out).run.measurements)
 
@@ -195,9 +195,9 @@ def test_a_bare_bus_number_is_recorded_as_a_bus_not_an_address(tmp_path):
     topo = json.loads((out / "topology.json").read_text())
     bus = topo["gpus"][0]["pci_bus_id"]
     assert isinstance(bus, dict) and "bus 0x10 (domain, device and function unknown)" in bus["not_available"]
-    for name in ("topology.json", "nccl_tests.json", "summary.json", "report.md"):
+    for name in ("topology.json", "imported.json", "summary.json", "report.md"):
         assert "10:00.0" not in (out / name).read_text(), name
-    devices = json.loads((out / "nccl_tests.json").read_text())["logs"][0]["devices"]
+    devices = [e for e in json.loads((out / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")][0]["devices"]
     assert devices[0]["bus_id"] == "0x10" and devices[0]["pci"] == "bus 0x10 (domain, device and function unknown)"
 
 
@@ -217,7 +217,7 @@ def test_rccl_tests_reads_as_nccl_tests_and_names_rccl(tmp_path):
     assert "rccl-tests all_reduce (written_rccl-tests_2x8mi300x_all_reduce.txt, RCCL 2.22.3-HEAD:0abc123)" in ran.stdout
     run = json.loads((out / "run.json").read_text())
     assert run["options"]["library"] == "RCCL" and run["options"]["tool"] == "rccl-tests"
-    doc = json.loads((out / "nccl_tests.json").read_text())["logs"][0]
+    doc = [e for e in json.loads((out / "imported.json").read_text())["imports"] if e["tool"] in ("nccl-tests", "rccl-tests")][0]
     assert (doc["tool"], doc["library"], doc["nccl_version"], doc["nccl_tests_version"], doc["ranks"]) == \
         ("rccl-tests", "RCCL", "2.22.3-HEAD:0abc123", "develop:1a2b3c4", 16)
     assert doc["platform"] == {"HIP version": "6.4.43484-aaaa", "ROCm version": "6.4.2.0-120-bbbb"}

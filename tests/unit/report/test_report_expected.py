@@ -6,7 +6,8 @@ import pytest
 
 from conftest_report import _m, seed_topology
 from gputopo.model import NotAvailable
-from gputopo.report.expected import class_of, group_rate, pair_rate
+from gputopo.model.topology import class_of
+from gputopo.report.expected import group_rate, pair_rate
 from gputopo.report.headline import efficiency_of, expected_for, headlines
 
 

@@ -9,7 +9,7 @@ from conftest_report import _m, measurements, seed_topology, write_run
 from gputopo.runfolder.writer import append_jsonl
 from gputopo.model import Finding
 from gputopo.model.finding_kinds import is_culprit
-from gputopo.report.why.localise import finish, killed, localise, mark_explained
+from gputopo.report.why.localise import with_explained, killed, localise, mark_explained
 from gputopo.report.render import render_run
 from gputopo.report.summary import summarize_dir
 
@@ -56,7 +56,7 @@ def test_gpu_that_corrupts_every_path_is_one_gpu_fault():
     fs = [_corrupt(min(2, j), max(2, j), staged=True) for j in range(8) if j != 2]
     loc = localise(fs, seed_topology(), _ran(ALL8), [])
     assert [(f.kind, f.gpus) for f in loc] == [("gpu-fault", [2])]
-    f = finish(loc)[0]
+    f = with_explained(loc)[0]
     assert "every path" in f.message and "memory" in f.message
     assert f.evidence["staged_bad"] is True and len(f.evidence["explains"]) == 7
     assert any("ROW_REMAPPER" in r for r in f.remedies)

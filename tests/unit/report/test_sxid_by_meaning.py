@@ -5,7 +5,7 @@ are labelled "written"."""
 
 from __future__ import annotations
 
-from gputopo.importers.kernel_log_import import import_kernel_log
+from gputopo.importers.run import run_import
 from gputopo.report.analysis import analyze
 from gputopo.report.kernel_log_findings import KERNEL_LOG_NOTE, kernel_log_notes
 from gputopo.report.run_folder import load_run
@@ -15,7 +15,7 @@ XID = FIXTURES / "xid"
 
 
 def _judge(tmp_path, log):
-    res = import_kernel_log(str(log), out_dir=tmp_path / "run", render=False)
+    res = run_import("kernel-log", str(log), out_dir=tmp_path / "run", render=False)
     run = load_run(res.run_dir)
     found = [f for f in analyze(run).findings if f.kind == "driver-error"]
     return found, [n for n in kernel_log_notes(run) if n.startswith(KERNEL_LOG_NOTE)]

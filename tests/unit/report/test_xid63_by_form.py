@@ -6,7 +6,7 @@ row-remapping form of Ampere and later asks nothing now (NVIDIA's Xid catalog: I
 
 from __future__ import annotations
 
-from gputopo.importers.kernel_log_import import import_kernel_log
+from gputopo.importers.run import run_import
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 
@@ -14,7 +14,7 @@ from gputopo.report.run_folder import load_run
 def _xid63(tmp_path, line):
     log = tmp_path / "k.log"
     log.write_text(f"[ 812.0] NVRM: Xid (PCI:0000:04:00): 63, {line}\n")
-    res = import_kernel_log(str(log), out_dir=tmp_path / "run", render=False)
+    res = run_import("kernel-log", str(log), out_dir=tmp_path / "run", render=False)
     (f,) = [f for f in analyze(load_run(res.run_dir)).findings if f.kind == "xid"]
     return f
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from gputopo.importers.kernel_log_import import import_kernel_log
+from gputopo.importers.run import run_import
 from gputopo.report.analysis import analyze
 from gputopo.report.run_folder import load_run
 from helpers.paths import FIXTURES
@@ -22,7 +22,7 @@ GPUD = FIXTURES / "xid" / "gpud-1174_kmsg_xid149_145_94_no-stamp.txt"
 
 
 def _findings(tmp_path, log):
-    res = import_kernel_log(str(log), out_dir=tmp_path / "run", render=False)
+    res = run_import("kernel-log", str(log), out_dir=tmp_path / "run", render=False)
     return [f for f in analyze(load_run(res.run_dir)).findings if f.kind == "xid"]
 
 
