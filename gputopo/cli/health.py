@@ -175,7 +175,7 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
     finish(exit_code(dialect, verdict.verdict))
 
 
-def node_name(given: Optional[str]) -> str:
+def slurm_node_name(given: Optional[str]) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
@@ -184,7 +184,7 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
     ``reason``; what was done, in words, as kept in the state."""
     from gputopo.fleet.slurm import SlurmError, act, decide, read_node
 
-    name = node_name(node)
+    name = slurm_node_name(node)
     done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown}
     prev = (last or {}).get("slurm") or {}
     if (last and last.get("verdict") == verdict and prev.get("node") == name
