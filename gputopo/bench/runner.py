@@ -388,18 +388,19 @@ class Runner:
 
     def _fail(self, r: _Running, running: Dict[str, _Running], outcome: JobOutcome,
               evidence: dict) -> None:
-        """Step ``r`` ended as ``outcome`` (a hang or a crash, gputopo/workers/outcome.py):
+        """Step ``r`` ended as ``outcome`` (a hang or a crash, an ``oom`` or ``killed`` one
+        included, gputopo/workers/outcome.py; recorded as its ``record_kind``):
         its workers killed, its StepFailure recorded with ``evidence`` and the outcome's own."""
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
         evidence.update(outcome.evidence())
-        failure = StepFailure(kind=outcome.kind, step=r.step.id, group=r.step.group,
+        failure = StepFailure(kind=outcome.record_kind, step=r.step.id, group=r.step.group,
                               gpus=list(r.step.gpus), link_class=r.step.link_class,
                               what=outcome.what, evidence=evidence)
         self.failures.append(failure)
         self.log.event(failure.to_event())
-        self.log.step_done(r.step.id, outcome.kind, measurements=r.delivered,
+        self.log.step_done(r.step.id, outcome.record_kind, measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.progress.advance(max(0, len(r.step.cases) - r.delivered), r.step.label)
         self.steps_done += 1

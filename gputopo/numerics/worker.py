@@ -209,11 +209,14 @@ class WorkerPool:
                           for w in dead]
                 how = ", ".join(d.how for d in deaths)
                 last = " | ".join(line for d in deaths for line in d.log_tail.splitlines()[-3:])
+                kinds = {d.kind for d in deaths}  # killed only when every one died of SIGKILL
+                kind = next(iter(kinds)) if len(kinds) == 1 else CRASH
                 self.kill()
                 raise WorkerCrash(JobOutcome(
-                    CRASH, f"{what}: worker process {', '.join(w.key for w in dead)} died ({how})"
+                    kind, f"{what}: worker process {', '.join(w.key for w in dead)} died ({how})"
                     + (f"; log: {last}" if last else ""), exitcode=deaths[0].exitcode,
-                    log_tail=deaths[0].log_tail, dead=True))
+                    log_tail=deaths[0].log_tail, dead=True, how=how,
+                    why=deaths[0].why if kind == deaths[0].kind else ""))
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up

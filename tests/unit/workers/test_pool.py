@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # real processes (kept out of `make test-fast`)
 
-from gputopo.workers.outcome import CRASH
+from gputopo.workers.outcome import CRASH, KILLED
 from gputopo.workers.pool import EXIT, WorkerProcesses
 
 
@@ -79,7 +79,9 @@ def test_a_dead_worker_s_last_message_is_read_and_its_death_is_said_with_its_log
         list(pool.messages(w))
     assert pool.dead(w)
     o = pool.died(w, "worker w0")
-    assert (o.kind, o.exitcode, o.how) == (CRASH, -signal.SIGKILL, "killed by signal SIGKILL")
+    # (issue 49 item 2: a SIGKILL death is ``killed``, recorded as a crash)
+    assert (o.kind, o.exitcode, o.how) == (KILLED, -signal.SIGKILL, "killed by signal SIGKILL")
+    assert o.record_kind == CRASH
     assert o.what == "worker w0 died: killed by signal SIGKILL" and o.dead
     assert f"worker up pid {w.proc.pid}" in o.log_tail
     assert pool.send(w, 3) is False  # its end is closed with it: refused, not blocked
