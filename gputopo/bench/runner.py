@@ -45,7 +45,7 @@ from gputopo.runfolder.writer import RunLog
 from gputopo.workers.outcome import JobOutcome, hung, raised
 from gputopo.workers.peer_mappings import PeerLedger, step_pairs
 from gputopo.workers.pool import EXIT, Worker, WorkerProcesses
-from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context,
+from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, mp_context,
                                        starting_workers, stop_forkserver, tail)
 
 from .plan import Step, layout
@@ -355,15 +355,12 @@ class Runner:
             self._fail(r, running, raised(f"the worker raised {last}", tb), self._evidence(r, w))
 
     def _worker_died(self, w: Worker, running: Dict[str, _Running]) -> None:
-        outcome = self.procs.died(w, f"worker {w.key} (pid {w.proc.pid})")
-        code = outcome.exitcode
         r = running.get(w.job) if w.job else None
-        if r is not None:  # (SIGKILL: the OOM killer, not the link; the report says so)
-            self._fail(r, running, outcome, self._evidence(r, w))
-        else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
-            self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
-                            "exitcode": code, "exit": exit_text(code), "idle": True})
-            self._kill(w.key)
+        if r is not None:  # (SIGKILL: one cause the OOM killer, not the link; the report says so)
+            self._fail(r, running, self.procs.died(w, f"worker {w.key} (pid {w.proc.pid})"),
+                       self._evidence(r, w))
+        else:  # idle death (e.g. at exit after its results): the pool's rule, no failure; said
+            self.log.event({"type": "worker-exit", **self.procs.idle_exit(w)})
 
     def _evidence(self, r: _Running, w: Optional[Worker]) -> dict:
         ev = {"step": r.step.id, "test_group": r.step.group,

@@ -18,7 +18,8 @@ out the jobs and decides when one has hung.
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
 (docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the
 group and leave with ``os._exit`` (workers/processes.py's ``leave``); a worker that dies on its
-way out after every result was delivered is not a failure (the pool's ``stop``).
+way out after every result was delivered is not a failure (the pool's ``idle_exit``, which its
+``stop`` applies).
 
 The worker's side (its entry point and the jobs it runs) is in worker_main.py.
 """

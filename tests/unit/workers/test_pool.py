@@ -6,6 +6,7 @@ left after ``stop`` or ``kill``."""
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import signal
@@ -94,3 +95,35 @@ def test_kill_ends_a_worker_that_does_not_answer(pool, tmp_path):
     pool.kill("w0")
     assert not w.proc.is_alive() and w.proc.exitcode == -signal.SIGKILL
     assert pool.workers == {} and pool.gone == ["w0"]
+
+
+def _aborts_at_exit(conn, log_path: str) -> None:
+    """A worker that, asked to exit, aborts (gloo's exit-time SIGABRT after its results)."""
+    while True:
+        msg = conn.recv()
+        if msg == EXIT:
+            faulthandler.disable()  # (pytest's, inherited: no dump of this abort on the output)
+            os.kill(os.getpid(), signal.SIGABRT)
+        conn.send(("echo", msg))
+
+
+def test_a_worker_that_dies_on_its_way_out_or_while_idle_did_not_fail(pool, tmp_path):
+    """Issue 49 item 3: the parent's side of the exit-time SIGABRT work-around is the pool's
+    ``idle_exit``, which ``stop`` applies too: a worker that ended with no job is joined and
+    removed, once, and its exit said as it was (SIGABRT here), never as a failure."""
+    log = str(tmp_path / "a.log")
+    (a,) = pool.start(_aborts_at_exit, [("a", (log,), log)])
+    (b,) = _start(pool, tmp_path, "b")
+    assert pool.send(a, 1) and _next_messages(pool, a) == [("echo", 1)]
+    exits = pool.stop(["a", "b"], 10.0)
+    assert exits == [
+        {"worker": "a", "pid": a.proc.pid, "exitcode": -signal.SIGABRT,
+         "exit": "killed by signal SIGABRT", "idle": True},
+        {"worker": "b", "pid": b.proc.pid, "exitcode": 0, "exit": "exit code 0", "idle": True}]
+    assert pool.workers == {} and sorted(pool.gone) == ["a", "b"]
+    # one that died with no job between jobs: the same rule, the same record
+    (c,) = _start(pool, tmp_path, "c")
+    os.kill(c.proc.pid, signal.SIGKILL)
+    assert pool.idle_exit(c) == {"worker": "c", "pid": c.proc.pid, "exitcode": -signal.SIGKILL,
+                                 "exit": "killed by signal SIGKILL", "idle": True}
+    assert pool.workers == {} and pool.gone.count("c") == 1 and not c.proc.is_alive()
