@@ -97,3 +97,19 @@ def test_the_numerics_pool_raises_its_crash_with_the_same_outcome():
     assert isinstance(o, JobOutcome) and o.kind == KILLED and o.exitcode == -9 and o.dead
     assert o.why == SIGKILL_WHY and o.record_kind == CRASH
     assert str(e.value) == o.what == "sim-dp: worker process 0 died (killed by signal SIGKILL)"
+
+
+def test_a_numerics_way_s_failure_is_made_from_its_job_s_outcome():
+    """Issue 49 item 1 (a step): a way that hung or crashed on the pool is one maker's
+    (WayFailed.of) from its JobOutcome: the record kind is the outcome's record_kind (an oom or
+    killed job a crash, as before), the message as the numerics wrote it before."""
+    from gputopo.numerics.outcome import WayFailed
+
+    h = WayFailed.of("DDP (gloo)", hung("ddp: no progress for 5 s"))
+    assert (h.kind, str(h), h.outcome.kind) == ("hang", "DDP (gloo) hung: ddp: no progress for 5 s", HANG)
+    k = died("sim-dp: worker process 0", -9)
+    c = WayFailed.of("DataParallel", k, " (simulated transfers)", 1.5)
+    assert (c.kind, str(c), c.wall_s, c.outcome) == (
+        "crash", "DataParallel (simulated transfers): sim-dp: worker process 0 died: killed by "
+        "signal SIGKILL", 1.5, k)
+    assert WayFailed.of("w", raised("RuntimeError: CUDA error: out of memory")).kind == "crash"
