@@ -45,7 +45,7 @@ from gputopo.runfolder.writer import RunLog
 from gputopo.workers.outcome import JobOutcome, hung, raised
 from gputopo.workers.peer_mappings import PeerLedger, step_pairs
 from gputopo.workers.pool import EXIT, Worker, WorkerProcesses
-from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, exit_text, mp_context,
+from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, mp_context,
                                        starting_workers, stop_forkserver, tail)
 
 from .plan import Step, layout
@@ -355,15 +355,12 @@ class Runner:
             self._fail(r, running, raised(f"the worker raised {last}", tb), self._evidence(r, w))
 
     def _worker_died(self, w: Worker, running: Dict[str, _Running]) -> None:
-        outcome = self.procs.died(w, f"worker {w.key} (pid {w.proc.pid})")
-        code = outcome.exitcode
         r = running.get(w.job) if w.job else None
-        if r is not None:  # (SIGKILL: the OOM killer, not the link; the report says so)
-            self._fail(r, running, outcome, self._evidence(r, w))
-        else:  # idle death (e.g. at exit after its results): replace it, no failure, but say so
-            self.log.event({"type": "worker-exit", "worker": w.key, "pid": w.proc.pid,
-                            "exitcode": code, "exit": exit_text(code), "idle": True})
-            self._kill(w.key)
+        if r is not None:  # (SIGKILL: one cause the OOM killer, not the link; the report says so)
+            self._fail(r, running, self.procs.died(w, f"worker {w.key} (pid {w.proc.pid})"),
+                       self._evidence(r, w))
+        else:  # idle death (e.g. at exit after its results): the pool's rule, no failure; said
+            self.log.event({"type": "worker-exit", **self.procs.idle_exit(w)})
 
     def _evidence(self, r: _Running, w: Optional[Worker]) -> dict:
         ev = {"step": r.step.id, "test_group": r.step.group,
@@ -388,18 +385,19 @@ class Runner:
 
     def _fail(self, r: _Running, running: Dict[str, _Running], outcome: JobOutcome,
               evidence: dict) -> None:
-        """Step ``r`` ended as ``outcome`` (a hang or a crash, gputopo/workers/outcome.py):
+        """Step ``r`` ended as ``outcome`` (a hang or a crash, an ``oom`` or ``killed`` one
+        included, gputopo/workers/outcome.py; recorded as its ``record_kind``):
         its workers killed, its StepFailure recorded with ``evidence`` and the outcome's own."""
         running.pop(r.step.id, None)
         for k in r.keys:
             self._kill(k)
         evidence.update(outcome.evidence())
-        failure = StepFailure(kind=outcome.kind, step=r.step.id, group=r.step.group,
+        failure = StepFailure(kind=outcome.record_kind, step=r.step.id, group=r.step.group,
                               gpus=list(r.step.gpus), link_class=r.step.link_class,
                               what=outcome.what, evidence=evidence)
         self.failures.append(failure)
         self.log.event(failure.to_event())
-        self.log.step_done(r.step.id, outcome.kind, measurements=r.delivered,
+        self.log.step_done(r.step.id, outcome.record_kind, measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.progress.advance(max(0, len(r.step.cases) - r.delivered), r.step.label)
         self.steps_done += 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding
+from gputopo.workers.outcome import HANG, JobOutcome
 
 from .job import NumericsOptions
 from .result import NumericsResult
@@ -17,13 +18,27 @@ Pair = Tuple[int, int]
 
 
 class WayFailed(Exception):
-    """A way produced no numbers: ``kind`` is "hang" or "crash"."""
+    """A way produced no numbers: ``kind`` is "hang" or "crash"; ``outcome``: how its job
+    ended on the worker pool (gputopo/workers/outcome.py), when it ran on one."""
 
-    def __init__(self, kind: str, message: str, wall_s: Optional[float] = None):
+    def __init__(self, kind: str, message: str, wall_s: Optional[float] = None,
+                 outcome: Optional[JobOutcome] = None):
         super().__init__(message)
         self.kind = kind
         #: Seconds the way ran before it failed, when it ran before it was judged (sim_jobs.py).
         self.wall_s = wall_s
+        self.outcome = outcome
+
+    @classmethod
+    def of(cls, way_name: str, outcome: JobOutcome, note: str = "",
+           wall_s: Optional[float] = None) -> "WayFailed":
+        """The failure of the way ``way_name`` whose job ended as ``outcome``: its kind the
+        outcome's ``record_kind`` (an ``oom`` or ``killed`` job is a crash), its message
+        ``"<way> hung<note>: <what>"`` or ``"<way><note>: <what>"``. The one maker of a way's
+        failure from a worker pool's outcome (run.py's ways on cuda, sim_jobs.py's)."""
+        kind = outcome.record_kind
+        return cls(kind, f"{way_name}{' hung' if kind == HANG else ''}{note}: {outcome.what}",
+                   wall_s, outcome=outcome)
 
 
 @dataclass

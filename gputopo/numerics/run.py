@@ -242,10 +242,8 @@ def _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
             raise RuntimeError("DDP asked for without its worker pool")
         try:
             res = pool.run({"kind": "ddp", "opts": opts.to_json()}, ranks=(0, 1), timeout_s=timeout_s)
-        except WorkerHang as e:
-            raise WayFailed("hang", f"DDP (gloo) hung: {e}") from e
-        except WorkerCrash as e:
-            raise WayFailed("crash", f"DDP (gloo): {e}") from e
+        except (WorkerHang, WorkerCrash) as e:
+            raise WayFailed.of("DDP (gloo)", e.outcome) from e
         run = payload_to_run(res.payloads[0])
         run.extra["rank_param_gap"] = num_to_json(rank_param_gap(res.payloads[0], res.payloads[1]))
         return run
@@ -291,10 +289,8 @@ def _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s) -> None:
     def call(job, ranks, way):
         try:
             return pool.run(job, ranks=ranks, timeout_s=timeout_s)
-        except WorkerHang as e:
-            raise WayFailed("hang", f"{WAY_NAMES[way]} hung: {e}") from e
-        except WorkerCrash as e:
-            raise WayFailed("crash", f"{WAY_NAMES[way]}: {e}") from e
+        except (WorkerHang, WorkerCrash) as e:
+            raise WayFailed.of(WAY_NAMES[way], e.outcome) from e
 
     from gputopo.workers.peer_mappings import nvswitch_gpus
 

@@ -95,12 +95,9 @@ class SimJobs:
         t0 = time.perf_counter()  # (judged later: the record keeps how long the way ran)
         try:
             return payload_to_run(self._job(job))
-        except WorkerHang as e:
-            raise WayFailed("hang", f"{WAY_NAMES[way]} hung (simulated transfers): {e}",
-                            time.perf_counter() - t0) from e
-        except WorkerCrash as e:
-            raise WayFailed("crash", f"{WAY_NAMES[way]} (simulated transfers): {e}",
-                            time.perf_counter() - t0) from e
+        except (WorkerHang, WorkerCrash) as e:
+            raise WayFailed.of(WAY_NAMES[way], e.outcome, " (simulated transfers)",
+                               time.perf_counter() - t0) from e
 
     def train(self, way: str) -> Callable[[Pair], WayRun]:
         """``train(pair)``: the run of ``way`` on ``pair`` (waits for it), or its WayFailed."""

@@ -18,7 +18,8 @@ out the jobs and decides when one has hung.
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
 (docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the
 group and leave with ``os._exit`` (workers/processes.py's ``leave``); a worker that dies on its
-way out after every result was delivered is not a failure (the pool's ``stop``).
+way out after every result was delivered is not a failure (the pool's ``idle_exit``, which its
+``stop`` applies).
 
 The worker's side (its entry point and the jobs it runs) is in worker_main.py.
 """
@@ -209,11 +210,14 @@ class WorkerPool:
                           for w in dead]
                 how = ", ".join(d.how for d in deaths)
                 last = " | ".join(line for d in deaths for line in d.log_tail.splitlines()[-3:])
+                kinds = {d.kind for d in deaths}  # killed only when every one died of SIGKILL
+                kind = next(iter(kinds)) if len(kinds) == 1 else CRASH
                 self.kill()
                 raise WorkerCrash(JobOutcome(
-                    CRASH, f"{what}: worker process {', '.join(w.key for w in dead)} died ({how})"
+                    kind, f"{what}: worker process {', '.join(w.key for w in dead)} died ({how})"
                     + (f"; log: {last}" if last else ""), exitcode=deaths[0].exitcode,
-                    log_tail=deaths[0].log_tail, dead=True))
+                    log_tail=deaths[0].log_tail, dead=True, how=how,
+                    why=deaths[0].why if kind == deaths[0].kind else ""))
 
     def run(self, job: Dict[str, Any], ranks: Tuple[int, ...], timeout_s: float) -> JobResult:
         """Run ``job`` on the workers ``ranks`` and wait for all of them. Each rank may take up

@@ -12,7 +12,8 @@ is started here, and runs on one pool.
   words; in a worker, its start (``enter_worker``: its log, SIGINT ignored, its parent watched,
   the parent's environment) and its end (``leave``: flushed, ``os._exit``).
 - ``outcome``: how a job handed to workers ended (``JobOutcome``: delivered, hang, crash with
-  exit code and log tail or traceback), the one result type of both supervisors.
+  exit code and log tail or traceback, oom as the worker reported, killed by SIGKILL), the one
+  result type of both supervisors.
 - ``peer_mappings``: the ledger of the CUDA peer mappings every live worker holds, and which
   idle workers to retire so that no device is asked for a ninth.
 """

@@ -9,7 +9,9 @@ with Ctrl-C held), hands a message to one (:meth:`~WorkerProcesses.send`: False 
 dead), waits for messages and deaths of all of them at once (:meth:`~WorkerProcesses.wait`,
 :meth:`~WorkerProcesses.messages`: what a worker sent before it died is still read), says how a
 dead worker died (:meth:`~WorkerProcesses.died`, the one place a death is put in words: its exit
-code, its log's tail) and ends workers (asked, then killed and joined: no orphan).
+code, its log's tail), says that one that ended with no job did not fail
+(:meth:`~WorkerProcesses.idle_exit`, the one place of the parent's side of the exit-time SIGABRT
+work-around) and ends workers (asked, then killed and joined: no orphan).
 
 Which worker runs what, the deadlines and the failure records stay with the supervisors: the
 bench's steps and their ``step-failed`` records, the numerics' jobs and their ``hang`` /
@@ -25,7 +27,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .outcome import JobOutcome, died
-from .processes import TAIL_LINES, start_processes, starting_workers, tail
+from .processes import TAIL_LINES, exit_text, start_processes, starting_workers, tail
 
 #: The message that asks a worker to end once its current work is done (both kinds of worker).
 EXIT = ("exit",)
@@ -147,10 +149,27 @@ class WorkerProcesses:
                 w.proc.join(10)
             self._gone(w)
 
-    def stop(self, keys: Sequence[str], seconds: float) -> None:
+    def idle_exit(self, w: Worker) -> Dict[str, Any]:
+        """Worker ``w`` ended with no job: the one place where the parent's side of the
+        exit-time SIGABRT work-around is kept. DDP and process groups on gloo occasionally abort
+        at interpreter exit, after every result was delivered (docs/architecture.md), so a
+        worker that dies with no job, whatever its exit, is not a failure: it is joined and
+        removed (killed first if it is still there), and what is known of its exit returned,
+        ``{"worker", "pid", "exitcode", "exit", "idle": True}`` (the bench's ``worker-exit``
+        event). A worker that dies while it runs a job is a failure: :meth:`died`."""
+        if w.proc.pid is not None:
+            w.proc.join(5)
+        code = w.proc.exitcode
+        out = {"worker": w.key, "pid": w.proc.pid, "exitcode": code, "exit": exit_text(code),
+               "idle": True}
+        self.kill(w.key)
+        return out
+
+    def stop(self, keys: Sequence[str], seconds: float) -> List[Dict[str, Any]]:
         """Ask the workers ``keys`` to exit (:data:`EXIT`), give them ``seconds`` in all to do
-        so, then kill and join whatever is left. A worker that dies on its way out (gloo's
-        exit-time SIGABRT, docs/architecture.md) has delivered every result: not a failure."""
+        so, then kill and join whatever is left. Each has finished its work, so how it ended
+        is :meth:`idle_exit`'s (a death on its way out is not a failure); their exits are
+        returned, in ``keys`` order."""
         ws = [w for w in (self.workers.get(k) for k in keys) if w is not None]
         for w in ws:
             if w.proc.pid is not None and w.proc.is_alive():
@@ -159,7 +178,10 @@ class WorkerProcesses:
         for w in ws:
             if w.proc.pid is not None:
                 w.proc.join(max(0.0, deadline - time.monotonic()))
-        self.kill(*keys)
+        self.kill(*[w.key for w in ws if w.proc.pid is not None and w.proc.is_alive()])
+        out = [self.idle_exit(w) for w in ws]
+        self.kill(*keys)  # (any of keys not among the live workers: a no-op)
+        return out
 
     def _gone(self, w: Worker) -> None:
         if self.workers.get(w.key) is w:

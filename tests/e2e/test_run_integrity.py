@@ -45,28 +45,38 @@ def test_sigterm_leaves_the_run_interrupted_not_running(tmp_path):
 
 
 def test_a_worker_that_dies_idle_is_recorded_in_events(tmp_path):
-    from gputopo.runfolder.writer import RunLog
-    from gputopo.bench.runner import Runner
+    """A worker that died with no step: the pool's idle_exit (the one place of the exit-time
+    SIGABRT rule) removes it, once, and the runner records its exit, not a failure."""
+    import multiprocessing
 
-    class Proc:
+    from gputopo.bench.runner import Runner
+    from gputopo.runfolder.writer import RunLog
+    from gputopo.workers.pool import Worker, WorkerProcesses
+
+    class Proc:  # a process the kernel killed (SIGKILL) while it had no step
         exitcode, pid = -9, 4242
 
-    class Worker:
-        key, step, proc = "w0", None, Proc()
+        def join(self, timeout=None):
+            pass
+
+        def is_alive(self):
+            return False
+
+    gone = []
+    parent, _child = multiprocessing.Pipe()
+    w = Worker("w0", Proc(), parent, "")
 
     class Host:  # the runner's state _worker_died reads and changes
         log = RunLog(tmp_path)
-        killed = []
-
-        def _kill(self, key):
-            self.killed.append(key)
+        procs = WorkerProcesses(None, on_gone=gone.append)
 
     host = Host()
-    Runner._worker_died(host, Worker(), {})
+    host.procs.workers["w0"] = w
+    Runner._worker_died(host, w, {})
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events == [{"type": "worker-exit", "worker": "w0", "pid": 4242, "exitcode": -9,
                        "exit": "killed by signal SIGKILL", "idle": True}]
-    assert host.killed == ["w0"]
+    assert gone == ["w0"] and host.procs.workers == {}
     # a report of the folder still loads (the event is not a finding)
     from gputopo.report.run_folder import load_run
 

@@ -6,6 +6,7 @@ left after ``stop`` or ``kill``."""
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import signal
@@ -15,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # real processes (kept out of `make test-fast`)
 
-from gputopo.workers.outcome import CRASH
+from gputopo.workers.outcome import CRASH, KILLED
 from gputopo.workers.pool import EXIT, WorkerProcesses
 
 
@@ -79,7 +80,9 @@ def test_a_dead_worker_s_last_message_is_read_and_its_death_is_said_with_its_log
         list(pool.messages(w))
     assert pool.dead(w)
     o = pool.died(w, "worker w0")
-    assert (o.kind, o.exitcode, o.how) == (CRASH, -signal.SIGKILL, "killed by signal SIGKILL")
+    # (issue 49 item 2: a SIGKILL death is ``killed``, recorded as a crash)
+    assert (o.kind, o.exitcode, o.how) == (KILLED, -signal.SIGKILL, "killed by signal SIGKILL")
+    assert o.record_kind == CRASH
     assert o.what == "worker w0 died: killed by signal SIGKILL" and o.dead
     assert f"worker up pid {w.proc.pid}" in o.log_tail
     assert pool.send(w, 3) is False  # its end is closed with it: refused, not blocked
@@ -92,3 +95,35 @@ def test_kill_ends_a_worker_that_does_not_answer(pool, tmp_path):
     pool.kill("w0")
     assert not w.proc.is_alive() and w.proc.exitcode == -signal.SIGKILL
     assert pool.workers == {} and pool.gone == ["w0"]
+
+
+def _aborts_at_exit(conn, log_path: str) -> None:
+    """A worker that, asked to exit, aborts (gloo's exit-time SIGABRT after its results)."""
+    while True:
+        msg = conn.recv()
+        if msg == EXIT:
+            faulthandler.disable()  # (pytest's, inherited: no dump of this abort on the output)
+            os.kill(os.getpid(), signal.SIGABRT)
+        conn.send(("echo", msg))
+
+
+def test_a_worker_that_dies_on_its_way_out_or_while_idle_did_not_fail(pool, tmp_path):
+    """Issue 49 item 3: the parent's side of the exit-time SIGABRT work-around is the pool's
+    ``idle_exit``, which ``stop`` applies too: a worker that ended with no job is joined and
+    removed, once, and its exit said as it was (SIGABRT here), never as a failure."""
+    log = str(tmp_path / "a.log")
+    (a,) = pool.start(_aborts_at_exit, [("a", (log,), log)])
+    (b,) = _start(pool, tmp_path, "b")
+    assert pool.send(a, 1) and _next_messages(pool, a) == [("echo", 1)]
+    exits = pool.stop(["a", "b"], 10.0)
+    assert exits == [
+        {"worker": "a", "pid": a.proc.pid, "exitcode": -signal.SIGABRT,
+         "exit": "killed by signal SIGABRT", "idle": True},
+        {"worker": "b", "pid": b.proc.pid, "exitcode": 0, "exit": "exit code 0", "idle": True}]
+    assert pool.workers == {} and sorted(pool.gone) == ["a", "b"]
+    # one that died with no job between jobs: the same rule, the same record
+    (c,) = _start(pool, tmp_path, "c")
+    os.kill(c.proc.pid, signal.SIGKILL)
+    assert pool.idle_exit(c) == {"worker": "c", "pid": c.proc.pid, "exitcode": -signal.SIGKILL,
+                                 "exit": "killed by signal SIGKILL", "idle": True}
+    assert pool.workers == {} and pool.gone.count("c") == 1 and not c.proc.is_alive()
