@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
+from gputopo.bench.fabrics.fabric import Fabric, default_fabric, fabric_named
 from gputopo.errors import UsageError
 from gputopo.model import Topology
 from gputopo.runfolder.layout import WORKERS_DIR
@@ -26,18 +27,21 @@ class Machine:
     """What a job measures and with which fabric."""
 
     topology: Topology
-    fabric: str
+    fabric: Fabric  # gputopo.bench.fabrics.fabric: what it is measured with (a name is looked up)
     description: Any = None  # gputopo.sim.description.Description for simulated machines
+
+    def __post_init__(self) -> None:
+        self.fabric = fabric_named(self.fabric)
 
 
 def choose_machine(sim: Optional[str], fabric: Optional[str], cpu_gpus: int = 2) -> Machine:
     """``--sim`` picks a simulated machine (fabric sim unless told otherwise); ``--fabric cpu``
     alone gives ``cpu_gpus`` worker processes standing in for GPUs; otherwise this machine's
     GPUs through NVML (NoHardwareError, exit 3, when there are none)."""
-    from gputopo.bench.api import cpu_topology, parse_fabric
+    from gputopo.bench.api import cpu_topology
 
-    fabric = parse_fabric(fabric) if fabric else ("sim" if sim else "cuda")
-    if sim and fabric == "cuda":  # refused here, before a run folder exists
+    chosen = fabric_named(fabric) if fabric else default_fabric(simulated_machine=bool(sim))
+    if sim and chosen.real_gpus:  # refused here, before a run folder exists
         raise UsageError(f"--fabric cuda measures this machine's real GPUs, but --sim {sim} is a simulated "
                          "machine: drop --fabric (a --sim run uses the sim fabric) or use --fabric cpu, "
                          "or drop --sim")
@@ -46,14 +50,14 @@ def choose_machine(sim: Optional[str], fabric: Optional[str], cpu_gpus: int = 2)
         from gputopo.sim.scan import scan_description
 
         desc = load_description(sim)
-        return Machine(scan_description(desc), fabric, desc)
-    if fabric == "sim":
+        return Machine(scan_description(desc), chosen, desc)
+    if chosen.simulated:
         raise UsageError("--fabric sim needs a simulated machine: add --sim NAME (see `gputopo sims`)")
-    if fabric == "cpu":
-        return Machine(cpu_topology(cpu_gpus), "cpu")
+    if chosen.stands_in:
+        return Machine(cpu_topology(cpu_gpus), chosen)
     from gputopo.probe.scan import scan_real
 
-    return Machine(scan_real(), "cuda")
+    return Machine(scan_real(), chosen)
 
 
 @dataclass
@@ -183,7 +187,7 @@ class _NumericsAhead:
         self.jobs: Any = None  # numerics.sim_jobs.SimJobs, once started
 
     def start(self, run_dir, options) -> None:
-        if self.options is None or self.machine.fabric != "sim" or not options.pairs:
+        if self.options is None or not self.machine.fabric.simulated or not options.pairs:
             return
         from gputopo.numerics.sim_jobs import SimJobs
 

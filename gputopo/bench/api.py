@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 from gputopo.errors import UsageError
 from gputopo.model import Finding, Measurement, Topology, is_value
@@ -36,6 +36,7 @@ from gputopo.runfolder.settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings
 from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
 from gputopo.writable import check_writable_dir, refuse_odd_outputs
 
+from .fabrics.fabric import Fabric, fabric_named
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
@@ -102,45 +103,42 @@ def _validate(topology: Topology, options: BenchOptions) -> None:
         raise UsageError("--timeout must be positive")
 
 
-def _check_memory(topology: Topology, options: BenchOptions, fabric: str) -> None:
+def _check_memory(topology: Topology, options: BenchOptions, fabric: Union[str, Fabric]) -> None:
     """Refuse sizes that cannot fit before anything runs (memory_check.py)."""
+    fabric = fabric_named(fabric)
     from .memory_check import check_sizes_fit, host_available_bytes
 
     eff = options.effective
     largest = max(tuple(eff.sizes_bytes) + tuple(eff.latency_sizes_bytes))
     gpu_free = None
-    if fabric == "cuda":
+    if fabric.memory == "gpu":
         from gputopo.probe.gpu_memory import gpu_free_bytes
 
         used = {g for p in options.pairs for g in p} | set(options.self_gpus)
         gpu_free = gpu_free_bytes(topology, sorted(used))
-    workers = _pool_size(options) if fabric == "sim" else 1
+    workers = fabric.pool_size(options.sim_workers)
     check_sizes_fit(largest, fabric, workers, host_free=host_available_bytes(),
                     gpu_free=gpu_free)
 
 
-def _worker_config(topology: Topology, fabric: str, description, timeout_s: float,
+def _worker_config(topology: Topology, fabric: Union[str, Fabric], description, timeout_s: float,
                    threads: int) -> dict:
     """What every worker process starts from. Its environment is this process's, with the
     variables that change what is timed set on the cuda fabric (worker_env.py)."""
+    fabric = fabric_named(fabric)
     gpus = {}
     for g in topology.gpus:
         gpus[g.nvml_index] = {
             "pci_bus_id": g.pci_bus_id if is_value(g.pci_bus_id) else None,
         }
-    env = worker_env(os.environ)[0] if fabric == "cuda" else dict(os.environ)
-    return {"fabric": fabric, "description": description if fabric == "sim" else None,
+    env = worker_env(os.environ)[0] if fabric.real_gpus else dict(os.environ)
+    # the fabric's name (a worker rebuilds the Fabric through fabrics/fabric.py's fabric_named)
+    return {"fabric": fabric.name, "description": description if fabric.simulated else None,
             "env": env, "parent_pid": os.getpid(), "threads": threads,
             "gpus": gpus, "pg_timeout_s": max(60.0, 2 * timeout_s)}
 
 
-def _pool_size(options: BenchOptions) -> int:
-    if options.sim_workers:
-        return max(1, int(options.sim_workers))
-    return max(1, min(4, os.cpu_count() or 1))
-
-
-def run_bench(topology: Topology, options: BenchOptions, fabric: str, description=None,
+def run_bench(topology: Topology, options: BenchOptions, fabric: Union[str, Fabric], description=None,
               progress=None, numerics_options: Optional[dict] = None,
               on_started: Optional[Callable[[Path, BenchOptions], None]] = None,
               meanwhile: Optional[Callable[[], None]] = None) -> RunResult:
@@ -159,8 +157,8 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: str, descriptio
     and stdout is a terminal.
     """
     t0 = time.monotonic()
-    fabric = parse_fabric(fabric)
-    if fabric == "sim" and description is None:
+    fabric = fabric_named(fabric)
+    if fabric.simulated and description is None:
         raise UsageError("--fabric sim needs a simulated machine: use --sim NAME")
     prior_done: Dict[str, str] = {}
     prior_ms: List[Measurement] = []
@@ -193,7 +191,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         info = read_run_info(options.resume_dir)
         if isinstance(info.get(NCCL_ENV_KEY), dict):  # the workers inherit os.environ
             nccl_restored = use_saved_nccl_settings(info[NCCL_ENV_KEY])
-        if info.get("fabric") != fabric:
+        if info.get("fabric") != fabric.name:
             raise UsageError(f"--resume {options.resume_dir}: that run used --fabric "
                              f"{info.get('fabric')}, not {fabric}")
         if info.get("machine") and topology.machine and info["machine"] != topology.machine:
@@ -211,7 +209,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         prior_done, prior_ms, prior_findings = read_progress(run_dir)  # (findings: older runs')
         prior_failures = _prior_failures(run_dir)
     _validate(topology, options)
-    if fabric == "cuda":  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
+    if fabric.real_gpus:  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)
         from .visible import restrict_to_cuda_visible
 
         restrict_to_cuda_visible(topology, options.pairs, options.self_gpus, explicit_pairs=True)
@@ -221,26 +219,26 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
                    else new_run_dir(options.reports_dir, topology.machine or "machine"))
         lock.enter_context(run_folder_lock(run_dir))
 
-    simulated = bool(topology.simulated or fabric == "sim")
+    simulated = bool(topology.simulated or fabric.simulated)
     steps = plan_steps(topology, options)
     total_cases = count_cases(steps)  # (plan_resume trims the steps to their missing cases)
     todo, redo = plan_resume(steps, prior_done, {measurement_key(m) for m in prior_ms},
                              retry_hung=options.retry_hung)
     if options.resume_dir:  # before anything runs: which run this continues, how far it got
-        print(resume_line(str(run_dir), topology.machine, fabric, simulated, options.tests,
+        print(resume_line(str(run_dir), topology.machine, fabric.name, simulated, options.tests,
                           options.self_gpus, total_cases, count_cases(todo)), file=sys.stderr)
     redone_ids = {r.step for r in redo}  # their earlier failures are superseded
     prior_findings = [f for f in prior_findings if (f.evidence or {}).get("step") not in redone_ids]
     prior_failures = [f for f in prior_failures if f.step not in redone_ids]
-    concurrent = bool(options.concurrent and fabric != "sim")
+    concurrent = bool(options.concurrent and fabric.concurrent_allowed)
 
     log = RunLog(run_dir)
     eff = options.effective
-    env_record = worker_env(os.environ)[1] if fabric == "cuda" else None
+    env_record = worker_env(os.environ)[1] if fabric.real_gpus else None
     line = override_line(env_record or {})
     if line:
         print(line, file=sys.stderr)
-    log.start(fabric=fabric, simulated=simulated, machine=topology.machine,
+    log.start(fabric=fabric.name, simulated=simulated, machine=topology.machine,
               options=options.to_json(), topology=topology, argv=options.argv,
               sim=(getattr(description, "name", None) if description is not None else None),
               sim_path=(str(getattr(description, "path", "") or "") or None)
@@ -248,12 +246,12 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
               concurrent=concurrent, steps=len(steps),
               **{NCCL_ENV_KEY: nccl_settings(), NUMERICS_KEY: numerics_options,
                  WORKER_ENV_KEY: env_record,
-                 PEER_LIMIT_KEY: peer_limit_record(topology) if fabric == "cuda" else None})
+                 PEER_LIMIT_KEY: peer_limit_record(topology) if fabric.real_gpus else None})
     for note in cut_notes:
         log.event({"type": "cut-line-cleared", "note": note})
     for r in redo:
         log.event(r.to_json())
-    pool = _pool_size(options) if fabric == "sim" else 1
+    pool = fabric.pool_size(options.sim_workers)
     # One torch thread per worker: workers already run side by side, and OpenMP's spinning
     # threads are badly hurt by any other load on the cores (10x slower copies measured).
     threads = 1
@@ -261,8 +259,8 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         progress = make_progress(enabled=options.progress) if options.progress else NullProgress()
     runner = Runner(
         fabric=fabric, log=log, timeout_s=options.timeout_s, concurrent=concurrent,
-        pool_size=pool, progress=progress, peer_limit=PEER_LIMIT if fabric == "cuda" else None,
-        peer_exempt=nvswitch_gpus(topology) if fabric == "cuda" else (),
+        pool_size=pool, progress=progress, peer_limit=PEER_LIMIT if fabric.real_gpus else None,
+        peer_exempt=nvswitch_gpus(topology) if fabric.real_gpus else (),
         config=_worker_config(topology, fabric, description, options.timeout_s, threads),
         step_settings={"warmup": eff.warmup, "samples": eff.samples,
                        "latency_repeat": eff.latency_repeat})
@@ -285,7 +283,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         merged[measurement_key(m)] = m
     measurements = list(merged.values())
     return RunResult(
-        run_dir=run_dir, topology=topology, fabric=fabric, simulated=simulated,
+        run_dir=run_dir, topology=topology, fabric=fabric.name, simulated=simulated,
         machine=topology.machine, options=options, measurements=measurements,
         failures=list(prior_failures) + runner.failures, recorded_findings=list(prior_findings),
         interrupted=runner.interrupted, concurrent=concurrent,

@@ -10,10 +10,11 @@ buffers (its free memory is read through NVML where it can be).
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 from gputopo.errors import UsageError
 
+from .fabrics.fabric import Fabric, fabric_named
 from .options import format_size
 
 #: Buffers of the message size a step holds per GPU at once (see the suites).
@@ -38,7 +39,7 @@ def _gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker: int = 2,
+def check_sizes_fit(size_bytes: int, fabric: Union[str, Fabric], workers: int, gpus_per_worker: int = 2,
                     host_free: Optional[int] = None,
                     gpu_free: Optional[Dict[int, int]] = None) -> None:
     """UsageError when a message of ``size_bytes`` cannot fit: in host memory (``host_free``
@@ -47,7 +48,8 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
     -> bytes) on cuda."""
     size = format_size(size_bytes)
     per_gpu = BUFFERS_PER_GPU * size_bytes
-    if fabric == "cuda":
+    fabric = fabric_named(fabric)
+    if fabric.memory == "gpu":
         host_need = 2 * size_bytes  # the staged copy's host buffers
         for gpu, free in sorted((gpu_free or {}).items()):
             if per_gpu > free:
@@ -58,7 +60,7 @@ def check_sizes_fit(size_bytes: int, fabric: str, workers: int, gpus_per_worker:
     else:  # and each worker's cache of generated patterns (patterns.py)
         host_need = (per_gpu * gpus_per_worker + HOST_CACHE_BYTES) * max(1, workers)
     if host_free is not None and host_need > host_free:
-        where = ("for staging through host memory" if fabric == "cuda" else
+        where = ("for staging through host memory" if fabric.memory == "gpu" else
                  f"in host memory ({max(1, workers)} worker(s) x ({gpus_per_worker} GPU(s) x "
                  f"{BUFFERS_PER_GPU} buffers + {_gib(HOST_CACHE_BYTES)} of patterns), the "
                  f"{fabric} fabric keeps GPU buffers there)")

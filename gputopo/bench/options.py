@@ -15,10 +15,12 @@ from gputopo.errors import UsageError
 from gputopo.model import LinkClass, Topology
 from gputopo.runfolder.layout import DEFAULT_BASE_DIR
 
+from .fabrics.fabric import FABRIC_NAMES, fabric_named
+
 #: Test groups a pair step can run, in the order they run.
 TEST_GROUPS = ("p2p", "dp", "collectives")
 #: Fabrics: real GPUs, real CPU processes over gloo, a simulated machine's link model.
-FABRICS = ("cuda", "cpu", "sim")
+FABRICS = FABRIC_NAMES
 
 Pair = Tuple[int, int]
 
@@ -309,10 +311,8 @@ def select_pairs(topology: Topology, pairs_values: Optional[Sequence[str]] = Non
 
 
 def parse_fabric(text: str) -> str:
-    t = str(text).strip().lower()
-    if t not in FABRICS:
-        raise UsageError(f"--fabric: unknown fabric {text!r}; known: {', '.join(FABRICS)}")
-    return t
+    """The name of the fabric ``text`` names (UsageError for an unknown one: fabrics/fabric.py)."""
+    return fabric_named(text).name
 
 
 def format_size(n: int) -> str:

@@ -10,11 +10,12 @@ torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from gputopo.model import Measurement, Topology
 from gputopo.model.collectives import BENCH_COLLECTIVES, collective, is_collective
 
+from .fabrics.fabric import Fabric, fabric_named
 from .options import BenchOptions, TEST_GROUPS
 
 #: Measurement.test names per group (docs/bench.md).
@@ -154,18 +155,14 @@ def plan_steps(topology: Topology, options: BenchOptions) -> List[Step]:
     return steps
 
 
-def layout(step: Step, fabric: str) -> List[Tuple[int, ...]]:
+def layout(step: Step, fabric: Union[str, Fabric]) -> List[Tuple[int, ...]]:
     """GPUs driven by each worker process of a step, in rank order.
 
     cuda: one process drives both GPUs of a pair for peer copies and DataParallel (that is how
     DataParallel works), two processes (one per GPU) for NCCL collectives. cpu: one process per
     "GPU" always (bytes really cross processes). sim: one process models the whole pair.
     """
-    if fabric == "sim" or len(step.gpus) == 1:
-        return [tuple(step.gpus)]
-    if fabric == "cuda" and step.group in ("p2p", "dp"):
-        return [tuple(step.gpus)]
-    return [(g,) for g in step.gpus]
+    return fabric_named(fabric).layout(step.gpus, step.group)  # (fabrics/fabric.py)
 
 
 def count_cases(steps: Sequence[Step]) -> int:

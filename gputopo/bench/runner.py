@@ -35,7 +35,7 @@ benchmarks/overhead.py finds them.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from gputopo.errors import NoHardwareError
 from gputopo.model import Measurement
@@ -48,6 +48,7 @@ from gputopo.workers.pool import EXIT, Worker, WorkerProcesses
 from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, mp_context,
                                        starting_workers, stop_forkserver, tail)
 
+from .fabrics.fabric import Fabric, fabric_named
 from .plan import Step, layout
 from .run_records import NullProgress
 from .run_records import RunningStep as _Running
@@ -61,11 +62,11 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 class Runner:
-    def __init__(self, *, fabric: str, config: dict, log: RunLog, timeout_s: float,
+    def __init__(self, *, fabric: Union[str, Fabric], config: dict, log: RunLog, timeout_s: float,
                  concurrent: bool = False, pool_size: int = 1, progress=None,
                  step_settings: Optional[dict] = None, on_measurement=None,
                  peer_limit: Optional[int] = None, peer_exempt: Sequence[int] = ()):
-        self.fabric = fabric
+        self.fabric = fabric_named(fabric)
         self.config = config
         self.log = log
         self.timeout_s = float(timeout_s)
@@ -123,7 +124,7 @@ class Runner:
 
     def _keys_for(self, step: Step, running: Dict[str, _Running]) -> Optional[List[str]]:
         """Worker keys (rank order) that would run ``step`` now, or None if it must wait."""
-        if self.fabric == "sim":
+        if self.fabric.pooled:
             if self._share:  # one step at a time, on every worker
                 return None if running else self._pool_keys()[:max(1, len(step.cases))]
             if len(running) >= self.pool_size:
@@ -168,7 +169,7 @@ class Runner:
         """Fork every worker the plan needs at once, so their set-up overlaps."""
         if not steps:
             return
-        if self.fabric == "sim":
+        if self.fabric.pooled:
             keys = self._pool_keys()[:self.pool_size if self._share else len(steps)]
         else:
             keys = sorted({f"gpu{r[0]}" for s in steps for r in layout(s, self.fabric)},
@@ -183,13 +184,13 @@ class Runner:
             if keys is not None and not self._room_for(step, keys, running, pending):
                 keys = None  # a busy worker holds the mappings it needs: after that step
             if keys is None:
-                if self.fabric != "sim" and not self.concurrent:
+                if not self.fabric.pooled and not self.concurrent:
                     break  # keep the plan's order
                 continue
             pending.remove(step)
-            ranks = [tuple(step.gpus)] * len(keys) if self.fabric == "sim" else layout(step, self.fabric)
+            ranks = [tuple(step.gpus)] * len(keys) if self.fabric.pooled else layout(step, self.fabric)
             r = _Running(step, keys, ranks, deadline=time.monotonic() + STARTUP_TIMEOUT_S)
-            if self.fabric == "sim" and len(keys) > 1:
+            if self.fabric.pooled and len(keys) > 1:
                 r.queue = dealing_order(step.cases)
             running[step.id] = r
             for k in keys:

@@ -15,15 +15,16 @@ takes it. Pure Python: the runner never imports torch.
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Sequence, Union
 
+from .fabrics.fabric import Fabric, fabric_named
 from .plan import Case, Step
 
 
-def share_steps(fabric: str, steps: Sequence[Step], pool_size: int) -> bool:
+def share_steps(fabric: Union[str, Fabric], steps: Sequence[Step], pool_size: int) -> bool:
     """Whether the run's steps are shared among the workers: sim, several workers, and fewer
     than two steps per worker (with more, the pool keeps every worker busy by itself)."""
-    return fabric == "sim" and pool_size > 1 and len(steps) < 2 * pool_size
+    return fabric_named(fabric).pooled and pool_size > 1 and len(steps) < 2 * pool_size
 
 
 def _weight(case: Case) -> int:

@@ -16,6 +16,7 @@ from gputopo.fit_table import Column, fitted_table, left_out_note
 from gputopo.model import Finding, worst_first
 from gputopo.model.finding_kinds import family, symptom
 
+from .fabrics.fabric import recorded_fabric
 from .nccl_transport import transport_cell
 from .options import format_size
 from .results import RunResult, bench_document
@@ -60,12 +61,13 @@ def render_summary(result: RunResult, console=None, *, show_info: bool = False,
 
     console = console or literal_console()
     doc = bench_document(result)
+    fabric = recorded_fabric(result.fabric)
     if result.simulated:
-        src = "the link model of the simulated machine" if result.fabric == "sim" else \
+        src = "the link model of the simulated machine" if fabric is not None and fabric.simulated else \
             f"the {result.fabric} fabric"
         console.print(Text(f"SIMULATED machine {result.machine}: times come from {src}; "
                            "no real GPU was measured", style="bold magenta"))
-    elif result.fabric == "cpu":
+    elif fabric is not None and fabric.stands_in:
         console.print(Text("fabric cpu: worker processes over gloo stand in for GPUs; "
                            "wall-clock CPU numbers", style="bold"))
     if result.interrupted:

@@ -28,6 +28,8 @@ from typing import Any, Dict, Tuple
 
 from gputopo.workers.processes import enter_worker, leave, libc
 
+from .fabrics.fabric import fabric_named
+
 #: Reason prefix of a "fatal" message meaning CUDA is not usable (the CLI maps it to exit 3).
 NO_CUDA = "no-cuda"
 #: Least seconds between two "beat" messages sent within a measurement (after a sample).
@@ -40,7 +42,7 @@ PREPARE_BEATS_MAX_S = 300.0
 def worker_main(conn, key: str, config: dict, log_path: str) -> None:
     """Entry point of a worker process (multiprocessing target)."""
     enter_worker(log_path, config["parent_pid"], config.get("env") or {})
-    if config["fabric"] == "cuda":
+    if fabric_named(config["fabric"]).real_gpus:
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         # NCCL's INFO log of this process, to record its transport per pair (nccl_transport.py)
         from .nccl_transport import nccl_debug_env
@@ -182,7 +184,7 @@ class WorkerState:
         import torch
 
         self.config = config
-        self.fabric = config["fabric"]
+        self.fabric = fabric_named(config["fabric"])  # the worker configuration carries its name
         torch.set_num_threads(max(1, int(config.get("threads") or 1)))
         self.store = None
         self.store_port = None
@@ -190,7 +192,7 @@ class WorkerState:
         self.cuda_index = {}
         self.model = None
         self.nccl_tail = None
-        if self.fabric == "cuda":
+        if self.fabric.real_gpus:
             from .nccl_transport import NcclLogTail
 
             self.nccl_tail = NcclLogTail.for_worker(os.environ, config.get("worker_log", ""))
@@ -201,13 +203,13 @@ class WorkerState:
 
             self.cuda_index = resolve_cuda_indices(
                 {int(k): v for k, v in (config.get("gpus") or {}).items()})
-        if self.fabric in ("sim", "cpu"):
+        if self.fabric.memory == "host":
             _reuse_freed_memory()
-        if self.fabric == "sim":
+        if self.fabric.simulated:
             from .fabrics.sim import SimModel
 
             self.model = SimModel(config["description"], os.environ)
-        if self.fabric in ("cpu", "cuda"):
+        if self.fabric.needs_store:
             import torch.distributed as dist
 
             self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -234,8 +236,10 @@ class WorkerState:
         store = self.store if step["rank"] == 0 else self._client(st["host"], st["port"])
         if store is None:  # rank 0's own store exists on the cpu and cuda fabrics only
             raise RuntimeError(f"no TCP store for a process group on the {self.fabric} fabric")
-        backend = "nccl" if self.fabric == "cuda" else "gloo"
-        if self.fabric == "cuda":
+        backend = self.fabric.backend
+        if backend is None:
+            raise RuntimeError(f"the {self.fabric} fabric has no process-group backend")
+        if self.fabric.real_gpus:
             import torch
 
             from .fabrics.cuda import device_of
@@ -248,19 +252,7 @@ class WorkerState:
 
     def _ops(self, step: dict):
         local, gpus, world = step["local_gpus"], step["gpus"], step["world"]
-        if self.fabric == "sim":
-            from .fabrics.sim import SimOps
-
-            if self.model is None:  # set in __init__ for the sim fabric
-                raise RuntimeError("the sim fabric's worker has no machine model")
-            return SimOps(local, gpus, self.model)
-        if self.fabric == "cpu":
-            from .fabrics.cpu import CpuOps
-
-            return CpuOps(local, gpus, world)
-        from .fabrics.cuda import CudaOps
-
-        return CudaOps(local, gpus, world, self.cuda_index)
+        return self.fabric.ops(local, gpus, world, self)
 
     # ------------------------------------------------------------------ steps
     def run_step(self, step: dict, conn) -> None:
@@ -272,7 +264,7 @@ class WorkerState:
         # the fabrics that have one (tools/gpu_check.py's one-rank NCCL all_reduce): without it
         # torch.distributed has no group to run them on. shared: each worker its own cases.
         grouped = not step.get("shared") and (step["world"] > 1 or (
-            self.fabric in ("cpu", "cuda") and step.get("group") == "collectives"))
+            self.fabric.backend is not None and step.get("group") == "collectives"))
         if grouped and self.nccl_tail is not None:
             self.nccl_tail.mark()
         if grouped:

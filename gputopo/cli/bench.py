@@ -66,6 +66,15 @@ def numerics_options(f):
     return f
 
 
+def _stand_ins(fabric) -> bool:
+    """Whether the fabric named (``--fabric``'s text, run.json's; None: none) runs stand-in
+    GPUs, whose number ``--cpu-gpus`` sets."""
+    from gputopo.bench.fabrics.fabric import recorded_fabric
+
+    known = recorded_fabric(fabric)
+    return known is not None and known.stands_in
+
+
 def refuse_ignored(resume_dir, sim, fabric, want_numerics=True) -> None:
     """Exit 2 naming options this command would ignore: what a resumed run measures (it comes
     from run.json), numerics settings without numerics, --cpu-gpus off the cpu fabric."""
@@ -76,7 +85,7 @@ def refuse_ignored(resume_dir, sim, fabric, want_numerics=True) -> None:
                       f"with --resume (the run folder {resume_dir} says what the run measures)")
     if not want_numerics:
         refuse_unused(ctx, NUMERICS_OPTIONS, "when --tests has no numerics")
-    if sim or (fabric != "cpu" and not (resume_dir and fabric is None)):  # (resume: run.json's)
+    if sim or (not _stand_ins(fabric) and not (resume_dir and fabric is None)):  # (resume: run.json's)
         refuse_unused(ctx, ("cpu_gpus",), "without --fabric cpu (or with --sim, whose machine "
                       "says how many GPUs there are)")
 
@@ -147,10 +156,10 @@ def machine_and_options(sim, fabric, pairs_values, class_text, gpus_text, cpu_gp
         # a description file is reloaded from its path; built-in and generated machines by name
         sim = sim_path if sim_path and ":" not in sim_path else info.get("sim")
         fabric = info.get("fabric")
-    if resume_dir and cpu_gpus is None and sim is None and fabric == "cpu":
+    if resume_dir and cpu_gpus is None and sim is None and _stand_ins(fabric):
         cpu_gpus = _stand_in_gpus(resume_dir)  # the run's --cpu-gpus
     machine = choose_machine(sim, fabric, cpu_gpus or 2)
-    if concurrent and machine.fabric == "sim":
+    if concurrent and not machine.fabric.concurrent_allowed:
         from gputopo.errors import UsageError
 
         raise UsageError("--concurrent does nothing on the sim fabric: modeled times do not depend "
@@ -173,7 +182,7 @@ def machine_and_options(sim, fabric, pairs_values, class_text, gpus_text, cpu_gp
     else:
         pairs = select_pairs(topo, pairs_values or None, class_text, gpus_text)
         self_gpus = parse_gpus(gpus_text, len(topo.gpus)) if self_test else []
-    if machine.fabric == "cuda":
+    if machine.fabric.real_gpus:
         from gputopo.bench.visible import restrict_to_cuda_visible
 
         explicit = bool(pairs_values) and not any(str(v).strip().lower() == "all"

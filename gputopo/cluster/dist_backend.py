@@ -46,8 +46,9 @@ import statistics
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, MutableMapping, Optional, Sequence, Union
 
+from gputopo.bench.fabrics.fabric import Fabric, fabric_named
 from gputopo.bench.gpu_sample import time_sample
 from gputopo.bench.worker_env import apply as apply_env
 from gputopo.bench.worker_env import worker_env
@@ -109,7 +110,7 @@ RANK_ENV = {
 _RANK_ENV_LEGACY = {"NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
 
 
-def set_rank_env(fabric: str, environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Dict[str, Any]]:
+def set_rank_env(fabric: Union[str, Fabric], environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Dict[str, Any]]:
     """Set the bench workers' timing variables and :data:`RANK_ENV` in this process (cuda
     fabric; the cpu fabric's gloo reads none of it), before its CUDA context exists (CUDA reads
     ``CUDA_LAUNCH_BLOCKING`` when it starts), and return what was set as the bench records it:
@@ -118,7 +119,7 @@ def set_rank_env(fabric: str, environ: Optional[MutableMapping[str, str]] = None
     the collective ended: a lost peer held a healthy rank outside every bounded poll, and rank 0
     named the healthy rank hung."""
     env = os.environ if environ is None else environ
-    if fabric != "cuda":
+    if not fabric_named(fabric).real_gpus:
         return {}
     _, record = worker_env(env, RANK_ENV, _RANK_ENV_LEGACY)
     apply_env(env, record)
@@ -141,7 +142,18 @@ class RendezvousError(GputopoError):
 
 
 class DistBackend:
-    def __init__(self, env: LaunchEnv, fabric: str, *, size_bytes: int, samples: int,
+    _fabric: Fabric
+
+    @property
+    def fabric(self) -> Fabric:
+        """The fabric its ranks run on (bench/fabrics/fabric.py); set by name or as a Fabric."""
+        return self._fabric
+
+    @fabric.setter
+    def fabric(self, value: Union[str, Fabric]) -> None:
+        self._fabric = fabric_named(value)
+
+    def __init__(self, env: LaunchEnv, fabric: Union[str, Fabric], *, size_bytes: int, samples: int,
                  timeout_s: float):
         # c10d logs each failed connect with a C++ stack (dozens of lines per retry): the one
         # line that matters is ours (a user's own TORCH_CPP_LOG_LEVEL is kept)
@@ -149,6 +161,7 @@ class DistBackend:
         import torch
         import torch.distributed as dist
 
+        fabric = fabric_named(fabric)  # (bench/fabrics/fabric.py)
         self.torch, self.dist, self.env, self.fabric = torch, dist, env, fabric
         self.size_bytes, self.samples, self.timeout = size_bytes, samples, timedelta(seconds=timeout_s)
         self.timeout_s = float(timeout_s)
@@ -157,7 +170,7 @@ class DistBackend:
         # before any process group exists: torch reads them when it makes one
         self.env_set = set_rank_env(fabric)
         self.gpu_bus_id: Optional[str] = None
-        if fabric == "cuda":
+        if fabric.real_gpus:
             # by what this task sees: all the node's GPUs (torchrun) or its own (Slurm binding)
             index, self.gpu_bus_id = choose_device(torch.cuda, env.local_rank, env.local_world_size,
                                                    f"rank {env.rank} ({env.node_name})")
@@ -170,7 +183,7 @@ class DistBackend:
         if why:  # before the rendezvous: every rank of the launch says it and leaves (exit 2)
             raise UsageError(f"rank {env.rank} ({env.node_name}): {why}")
         try:
-            dist.init_process_group(backend="nccl" if fabric == "cuda" else "gloo", init_method="env://",
+            dist.init_process_group(backend=fabric.backend, init_method="env://",
                                     rank=env.rank, world_size=env.world_size, timeout=self.timeout)
             # the liveness barrier's bound: a rank that reached it at once (a bye, a group done
             # early) sends to rank 0 under the group's own timeout, and rank 0 arrives up to
@@ -498,7 +511,7 @@ class DistBackend:
         store = dist.PrefixStore(f"{key}/pg/", self._pg_store)
         me, size = ranks.index(self.rank), len(ranks)
         pg: Any
-        if self.fabric == "cuda":
+        if self.fabric.backend == "nccl":
             from torch._C._distributed_c10d import ProcessGroupNCCL
 
             opts = ProcessGroupNCCL.Options()
@@ -548,7 +561,7 @@ class DistBackend:
         """NCCL: abort the communicator (its kernels stop waiting for a lost peer, this GPU's
         stream moves on, a communicator still being made stops), waiting at most
         :data:`ABORT_WAIT_S` for it. Gloo: nothing; the abandoned work ends at the group's timeout."""
-        if self.fabric != "cuda":
+        if self.fabric.backend != "nccl":
             return
         self._not_to_shut.update(k for k, g in self._round_groups if g is pg)
         t = threading.Thread(target=_quiet(pg.abort), name="gputopo-abort", daemon=True)
@@ -559,7 +572,7 @@ class DistBackend:
         """What a helper thread enters to act on this rank's GPU as the main thread does: CUDA's
         current device and torch's current stream are per thread (read here, in the main thread:
         NCCL's stream then waits for the stream the main thread filled the buffers on)."""
-        if self.fabric != "cuda":
+        if not self.fabric.real_gpus:
             return contextlib.nullcontext()
         cuda, device = self.torch.cuda, self.device
         stream = cuda.current_stream(device)
@@ -617,7 +630,7 @@ class DistBackend:
         and, with rank 0 among the members, the whole job. ``eager_connect_single_device`` is
         what ``init_process_group(device_id=...)`` calls for the default group. Gloo: its
         constructor connected already, bounded by the group's timeout."""
-        if self.fabric == "cuda":
+        if self.fabric.backend == "nccl":
             self._bounded(functools.partial(pg.eager_connect_single_device, self.device), key, pg,
                           "the NCCL communicator set-up")
 
@@ -628,7 +641,7 @@ class DistBackend:
         stop waiting, the group is aborted and :class:`_Abandoned` raised. CUDA: ``done`` is an
         event's ``query()``, polled every :data:`CUDA_POLL_S` (the time itself is the GPU's);
         ``poll_s``: the sleep between polls whatever the fabric."""
-        if poll_s is None and self.fabric == "cuda":
+        if poll_s is None and self.fabric.real_gpus:
             poll_s = CUDA_POLL_S
         next_check = self._clock() + FAIL_CHECK_S
         while not done():
@@ -666,7 +679,7 @@ class DistBackend:
         :func:`group_time`) and the next hold doubled (:data:`HOLD_MAX_S` at most); when no
         sample was clean, no time (``launch_in_interval``: why). ``samples_s``: every sample."""
         torch = self.torch
-        cuda = self.fabric == "cuda"
+        cuda = self.fabric.real_gpus
         one = torch.empty(1, dtype=torch.float32, device=self.device)  # the gate's message
         times: List[float] = []
         late: List[float] = []
@@ -815,7 +828,7 @@ class DistBackend:
 
     @property
     def _timing(self) -> str:
-        return "cuda-events" if self.fabric == "cuda" else "wall"
+        return self.fabric.timing  # cuda-events (cuda), wall (cpu)
 
     def _combine(self, group: Group, ranks: List[int], everyone: List[Dict[str, Any]]) -> GroupResult:
         """The group's result from its members' records: a member's own error is that rank's

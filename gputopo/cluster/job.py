@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from gputopo.bench.fabrics.fabric import fabric_named
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, worst_first
 from gputopo.model.cluster import LostRank, Outcome
@@ -144,7 +145,7 @@ def _local_facts(env, fabric: str) -> Dict[str, Any]:
     if env.local_rank != 0:
         return {}
     try:
-        if fabric == "cuda":
+        if fabric_named(fabric).real_gpus:
             from gputopo.probe.scan import scan_real
 
             topo = scan_real()

@@ -11,8 +11,9 @@ ranks of one node on the same GPU is a launch error, never a measurement. No tor
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
+from gputopo.bench.fabrics.fabric import Fabric, fabric_named
 from gputopo.errors import NoHardwareError
 from gputopo.model.bus_id import from_torch
 
@@ -57,10 +58,10 @@ def shared_gpus(records: List[Dict[str, Any]]) -> List[str]:
 GLOO_BUFFERS = 2
 
 
-def free_bytes(torch: Any, fabric: str, index: Optional[int]) -> Optional[int]:
+def free_bytes(torch: Any, fabric: Union[str, Fabric], index: Optional[int]) -> Optional[int]:
     """Memory the rank's all_reduce can use: the GPU's free bytes (cuda, through CUDA's
     ``cudaMemGetInfo``), or the host's MemAvailable (cpu); None where it cannot be read."""
-    if fabric != "cuda":
+    if fabric_named(fabric).memory != "gpu":
         from gputopo.bench.memory_check import host_available_bytes
 
         return host_available_bytes()
@@ -70,7 +71,7 @@ def free_bytes(torch: Any, fabric: str, index: Optional[int]) -> Optional[int]:
         return None
 
 
-def message_fit_error(size_bytes: int, fabric: str, free: Optional[int],
+def message_fit_error(size_bytes: int, fabric: Union[str, Fabric], free: Optional[int],
                       local_ranks: int) -> Optional[str]:
     """Why this rank cannot all_reduce a message of ``size_bytes``, or None (also when ``free``
     is unknown). Checked before the rendezvous: a message larger than the memory is the user's
@@ -80,7 +81,7 @@ def message_fit_error(size_bytes: int, fabric: str, free: Optional[int],
     from gputopo.bench.options import format_size
 
     gib = lambda n: f"{n / (1 << 30):.1f} GiB"  # noqa: E731
-    if fabric == "cuda":
+    if fabric_named(fabric).memory == "gpu":
         if size_bytes <= free:
             return None
         return (f"--size {format_size(size_bytes)} does not fit in this rank's GPU: "

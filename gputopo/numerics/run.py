@@ -42,8 +42,9 @@ import contextlib
 import functools
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from gputopo.bench.fabrics.fabric import FABRIC_NAMES, Fabric, fabric_named
 from gputopo.workers.processes import despite_ctrl_c
 from gputopo.errors import NoHardwareError, UsageError
 from gputopo.model import Topology
@@ -57,7 +58,7 @@ from .result import WAY_NAMES, WAYS, NumericsResult, num_to_json
 from .sink import Sink
 from .verdict import WayRun
 
-FABRICS = ("cuda", "cpu", "sim")
+FABRICS = FABRIC_NAMES
 #: Seconds a way may run before it counts as hung (real fabrics; excludes worker start-up).
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -69,7 +70,7 @@ Train = Callable[[Pair], WayRun]
 # ----------------------------------------------------------------------------- entry point
 
 
-def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, description: Any = None,
+def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: Union[str, Fabric], description: Any = None,
                  options: Optional[NumericsOptions] = None, *,
                  transport_factory: Optional[TransportFactory] = None,
                  run_dir: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -86,8 +87,8 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
     ``sim_jobs``: the sim's DataParallel/DDP jobs already started (sim_jobs.SimJobs, from
     jobs.py, beside the bench); this run then owns them and closes them.
     """
-    if fabric not in FABRICS:
-        raise UsageError(f"--fabric: unknown fabric {fabric!r}; known: {', '.join(FABRICS)}")
+    chosen = fabric_named(fabric)  # UsageError for an unknown one
+    fabric = chosen.name
     opts = options or NumericsOptions()
     ways = tuple(w for w in WAYS if w in ways)
     pairs = [(min(i, j), max(i, j)) for i, j in pairs]
@@ -99,7 +100,7 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
     out = NumericsRun(options=opts, fabric=fabric)
     sink = Sink(run_dir, write_events, progress)
     t0 = time.perf_counter()
-    if fabric == "sim":
+    if chosen.simulated:
         if transport_factory is not None:
             _run_sim_in_process(topology, pairs, opts, out, sink, ways, transport_factory)
         else:
@@ -107,7 +108,7 @@ def run_numerics(topology: Topology, pairs: Sequence[Pair], fabric: str, descrip
                 raise UsageError("the sim fabric needs a simulated machine: use --sim NAME")
             _run_sim_in_worker(topology, pairs, opts, out, sink, ways, description, timeout_s,
                                sim_jobs)
-    elif fabric == "cpu":
+    elif chosen.stands_in:
         _run_cpu(topology, pairs, opts, out, sink, ways, timeout_s)
     else:
         _run_cuda(topology, pairs, opts, out, sink, ways, timeout_s)
@@ -129,7 +130,7 @@ def _run_on_cpu_compute(topology, pairs, opts, out: NumericsRun, sink: Sink, way
     and DDP run per pair through ``dp_train`` / ``ddp_train``."""
     ref, tol, per_replica = computed or cpu_reference(opts, data)
     out.tolerances["run"] = tol
-    timing = "modeled" if fabric == "sim" else "wall"
+    timing = fabric_named(fabric).timing  # modeled (sim), wall (cpu)
     for pair in pairs:
         lc = str(topology.link_class(*pair))
         if "reference" in ways:

@@ -119,6 +119,11 @@ class CpuOps(DistMixin, Ops):
     timing = "wall"
     memory_on_host = True
 
+    @classmethod
+    def for_step(cls, local_gpus, step_gpus, world, state) -> "CpuOps":
+        """One step's ops in a worker (fabric.py's Fabric.ops)."""
+        return cls(local_gpus, step_gpus, world)
+
     def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], world: int):
         Ops.__init__(self, local_gpus, step_gpus)
         self.world = world

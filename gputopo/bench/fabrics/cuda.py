@@ -93,6 +93,11 @@ class CudaOps(DistMixin, Ops):
     fabric = "cuda"
     timing = "cuda-events"
 
+    @classmethod
+    def for_step(cls, local_gpus, step_gpus, world, state) -> "CudaOps":
+        """One step's ops in a worker (fabric.py's Fabric.ops): ``state.cuda_index``."""
+        return cls(local_gpus, step_gpus, world, state.cuda_index)
+
     def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], world: int,
                  cuda_index: Mapping[int, int]):
         Ops.__init__(self, local_gpus, step_gpus)

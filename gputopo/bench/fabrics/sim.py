@@ -272,6 +272,13 @@ class SimOps(RingCollectives):
     needs_warmup = False  # modeled time has no warm-up effect
     memory_on_host = True
 
+    @classmethod
+    def for_step(cls, local_gpus, step_gpus, world, state) -> "SimOps":
+        """One step's ops in a worker (fabric.py's Fabric.ops): ``state.model``, the machine."""
+        if state.model is None:  # set in the worker's __init__ for the sim fabric
+            raise RuntimeError("the sim fabric's worker has no machine model")
+        return cls(local_gpus, step_gpus, state.model)
+
     def __init__(self, local_gpus: Sequence[int], step_gpus: Sequence[int], model: SimModel):
         super().__init__(local_gpus, step_gpus)
         self.model = model
