@@ -620,6 +620,10 @@ def test_a_second_ctrl_c_while_the_workers_stop_still_kills_them_all_and_the_run
         def is_alive(self):
             return self.alive
 
+        @property
+        def exitcode(self):  # as multiprocessing.Process: None while running, -9 once SIGKILLed
+            return None if self.alive else -9
+
         def kill(self):
             self.alive = False
 
