@@ -755,7 +755,7 @@ def test_resume_of_a_cpu_fabric_run_keeps_its_number_of_stand_in_gpus(tmp_path):
     write_json(run / RUN_JSON, run_info(fabric="cpu", simulated=False, machine="cpu-fabric"))
     write_json(run / TOPOLOGY_JSON, topology_to_json(cpu_topology(3)))
     machine, opts = machine_and_options(None, None, (), None, None, None, None, None, str(run))
-    assert machine.fabric == "cpu" and len(machine.topology.gpus) == 3
+    assert machine.fabric.name == "cpu" and len(machine.topology.gpus) == 3
     machine, _ = machine_and_options(None, None, (), None, None, 4, None, None, str(run))
     assert len(machine.topology.gpus) == 4  # what the user says wins
 

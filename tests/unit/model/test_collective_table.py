@@ -11,7 +11,7 @@ from gputopo.check.spec import BUSBW_OPS, known_series, parse_spec
 from gputopo.importers.nccl_tests import OPS, check_op, op_from_name
 from gputopo.importers.nccl_tests import (Cell, NcclTestsLog, Rank, Row, log_measurements,
                                           parse_nccl_tests)
-from gputopo.importers.nccl_tests import busbw_factor as log_factor
+from gputopo.importers.nccl_tests import log_busbw_factor as log_factor
 from gputopo.model.collectives import BENCH_COLLECTIVES, COLLECTIVES, RESULTS, collective
 from gputopo.report.headline import HEADLINE_ORDER, headlines
 from helpers.paths import REPO
