@@ -130,14 +130,9 @@ def _drain_could_not_run(message: str, state_dir, node, scontrol, sinfo) -> str:
     if folder is not None:
         import datetime as dt
 
-        from gputopo.fleet.state import write_state
-
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        try:
-            write_state(folder, {"command": "health", "time": now, "verdict": "not-judged",
-                                 "could_not_run": message, "slurm": slurm})
-        except OSError as e:
-            click.echo(f"gputopo: warning: the verdict is not kept in {folder}: {e.strerror or e}", err=True)
+        _write_kept(folder, {"command": "health", "time": now, "verdict": "not-judged",
+                             "could_not_run": message, "slurm": slurm})
     return str(slurm["action"])
 
 
@@ -204,8 +199,6 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
 
 def _keep(folder: Optional[Path], verdict, slurm: Optional[dict]) -> None:
     """The last verdict on the node; one warning line when it cannot be kept (the answer stands)."""
-    from gputopo.fleet.state import write_state
-
     if folder is None:
         click.echo("gputopo: warning: the verdict is not kept: neither /run/gputopo nor the history's "
                    "folder can be written (--state-dir DIR)", err=True)
@@ -215,6 +208,13 @@ def _keep(folder: Optional[Path], verdict, slurm: Optional[dict]) -> None:
                      for c in verdict.checks]
     if slurm is not None:
         doc["slurm"] = slurm
+    _write_kept(folder, doc)
+
+
+def _write_kept(folder: Path, doc: dict) -> None:
+    """Keep ``doc`` as the node's last verdict; one warning line when it cannot be (the answer stands)."""
+    from gputopo.fleet.state import write_state
+
     try:
         write_state(folder, doc)
     except OSError as e:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
+
+from gputopo.runfolder.writer import write_json
 
 DEFAULT_STATE_DIR = Path("/run/gputopo")
 STATE_FILE = "health-last.json"
@@ -52,18 +53,8 @@ def read_state(folder: Optional[Path]) -> Optional[Dict[str, Any]]:
 
 
 def write_state(folder: Path, doc: Dict[str, Any]) -> Path:
-    """Write ``doc`` as the last verdict (temporary file + rename); OSError when it cannot be."""
+    """Write ``doc`` as the last verdict (the run folder's one atomic JSON write: temporary file +
+    rename); OSError when it cannot be."""
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".health-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, folder / STATE_FILE)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_json(folder / STATE_FILE, doc)
     return folder / STATE_FILE
