@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Iterable, List, Optional
 
+from gputopo.bench.fabrics.fabric import fabric_named
 from gputopo.model import (AcsBridge, Gpu, HostInfo, LinkClass, Measurement, NvLink, Pair,
                            PcieLink, Topology, topology_to_json)
 from gputopo.runfolder.writer import append_jsonl, run_info, write_json
@@ -75,7 +76,8 @@ def seed_topology(faults: Iterable[str] = (), simulated: bool = True) -> Topolog
 def _m(test, gpus, size, gbps, direction=None, wrong=0, fabric="sim", timing="modeled", **extra):
     t = size / (gbps * 1e9)
     return Measurement(test=test, gpus=tuple(gpus), size_bytes=size, samples_s=[t * 0.99, t, t * 1.01],
-                       timing=timing, fabric=fabric, link_class=_class(*gpus[:2]) if len(gpus) >= 2 else None,
+                       timing=timing, fabric=fabric, figures_of=fabric_named(fabric).figures_of,
+                       link_class=_class(*gpus[:2]) if len(gpus) >= 2 else None,
                        direction=direction, wrong=wrong, first_bad_index=(17 if wrong else None),
                        busbw_factor=1.0, extra={"count": size // 4, **extra})
 

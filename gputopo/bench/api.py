@@ -36,7 +36,7 @@ from gputopo.runfolder.settings import NCCL_ENV_KEY, NUMERICS_KEY, nccl_settings
 from gputopo.runfolder.writer import RunLog, claim_out_dir, errors_belong_to, new_run_dir, run_folder_lock
 from gputopo.writable import check_writable_dir, refuse_odd_outputs
 
-from .fabrics.fabric import Fabric, fabric_named
+from .fabrics.fabric import Fabric, fabric_named, fill_figures_of
 from .options import (FABRICS, PRESETS, TEST_GROUPS, BenchOptions, Preset, all_pairs,
                       format_size, parse_fabric, parse_gpus, parse_link_class, parse_pairs,
                       parse_size, parse_sizes, parse_tests, select_class_pairs, select_pairs)
@@ -207,6 +207,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         lock.enter_context(run_folder_lock(run_dir))  # one writer per run folder
         cut_notes = clear_cut_lines(run_dir)
         prior_done, prior_ms, prior_findings = read_progress(run_dir)  # (findings: older runs')
+        fill_figures_of(prior_ms)  # a folder written before figures_of: from its fabric
         prior_failures = _prior_failures(run_dir)
     _validate(topology, options)
     if fabric.real_gpus:  # never measure a GPU CUDA cannot see (the CLI has left such pairs out)

@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from gputopo.bench.fabrics.fabric import fabric_named
 from gputopo.model import Measurement
 
 Verify = Callable[[], Tuple[int, Optional[int]]]
@@ -103,6 +104,7 @@ def measure(spec: Spec, ops, *, warmup: int, samples: int, link_class: Optional[
                   "wrong_samples": bad_samples, "warmup": warmup if ops.needs_warmup else 0})
     return Measurement(
         test=spec.test, gpus=spec.gpus, size_bytes=spec.size_bytes, samples_s=times,
-        timing=ops.timing, fabric=ops.fabric, link_class=link_class, direction=spec.direction,
+        timing=ops.timing, fabric=ops.fabric, figures_of=fabric_named(ops.fabric).figures_of,
+        link_class=link_class, direction=spec.direction,
         bytes_per_iter=spec.bytes_per_iter, busbw_factor=spec.busbw_factor, wrong=worst,
         first_bad_index=first_bad, extra=extra)

@@ -19,7 +19,6 @@ from gputopo.model import is_value
 from gputopo.model.collectives import PREFIX, is_collective
 from gputopo.report.coverage import unreadable
 from gputopo.report.classes import UNKNOWN_CLASS
-from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary, summarize_dir
 from gputopo.writable import check_writable_file, write_text_file
 
@@ -133,8 +132,7 @@ def _pcie_section(summary: Summary) -> List[str]:
 
 
 def _bandwidth_section(summary: Summary, margin: float) -> List[str]:
-    fabrics = {m.fabric for m in summary.run.measurements}
-    if not fabrics & set(LINK_RATE_FABRICS):
+    if not any(m.of_gpus for m in summary.run.measurements):
         why = ("the baseline measured no GPU link (cpu fabric)" if summary.run.measurements
                else "the baseline has no measurements")
         return [f"# No bandwidth or busbw minimums: {why}.", ""]
@@ -152,8 +150,7 @@ def _bandwidth_section(summary: Summary, margin: float) -> List[str]:
 
 
 def _busbw_section(summary: Summary, margin: float) -> List[str]:
-    fabrics = {m.fabric for m in summary.run.measurements}
-    if not fabrics & set(LINK_RATE_FABRICS):
+    if not any(m.of_gpus for m in summary.run.measurements):
         return []
     lowest: Dict[str, Dict[str, float]] = defaultdict(dict)
     for p in summary.pairs:

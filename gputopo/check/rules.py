@@ -14,7 +14,6 @@ from gputopo.model import Finding, is_value
 from gputopo.model.collectives import collective
 from gputopo.model.finding_kinds import is_data_trouble, is_history_kind
 from gputopo.runfolder.cluster import read_cluster_doc
-from gputopo.report.headline import LINK_RATE_FABRICS
 from gputopo.report.summary import Summary
 
 from .spec import ANY, Spec, selector_matches
@@ -171,8 +170,7 @@ def pcie_rules(spec: Spec, s: Summary) -> List[Outcome]:
 
 
 def _fabric_measures_links(s: Summary) -> bool:
-    fabrics = {m.fabric for m in s.run.measurements}
-    return bool(fabrics & set(LINK_RATE_FABRICS))
+    return any(m.of_gpus for m in s.run.measurements)
 
 
 def bandwidth_rules(spec: Spec, s: Summary) -> List[Outcome]:

@@ -9,6 +9,7 @@ from typing import Optional
 import click
 
 from gputopo import SCHEMA_VERSION
+from gputopo.bench.fabrics.fabric import FABRIC_NAMES
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import console, finish, sim_option
@@ -28,7 +29,7 @@ def pair_options(f):
     """--pairs / --class / --gpus / --fabric / --sim / --json / --out / --timeout / --resume."""
     opts = [
         sim_option,
-        click.option("--fabric", type=click.Choice(["cuda", "cpu", "sim"]), default=None,
+        click.option("--fabric", type=click.Choice(list(FABRIC_NAMES)), default=None,
                      help="cuda: real GPUs (default); cpu: worker processes over gloo stand in for "
                           "GPUs (honest CPU numbers); sim: the --sim machine's link model (default with --sim)."),
         click.option("--pairs", "pairs_values", multiple=True, metavar="I,J|all",

@@ -9,6 +9,7 @@ import sys
 import click
 
 from gputopo import SCHEMA_VERSION
+from gputopo.bench.fabrics.fabric import UNSIMULATED_FABRIC_NAMES
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import after_run, history_options, record_exit_code
 from gputopo.cli.options import finish
@@ -61,7 +62,7 @@ def _print_result(res, as_json: bool) -> None:
               type=click.Choice(["random2pass", "pairwise", "all"]),
               help="Inter-node rounds: random2pass (2 rounds: random pairs, then each suspect with a "
                    "node that passed), pairwise (N-1 rounds, full node matrix), all (one all_reduce).")
-@click.option("--fabric", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+@click.option("--fabric", type=click.Choice(list(UNSIMULATED_FABRIC_NAMES)), default="cuda", show_default=True,
               help="Real runs: cuda (NCCL for data) or cpu (gloo, no GPU needed).")
 @click.option("--size", "size_text", default="64M", show_default=True, help="all_reduce message size.")
 @click.option("--samples", type=click.IntRange(1, 1000), default=5, show_default=True,

@@ -44,6 +44,7 @@ from gputopo.model import Measurement, NotAvailable
 from gputopo.model.bus_id import BusOnly, from_nccl_tests
 from gputopo.model.collectives import COLLECTIVES, WHOLE, spellings
 from gputopo.model.flagged_lines import flagged_line, line_where
+from gputopo.model.measurement import FIGURES_OF_GPUS
 from gputopo.text_input import elision_mark
 
 __all__ = ["OPS", "Cell", "NcclTestsLog", "Rank", "Row", "bus_id_text", "log_busbw_factor", "check_op", "completeness_problems",
@@ -1069,7 +1070,7 @@ def iter_measurements(log: NcclTestsLog, link_class: Optional[str] = None) -> It
         if not samples:
             extra["time_not_available"] = "nccl-tests printed no usable time"
         yield Measurement(test=test, gpus=tuple(gpus), size_bytes=row.size_bytes, samples_s=samples,
-                          timing=timing, fabric="cuda", link_class=link_class, direction=None,
+                          timing=timing, fabric="cuda", figures_of=FIGURES_OF_GPUS, link_class=link_class, direction=None,
                           bytes_per_iter=row.size_bytes, busbw_factor=factor, wrong=wrong, extra=extra)
 
 

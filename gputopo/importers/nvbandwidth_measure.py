@@ -13,6 +13,7 @@ diagonal) are not measurements and are skipped; their count is kept in the impor
 from __future__ import annotations
 
 from gputopo.model import Measurement
+from gputopo.model.measurement import FIGURES_OF_GPUS
 
 from .nvbandwidth_records import NvbMatrix, NvbOutput
 
@@ -85,14 +86,16 @@ def _measurement(out: NvbOutput, m: NvbMatrix, key: str, gpus, direction: str, v
         if v <= 0:
             return None
         return Measurement(test=f"nvbandwidth.{key}", gpus=gpus, size_bytes=0, samples_s=[v * 1e-9],
-                           timing="cuda-events", fabric="cuda", direction=direction, bytes_per_iter=0,
+                           timing="cuda-events", fabric="cuda", figures_of=FIGURES_OF_GPUS, direction=direction,
+                           bytes_per_iter=0,
                            extra=extra)
     moved = size * 2 if bidir_total else size
     samples = [moved / (v * 1e9)] if v > 0 else []
     if not samples:
         extra["time_not_available"] = f"nvbandwidth printed {v} GB/s"
     return Measurement(test=f"nvbandwidth.{key}", gpus=gpus, size_bytes=size, samples_s=samples,
-                       timing="cuda-events", fabric="cuda", direction="both" if bidir_total else direction,
+                       timing="cuda-events", fabric="cuda", figures_of=FIGURES_OF_GPUS,
+                       direction="both" if bidir_total else direction,
                        bytes_per_iter=moved, extra=extra)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from gputopo.errors import InputFileError
 from gputopo.model import Measurement, Topology
+from gputopo.model.measurement import FIGURES_OF_GPUS
 
 from .contract import Imported, Importer
 from .matrix_import import ImportedDevice, parse_outputs
@@ -117,7 +118,7 @@ def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Meas
             return None
         return Measurement(test=test, gpus=pair, size_bytes=0, samples_s=[v * 1e-6],
                            timing="wall" if m.timer == "CPU" else "cuda-events", fabric="cuda",
-                           direction=f"{i}->{j}", bytes_per_iter=0, extra=extra)
+                           figures_of=FIGURES_OF_GPUS, direction=f"{i}->{j}", bytes_per_iter=0, extra=extra)
     if i == j:
         if test != "p2p.staged":  # the diagonal is the same local copy in every matrix: kept once
             return None
@@ -127,7 +128,7 @@ def _one(m: P2pMatrix, test: str, i: int, j: int, v: float, extra: dict) -> Meas
     moved = COPY_BYTES * (2 if m.bidirectional and i != j else 1)
     samples = [moved / (v * 1e9)] if v > 0 else []
     return Measurement(test=test, gpus=gpus, size_bytes=COPY_BYTES, samples_s=samples, timing="cuda-events",
-                       fabric="cuda", direction=direction, bytes_per_iter=moved, extra=extra)
+                       fabric="cuda", figures_of=FIGURES_OF_GPUS, direction=direction, bytes_per_iter=moved, extra=extra)
 
 
 def p2pbw_devices(out: P2pOutput) -> list[ImportedDevice]:

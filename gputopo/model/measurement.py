@@ -3,7 +3,8 @@
 Like torch.utils.benchmark's Measurement, the record holds every raw sample; median, IQR and
 bandwidths are computed from them on demand, so nothing derived can drift from what was timed.
 Every record says where its time came from: "cuda-events", "wall" or "modeled" (a simulated
-link model). Bandwidths use GB = 1e9 bytes, as nccl-tests does.
+link model), and what its figures are of (``figures_of``: real GPUs, a simulated machine's GPUs,
+or CPU processes standing in for GPUs). Bandwidths use GB = 1e9 bytes, as nccl-tests does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ from typing import Any, Dict, List, Optional, Tuple
 from .values import Failed, field_from_json, field_to_json
 
 TIMING_SOURCES = ("cuda-events", "wall", "modeled")
+
+#: What a measurement's figures are of (its ``figures_of``), whatever timed them: real GPUs (the
+#: cuda fabric's, and every imported tool's: nccl-tests' ``cputime`` mode and
+#: p2pBandwidthLatencyTest's CPU timer time real GPUs by the host's clock), ...
+FIGURES_OF_GPUS = "gpus"
+#: ... a simulated machine's GPUs (the sim fabric: its times come from a link model) ...
+FIGURES_OF_SIMULATED_GPUS = "simulated-gpus"
+#: ... or CPU processes standing in for the GPUs (the cpu fabric): not a GPU link's rate.
+FIGURES_OF_CPU_PROCESSES = "cpu-processes"
+FIGURES_OF = (FIGURES_OF_GPUS, FIGURES_OF_SIMULATED_GPUS, FIGURES_OF_CPU_PROCESSES)
+
+
+def figures_are_of_gpus(figures_of: Optional[str]) -> bool:
+    """Figures of GPUs (real, or a simulated machine's): a GPU link's rate applies to them.
+    False for CPU processes standing in, and for a record that does not say."""
+    return figures_of in (FIGURES_OF_GPUS, FIGURES_OF_SIMULATED_GPUS)
 #: IQR/median above this marks a measurement as noisy.
 NOISE_THRESHOLD = 0.1
 
@@ -43,7 +60,10 @@ class Measurement:
     size_bytes: int
     samples_s: List[float]
     timing: str
-    fabric: str  # "cuda" | "cpu" | "sim"
+    fabric: str  # what ran it: a bench fabric's name (bench/fabrics/fabric.py); "cuda" for an import
+    #: What its figures are of (FIGURES_OF); None only for a line written before the field whose
+    #: fabric gputopo does not know (report/run_folder.py derives it for the others on read).
+    figures_of: Optional[str]
     link_class: Optional[str] = None
     direction: Optional[str] = None  # "0->1", "1->0", "both"
     bytes_per_iter: Optional[int] = None
@@ -56,9 +76,21 @@ class Measurement:
     def __post_init__(self):
         if self.timing not in TIMING_SOURCES:
             raise ValueError(f"timing must be one of {TIMING_SOURCES}, got {self.timing!r}")
+        if self.figures_of is not None and self.figures_of not in FIGURES_OF:
+            raise ValueError(f"figures_of must be one of {FIGURES_OF}, got {self.figures_of!r}"[:200])
         self.gpus = tuple(self.gpus)
         if self.bytes_per_iter is None:
             self.bytes_per_iter = self.size_bytes
+
+    @property
+    def of_gpus(self) -> bool:
+        """Its figures are of GPUs (:func:`figures_are_of_gpus`)."""
+        return figures_are_of_gpus(self.figures_of)
+
+    @property
+    def of_stand_ins(self) -> bool:
+        """Its figures are of CPU processes standing in for the GPUs (no GPU link's rate)."""
+        return self.figures_of == FIGURES_OF_CPU_PROCESSES
 
     # --- statistics, derived from the raw samples every time they are asked for
     @property
@@ -109,7 +141,8 @@ class Measurement:
             "test": self.test, "gpus": list(self.gpus), "link_class": self.link_class,
             "direction": self.direction, "size_bytes": self.size_bytes,
             "bytes_per_iter": self.bytes_per_iter, "busbw_factor": self.busbw_factor,
-            "timing": self.timing, "fabric": self.fabric, "samples_s": list(self.samples_s),
+            "timing": self.timing, "fabric": self.fabric, "figures_of": self.figures_of,
+            "samples_s": list(self.samples_s),
             "wrong": self.wrong, "first_bad_index": self.first_bad_index,
             "error": field_to_json(self.error), "extra": self.extra,
         }
@@ -134,6 +167,7 @@ class Measurement:
         _check_types(d)
         d["error"] = field_from_json(d.get("error"))
         d["gpus"] = tuple(d["gpus"])
+        d.setdefault("figures_of", None)  # a line written before the field (run_folder.py derives it)
         return cls(**d)
 
 
@@ -154,6 +188,7 @@ _FIELD_TYPES = (  # field, test, what it must be, may be null
      "a list of seconds", False),
     ("timing", lambda x: isinstance(x, str), "text", False),
     ("fabric", lambda x: isinstance(x, str), "text", False),
+    ("figures_of", lambda x: isinstance(x, str), "text", True),
     ("link_class", lambda x: isinstance(x, str), "text", True),
     ("direction", lambda x: isinstance(x, str), "text", True),
     ("bytes_per_iter", lambda x: _is_int(x) and x >= 0, "a byte count", True),

@@ -60,8 +60,7 @@ def _analyze(run: Run) -> Analysis:
     findings = explain_findings(findings, topo, run.measurements, run.numerics)  # the culprits (why/)
     if run.history is not None:  # judged against the history when the run was recorded
         findings += run.history.findings
-    fabrics = {m.fabric for m in run.measurements}
-    if "cpu" in fabrics:
+    if any(m.of_stand_ins for m in run.measurements):
         notes.append("cpu fabric: timings are of CPU processes, so no efficiency, slow, outlier or "
                      "staged-vs-peer judgement is made from them")
     notes += expected_notes(heads, topo)  # the series that reached their published figure

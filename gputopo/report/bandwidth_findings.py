@@ -20,8 +20,7 @@ from .why.causes import REMEDY_ACS, REMEDY_NCCL_P2P, REMEDY_NVLINK, path_facts, 
 from .expected_basis import SLOW_EFFICIENCY, UNKNOWN_TRAY_LINK, Judged, gpu_names, judge_rate, platform_of
 from .network_floor import job_hosts
 from .references import REFERENCE_FRACTION, closest_reference
-from .headline import (BANDWIDTH_MIN_SIZE_BYTES, LINK_RATE_FABRICS, Headline, link_class_of,
-                       measured_gbps)
+from .headline import BANDWIDTH_MIN_SIZE_BYTES, Headline, link_class_of, measured_gbps
 
 #: Peer copies below this fraction of staged copies (same pair, direction, size) are
 #: `p2p-slower-than-staged`; the margin keeps timing noise from flagging equal paths.
@@ -124,7 +123,7 @@ def staged_findings(measurements: List[Measurement], topo: Optional[Topology]) -
     p2p: Dict[tuple, Measurement] = {}
     staged: Dict[tuple, Measurement] = {}
     for m in measurements:
-        if m.fabric not in LINK_RATE_FABRICS or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES:
+        if not m.of_gpus or m.size_bytes < BANDWIDTH_MIN_SIZE_BYTES:
             continue
         if m.test not in ("p2p.copy", "p2p.staged") or measured_gbps(m) is None:
             continue

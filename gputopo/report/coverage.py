@@ -17,14 +17,13 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from gputopo.model import Finding, Measurement
+from gputopo.bench.fabrics.fabric import FABRIC_NAMES
 from gputopo.model.finding_kinds import symptom
 from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.layout import (EVENTS_JSONL, MEASUREMENTS_JSONL, NUMERICS_JSONL, RUN_JSON, STATUSES,
                                       TOPOLOGY_JSON, UNFINISHED)
 from gputopo.runfolder.reader import Pair, planned_pairs
 
-#: The fabrics a bench run measures with.
-BENCH_FABRICS = ("cuda", "cpu", "sim")
 #: Bench test groups that write measurements.jsonl.
 MEASURING_TESTS = ("p2p", "dp", "collectives", "self")
 
@@ -99,7 +98,7 @@ def folder_problems(path, info: Dict[str, Any], events: List[Dict[str, Any]],
     if bench and status == "complete" and not (path / EVENTS_JSONL).exists():  # a finished step writes it
         out.append(f"no {EVENTS_JSONL}: which steps finished, and how many results each delivered, is "
                    "unknown, so a file cut short cannot be told from a whole one")
-    if bench and info.get("fabric") not in BENCH_FABRICS:
+    if bench and info.get("fabric") not in FABRIC_NAMES:  # the fabrics a bench run measures with
         out.append(f"{RUN_JSON} names the fabric {str(info.get('fabric'))[:40]!r}, one gputopo bench never "
                    "uses: what measured these figures is unknown (the file was edited or is not gputopo's)")
     delivered: Dict[str, int] = {}

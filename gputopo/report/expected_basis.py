@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 from gputopo.model import Topology, is_value
 from gputopo.model.finding import gpu_ranges
 
-from .headline import HEADLINE_ORDER, LINK_RATE_FABRICS, Headline
+from .headline import HEADLINE_ORDER, Headline
 from .network_floor import FLOOR_FRACTION, nic_floor, spans_hosts
 from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, is_peer_copy
 from .references import MNNVL, REFERENCE_FRACTION, Reference, closest_reference
@@ -141,7 +141,7 @@ def reference_for(h: Headline, topo: Optional[Topology]) -> Optional[Reference]:
 def judge_rate(h: Headline, topo: Optional[Topology]) -> Optional[Judged]:
     """The basis a headline is judged on, or None when it has none (then it is not judged slow:
     nothing is concluded from a figure with nothing to compare it with)."""
-    if h.fabric not in LINK_RATE_FABRICS:
+    if not h.of_gpus:
         return None
     match = reference_match(h, topo)
     if match is not None:
@@ -260,7 +260,7 @@ def no_reference_notes(heads: List[Headline], topo: Optional[Topology]) -> List[
     `not-judged` (judged.py)."""
     groups: Dict[tuple, List[Tuple[Headline, Optional[Judged]]]] = defaultdict(list)
     for h in heads:
-        if h.fabric not in LINK_RATE_FABRICS or h.test in NO_LINK_SERIES:
+        if not h.of_gpus or h.test in NO_LINK_SERIES:
             continue
         j = judge_rate(h, topo)
         if j is not None and j.basis == "reference":

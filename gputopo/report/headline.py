@@ -5,8 +5,9 @@ headline is the largest size that completed without error (small sizes measure l
 the link). The figure is busbw (algbw x the test's busbw_factor): algbw itself for plain
 copies, and for collectives and DataParallel's scatter/gather (where only part of the buffer
 crosses the link) the per-link figure nccl-tests users compare. Efficiency is that figure over
-the link's theoretical rate (expected.py). On the ``cpu`` fabric no GPU link is measured, so
-efficiency is not computed there (it would compare a memcpy with NVLink).
+the link's theoretical rate (expected.py). Efficiency is computed only for a measurement whose
+figures are of GPUs (its ``figures_of``, real or simulated): CPU processes standing in for the
+GPUs (the ``cpu`` fabric) measure no GPU link (it would compare a memcpy with NVLink).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from gputopo.model import Measurement, Topology
+from gputopo.model.measurement import figures_are_of_gpus
 
 from gputopo.model.topology import class_of
 
@@ -24,8 +26,6 @@ from .imported_tests import STAGED_TESTS, is_bidirectional_total, is_host_copy, 
 
 #: Sizes below this measure latency more than bandwidth; no headline is taken from them.
 BANDWIDTH_MIN_SIZE_BYTES = 1 << 20
-#: Fabrics whose timings are of the real (or modeled) GPU links, so efficiency means something.
-LINK_RATE_FABRICS = ("cuda", "sim")
 #: Tests whose bytes_per_iter counts both directions at once (compared with 2 x the link rate).
 BIDIRECTIONAL_TESTS = ("p2p.copy_bidir",)
 #: Tests that are not bandwidth series at all.
@@ -111,6 +111,13 @@ class Headline:
     fabric: str
     timing: str
     noisy: bool
+    #: What its measurement's figures are of (model/measurement.py FIGURES_OF; None: not said).
+    figures_of: Optional[str] = None
+
+    @property
+    def of_gpus(self) -> bool:
+        """Its figures are of GPUs (real or simulated): a GPU link's rate applies to them."""
+        return figures_are_of_gpus(self.figures_of)
 
     @property
     def pair_key(self) -> Tuple[int, ...]:
@@ -138,7 +145,7 @@ def efficiency_of(topo: Optional[Topology], m: Measurement, gbps: Optional[float
     exp = expected_for(topo, m)
     if gbps is None or exp.gbps is None or exp.gbps <= 0:
         return None, exp
-    if m.fabric not in LINK_RATE_FABRICS:
+    if not m.of_gpus:
         return None, ExpectedRate(exp.gbps, exp.basis + f"; not compared on the {m.fabric} fabric")
     return gbps / exp.gbps, exp
 
@@ -164,7 +171,7 @@ def headlines(measurements: Iterable[Measurement], topo: Optional[Topology]) -> 
         out.append(Headline(series=series, test=m.test, gpus=gpus, direction=direction,
                             link_class=link_class_of(topo, m), size_bytes=m.size_bytes, gbps=gbps,
                             metric=metric_of(m), expected=exp, efficiency=eff,
-                            fabric=m.fabric, timing=m.timing, noisy=m.noisy))
+                            fabric=m.fabric, timing=m.timing, noisy=m.noisy, figures_of=m.figures_of))
     out.sort(key=lambda h: (h.pair_key, h.series, h.direction or ""))
     return out
 

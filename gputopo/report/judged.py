@@ -36,7 +36,7 @@ from gputopo.model import Finding, Topology
 from gputopo.model.finding_kinds import is_data_trouble
 
 from .expected_basis import NO_LINK_SERIES, why_no_reference, judge_rate
-from .headline import LINK_RATE_FABRICS, Headline
+from .headline import Headline
 
 #: The bases a series or fact can be judged against, in the order they are tried.
 BASES = ("reference", "theoretical", "nics", "peers", "spec", "history", "none")
@@ -101,7 +101,7 @@ def _history_keys(history_doc: Optional[Mapping[str, Any]]) -> Dict[SeriesKey, i
 
 
 def _why_none(h: Headline, topo: Optional[Topology]) -> str:
-    if h.fabric not in LINK_RATE_FABRICS:
+    if not h.of_gpus:
         return f"timed on the {h.fabric} fabric (CPU processes, not a GPU link): no rate applies"
     if h.test in NO_LINK_SERIES:
         return "an on-device copy crosses no link: no rate applies"

@@ -43,7 +43,7 @@ from gputopo.model.bandwidth import PCIE_X16_GBPS
 from gputopo.model.sizes import size_text
 
 from .expected_basis import gpu_names
-from .headline import LINK_RATE_FABRICS, Headline, worst_direction
+from .headline import Headline, worst_direction
 from .why.causes import REMEDY_ACS, REMEDY_NVLINK, path_facts
 
 #: A set of GPUs whose fastest pair is below this fraction of the slowest pair among the other
@@ -123,7 +123,7 @@ def like_groups(heads: List[Headline], topo: Optional[Topology]) -> List[LikeGro
     both GPUs of one model (pairs of two models are compared with nobody)."""
     groups: Dict[GroupKey, LikeGroup] = {}
     for h in heads:
-        if len(h.gpus) != 2 or h.fabric not in LINK_RATE_FABRICS or h.test.startswith("self."):
+        if len(h.gpus) != 2 or not h.of_gpus or h.test.startswith("self."):
             continue
         names = gpu_names(topo, h.pair_key)
         if names and len(set(names)) != 1:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, List, Mapping, Optional
 
+from gputopo.bench.fabrics.fabric import fill_figures_of
 from gputopo.model import Measurement, Topology
 from gputopo.runfolder.layout import MEASUREMENTS_JSONL
 from gputopo.runfolder.reader import RunFolder, is_gpu_list, is_number, read_folder
@@ -38,6 +39,7 @@ def load_run(run_dir) -> Run:
     """Read a run folder. Raises UsageError when it is not one, InputFileError on a broken file."""
     folder = read_folder(run_dir, numerics_check=numerics_record_problem)
     run = Run(**{f.name: getattr(folder, f.name) for f in fields(RunFolder)})
+    fill_figures_of(run.measurements)  # lines written before the field: from their fabric
     if folder.history_doc is not None:
         run.history = history_record(folder.history_doc, run.notes)
     problems = list(folder.damaged)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple, Union
 
 from gputopo.errors import UsageError
+from gputopo.model.measurement import (FIGURES_OF_CPU_PROCESSES, FIGURES_OF_GPUS,
+                                       FIGURES_OF_SIMULATED_GPUS, Measurement)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ class Fabric:
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def figures_of(self) -> str:
+        """What the figures it measures are of, recorded on each of its measurements
+        (``figures_of``, model/measurement.py): the report judges a measurement by it, never by
+        the fabric's name."""
+        if self.stands_in:
+            return FIGURES_OF_CPU_PROCESSES
+        return FIGURES_OF_SIMULATED_GPUS if self.simulated else FIGURES_OF_GPUS
 
     def pool_size(self, sim_workers: Optional[int]) -> int:
         """Worker processes a run keeps: ``sim_workers`` (else up to 4, one per core) when
@@ -90,6 +101,9 @@ SIM = Fabric(name="sim", timing="modeled", backend=None, needs_store=False, pool
 #: Every fabric, by name, in the order the CLI lists them.
 FABRICS: Dict[str, Fabric] = {f.name: f for f in (CUDA, CPU, SIM)}
 FABRIC_NAMES: Tuple[str, ...] = tuple(FABRICS)
+#: The fabrics whose processes do the work themselves (no link model): a real cluster run's
+#: ranks (``gputopo cluster --fabric``; a simulated cluster is ``--sim``).
+UNSIMULATED_FABRIC_NAMES: Tuple[str, ...] = tuple(n for n, f in FABRICS.items() if not f.simulated)
 
 
 def fabric_named(name: Union[str, Fabric]) -> Fabric:
@@ -112,3 +126,16 @@ def recorded_fabric(name: Optional[str]) -> Optional[Fabric]:
     """The fabric a record names (run.json's, a result's), None when it names none gputopo knows
     (an imported tool's run, a damaged record)."""
     return FABRICS.get(str(name or "").strip().lower())
+
+
+
+def fill_figures_of(measurements: Iterable[Measurement]) -> None:
+    """Give each measurement read from a line written before ``figures_of`` existed what its
+    figures are of, from the fabric it names exactly as written (an import wrote ``cuda``: real
+    GPUs), so the report judges every measurement by what it records of itself. A name gputopo
+    never wrote leaves it None: judged against no link's rate, as before the field. The report
+    (report/run_folder.py) and a resumed bench call it on what they read."""
+    for m in measurements:
+        if m.figures_of is None:
+            f = FABRICS.get(m.fabric) if isinstance(m.fabric, str) else None
+            m.figures_of = f.figures_of if f is not None else None

@@ -61,7 +61,7 @@ def figures_note(summary: Summary) -> Optional[str]:
             "the link's rate (NVLink version x links, PCIe generation x width of the narrower end); "
             f"efficiency = GB/s / theoretical. Time source: {timing_text(h['timing'])}."
             + (" On the cpu fabric CPU processes stand in for the GPUs: these are not GPU link rates, and no "
-               "efficiency is judged." if "cpu" in (summary.run.fabric or "").split(",") else ""))
+               "efficiency is judged." if any(m.of_stand_ins for m in summary.run.measurements) else ""))
 
 
 # --- the verdict and the raw files ------------------------------------------------------------

@@ -73,14 +73,15 @@ def _hardware_symptom(f: Finding) -> bool:
 def evidence_pairs(measurements: Iterable[Measurement], numerics: Iterable[dict],
                    findings: Iterable[Finding]) -> Dict[str, Set[Pair]]:
     """Pairs with evidence for each symptom family: data and failures wherever anything ran;
-    speed where a GPU link's timing was measured (not the cpu fabric)."""
+    speed where a GPU link's timing was measured (figures of GPUs, not of CPU processes standing
+    in)."""
     ran: Set[Pair] = set()
     timed: Set[Pair] = set()
     for m in measurements:
         if len(m.gpus) == 2 and m.error is None:
             p = (min(m.gpus), max(m.gpus))
             ran.add(p)
-            if m.fabric in ("cuda", "sim"):
+            if m.of_gpus:
                 timed.add(p)
     for rec in numerics:
         g = sorted(int(x) for x in rec.get("gpus") or [])

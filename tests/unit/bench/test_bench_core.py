@@ -416,7 +416,7 @@ def test_nccl_labelled_dp_primitives_count_as_collective_path():
 
     def m(test, path, wrong=0):
         return Measurement(test=test, gpus=(0, 1), size_bytes=1 << 20, samples_s=[1e-3],
-                           timing="modeled", fabric="sim", wrong=wrong, extra={"path": path},
+                           timing="modeled", fabric="sim", figures_of="simulated-gpus", wrong=wrong, extra={"path": path},
                            link_class="SYS")
 
     assert path_kind(m("dp.broadcast_coalesced", "nccl")) == "collective"
@@ -435,7 +435,7 @@ def test_pair_summary_has_no_wrong_count_where_nothing_completed():
 
     def m(error=None, wrong=0):
         return Measurement(test="p2p.copy", gpus=(0, 1), size_bytes=1 << 20,
-                           samples_s=[] if error else [1e-4], timing="modeled", fabric="sim",
+                           samples_s=[] if error else [1e-4], timing="modeled", fabric="sim", figures_of="simulated-gpus",
                            direction="0->1", wrong=wrong, error=error)
 
     assert pair_summary((0, 1), "SYS", [])["wrong"] is None

@@ -1,7 +1,9 @@
 """The fabric is an object (issue 51 item 1): bench/fabrics/fabric.py alone knows the fabrics by
-name; everything else asks a Fabric's properties. The house rule below scans gputopo/ with
-``ast`` for a comparison (``==``, ``!=``, ``in``, ``not in``) between a fabric's name as a string
-constant and anything, outside bench/fabrics/."""
+name; everything else asks a Fabric's properties, and the report asks each measurement what its
+figures are of (``figures_of``). The house rules below scan gputopo/ with ``ast``, outside
+bench/fabrics/, for a comparison (``==``, ``!=``, ``in``, ``not in``) between a fabric's name as a
+string constant and anything, and for a tuple, list or set written with two fabric names or more
+(a list of fabrics kept by hand: FABRIC_NAMES and the fabrics' properties say it)."""
 
 from __future__ import annotations
 
@@ -32,14 +34,9 @@ NOT_A_FABRIC = {
     ("gputopo/report/step_failures.py", "'cuda' in low"),  # a word in an error's text
 }
 
-#: Fabric-name comparisons not yet replaced (issue 51 item 1, left at its deadline): the report
-#: still tells the cpu fabric's measurements (CPU processes, not a GPU link's rate) by their
-#: recorded fabric's name. This list only shrinks: remove an entry with its comparison.
-KNOWN_EXCEPTIONS = {
-    ("gputopo/report/analysis.py", "'cpu' in fabrics"),
-    ("gputopo/report/outputs/notes.py", "'cpu' in (summary.run.fabric or '').split(',')"),
-    ("gputopo/report/why/localise.py", "m.fabric in ('cuda', 'sim')"),
-}
+#: Fabric-name comparisons not yet replaced: none left (issue 51). Keep it empty: a new place
+#: that needs to tell fabrics apart asks a Fabric property or a measurement's ``figures_of``.
+KNOWN_EXCEPTIONS: set = set()
 
 
 def _names(node: ast.AST) -> bool:
@@ -62,6 +59,38 @@ def name_comparisons(root: Path, skip: Path) -> List[tuple]:
             if isinstance(node, ast.Compare) and any(_names(x) for x in [node.left, *node.comparators]):
                 found.append((path.relative_to(root.parent).as_posix(), ast.unparse(node)))
     return found
+
+
+def name_lists(root: Path, skip: Path) -> List[tuple]:
+    """(file relative to ``root``'s parent, the literal) of every tuple, list or set literal of a
+    module under ``root`` (not under ``skip``) that holds two or more fabric names as string
+    constants: fabrics listed by hand."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if skip in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                named = {e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in FABRIC_NAMES}
+                if len(named) >= 2:
+                    found.append((path.relative_to(root.parent).as_posix(), ast.unparse(node)))
+    return found
+
+
+def test_no_list_of_fabric_names_outside_bench_fabrics():
+    found = name_lists(PACKAGE, FABRICS_DIR)
+    assert not found, ("take the fabrics from bench/fabrics/fabric.py (FABRIC_NAMES, a Fabric property), "
+                       "not a list of their names: " + "; ".join(f"{f}: {c}" for f, c in found))
+
+
+def test_the_list_scan_sees_a_list_of_names(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "fabrics").mkdir(parents=True)
+    (pkg / "a.py").write_text('A = ("cuda", "sim")\nB = ["cpu", "cuda", "x"]\nC = {"sim", "cpu"}\n'
+                              'ok = ("cuda", "nccl")\nok2 = ("sim", "sim_path")\n')
+    (pkg / "fabrics" / "b.py").write_text('A = ("cuda", "sim")\n')  # the one place: allowed
+    assert name_lists(pkg, pkg / "fabrics") == [("pkg/a.py", "('cuda', 'sim')"), ("pkg/a.py", "['cpu', 'cuda', 'x']"),
+                                                ("pkg/a.py", "{'sim', 'cpu'}")]
 
 
 def test_no_fabric_name_is_compared_outside_bench_fabrics():

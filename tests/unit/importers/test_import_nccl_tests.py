@@ -183,6 +183,7 @@ def test_per_iteration_columns_cputime_timestamps_and_two_tests_in_one_file():
     assert sr.time_kind == "cputime"
     (m,) = [x for x in log_measurements(sr) if not x.extra["in_place"]]
     assert m.test == "collective.sendrecv" and m.timing == "wall" and m.samples_s == [pytest.approx(12.5e-6)]
+    assert m.figures_of == "gpus" and m.of_gpus  # the host's clock timed real GPUs: judged as theirs
     assert sr.rows[0].in_place.busbw_gbps == 83.22
 
 

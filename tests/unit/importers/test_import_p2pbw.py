@@ -52,6 +52,9 @@ def test_stelline_every_matrix():
     d2d = [m for m in ms if m.test == "self.d2d"]
     assert [round(m.algbw_gbps, 2) for m in d2d] == [140.75, 813.80, 812.53, 813.80]
     assert all(m.extra["peer_access"] is True for m in ms if m.test == "p2p.copy")
+    cpu_timed = [m for m in ms if m.timing == "wall"]  # the latency matrices timed by the CPU
+    assert {m.test for m in cpu_timed} == {"p2p.latency_cpu", "p2p.latency_staged_cpu"}
+    assert all(m.figures_of == "gpus" for m in ms)  # every figure is of the real GPUs, however timed
 
 
 def test_healthy_box_gets_no_warning_with_or_without_topo(tmp_path):

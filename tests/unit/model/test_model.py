@@ -52,27 +52,29 @@ def test_pair_orders_and_rejects_self():
 
 def test_measurement_stats_from_raw_samples():
     m = Measurement("p2p.copy", (0, 1), size_bytes=1_000_000_000,
-                    samples_s=[1.0, 2.0, 3.0, 4.0, 100.0], timing="wall", fabric="cpu")
+                    samples_s=[1.0, 2.0, 3.0, 4.0, 100.0], timing="wall", fabric="cpu", figures_of="cpu-processes")
     assert m.median_s == 3.0
     assert m.iqr_s == pytest.approx(2.0)  # 4 - 2
     assert m.algbw_gbps == pytest.approx(1 / 3)
     assert m.noisy  # IQR/median = 0.67
     m2 = Measurement("collective.all_reduce", (0, 1), size_bytes=8_000_000, samples_s=[0.001] * 5,
-                     timing="modeled", fabric="sim", busbw_factor=1.0)
+                     timing="modeled", fabric="sim", figures_of="simulated-gpus", busbw_factor=1.0)
     assert m2.busbw_gbps == pytest.approx(8.0) and not m2.noisy
     with pytest.raises(ValueError):
-        Measurement("x", (0,), 1, [1.0], timing="guess", fabric="cpu")
+        Measurement("x", (0,), 1, [1.0], timing="guess", fabric="cpu", figures_of="cpu-processes")
+    with pytest.raises(ValueError, match="figures_of must be one of"):
+        Measurement("x", (0,), 1, [1.0], timing="wall", fabric="cpu", figures_of="cpus")
 
 
 def test_measurement_json_round_trip_keeps_samples_not_derived():
-    m = Measurement("p2p.copy", (0, 1), 4096, [1e-6, 2e-6, 3e-6], "cuda-events", "cuda",
+    m = Measurement("p2p.copy", (0, 1), 4096, [1e-6, 2e-6, 3e-6], "cuda-events", "cuda", "gpus",
                     link_class="NV4", direction="0->1", wrong=3, first_bad_index=17,
                     error=Failed("x"), extra={"peer_access": True})
     d = json.loads(json.dumps(m.to_json()))
     assert d["derived"]["median_s"] == pytest.approx(2e-6)
     back = Measurement.from_json(d)
     assert back == m and back.median_s == m.median_s
-    empty = Measurement("p2p.copy", (0, 1), 1, [], "wall", "cpu")
+    empty = Measurement("p2p.copy", (0, 1), 1, [], "wall", "cpu", "cpu-processes")
     assert math.isnan(empty.median_s) and empty.to_json()["derived"]["median_s"] is None
 
 
@@ -81,7 +83,8 @@ def test_measurement_json_round_trip_keeps_samples_not_derived():
 def test_written_statistics_are_the_properties(samples):
     """to_json computes the derived figures once (fast for a 400,000-record import); they are
     exactly what the properties say, one sample or many."""
-    m = Measurement("collective.all_reduce", (0, 1), 1 << 20, samples, "cuda-events", "cuda", busbw_factor=1.5)
+    m = Measurement("collective.all_reduce", (0, 1), 1 << 20, samples, "cuda-events", "cuda", "gpus",
+                    busbw_factor=1.5)
     want = {"median_s": m.median_s, "iqr_s": m.iqr_s, "algbw_gbps": m.algbw_gbps, "busbw_gbps": m.busbw_gbps}
     got = m.to_json()["derived"]
     for k, v in want.items():

@@ -28,7 +28,7 @@ SIZE = 64 << 20
 def _m(i: int, j: int, gbps: float, lc="NV12", test="p2p.copy_bidir", direction=None) -> Measurement:
     t = SIZE / (gbps * 1e9)
     return Measurement(test=test, gpus=(i, j), size_bytes=SIZE, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class=lc, direction=direction or f"{i}<->{j}", busbw_factor=1.0)
+                       fabric="cuda", figures_of="gpus", link_class=lc, direction=direction or f"{i}<->{j}", busbw_factor=1.0)
 
 
 def _nvswitch(rate, n: int = 8, lc="NV12"):
@@ -164,7 +164,7 @@ def test_peer_bases_name_what_each_series_was_compared_with():
 
 
 def test_the_cpu_fabric_is_not_compared():
-    meas = [dataclasses.replace(m, fabric="cpu") for m in
+    meas = [dataclasses.replace(m, fabric="cpu", figures_of="cpu-processes") for m in
             _nvswitch(lambda i, j: 518.0 if i >= 4 and j >= 4 else 420.0)]
     assert _findings(meas) == []
 

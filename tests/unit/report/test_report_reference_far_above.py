@@ -30,7 +30,7 @@ def sys_pair_on_intel() -> Topology:
 def copy_at(gbps: float, size: int = 1 << 30) -> Measurement:
     t = size / (gbps * 1e9)
     return Measurement(test="p2p.copy", gpus=(0, 1), size_bytes=size, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class="SYS", direction=None, wrong=0, busbw_factor=1.0)
+                       fabric="cuda", figures_of="gpus", link_class="SYS", direction=None, wrong=0, busbw_factor=1.0)
 
 
 def notes_at(gbps: float):

@@ -33,7 +33,7 @@ def machine(name: str, n: int, cls: str, vendor="intel", gen=4, nvlinks=0, nvlin
 def measured(test, gpus, gbps, busbw_factor=1.0, cls=None, size=256 << 20):
     t = size * busbw_factor / (gbps * 1e9)
     return Measurement(test=test, gpus=tuple(gpus), size_bytes=size, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
+                       fabric="cuda", figures_of="gpus", link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
 
 
 def test_every_row_is_sourced_and_names_a_real_series():

@@ -39,7 +39,7 @@ def machine(name: str, n: int, cls=None, vendor=None, gen=5) -> Topology:
 def measured(test, gpus, gbps, busbw_factor=1.0, cls=None, size=1 << 30):
     t = size * busbw_factor / (gbps * 1e9)
     return Measurement(test=test, gpus=tuple(gpus), size_bytes=size, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
+                       fabric="cuda", figures_of="gpus", link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
 
 
 def all_reduce(n):

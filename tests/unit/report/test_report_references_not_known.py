@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from itertools import combinations
 
+from gputopo.bench.fabrics.fabric import fabric_named
 from gputopo.model import Gpu, HostInfo, LinkClass, Measurement, Pair, PcieLink, Topology
 from gputopo.report.bandwidth_findings import slow_findings
 from gputopo.report.expected_basis import NO_REFERENCE, expected_notes, judge_rate, no_reference_notes
@@ -33,7 +34,7 @@ def machine(name, n: int, cls=None, vendor=None, gen=4) -> Topology:
 def measured(test, gpus, gbps, busbw_factor=1.0, cls=None, fabric="cuda", size=1 << 30):
     t = size * busbw_factor / (gbps * 1e9)
     return Measurement(test=test, gpus=tuple(gpus), size_bytes=size, samples_s=[t, t, t], timing="cuda-events",
-                       fabric=fabric, link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
+                       fabric=fabric, figures_of=fabric_named(fabric).figures_of, link_class=cls, direction=None, wrong=0, busbw_factor=busbw_factor)
 
 
 def test_headerless_nccl_tests_log_says_no_reference_rate_because_the_model_is_unknown(tmp_path):

@@ -44,7 +44,7 @@ def pair_machine(name: str, cls: str) -> Topology:
 def measured(test, gbps, cls, size=1 << 30):
     t = size / (gbps * 1e9)
     return Measurement(test=test, gpus=(0, 1), size_bytes=size, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class=cls, direction=None, wrong=0, busbw_factor=1.0)
+                       fabric="cuda", figures_of="gpus", link_class=cls, direction=None, wrong=0, busbw_factor=1.0)
 
 
 def judged(row_id: str, fraction: float):

@@ -22,7 +22,7 @@ def sys_pair(vendor: str) -> Topology:
 def copy(test: str, gbps: float, direction: str = "0->1") -> Measurement:
     t = SIZE / (gbps * 1e9)
     return Measurement(test=test, gpus=(0, 1), size_bytes=SIZE, samples_s=[t, t, t], timing="cuda-events",
-                       fabric="cuda", link_class="SYS", direction=direction, wrong=0, busbw_factor=1.0)
+                       fabric="cuda", figures_of="gpus", link_class="SYS", direction=direction, wrong=0, busbw_factor=1.0)
 
 
 def test_intel_cross_socket_peer_copies_at_their_published_rate_are_info():
