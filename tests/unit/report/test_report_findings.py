@@ -155,8 +155,8 @@ def test_measurement_errors_never_crash_the_analysis(tmp_path):
     from gputopo.model import Failed
 
     ms = measurements([], pairs=[(0, 1)])
-    ms.append(Measurement("p2p.copy", (0, 1), 128 << 20, [], "modeled", "sim", direction="0->1",
-                          error=Failed("worker died")))
+    ms.append(Measurement("p2p.copy", (0, 1), 128 << 20, [], "modeled", "sim", "simulated-gpus",
+                          direction="0->1", error=Failed("worker died")))
     s = summarize_dir(write_run(tmp_path / "run", [], meas=ms))
     assert s.pair(0, 1).errors == 1
     assert s.pair(0, 1).series["p2p.copy"]["size_bytes"] == 64 << 20
