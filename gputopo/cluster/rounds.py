@@ -42,7 +42,7 @@ def _median(values: Sequence[float]) -> Optional[float]:
     return statistics.median(values) if values else None
 
 
-def judge(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
+def mark_slow_groups(groups: List[GroupResult], reference: Optional[float], slow_below: float) -> None:
     """Mark groups below ``slow_below`` x ``reference`` (and failed groups) as slow. Groups
     that failed for want of memory, or because a member failed on its own (``rank_errors``),
     are not: they measured nothing, and the error is that rank's (the report's rank-error)."""
@@ -83,7 +83,7 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
             res = backend.measure_intra()
             ref = reference_gbps(res)
             # an outlier needs a majority to stand out from: with 2 nodes, which is slow is unknown
-            judge(res, ref if len(res) >= MIN_NODES_TO_JUDGE else None, slow_below)
+            mark_slow_groups(res, ref if len(res) >= MIN_NODES_TO_JUDGE else None, slow_below)
             record(RoundRecord(0, "intra", res, ref))
             stop_if_stopped("intra-node round")
         if pattern == "all":
@@ -103,7 +103,7 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
         ref = reference_gbps(first)
         for rec in out.inter_rounds:  # judged against the whole first pass, not one round
             rec.reference_gbps = ref
-            judge(rec.groups, ref, slow_below)
+            mark_slow_groups(rec.groups, ref, slow_below)
         if pattern == "random2pass":
             # a group a member failed in measured nothing: its nodes are tried again with nodes
             # that passed (the failed one may fail again; the others get measured)
@@ -113,7 +113,7 @@ def run_rounds(backend, pattern: str, *, seed: int = 0, slow_below: float = DEFA
             for groups in second_pass(suspects, passers, rng):
                 index = len(out.inter_rounds) + 1
                 res = backend.measure_round(index, groups)
-                judge(res, ref, slow_below)
+                mark_slow_groups(res, ref, slow_below)
                 record(RoundRecord(index, "inter", res, ref))
                 stop_if_stopped(f"inter-node round {index}")
     except RanksLost as e:

@@ -35,7 +35,7 @@ class GroupResult:
     #: inter-node only: why that figure is missing (a leader's error, a time-out, a member
     #: that did not measure it); the all-GPU figure above stands either way
     one_gpu_na: Optional[str] = None
-    slow: bool = False  # below the round's reference, or failed: set by cluster/rounds.judge
+    slow: bool = False  # below the round's reference, or failed: set by cluster/rounds.mark_slow_groups
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -11,7 +11,7 @@ from .job import NumericsOptions
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import NumericsResult, num_to_json
 from .sink import Sink
-from .verdict import Judgement, Tolerance, WayRun, judge, measure_tolerance
+from .verdict import Judgement, Tolerance, WayRun, judge_way, measure_tolerance
 from .worker import WorkerStartError
 
 BN_EXPECTED = ("BatchNorm statistics are computed per replica on half the batch under "
@@ -77,10 +77,10 @@ def run_and_judge(out: NumericsRun, sink: Sink, pair: Pair, lc: str, way: str, f
         return
     baseline = "reference"
     if ref is not None and tol is not None:
-        j = judge(run, per_replica or ref, tol)
+        j = judge_way(run, per_replica or ref, tol)
         tol_json = tol.to_json()
         if per_replica is not None:
-            whole = judge(run, ref, tol)
+            whole = judge_way(run, ref, tol)
             run.extra["vs_whole_batch"] = {
                 "verdict": whole.verdict, "step": whole.step,
                 "max_rel_loss_dev": num_to_json(whole.max_rel_loss_dev),

@@ -163,7 +163,7 @@ def part_step(devs: Sequence[Optional[float]], loss_tol: float, dev_step: int) -
     return next((k for k, d in enumerate(devs) if d is not None and d > limit), dev_step)
 
 
-def judge(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
+def judge_way(run: WayRun, reference: WayRun, tol: Tolerance) -> Judgement:
     """The verdict of ``run`` against ``reference`` (see the module docstring)."""
     devs = rel_loss_devs(run.losses, reference.losses)
     finite_devs = [d for d in devs if d is not None]

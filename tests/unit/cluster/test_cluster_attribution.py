@@ -16,7 +16,7 @@ import pytest
 from gputopo.cluster.dist_backend import DistBackend
 from gputopo.cluster.job import finish_folder
 from gputopo.cluster.launch import LaunchEnv
-from gputopo.cluster.rounds import RanksLost, judge, run_rounds
+from gputopo.cluster.rounds import RanksLost, mark_slow_groups, run_rounds
 from gputopo.model.cluster import GroupResult, LostRank
 from gputopo.report.cluster_findings import drain_lines
 from gputopo.report.rules import cluster_run_findings as cluster_findings
@@ -50,7 +50,7 @@ def test_a_member_s_own_error_is_that_rank_s_and_its_peer_only_waited():
     assert bad.error.startswith("rank 0 (n0): RuntimeError") and "n1" not in bad.error
     good = b._combine((2, 3), [2, 3], everyone)
     assert good.time_s == 2e-3 and good.busbw_gbps > 0 and not good.rank_errors
-    judge([bad, good], good.busbw_gbps, 0.8)
+    mark_slow_groups([bad, good], good.busbw_gbps, 0.8)
     assert not bad.slow  # measured nothing: not slow, not fast
 
 
@@ -78,7 +78,7 @@ def test_a_collective_that_timed_out_without_a_failed_member_is_the_group_s():
                 {"rank": 1, "node": "n1", "time_s": 1e-3}]
     g = b._combine((0, 1), [0, 1], everyone)
     assert g.error.startswith("rank(s) 0 (n0): the all_reduce did not finish") and not g.rank_errors
-    judge([g], None, 0.8)
+    mark_slow_groups([g], None, 0.8)
     assert g.slow  # as before: a group that failed without a culprit is judged by triangulation
 
 
@@ -95,7 +95,7 @@ def test_a_member_whose_nccl_set_up_never_returned_while_the_others_did_is_its_e
     g = b._combine((2, 3), [2, 3], everyone)
     assert g.rank_errors == [{"rank": 2, "node": "n2", "error": SETUP + " (the group's other members' did)"}]
     assert g.error.startswith("rank 2 (n2): the NCCL communicator set-up did not return") and "n3" not in g.error
-    judge([g], None, 0.8)
+    mark_slow_groups([g], None, 0.8)
     assert not g.slow and g.busbw_gbps is None
 
 
@@ -108,7 +108,7 @@ def test_a_set_up_stuck_on_every_member_blames_no_one_and_fails_the_group():
                 {"rank": 2, "node": "n2"}, {"rank": 3, "node": "n3"}]
     g = b._combine((0, 1), [0, 1], everyone)
     assert g.error == f"rank(s) 0, 1 (n0, n1): {SETUP}" and not g.rank_errors
-    judge([g], None, 0.8)
+    mark_slow_groups([g], None, 0.8)
     assert g.slow
 
 

@@ -13,7 +13,7 @@ from gputopo.numerics.dp_flow import DataParallelFlow  # noqa: E402
 from gputopo.numerics.job import build_model, global_loss, make_data, validate_options  # noqa: E402
 from gputopo.numerics.result import NumericsResult, num_from_json, num_to_json  # noqa: E402
 from gputopo.numerics.transport import LocalTransport, adapt_transport  # noqa: E402
-from gputopo.numerics.verdict import WayRun, judge, measure_tolerance  # noqa: E402
+from gputopo.numerics.verdict import WayRun, judge_way, measure_tolerance  # noqa: E402
 from gputopo.numerics.ways import (train_ddp_simulated, train_dp_flow,  # noqa: E402
                                    train_reference)
 from gputopo.report.numerics_record import numerics_run_findings  # noqa: E402
@@ -79,7 +79,7 @@ def test_clean_ways_match_the_reference(mlp):
     assert tol.loss_rel == pytest.approx(10 * tol.noise_loss_rel)
     for run in (train_dp_flow(opts, data, (0, 1), LocalTransport()),
                 train_ddp_simulated(opts, data, (0, 1), LocalTransport(), "host")):
-        j = judge(run, ref, tol)
+        j = judge_way(run, ref, tol)
         assert j.verdict == "ok", (j, tol)
         assert j.max_rel_loss_dev <= tol.loss_rel
 
@@ -88,11 +88,11 @@ def test_corrupting_peer_copies_flag_dataparallel_and_spare_ddp_on_host(mlp):
     opts, data, ref, tol = mlp
     dp = train_dp_flow(opts, data, (0, 4), FlipTransport(seed=1), copy_path="p2p",
                        collective_path="host")
-    assert judge(dp, ref, tol).verdict in ("nan", "diverged")
+    assert judge_way(dp, ref, tol).verdict in ("nan", "diverged")
     ddp = train_ddp_simulated(opts, data, (0, 4), FlipTransport(seed=2), "host")
-    assert judge(ddp, ref, tol).verdict == "ok"
+    assert judge_way(ddp, ref, tol).verdict == "ok"
     ddp_p2p = train_ddp_simulated(opts, data, (0, 4), FlipTransport(seed=3), "p2p")
-    assert judge(ddp_p2p, ref, tol).verdict in ("nan", "diverged")
+    assert judge_way(ddp_p2p, ref, tol).verdict in ("nan", "diverged")
 
 
 def test_dp_paths_follow_pytorch(mlp):
@@ -114,7 +114,7 @@ def test_injected_nan_is_reported_at_its_step(mlp, way):
         run = train_dp_flow(opts, data, (0, 1), LocalTransport())
     else:
         run = train_ddp_simulated(opts, data, (0, 1), LocalTransport(), "p2p")
-    j = judge(run, ref, tol)
+    j = judge_way(run, ref, tol)
     assert (j.verdict, j.step, run.nonfinite_in) == ("nan", 11, "gradient")
     assert all(math.isfinite(v) for v in run.losses[:12])
     assert math.isnan(run.losses[12])
@@ -127,16 +127,16 @@ def _run(losses, params=(0.0, 0.0), nonfinite=None):
 def test_verdicts_on_synthetic_runs():
     ref = _run([2.0, 1.5, 1.0, 0.8])
     tol = measure_tolerance(ref, {"swapped": _run([2.0, 1.5, 1.0000001, 0.8])})
-    assert judge(_run([2.0, 1.5, 1.0, 0.8]), ref, tol).verdict == "ok"
-    j = judge(_run([2.0, 1.5, 1.01, 0.9]), ref, tol)
+    assert judge_way(_run([2.0, 1.5, 1.0, 0.8]), ref, tol).verdict == "ok"
+    j = judge_way(_run([2.0, 1.5, 1.01, 0.9]), ref, tol)
     assert (j.verdict, j.step, j.first_deviation_step) == ("diverged", 2, 2)
-    j = judge(_run([2.0, 1.6, float("nan"), float("nan")]), ref, tol)
+    j = judge_way(_run([2.0, 1.6, float("nan"), float("nan")]), ref, tol)
     assert (j.verdict, j.step, j.first_deviation_step) == ("nan", 2, 1)
-    j = judge(_run([2.0, 1.5, 1.0, 0.8], nonfinite=1), ref, tol)  # NaN gradient, loss still fine
+    j = judge_way(_run([2.0, 1.5, 1.0, 0.8], nonfinite=1), ref, tol)  # NaN gradient, loss still fine
     assert (j.verdict, j.step) == ("nan", 1)
-    j = judge(_run([2.0, 1.5, 1.0, 0.8], params=(0.0, 1.0)), ref, tol)  # only the parameters
+    j = judge_way(_run([2.0, 1.5, 1.0, 0.8], params=(0.0, 1.0)), ref, tol)  # only the parameters
     assert (j.verdict, j.step) == ("diverged", 4)
-    j = judge(_run([2.0, float("inf"), 1.0, 0.8]), ref, tol)
+    j = judge_way(_run([2.0, float("inf"), 1.0, 0.8]), ref, tol)
     assert (j.verdict, j.step) == ("nan", 1)
 
 
@@ -214,24 +214,24 @@ def test_diverged_names_the_step_where_the_curves_part():
     ref = _run(ref_losses)
     tol = measure_tolerance(ref, {"swapped": _run([x * (1 + 2e-7) for x in ref_losses])})
     nudged = [x * (1 + 3e-5) for x in ref_losses[:42]] + [1e35] * 8
-    j = judge(_run(nudged), ref, tol)
+    j = judge_way(_run(nudged), ref, tol)
     assert (j.verdict, j.step, j.first_deviation_step) == ("diverged", 42, 0)
     # never parts by PART_REL: the first step beyond the tolerance is the step named
     small = [x * (1 + PART_REL / 10) if k >= 7 else x for k, x in enumerate(ref_losses)]
-    j = judge(_run(small), ref, tol)
+    j = judge_way(_run(small), ref, tol)
     assert (j.verdict, j.step, j.first_deviation_step) == ("diverged", 7, 7)
     # a large deviation beyond the tolerance and PART_REL at once: the same step
     big = ref_losses[:5] + [x * 1.5 for x in ref_losses[5:]]
-    assert judge(_run(big), ref, tol).step == 5
+    assert judge_way(_run(big), ref, tol).step == 5
     # a one-step 2 % blip at 24 while the run only runs away at 43: the curves part at 43
     blip = list(nudged)
     blip[24] = ref_losses[24] * 1.02
     blip[42] = ref_losses[42] * (1 + 3e-5)
-    assert judge(_run(blip), ref, tol).step == 43
+    assert judge_way(_run(blip), ref, tol).step == 43
     # a lone spike (the loss value of one step) that never lasts: the spike's step
     spike = [x * (1 + 3e-5) for x in ref_losses]
     spike[2] = 1e34
-    assert judge(_run(spike), ref, tol).step == 2
+    assert judge_way(_run(spike), ref, tol).step == 2
 
 
 def test_a_worker_payload_is_judged_as_the_tensors_it_came_from():
@@ -250,7 +250,7 @@ def test_a_worker_payload_is_judged_as_the_tensors_it_came_from():
     assert (tol.loss_rel, tol.param_abs) == (tol2.loss_rel, tol2.param_abs)
     for run in (ref, noisy, bad):
         back = payload_to_run(_run_to_payload(run))
-        assert judge(back, ref, tol) == judge(run, ref, tol)
+        assert judge_way(back, ref, tol) == judge_way(run, ref, tol)
     assert max_abs_diff(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5])) == 0.5
     assert max_abs_diff(torch.tensor([1.0]), torch.tensor([1.0, 2.0])) == float("inf")
     assert max_abs_diff(torch.tensor([float("inf")]), torch.tensor([1.0])) == float("inf")
