@@ -1,5 +1,7 @@
 """`gputopo import TOOL FILE...`: the import commands, made from the importers' registry
-(importers/run.py IMPORTERS); nccl-debug's own printing (the transport table, its findings)."""
+(importers/run.py IMPORTERS): one command maker for the importers that make a run folder, one for
+those that attach to an existing one (``--into``); nccl-debug's own printing (the transport
+table, its findings)."""
 
 from __future__ import annotations
 
@@ -70,10 +72,7 @@ def _folder_command(imp: Importer):
                                help=imp.topo_help or TOPO_HELP)(command)
     command = click.option("--out", "out_dir", type=click.Path(file_okay=False),
                            help="Run folder to write (default: a new timestamped folder under reports/).")(command)
-    path = click.Path(dir_okay=False, allow_dash=imp.stdin)
-    arg = (click.argument("files", nargs=-1, required=True, type=path, metavar=f"{imp.metavar}S...") if imp.many
-           else click.argument("files", metavar=imp.metavar, type=path))
-    return import_group.command(name=imp.name)(arg(command))
+    return import_group.command(name=imp.name)(_files_argument(imp)(command))
 
 
 def print_ports(imported: Imported, c) -> None:
@@ -94,54 +93,83 @@ def print_ports(imported: Imported, c) -> None:
     c.print(t)
 
 
-#: What an import prints before its report, by importer.
-SHOW = {"ibstat": print_ports}
+def _attach_command(imp: Importer):
+    """`gputopo import NAME FILE... [--into DIR]` of an importer that attaches to a run folder
+    (nccl-debug): the files read and printed (its ``PRINT_ATTACHED`` entry: tables, or ``--json``),
+    and with ``--into`` its document added to that folder (run_import) and the folder's report
+    rendered again. ``--into`` and ``--topo`` together are refused before either is read: the
+    folder's own topology is the machine's."""
+    if imp.name not in PRINT_ATTACHED:
+        raise AssertionError(f"importer {imp.name}: an attaching importer needs its PRINT_ATTACHED entry")
 
-for _imp in IMPORTERS.values():
-    if _imp.makes_folder:
-        _folder_command(_imp)
+    def command(files, into, as_json, topo_file=None, **options):
+        from gputopo.importers.run import run_import
+
+        if into and topo_file:  # before reading either file: they would disagree on the machine
+            from gputopo.errors import UsageError
+
+            raise UsageError(f"--topo {topo_file}: --into {into} matches the log to that run's own "
+                             "topology; give one of --into and --topo")
+        topology = load_topo_option(topo_file)
+        options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
+        res = run_import(imp.name, list(files) if imp.many else [files], into=into, topology=topology,
+                         topology_file=topo_file, render=False, **options)
+        PRINT_ATTACHED[imp.name](res.imported, topology, as_json)
+        if into:
+            from gputopo.report.render import render_run
+
+            render_run(into, console=None if as_json else console())
+            if not as_json:
+                click.echo(f"\nrun folder: {into} (imported.json: its {imp.name} import added, report re-rendered)")
+
+    command.__doc__ = imp.help
+    for opt in reversed(imp.options):
+        command = _click_option(opt)(command)
+    if imp.topo:
+        command = click.option("--topo", "topo_file", type=click.Path(dir_okay=False),
+                               help=imp.topo_help or TOPO_HELP)(command)
+    command = click.option("--json", "as_json", is_flag=True, help=imp.json_help or "Print it as JSON.")(command)
+    command = click.option("--into", "into", type=click.Path(file_okay=False),
+                           help=imp.into_help or "A run folder to attach it to (its report re-rendered).")(command)
+    return import_group.command(name=imp.name, help=imp.help)(_files_argument(imp)(command))
 
 
-@import_group.command(name="nccl-debug", help=IMPORTERS["nccl-debug"].help)
-@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--into", "into", type=click.Path(file_okay=False),
-              help="A run folder of this machine: attach NCCL's transport per pair to it and re-render "
-                   "its report (the pair table's 'NCCL via' column and the DP-vs-DDP story).")
-@click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
-@click.option("--topo", "topo_file", type=click.Path(dir_okay=False), help=TOPO_HELP)
-def nccl_debug(logs, into, as_json, topo_file):
+def _files_argument(imp: Importer):
+    """FILE / FILES... (LOG / LOGS...) of an importer: its metavar, ``-`` where it reads stdin."""
+    path = click.Path(dir_okay=False, allow_dash=imp.stdin)
+    if imp.many:
+        return click.argument("files", nargs=-1, required=True, type=path, metavar=f"{imp.metavar}S...")
+    return click.argument("files", metavar=imp.metavar, type=path)
+
+
+def print_nccl_debug(imported: Imported, topology, as_json: bool) -> None:
+    """`import nccl-debug`'s output: the transport per pair, what reading --topo said and the
+    log's findings with its verdict; or all of it as one JSON document (``--json``)."""
     from gputopo.importers.nccl_debug import document_json
-    from gputopo.importers.run import run_import
-
-    if into and topo_file:  # before reading either file: they would disagree on the machine
-        from gputopo.errors import UsageError
-
-        raise UsageError(f"--topo {topo_file}: --into {into} matches the log to that run's own "
-                         "topology; give one of --into and --topo")
-    topology = load_topo_option(topo_file)
-    res = run_import("nccl-debug", list(logs), into=into, topology=topology, topology_file=topo_file,
-                     render=False)
-    doc = {k: v for k, v in res.imported.imports[0].items() if k != "tool"}  # the log's document, as --json prints it
     from gputopo.report.nccl_debug_findings import problem_findings, verdict
     from gputopo.report.rules import nccl_debug_log_findings
 
+    doc = {k: v for k, v in imported.imports[0].items() if k != "tool"}  # the log's document, as --json prints it
     said = {"topology_notes": list(topology.notes)} if topology is not None and topology.notes else {}  # cut, no legend
-    findings = nccl_debug_log_findings(doc, res.imported.topology)
+    findings = nccl_debug_log_findings(doc, imported.topology)
     judged = findings + problem_findings(doc)
     if as_json:
         click.echo(document_json(dict(doc, verdict=verdict(doc, judged), findings=[f.to_json() for f in judged],
                                       **said)))
-    else:
-        _print_transports(doc)
-        for note in said.get("topology_notes", []):  # what reading --topo said, as `scan --from-smi` says it
-            click.echo(f"note: {note}")
-        _print_findings(doc, judged, verdict(doc, judged))
-    if into:
-        from gputopo.report.render import render_run
+        return
+    _print_transports(doc)
+    for note in said.get("topology_notes", []):  # what reading --topo said, as `scan --from-smi` says it
+        click.echo(f"note: {note}")
+    _print_findings(doc, judged, verdict(doc, judged))
 
-        render_run(into, console=None if as_json else console())
-        if not as_json:
-            click.echo(f"\nrun folder: {into} (imported.json: its nccl-debug import added, report re-rendered)")
+
+#: What an import prints before its report, by importer.
+SHOW = {"ibstat": print_ports}
+#: What an attaching import prints (its whole output: it makes no report of its own), by importer.
+PRINT_ATTACHED = {"nccl-debug": print_nccl_debug}
+
+for _imp in IMPORTERS.values():
+    (_folder_command if _imp.makes_folder else _attach_command)(_imp)
 
 
 def _print_transports(doc) -> None:

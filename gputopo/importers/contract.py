@@ -84,6 +84,11 @@ class Importer:
     topo_help: str | None = None
     #: Makes a run folder (nccl-debug attaches to an existing one instead: ``--into``).
     makes_folder: bool = True
+    #: An attaching importer's ``--into DIR`` help: what attaching adds to the folder's report.
+    into_help: str | None = None
+    #: An attaching importer's ``--json`` help: it prints what it read (its document and its
+    #: findings) as JSON instead of tables.
+    json_help: str | None = None
 
 
 def one_file(paths: Any) -> str:

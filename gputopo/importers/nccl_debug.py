@@ -310,7 +310,10 @@ def parse_nccl_debug_import(paths: Sequence, topology: Optional[Topology] = None
 
 
 IMPORTER = Importer(
-    name="nccl-debug", parse=parse_nccl_debug_import, stdin=False, makes_folder=False,
+    name="nccl-debug", parse=parse_nccl_debug_import, stdin=False, makes_folder=False, metavar="LOG",
+    into_help=("A run folder of this machine: attach NCCL's transport per pair to it and re-render "
+               "its report (the pair table's 'NCCL via' column and the DP-vs-DDP story)."),
+    json_help="Print the pairs as JSON.",
     help="""Read NCCL_DEBUG=INFO output of your own job (one file per rank or the whole job log,
     e.g. from NCCL_DEBUG_FILE=nccl.%h.%p.log) and say which transport NCCL used per GPU pair:
     P2P (IPC, CUMEM, direct pointer), SHM (host memory) or NET (IB, Socket).
