@@ -8,7 +8,9 @@ and ``derived`` (medians and GB/s made from them), and in ``extra`` the keys tha
 seconds of that clock (``*_s``, ``hold_too_short_samples``). A ``modeled`` record (the sim) is
 compared whole: its times come from the link model, not a clock. Everything else (verification:
 ``wrong``, ``first_bad_index``, ``error``; the sizes, counts, transport, timing method) must be
-equal.
+equal. A line written before measurements recorded ``figures_of`` is compared with it as the
+run folder's reader gives it (from the fabric the line names: bench/fabrics/fabric.py), so a
+folder from before the field is the same set as its twin written after it.
 
     python benchmarks/measurement_sets.py BEFORE AFTER     # exit 0: equal; 1: they differ
 
@@ -21,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
+
+from gputopo.bench.fabrics.fabric import figures_of_fabric
 
 Key = Tuple[str, Tuple[int, ...], Any, Any]
 
@@ -58,6 +62,8 @@ def load(arg: str) -> Dict[Key, Dict[str, Any]]:
             if not line.strip():
                 continue
             rec = json.loads(line)
+            if "figures_of" not in rec:  # written before the field: as the reader derives it
+                rec["figures_of"] = figures_of_fabric(rec.get("fabric"))
             k = key_of(rec)
             if k in out:
                 raise SystemExit(f"{arg}: line {n}: key {k} seen twice")

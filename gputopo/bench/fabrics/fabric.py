@@ -128,14 +128,19 @@ def recorded_fabric(name: Optional[str]) -> Optional[Fabric]:
     return FABRICS.get(str(name or "").strip().lower())
 
 
-
 def fill_figures_of(measurements: Iterable[Measurement]) -> None:
     """Give each measurement read from a line written before ``figures_of`` existed what its
-    figures are of, from the fabric it names exactly as written (an import wrote ``cuda``: real
-    GPUs), so the report judges every measurement by what it records of itself. A name gputopo
-    never wrote leaves it None: judged against no link's rate, as before the field. The report
-    (report/run_folder.py) and a resumed bench call it on what they read."""
+    figures are of, from the fabric it names (:func:`figures_of_fabric`), so the report judges
+    every measurement by what it records of itself. The report (report/run_folder.py) and a
+    resumed bench call it on what they read."""
     for m in measurements:
         if m.figures_of is None:
-            f = FABRICS.get(m.fabric) if isinstance(m.fabric, str) else None
-            m.figures_of = f.figures_of if f is not None else None
+            m.figures_of = figures_of_fabric(m.fabric)
+
+
+def figures_of_fabric(name: Optional[str]) -> Optional[str]:
+    """What the figures of the fabric a record names are of, the name taken exactly as written
+    (an import wrote ``cuda``: real GPUs); None for a name gputopo never wrote (then judged
+    against no link's rate, as before the field)."""
+    f = FABRICS.get(name) if isinstance(name, str) else None
+    return f.figures_of if f is not None else None
