@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gputopo.model import Finding, Topology
 from gputopo.model.finding_kinds import is_data_trouble
+from gputopo.model.measurement import FIGURES_OF_CPU_PROCESSES
 
 from .expected_basis import NO_LINK_SERIES, why_no_reference, judge_rate
 from .headline import Headline
@@ -102,7 +103,9 @@ def _history_keys(history_doc: Optional[Mapping[str, Any]]) -> Dict[SeriesKey, i
 
 def _why_none(h: Headline, topo: Optional[Topology]) -> str:
     if not h.of_gpus:
-        return f"timed on the {h.fabric} fabric (CPU processes, not a GPU link): no rate applies"
+        what = ("CPU processes, not a GPU link" if h.figures_of == FIGURES_OF_CPU_PROCESSES else
+                "a fabric gputopo never wrote: what its figures are of is not recorded")
+        return f"timed on the {h.fabric} fabric ({what}): no rate applies"
     if h.test in NO_LINK_SERIES:
         return "an on-device copy crosses no link: no rate applies"
     what = "the whole job's figure" if not h.gpus else "a GPU set" if len(h.gpus) > 2 else "this series"

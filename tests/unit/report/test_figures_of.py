@@ -57,6 +57,7 @@ def test_an_old_cpu_folder_stays_unjudged_against_a_link(tmp_path):
     assert not {f.kind for f in s.findings} & {"slow", "outlier", "p2p-slower-than-staged"}
     assert any("cpu fabric" in n for n in s.notes)
     assert all(p.efficiency is None for p in s.pairs)
+    assert "timed on the cpu fabric (CPU processes, not a GPU link)" in json.dumps(s.to_json()["judged"])
 
 
 def test_an_old_line_of_a_fabric_gputopo_never_wrote_is_not_judged(tmp_path):
@@ -68,6 +69,8 @@ def test_an_old_line_of_a_fabric_gputopo_never_wrote_is_not_judged(tmp_path):
     s = summarize_dir(run_dir)
     assert "slow" not in {f.kind for f in s.findings}
     assert all(p.efficiency is None for p in s.pairs)
+    reasons = json.dumps(s.to_json()["judged"])
+    assert "timed on the rocm fabric (a fabric gputopo never wrote" in reasons and "CPU processes" not in reasons
 
 
 def test_real_gpus_timed_by_the_host_clock_are_judged_whatever_the_fabric_name(tmp_path):
