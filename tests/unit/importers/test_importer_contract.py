@@ -73,6 +73,10 @@ def test_every_import_command_is_a_registered_importer():
         flags = {o for p in command.params for o in getattr(p, "opts", [])}
         assert {o.flag for o in imp.options} <= flags, name
         assert ("--topo" in flags) == imp.topo, name
+        # an attaching importer (nccl-debug) gets --into and --json from the registry too; a
+        # folder-making one --out
+        assert ({"--into", "--json"} <= flags) == (not imp.makes_folder), name
+        assert ("--out" in flags) == imp.makes_folder, name
 
 
 def test_parse_writes_nothing_and_run_import_writes_the_folder(tmp_path, monkeypatch):
