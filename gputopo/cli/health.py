@@ -153,6 +153,7 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
     verdict = run_passive(lambda: load_topology(sim, None, kernel_log), budget_s, reading, sim,
                           list(sys.argv[1:]), record)
     verdict.simulated = verdict.simulated or bool(sim)
+    verdict.gate = _gate_kept(folder)
     if verdict.simulated:  # said wherever a person sees output; the NPD line and a drain reason hold no room
         from gputopo.fleet.dialects import simulated_text
 
@@ -164,7 +165,8 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
             from gputopo.model.reason import segment
 
             why = segment("not-judged", "node", verdict.cut_short or "nothing could be judged").text()
-        slurm = _own_drain(verdict.verdict, why, node, scontrol, sinfo, on_unknown, read_state(folder))
+        slurm = _own_drain(verdict.verdict, why, node, scontrol, sinfo, on_unknown, read_state(folder),
+                           verdict.gate)
     click.echo(render(dialect, verdict, slurm["action"] if slurm else ""))
     _keep(folder, verdict, slurm)
     finish(exit_code(dialect, verdict.verdict))
@@ -174,16 +176,29 @@ def slurm_node_name(given: Optional[str]) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last) -> dict:
+def _gate_kept(folder: Optional[Path]):
+    """gate's last verdict kept in the state folder (gputopo/fleet/prolog.py), or None."""
+    from gputopo.fleet.prolog import GateKept
+    from gputopo.fleet.state import GATE_STATE_FILE, read_state
+
+    return GateKept.from_doc(read_state(folder, GATE_STATE_FILE))
+
+
+def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last, gate=None) -> dict:
     """Drain, update, resume or leave the node (gputopo/fleet/slurm.py) for ``verdict`` and its
-    ``reason``; what was done, in words, as kept in the state."""
+    ``reason``; what was done, in words, as kept in the state. ``gate``: gate's kept verdict
+    (GateKept): one kept since the last check makes this one read the node again (Slurm may
+    have drained it, "Prolog error"), and it explains such a drain."""
+    from gputopo.fleet.prolog import is_prolog_error, prolog_drain_text
     from gputopo.fleet.slurm import SlurmError, act, decide, read_node
 
     name = slurm_node_name(node)
-    done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown}
+    gate_seen = gate.to_json() if gate is not None else None
+    done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown, "gate": gate_seen}
     prev = (last or {}).get("slurm") or {}
     if (last and last.get("verdict") == verdict and prev.get("node") == name
-            and prev.get("reason") == reason and prev.get("ok") and prev.get("settled")):
+            and prev.get("reason") == reason and prev.get("ok") and prev.get("settled")
+            and prev.get("gate") == gate_seen):
         return {**done, "kind": "none", "ok": True, "settled": True,
                 "action": f"unchanged since {last.get('time')} (no change, no action)"}
     try:
@@ -193,7 +208,10 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
     except SlurmError as e:
         click.echo(f"gputopo: warning: node {name} not changed: {e}", err=True)
         return {**done, "kind": "none", "ok": False, "settled": False, "action": f"not changed ({e})"}
-    return {**done, "kind": action.kind, "ok": True, "settled": action.settled, "action": f"{name} {action.why}",
+    why = action.why
+    if action.kind == "none" and state.drained and is_prolog_error(state.reason):
+        why = prolog_drain_text(gate)
+    return {**done, "kind": action.kind, "ok": True, "settled": action.settled, "action": f"{name} {why}",
             "was": {"state": state.state, "reason": state.reason}}
 
 

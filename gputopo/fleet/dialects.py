@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
-from gputopo.model.reason import NPD_BYTES, clean
+from gputopo.model.reason import NPD_BYTES, Segment, clean, parse, reason
 
 from gputopo import SCHEMA_VERSION
 
@@ -81,13 +81,55 @@ def pass_line(v: NodeVerdict) -> str:
 
 def npd_line(v: NodeVerdict) -> str:
     """One line of at most 80 bytes: the reason built to fit (never cut), or what passed, or why
-    nothing was judged."""
+    nothing was judged. Where gate's last verdict failed: on a warn or fail, the health reason's
+    segments and then gate's, built to fit together (each segment whole, ``+N more`` counted);
+    on a pass or not judged, a short head and gate's reason built to fit the rest."""
     sim = _simulated(v)
+    gate = v.gate_failed()
     if v.verdict in ("fail", "warn"):
-        return v.reason(NPD_BYTES)
+        theirs = _parsed(gate.reason) if gate is not None else None
+        if theirs is None:
+            return v.reason(NPD_BYTES)
+        own = _parsed(v.reason()) or ([], 0)
+        return _fitted(own[0] + theirs[0], own[1] + theirs[1], NPD_BYTES)
+    if gate is not None:
+        head = "gputopo ok" if v.verdict == "pass" else "gputopo not judged"
+        head = f"{head}; last gate failed: "
+        segs = _parsed(gate.reason)
+        if segs is not None:
+            return head + _fitted(segs[0], segs[1], NPD_BYTES - len(head))
+        return fit_bytes(head + gate.text(), NPD_BYTES)
     if v.verdict == "pass":
         return fit_bytes(f"gputopo ok: {sim}{pass_line(v)}", NPD_BYTES)
     return fit_bytes(f"gputopo not judged: {sim}{v.cut_short or v.summary()}", NPD_BYTES)
+
+
+def _parsed(text: str) -> Optional[Tuple[List[Segment], int]]:
+    """A reason's segments and its ``+N more`` count; None where ``text`` is not a reason."""
+    try:
+        return parse(text) if text else None
+    except ValueError:
+        return None
+
+
+def _fitted(segments: List[Segment], more: int, limit: int) -> str:
+    """:func:`reason` of ``segments`` in ``limit`` bytes, the ``more`` already left out counted in
+    its ``+N more`` too (nothing flagged goes unsaid)."""
+    if not more:
+        return reason(segments, limit)
+    tail = f"; +{more + len(segments)} more"
+    for keep in range(len(segments), 0, -1):
+        text = reason(segments[:keep], limit - len(f"; +{more + len(segments) - keep} more"))
+        if text and not text.endswith(" more"):
+            return f"{text}; +{more + len(segments) - keep} more"
+    return tail.removeprefix("; ")
+
+
+def gate_text(v: NodeVerdict) -> str:
+    """The line a person's dialect adds for gate's kept verdict ("" where none is kept)."""
+    if v.gate is None:
+        return ""
+    return clean(f"last {v.gate.text()} (kept on this node; not judged again by health)", semicolons=True)
 
 
 def nagios_line(v: NodeVerdict) -> str:
@@ -105,6 +147,8 @@ def nagios_line(v: NodeVerdict) -> str:
     if v.simulated:
         lines.append(simulated_text(v))
     lines.append(clean(v.summary()))
+    if gate_text(v):
+        lines.append(gate_text(v))
     return "\n".join(lines)
 
 
@@ -116,7 +160,8 @@ def slurm_line(v: NodeVerdict, action: str) -> str:
     """The health check's one log line: the verdict, the reason, what was done to the node."""
     reason = v.reason()
     what = {"pass": pass_line(v), "not-judged": f"not judged: {v.cut_short or v.summary()}"}.get(v.verdict, reason)
-    return clean(f"gputopo health: {_simulated(v)}{v.verdict}: {what}; node: {action}", semicolons=True)
+    gate = f"; {gate_text(v)}" if v.gate_failed() else ""
+    return clean(f"gputopo health: {_simulated(v)}{v.verdict}: {what}; node: {action}{gate}", semicolons=True)
 
 
 def render(dialect: str, v: NodeVerdict, action: str = "") -> str:

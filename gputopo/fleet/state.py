@@ -18,6 +18,9 @@ from gputopo.runfolder.writer import write_json
 
 DEFAULT_STATE_DIR = Path("/run/gputopo")
 STATE_FILE = "health-last.json"
+#: The last verdict of `gputopo gate` (its Slurm Prolog), kept in the same folder: what explains
+#: a drain Slurm made with its own reason "Prolog error" (gputopo/fleet/prolog.py).
+GATE_STATE_FILE = "gate-last.json"
 
 
 def usable(folder: Path) -> bool:
@@ -41,12 +44,13 @@ def state_folder(given: Optional[str], history: Optional[Path]) -> Optional[Path
     return None
 
 
-def read_state(folder: Optional[Path]) -> Optional[Dict[str, Any]]:
-    """The last verdict kept in ``folder``, or None (none yet, or unreadable: then it is as if none)."""
+def read_state(folder: Optional[Path], name: str = STATE_FILE) -> Optional[Dict[str, Any]]:
+    """The last verdict kept in ``folder`` (health's; ``name=GATE_STATE_FILE``: gate's), or None
+    (none yet, or unreadable: then it is as if none)."""
     if folder is None:
         return None
     try:
-        doc = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        doc = json.loads((folder / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
