@@ -106,6 +106,12 @@ class GpuDesc:
     model: str = ""
     #: NVLink fabric registration (fabric.py); None: the fabric calls answer NOT_SUPPORTED
     fabric: Optional[FabricDesc] = None
+    #: the device's minor number (/dev/nvidia<minor>, nvmlDeviceGetMinorNumber); None: its index
+    minor_number: Optional[int] = None
+
+    @property
+    def minor(self) -> int:
+        return self.index if self.minor_number is None else self.minor_number
 
     @property
     def sim_model(self):
