@@ -22,7 +22,7 @@ from gputopo.cli.options import finish, sim_option
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
-from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, exit_code, render
+from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, dialects_of, exit_code, render
 
 SLURM_ONLY = ("node", "scontrol", "sinfo", "on_unknown")
 STATE_ENV = "GPUTOPO_STATE_DIR"
@@ -32,7 +32,7 @@ def _dialect_in(args: List[str]) -> str:
     """The --as value among raw arguments (json when absent or not one of the dialects)."""
     for k, a in enumerate(args):
         value = args[k + 1] if a == "--as" and k + 1 < len(args) else a[5:] if a.startswith("--as=") else None
-        if value in DIALECTS:
+        if value in dialects_of("health"):
             return value
     return "json"
 
@@ -64,7 +64,7 @@ class HealthCommand(StrictCommand):
 @click.option("--level", type=click.Choice(["passive"]), default="passive", show_default=True,
               help="passive: what needs no GPU work (NVML, kernel log, NIC ports, the history); never "
                    "touches a GPU a job uses.")
-@click.option("--as", "dialect", type=click.Choice(list(DIALECTS)), default="json", show_default=True,
+@click.option("--as", "dialect", type=click.Choice(dialects_of("health")), default="json", show_default=True,
               help="Whose terms: the verdict as JSON, node-problem-detector's custom plugin, a Nagios "
                    "plugin, or Slurm's HealthCheckProgram (drains and resumes this node itself).")
 @click.option("--budget", type=FiniteFloat(min=0.1, max=3600), metavar="SECONDS",

@@ -7,6 +7,10 @@ run) for `gputopo health --as json | npd | nagios | slurm-healthcheck`.
 | npd | 0 | 0 | 1 | 2 | 2 (NPD's Unknown) | one line of at most 80 bytes | 4 s |
 | nagios | 0 | 1 | 2 | 3 | 3 (UNKNOWN) | ``OK - ...`` / ``WARNING - ...`` / ``CRITICAL - ...`` | 30 s |
 | slurm-healthcheck | 0 | 0 | 0 | 0 | 0 | one log line (gputopo drains the node itself) | 45 s |
+| slurm-prolog (gate only) | 0 | 0 | 1 | 0 (1 with --on-unknown drain) | 0 (1 with --on-unknown drain) | one log line (Slurm drains on the non-zero exit) | 10 s |
+
+`gputopo gate` takes json, npd, nagios and slurm-prolog, with a default budget of 10 s (npd 4 s);
+`gputopo health` takes json, npd, nagios and slurm-healthcheck.
 
 docs/fleet.md is this table for users.
 """
@@ -31,14 +35,42 @@ class Dialect:
     #: the exit code of a check that could not run; None: the command's own (3, 4, 130, 2)
     could_not_run: Optional[int]
     budget_s: float
+    #: the commands that speak it
+    commands: Tuple[str, ...] = ("health", "gate")
 
 
 DIALECTS: Dict[str, Dialect] = {
     "json": Dialect("json", {"pass": 0, "warn": 0, "fail": 1, "not-judged": 2}, None, 60.0),
     "npd": Dialect("npd", {"pass": 0, "warn": 0, "fail": 1, "not-judged": 2}, 2, 4.0),
     "nagios": Dialect("nagios", {"pass": 0, "warn": 1, "fail": 2, "not-judged": 3}, 3, 30.0),
-    "slurm-healthcheck": Dialect("slurm-healthcheck", {"pass": 0, "warn": 0, "fail": 0, "not-judged": 0}, 0, 45.0),
+    "slurm-healthcheck": Dialect("slurm-healthcheck", {"pass": 0, "warn": 0, "fail": 0, "not-judged": 0}, 0, 45.0,
+                                 ("health",)),
+    # a prolog's non-zero exit drains the node and requeues the job held (Slurm's prolog guide):
+    # only a failure does; a gate that judged nothing or could not run never drains a fleet
+    # unless --on-unknown drain (:func:`gate_exit_code`)
+    "slurm-prolog": Dialect("slurm-prolog", {"pass": 0, "warn": 0, "fail": 1, "not-judged": 0}, 0, 10.0, ("gate",)),
 }
+#: gate's default budget per dialect (NPD kills its plugin at its timeout, 5 s in docs/fleet.md)
+GATE_BUDGET_S = {"json": 10.0, "npd": 4.0, "nagios": 10.0, "slurm-prolog": 10.0}
+
+
+def dialects_of(command: str) -> List[str]:
+    """The --as values ``command`` takes, in the table's order."""
+    return [name for name, d in DIALECTS.items() if command in d.commands]
+
+
+def gate_exit_code(dialect: str, verdict: str, on_unknown: str = "ignore") -> int:
+    """gate's exit code: the dialect's, but with slurm-prolog and ``--on-unknown drain`` a
+    verdict that judged nothing (or a gate that could not run: verdict ``could-not-run``)
+    exits 1 so Slurm drains the node."""
+    if dialect == "slurm-prolog" and on_unknown == "drain" and verdict in ("not-judged", "could-not-run"):
+        return 1
+    if verdict == "could-not-run":
+        mapped = DIALECTS[dialect].could_not_run
+        if mapped is None:
+            raise ValueError(f"--as {dialect}: a gate that could not run exits with its own code")
+        return mapped
+    return DIALECTS[dialect].codes[verdict]
 NAGIOS_WORDS = {"pass": "OK", "warn": "WARNING", "fail": "CRITICAL", "not-judged": "UNKNOWN"}
 
 

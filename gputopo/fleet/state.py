@@ -18,8 +18,8 @@ from gputopo.runfolder.writer import write_json
 
 DEFAULT_STATE_DIR = Path("/run/gputopo")
 STATE_FILE = "health-last.json"
-#: The last verdict of `gputopo gate` (its Slurm Prolog), kept in the same folder: what explains
-#: a drain Slurm made with its own reason "Prolog error" (gputopo/fleet/prolog.py).
+#: `gputopo gate`'s last verdict, beside health's, in the same folder (docs/fleet.md): a prolog
+#: may not call Slurm commands, so gate keeps its reason here and `health` reads it.
 GATE_STATE_FILE = "gate-last.json"
 
 
@@ -45,8 +45,8 @@ def state_folder(given: Optional[str], history: Optional[Path]) -> Optional[Path
 
 
 def read_state(folder: Optional[Path], name: str = STATE_FILE) -> Optional[Dict[str, Any]]:
-    """The last verdict kept in ``folder`` (health's; ``name=GATE_STATE_FILE``: gate's), or None
-    (none yet, or unreadable: then it is as if none)."""
+    """The last verdict kept in ``folder`` (``name``: health's, or :data:`GATE_STATE_FILE`), or
+    None (none yet, or unreadable: then it is as if none)."""
     if folder is None:
         return None
     try:
@@ -56,9 +56,9 @@ def read_state(folder: Optional[Path], name: str = STATE_FILE) -> Optional[Dict[
     return doc if isinstance(doc, dict) else None
 
 
-def write_state(folder: Path, doc: Dict[str, Any]) -> Path:
+def write_state(folder: Path, doc: Dict[str, Any], name: str = STATE_FILE) -> Path:
     """Write ``doc`` as the last verdict (the run folder's one atomic JSON write: temporary file +
     rename); OSError when it cannot be."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / STATE_FILE, doc)
-    return folder / STATE_FILE
+    write_json(folder / name, doc)
+    return folder / name

@@ -415,6 +415,10 @@ class FakeNvml:
         return self._text(self._gpu(i).uuid)
 
     @device_call()
+    def nvmlDeviceGetMinorNumber(self, i):
+        return self._gpu(i).minor
+
+    @device_call()
     def nvmlDeviceGetPciInfo(self, i):
         return nvmlPciInfo_t(self._addrs[i], self._gpu(i).pci_device_id, self.bytes_strings)
 

@@ -109,6 +109,12 @@ class GpuDesc:
     fabric: Optional[FabricDesc] = None
     #: processes running on it (processes.py): NVML's compute running processes; [] idle
     processes: List[ProcessDesc] = field(default_factory=list)
+    #: the device's minor number (/dev/nvidia<minor>, nvmlDeviceGetMinorNumber); None: its index
+    minor_number: Optional[int] = None
+
+    @property
+    def minor(self) -> int:
+        return self.index if self.minor_number is None else self.minor_number
 
     @property
     def sim_model(self):

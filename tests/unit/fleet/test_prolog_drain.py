@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gputopo.fleet.checks import APPLICABLE, CheckResult
-from gputopo.fleet.dialects import DIALECTS, exit_code, render
+from gputopo.fleet.dialects import dialects_of, exit_code, render
 from gputopo.fleet.prolog import PROLOG_ERROR, GateKept, is_prolog_error, prolog_drain_text
 from gputopo.fleet.slurm import NodeState, decide
 from gputopo.fleet.verdict import NodeVerdict
@@ -53,7 +53,7 @@ def test_the_drain_is_said_explained_only_by_a_failing_gate_verdict():
     assert "not explained" in prolog_drain_text(None)
 
 
-@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize("dialect", dialects_of("health"))
 def test_every_dialect_says_gates_failure_and_keeps_healths_own_verdict(dialect):
     gate = GateKept.from_doc(GATE_FAIL)
     plain, with_gate = _verdict(), _verdict(gate=gate)
