@@ -60,6 +60,12 @@ SETTLE_S = 90.0
 #: without touching the GPU (--level passive). The same name: the same machine (GPU UUIDs).
 HEALTHY = 'extends = "h100-sxm-1gpu"\nname = "slurm-node"\n'
 FAULTY = HEALTHY + "\n[defaults]\nxid = [79]\n"
+#: The Prolog tests' node (issue 50): four A100 PCIe cards, GPUs 0-1 and 2-3 bridged by NVLink
+#: (NV12), and the same machine with every NVLink down, which `gate` fails on (GPU 0 and 1:
+#: nvlink-down). gres.conf declares two stand-in devices, nvidia0 and nvidia1: a job asking
+#: --gres=gpu:2 gets the bridged pair 0-1 (the sim's minor numbers are its indices).
+GATE_HEALTHY = 'extends = "a100-pcie-4gpu-bridged"\nname = "slurm-gpus"\n'
+GATE_FAULTY = GATE_HEALTHY + '\n[defaults]\nnvlinks_down = "all"\n'
 
 
 def processes_under(root: Path) -> list[str]:
