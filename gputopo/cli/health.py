@@ -61,9 +61,10 @@ class HealthCommand(StrictCommand):
 
 
 @cli.command(cls=HealthCommand)
-@click.option("--level", type=click.Choice(["passive"]), default="passive", show_default=True,
-              help="passive: what needs no GPU work (NVML, kernel log, NIC ports, the history); never "
-                   "touches a GPU a job uses.")
+@click.option("--level", type=click.Choice(["passive", "quick", "pairs"]), default="passive", show_default=True,
+              help="passive: what needs no GPU work (NVML, kernel log, NIC ports, the history); quick: and "
+                   "gate's verified peer copies between the idle GPUs; pairs: and gate's all_reduce over them. "
+                   "A GPU a job uses (NVML's running processes) is never measured: not judged, in use.")
 @click.option("--as", "dialect", type=click.Choice(dialects_of("health")), default="json", show_default=True,
               help="Whose terms: the verdict as JSON, node-problem-detector's custom plugin, a Nagios "
                    "plugin, or Slurm's HealthCheckProgram (drains and resumes this node itself).")
@@ -95,7 +96,7 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
       gputopo health --as slurm-healthcheck           # drains and resumes this node (docs/fleet.md)
     """
     try:
-        _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown)
+        _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown, level)
     except click.exceptions.Exit:
         raise
     except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
@@ -136,7 +137,7 @@ def _drain_could_not_run(message: str, state_dir, node, scontrol, sinfo) -> str:
     return str(slurm["action"])
 
 
-def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown) -> None:
+def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown, level="passive") -> None:
     from gputopo.cli.scan import load_topology
     from gputopo.fleet.passive import run_passive
     from gputopo.fleet.state import read_state, state_folder, usable
@@ -152,6 +153,20 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
     folder = state_folder(state_dir, reading)
     verdict = run_passive(lambda: load_topology(sim, None, kernel_log), budget_s, reading, sim,
                           list(sys.argv[1:]), record)
+    if level != "passive" and not verdict.cut_short:
+        import time
+
+        from gputopo.fleet.levels import level_check
+
+        start = time.monotonic()
+        verdict.checks.append(level_check(level, sim, budget_s - verdict.used_s, verdict.findings))
+        verdict.used_s += time.monotonic() - start
+    elif level != "passive":
+        from gputopo.fleet.checks import not_judged
+        from gputopo.fleet.levels import LEVELS
+
+        verdict.checks.append(not_judged(LEVELS[level][0], f"not started: {verdict.cut_short}"))
+    verdict.level = level
     verdict.simulated = verdict.simulated or bool(sim)
     verdict.gate = _gate_kept(folder)
     if verdict.simulated:  # said wherever a person sees output; the NPD line and a drain reason hold no room
