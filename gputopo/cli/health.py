@@ -94,6 +94,7 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
       gputopo health --as nagios                      # OK / WARNING / CRITICAL / UNKNOWN
       gputopo health --as npd                         # one line of at most 80 bytes
       gputopo health --as slurm-healthcheck           # drains and resumes this node (docs/fleet.md)
+      gputopo health --level quick --budget 60        # and gate's peer copies on the idle GPUs
     """
     try:
         _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown, level)

@@ -13,9 +13,9 @@ only, as one more check of health's verdict.
   ``gate-last.json``), and reads its JSON: gate's measuring and judging are the one code; a gate
   that does not answer within the budget (and a few seconds' grace) is stopped and the check is
   not judged, never a failure.
-- **Findings**: each broken (error) or degraded (warning) GPU, pair or all_reduce gate names,
-  as a finding of gate's kind; one the passive checks already hold (the same kind on the same
-  GPUs: an NVLink down is both reported and measured) is not said twice.
+- **Findings**: gate's broken (error) and degraded (warning) GPUs, pairs and all_reduce, made
+  findings by gputopo/report/gate_findings.py (the report alone makes findings); one the passive
+  checks already hold is not said twice.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding
-from gputopo.model.finding_kinds import is_kind
 from gputopo.probe.nvml_processes import GpuUse
+from gputopo.report.gate_findings import gate_findings
 
 from .checks import APPLICABLE, NOT_JUDGED, CheckResult
 
@@ -41,8 +41,6 @@ LEVELS: Dict[str, Tuple[str, str]] = {"quick": ("copies", "copy"), "pairs": ("al
 MIN_GATE_S = 2.0
 #: Seconds past gate's own budget before it is stopped (it ends itself at its budget).
 GRACE_S = 5.0
-#: gate's kinds that are no finding kind (a worker's failure words) are said as this one.
-FALLBACK_KIND = "tool-flagged"
 
 
 @dataclass
@@ -97,42 +95,6 @@ def gate_argv(gpus: Sequence[int], measure: str, budget_s: float, state_dir: str
 
 def _in_use_text(left: List[Tuple[int, str]]) -> str:
     return "; ".join(f"GPU {g} not judged: {why}" for g, why in left)
-
-
-def _finding(entry: Dict[str, Any], gpus: List[int]) -> Optional[Finding]:
-    status = entry.get("status")
-    if status not in ("broken", "degraded"):
-        return None
-    kind = entry.get("kind") or ""
-    detail = str(entry.get("detail") or "")
-    if not is_kind(kind):
-        detail = f"{kind or 'gate'} {detail}"
-        kind = FALLBACK_KIND
-    return Finding(kind, "error" if status == "broken" else "warning", detail, gpus=gpus,
-                   cause=entry.get("cause"), remedies=[entry["action"]] if entry.get("action") else [],
-                   evidence={"gate": {k: entry.get(k) for k in ("status", "scope", "kind")}})
-
-
-def gate_findings(doc: Dict[str, Any], known: Sequence[Finding]) -> List[Finding]:
-    """gate's broken and degraded GPUs, pairs and all_reduce as findings, less those ``known``
-    already holds (the same kind on the same GPUs)."""
-    seen = {(f.kind, tuple(sorted(f.gpus or []))) for f in known}
-    out: List[Finding] = []
-    entries = [(e, [int(e["gpu"])]) for e in doc.get("gpus") or []]
-    entries += [(e, [int(g) for g in e.get("gpus") or []]) for e in doc.get("pairs") or []]
-    entries += [(e, [int(g) for g in (doc.get("selection") or {}).get("gpus") or []]) for e in doc.get("node") or []]
-    if doc.get("allreduce"):
-        entries.append((doc["allreduce"], [int(g) for g in (doc.get("selection") or {}).get("gpus") or []]))
-    for entry, gpus in entries:
-        f = _finding(entry, gpus)
-        if f is None:
-            continue
-        key = (f.kind, tuple(sorted(f.gpus or [])))
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(f)
-    return out
 
 
 def level_check(level: str, sim: Optional[str], left_s: float, known: Sequence[Finding],

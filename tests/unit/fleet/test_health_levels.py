@@ -4,7 +4,8 @@ measured (idle ones only), and how gate's answer becomes health's findings."""
 import pytest
 
 from gputopo.fleet.checks import NOT_JUDGED
-from gputopo.fleet.levels import FALLBACK_KIND, gate_findings, level_check, split_idle
+from gputopo.fleet.levels import level_check, split_idle
+from gputopo.report.gate_findings import FALLBACK_KIND, gate_findings
 from gputopo.model import Finding
 from gputopo.probe.nvml_processes import GpuUse
 
