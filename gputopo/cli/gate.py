@@ -183,6 +183,26 @@ def _keep_could_not_run(state_dir: Optional[str], message: str) -> None:
                                      "error": message})
 
 
+def _start_forkserver(gpus_text: Optional[str]) -> Optional[float]:
+    """Start the workers' forkserver now, so its torch import (seconds) runs while NVML is read;
+    when it was started (time.monotonic()), or None (no torch, or one GPU named: nothing to copy)."""
+    import importlib.util
+
+    if gpus_text is not None and len([p for p in str(gpus_text).split(",") if p.strip()]) == 1 and \
+            "-" not in str(gpus_text) and str(gpus_text).strip().lower() != "all":
+        return None
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    from gputopo.workers.processes import mp_context, starting_workers
+
+    with starting_workers(mp_context()):
+        pass
+    return time.monotonic()
+
+
 def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kernel_log, state_dir, on_unknown,
           out_dir) -> None:
     t0 = time.monotonic()
@@ -219,6 +239,7 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     else:
         out_path = None
 
+    fs_started = _start_forkserver(gpus_text)
     topo = load_topology(sim, None, kernel_log)
     findings = scan_findings(topo)
     if not topo.gpus:
@@ -247,7 +268,8 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
         want_ar, ar_why = False, f"GPU(s) {','.join(map(str, lost))} lost to NVML"
     workers = fabric.pool_size(None) if fabric.pooled else len(gpus)
     left = budget_s - (time.monotonic() - t0)
-    the_plan = plan(fabric.name, gpus, pairs, want_ar, left, workers)
+    the_plan = plan(fabric.name, gpus, pairs, want_ar, left, workers,
+                    started_s=time.monotonic() - fs_started if fs_started is not None else 0.0)
     not_measured = {p: (f"left out by the time model: {the_plan.notes[0]}" if the_plan.notes else "left out")
                     for p in the_plan.left_out}
     for g in lost:
