@@ -310,7 +310,7 @@ def _p2p_not_ok(pair) -> Dict[str, str]:
     return out
 
 
-def judge(topo: Topology, findings: List[Finding], gpus: Sequence[int], selection: Dict[str, Any], *,
+def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], selection: Dict[str, Any], *,
           measurements: Sequence[Measurement] = (), failures: Sequence[StepFailure] = (),
           not_measured: Optional[Dict[Pair, str]] = None, allreduce_wanted: bool = False,
           allreduce_why: str = "", fabric_name: str = "", stands_in: bool = False,

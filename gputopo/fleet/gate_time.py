@@ -105,7 +105,7 @@ def covering_order(gpus: Sequence[int], pairs: Sequence[Pair]) -> List[Pair]:
     return first + [p for p in pairs if p not in first]
 
 
-def plan(fabric: str, gpus: Sequence[int], pairs: Sequence[Pair], allreduce: bool, available_s: float,
+def plan_gate(fabric: str, gpus: Sequence[int], pairs: Sequence[Pair], allreduce: bool, available_s: float,
          n_workers: int, started_s: float = 0.0) -> Plan:
     """The pairs (covering order) that fit ``available_s`` seconds on ``fabric``; the all_reduce
     only when every pair fits beside it. ``started_s``: the forkserver was started that long ago
