@@ -132,6 +132,7 @@ def gate(gpus_text, allocated, measure, dialect, budget, sim, fabric, kernel_log
 
             why = (str(e) if isinstance(e, GputopoError) else "interrupted" if isinstance(e, KeyboardInterrupt)
                    else f"internal error: {type(e).__name__}: {e}")
+            _keep_could_not_run(state_dir, why)
             click.echo(gate_could_not_run_text(dialect, why))
             raise
         if isinstance(e, GputopoError):
@@ -329,6 +330,10 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     code = gate_exit_code(dialect, v.verdict, on_unknown)
     doc = v.to_json()
     doc["exit_code"] = code
+    if v.verdict == "not-judged" and code:  # --on-unknown drain: the drain's reason says why
+        from gputopo.model.reason import reason, segment
+
+        doc["reason"] = reason([segment("not-judged", "node", "; ".join(v.not_judged()) or v.summary())])
     kept = _keep(_state_folder(state_dir), {k: doc[k] for k in doc if k not in ("gpus", "pairs")}
                  | {"problems": problem_lines(v)})
     if dialect != "nagios":  # nagios says them in its long output

@@ -124,6 +124,11 @@ def test_a_budget_too_small_measures_nothing_and_says_so(tmp_path):
     assert all(p["status"] == "not-judged" and "time model" in p["detail"] for p in doc["pairs"])
     r = gate("--sim", "dgx-h100", "--gpus", "0-3", "--budget", "0.5", "--as", "slurm-prolog")
     assert r.returncode == 0 and "SIMULATED not-judged: not judged: 6 pair(s): left out by the time model" in r.stdout
+    r = gate("--sim", "dgx-h100", "--gpus", "0-3", "--budget", "0.5", "--as", "slurm-prolog", "--on-unknown", "drain",
+             state=tmp_path)
+    kept = json.loads((tmp_path / "gate-last.json").read_text())
+    assert r.returncode == 1 and kept["exit_code"] == 1
+    assert REASON_RE.match(kept["reason"]) and kept["reason"].startswith("gputopo: not-judged node 6 pair(s)")
 
 
 @pytest.mark.parametrize("args, words", [
