@@ -1,8 +1,8 @@
 """`gputopo gate`'s time model (gputopo/fleet/gate_time.py) against what its measuring step
 really takes: for each fabric here (sim, cpu) and sets of 2, 4 and 8 GPUs of a simulated DGX
 H100, the copies of every pair (and, with --allreduce, the all_reduce) run through the bench's
-pool as `gate` runs them (gputopo/bench/gate_copies.py), timed on the wall clock, median of
---runs; printed beside the model's estimate and its error (model / measured). The cuda fabric's
+pool as `gate` runs them (gputopo/bench/gate_copies.py), each with a forkserver of its own (as
+each `gate` process starts one), timed on the wall clock, median of --runs; printed beside the model's estimate and its error (model / measured). The cuda fabric's
 costs are unmeasured here (no GPU): the script says so instead of timing them.
 Wall times on a shared machine depend on its load: the load average is printed with them.
 
@@ -32,6 +32,7 @@ def main():
     from gputopo.bench.fabrics.fabric import fabric_named
     from gputopo.bench.gate_copies import allreduce_step, copy_step, run_gate_steps
     from gputopo.bench.options import all_pairs
+    from gputopo.bench.runner import stop_forkserver
     from gputopo.cli.gate import ALLREDUCE_BYTES, COPY_BYTES
     from gputopo.fleet.gate_time import COSTS, estimate
     from gputopo.sim.description import load_description
@@ -59,6 +60,7 @@ def main():
                     got = run_gate_steps(topo, steps, fabric, Path(d) / "run", desc if fabric.simulated else None,
                                          timeout_s=60.0)
                     times.append(time.perf_counter() - t0)
+                    stop_forkserver()  # each gate is a process of its own: it starts the forkserver
                     if got.failures or len(got.measurements) < 2 * len(pairs):
                         print(f"  ({name}, {n} GPUs: {len(got.failures)} step(s) failed, "
                               f"{len(got.measurements)} measurements)")

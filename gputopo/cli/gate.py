@@ -59,12 +59,12 @@ def _on_unknown_in(args: List[str]) -> str:
 
 def _could_not_run(dialect: str, message: str, own_code: int, on_unknown: str = "ignore"):
     """The one error line on stderr, the dialect's answer on stdout, its exit code."""
-    from gputopo.fleet.gate_output import could_not_run_text
+    from gputopo.fleet.gate_output import gate_could_not_run_text
 
     code = (gate_exit_code(dialect, "could-not-run", on_unknown) if dialect == "slurm-prolog"
             else could_not_run_code(dialect, own_code))
     click.echo(f"gputopo: error: {printable(clip(message, 4000))}", err=True)
-    click.echo(could_not_run_text(dialect, message, code))
+    click.echo(gate_could_not_run_text(dialect, message, code))
     raise click.exceptions.Exit(code)
 
 
@@ -128,11 +128,12 @@ def gate(gpus_text, allocated, measure, dialect, budget, sim, fabric, kernel_log
         raise
     except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
         if dialect == "json":
-            from gputopo.fleet.gate_output import could_not_run_text
+            from gputopo.fleet.gate_output import gate_could_not_run_text
 
             why = (str(e) if isinstance(e, GputopoError) else "interrupted" if isinstance(e, KeyboardInterrupt)
                    else f"internal error: {type(e).__name__}: {e}")
-            click.echo(could_not_run_text(dialect, why))
+            _keep_could_not_run(state_dir, why)
+            click.echo(gate_could_not_run_text(dialect, why))
             raise
         if isinstance(e, GputopoError):
             message, code = str(e), e.exit_code
@@ -183,6 +184,26 @@ def _keep_could_not_run(state_dir: Optional[str], message: str) -> None:
                                      "error": message})
 
 
+def _start_forkserver(gpus_text: Optional[str]) -> Optional[float]:
+    """Start the workers' forkserver now, so its torch import (seconds) runs while NVML is read;
+    when it was started (time.monotonic()), or None (no torch, or one GPU named: nothing to copy)."""
+    import importlib.util
+
+    if gpus_text is not None and len([p for p in str(gpus_text).split(",") if p.strip()]) == 1 and \
+            "-" not in str(gpus_text) and str(gpus_text).strip().lower() != "all":
+        return None
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    from gputopo.workers.processes import mp_context, starting_workers
+
+    with starting_workers(mp_context()):
+        pass
+    return time.monotonic()
+
+
 def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kernel_log, state_dir, on_unknown,
           out_dir) -> None:
     t0 = time.monotonic()
@@ -190,9 +211,9 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     from gputopo.bench.options import all_pairs
     from gputopo.cli.scan import load_topology
     from gputopo.fleet import allocation
-    from gputopo.fleet.gate import best_other_set, judge
-    from gputopo.fleet.gate_output import problem_lines, render
-    from gputopo.fleet.gate_time import RESERVE_S, plan
+    from gputopo.fleet.gate import best_other_set, judge_gate
+    from gputopo.fleet.gate_output import problem_lines, render_gate
+    from gputopo.fleet.gate_time import RESERVE_S, plan_gate
     from gputopo.fleet.state import usable
     from gputopo.report.rules import scan_findings
 
@@ -219,6 +240,7 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     else:
         out_path = None
 
+    fs_started = _start_forkserver(gpus_text)
     topo = load_topology(sim, None, kernel_log)
     findings = scan_findings(topo)
     if not topo.gpus:
@@ -228,7 +250,7 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
 
         selection = allocation.allocated(os.environ, topo, minor_numbers(sim))
     elif gpus_text is not None:
-        selection = allocation.given(gpus_text, topo)
+        selection = allocation.selected_gpus(gpus_text, topo)
     else:
         selection = allocation.Selection([g.nvml_index for g in topo.gpus], "every GPU (no --gpus, no --allocated)")
     gpus = selection.gpus
@@ -247,7 +269,8 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
         want_ar, ar_why = False, f"GPU(s) {','.join(map(str, lost))} lost to NVML"
     workers = fabric.pool_size(None) if fabric.pooled else len(gpus)
     left = budget_s - (time.monotonic() - t0)
-    the_plan = plan(fabric.name, gpus, pairs, want_ar, left, workers)
+    the_plan = plan_gate(fabric.name, gpus, pairs, want_ar, left, workers,
+                    started_s=time.monotonic() - fs_started if fs_started is not None else 0.0)
     not_measured = {p: (f"left out by the time model: {the_plan.notes[0]}" if the_plan.notes else "left out")
                     for p in the_plan.left_out}
     for g in lost:
@@ -298,7 +321,7 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
                 not_measured[(s.gpus[0], s.gpus[1])] = f"the budget ({budget_s:g} s) was spent before its copies started"
             else:
                 ar_why = f"the budget ({budget_s:g} s) was spent before it started"
-    v = judge(topo, findings, gpus, selection.to_json(), measurements=measurements, failures=failures,
+    v = judge_gate(topo, findings, gpus, selection.to_json(), measurements=measurements, failures=failures,
               not_measured=not_measured, allreduce_wanted=measure == "copy+allreduce" and len(gpus) > 1,
               allreduce_why=ar_why, fabric_name=fabric.name, stands_in=fabric.stands_in, budget_s=budget_s,
               used_s=time.monotonic() - t0, time_s=time.time(), plan=the_plan.to_json())
@@ -307,10 +330,14 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     code = gate_exit_code(dialect, v.verdict, on_unknown)
     doc = v.to_json()
     doc["exit_code"] = code
+    if v.verdict == "not-judged" and code:  # --on-unknown drain: the drain's reason says why
+        from gputopo.model.reason import reason, segment
+
+        doc["reason"] = reason([segment("not-judged", "node", "; ".join(v.not_judged()) or v.summary())])
     kept = _keep(_state_folder(state_dir), {k: doc[k] for k in doc if k not in ("gpus", "pairs")}
                  | {"problems": problem_lines(v)})
     if dialect != "nagios":  # nagios says them in its long output
         for line in problem_lines(v):
             click.echo(f"gputopo: {line}", err=True)
-    click.echo(render(dialect, v, code, kept))
+    click.echo(render_gate(dialect, v, code, kept))
     finish(code)

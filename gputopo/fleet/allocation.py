@@ -103,7 +103,7 @@ def allocated(env: Mapping[str, str], topo: Topology, minors: Mapping[int, int])
                      + " is set (run it from a Slurm prolog or a GPU container, or name the GPUs with --gpus)")
 
 
-def given(text: str, topo: Topology) -> Selection:
+def selected_gpus(text: str, topo: Topology) -> Selection:
     """``--gpus LIST``: NVML indices and ranges (``0-3,5``), ``all``, or GPU UUIDs."""
     from gputopo.bench.options import parse_gpus
 

@@ -6,8 +6,8 @@ Layers, per GPU and per pair:
 
 - **declared**: what the machine should be: the link class of each pair as its model declares
   it (an NVSwitch box: NVLink on every pair), the fabric expected where NVSwitches are seen;
-  without a spec or history entry a pair's rate is judged against the theoretical rate of its
-  reported class (gputopo/report/expected.py), and said so;
+  no spec or history is read yet: an NVLink pair's rate is judged against the theoretical rate
+  of its reported class (gputopo/report/expected.py), and each verdict says so;
 - **reported**: what NVML says now: the scan's findings (gputopo/report/rules.py): GPUs lost,
   health, NVLinks down, fabric registration and health, P2P status, Xids with a recovery action;
 - **measured**: one verified peer copy per pair each way (and the all_reduce over the set).
@@ -310,7 +310,7 @@ def _p2p_not_ok(pair) -> Dict[str, str]:
     return out
 
 
-def judge(topo: Topology, findings: List[Finding], gpus: Sequence[int], selection: Dict[str, Any], *,
+def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], selection: Dict[str, Any], *,
           measurements: Sequence[Measurement] = (), failures: Sequence[StepFailure] = (),
           not_measured: Optional[Dict[Pair, str]] = None, allreduce_wanted: bool = False,
           allreduce_why: str = "", fabric_name: str = "", stands_in: bool = False,

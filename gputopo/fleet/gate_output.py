@@ -47,7 +47,7 @@ def problem_lines(v: GateVerdict) -> List[str]:
     return out
 
 
-def npd_line(v: GateVerdict) -> str:
+def gate_npd_line(v: GateVerdict) -> str:
     if v.verdict in ("fail", "warn"):
         return v.reason(NPD_BYTES)
     if v.verdict == "pass":
@@ -55,7 +55,7 @@ def npd_line(v: GateVerdict) -> str:
     return fit_bytes(f"gputopo gate not judged: {_sim(v)}{'; '.join(v.not_judged()) or v.summary()}", NPD_BYTES)
 
 
-def nagios_text(v: GateVerdict) -> str:
+def gate_nagios_text(v: GateVerdict) -> str:
     word = NAGIOS_WORDS[v.verdict]
     if v.verdict in ("fail", "warn"):
         text = v.reason()
@@ -84,25 +84,25 @@ def prolog_line(v: GateVerdict, code: int, kept: str) -> str:
                  f"{does}; {kept}", semicolons=True)
 
 
-def render(dialect: str, v: GateVerdict, code: int = 0, kept: str = "") -> str:
+def render_gate(dialect: str, v: GateVerdict, code: int = 0, kept: str = "") -> str:
     if dialect == "json":
         return json.dumps(v.to_json(), indent=2)
     if dialect == "npd":
-        return npd_line(v)
+        return gate_npd_line(v)
     if dialect == "nagios":
-        return nagios_text(v)
+        return gate_nagios_text(v)
     return prolog_line(v, code, kept)
 
 
-def could_not_run_doc(message: str) -> Dict[str, object]:
+def gate_could_not_run_doc(message: str) -> Dict[str, object]:
     return {"schema_version": SCHEMA_VERSION, "gate_schema": GATE_SCHEMA, "command": "gate",
             "verdict": "could-not-run", "error": clean(message)}
 
 
-def could_not_run_text(dialect: str, message: str, code: int = 0) -> str:
+def gate_could_not_run_text(dialect: str, message: str, code: int = 0) -> str:
     """What a gate that could not run prints (the error line itself goes to stderr)."""
     if dialect == "json":
-        return json.dumps(could_not_run_doc(message))
+        return json.dumps(gate_could_not_run_doc(message))
     if dialect == "npd":
         return fit_bytes(f"gputopo gate could not run: {message}", NPD_BYTES)
     if dialect == "nagios":

@@ -7,6 +7,9 @@ fabric each worker also creates its CUDA context), one step per pair (two verifi
 each way, after one untimed warm-up each), and with ``--measure copy+allreduce`` one all_reduce
 over the set. The plan keeps a reserve for judging and writing the verdict.
 
+gate starts the forkserver before the scan, so the torch import runs while NVML is read: the
+plan counts only the start-up still to come (``started_s``).
+
 The sim and cpu figures were measured with benchmarks/gate_time.py on a 2-core VM (its error
 against those timings is printed there and recorded in docs/performance.md). **The cuda figures
 are unmeasured**: no GPU run has recorded them yet; they are guesses said as such in every plan
@@ -44,10 +47,10 @@ class StepCosts:
 
 
 COSTS: Dict[str, StepCosts] = {
-    "sim": StepCosts("sim", start_s=2.2, worker_s=0.15, pair_s=0.10, allreduce_s=0.15, parallel=2,
-                     measured=True, basis="benchmarks/gate_time.py, sim fabric, 2-core VM (docs/performance.md)"),
-    "cpu": StepCosts("cpu", start_s=2.2, worker_s=0.25, pair_s=0.40, allreduce_s=0.6, parallel=1,
-                     measured=True, basis="benchmarks/gate_time.py, cpu fabric, 2-core VM (docs/performance.md)"),
+    "sim": StepCosts("sim", start_s=6.8, worker_s=0.05, pair_s=0.03, allreduce_s=0.1, parallel=2,
+                     measured=True, basis="benchmarks/gate_time.py, sim fabric, 2-core VM at load 6 (docs/performance.md)"),
+    "cpu": StepCosts("cpu", start_s=6.8, worker_s=0.1, pair_s=0.33, allreduce_s=0.6, parallel=1,
+                     measured=True, basis="benchmarks/gate_time.py, cpu fabric, 2-core VM at load 6 (docs/performance.md)"),
     "cuda": StepCosts("cuda", start_s=3.0, worker_s=0.6, pair_s=0.05, allreduce_s=1.5, parallel=1,
                       measured=False, basis="unmeasured: estimates until a GPU run records them"),
 }
@@ -77,12 +80,13 @@ class Plan:
                 "notes": list(self.notes)}
 
 
-def estimate(costs: StepCosts, n_workers: int, n_pairs: int, allreduce: bool) -> float:
-    """Seconds to measure ``n_pairs`` pairs (and the all_reduce) with ``n_workers`` processes."""
+def estimate(costs: StepCosts, n_workers: int, n_pairs: int, allreduce: bool, started_s: float = 0.0) -> float:
+    """Seconds to measure ``n_pairs`` pairs (and the all_reduce) with ``n_workers`` processes;
+    ``started_s``: how long ago the forkserver was started (its torch import under way since)."""
     if n_pairs == 0 and not allreduce:
         return 0.0
     waves = -(-n_pairs // max(1, costs.parallel))
-    return (costs.start_s + costs.worker_s * n_workers + costs.pair_s * waves
+    return (max(0.0, costs.start_s - started_s) + costs.worker_s * n_workers + costs.pair_s * waves
             + (costs.allreduce_s if allreduce else 0.0))
 
 
@@ -101,22 +105,24 @@ def covering_order(gpus: Sequence[int], pairs: Sequence[Pair]) -> List[Pair]:
     return first + [p for p in pairs if p not in first]
 
 
-def plan(fabric: str, gpus: Sequence[int], pairs: Sequence[Pair], allreduce: bool, available_s: float,
-         n_workers: int) -> Plan:
+def plan_gate(fabric: str, gpus: Sequence[int], pairs: Sequence[Pair], allreduce: bool, available_s: float,
+         n_workers: int, started_s: float = 0.0) -> Plan:
     """The pairs (covering order) that fit ``available_s`` seconds on ``fabric``; the all_reduce
-    only when every pair fits beside it."""
+    only when every pair fits beside it. ``started_s``: the forkserver was started that long ago
+    (gate starts it before the scan, so its torch import overlaps the NVML reads)."""
     costs = COSTS[fabric]
     ordered = covering_order(gpus, pairs)
     room = available_s - RESERVE_S
     keep = len(ordered)
-    while keep > 0 and estimate(costs, n_workers, keep, False) > room:
+    while keep > 0 and estimate(costs, n_workers, keep, False, started_s) > room:
         keep -= 1
     chosen, left = ordered[:keep], ordered[keep:]
-    with_ar = allreduce and not left and estimate(costs, n_workers, keep, True) <= room
+    with_ar = allreduce and not left and estimate(costs, n_workers, keep, True, started_s) <= room
     notes = []
     if left:
         notes.append(f"{len(left)} of {len(ordered)} pair(s) left out: at {costs.pair_s:g} s a pair after "
-                     f"{costs.start_s + costs.worker_s * n_workers:.1f} s of start-up ({costs.fabric} fabric, "
+                     f"{max(0.0, costs.start_s - started_s) + costs.worker_s * n_workers:.1f} s of start-up "
+                     f"({costs.fabric} fabric, "
                      f"{'measured' if costs.measured else 'unmeasured'} costs), {available_s:.1f} s left of the "
                      "budget holds only " + str(keep))
     if allreduce and not with_ar:
@@ -124,4 +130,4 @@ def plan(fabric: str, gpus: Sequence[int], pairs: Sequence[Pair], allreduce: boo
     if not costs.measured:
         notes.append(f"the time model's {costs.fabric} costs are {costs.basis}")
     return Plan(list(chosen), list(left), with_ar, allreduce and not with_ar,
-                estimate(costs, n_workers, keep, with_ar), available_s, costs, notes)
+                estimate(costs, n_workers, keep, with_ar, started_s), available_s, costs, notes)

@@ -5,7 +5,7 @@ numbers read through its fake NVML, as a real machine's are through pynvml."""
 import pytest
 
 from gputopo.errors import UsageError
-from gputopo.fleet.allocation import allocated, cuda_visible_uuids, given
+from gputopo.fleet.allocation import allocated, cuda_visible_uuids, selected_gpus
 from gputopo.probe.nvml_minor import minor_numbers
 from gputopo.sim.scan import scan_simulated
 
@@ -103,13 +103,13 @@ def test_unreadable_minor_numbers_are_said(shuffled):
 
 def test_gpus_option():
     topo = scan_simulated("dgx-h100")
-    assert given("0-3,6", topo).gpus == [0, 1, 2, 3, 6]
-    assert given("all", topo).gpus == list(range(8))
+    assert selected_gpus("0-3,6", topo).gpus == [0, 1, 2, 3, 6]
+    assert selected_gpus("all", topo).gpus == list(range(8))
     u5 = str(topo.gpu(5).uuid)
-    assert given(u5, topo).gpus == [5]
+    assert selected_gpus(u5, topo).gpus == [5]
     for bad in ("9", "0-x", f"{u5},{u5}", "GPU-00000000-0000-0000-0000-000000000000"):
         with pytest.raises(UsageError):
-            given(bad, topo)
+            selected_gpus(bad, topo)
 
 
 def test_workers_are_started_with_uuids():

@@ -8,8 +8,8 @@ import pytest
 
 from gputopo.bench.options import all_pairs
 from gputopo.fleet.dialects import gate_exit_code
-from gputopo.fleet.gate import best_other_set, judge
-from gputopo.fleet.gate_output import npd_line, render
+from gputopo.fleet.gate import best_other_set, judge_gate
+from gputopo.fleet.gate_output import gate_npd_line, render_gate
 from gputopo.model import Measurement
 from gputopo.model.reason import NPD_BYTES, REASON_RE
 from gputopo.model.step_failure import StepFailure
@@ -39,7 +39,7 @@ def gate(name, gpus=None, rates=None, wrong=None, failures=(), not_measured=None
         if any(p == tuple(f.gpus) for f in failures):
             continue
         ms += copies(topo, p, (rates or {}).get(p), (wrong or {}).get(p, 0))
-    v = judge(topo, findings, gpus, {"gpus": gpus, "source": "test"}, measurements=ms, failures=list(failures),
+    v = judge_gate(topo, findings, gpus, {"gpus": gpus, "source": "test"}, measurements=ms, failures=list(failures),
               not_measured=not_measured, fabric_name="sim", stands_in=stands_in, budget_s=10, used_s=1, time_s=0)
     v.best_other = best_other_set(topo, findings, v)
     return v
@@ -93,10 +93,10 @@ def test_verdict_scope_kind_and_exit_codes(row):
         assert j.action  # an action of that size
         assert REASON_RE.match(v.reason())
         assert v.reason().startswith(f"gputopo: {first[2]} {first[0]} ")
-        assert len(npd_line(v).encode()) <= NPD_BYTES
+        assert len(gate_npd_line(v).encode()) <= NPD_BYTES
     for dialect, codes in CODES.items():
         assert gate_exit_code(dialect, verdict) == codes[verdict]
-        assert render(dialect, v, codes[verdict], "kept")
+        assert render_gate(dialect, v, codes[verdict], "kept")
     if verdict == "not-judged":
         assert gate_exit_code("slurm-prolog", verdict, "drain") == 1
         assert "left out by the time model" in "; ".join(v.not_judged())
