@@ -10,8 +10,9 @@ only, as one more check of health's verdict.
   nothing to measure between GPUs: the check is not judged, saying so.
 - **How**: health runs `gputopo gate` itself, on the idle GPUs (``--gpus``), with what is left
   of health's budget, its verdict kept in a folder of its own (never over the Prolog's
-  ``gate-last.json``), and reads its JSON: gate's measuring and judging are the one code; a gate
-  that does not answer within the budget (and a few seconds' grace) is stopped and the check is
+  ``gate-last.json``), and reads its JSON: gate's measuring and judging are the one code. gate is
+  given the budget left less :data:`MARGIN_S`; one that has not answered when the budget is
+  spent is stopped (SIGKILL; its workers watch their parent and end with it) and the check is
   not judged, never a failure.
 - **Findings**: gate's broken (error) and degraded (warning) GPUs, pairs and all_reduce, made
   findings by gputopo/report/gate_findings.py (the report alone makes findings); one the passive
@@ -38,9 +39,11 @@ from .checks import APPLICABLE, NOT_JUDGED, CheckResult
 #: level -> (its check's name, gate's --measure)
 LEVELS: Dict[str, Tuple[str, str]] = {"quick": ("copies", "copy"), "pairs": ("allreduce", "copy+allreduce")}
 #: The least budget left worth starting gate with (its process, CUDA or sim start, one pair).
-MIN_GATE_S = 2.0
-#: Seconds past gate's own budget before it is stopped (it ends itself at its budget).
-GRACE_S = 5.0
+MIN_GATE_S = 3.0
+#: Of the budget left, what gate is not given: its process's start and exit, and the reading of
+#: its answer. gate ends itself at its budget; at the budget left it is stopped, so health
+#: answers within its own budget (NPD and Slurm kill a check that does not).
+MARGIN_S = 1.0
 
 
 @dataclass
@@ -114,14 +117,14 @@ def level_check(level: str, sim: Optional[str], left_s: float, known: Sequence[F
         return CheckResult(name, NOT_JUDGED, f"the budget left ({left_s:.1f} s) is under the {MIN_GATE_S:g} s "
                            "gate needs to start" + (f"; {in_use}" if in_use else ""))
     folder = tempfile.mkdtemp(prefix="gputopo-health-gate-")
-    argv = gate_argv(idle.gpus, measure, left_s, folder, sim)
+    argv = gate_argv(idle.gpus, measure, left_s - MARGIN_S, folder, sim)
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES",
                                                            "NVIDIA_VISIBLE_DEVICES")}
     try:
-        ran = subprocess.run(argv, capture_output=True, text=True, timeout=left_s + GRACE_S, env=env,
-                             stdin=subprocess.DEVNULL, errors="replace", start_new_session=False)
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=left_s, env=env,
+                             stdin=subprocess.DEVNULL, errors="replace")
     except subprocess.TimeoutExpired:
-        return CheckResult(name, NOT_JUDGED, f"gate did not answer within {left_s + GRACE_S:.1f} s: stopped"
+        return CheckResult(name, NOT_JUDGED, f"gate did not answer within the {left_s:.1f} s left: stopped"
                            + (f"; {in_use}" if in_use else ""))
     except OSError as e:
         return CheckResult(name, NOT_JUDGED, f"gate could not be started: {e}")
