@@ -61,6 +61,7 @@ perf: setup
 	$(PY) benchmarks/history_cost.py
 	$(PY) benchmarks/reader_scale.py
 	$(PY) benchmarks/health_time.py
+	$(PY) benchmarks/gate_time.py
 
 # The GPU acceptance run (docs/gpu-check.md): on a GPU machine whose python3 already has CUDA torch
 # and the requirements, from the checkout, about 4 minutes; it builds no venv and installs nothing.

@@ -53,7 +53,9 @@ def build_spec(ops, case: Case, *, latency_repeat: int) -> Spec:
 
 # Seeds of the patterns, one per role, so no buffer can pass for another.
 SEED_SRC, SEED_SRC2, SEED_PARAM, SEED_BATCH, SEED_OUT = 11, 23, 37, 41, 53
-SEED_RANK = (101, 211)
+#: One seed per rank: a pair's two, then more for an all_reduce over a whole set (`gputopo gate
+#: --measure copy+allreduce`); small patterns (0..1023) of up to 16 ranks sum exactly in fp32.
+SEED_RANK = (101, 211, 307, 401, 503, 601, 701, 809, 907, 1009, 1103, 1201, 1301, 1409, 1511, 1601)
 
 #: Rows of the batch DataParallel scatters (a typical per-step batch).
 DP_BATCH_ROWS = 64
@@ -336,7 +338,7 @@ def _dp(ops, case: Case) -> Spec:
                 t = _patterned(ops, g, shapes, SEED_RANK[gpus.index(g)], small=True)
                 if t is not None:
                     grads[g] = t
-            exp_grads = _sum_expected(ops, m, shapes, SEED_RANK) if ops.is_local(m) else None
+            exp_grads = _sum_expected(ops, m, shapes, SEED_RANK[:len(gpus)]) if ops.is_local(m) else None
 
             def run():
                 held.value = ops.dp_reduce_add_coalesced(grads, shapes, m, gpus)

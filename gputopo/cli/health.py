@@ -22,7 +22,7 @@ from gputopo.cli.options import finish, sim_option
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
-from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, exit_code, render
+from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, dialects_of, exit_code, render
 
 SLURM_ONLY = ("node", "scontrol", "sinfo", "on_unknown")
 STATE_ENV = "GPUTOPO_STATE_DIR"
@@ -32,7 +32,7 @@ def _dialect_in(args: List[str]) -> str:
     """The --as value among raw arguments (json when absent or not one of the dialects)."""
     for k, a in enumerate(args):
         value = args[k + 1] if a == "--as" and k + 1 < len(args) else a[5:] if a.startswith("--as=") else None
-        if value in DIALECTS:
+        if value in dialects_of("health"):
             return value
     return "json"
 
@@ -61,10 +61,11 @@ class HealthCommand(StrictCommand):
 
 
 @cli.command(cls=HealthCommand)
-@click.option("--level", type=click.Choice(["passive"]), default="passive", show_default=True,
-              help="passive: what needs no GPU work (NVML, kernel log, NIC ports, the history); never "
-                   "touches a GPU a job uses.")
-@click.option("--as", "dialect", type=click.Choice(list(DIALECTS)), default="json", show_default=True,
+@click.option("--level", type=click.Choice(["passive", "quick", "pairs"]), default="passive", show_default=True,
+              help="passive: what needs no GPU work (NVML, kernel log, NIC ports, the history); quick: and "
+                   "gate's verified peer copies between the idle GPUs; pairs: and gate's all_reduce over them. "
+                   "A GPU a job uses (NVML's running processes) is never measured: not judged, in use.")
+@click.option("--as", "dialect", type=click.Choice(dialects_of("health")), default="json", show_default=True,
               help="Whose terms: the verdict as JSON, node-problem-detector's custom plugin, a Nagios "
                    "plugin, or Slurm's HealthCheckProgram (drains and resumes this node itself).")
 @click.option("--budget", type=FiniteFloat(min=0.1, max=3600), metavar="SECONDS",
@@ -93,9 +94,10 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
       gputopo health --as nagios                      # OK / WARNING / CRITICAL / UNKNOWN
       gputopo health --as npd                         # one line of at most 80 bytes
       gputopo health --as slurm-healthcheck           # drains and resumes this node (docs/fleet.md)
+      gputopo health --level quick --budget 60        # and gate's peer copies on the idle GPUs
     """
     try:
-        _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown)
+        _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown, level)
     except click.exceptions.Exit:
         raise
     except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
@@ -136,7 +138,7 @@ def _drain_could_not_run(message: str, state_dir, node, scontrol, sinfo) -> str:
     return str(slurm["action"])
 
 
-def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown) -> None:
+def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, on_unknown, level="passive") -> None:
     from gputopo.cli.scan import load_topology
     from gputopo.fleet.passive import run_passive
     from gputopo.fleet.state import read_state, state_folder, usable
@@ -152,7 +154,22 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
     folder = state_folder(state_dir, reading)
     verdict = run_passive(lambda: load_topology(sim, None, kernel_log), budget_s, reading, sim,
                           list(sys.argv[1:]), record)
+    if level != "passive" and not verdict.cut_short:
+        import time
+
+        from gputopo.fleet.levels import level_check
+
+        start = time.monotonic()
+        verdict.checks.append(level_check(level, sim, budget_s - verdict.used_s, verdict.findings))
+        verdict.used_s += time.monotonic() - start
+    elif level != "passive":
+        from gputopo.fleet.checks import not_judged
+        from gputopo.fleet.levels import LEVELS
+
+        verdict.checks.append(not_judged(LEVELS[level][0], f"not started: {verdict.cut_short}"))
+    verdict.level = level
     verdict.simulated = verdict.simulated or bool(sim)
+    verdict.gate = _gate_kept(folder)
     if verdict.simulated:  # said wherever a person sees output; the NPD line and a drain reason hold no room
         from gputopo.fleet.dialects import simulated_text
 
@@ -164,7 +181,8 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
             from gputopo.model.reason import segment
 
             why = segment("not-judged", "node", verdict.cut_short or "nothing could be judged").text()
-        slurm = _own_drain(verdict.verdict, why, node, scontrol, sinfo, on_unknown, read_state(folder))
+        slurm = _own_drain(verdict.verdict, why, node, scontrol, sinfo, on_unknown, read_state(folder),
+                           verdict.gate)
     click.echo(render(dialect, verdict, slurm["action"] if slurm else ""))
     _keep(folder, verdict, slurm)
     finish(exit_code(dialect, verdict.verdict))
@@ -174,16 +192,29 @@ def slurm_node_name(given: Optional[str]) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last) -> dict:
+def _gate_kept(folder: Optional[Path]):
+    """gate's last verdict kept in the state folder (gputopo/fleet/prolog.py), or None."""
+    from gputopo.fleet.prolog import GateKept
+    from gputopo.fleet.state import GATE_STATE_FILE, read_state
+
+    return GateKept.from_doc(read_state(folder, GATE_STATE_FILE))
+
+
+def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last, gate=None) -> dict:
     """Drain, update, resume or leave the node (gputopo/fleet/slurm.py) for ``verdict`` and its
-    ``reason``; what was done, in words, as kept in the state."""
+    ``reason``; what was done, in words, as kept in the state. ``gate``: gate's kept verdict
+    (GateKept): one kept since the last check makes this one read the node again (Slurm may
+    have drained it, "Prolog error"), and it explains such a drain."""
+    from gputopo.fleet.prolog import is_prolog_error, prolog_drain_text
     from gputopo.fleet.slurm import SlurmError, act, decide, read_node
 
     name = slurm_node_name(node)
-    done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown}
+    gate_seen = gate.to_json() if gate is not None else None
+    done = {"node": name, "verdict": verdict, "reason": reason, "on_unknown": on_unknown, "gate": gate_seen}
     prev = (last or {}).get("slurm") or {}
     if (last and last.get("verdict") == verdict and prev.get("node") == name
-            and prev.get("reason") == reason and prev.get("ok") and prev.get("settled")):
+            and prev.get("reason") == reason and prev.get("ok") and prev.get("settled")
+            and prev.get("gate") == gate_seen):
         return {**done, "kind": "none", "ok": True, "settled": True,
                 "action": f"unchanged since {last.get('time')} (no change, no action)"}
     try:
@@ -193,7 +224,10 @@ def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, las
     except SlurmError as e:
         click.echo(f"gputopo: warning: node {name} not changed: {e}", err=True)
         return {**done, "kind": "none", "ok": False, "settled": False, "action": f"not changed ({e})"}
-    return {**done, "kind": action.kind, "ok": True, "settled": action.settled, "action": f"{name} {action.why}",
+    why = action.why
+    if action.kind == "none" and state.drained and is_prolog_error(state.reason):
+        why = prolog_drain_text(gate)
+    return {**done, "kind": action.kind, "ok": True, "settled": action.settled, "action": f"{name} {why}",
             "was": {"state": state.state, "reason": state.reason}}
 
 

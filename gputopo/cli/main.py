@@ -29,6 +29,7 @@ def _register():
         check,
         cluster,
         export,
+        gate,
         health,
         history,
         importer,

@@ -18,6 +18,9 @@ from gputopo.runfolder.writer import write_json
 
 DEFAULT_STATE_DIR = Path("/run/gputopo")
 STATE_FILE = "health-last.json"
+#: `gputopo gate`'s last verdict, beside health's, in the same folder (docs/fleet.md): a prolog
+#: may not call Slurm commands, so gate keeps its reason here and `health` reads it.
+GATE_STATE_FILE = "gate-last.json"
 
 
 def usable(folder: Path) -> bool:
@@ -41,20 +44,21 @@ def state_folder(given: Optional[str], history: Optional[Path]) -> Optional[Path
     return None
 
 
-def read_state(folder: Optional[Path]) -> Optional[Dict[str, Any]]:
-    """The last verdict kept in ``folder``, or None (none yet, or unreadable: then it is as if none)."""
+def read_state(folder: Optional[Path], name: str = STATE_FILE) -> Optional[Dict[str, Any]]:
+    """The last verdict kept in ``folder`` (``name``: health's, or :data:`GATE_STATE_FILE`), or
+    None (none yet, or unreadable: then it is as if none)."""
     if folder is None:
         return None
     try:
-        doc = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        doc = json.loads((folder / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 
 
-def write_state(folder: Path, doc: Dict[str, Any]) -> Path:
+def write_state(folder: Path, doc: Dict[str, Any], name: str = STATE_FILE) -> Path:
     """Write ``doc`` as the last verdict (the run folder's one atomic JSON write: temporary file +
     rename); OSError when it cannot be."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / STATE_FILE, doc)
-    return folder / STATE_FILE
+    write_json(folder / name, doc)
+    return folder / name

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding
@@ -19,6 +19,7 @@ from gputopo.model.finding import worst_first
 from gputopo.model.reason import MAX_REASON, findings_reason
 
 from .checks import APPLICABLE, NOT_APPLICABLE, NOT_JUDGED, CheckResult
+from .prolog import GateKept
 
 VERDICTS = ("pass", "warn", "fail", "not-judged")
 #: The document's own version (its layout), beside gputopo's SCHEMA_VERSION.
@@ -38,6 +39,9 @@ class NodeVerdict:
     #: a line on what kept the verdict from being whole (the budget ran out), or ""
     cut_short: str = ""
     notes: List[str] = field(default_factory=list)
+    #: gate's last verdict kept on this node (gputopo/fleet/prolog.py), said beside this one, never
+    #: judged again: health's verdict is its own checks'
+    gate: Optional[GateKept] = None
 
     @property
     def findings(self) -> List[Finding]:
@@ -93,4 +97,9 @@ class NodeVerdict:
                 "cut_short": self.cut_short or None,
                 "judged": self.judged(), "not_applicable": self.not_applicable(),
                 "not_judged": [c.name for c in self.not_judged()],
-                "checks": [c.to_json() for c in self.checks], "notes": list(self.notes)}
+                "checks": [c.to_json() for c in self.checks], "notes": list(self.notes),
+                "gate_kept": self.gate.to_json() if self.gate is not None else None}
+
+    def gate_failed(self) -> Optional[GateKept]:
+        """gate's kept verdict where it failed the Prolog (what every dialect says), else None."""
+        return self.gate if self.gate is not None and self.gate.failed else None

@@ -60,6 +60,7 @@ from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS
 from .fabric import FABRIC_KEYS, gpu_fabric_desc
 from .gpu_models import GENERIC, MODEL_KEYS, GpuModel, find_model
 from .health import HEALTH_KEYS, parse_health
+from .processes import PROCESS_KEYS, parse_processes
 from .nics import parse_nics
 from .records import (CPU_VENDORS, DEFAULT_EFFICIENCY, DEFAULT_NVSWITCHES, IOMMU_MODES, P2P_STATUSES,
                       PAIR_KEY_RE, Fault, GpuDesc, HostDesc, MachineDesc, NvLinkDesc, pcie_theory_gbps,
@@ -680,8 +681,8 @@ def _parse_pairs_table(ctx, table, n, gpus, name, pcie_only, need_all=True) -> D
 #: Keys of a [[gpu]] entry; [defaults] takes the same but bus_id and uuid (one per GPU).
 GPU_KEYS = {"bus_id", "uuid", "name", "numa_node", "cpu_affinity", "pcie_gen", "pcie_width",
             "pcie_gen_current", "pcie_width_current", "pcie_replay", "nvlink_version", "nvlinks",
-            "nvlinks_down", "nvlink_errors", "mig", "model"} | HEALTH_KEYS | FABRIC_KEYS
-DEFAULT_KEYS = GPU_KEYS - {"bus_id", "uuid"}
+            "nvlinks_down", "nvlink_errors", "mig", "model", "minor_number"} | HEALTH_KEYS | FABRIC_KEYS | PROCESS_KEYS
+DEFAULT_KEYS = GPU_KEYS - {"bus_id", "uuid", "minor_number"}
 
 _CPULIST_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _UUID_RE = re.compile(r"^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -812,8 +813,16 @@ def build_gpus(ctx: DescContext, machine: str, entries: List[Dict[str, Any]], de
                             pcie_width_healthy=width_cur,
                             nvlink_version=version, mig_mode=None if mig == "unsupported" else mig,
                             health=parse_health(ctx, spec, where, name), model=model_key,
-                            fabric=gpu_fabric_desc(ctx, spec, where, model, nvswitch)))
+                            fabric=gpu_fabric_desc(ctx, spec, where, model, nvswitch),
+                            minor_number=(check_int(ctx, entry["minor_number"], 0, 255, *key, "minor_number")
+                                          if "minor_number" in entry else None),
+                            processes=parse_processes(ctx, spec, where)))
     check_unique_uuids(ctx, [(g.uuid, ("gpu", g.index, "uuid")) for g in gpus])
+    minors: Dict[int, int] = {}
+    for g in gpus:
+        if g.minor in minors:
+            raise ctx.error(f"minor number {g.minor} is also GPU {minors[g.minor]}'s", "gpu", g.index, "minor_number")
+        minors[g.minor] = g.index
     return gpus, specs
 
 

@@ -56,6 +56,7 @@ from gputopo.probe.nvml_codes import (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_INVALID
 from .fabric import BINDING_NAMES as FABRIC_BINDING_NAMES
 from .fabric import install_fabric_calls
 from .health import install_health_calls
+from .processes import install_process_calls
 
 if TYPE_CHECKING:
     from .records import MachineDesc
@@ -414,6 +415,10 @@ class FakeNvml:
         return self._text(self._gpu(i).uuid)
 
     @device_call()
+    def nvmlDeviceGetMinorNumber(self, i):
+        return self._gpu(i).minor
+
+    @device_call()
     def nvmlDeviceGetPciInfo(self, i):
         return nvmlPciInfo_t(self._addrs[i], self._gpu(i).pci_device_id, self.bytes_strings)
 
@@ -570,6 +575,8 @@ class FakeNvml:
 install_health_calls(FakeNvml, device_call)
 # GPU fabric info (nvmlDeviceGetGpuFabricInfoV and its structures): fabric.py
 install_fabric_calls(FakeNvml, device_call)
+# compute running processes (nvmlDeviceGetComputeRunningProcesses): processes.py
+install_process_calls(FakeNvml, device_call)
 globals().update(FABRIC_BINDING_NAMES)
 
 # pynvml's module-level names: the error classes and the NVML_* constants, on the fake too.

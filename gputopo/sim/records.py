@@ -24,6 +24,7 @@ from gputopo.model.topology import NVLINK_ERROR_COUNTERS, P2P_CAPS, P2P_STATUS_N
 from .fabric import FabricDesc
 from .gpu_models import gpu_model
 from .health import HealthDesc
+from .processes import ProcessDesc
 
 IOMMU_MODES = ("translated", "passthrough", "off")
 CPU_VENDORS = ("intel", "amd")
@@ -106,6 +107,14 @@ class GpuDesc:
     model: str = ""
     #: NVLink fabric registration (fabric.py); None: the fabric calls answer NOT_SUPPORTED
     fabric: Optional[FabricDesc] = None
+    #: processes running on it (processes.py): NVML's compute running processes; [] idle
+    processes: List[ProcessDesc] = field(default_factory=list)
+    #: the device's minor number (/dev/nvidia<minor>, nvmlDeviceGetMinorNumber); None: its index
+    minor_number: Optional[int] = None
+
+    @property
+    def minor(self) -> int:
+        return self.index if self.minor_number is None else self.minor_number
 
     @property
     def sim_model(self):

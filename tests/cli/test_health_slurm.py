@@ -171,3 +171,33 @@ def test_on_unknown_drain_drains_a_check_that_could_not_run(slurm, tmp_path, mon
     assert r.returncode == 0 and slurm.node["state"] == "drained"
     assert slurm.node["reason"].startswith("gputopo: not-judged node could not run: no NVIDIA driver found")
     assert "node: gpu01 drained" in r.stdout
+
+
+def test_a_prolog_error_drain_is_left_as_it_is_and_explained_by_gates_kept_verdict(slurm, tmp_path):
+    """Slurm drained the node after gate's Prolog failed ("Prolog error"); a healthy check never
+    resumes it, and says gate's kept verdict; a gate verdict kept after a settled check makes
+    the next check read the node again."""
+    st = tmp_path / "state"
+    r = slurm.check("dgx-a100", state_dir=st)  # healthy, not drained: settled
+    assert r.returncode == 0 and "not drained" in r.stdout and slurm.calls()
+    r = slurm.check("dgx-a100", state_dir=st)
+    assert slurm.calls() == [] and "unchanged" in r.stdout
+
+    gate_reason = "gputopo: nvlink-down gpu3 2 NVLinks down"
+    (st / "gate-last.json").write_text(json.dumps({"command": "gate", "verdict": "fail", "reason": gate_reason,
+                                                   "time": "2026-12-07T21:00:00+00:00", "job": "42",
+                                                   "exit_code": 1}))
+    slurm.set("drained", "Prolog error")
+    for _ in range(2):  # read again each time (another owner's drain), never resumed
+        r = slurm.check("dgx-a100", state_dir=st)
+        assert r.returncode == 0 and r.stdout.count("\n") == 1
+        assert [c[0] for c in slurm.calls()] == ["sinfo"]
+        assert slurm.node == {"name": "gpu01", "state": "drained", "reason": "Prolog error"}
+        assert "pass" in r.stdout and "explained by gate fail at 2026-12-07T21:00:00+00:00 (job 42)" in r.stdout
+        assert gate_reason in r.stdout and "left as it is" in r.stdout
+    kept = json.loads((st / "health-last.json").read_text())
+    assert kept["verdict"] == "pass" and kept["gate_kept"]["reason"] == gate_reason
+
+    (st / "gate-last.json").unlink()
+    r = slurm.check("dgx-a100", state_dir=st)
+    assert "not explained" in r.stdout and slurm.node["reason"] == "Prolog error"

@@ -14,6 +14,11 @@ its folder; clients (``scontrol``, ``sinfo``) find the cluster through ``SLURM_C
 Each health check's run is appended to ``hc.runs`` (its end time and exit code) and its output
 to ``hc.out``, so a test can wait for the next check instead of sleeping a guessed time.
 
+For the Prolog tests (issue 50) it also writes a ``Prolog`` wrapper (its runs logged in
+``prolog.runs`` with the ``SLURM_JOB_GPUS`` slurmd gave it) and a ``gres.conf`` of stand-in GPU
+device files, so a job's ``--gres=gpu:K`` allocates GPUs the Prolog's ``gate --allocated`` reads;
+``sbatch`` submits a batch job and ``job`` reads its state (``JobState``, ``Reason``, ``Restarts``).
+
 Which packages are needed, and what happens without them (skip here, fail under ``CI=true``),
 is :func:`slurm_or_skip`.
 """
@@ -25,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -40,7 +46,7 @@ from helpers.browser import in_ci
 REPO = Path(__file__).resolve().parents[2]
 #: Debian 12's packages (what .ci/run installs) and the programs the tests use from each.
 PROGRAMS = {"munged": "munge", "munge": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
-            "scontrol": "slurm-client", "sinfo": "slurm-client"}
+            "scontrol": "slurm-client", "sinfo": "slurm-client", "sbatch": "slurm-client"}
 #: Where Debian puts the daemons (not on a non-root PATH).
 SBIN = ("/usr/sbin", "/sbin")
 #: Seconds between two health checks (slurm.conf HealthCheckInterval).
@@ -54,6 +60,12 @@ SETTLE_S = 90.0
 #: without touching the GPU (--level passive). The same name: the same machine (GPU UUIDs).
 HEALTHY = 'extends = "h100-sxm-1gpu"\nname = "slurm-node"\n'
 FAULTY = HEALTHY + "\n[defaults]\nxid = [79]\n"
+#: The Prolog tests' node (issue 50): four A100 PCIe cards, GPUs 0-1 and 2-3 bridged by NVLink
+#: (NV12), and the same machine with every NVLink down, which `gate` fails on (GPU 0 and 1:
+#: nvlink-down). gres.conf declares two stand-in devices, nvidia0 and nvidia1: a job asking
+#: --gres=gpu:2 gets the bridged pair 0-1 (the sim's minor numbers are its indices).
+GATE_HEALTHY = 'extends = "a100-pcie-4gpu-bridged"\nname = "slurm-gpus"\n'
+GATE_FAULTY = GATE_HEALTHY + '\n[defaults]\nnvlinks_down = "all"\n'
 
 
 def processes_under(root: Path) -> list[str]:
@@ -121,11 +133,15 @@ class Node:
 class LocalSlurm:
     """One slurmctld and one slurmd (the node ``name``, this machine) under ``root``."""
 
-    def __init__(self, root: Path, programs: dict[str, str], sim: Path, node_state: str = "UNKNOWN"):
+    def __init__(self, root: Path, programs: dict[str, str], sim: Path, node_state: str = "UNKNOWN",
+                 prolog: Optional[str] = None, gpus: int = 0):
         """``node_state``: the node's ``State=`` in slurm.conf (``DRAIN``: drained at start,
-        with no reason)."""
+        with no reason). ``prolog``: the command line slurm.conf's ``Prolog`` wrapper runs
+        (:meth:`write_prolog`); ``gpus``: that many GPUs declared as gres (:meth:`write_gres`)."""
         self.root = root
         self.node_state = node_state
+        self.prolog = prolog
+        self.gpus = gpus
         self.programs = programs
         self.sim = sim
         self.name = socket.gethostname().split(".")[0]
@@ -173,6 +189,14 @@ echo "$(date +%s.%N) $rc" >> '{self.runs}'
 exit $rc
 """)
         hc.chmod(0o755)
+        extra = ""
+        if self.prolog is not None:
+            extra += f"Prolog={self.write_prolog()}\n"
+        gres = ""
+        if self.gpus:
+            self.write_gres()
+            extra += "GresTypes=gpu\n"
+            gres = f" Gres=gpu:{self.gpus}"
         self.conf.write_text(f"""# written by tests/helpers/slurm.py: one node, this machine
 ClusterName=gputopotest
 SlurmctldHost={self.name}(127.0.0.1)
@@ -195,7 +219,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-SelectType=select/linear
+SelectType={"select/cons_tres" if self.gpus else "select/linear"}
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
@@ -203,9 +227,58 @@ SlurmdParameters=config_overrides
 HealthCheckProgram={hc}
 HealthCheckInterval={INTERVAL_S}
 HealthCheckNodeState=ANY
-NodeName={self.name} NodeAddr=127.0.0.1 {self._hardware()} State={self.node_state}
+{extra}NodeName={self.name} NodeAddr=127.0.0.1 {self._hardware()}{gres} State={self.node_state}
 PartitionName=gputopo Nodes={self.name} Default=YES MaxTime=INFINITE State=UP
 """)
+
+    def write_gres(self) -> None:
+        """``gres.conf``: the node's ``gpus`` GPUs, each a stand-in device file ``dev/nvidiaN``
+        in the folder (no GPU driver here): a character device with /dev/null's numbers (1, 3),
+        since slurmd refuses a ``File=`` that is not a character or block device. slurmd reads
+        gres.conf beside slurm.conf; with ``TaskPlugin=task/none`` no cgroup constrains the
+        files. With ``select/cons_tres`` (slurm.conf, when ``gpus``) a job asking
+        ``--gres=gpu:K`` is given K of them, and slurmd sets ``SLURM_JOB_GPUS`` and
+        ``CUDA_VISIBLE_DEVICES`` (their numbers, the N of ``nvidiaN``) in the Prolog's
+        environment. (Regular files instead: slurmd logs "is not a valid character or block
+        device" and sets neither.)"""
+        dev = self.root / "dev"
+        dev.mkdir(exist_ok=True)
+        for k in range(self.gpus):
+            node = dev / f"nvidia{k}"
+            if not node.exists():
+                os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        last = self.gpus - 1
+        files = f"{dev}/nvidia[0-{last}]" if last else f"{dev}/nvidia0"
+        (self.root / "gres.conf").write_text(
+            f"# written by tests/helpers/slurm.py: stand-in device files\n"
+            f"NodeName={self.name} Name=gpu File={files}\n")
+
+    def write_prolog(self) -> Path:
+        """``prolog.sh``, slurm.conf's ``Prolog``: slurmd runs it as root before the job's first
+        step on the node, with no arguments and the job's ids and GPUs in its environment; its
+        exit code decides (0: the job runs; else Slurm drains the node, "Prolog error", and
+        requeues a batch job held). The wrapper sets what Slurm does not (``SLURM_CONF``,
+        ``PYTHONPATH``), runs :attr:`prolog` and appends to ``prolog.runs`` the job id,
+        ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES`` as slurmd gave them, and its exit code."""
+        pro = self.root / "prolog.sh"
+        pro.write_text(f"""#!/bin/sh
+export SLURM_CONF='{self.conf}'
+export GPUTOPO_HISTORY='{self.root / "history.sqlite"}'
+export PYTHONPATH='{REPO}'
+{self.prolog} >> '{self.root / "prolog.out"}' 2>&1
+rc=$?
+echo "job=$SLURM_JOB_ID gpus=${{SLURM_JOB_GPUS-unset}} cuda=${{CUDA_VISIBLE_DEVICES-unset}} rc=$rc" >> '{self.root / "prolog.runs"}'
+exit $rc
+""")
+        pro.chmod(0o755)
+        return pro
+
+    def prolog_runs(self) -> list[dict[str, str]]:
+        """Each run of the Prolog so far: ``{"job", "gpus", "cuda", "rc"}`` as the wrapper logged them."""
+        f = self.root / "prolog.runs"
+        if not f.exists():
+            return []
+        return [dict(w.split("=", 1) for w in line.split()) for line in f.read_text().splitlines() if line.strip()]
 
     # ------------------------------------------------------------------ the daemons
     def _start(self, what: str, argv: list[str]) -> None:
@@ -292,6 +365,28 @@ PartitionName=gputopo Nodes={self.name} Default=YES MaxTime=INFINITE State=UP
         state, reason, user = (out.split("|", 2) + ["", ""])[:3]
         return Node(state.strip(), "" if reason.strip() == "none" else reason.strip(), user.strip())
 
+    def sbatch(self, *args: str, script: str = "#!/bin/sh\necho ran\n") -> str:
+        """Submit ``script`` as a batch job (``sbatch --parsable ARGS``); its id. Its output goes
+        to ``job-<id>.out`` in the folder."""
+        path = self.root / "job.sh"
+        path.write_text(script)
+        path.chmod(0o755)
+        out = self.run("sbatch", "--parsable", "-o", str(self.root / "job-%j.out"), "-D", str(self.root),
+                       *args, str(path)).stdout.strip()
+        return out.split(";", 1)[0]
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """``scontrol -o show job ID`` as a dict (``JobState``, ``Reason``, ``Restarts``, ``BatchFlag``...);
+        ``{}`` once slurmctld forgot the job."""
+        ran = self.scontrol("-o", "show", "job", job_id, check=False)
+        if ran.returncode != 0:
+            return {}
+        return dict(w.split("=", 1) for w in ran.stdout.split() if "=" in w)
+
+    def job_output(self, job_id: str) -> str:
+        f = self.root / f"job-{job_id}.out"
+        return f.read_text(errors="replace") if f.exists() else ""
+
     def drain(self, reason: str) -> None:
         self.scontrol("update", f"nodename={self.name}", "state=drain", f"reason={reason}")
 
@@ -341,7 +436,8 @@ PartitionName=gputopo Nodes={self.name} Default=YES MaxTime=INFINITE State=UP
         except Exception as e:  # the failure being reported may be that Slurm does not answer
             parts.append(f"node: not readable ({e})")
         parts.append(f"health checks (exit codes): {self.checks_done()}")
-        for f in (self.hc_out, *sorted(self.logs.glob("*"))):
+        parts.append(f"prolog runs: {self.prolog_runs()}")
+        for f in (self.hc_out, self.root / "prolog.out", *sorted(self.logs.glob("*"))):
             if f.is_file():
                 tail = f.read_text(errors="replace").splitlines()[-12:]
                 parts.append(f"--- {f.name} (last lines)\n" + "\n".join(tail))
