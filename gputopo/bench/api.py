@@ -121,7 +121,7 @@ def _check_memory(topology: Topology, options: BenchOptions, fabric: Union[str, 
                     gpu_free=gpu_free)
 
 
-def _worker_config(topology: Topology, fabric: Union[str, Fabric], description, timeout_s: float,
+def worker_config(topology: Topology, fabric: Union[str, Fabric], description, timeout_s: float,
                    threads: int) -> dict:
     """What every worker process starts from. Its environment is this process's, with the
     variables that change what is timed set on the cuda fabric (worker_env.py)."""
@@ -262,7 +262,7 @@ def _run_bench(topology, options, fabric, description, progress, t0, lock,
         fabric=fabric, log=log, timeout_s=options.timeout_s, concurrent=concurrent,
         pool_size=pool, progress=progress, peer_limit=PEER_LIMIT if fabric.real_gpus else None,
         peer_exempt=nvswitch_gpus(topology) if fabric.real_gpus else (),
-        config=_worker_config(topology, fabric, description, options.timeout_s, threads),
+        config=worker_config(topology, fabric, description, options.timeout_s, threads),
         step_settings={"warmup": eff.warmup, "samples": eff.samples,
                        "latency_repeat": eff.latency_repeat})
     status = "failed"

@@ -20,7 +20,7 @@ from gputopo.model.step_failure import StepFailure
 from gputopo.runfolder.writer import RunLog
 from gputopo.workers.peer_mappings import PEER_LIMIT, nvswitch_gpus
 
-from .api import _worker_config
+from .api import worker_config
 from .fabrics.fabric import Fabric, fabric_named
 from .plan import Case, Step
 from .runner import NullProgress, Runner
@@ -91,7 +91,7 @@ def run_gate_steps(topology: Topology, steps: Sequence[Step], fabric: Union[str,
         deadline=deadline if deadline is not None else float("inf"),
         fabric=fabric, log=log, timeout_s=timeout_s, concurrent=False,
         pool_size=fabric.pool_size(None), progress=NullProgress(),
-        config=_worker_config(topology, fabric, description, timeout_s, 1),
+        config=worker_config(topology, fabric, description, timeout_s, 1),
         peer_limit=PEER_LIMIT if fabric.real_gpus else None,
         peer_exempt=nvswitch_gpus(topology) if fabric.real_gpus else (),
         step_settings={"warmup": 1, "samples": 1, "latency_repeat": 1})

@@ -21,6 +21,7 @@ from typing import List, Optional
 
 import click
 
+from gputopo.bench.fabrics.fabric import FABRIC_NAMES
 from gputopo.cli.group import cli
 from gputopo.cli.options import finish, sim_option
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
@@ -99,7 +100,7 @@ class GateCommand(StrictCommand):
 @click.option("--budget", type=FiniteFloat(min=0.5, max=3600), metavar="SECONDS",
               help="Time for the whole gate (default 10; npd 4); what does not fit or finish is not judged.")
 @sim_option
-@click.option("--fabric", type=click.Choice(["cuda", "cpu", "sim"]),
+@click.option("--fabric", type=click.Choice(list(FABRIC_NAMES)),
               help="What moves the bytes: cuda (real GPUs; the default without --sim), sim (the default with "
                    "--sim), cpu (processes standing in for GPUs).")
 @click.option("--kernel-log", "kernel_log", metavar="FILE", type=click.Path(dir_okay=False),
@@ -246,9 +247,7 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
     if not topo.gpus:
         raise UsageError("no GPU read: nothing to gate")
     if allocated:
-        from gputopo.probe.nvml_minor import minor_numbers
-
-        selection = allocation.allocated(os.environ, topo, minor_numbers(sim))
+        selection = allocation.allocated(os.environ, topo, allocation.minor_numbers(sim))
     elif gpus_text is not None:
         selection = allocation.selected_gpus(gpus_text, topo)
     else:

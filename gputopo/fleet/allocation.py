@@ -131,3 +131,12 @@ def cuda_visible_uuids(topo: Topology, gpus: List[int]) -> Optional[str]:
             return None
         out.append(str(u))
     return ",".join(out)
+
+
+def minor_numbers(sim: Optional[str] = None) -> Dict[int, int]:
+    """NVML index -> device minor number of this machine's GPUs, or of the simulated machine ``sim``'s
+    (gputopo/probe/nvml_minor.py reads them)."""
+    from gputopo.probe.nvml_minor import read_minor_numbers
+    from gputopo.sim.nvml_door import read_nvml
+
+    return read_nvml(sim, read_minor_numbers)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo.model import Finding
 from gputopo.probe.nvml_processes import GpuUse
@@ -70,24 +70,9 @@ def split_idle(use: Sequence[GpuUse]) -> Idle:
 def read_use(sim: Optional[str]) -> List[GpuUse]:
     """Each GPU's running processes: the simulated machine's fake NVML, or the driver's."""
     from gputopo.probe.nvml_processes import read_gpu_use
+    from gputopo.sim.nvml_door import read_nvml
 
-    if sim:
-        from gputopo.sim.description import load_description
-        from gputopo.sim.fake_nvml import FakeNvml
-
-        lib: Any = FakeNvml(load_description(sim))
-        lib.nvmlInit()
-        try:
-            return read_gpu_use(lib)
-        finally:
-            lib.nvmlShutdown()
-    from gputopo.probe.nvml_lib import close_nvml, load_nvml
-
-    lib = load_nvml()
-    try:
-        return read_gpu_use(lib)
-    finally:
-        close_nvml(lib)
+    return read_nvml(sim, read_gpu_use)
 
 
 def gate_argv(gpus: Sequence[int], measure: str, budget_s: float, state_dir: str, sim: Optional[str]) -> List[str]:

@@ -3,12 +3,12 @@ the number Slurm's ``SLURM_JOB_GPUS`` and a prolog's ``CUDA_VISIBLE_DEVICES`` gi
 by (gres.conf's ``File=/dev/nvidiaN``), which is neither NVML's index nor CUDA's.
 
 Read through the NVML library object (gputopo/probe/nvml_lib.py: pynvml on a real machine, the
-fake NVML on a simulated one); a GPU whose minor number cannot be read is left out of the map.
+fake NVML on a simulated one, opened by gputopo/sim/nvml_door.py); a GPU whose minor number cannot be read is left out of the map.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 
 def read_minor_numbers(lib: Any) -> Dict[int, int]:
@@ -21,23 +21,3 @@ def read_minor_numbers(lib: Any) -> Dict[int, int]:
             continue
     return out
 
-
-def minor_numbers(sim: Optional[str] = None) -> Dict[int, int]:
-    """The minor numbers of this machine's GPUs, or of the simulated machine ``sim``'s."""
-    if sim:
-        from gputopo.sim.description import load_description
-        from gputopo.sim.fake_nvml import FakeNvml
-
-        lib: Any = FakeNvml(load_description(sim))
-        lib.nvmlInit()
-        try:
-            return read_minor_numbers(lib)
-        finally:
-            lib.nvmlShutdown()
-    from gputopo.probe.nvml_lib import close_nvml, load_nvml
-
-    lib = load_nvml()
-    try:
-        return read_minor_numbers(lib)
-    finally:
-        close_nvml(lib)

@@ -17,14 +17,14 @@ from helpers.cli import gputopo_here
 def test_a_prolog_starts_the_workers_with_uuids(monkeypatch, tmp_path):
     import gputopo.bench.gate_copies as gate_copies
     import gputopo.cli.gate as cli_gate
-    import gputopo.probe.nvml_minor as nvml_minor
+    import gputopo.fleet.allocation as allocation
     import gputopo.probe.scan as probe_scan
 
     topo = scan_simulated("dgx-h100")
     topo.simulated = False  # as a real node's scan: the cuda fabric takes it
     monkeypatch.setattr(probe_scan, "scan_real", lambda **kw: topo)
     # /dev/nvidia<7-k> is NVML GPU k on this node: device numbers are not indices
-    monkeypatch.setattr(nvml_minor, "minor_numbers", lambda sim=None: {k: 7 - k for k in range(8)})
+    monkeypatch.setattr(allocation, "minor_numbers", lambda sim=None: {k: 7 - k for k in range(8)})
     monkeypatch.setattr(cli_gate, "_start_forkserver", lambda gpus_text: None)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # as Slurm sets it in the prolog: device numbers
     seen = {}
@@ -32,7 +32,7 @@ def test_a_prolog_starts_the_workers_with_uuids(monkeypatch, tmp_path):
     def fake_run(topology, steps, fabric, run_dir, description=None, deadline=None, timeout_s=10.0, argv=None):
         seen["cvd"], seen["fabric"] = os.environ["CUDA_VISIBLE_DEVICES"], fabric.name
         seen["steps"] = [s.id for s in steps]
-        ms = [Measurement("p2p.copy", s.gpus, c.size_bytes, [c.size_bytes / 300e9], "cuda-events", "cuda",
+        ms = [Measurement("p2p.copy", s.gpus, c.size_bytes, [c.size_bytes / 300e9], "cuda-events", "cuda", "gpus",
                           s.link_class, c.direction) for s in steps for c in s.cases]
         return GateMeasured(measurements=ms)
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import gpu_check  # noqa: E402
 import gpu_check_probe  # noqa: E402
 
-from gputopo.bench.api import _worker_config  # noqa: E402
+from gputopo.bench.api import worker_config  # noqa: E402
 from gputopo.bench.worker_env import TIMING_ENV  # noqa: E402
 
 SHELL = {"PATH": "/usr/bin", "TORCH_NCCL_BLOCKING_WAIT": "1", "NCCL_BLOCKING_WAIT": "1",
@@ -35,7 +35,7 @@ def test_the_same_environment_as_the_bench_runner(monkeypatch):
         monkeypatch.setenv(k, v)
     from gputopo.model.topology import Gpu, Topology
 
-    bench = _worker_config(Topology(gpus=[Gpu(nvml_index=0)], pairs=[]), "cuda", None, 60.0, 1)
+    bench = worker_config(Topology(gpus=[Gpu(nvml_index=0)], pairs=[]), "cuda", None, 60.0, 1)
     probe = gpu_check_probe.worker_config("cuda", {0: {"pci_bus_id": None}}, 60.0)
     assert probe["env"] == bench["env"]
 

@@ -189,7 +189,7 @@ def test_a_measurement_longer_than_the_timeout_is_no_hang_while_its_samples_prog
     """--timeout is "no progress for N s": a healthy measurement of many samples may take longer
     than N (256 MiB ones do on a busy CPU) and must not become a hang, as long as samples
     complete. (Before beats per sample, `--timeout 3` flagged healthy SYS pairs as hangs.)"""
-    from gputopo.bench.api import _worker_config
+    from gputopo.bench.api import worker_config
     from gputopo.bench.plan import Case, Step
     from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
@@ -197,7 +197,7 @@ def test_a_measurement_longer_than_the_timeout_is_no_hang_while_its_samples_prog
     desc, topo = _machine("pcie-4gpu")
     step = Step("p2p:0-2", "p2p", (0, 2), "SYS", [Case("p2p.copy", (0, 2), "0->2", 16 << 20, 0, 2)])
     timeout = 1.0
-    runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, timeout, 1),
+    runner = Runner(fabric="sim", config=worker_config(topo, "sim", desc, timeout, 1),
                     log=RunLog(tmp_path), timeout_s=timeout, pool_size=1,
                     step_settings={"warmup": 1, "samples": 1500, "latency_repeat": 1})
     runner.run([step])
@@ -393,14 +393,14 @@ def test_a_shared_step_with_fewer_cases_than_workers_leaves_the_others_idle(tmp_
     """Should a shared step ever get more workers than it has cases (_keys_for caps them
     today), the workers left without a case are done at once: the step is measured once, ends,
     and no worker is handed an empty case (which raised in the runner before)."""
-    from gputopo.bench.api import _worker_config
+    from gputopo.bench.api import worker_config
     from gputopo.bench.plan import Step, cases_for
     from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
 
     desc, topo = _machine("seed-8gpu")
     cases = cases_for("p2p", (5, 6), (1 << 20,), ())[:1]
-    runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, 60.0, 1),
+    runner = Runner(fabric="sim", config=worker_config(topo, "sim", desc, 60.0, 1),
                     log=RunLog(tmp_path), timeout_s=60.0, pool_size=2,
                     step_settings={"warmup": 1, "samples": 2, "latency_repeat": 2})
     runner._keys_for = lambda step, running: None if running else ["sim0", "sim1"]
@@ -414,7 +414,7 @@ def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tm
     """A one-pair run is three steps on two sim workers: each step is shared (shares.py), its
     cases handed out one at a time to whichever worker is free. Its measurements must be exactly those of the same plan on one worker: every case once, the
     same wrong counts, first bad indices and modeled samples (seeded per measurement)."""
-    from gputopo.bench.api import _worker_config
+    from gputopo.bench.api import worker_config
     from gputopo.bench.plan import Step, cases_for
     from gputopo.runfolder.writer import RunLog
     from gputopo.bench.runner import Runner
@@ -425,7 +425,7 @@ def test_a_shared_step_is_measured_by_every_worker_and_gives_the_same_results(tm
     def measured(pool, folder):
         steps = [Step(f"{g}:5-6", g, pair, "NODE", cases_for(g, pair, (1 << 20, 4 << 20), (4,)))
                  for g in ("p2p", "dp", "collectives")]
-        runner = Runner(fabric="sim", config=_worker_config(topo, "sim", desc, 60.0, 1),
+        runner = Runner(fabric="sim", config=worker_config(topo, "sim", desc, 60.0, 1),
                         log=RunLog(folder), timeout_s=60.0, pool_size=pool,
                         step_settings={"warmup": 1, "samples": 3, "latency_repeat": 2})
         runner.run(steps)

@@ -83,7 +83,7 @@ def test_cpu_and_sim_workers_keep_the_users_environment(monkeypatch):
     from gputopo.bench.api import cpu_topology
 
     monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
-    config = api._worker_config(cpu_topology(2), "cpu", None, 10.0, 1)
+    config = api.worker_config(cpu_topology(2), "cpu", None, 10.0, 1)
     assert config["env"]["TORCH_NCCL_BLOCKING_WAIT"] == "1"
 
 

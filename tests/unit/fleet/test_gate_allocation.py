@@ -6,7 +6,7 @@ import pytest
 
 from gputopo.errors import UsageError
 from gputopo.fleet.allocation import allocated, cuda_visible_uuids, selected_gpus
-from gputopo.probe.nvml_minor import minor_numbers
+from gputopo.fleet.allocation import minor_numbers
 from gputopo.sim.scan import scan_simulated
 
 #: Four GPUs whose device numbers run backwards against NVML's order (NVML index k is

@@ -24,7 +24,7 @@ def copies(topo, pair, gbps=None, wrong=0):
     """The two copies of ``pair`` at ``gbps`` (default: 80 % of its theoretical rate)."""
     a, b = pair
     rate = gbps if gbps is not None else 0.8 * (pair_rate(topo, a, b).gbps or 10.0)
-    return [Measurement("p2p.copy", (a, b), SIZE, [SIZE / rate / 1e9], "modeled", "sim",
+    return [Measurement("p2p.copy", (a, b), SIZE, [SIZE / rate / 1e9], "modeled", "sim", "simulated-gpus",
                         str(topo.link_class(a, b)), d, wrong=wrong) for d in (f"{a}->{b}", f"{b}->{a}")]
 
 
