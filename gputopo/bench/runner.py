@@ -107,9 +107,9 @@ class Runner:
         gen = self.generation.get(key, 0) + 1
         self.generation[key] = gen
         log_path = str(self.log.worker_log(key, gen))
-        from .worker import worker_main
+        from .worker import bench_worker_main
 
-        return self.procs.start(worker_main, [(key, (key, self.config, log_path), log_path)])[0]
+        return self.procs.start(bench_worker_main, [(key, (key, self.config, log_path), log_path)])[0]
 
     def _kill(self, key: str) -> None:
         """Kill and join worker ``key`` (the pool's :meth:`~WorkerProcesses.kill`)."""

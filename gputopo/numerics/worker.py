@@ -38,7 +38,7 @@ from gputopo.workers.outcome import CRASH, JobOutcome, hung, raised
 from gputopo.workers.pool import WorkerProcesses
 from gputopo.workers.processes import mp_context
 
-from .worker_main import worker_main
+from .worker_main import numerics_worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
 START_TIMEOUT_S = 120.0
@@ -123,7 +123,7 @@ class WorkerPool:
             from gputopo.bench.worker_env import worker_env
 
             env = worker_env(env)[0]
-        self._procs.start(worker_main, [
+        self._procs.start(numerics_worker_main, [
             (str(r), (r, self.backend, self.threads, self._log_path(r), os.getpid(), env),
              self._log_path(r) or "") for r in range(self.size)])
         ready: Set[int] = set()

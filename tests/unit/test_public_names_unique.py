@@ -21,7 +21,6 @@ PACKAGE = REPO / "gputopo"
 #: lands. Nothing outside those packages may be added here.
 PENDING = {
     "judge": {"gputopo/numerics/verdict.py", "gputopo/cluster/rounds.py"},
-    "worker_main": {"gputopo/bench/worker.py", "gputopo/numerics/worker_main.py"},
 }
 PENDING_PACKAGES = ("gputopo/bench/", "gputopo/numerics/", "gputopo/workers/", "gputopo/cluster/")
 
