@@ -4,7 +4,7 @@
     versions   the versions of everything the check depends on, as JSON (never fails on one
                missing package: that package's entry says why)
     nccl       one rank, one timed and verified all_reduce through the bench's real collective
-               path: a bench worker process (gputopo.bench.worker.worker_main) is started the
+               path: a bench worker process (gputopo.bench.worker.bench_worker_main) is started the
                way the runner starts it and handed one step of world size 1; its WorkerState
                builds the process group (NCCL on the cuda fabric, gloo on the cpu fabric) and
                measures `collective.all_reduce` with the same Spec and measure() as every bench
@@ -215,7 +215,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
     """Start one bench worker as the runner does, give it a collective step of world size 1."""
     from gputopo.bench.plan import Case
     from gputopo.workers.processes import mp_context, starting_workers, stop_forkserver
-    from gputopo.bench.worker import worker_main
+    from gputopo.bench.worker import bench_worker_main
 
     gpus: Dict[int, Dict[str, Optional[str]]] = {}
     if fabric == "cuda":
@@ -227,7 +227,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
     doc: Dict[str, Any] = {"fabric": fabric, "backend": "nccl" if fabric == "cuda" else "gloo",
                            "world_size": 1, "test": "collective.all_reduce",
                            "size_bytes": size_bytes, "worker_log": log_path, "error": None,
-                           "code_path": "gputopo.bench.worker.worker_main -> WorkerState.run_step "
+                           "code_path": "gputopo.bench.worker.bench_worker_main -> WorkerState.run_step "
                                         "(its process group of one rank) -> suites.build_spec "
                                         "(suites._collective) -> spec.measure"}
     if fabric == "cuda":  # what the worker ran with, as run.json worker_env records it for bench
@@ -237,7 +237,7 @@ def one_rank_all_reduce(fabric: str, size_bytes: int, samples: int, warmup: int,
     t0 = time.monotonic()
     with starting_workers(ctx):
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker_main, name="gputopo-gpu0", daemon=True,
+        proc = ctx.Process(target=bench_worker_main, name="gputopo-gpu0", daemon=True,
                            args=(child, "gpu0", config, log_path))
         proc.start()
         child.close()

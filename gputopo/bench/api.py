@@ -172,12 +172,15 @@ def run_bench(topology: Topology, options: BenchOptions, fabric: Union[str, Fabr
 
 
 def _prior_failures(run_dir) -> List[StepFailure]:
-    """The step failures an earlier part of a resumed run recorded in its events.jsonl."""
+    """The bench step failures an earlier part of a resumed run recorded in its events.jsonl
+    (a numerics way's failure there is the numerics' result, not a step of the bench)."""
     out = []
     for _, rec in read_jsonl(Path(run_dir) / EVENTS_JSONL):
         if rec.get("type") == STEP_FAILED:
             with contextlib.suppress(KeyError, TypeError, ValueError):
-                out.append(StepFailure.from_event(rec))
+                failure = StepFailure.from_event(rec)
+                if not failure.numerics:
+                    out.append(failure)
     return out
 
 

@@ -24,11 +24,12 @@ forkserver) never see Ctrl-C themselves: they start with SIGINT blocked (:func:`
 which also holds a Ctrl-C until a starting worker's pid is known). Progress is a measurement, or
 a "beat" after each sample and while a case's buffers are prepared.
 
-The worker processes themselves (started, talked to over their pipes, waited for, ended, a
-death put in words) are the workers package's pool (gputopo/workers/pool.py), which the
-numerics' workers run on too, with the peer-mapping ledger (gputopo/workers/peer_mappings.py);
-this module decides which worker runs which step, when a step has hung, and records its
-failure. mp_context, starting_workers, stop_forkserver and tail are re-exported here, where
+The worker processes themselves (started, handed a step with its deadline by the pool's
+``submit``, talked to over their pipes, waited for, ended, a death put in words) are the
+workers package's pool (gputopo/workers/pool.py), which the numerics' workers run on too, with
+the peer-mapping ledger (gputopo/workers/peer_mappings.py); this module decides which worker
+runs which step, moves a step's deadline on as progress comes, decides when a step has hung,
+and records its failure (the one failure record, which a numerics way's failure shares). mp_context, starting_workers, stop_forkserver and tail are re-exported here, where
 benchmarks/overhead.py finds them.
 """
 
@@ -44,7 +45,7 @@ from gputopo.runfolder.writer import RunLog
 
 from gputopo.workers.outcome import JobOutcome, hung, raised
 from gputopo.workers.peer_mappings import PeerLedger, step_pairs
-from gputopo.workers.pool import EXIT, Worker, WorkerProcesses
+from gputopo.workers.pool import EXIT, Job, Worker, WorkerProcesses
 from gputopo.workers.processes import (TAIL_LINES, despite_ctrl_c, mp_context,
                                        starting_workers, stop_forkserver, tail)
 
@@ -107,9 +108,9 @@ class Runner:
         gen = self.generation.get(key, 0) + 1
         self.generation[key] = gen
         log_path = str(self.log.worker_log(key, gen))
-        from .worker import worker_main
+        from .worker import bench_worker_main
 
-        return self.procs.start(worker_main, [(key, (key, self.config, log_path), log_path)])[0]
+        return self.procs.start(bench_worker_main, [(key, (key, self.config, log_path), log_path)])[0]
 
     def _kill(self, key: str) -> None:
         """Kill and join worker ``key`` (the pool's :meth:`~WorkerProcesses.kill`)."""
@@ -255,28 +256,36 @@ class Runner:
         if len(r.keys) > 1 and r.queue is None:
             store = {"host": "127.0.0.1", "port": ws[0].info.get("store_port"),
                      "prefix": f"{r.step.id}#{self._seq}"}
+        messages = {}
         for w in ws:
             cases = r.first_cases(w.key)
             if cases is None:  # a shared step with fewer cases than workers: w is done
-                w.job = None
+                self.procs.release([w.key])
                 continue
-            if not self._send(r, w, cases, store):
-                return
+            messages[w.key] = ("step", self._message(r, w, cases, store))
+        deadline = time.monotonic() + self.timeout_s
+        dead = self.procs.submit(Job(r.step.id, messages), deadline)
+        if dead is not None:  # it died since it said ready: the step fails as a crash
+            self._worker_died(dead, self._running)
+            return
         r.sent = True
-        r.deadline = time.monotonic() + self.timeout_s
+        r.deadline = deadline
         if r.done >= set(r.keys):  # a shared step without cases
             self._finish(r, self._running)
 
-    def _send(self, r: _Running, w: Worker, cases, store: Optional[dict]) -> bool:
-        """Hand ``w`` its ``cases`` of ``r``; False: it had died (the step failed, a crash)."""
+    def _message(self, r: _Running, w: Worker, cases, store: Optional[dict]) -> dict:
+        """What ``w`` is handed of step ``r``: its ``cases``, its rank, the step's settings."""
         rank = r.keys.index(w.key)
-        msg = {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
-               "local_gpus": list(r.ranks[rank]), "rank": rank, "world": len(r.keys),
-               "store": store, "link_class": r.step.link_class, "shared": r.queue is not None,
-               "cases": [c.to_json() for c in cases], **self.settings}
-        if self.procs.send(w, ("step", msg)):
+        return {"id": r.step.id, "group": r.step.group, "gpus": list(r.step.gpus),
+                "local_gpus": list(r.ranks[rank]), "rank": rank, "world": len(r.keys),
+                "store": store, "link_class": r.step.link_class, "shared": r.queue is not None,
+                "cases": [c.to_json() for c in cases], **self.settings}
+
+    def _send(self, r: _Running, w: Worker, cases) -> bool:
+        """Hand ``w`` one more case of shared step ``r``; False: it had died (the step failed, a crash)."""
+        if self.procs.send(w, ("step", self._message(r, w, cases, None))):
             return True
-        self._worker_died(w, self._running)  # it died since it said ready: the step fails as a crash
+        self._worker_died(w, self._running)
         return False
 
     def _pump(self, running: Dict[str, _Running]) -> None:
@@ -345,7 +354,7 @@ class Runner:
         elif kind == "done":
             case = r.hand_out(w.key)  # a shared step: the free worker takes the next case
             if case is not None:
-                self._send(r, w, [case], None)
+                self._send(r, w, [case])
                 return
             r.done.add(w.key)
             if r.done >= set(r.keys):
@@ -377,9 +386,7 @@ class Runner:
 
     def _finish(self, r: _Running, running: Dict[str, _Running]) -> None:
         running.pop(r.step.id, None)
-        for k in r.keys:
-            if k in self.workers:
-                self.workers[k].job = None
+        self.procs.release(r.keys)
         self.log.step_done(r.step.id, "ok", measurements=r.delivered,
                            elapsed_s=round(time.monotonic() - r.started, 3))
         self.steps_done += 1

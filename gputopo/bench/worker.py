@@ -39,7 +39,7 @@ BEAT_S = 0.2
 PREPARE_BEATS_MAX_S = 300.0
 
 
-def worker_main(conn, key: str, config: dict, log_path: str) -> None:
+def bench_worker_main(conn, key: str, config: dict, log_path: str) -> None:
     """Entry point of a worker process (multiprocessing target)."""
     enter_worker(log_path, config["parent_pid"], config.get("env") or {})
     if fabric_named(config["fabric"]).real_gpus:

@@ -1,14 +1,20 @@
-"""A bench step that did not finish: its workers made no progress for ``--timeout`` seconds
-(``hang``) or one of them died or raised (``crash``). The fact the bench's runner records, as
-it happens, in ``events.jsonl`` (``{"type": "step-failed", ...}``, docs/run-folder.md);
-gputopo/report/step_failures.py turns it into the finding of the same kind.
+"""A bench step or a numerics way that did not finish: its workers made no progress for
+``--timeout`` seconds (``hang``) or one of them died or raised (``crash``). The one failure
+record of both, written as it happens in ``events.jsonl`` (``{"type": "step-failed", ...}``,
+docs/run-folder.md): by the bench's runner for a step, by the numerics' sink for a way (group
+``numerics``, step ``numerics:I-J``, the way in its evidence, made from the way's numerics.jsonl
+record by :func:`numerics_failure`). gputopo/report/step_failures.py, the one reader, turns
+each into the finding of the same kind.
 
 Run folders written before step failures were facts hold a ``{"type": "finding", ...}`` line
-instead; the reader still reads those as they are.
+instead; the reader still reads those as they are. Folders written before a numerics way's
+failure was a ``step-failed`` line hold it only as its numerics.jsonl record (verdict ``hang``
+or ``crash``): the run folder's reader derives the record from it (:func:`numerics_failure`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -16,6 +22,14 @@ from typing import Any, Dict, List, Mapping, Optional
 STEP_FAILED = "step-failed"
 #: What can happen to a step: no progress for --timeout seconds, or a worker died or raised.
 FAILURE_KINDS = ("hang", "crash")
+#: The ``group`` of a numerics way's failure.
+NUMERICS_GROUP = "numerics"
+#: Fields of a numerics.jsonl record left out of its failure's (and its finding's) evidence:
+#: the big ones (the loss curves go to plots), and those the record's place already says.
+NUMERICS_BULKY = ("losses", "reference_losses", "gpus", "way", "verdict", "type", "schema_version",
+                  "notes")
+#: Small tables of a numerics record kept in the evidence (the transports, the tolerance).
+NUMERICS_TABLES = ("paths", "tolerance")
 
 
 @dataclass
@@ -34,6 +48,11 @@ class StepFailure:
     what: str
     evidence: Dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def numerics(self) -> bool:
+        """Whether it is a numerics way's failure (its way: ``evidence["way"]``)."""
+        return self.group == NUMERICS_GROUP
+
     def to_event(self) -> Dict[str, Any]:
         return {"type": STEP_FAILED, "kind": self.kind, "step": self.step, "group": self.group,
                 "gpus": list(self.gpus), "link_class": self.link_class, "what": self.what,
@@ -48,6 +67,45 @@ class StepFailure:
         return cls(kind=rec["kind"], step=rec["step"], group=rec["group"], gpus=list(rec["gpus"]),
                    link_class=rec.get("link_class"), what=rec["what"],
                    evidence=dict(rec.get("evidence") or {}))
+
+
+def numerics_step_id(gpus) -> str:
+    """The id of a pair's numerics in events.jsonl, like the bench's step ids ("numerics:5-6")."""
+    return "numerics:" + "-".join(str(g) for g in sorted(int(g) for g in gpus))
+
+
+def numerics_record_evidence(rec: Mapping[str, Any]) -> Dict[str, Any]:
+    """The facts of a numerics.jsonl record (a dict) that its finding keeps: ``way``, ``step``,
+    ``test: "numerics"``, its other scalar fields (finite numbers, strings, booleans, nulls) and
+    its small tables (:data:`NUMERICS_TABLES`, when not empty)."""
+    return {"way": rec.get("way"), "step": rec.get("step"), "test": "numerics",
+            **{k: v for k, v in rec.items()
+               if k not in NUMERICS_BULKY and k != "step" and _scalar(v)},
+            **{k: rec[k] for k in NUMERICS_TABLES if isinstance(rec.get(k), dict) and rec[k]}}
+
+
+def numerics_failure(rec: Mapping[str, Any], evidence: Optional[Mapping[str, Any]] = None) -> StepFailure:
+    """The failure record of the numerics way whose numerics.jsonl record ``rec`` (a dict, its
+    verdict ``hang`` or ``crash``, on its GPU pair, or its one GPU) says it produced nothing: its kind the verdict,
+    its ``what`` the record's ``error``, its evidence the record's facts
+    (:func:`numerics_record_evidence`) and ``evidence`` (how its job ended: an ``exitcode``, a
+    ``traceback``). The one maker, for the numerics' sink that writes it and for the reader that
+    derives it from a folder written before. ValueError when ``rec`` is not such a record."""
+    gpus = sorted(int(g) for g in (rec.get("gpus") or []))
+    failure = StepFailure(kind=str(rec.get("verdict")), step=numerics_step_id(gpus),
+                          group=NUMERICS_GROUP, gpus=gpus, link_class=rec.get("link_class"),
+                          what=str(rec.get("error")),
+                          evidence={**numerics_record_evidence(rec), **(evidence or {})})
+    why = _problem(failure.to_event())
+    if why:
+        raise ValueError(why)
+    return failure
+
+
+def _scalar(v) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, (int, str, bool)) or v is None
 
 
 def _index(v) -> bool:

@@ -1,5 +1,8 @@
 """Where a numerics run's records go as they complete: numerics.jsonl (each record, a hang or
-crash included, the moment it exists) and events.jsonl's step-done lines (Sink), the loss
+crash included, the moment it exists) and events.jsonl's lines (Sink): a ``step-failed`` line
+per way that hung or crashed (the bench's failure record, model/step_failure.py's
+``numerics_failure``, made from the way's record and how its job ended) and a step-done line
+per pair; the loss
 curves CSV at the end, and done_pairs for --resume (reads numerics.jsonl back). The findings
 the records make are the report's (gputopo.report.numerics_record)."""
 
@@ -8,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
+from gputopo.model.step_failure import numerics_failure, numerics_step_id
 from gputopo.runfolder.layout import EVENTS_JSONL, LOSSES_CSV, NUMERICS_JSONL
 from gputopo.runfolder.reader import read_jsonl
 from gputopo.runfolder.writer import append_jsonl
@@ -15,11 +19,6 @@ from gputopo.runfolder.writer import append_jsonl
 from .outcome import NumericsRun, Pair, WayFailed
 from .result import WAYS, NumericsResult, num_to_json
 from .verdict import FAILED_VERDICTS
-
-
-def step_id(pair) -> str:
-    """The id of a pair's numerics in events.jsonl, like the bench's step ids ("dp:5-6")."""
-    return f"numerics:{pair[0]}-{pair[1]}"
 
 
 def done_pairs(run_dir, retry_hung: bool = False) -> List[Pair]:
@@ -64,17 +63,23 @@ class Sink:
         if not self.write_events:
             return
         failed = any(r.verdict in FAILED_VERDICTS for r in out.results if tuple(r.gpus) == tuple(pair))
-        self._append(EVENTS_JSONL, {"type": "step-done", "step": step_id(pair),
+        self._append(EVENTS_JSONL, {"type": "step-done", "step": numerics_step_id(pair),
                                     "status": "failed" if failed else "ok"})
 
     def fail(self, out: NumericsRun, pair, lc, way, err: WayFailed, fabric, timing, opts,
              wall_s: float = 0.0) -> None:
+        """Way ``way`` on ``pair`` produced nothing (``err``): its numerics.jsonl record (verdict
+        ``hang`` or ``crash``), then its failure record, a ``step-failed`` line in events.jsonl
+        with what is known of how its job ended (an exit code, a traceback)."""
         rec = NumericsResult(gpus=pair, link_class=lc, way=way, verdict=err.kind, step=None,
                              losses=[], max_rel_loss_dev=None, max_abs_param_diff=None,
                              tolerance={}, fabric=fabric, timing=timing, wall_s=wall_s,
                              model=opts.model, steps=opts.steps, lr=opts.lr, batch=opts.batch,
                              error=str(err))
         self.add(out, rec)
+        if self.write_events:
+            how = err.outcome.evidence() if err.outcome is not None else {}
+            self._append(EVENTS_JSONL, numerics_failure(rec.to_json(), how).to_event())
 
     def write_losses(self, results: List[NumericsResult]) -> None:
         """Loss curves, one row per pair, way and step (step 0 first); 'nan'/'inf' as written."""

@@ -11,9 +11,10 @@
 The pool is started once per numerics run and reused pair after pair (start-up is ~2 s per
 process with torch, docs/architecture.md); a worker that hangs or dies is killed and the pool is restarted
 for the next job. Each DDP job gets a fresh process group over a FileStore (no TCP port races).
-Its processes are the workers package's pool (gputopo/workers/pool.py: started, talked to over
-a pipe each, waited for, ended, a death put in words), as the bench's are; this module hands
-out the jobs and decides when one has hung.
+Its processes are the workers package's pool (gputopo/workers/pool.py: started, handed a job
+with its deadline by the pool's ``submit``, talked to over a pipe each, waited for, ended, a
+death put in words), as the bench's are; this module decides which ranks run a job, moves its
+deadlines on as progress comes, and decides when one has hung.
 
 Exit-time crashes: DDP on gloo occasionally dies with SIGABRT *after* ``destroy_process_group``
 (docs/architecture.md). Workers delete the DDP module and collect garbage before destroying the
@@ -35,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from gputopo.workers.outcome import CRASH, JobOutcome, hung, raised
-from gputopo.workers.pool import WorkerProcesses
+from gputopo.workers.pool import Job, WorkerProcesses
 from gputopo.workers.processes import mp_context
 
-from .worker_main import worker_main
+from .worker_main import numerics_worker_main
 
 #: Seconds a worker may take to start (spawn + import torch) before it counts as hung.
 START_TIMEOUT_S = 120.0
@@ -123,7 +124,7 @@ class WorkerPool:
             from gputopo.bench.worker_env import worker_env
 
             env = worker_env(env)[0]
-        self._procs.start(worker_main, [
+        self._procs.start(numerics_worker_main, [
             (str(r), (r, self.backend, self.threads, self._log_path(r), os.getpid(), env),
              self._log_path(r) or "") for r in range(self.size)])
         ready: Set[int] = set()
@@ -241,10 +242,10 @@ class WorkerPool:
         job = dict(job, id=self._next_id, timeout_s=timeout_s,
                    store=os.path.join(self._tmp.name, f"store-{self._next_id}"))
         t0 = time.perf_counter()
-        for r in ranks:  # (one that died meanwhile is a crash, found below)
-            self._procs.send(self._procs.workers[str(r)], job)
-        sent = time.monotonic()
-        deadlines = {r: sent + PREPARE_TIMEOUT_S for r in ranks}  # until it says "prepared"
+        # (one that died meanwhile is a crash, found below)
+        first = time.monotonic() + PREPARE_TIMEOUT_S  # until it says "prepared"
+        self._procs.submit(Job(str(job["id"]), {str(r): job for r in ranks}), first)
+        deadlines = {r: first for r in ranks}
         last_step: Dict[int, Optional[int]] = {}  # rank -> last training step it reported
         payloads: Dict[int, Dict[str, Any]] = {}
         errors: Dict[int, str] = {}
@@ -278,6 +279,7 @@ class WorkerPool:
             # The other rank may now wait in a collective forever: start afresh next time.
             self.kill()
             raise WorkerCrash(raised("; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))))
+        self._procs.release([str(r) for r in ranks])
         return JobResult(payloads=payloads, wall_s=time.perf_counter() - t0)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional
 BEAT_S = 0.2
 
 
-def worker_main(conn, rank: int, backend: str, threads: int,
+def numerics_worker_main(conn, rank: int, backend: str, threads: int,
                 log_path: Optional[str] = None, parent_pid: Optional[int] = None,
                 env: Optional[Dict[str, str]] = None) -> None:
     """Entry point of a worker process of the workers' pool (gputopo/workers/pool.py): jobs

@@ -1,5 +1,6 @@
 """The findings of a run folder's events: the steps that did not finish (``hang`` / ``crash``:
-the bench's step failures, step_failures.py, and the numerics' records, numerics_findings.py)
+the bench's steps and the numerics' ways, their failure records read by the one reader,
+step_failures.py)
 and any finding a writer recorded in events.jsonl (a cluster run's findings; a bench folder from
 before step failures were recorded as facts), with the link class, the host facts on the path
 and a cause filled in: the rule ``steps-not-finished`` of rules.py.
@@ -15,19 +16,17 @@ from gputopo.model.finding_kinds import symptom
 from .why.causes import path_facts
 from .why.culprits import step_failure_cause
 from gputopo.model.topology import class_of
-from .numerics_findings import numerics_failure_findings
 from .run_folder import Run
 from .step_failures import step_failure_findings
 
 
 def run_event_findings(run: Run) -> List[Finding]:
-    """The steps that did not finish (hang / crash: the bench's step failures, the numerics'
-    records) and any finding a writer put in events.jsonl (a folder from before step failures
+    """The steps that did not finish (hang / crash: the failure records of the bench's steps
+    and the numerics' ways) and any finding a writer put in events.jsonl (a folder from before step failures
     were recorded as facts has its hangs and crashes there), with the link class, the host
     facts on their path and a cause filled in."""
     out = []
-    for f in (run.event_findings + step_failure_findings(run.step_failures)
-              + numerics_failure_findings(run.numerics, run.event_findings)):
+    for f in run.event_findings + step_failure_findings(run.step_failures):
         if f.link_class is None and f.gpus and len(f.gpus) >= 2:
             lc = class_of(run.topology, f.gpus)
             if lc is not None:

@@ -1,5 +1,6 @@
-"""`nan` / `diverged` findings from the training-numerics records (numerics.jsonl), and the
-`hang` / `crash` of a way that produced nothing (its record says so).
+"""`nan` / `diverged` findings from the training-numerics records (numerics.jsonl). (The
+`hang` / `crash` of a way that produced nothing is its failure record's finding, made by the
+one reader of failure records, step_failures.py, as a bench step's is.)
 
 Record shape (one per pair and way): ``{"gpus": [i, j], "way": "dp" | "ddp" | "reference",
 "verdict": "ok" | "nan" | "diverged", "step": N, ...}``; optional ``losses`` (a list) feeds
@@ -7,17 +8,17 @@ the loss-curve plot. The finding itself (message, evidence, severity) is the num
 (numerics_record.py); the diagnosis added here compares ways on the same GPUs:
 DataParallel bad while DDP is fine points at raw peer copies (the P2P path); both bad points at
 the GPUs; the reference bad too points at the model or the learning rate, not the hardware. A
-hang or crash is a step failure like the bench's: analysis.py gives it its host facts and cause.
+hang or crash is a step failure like the bench's: event_findings.py gives it its host facts and cause.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import AbstractSet, Dict, Iterable, List, Optional
+from typing import AbstractSet, Dict, List, Optional
 
 from gputopo.model import Finding, Topology
 from gputopo.numerics.result import OTHER_WAY, WAY_NAMES, record_gpus
-from gputopo.numerics.verdict import BAD_VERDICTS, FAILED_VERDICTS
+from gputopo.numerics.verdict import BAD_VERDICTS
 
 from .why.causes import REMEDY_AVOID, REMEDY_DDP, REMEDY_GPU_HEALTH, REMEDY_NCCL_P2P, path_facts, peer_path_broken
 from gputopo.model.topology import class_of
@@ -76,26 +77,6 @@ def numerics_findings(records: List[Dict], topo: Optional[Topology],
         out.append(dataclasses.replace(f, evidence=evidence, cause=cause,
                                        remedies=list(dict.fromkeys(remedies))))
     return out
-
-
-def numerics_failure_findings(records: List[Dict], recorded: Iterable[Finding] = ()) -> List[Finding]:
-    """The ``hang`` / ``crash`` of each record whose way produced nothing (numerics_record.py's
-    words). ``recorded``: the findings events.jsonl holds; a folder written before the numerics
-    recorded only facts has these there already (``"test": "numerics"`` in the evidence), and
-    keeps them as written."""
-    written = {_failure_key(f) for f in recorded if (f.evidence or {}).get("test") == "numerics"}
-    out = []
-    for rec in records:
-        if rec.get("verdict") not in FAILED_VERDICTS:
-            continue
-        f = record_finding(rec, {})
-        if f is not None and _failure_key(f) not in written:
-            out.append(f)
-    return out
-
-
-def _failure_key(f: Finding):
-    return f.kind, tuple(f.gpus or ()), (f.evidence or {}).get("way")
 
 
 def pair_numerics(records: List[Dict]) -> Dict[tuple, Dict[str, str]]:

@@ -1,6 +1,6 @@
 """The findings a numerics record makes (a line of numerics.jsonl, as a dict): ``nan`` /
-``diverged`` with the way and the step, ``hang`` / ``crash`` with the error; and the run's
-chaotic-job warning.
+``diverged`` with the way and the step, ``hang`` / ``crash`` (the finding of its failure record,
+step_failures.py's, the one reader of them); and the run's chaotic-job warning.
 
 Judging lives in gputopo.report (house rule: measuring code returns measurements). A numerics
 run's own findings (:func:`numerics_run_findings`, with a quick cause where the ways alone tell
@@ -11,26 +11,17 @@ the run folder, adding the host facts and the analysed cause. No torch.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from gputopo.model import Finding
 from gputopo.model.finding_kinds import family
 from gputopo.model.finding import where_text
+from gputopo.model.step_failure import numerics_failure, numerics_record_evidence
 from gputopo.numerics.outcome import NumericsRun
 from gputopo.numerics.result import OTHER_WAY, WAY_NAMES, NumericsResult, record_gpus
 from gputopo.numerics.verdict import BAD_VERDICTS, FAILED_VERDICTS
 
-#: Big fields left out of a finding's evidence (they go to plots instead).
-_BULKY = ("losses", "reference_losses", "gpus", "way", "verdict", "type", "schema_version", "notes")
-#: Small tables of a record kept in the evidence (which transport each way used, the tolerance).
-_SMALL_TABLES = ("paths", "tolerance")
-
-
-def _scalar(v) -> bool:
-    if isinstance(v, float):
-        return math.isfinite(v)
-    return isinstance(v, (int, str, bool)) or v is None
+from .step_failures import step_failure_finding
 
 
 def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]],
@@ -47,16 +38,11 @@ def record_finding(rec: Mapping[str, Any], others: Mapping[str, Mapping[str, Any
         return None
     gpus = record_gpus(rec)
     lc = rec.get("link_class") or link_class
+    if verdict in FAILED_VERDICTS:  # its failure record, read by the one reader of them all
+        return step_failure_finding(dataclasses.replace(numerics_failure(rec), link_class=lc))
     who = where_text(gpus, lc) if gpus else "reference run"
     name = WAY_NAMES.get(str(way), str(way))
-    evidence: Dict[str, Any] = {
-        "way": way, "step": rec.get("step"), "test": "numerics",
-        **{k: v for k, v in rec.items() if k not in _BULKY and k != "step" and _scalar(v)},
-        **{k: rec[k] for k in _SMALL_TABLES if isinstance(rec.get(k), dict) and rec[k]}}
-    if verdict in FAILED_VERDICTS:
-        what = "hung" if verdict == "hang" else "crashed"
-        return Finding(verdict, "error", f"{who}: {name} training run {what}: {rec.get('error')}",
-                       gpus=list(gpus) or None, link_class=lc, evidence=evidence)
+    evidence: Dict[str, Any] = numerics_record_evidence(rec)
     what = "loss/gradient went NaN/Inf" if verdict == "nan" else "loss diverged from the reference"
     step = f" from step {rec['step']}" if rec.get("step") is not None else ""
     first_dev = rec.get("first_deviation_step")

@@ -319,8 +319,8 @@ RULES: Tuple[Rule, ...] = (
     _R("steps-not-finished", ("events", "numerics", "topology", "findings"),
        ("hang", "crash", "corrupt", "nan", "diverged", "noisy", "out-of-memory", "slow", "slow-node",
         "topology-mismatch", "rank-error", "stopped"), ("run",), "events", _events,
-       "the steps that hung or crashed, and the findings a writer recorded: a cluster run's, an older bench "
-       "folder's (event_findings.py, step_failures.py, numerics_findings.py)"),
+       "the bench steps and numerics ways that hung or crashed (their one failure record), and the findings a "
+       "writer recorded: a cluster run's, an older bench folder's (event_findings.py, step_failures.py)"),
     _R("run-folder", ("run-folder",), ("incomplete-data", "invalid-data"), ("run",), "run-folder", _run_folder,
        "a run folder cut short, lines unread, a run that did not finish (data_findings.py)"),
     _R("cluster-mismatch", ("fingerprints",), ("topology-mismatch",), ("cluster",), "data", _cluster_mismatch,

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, 
 
 from gputopo.errors import InputFileError, UsageError
 from gputopo.model import Finding, Measurement, Topology, topology_from_json
-from gputopo.model.step_failure import STEP_FAILED, StepFailure
+from gputopo.model.step_failure import FAILURE_KINDS, STEP_FAILED, StepFailure, numerics_failure
 
 from .layout import (EVENTS_JSONL, HISTORY_FINDINGS_JSON, IMPORTED_JSON, KERNEL_LOG_JSON, KERNEL_LOG_TOOL,
                      MEASUREMENTS_JSONL, NCCL_DEBUG_JSON, NCCL_DEBUG_TOOL, NCCL_TESTS_JSON, NCCL_TESTS_TOOL, NCCL_TESTS_TOOLS,
@@ -267,6 +267,41 @@ def latest_numerics(records: List[Dict[str, Any]], notes: List[str]) -> List[Dic
     return list(latest.values())
 
 
+def with_numerics_failures(step_failures: List[StepFailure], numerics: List[Dict[str, Any]],
+                           event_findings: List[Finding], linenos: Mapping[int, int],
+                           notes: List[str]) -> List[StepFailure]:
+    """``step_failures`` (events.jsonl's) with the numerics ways' failures made current: a
+    way's ``step-failed`` line (the last one per way) counts while its latest numerics.jsonl
+    record (``numerics``, as latest_numerics left them) is missing or says the same (a resume
+    that ran the way again supersedes the earlier failure); a hang or crash record without one
+    (a folder written before the numerics wrote them) gets the record derived from it
+    (model/step_failure.py's ``numerics_failure``), unless the folder holds its finding as
+    written then (an events.jsonl ``finding`` line of the numerics, read as written). A record
+    no failure can be made of is skipped and said (``linenos``: each record's line)."""
+    def key(gpus, way) -> tuple:
+        return tuple(sorted(int(g) for g in gpus or [])), way
+
+    latest = {key(r.get("gpus"), r.get("way")): r for r in numerics}
+    written: Dict[tuple, StepFailure] = {}
+    for f in step_failures:
+        if f.numerics:
+            k = key(f.gpus, f.evidence.get("way"))
+            written.pop(k, None)  # (the last one per way, in the order of the latest)
+            written[k] = f
+    current = {k: f for k, f in written.items() if k not in latest or latest[k].get("verdict") == f.kind}
+    as_findings = {(f.kind, tuple(f.gpus or ()), (f.evidence or {}).get("way")) for f in event_findings
+                   if (f.evidence or {}).get("test") == "numerics"}
+    out = [f for f in step_failures if not f.numerics or current.get(key(f.gpus, f.evidence.get("way"))) is f]
+    for k, rec in latest.items():
+        if rec.get("verdict") not in FAILURE_KINDS or k in current or (rec.get("verdict"), *k) in as_findings:
+            continue
+        try:
+            out.append(numerics_failure(rec))
+        except (TypeError, ValueError) as e:
+            notes.append(f"{NUMERICS_JSONL}:{linenos.get(id(rec), '?')}: skipped, not a step failure ({e})")
+    return out
+
+
 # ----------------------------------------------------------------------------- skipped lines
 
 #: How read_jsonl words a skipped line: "<file>:<line>: skipped, <why>".
@@ -325,9 +360,12 @@ class RunFolder:
     topology: Optional[Topology]
     measurements: List[Measurement] = field(default_factory=list)
     event_findings: List[Finding] = field(default_factory=list)
-    #: The bench steps that hung or crashed (events.jsonl ``step-failed``; a step a resume ran
-    #: again has only its new result). A folder from before these were facts has them as
-    #: ``event_findings``.
+    #: The bench steps and numerics ways that hung or crashed, one failure record each
+    #: (events.jsonl ``step-failed``; a step a resume ran again has only its new result, a
+    #: numerics way only that of its latest record). A folder from before these were facts has
+    #: them as ``event_findings``; one from before a numerics way's failure was a
+    #: ``step-failed`` line has it derived from its numerics.jsonl record
+    #: (:func:`with_numerics_failures`).
     step_failures: List[StepFailure] = field(default_factory=list)
     events: List[Dict[str, Any]] = field(default_factory=list)
     numerics: List[Dict[str, Any]] = field(default_factory=list)
@@ -453,6 +491,7 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
                 notes.append(f"{EVENTS_JSONL}:{lineno}: skipped, not a finding ({e})")
 
     numerics = []
+    linenos: Dict[int, int] = {}  # id(record) -> its line
     for lineno, rec in read_jsonl(path / NUMERICS_JSONL, notes):
         check_schema(rec, path / NUMERICS_JSONL, lineno)
         why = numerics_check(rec, gpu_indices)
@@ -460,7 +499,9 @@ def read_folder(run_dir, *, numerics_check: NumericsCheck) -> RunFolder:
             notes.append(f"{NUMERICS_JSONL}:{lineno}: skipped, not a numerics record ({why})")
             continue
         numerics.append(rec)
+        linenos[id(rec)] = lineno
     numerics = latest_numerics(numerics, notes)
+    step_failures = with_numerics_failures(step_failures, numerics, event_findings, linenos, notes)
     imports = read_imports(path)
     kernel = next((d for d in imports if d.get("tool") == KERNEL_LOG_TOOL), None)
     history_doc = None

@@ -14,9 +14,11 @@ bench's ``Runner``, the numerics' ``WorkerPool``).
 
 ``oom`` and ``killed`` are crashes with what is known of their cause: their records are
 ``crash`` records (:attr:`JobOutcome.record_kind`), so no record, verdict or finding changed.
-Each supervisor turns an outcome into its own record: the bench a ``StepFailure``
-(model/step_failure.py, an events.jsonl line), the numerics a way's ``hang`` or ``crash``
-verdict (numerics.jsonl). ``what`` is the one line a person reads.
+A failed outcome becomes the one failure record of both supervisors, a ``StepFailure``
+(model/step_failure.py, an events.jsonl ``step-failed`` line): the bench's runner makes a
+step's from it, the numerics a way's (its numerics.jsonl ``hang`` or ``crash`` record and,
+from that record and the outcome's :meth:`~JobOutcome.evidence`, its failure record:
+numerics/sink.py). ``what`` is the one line a person reads.
 """
 
 from __future__ import annotations

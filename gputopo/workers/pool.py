@@ -5,17 +5,20 @@ A worker is a process with a key (``gpu3``, ``sim0``, the numerics' rank ``0``),
 and one Pipe to this process; the supervisors speak their own messages over it (the bench's
 steps, the numerics' jobs), and ask a worker to end with :data:`EXIT`. The pool starts workers
 (:meth:`WorkerProcesses.start`: through :func:`~gputopo.workers.processes.start_processes`,
-with Ctrl-C held), hands a message to one (:meth:`~WorkerProcesses.send`: False when it is
-dead), waits for messages and deaths of all of them at once (:meth:`~WorkerProcesses.wait`,
+with Ctrl-C held), hands a job to its workers (:meth:`~WorkerProcesses.submit`: a :class:`Job`
+and the deadline by which it must show progress; the one way a bench step, a numerics job and
+the sim's jobs are handed out; :meth:`~WorkerProcesses.release` when it is over), hands a
+further message to one (:meth:`~WorkerProcesses.send`: False when it is dead), waits for messages and deaths of all of them at once (:meth:`~WorkerProcesses.wait`,
 :meth:`~WorkerProcesses.messages`: what a worker sent before it died is still read), says how a
 dead worker died (:meth:`~WorkerProcesses.died`, the one place a death is put in words: its exit
 code, its log's tail), says that one that ended with no job did not fail
 (:meth:`~WorkerProcesses.idle_exit`, the one place of the parent's side of the exit-time SIGABRT
 work-around) and ends workers (asked, then killed and joined: no orphan).
 
-Which worker runs what, the deadlines and the failure records stay with the supervisors: the
-bench's steps and their ``step-failed`` records, the numerics' jobs and their ``hang`` /
-``crash`` verdicts. Both make them from the one result type, outcome.py's ``JobOutcome``.
+Which worker runs what, how progress moves a deadline on, and when a job has hung stay with
+the supervisors (the bench's steps, the numerics' jobs); both put how a job ended in the one
+result type, outcome.py's ``JobOutcome``, and both make its failure record from it: the one
+record of both, model/step_failure.py's ``StepFailure`` (an events.jsonl ``step-failed`` line).
 """
 
 from __future__ import annotations
@@ -45,8 +48,19 @@ class Worker:
     ready: bool = False
     info: dict = field(default_factory=dict)
     job: Optional[str] = None
+    #: The deadline (``time.monotonic()``) its job was submitted with (:meth:`WorkerProcesses.submit`).
+    deadline: Optional[float] = None
     #: Its pipe reached its end (the worker is gone, or going).
     closed: bool = False
+
+
+@dataclass
+class Job:
+    """A job for the pool's workers: its ``id`` (a bench step's id, a numerics job's number) and
+    the message each of its workers is handed, by worker key, in rank order."""
+
+    id: str
+    messages: Dict[str, Any]
 
 
 class WorkerProcesses:
@@ -80,6 +94,26 @@ class WorkerProcesses:
         return out
 
     # ------------------------------------------------------------------ talk
+    def submit(self, job: Job, deadline: float) -> Optional[Worker]:
+        """Hand ``job`` to its workers: each becomes busy with it (``job``: its id, ``deadline``:
+        the ``time.monotonic()`` by which the job must show progress, which its supervisor
+        moves on as progress comes) and is sent its message. The first worker found dead (its
+        pipe broken; nothing more is sent) is returned, for its supervisor to end the job as a
+        crash (:meth:`died`); None: every worker has it."""
+        for key, msg in job.messages.items():
+            w = self.workers[key]
+            w.job, w.deadline = job.id, deadline
+            if not self.send(w, msg):
+                return w
+        return None
+
+    def release(self, keys: Sequence[str]) -> None:
+        """The workers ``keys`` (those still there) are done with their job: idle again."""
+        for key in keys:
+            w = self.workers.get(key)
+            if w is not None:
+                w.job, w.deadline = None, None
+
     def send(self, w: Worker, msg: Any) -> bool:
         """Hand ``msg`` to ``w``; False: its pipe is broken (it died)."""
         try:

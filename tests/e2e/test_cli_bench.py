@@ -473,6 +473,12 @@ def test_hang_fault_finishes_the_run_and_leaves_no_workers(tmp_path):
     assert not (cwd / "run" / "error.txt").exists()
     summary = json.loads((cwd / "run" / "summary.json").read_text())
     assert "hang" in {f["kind"] for f in summary["findings"]}
+    # one failure record for both: the bench step's and each numerics way's step-failed line
+    events = [json.loads(x) for x in (cwd / "run" / "events.jsonl").read_text().splitlines()]
+    failed = [(e["kind"], e["group"], e["step"], e["evidence"].get("way"))
+              for e in events if e["type"] == "step-failed"]
+    assert sorted(failed) == [("hang", "numerics", "numerics:0-1", "ddp"),
+                              ("hang", "numerics", "numerics:0-1", "dp"), ("hang", "p2p", "p2p:0-1", None)]
 
     worker_pids = set()
     for log in (cwd / "run" / "workers").glob("*.log"):

@@ -16,14 +16,6 @@ from helpers.paths import REPO
 
 PACKAGE = REPO / "gputopo"
 
-#: Duplicates whose every definition lies in a package another branch is rewriting now (the
-#: worker-pool refactor, issue 49, owns bench/, numerics/, workers/ and cluster/); renamed when it
-#: lands. Nothing outside those packages may be added here.
-PENDING = {
-    "worker_main": {"gputopo/bench/worker.py", "gputopo/numerics/worker_main.py"},
-}
-PENDING_PACKAGES = ("gputopo/bench/", "gputopo/numerics/", "gputopo/workers/", "gputopo/cluster/")
-
 
 def public_functions() -> Dict[str, List[str]]:
     """{name: the modules (paths from the repository root) that define a public function of it}."""
@@ -37,12 +29,8 @@ def public_functions() -> Dict[str, List[str]]:
 
 
 def duplicates(where: Dict[str, List[str]]) -> Dict[str, List[str]]:
-    """The names defined in more than one module, each name's pending definitions not counted."""
-    out = {}
-    for name, paths in where.items():
-        if len([p for p in paths if p not in PENDING.get(name, set())]) > 1:
-            out[name] = paths
-    return out
+    """The names defined in more than one module."""
+    return {name: paths for name, paths in where.items() if len(paths) > 1}
 
 
 def test_no_two_public_functions_share_a_name():
@@ -51,18 +39,7 @@ def test_no_two_public_functions_share_a_name():
         f"  {name}: {', '.join(paths)}" for name, paths in sorted(dups.items()))
 
 
-def test_pending_duplicates_are_only_in_the_packages_being_rewritten():
-    for name, paths in PENDING.items():
-        assert all(p.startswith(PENDING_PACKAGES) for p in paths), name
-
-
-def test_the_check_finds_a_duplicate_it_is_given(monkeypatch):
+def test_the_check_finds_a_duplicate_it_is_given():
     """The check itself: a name defined in two modules is found; one defined once is not."""
     assert duplicates({"f": ["gputopo/a.py", "gputopo/b.py"], "g": ["gputopo/a.py"]}) == {
         "f": ["gputopo/a.py", "gputopo/b.py"]}
-    # a pending pair plus a third definition elsewhere is a duplicate again (a pending pair made
-    # up here, so the check does not depend on what PENDING holds today)
-    monkeypatch.setitem(PENDING, "f", {"gputopo/bench/a.py", "gputopo/numerics/b.py"})
-    three = ["gputopo/bench/a.py", "gputopo/numerics/b.py", "gputopo/report/rules.py"]
-    assert "f" not in duplicates({"f": three})  # the two pending ones are not counted
-    assert "f" in duplicates({"f": three + ["gputopo/export/sources.py"]})

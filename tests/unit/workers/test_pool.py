@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.slow  # real processes (kept out of `make test-fast`)
 
 from gputopo.workers.outcome import CRASH, KILLED
-from gputopo.workers.pool import EXIT, WorkerProcesses
+from gputopo.workers.pool import EXIT, Job, WorkerProcesses
 
 
 def _echo(conn, log_path: str) -> None:
@@ -88,6 +88,26 @@ def test_a_dead_worker_s_last_message_is_read_and_its_death_is_said_with_its_log
     assert pool.send(w, 3) is False  # its end is closed with it: refused, not blocked
     pool.kill("w0")
     assert pool.workers == {} and pool.gone == ["w0"]
+
+
+def test_submit_hands_a_job_to_its_workers_with_its_deadline(pool, tmp_path):
+    """The one way a job is handed out (the bench's steps, the numerics' and the sim's jobs):
+    each of its workers gets its own message and is busy with the job until released; a
+    worker found dead is returned at once, and the workers after it are not handed the job."""
+    a, b = _start(pool, tmp_path, "w0", "w1")
+    (c,) = _start(pool, tmp_path, "w2")  # (forked after them: no copy of its pipe lives on in them)
+    deadline = time.monotonic() + 30
+    assert pool.submit(Job("p2p:0-1", {"w0": "for rank 0", "w1": "for rank 1"}), deadline) is None
+    assert [(w.job, w.deadline) for w in (a, b, c)] == [("p2p:0-1", deadline)] * 2 + [(None, None)]
+    assert _next_messages(pool, a) == [("echo", "for rank 0")]
+    assert _next_messages(pool, b) == [("echo", "for rank 1")]
+    pool.release(["w0", "w1", "gone"])  # (a key no longer there: nothing to release)
+    assert [(w.job, w.deadline) for w in (a, b)] == [(None, None)] * 2
+    c.proc.kill()
+    c.proc.join(10)
+    assert pool.submit(Job("7", {"w2": "x", "w0": "y"}), deadline) is c  # its pipe is broken
+    assert (c.job, a.job) == ("7", None)  # the dead one holds the job (its crash is the job's)
+    assert pool.died(c, "worker w2").exitcode == -signal.SIGKILL
 
 
 def test_kill_ends_a_worker_that_does_not_answer(pool, tmp_path):
