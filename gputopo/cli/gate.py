@@ -164,6 +164,9 @@ def _keep(folder: Optional[Path], doc: dict) -> str:
         click.echo("gputopo: warning: the verdict is not kept: /run/gputopo cannot be written (--state-dir DIR)",
                    err=True)
         return "verdict not kept"
+    job = os.environ.get("SLURM_JOB_ID")
+    if job and "job" not in doc:  # a prolog's job: health names it beside a "Prolog error" drain
+        doc = {**doc, "job": job}
     try:
         return f"kept in {write_state(folder, doc, GATE_STATE_FILE)}"
     except OSError as e:

@@ -169,7 +169,7 @@ def _health(dialect, budget, sim, kernel_log, state_dir, node, scontrol, sinfo, 
         verdict.checks.append(not_judged(LEVELS[level][0], f"not started: {verdict.cut_short}"))
     verdict.level = level
     verdict.simulated = verdict.simulated or bool(sim)
-    verdict.gate = _gate_kept(folder)
+    verdict.gate = _gate_kept(folder, verdict.source)
     if verdict.simulated:  # said wherever a person sees output; the NPD line and a drain reason hold no room
         from gputopo.fleet.dialects import simulated_text
 
@@ -192,12 +192,13 @@ def slurm_node_name(given: Optional[str]) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _gate_kept(folder: Optional[Path]):
-    """gate's last verdict kept in the state folder (gputopo/fleet/prolog.py), or None."""
+def _gate_kept(folder: Optional[Path], source: str):
+    """gate's last verdict kept in the state folder (gputopo/fleet/prolog.py) on the machine health
+    read (``source``), or None."""
     from gputopo.fleet.prolog import GateKept
     from gputopo.fleet.state import GATE_STATE_FILE, read_state
 
-    return GateKept.from_doc(read_state(folder, GATE_STATE_FILE))
+    return GateKept.from_doc(read_state(folder, GATE_STATE_FILE), source)
 
 
 def _own_drain(verdict: str, reason: str, node, scontrol, sinfo, on_unknown, last, gate=None) -> dict:

@@ -271,7 +271,7 @@ def _gpu_judgement(topo: Topology, g: int, findings: List[Finding], fm_down: boo
         status = BROKEN if f.severity == "error" else DEGRADED
         detail = f.message
         if f.kind == "nvlink-fabric" and fm_down:
-            j = Judgement(status, "fabric-manager", f.kind, "fabric not registered: Fabric Manager not running",
+            j = Judgement(status, "fabric-manager", f.kind, "fabric not registered: the Fabric Manager registered no GPU",
                           cause=("every NVSwitch GPU of the set reports NVML fabric state 'not-started': the "
                                  "Fabric Manager has not registered them (not running or not started); the "
                                  "nvidia-fabricmanager service itself was not read"),

@@ -43,11 +43,15 @@ class GateKept:
     exit_code: Optional[int] = None
 
     @classmethod
-    def from_doc(cls, doc: Optional[Dict[str, Any]]) -> Optional["GateKept"]:
-        """The kept document (``gate-last.json``), or None where there is none or it is not gate's."""
+    def from_doc(cls, doc: Optional[Dict[str, Any]], source: str = "") -> Optional["GateKept"]:
+        """The kept document (``gate-last.json``), or None where there is none, it is not gate's, or
+        it judged another machine than ``source`` (the scan's source: ``sim:NAME`` for a simulated
+        one; a document that names none, as a could-not-run one, is taken)."""
         if not isinstance(doc, dict) or not isinstance(doc.get("verdict"), str):
             return None
         if doc.get("command", "gate") != "gate":
+            return None
+        if source and doc.get("source") and doc.get("source") != source:
             return None
         code = doc.get("exit_code")
         job = doc.get("job") or doc.get("slurm_job_id") or ""

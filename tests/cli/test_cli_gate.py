@@ -27,14 +27,15 @@ def gate(*args, env=None, state=None):
 ])
 def test_a_prolog_fails_only_on_a_failure(sim, job_gpus, code, start, tmp_path):
     r = gate("--sim", sim, "--allocated", "--as", "slurm-prolog", "--budget", "30",
-             env={"SLURM_JOB_GPUS": job_gpus, "CUDA_VISIBLE_DEVICES": None, "NVIDIA_VISIBLE_DEVICES": None},
+             env={"SLURM_JOB_GPUS": job_gpus, "SLURM_JOB_ID": "4242", "CUDA_VISIBLE_DEVICES": None,
+                  "NVIDIA_VISIBLE_DEVICES": None},
              state=tmp_path)
     assert r.returncode == code, (r.stdout, r.stderr)
     line = r.stdout.rstrip("\n")
     assert "\n" not in line and line.startswith(start), line
     assert f"SLURM_JOB_GPUS={job_gpus}" in line and str(tmp_path / "gate-last.json") in line
     kept = json.loads((tmp_path / "gate-last.json").read_text())
-    assert kept["command"] == "gate" and kept["exit_code"] == code
+    assert kept["command"] == "gate" and kept["exit_code"] == code and kept["job"] == "4242"
     assert kept["selection"]["source"] == f"SLURM_JOB_GPUS={job_gpus}"
     if code:
         assert REASON_RE.match(kept["reason"]) and kept["reason"] in line and kept["problems"]

@@ -37,6 +37,16 @@ def test_the_kept_document_is_read_as_gates_and_nothing_else():
     assert not GateKept.from_doc({"verdict": "not-judged", "exit_code": 0}).failed
 
 
+def test_a_verdict_kept_for_another_machine_is_not_this_ones():
+    """A gate run on a simulated machine (or another) kept in the same folder says nothing of the
+    machine health reads; a document that names no machine (could not run) is taken."""
+    doc = {**GATE_FAIL, "source": "sim:dgx-h100-unregistered"}
+    assert GateKept.from_doc(doc, "sim:dgx-h100-unregistered") is not None
+    assert GateKept.from_doc(doc, "nvml") is None
+    assert GateKept.from_doc(doc, "sim:dgx-h100") is None
+    assert GateKept.from_doc(GATE_FAIL, "nvml") is not None
+
+
 @pytest.mark.parametrize("verdict", ["pass", "warn", "fail", "not-judged"])
 def test_a_prolog_error_drain_is_never_resumed_nor_taken_over(verdict):
     state = NodeState("n1", "drained", PROLOG_ERROR)
