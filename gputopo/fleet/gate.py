@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.fabric import GpuFabric
+from gputopo.model.health import GpuHealth
 from gputopo.model.finding_kinds import spec
 from gputopo.model.reason import MAX_REASON, Segment, reason, segment
 from gputopo.model.step_failure import StepFailure
@@ -305,6 +306,28 @@ def _gpu_judgement(topo: Topology, g: int, findings: List[Finding], fm_down: boo
     return best
 
 
+def _nvml_recovery(gpu) -> Optional[str]:
+    """The recovery action NVML reports pending on ``gpu`` (not "None"), None where none is or the
+    driver does not report it."""
+    act = gpu.health.recovery_action if isinstance(gpu.health, GpuHealth) else None
+    return str(act) if is_value(act) and act is not None and str(act) != "None" else None
+
+
+def _nvml_recovery_judgement(topo: Topology, g: int, act: str) -> Judgement:
+    """A recovery action NVML reports (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): broken unless
+    NVIDIA's catalog lets the GPU keep working meanwhile (Drain P2P, Drain and Reset: degraded)."""
+    smi = _smi_id(topo, g)
+    todo, usable = RECOVERY_ACTIONS.get(act, (f"the driver's recovery action {act!r} (NVML's "
+                                              "nvmlGpuRecoveryAction_t)", False))
+    node = act in ("Node Reboot Required", "SYSTEM_REBOOT")
+    return Judgement(DEGRADED if usable else BROKEN, "node" if node else "gpu", "xid",
+                     f"recovery action pending: {act} (NVML)",
+                     cause=(f"NVML reports GPU {g}'s recovery action as '{act}' (field "
+                            "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)"),
+                     action="reboot the node" if node else todo.replace("BUS_ID", smi),
+                     evidence={"recovery_action": act, "source": "nvml"})
+
+
 def _p2p_not_ok(pair) -> Dict[str, str]:
     """The P2P capabilities NVML reports as other than OK for a pair (NVLink pairs: read, write,
     nvlink)."""
@@ -348,6 +371,10 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
         if n < 2:  # a GPU alone: its fabric and NVLink state is said, not judged
             own = [f for f in own if f.kind not in ("nvlink-fabric", "nvlink-down", "nvlink-not-connected")]
         j = _gpu_judgement(topo, g, own, fm_down)
+        nvml_act = _nvml_recovery(gpu)
+        if nvml_act is not None and not (j.kind == "xid" and j.evidence.get("recovery_action")):
+            ja = _nvml_recovery_judgement(topo, g, nvml_act)
+            j = ja if j.status == OK else _worse(j, ja)
         fab = gpu.fabric.text() if isinstance(gpu.fabric, GpuFabric) else "not in a fabric"
         seen = hist.gpus.get(g) if hist is not None else None
         if seen is None:
@@ -369,7 +396,8 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
                                         "history_run": seen.run_id})
         layers = {"declared": said,
                   "reported": f"NVML: {len(gpu.active_nvlinks())} active NVLink(s); fabric: "
-                              f"{fab if n > 1 else fab + ' (a GPU alone: not applicable)'}",
+                              f"{fab if n > 1 else fab + ' (a GPU alone: not applicable)'}; recovery action: "
+                              + _text(gpu.health.recovery_action if isinstance(gpu.health, GpuHealth) else None),
                   "measured": "copies with each peer (its pairs)" if n > 1 else
                               "not applicable: a GPU alone has no peer to copy to"}
         gpu_results.append(GpuResult(g, _text(gpu.uuid), _text(gpu.pci_bus_id), layers, j, own))
