@@ -30,6 +30,7 @@ from gputopo.history.record import (
     MachineIdentity,
     RunRecord,
     counters_of,
+    layout_of,
     machine_identity,
     record_run,
 )
@@ -107,7 +108,8 @@ def record_from_summary(summary, command: str, argv: list[str], clock: float | N
                     unjudged=unjudged_keys(summary.judged),
                     errors=sum(1 for f in own if f.severity == "error"),
                     gputopo_version=__version__, figures=figures_of(summary),
-                    findings=[f.to_json() for f in own], counters=counters_of(topo))
+                    findings=[f.to_json() for f in own], counters=counters_of(topo),
+                    layout=layout_of(topo))
     return identity, rec
 
 
@@ -120,7 +122,7 @@ def record_from_scan(topo: Topology, findings: list[Finding], argv: list[str],
                     status="complete", verdict=None,
                     errors=sum(1 for f in findings if f.severity == "error"),
                     gputopo_version=__version__, findings=[f.to_json() for f in findings],
-                    counters=counters_of(topo))
+                    counters=counters_of(topo), layout=layout_of(topo))
     return machine_identity(topo, sim_name), rec
 
 

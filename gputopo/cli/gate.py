@@ -23,6 +23,7 @@ import click
 
 from gputopo.bench.fabrics.fabric import FABRIC_NAMES
 from gputopo.cli.group import cli
+from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import finish, sim_option
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
 from gputopo.console import clip, printable
@@ -112,6 +113,7 @@ class GateCommand(StrictCommand):
                                       "(drains) or 0.")
 @click.option("--out", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Keep the copies' run folder here (a bench run folder: `gputopo report DIR`).")
+@history_options(records=False)
 def gate(gpus_text, allocated, measure, dialect, budget, sim, fabric, kernel_log, state_dir, on_unknown, out_dir):
     """Do these GPUs work together? Each GPU and pair: ok, not applicable, degraded, broken or not
     judged, the narrowest part to blame and what to do, within --budget seconds.
@@ -323,10 +325,19 @@ def _gate(gpus_text, allocated, measure, dialect, budget, sim, fabric_name, kern
                 not_measured[(s.gpus[0], s.gpus[1])] = f"the budget ({budget_s:g} s) was spent before its copies started"
             else:
                 ar_why = f"the budget ({budget_s:g} s) was spent before it started"
+    from gputopo.cli.history_hook import history_path
+    from gputopo.fleet.gate_declared import read_declared
+
+    declared = read_declared(history_path(reading=True), topo, COPY_BYTES)
     v = judge_gate(topo, findings, gpus, selection.to_json(), measurements=measurements, failures=failures,
               not_measured=not_measured, allreduce_wanted=measure == "copy+allreduce" and len(gpus) > 1,
               allreduce_why=ar_why, fabric_name=fabric.name, stands_in=fabric.stands_in, budget_s=budget_s,
-              used_s=time.monotonic() - t0, time_s=time.time(), plan=the_plan.to_json())
+              used_s=time.monotonic() - t0, time_s=time.time(), plan=the_plan.to_json(), declared=declared)
+    if declared.why_none:
+        v.notes.append(f"declared: {declared.why_none}")
+    elif declared.source:
+        v.notes.append(f"declared: this machine's history in {declared.source} ({declared.runs} run(s) with its "
+                       f"links, {len(declared.copies)} bench figure(s) at {COPY_BYTES} B)")
     v.best_other = best_other_set(topo, findings, v)
     v.notes += selection.notes + the_plan.notes
     code = gate_exit_code(dialect, v.verdict, on_unknown)

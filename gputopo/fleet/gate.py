@@ -4,10 +4,13 @@ verdicts are decided (docs/fleet.md says so); gputopo/bench/gate_copies.py only 
 
 Layers, per GPU and per pair:
 
-- **declared**: what the machine should be: the link class of each pair as its model declares
-  it (an NVSwitch box: NVLink on every pair), the fabric expected where NVSwitches are seen;
-  no spec or history is read yet: an NVLink pair's rate is judged against the theoretical rate
-  of its reported class (gputopo/report/expected.py), and each verdict says so;
+- **declared**: what the machine should be: the machine's own history (fleet/gate_declared.py:
+  the link class each pair had, the NVLinks each GPU had, an NVSwitch fabric, the copy rates its
+  own bench runs measured at gate's size): a pair that had NVLink and now reads PCIe, or fewer
+  NVLinks than before, is degraded (link) even where NVML flags nothing; without history, the
+  link class of each pair as its model reports it (an NVSwitch box: NVLink on every pair), and
+  an NVLink pair's rate is judged against the theoretical rate of its reported class
+  (gputopo/report/expected.py); each verdict says which (no spec is read yet);
 - **reported**: what NVML says now: the scan's findings (gputopo/report/rules.py): GPUs lost,
   health, NVLinks down, fabric registration and health, P2P status, Xids with a recovery action;
 - **measured**: one verified peer copy per pair each way (and the all_reduce over the set).
@@ -26,15 +29,19 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.fabric import GpuFabric
+from gputopo.model.health import GpuHealth
 from gputopo.model.finding_kinds import spec
 from gputopo.model.reason import MAX_REASON, Segment, reason, segment
 from gputopo.model.step_failure import StepFailure
 from gputopo.model.xid import RECOVERY_ACTIONS
+
+if TYPE_CHECKING:
+    from gputopo.fleet.gate_declared import Declared
 
 GATE_SCHEMA = 1
 OK, NOT_APPLICABLE, DEGRADED, BROKEN, NOT_JUDGED = "ok", "not-applicable", "degraded", "broken", "not-judged"
@@ -299,6 +306,28 @@ def _gpu_judgement(topo: Topology, g: int, findings: List[Finding], fm_down: boo
     return best
 
 
+def _nvml_recovery(gpu) -> Optional[str]:
+    """The recovery action NVML reports pending on ``gpu`` (not "None"), None where none is or the
+    driver does not report it."""
+    act = gpu.health.recovery_action if isinstance(gpu.health, GpuHealth) else None
+    return str(act) if is_value(act) and act is not None and str(act) != "None" else None
+
+
+def _nvml_recovery_judgement(topo: Topology, g: int, act: str) -> Judgement:
+    """A recovery action NVML reports (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): broken unless
+    NVIDIA's catalog lets the GPU keep working meanwhile (Drain P2P, Drain and Reset: degraded)."""
+    smi = _smi_id(topo, g)
+    todo, usable = RECOVERY_ACTIONS.get(act, (f"the driver's recovery action {act!r} (NVML's "
+                                              "nvmlGpuRecoveryAction_t)", False))
+    node = act in ("Node Reboot Required", "SYSTEM_REBOOT")
+    return Judgement(DEGRADED if usable else BROKEN, "node" if node else "gpu", "xid",
+                     f"recovery action pending: {act} (NVML)",
+                     cause=(f"NVML reports GPU {g}'s recovery action as '{act}' (field "
+                            "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)"),
+                     action="reboot the node" if node else todo.replace("BUS_ID", smi),
+                     evidence={"recovery_action": act, "source": "nvml"})
+
+
 def _p2p_not_ok(pair) -> Dict[str, str]:
     """The P2P capabilities NVML reports as other than OK for a pair (NVLink pairs: read, write,
     nvlink)."""
@@ -315,10 +344,16 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
           not_measured: Optional[Dict[Pair, str]] = None, allreduce_wanted: bool = False,
           allreduce_why: str = "", fabric_name: str = "", stands_in: bool = False,
           budget_s: float = 0.0, used_s: float = 0.0, time_s: float = 0.0,
-          plan: Optional[Dict[str, Any]] = None) -> GateVerdict:
+          plan: Optional[Dict[str, Any]] = None, declared: Optional["Declared"] = None) -> GateVerdict:
     """The verdict of ``gpus`` (NVML indices) from the scan ``topo`` and its ``findings``, the
-    gate's ``measurements`` and step ``failures``; ``not_measured``: pairs left out, with why."""
+    gate's ``measurements`` and step ``failures``; ``not_measured``: pairs left out, with why;
+    ``declared``: what the machine's own history says it had (fleet/gate_declared.py)."""
+    from gputopo.fleet.gate_declared import day
+
     gpus = sorted(gpus)
+    hist = declared if declared is not None and declared.known else None
+    no_hist = (f"; declared: {declared.why_none}" if declared is not None and declared.why_none
+               else "; declared: no history read")
     not_measured = dict(not_measured or {})
     n = len(gpus)
     switch = nvswitch_present(topo, gpus)
@@ -336,10 +371,33 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
         if n < 2:  # a GPU alone: its fabric and NVLink state is said, not judged
             own = [f for f in own if f.kind not in ("nvlink-fabric", "nvlink-down", "nvlink-not-connected")]
         j = _gpu_judgement(topo, g, own, fm_down)
+        nvml_act = _nvml_recovery(gpu)
+        if nvml_act is not None and not (j.kind == "xid" and j.evidence.get("recovery_action")):
+            ja = _nvml_recovery_judgement(topo, g, nvml_act)
+            j = ja if j.status == OK else _worse(j, ja)
         fab = gpu.fabric.text() if isinstance(gpu.fabric, GpuFabric) else "not in a fabric"
-        layers = {"declared": "NVSwitch fabric expected" if switch else "no NVSwitch seen: no fabric expected",
+        seen = hist.gpus.get(g) if hist is not None else None
+        if seen is None:
+            said = ("NVSwitch fabric expected" if switch else "no NVSwitch seen: no fabric expected") + no_hist
+        else:
+            when = f"run {seen.run_id} of {day(seen.time_s)}"
+            said = (f"this machine's history: {seen.nvlinks} active NVLink(s)"
+                    + (", in an NVSwitch fabric" if seen.fabric else "") + f" ({when})")
+            now = len(gpu.active_nvlinks())
+            if n > 1 and now < seen.nvlinks and j.status == OK:
+                smi = _smi_id(topo, g)
+                j = Judgement(DEGRADED, "link", "nvlink-down",
+                              f"{now} active NVLink(s), {seen.nvlinks} in this machine's history ({when})",
+                              cause=(f"NVML reports {now} active NVLink(s) on GPU {g}; the history recorded "
+                                     f"{seen.nvlinks} on the same GPU (UUID {_text(gpu.uuid)}) in {when}"),
+                              action=(f"reset GPU {g} (nvidia-smi -r -i {smi}) when no job uses it to retrain its "
+                                      "NVLinks; if they stay down, service the NVLink (bridge, baseboard)"),
+                              evidence={"active_nvlinks": now, "history_nvlinks": seen.nvlinks,
+                                        "history_run": seen.run_id})
+        layers = {"declared": said,
                   "reported": f"NVML: {len(gpu.active_nvlinks())} active NVLink(s); fabric: "
-                              f"{fab if n > 1 else fab + ' (a GPU alone: not applicable)'}",
+                              f"{fab if n > 1 else fab + ' (a GPU alone: not applicable)'}; recovery action: "
+                              + _text(gpu.health.recovery_action if isinstance(gpu.health, GpuHealth) else None),
                   "measured": "copies with each peer (its pairs)" if n > 1 else
                               "not applicable: a GPU alone has no peer to copy to"}
         gpu_results.append(GpuResult(g, _text(gpu.uuid), _text(gpu.pci_bus_id), layers, j, own))
@@ -353,6 +411,19 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
 
     from gputopo.report.expected import gpu_pcie_rate, pair_rate
 
+    def own_bench(ms: List[Measurement]) -> Optional[Dict[str, Any]]:
+        """Each measured direction's own bench figure at the same size and time source, or None
+        unless every direction has one."""
+        if declared is None:
+            return None
+        out = {}
+        for m in ms:
+            fig = declared.copies.get(((min(m.gpus), max(m.gpus)), str(m.direction), m.timing))
+            if fig is None:
+                return None
+            out[str(m.direction)] = fig
+        return out or None
+
     pair_results: List[PairResult] = []
     for k, a in enumerate(gpus):
         for b in gpus[k + 1:]:
@@ -360,17 +431,36 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
             pair = topo.pair(a, b)
             lc = pair.link_class
             nv = lc.is_nvlink
-            declared = (f"{lc} (NVSwitch: NVLink on every pair)" if switch else
-                        f"{lc}: NVLink bridge" if nv else f"{lc}: PCIe, no NVLink bridge (NVLink not applicable)")
+            had = hist.pairs.get(p) if hist is not None else None
+            if had is None:
+                said_pair = (f"{lc} (NVSwitch: NVLink on every pair)" if switch else
+                            f"{lc}: NVLink bridge" if nv else
+                            f"{lc}: PCIe, no NVLink bridge (NVLink not applicable)") + no_hist
+            else:
+                said_pair = f"this machine's history: {had.link_class} (run {had.run_id} of {day(had.time_s)})"
             reported_bits = [f"class {lc}"]
             j = Judgement(NOT_JUDGED)
+            now_links = pair.nvlink_count or lc.nvlinks
+            lost_links: Optional[Judgement] = None
+            if had is not None and had.nvlinks > now_links:
+                when = f"run {had.run_id} of {day(had.time_s)}"
+                lost_links = Judgement(
+                    DEGRADED, "link", "nvlink-down",
+                    (f"reads {lc}, was {had.link_class} in this machine's history ({when})" if not nv else
+                     f"{now_links} NVLink(s), {had.nvlinks} in this machine's history ({when})"),
+                    cause=(f"the scan reads the pair {a},{b} as {lc} ({now_links} NVLink(s)); the history recorded "
+                           f"{had.link_class} ({had.nvlinks} NVLink(s)) for the same two GPUs in {when}"),
+                    action=f"reset GPUs {a} and {b} to retrain their NVLinks; if it stays, service the NVLink "
+                           "(bridge, baseboard)",
+                    evidence={"link_class": str(lc), "history_link_class": had.link_class,
+                              "history_nvlinks": had.nvlinks, "history_run": had.run_id})
             # reported: an NVLink pair's P2P status
             bad_caps = _p2p_not_ok(pair) if nv else {}
             if nv:
                 reported_bits.append("P2P " + (", ".join(f"{c} {v}" for c, v in bad_caps.items()) if bad_caps
                                                else "OK"))
-            reported = Judgement(OK)
-            if bad_caps:
+            reported = lost_links or Judgement(OK)
+            if bad_caps and lost_links is None:
                 caps = ", ".join(f"{c}={v}" for c, v in bad_caps.items())
                 reported = Judgement(DEGRADED, "link", "p2p-unsupported", f"NVLink pair, NVML P2P status {caps}",
                                      cause=f"NVML reports the NVLink pair {a},{b}'s P2P status as {caps}: CUDA "
@@ -427,6 +517,8 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
                                    f"({pcie:g} GB/s theoretical): the bytes take PCIe or host memory, not NVLink"),
                             action=f"reset GPUs {a} and {b}; check their P2P status and the NVLink fabric",
                             evidence={"gbps": round(low, 2), "pcie_gbps": pcie, "nvlink_gbps": exp.gbps})
+                    elif own_bench(ms) is not None:
+                        measured = _against_own_bench(a, b, ms, own_bench(ms) or {}, nv)
                     elif exp.gbps is not None and low < SLOW_FRACTION * exp.gbps:
                         measured = Judgement(
                             DEGRADED, "link", "slow", f"copies at {low:.1f} GB/s, under half of {exp.gbps:g}",
@@ -436,6 +528,8 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
                         against = exp.basis if exp.gbps is not None else "no NVLink rate known"
                         measured = Judgement(OK, detail=f"copies verified both ways, slowest {low:.1f} GB/s "
                                              f"(against {against})")
+                elif own_bench(ms) is not None:
+                    measured = _against_own_bench(a, b, ms, own_bench(ms) or {}, nv)
                 else:
                     measured = Judgement(OK, detail=f"copies verified both ways, slowest {low:.1f} GB/s (a PCIe "
                                          "pair: data judged, rate not: no rate declared for it)")
@@ -446,12 +540,13 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
             # every pair of it, a GPU whose NVLinks or fabric are at fault its NVLink pairs
             for g in p:
                 gj = gpu_bad[g].judgement if g in gpu_bad else None
-                if gj is None or not (gj.status == BROKEN or (nv and gj.scope in ("link", "fabric-manager"))):
+                if gj is None or not (gj.status == BROKEN or ((nv or lost_links is not None)
+                                                             and gj.scope in ("link", "fabric-manager"))):
                     continue
                 if j.status in (OK, NOT_JUDGED) or STATUS_ORDER.index(gj.status) <= STATUS_ORDER.index(j.status):
                     j = Judgement(gj.status, gj.scope, gj.kind, f"GPU {g}: {gj.detail}", gj.cause, gj.action,
                                   {"explained_by": f"gpu{g}"})
-            layers = {"declared": declared, "reported": "; ".join(reported_bits), "measured": measured_layer}
+            layers = {"declared": said_pair, "reported": "; ".join(reported_bits), "measured": measured_layer}
             pair_results.append(PairResult(p, str(lc), layers, j, copies))
 
     _localise(gpu_results, pair_results, topo)
@@ -483,6 +578,34 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
     if n == 1:
         v.notes.append("one GPU: no pair, no fabric to judge (not applicable); the GPU is judged on what NVML reports")
     return v
+
+
+def _against_own_bench(a: int, b: int, ms: List[Measurement], figs: Dict[str, Any], nv: bool) -> Judgement:
+    """A pair's copies, each direction against the median of the machine's own bench runs at the
+    same size and time source (history/query.py baseline): slow under SLOW_FRACTION of it."""
+    from gputopo.fleet.gate_declared import day
+
+    worst: Optional[Tuple[float, float, Measurement]] = None
+    for m in ms:
+        r = _gbps(m)
+        fig = figs[str(m.direction)]
+        if r is None:
+            continue
+        if worst is None or r / fig.median_gbps < worst[0] / worst[1]:
+            worst = (r, fig.median_gbps, m)
+    if worst is None:
+        return Judgement(OK, detail="copies verified both ways (rate not judged: no time)")
+    rate, base, m = worst
+    fig = figs[str(m.direction)]
+    bench = (f"this machine's own bench of {day(fig.last_s)} ({fig.runs} run(s), median {base:.1f} GB/s "
+             f"{m.direction} at {m.size_bytes} B, {m.timing} time)")
+    if rate < SLOW_FRACTION * base:
+        return Judgement(DEGRADED, "link", "slow", f"copies at {rate:.1f} GB/s {m.direction}, under half of {bench}",
+                         action=(f"reset GPUs {a} and {b}; if it stays, service the "
+                                 + ("NVLink" if nv else "PCIe path")),
+                         evidence={"gbps": round(rate, 2), "history_gbps": round(base, 2),
+                                   "history_runs": fig.runs, "against": "history"})
+    return Judgement(OK, detail=f"copies verified both ways, slowest {rate:.1f} GB/s {m.direction} (against {bench})")
 
 
 def _localise(gpus: List[GpuResult], pairs: List[PairResult], topo: Topology) -> None:

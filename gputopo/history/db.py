@@ -108,12 +108,25 @@ CREATE INDEX counters_by_run ON counters(run_id);
 CREATE INDEX counters_by_gpu ON counters(gpu_uuid, counter, link);
 """
 
+_LAYOUT_V3 = """
+CREATE TABLE layout (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    uuids TEXT NOT NULL,               -- a GPU's UUID, or a pair's two (lower NVML index first, space apart)
+    link_class TEXT,                   -- a pair's class as the scan read it (NV12, PXB...), NULL for a GPU
+    nvlinks INTEGER NOT NULL,          -- a GPU's active NVLinks, a pair's NVLinks between them
+    fabric TEXT                        -- a GPU's: "nvswitch" (reaches an NVSwitch or is in an NVLink fabric), else NULL
+);
+CREATE INDEX layout_by_run ON layout(run_id);
+"""
+
 #: Ordered migrations: entry k brings a database from version k to k + 1. Never edit one that
 #: shipped; append a new one (and a test that migrates a database of the old version).
 MIGRATIONS: list[tuple[str, Callable[[Any], Any]]] = [
     ("machines, runs, figures, findings, counters", lambda c: c.executescript(_SCHEMA_V1)),
     # what each run's verdict judged (report/judged.py's counts, JSON; NULL: recorded before, or a scan)
     ("runs.judged", lambda c: c.execute("ALTER TABLE runs ADD COLUMN judged TEXT")),
+    # what the scan saw of the machine's links (record.py layout_of): what `gate` declares from
+    ("layout", lambda c: c.executescript(_LAYOUT_V3)),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

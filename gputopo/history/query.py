@@ -36,19 +36,21 @@ def machine_id(conn: sqlite3.Connection, identity: MachineIdentity) -> int | Non
 
 
 def baseline(conn: sqlite3.Connection, mid: int, runs: int = 5,
-             before_s: float | None = None) -> dict[FigureKey, BaselineFigure]:
+             before_s: float | None = None, size_bytes: int | None = None) -> dict[FigureKey, BaselineFigure]:
     """Median GB/s per headline figure (the size each series is judged at; drift compares
     nothing else) over the machine's last ``runs`` complete error-free runs that measured
-    something (before ``before_s`` when given)."""
+    something (before ``before_s`` when given). With ``size_bytes``: every figure measured at
+    that size instead, headline or not (`gate` copies at one size of its own)."""
     ids = baseline_run_ids(conn, mid, runs, before_s)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    which, args = ("f.size_bytes = ?", [size_bytes]) if size_bytes is not None else ("f.headline = 1", [])
     values: dict[FigureKey, list[tuple[float, str | None, float]]] = {}
     for gpus, series, direction, size, timing, gbps, lc, t in conn.execute(
             "SELECT f.gpus, f.series, f.direction, f.size_bytes, f.timing, f.gbps, f.link_class, r.time_s "
             f"FROM figures f JOIN runs r ON r.id = f.run_id WHERE f.run_id IN ({marks}) "
-            "AND f.gbps IS NOT NULL AND f.headline = 1", ids):
+            f"AND f.gbps IS NOT NULL AND {which}", (*ids, *args)):
         values.setdefault((gpus, series, direction, size, timing), []).append((gbps, lc, t))
     return {k: BaselineFigure(statistics.median(g for g, _lc, _t in v), len(v), v[0][1],
                               min(t for *_x, t in v), max(t for *_x, t in v))
@@ -65,6 +67,45 @@ def baseline_run_ids(conn: sqlite3.Connection, mid: int, runs: int = 5,
         sql += " AND time_s < ?"
         args.append(before_s)
     return [r[0] for r in conn.execute(sql + " ORDER BY time_s DESC, id DESC LIMIT ?", (*args, runs))]
+
+
+@dataclass
+class LayoutSeen:
+    """The most NVLinks a GPU or pair had in the runs read, and the run that saw it."""
+
+    link_class: str | None
+    nvlinks: int
+    fabric: str | None
+    run_id: int
+    time_s: float
+
+
+#: How many of the machine's latest runs that recorded a layout `gate` reads its declared layer from.
+LAYOUT_RUNS = 10
+
+
+def layout_history(conn: sqlite3.Connection, mid: int, runs: int = LAYOUT_RUNS
+                   ) -> tuple[list[int], dict[tuple[str, ...], LayoutSeen]]:
+    """What the machine's last ``runs`` runs with a layout saw of each GPU and pair (keyed by UUIDs,
+    record.py LayoutRow): the row with the most NVLinks (the newest of equals), so that a fault a
+    later scan recorded does not become what the machine should be. (run ids newest first, rows)."""
+    ids = [r[0] for r in conn.execute(
+        "SELECT id FROM runs WHERE machine_id = ? AND EXISTS (SELECT 1 FROM layout l WHERE l.run_id = runs.id) "
+        "ORDER BY time_s DESC, id DESC LIMIT ?", (mid, runs))]
+    out: dict[tuple[str, ...], LayoutSeen] = {}
+    if not ids:
+        return ids, out
+    marks = ",".join("?" * len(ids))
+    for uuids, lc, nvlinks, fabric, rid, t in conn.execute(
+            "SELECT l.uuids, l.link_class, l.nvlinks, l.fabric, r.id, r.time_s FROM layout l JOIN runs r "
+            f"ON r.id = l.run_id WHERE l.run_id IN ({marks}) ORDER BY r.time_s DESC, r.id DESC", ids):
+        key = tuple(uuids.split(" "))
+        seen = out.get(key)
+        if seen is None or int(nvlinks) > seen.nvlinks:
+            out[key] = LayoutSeen(lc, int(nvlinks), fabric if seen is None else fabric or seen.fabric, rid, t)
+        elif fabric and not seen.fabric:
+            seen.fabric = fabric
+    return ids, out
 
 
 def counter_run_ids(conn: sqlite3.Connection, mid: int, scans: int = 3,

@@ -66,6 +66,18 @@ class CounterValue:
 
 
 @dataclass
+class LayoutRow:
+    """What a scan saw of one GPU (``uuids`` one UUID) or pair (two, lower NVML index first):
+    the pair's link class and NVLinks, the GPU's active NVLinks and whether it is in an NVSwitch
+    fabric. What `gputopo gate` judges a machine against when no spec is given."""
+
+    uuids: tuple[str, ...]
+    link_class: str | None
+    nvlinks: int
+    fabric: str | None = None
+
+
+@dataclass
 class RunRecord:
     command: str
     time_s: float
@@ -87,6 +99,8 @@ class RunRecord:
     judged: dict[str, Any] | None = None
     #: The series nothing judged ([series, gpus, direction]): the history may (recording.save)
     unjudged: list[list[Any]] = field(default_factory=list)
+    #: The links the run's scan saw (``layout_of``); empty when it had no topology
+    layout: list[LayoutRow] = field(default_factory=list)
 
 
 def _text(v: Any) -> str | None:
@@ -136,6 +150,30 @@ def counters_of(topo: Topology) -> list[CounterValue]:
             if isinstance(h.xid_events, list):
                 add("xid", len(xid_list(h)))
     out += nic_counters_of(topo)
+    return out
+
+
+def layout_of(topo: Topology) -> list[LayoutRow]:
+    """Each GPU's active NVLinks and NVSwitch fabric, each pair's link class and NVLinks, keyed by
+    UUID (an index may change between boots); GPUs lost or without a UUID are left out."""
+    from gputopo.model.fabric import GpuFabric
+
+    uuid = {g.nvml_index: _text(g.uuid) for g in topo.gpus if g.lost is None}
+    out: list[LayoutRow] = []
+    for g in topo.gpus:
+        u = uuid.get(g.nvml_index)
+        if u is None:
+            continue
+        switch = isinstance(g.fabric, GpuFabric) or any(
+            is_value(lk.remote_type) and lk.remote_type == "SWITCH" for lk in g.nvlinks)
+        out.append(LayoutRow((u,), None, len(g.active_nvlinks()), "nvswitch" if switch else None))
+    for p in topo.pairs:
+        a, b = p.gpus
+        ua, ub = uuid.get(a), uuid.get(b)
+        if ua is None or ub is None:
+            continue
+        n = p.nvlink_count or p.link_class.nvlinks
+        out.append(LayoutRow((ua, ub), str(p.link_class), int(n)))
     return out
 
 
@@ -208,6 +246,9 @@ def record_run(conn: sqlite3.Connection, machine: MachineIdentity, rec: RunRecor
             "INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, c.gpu_uuid, c.nvml_index, c.bus_id, c.counter, c.link, c.value)
              for c in rec.counters])
+        conn.executemany(
+            "INSERT INTO layout VALUES (?, ?, ?, ?, ?)",
+            [(run_id, " ".join(r.uuids), r.link_class, r.nvlinks, r.fabric) for r in rec.layout])
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -60,6 +60,9 @@ class GpuHealth:
     power_limit_w: Any = _NOT_READ
     persistence_mode: Any = _NOT_READ  # "enabled" | "disabled"
     xid_events: Any = _NOT_READ  # List[XidEvent] | NotAvailable (kernel log not readable)
+    #: NVML's pending recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, newer drivers):
+    #: "None", "GPU Reset Required", ... (model/xid.py NVML_RECOVERY_ACTIONS) | NotAvailable
+    recovery_action: Any = _NOT_READ
 
     def to_json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}

@@ -159,6 +159,19 @@ RECOVERY_ACTIONS: Dict[str, Tuple[str, bool]] = {
     "Node Reboot Required": ("reboot the node before any further use of the GPU (NVIDIA's Xid catalog: "
                              "Xid 154 'Node Reboot Required')", False),
 }
+#: NVML's nvmlGpuRecoveryAction_t (nvidia-ml-py: NVML_GPU_RECOVERY_ACTION_*), the value of the
+#: field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: -> (the enum's name, the action as an Xid 154 line
+#: names it, a RECOVERY_ACTIONS key, where it has one; else the enum's name).
+NVML_RECOVERY_ACTIONS: Dict[int, Tuple[str, str]] = {
+    0: ("NONE", "None"),
+    1: ("GPU_RESET", "GPU Reset Required"),
+    2: ("NODE_REBOOT", "Node Reboot Required"),
+    3: ("DRAIN_P2P", "Drain P2P"),
+    4: ("DRAIN_AND_RESET", "Drain and Reset"),
+    5: ("RECOVER_IMEX_DOMAIN", "RECOVER_IMEX_DOMAIN"),
+    6: ("BUS_RESET", "BUS_RESET"),
+    7: ("SYSTEM_REBOOT", "SYSTEM_REBOOT"),
+}
 _RECOVERY_RE = re.compile(r"recovery action changed from .*? to (?:0x[0-9a-fA-F]+ )?\((?P<action>[^)]+)\)")
 
 

@@ -126,8 +126,26 @@ def read_gpu_health(lib, handle) -> GpuHealth:
     h.power_limit_w = _watts(limit)
     h.persistence_mode = _enabled(query(lib, "nvmlDeviceGetPersistenceMode", handle,
                                         default_reason="persistence mode"))
+    h.recovery_action = read_recovery_action(lib, handle)
     h.xid_events = NotAvailable("kernel log not read")
     return h
+
+
+#: nvidia-ml-py's NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (newer drivers; older ones do not answer it).
+RECOVERY_ACTION_FIELD = 230
+
+
+def read_recovery_action(lib, handle) -> Any:
+    """The GPU's pending recovery action as NVML reports it (model/xid.py NVML_RECOVERY_ACTIONS:
+    "None", "GPU Reset Required", ...), NotAvailable where the driver does not report one."""
+    from gputopo.model.xid import NVML_RECOVERY_ACTIONS
+    from gputopo.probe.nvml_query import nvml_field_value
+
+    field_id = getattr(lib, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", RECOVERY_ACTION_FIELD)
+    n = nvml_field_value(lib, handle, field_id, "recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)")
+    if not isinstance(n, int):
+        return n
+    return NVML_RECOVERY_ACTIONS[n][1] if n in NVML_RECOVERY_ACTIONS else f"unknown NVML recovery action {n}"
 
 
 def _lost_health() -> GpuHealth:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, Tuple
 
-from gputopo.model.values import Failed, NotAvailable
+from gputopo.model.values import Failed, NotAvailable, is_value
 from gputopo.probe.nvml_codes import (ERROR_NAMES, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_GPU_IS_LOST,
                                       NVML_ERROR_NO_PERMISSION, NVML_ERROR_NOT_SUPPORTED)
 
@@ -126,6 +126,23 @@ def nvml_failure(exc: BaseException, fn_name: str, what: str, codes: Tuple[int, 
 _FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 #: pynvml's NVML_FI_DEV_NVLINK_LINK_COUNT (the links a GPU has; drivers >= 450).
 NVLINK_LINK_COUNT_FIELD = 91
+
+
+def nvml_field_value(lib, handle, field_id: int, what: str) -> Any:
+    """One NVML field value (nvmlDeviceGetFieldValues) as an int, or NotAvailable (why) where the
+    call fails or the driver does not answer the field (its nvmlReturn not SUCCESS)."""
+    values = query(lib, "nvmlDeviceGetFieldValues", handle, [field_id], default_reason=what)
+    if not is_value(values):
+        return values
+    try:
+        v = values[0]
+        ret = int(getattr(v, "nvmlReturn", 1))
+        if ret != 0:
+            return NotAvailable(f"{what}: the driver does not answer NVML field {field_id} "
+                                f"({ERROR_NAMES.get(ret, f'nvmlReturn {ret}')})")
+        return int(getattr(v.value, _FIELD_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal")))
+    except (TypeError, IndexError, AttributeError, ValueError, KeyError) as e:
+        return NotAvailable(f"{what}: NVML field {field_id} unreadable ({e})")
 
 
 def nvlink_count(lib, handle, max_links: int) -> int:

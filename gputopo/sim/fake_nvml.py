@@ -81,6 +81,7 @@ TOPOLOGY_LEVEL_OF_KIND = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50
 
 NVML_NVLINK_MAX_LINKS = 18
 NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
 NVML_NVLINK_DEVICE_TYPE_GPU = 0
 NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1
@@ -477,16 +478,23 @@ class FakeNvml:
 
     @device_call()
     def nvmlDeviceGetFieldValues(self, i, fieldIds):
-        """pynvml's list of nvmlFieldValue_t: only NVML_FI_DEV_NVLINK_LINK_COUNT is answered
-        (the GPU's NVLinks); any other field comes back with nvmlReturn NOT_SUPPORTED."""
+        """pynvml's list of nvmlFieldValue_t: NVML_FI_DEV_NVLINK_LINK_COUNT (the GPU's NVLinks) and
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (where the description sets ``recovery_action``) are
+        answered; any other field comes back with nvmlReturn NOT_SUPPORTED."""
+        from gputopo.sim.health import recovery_action_value
+
         out = []
         for fid in fieldIds:
-            ok = fid == NVML_FI_DEV_NVLINK_LINK_COUNT
+            value: Optional[int] = None
+            if fid == NVML_FI_DEV_NVLINK_LINK_COUNT:
+                value = len(self._gpu(i).nvlinks)
+            elif fid == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+                value = recovery_action_value(self, i)
             out.append(SimpleNamespace(
                 fieldId=fid, scopeId=0, timestamp=0, latencyUsec=0,
                 valueType=NVML_VALUE_TYPE_UNSIGNED_INT,
-                nvmlReturn=0 if ok else NVML_ERROR_NOT_SUPPORTED,
-                value=SimpleNamespace(uiVal=len(self._gpu(i).nvlinks) if ok else 0)))
+                nvmlReturn=0 if value is not None else NVML_ERROR_NOT_SUPPORTED,
+                value=SimpleNamespace(uiVal=value or 0)))
         return out
 
     @device_call()

@@ -29,7 +29,7 @@ HEALTH_KEYS = {
     "ecc_uncorrected_aggregate", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
     "remapped_rows_corrected", "remapped_rows_uncorrected", "remapped_rows_pending",
     "remapped_rows_failure", "temperature_c", "power_w", "power_limit_w", "persistence",
-    "clock_events", "xid",
+    "clock_events", "xid", "recovery_action",
 }
 #: clock_events names -> nvmlClocksEventReason bit (the probe's table, inverted).
 CLOCK_EVENT_BITS = {name: bit for bit, name in PROBE_CLOCK_EVENT_BITS.items()}
@@ -62,6 +62,9 @@ class HealthDesc:
     persistence: bool = True
     clock_events: List[str] = field(default_factory=lambda: ["gpu_idle"])
     xid: List[int] = field(default_factory=list)
+    #: NVML's recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, nvmlGpuRecoveryAction_t);
+    #: None: the driver does not report it (the field answers NOT_SUPPORTED, as older drivers do)
+    recovery_action: Optional[int] = None
 
 
 def model_traits(name: str) -> Dict[str, Any]:
@@ -162,7 +165,20 @@ def parse_health(ctx, spec: Dict[str, Any], where, name: str) -> HealthDesc:
                                            for x in xs):
             raise ctx.error(f"expected a list of Xid codes such as [79], got {xs!r}", *where("xid"))
         h.xid = list(xs)
+    if "recovery_action" in spec:
+        from gputopo.model.xid import NVML_RECOVERY_ACTIONS
+
+        names = {name: n for n, (name, _text) in NVML_RECOVERY_ACTIONS.items()}
+        if spec["recovery_action"] not in names:
+            raise ctx.error(f"expected one of {', '.join(names)} (NVML's nvmlGpuRecoveryAction_t), got "
+                            f"{spec['recovery_action']!r}", *where("recovery_action"))
+        h.recovery_action = names[spec["recovery_action"]]
     return h
+
+
+def recovery_action_value(nvml, i) -> Optional[int]:
+    """The simulated GPU's NVML recovery action (nvmlGpuRecoveryAction_t), None: not reported."""
+    return _health(nvml, i).recovery_action
 
 
 # --------------------------------------------------------------------------- fake NVML calls

@@ -142,3 +142,34 @@ def test_a_budget_too_small_measures_nothing_and_says_so(tmp_path):
 def test_bad_options_are_one_line(args, words):
     r = gate("--sim", "dgx-h100", *args)
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_declared_layer_is_the_machines_own_history(tmp_path):
+    """A lab box scanned and benched with --history (the real recording path), then gated with its
+    0-1 NVLink bridge gone, then with its PCIe pair 0,2 at a third of its benched rate."""
+    from helpers.gate_box import box
+
+    db = str(tmp_path / "h.sqlite")
+    good = box(tmp_path, "good")
+    r = gputopo_here("bench", "--sim", good, "--tests", "p2p", "--sizes", "4M", "--history", db,
+                     "--out", str(tmp_path / "run"), timeout=180)
+    assert r.returncode == 0, r.stderr
+    r = gate("--sim", box(tmp_path, "bad", bridge_01=False, day=5), "--gpus", "all", "--budget", "60",
+             "--history", db)
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "warn" and doc["reason"].startswith("gputopo: nvlink-down gpu0 0 active NVLink(s), 4 in "
+                                                                 "this machine's history"), doc["reason"]
+    pair = {tuple(p["gpus"]): p for p in doc["pairs"]}
+    assert pair[(0, 1)]["layers"]["declared"].startswith("this machine's history: NV4 (run 1 of 2026-11-01)")
+    slow = tmp_path / "slow.toml"
+    slow.write_text('extends = "good.toml"\nname = "lab-box"\nclock = 2026-11-06T08:00:00Z\n'
+                    '[[fault]]\nwhere = "pair:0,2"\nwhat = "slow"\nfactor = 0.3\n')
+    doc = json.loads(gate("--sim", str(slow), "--gpus", "all", "--budget", "60", "--history", db).stdout)
+    pair = {tuple(p["gpus"]): p for p in doc["pairs"]}
+    assert (pair[(0, 2)]["status"], pair[(0, 2)]["kind"]) == ("degraded", "slow")
+    assert "this machine's own bench of 2026-11-01" in pair[(0, 2)]["detail"]
+    assert pair[(2, 3)]["status"] == "ok" and "own bench of 2026-11-01" in pair[(2, 3)]["detail"]
+    assert any("1 run(s) with its links" in n for n in doc["notes"])
+    nothing = json.loads(gate("--sim", str(slow), "--gpus", "0,2", "--history", str(tmp_path / "no.sqlite")).stdout)
+    assert "declared: no history of this machine" in nothing["gpus"][0]["layers"]["declared"]
+    assert nothing["pairs"][0]["status"] == "ok"  # a PCIe pair: no rate declared without the bench
