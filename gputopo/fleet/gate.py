@@ -35,7 +35,7 @@ from gputopo import SCHEMA_VERSION
 from gputopo.model import Finding, Measurement, Topology, is_value
 from gputopo.model.fabric import GpuFabric
 from gputopo.model.health import GpuHealth
-from gputopo.model.finding_kinds import spec
+from gputopo.model.finding_kinds import kinds_where, spec
 from gputopo.model.reason import MAX_REASON, Segment, reason, segment
 from gputopo.model.step_failure import StepFailure
 from gputopo.model.xid import RECOVERY_ACTIONS
@@ -293,7 +293,7 @@ def _gpu_judgement(topo: Topology, g: int, findings: List[Finding], fm_down: boo
                           cause=f"the driver set GPU {g}'s recovery action to '{act}' (Xid 154 in the kernel log)",
                           action=todo.replace("BUS_ID", smi) if not node else "reboot the node",
                           evidence={"recovery_action": act, "finding": f.to_json()})
-        elif f.kind in ("nvlink-down", "link-errors", "nvlink-fabric"):
+        elif spec(f.kind).marks_pairs in ("nvlink", "link-evidence"):  # a GPU's NVLinks: down, errors, fabric
             j = Judgement(status, "link", f.kind, detail,
                           action=f"{reset} to retrain its NVLinks; if they stay down, service the NVLink "
                                  "(bridge, baseboard)", evidence={"finding": f.to_json()})
@@ -357,7 +357,7 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
     not_measured = dict(not_measured or {})
     n = len(gpus)
     switch = nvswitch_present(topo, gpus)
-    host_dma = [f for f in findings if f.kind in ("iommu", "acs") and f.severity in ("error", "warning")]
+    host_dma = [f for f in findings if spec(f.kind).breaks_peer_dma and f.severity in ("error", "warning")]
 
     # the fabric manager: every NVSwitch GPU of the set not started (checked only with a peer)
     fabric_gpus = [g for g in gpus if isinstance(topo.gpu(g).fabric, GpuFabric)]
@@ -369,7 +369,7 @@ def judge_gate(topo: Topology, findings: List[Finding], gpus: Sequence[int], sel
         gpu = topo.gpu(g)
         own = [f for f in findings if f.gpus and g in f.gpus and spec(f.kind).scope == "gpu"]
         if n < 2:  # a GPU alone: its fabric and NVLink state is said, not judged
-            own = [f for f in own if f.kind not in ("nvlink-fabric", "nvlink-down", "nvlink-not-connected")]
+            own = [f for f in own if spec(f.kind).health_check not in ("nvlink", "fabric")]
         j = _gpu_judgement(topo, g, own, fm_down)
         nvml_act = _nvml_recovery(gpu)
         if nvml_act is not None and not (j.kind == "xid" and j.evidence.get("recovery_action")):
@@ -614,7 +614,7 @@ def _localise(gpus: List[GpuResult], pairs: List[PairResult], topo: Topology) ->
     measured_bad: Dict[int, List[PairResult]] = {}
     measured_all: Dict[int, List[PairResult]] = {}
     for p in pairs:
-        if not p.copies and p.judgement.kind not in ("hang", "crash"):
+        if not p.copies and p.judgement.kind not in kinds_where(symptom="failure"):  # a hang, a crash
             continue
         if p.judgement.evidence.get("explained_by"):
             continue

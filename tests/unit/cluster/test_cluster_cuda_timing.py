@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gputopo.cluster.dist_backend import DistBackend, group_key, group_time
+from gputopo.cluster.dist_backend import HOLD_S, DistBackend, group_key, group_time
 from gputopo.cluster.launch import LaunchEnv
 from tests.helpers.gpu_timeline import Timeline
 
@@ -89,7 +89,10 @@ def test_a_hold_too_short_for_the_host_is_doubled_and_its_samples_left_out():
     runs = tl.run(rank)
     (out, hold, sleeps), _ = runs
     assert out["time_s"] == pytest.approx(kernel_s(64 * MIB, 2), rel=0.02)
-    assert out["samples_left_out"] >= 1 and hold >= 0.004 and sleeps[0] < sleeps[-1]
+    # a 1.5 ms launch outlasts the first 1 ms hold: at least one doubling. Whether the 2 ms hold
+    # is outlasted too depends on the lag of the wake-up each rank's thread happens to be at,
+    # which the threads' order decides (the test asserted a second doubling, and failed at times)
+    assert out["samples_left_out"] >= 1 and hold >= 2 * HOLD_S and sleeps[0] < sleeps[-1]
     assert group_time([o for o, _, _ in runs]) == pytest.approx(kernel_s(64 * MIB, 2), rel=0.02)
 
 
