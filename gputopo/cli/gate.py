@@ -25,6 +25,7 @@ from gputopo.bench.fabrics.fabric import FABRIC_NAMES
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import finish, sim_option
+from gputopo.cli.tracebacks import could_not_run_words
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
@@ -133,19 +134,11 @@ def gate(gpus_text, allocated, measure, dialect, budget, sim, fabric, kernel_log
         if dialect == "json":
             from gputopo.fleet.gate_output import gate_could_not_run_text
 
-            why = (str(e) if isinstance(e, GputopoError) else "interrupted" if isinstance(e, KeyboardInterrupt)
-                   else f"internal error: {type(e).__name__}: {e}")
+            why = could_not_run_words(e, json_words=True)[0]
             _keep_could_not_run(state_dir, why)
             click.echo(gate_could_not_run_text(dialect, why))
             raise
-        if isinstance(e, GputopoError):
-            message, code = str(e), e.exit_code
-        elif isinstance(e, KeyboardInterrupt):
-            message, code = "interrupted", 130
-        else:
-            from gputopo.cli.tracebacks import save_traceback
-
-            message, code = f"internal error: {type(e).__name__}: {e} (traceback in {save_traceback()})", 4
+        message, code = could_not_run_words(e)
         _keep_could_not_run(state_dir, message)
         _could_not_run(dialect, message, code, on_unknown)
 

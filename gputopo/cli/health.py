@@ -19,6 +19,7 @@ import click
 from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options, history_path
 from gputopo.cli.options import finish, sim_option
+from gputopo.cli.tracebacks import could_not_run_words
 from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
@@ -102,18 +103,10 @@ def health(level, dialect, budget, sim, kernel_log, state_dir, node, scontrol, s
         raise
     except (GputopoError, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - said in the dialect's terms
         if dialect == "json":  # the command's own error line and code; stdout says it as JSON too
-            why = (str(e) if isinstance(e, GputopoError) else "interrupted" if isinstance(e, KeyboardInterrupt)
-                   else f"internal error: {type(e).__name__}: {e}")
+            why = could_not_run_words(e, json_words=True)[0]
             click.echo(could_not_run_text(dialect, why))
             raise
-        if isinstance(e, GputopoError):
-            message, code = str(e), e.exit_code
-        elif isinstance(e, KeyboardInterrupt):
-            message, code = "interrupted", 130
-        else:
-            from gputopo.cli.tracebacks import save_traceback
-
-            message, code = f"internal error: {type(e).__name__}: {e} (traceback in {save_traceback()})", 4
+        message, code = could_not_run_words(e)
         action = "unchanged"
         if dialect == "slurm-healthcheck" and on_unknown == "drain" and not isinstance(e, KeyboardInterrupt):
             action = _drain_could_not_run(message, state_dir, node, scontrol, sinfo)

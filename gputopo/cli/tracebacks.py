@@ -31,3 +31,19 @@ def save_traceback(folder: str | None = None) -> str:
         except (OSError, GputopoError):
             continue
     return "nowhere: the disk refused the file too"
+
+
+def could_not_run_words(e: BaseException, json_words: bool = False) -> "tuple[str, int]":
+    """What a fleet check (health, gate) says of an exception that kept it from a verdict, and
+    its own exit code: a gputopo error's message and code, ``interrupted`` (130), else an internal
+    error (4) whose traceback is saved (its file named). ``json_words``: the words of the JSON
+    document only (the error itself is re-raised and said by the CLI): no traceback saved."""
+    from gputopo.errors import GputopoError
+
+    if isinstance(e, GputopoError):
+        return str(e), e.exit_code
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted", 130
+    if json_words:
+        return f"internal error: {type(e).__name__}: {e}", 4
+    return f"internal error: {type(e).__name__}: {e} (traceback in {save_traceback()})", 4

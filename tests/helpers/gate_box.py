@@ -4,21 +4,7 @@ so the same machine in the history) with its 0-1 bridge gone."""
 
 from pathlib import Path
 
-BOX = '''name = "lab-box"
-summary = "4x RTX A6000, NV4 pairs 0-1 2-3, NODE between them"
-matrix = """
-\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity
-GPU0\t X \tNV4\tNODE\tNODE\t0-31\t0
-GPU1\tNV4\t X \tNODE\tNODE\t0-31\t0
-GPU2\tNODE\tNODE\t X \tNV4\t0-31\t0
-GPU3\tNODE\tNODE\tNV4\t X \t0-31\t0
-"""
-clock = 2026-11-01T08:00:00Z
-[defaults]
-name = "NVIDIA RTX A6000"
-[host]
-iommu = "passthrough"
-'''
+from history_box import BOX  # the history tests' lab box: the same machine
 
 
 def box(tmp: Path, name: str, bridge_01: bool = True, day: int = 1) -> str:
