@@ -65,7 +65,7 @@ TRACEBACK = "Traceback (most recent call last):"
 EXPECT_S = {"smi-query": 2, "versions": 10, "smi-xml": 3, "smi-topo": 2, "smi-nvlink": 2, "scan-json": 5,
             "scan-smi": 5, "compare-scan": 2, "bench-self": 30, "cuda-self": 15, "self-ratio": 2,
             "nccl-one-rank": 20, "numerics-refusal": 5, "numerics-reference": 20, "check-init": 5, "check": 5,
-            "bench-pairs": 90, "bench-remapped": 40, "cluster-gpus": 45, "pytest-gpu": 60,
+            "gate": 20, "health": 10, "bench-pairs": 90, "bench-remapped": 40, "cluster-gpus": 45, "pytest-gpu": 60,
             "cluster-one-rank": 20}
 
 OK, FAILED, TIMEOUT, NA, SKIPPED, DIFFERS, BELOW = ("ok", "failed", "timeout", "n/a", "skipped",
@@ -603,6 +603,20 @@ def _j_check(check: Check, r: Result) -> Tuple[str, str]:
     return FAILED, f"exit {r.rc}: " + _clip(line or _last_line(_text(r.stderr, check.dir)))
 
 
+def _j_fleet(check: Check, r: Result) -> Tuple[str, str]:
+    """gate's or health's JSON verdict: ok when it judged (pass, warn, not-judged: the line says
+    which and why); a fail on this machine differs (compare its reason with nvidia-smi); no
+    document or a traceback failed."""
+    doc = _load_json(check.dir / (r.stdout or ""))
+    if not isinstance(doc, dict) or doc.get("verdict") not in ("pass", "warn", "fail", "not-judged"):
+        return FAILED, f"exit {r.rc}: " + _clip(_last_line(_text(r.stderr, check.dir)))
+    judged = (f"judged {', '.join(map(str, doc.get('judged') or [])) or 'nothing'}; not judged "
+              f"{', '.join(map(str, doc.get('not_judged') or [])) or 'none'}") if "judged" in doc else ""
+    said = f"{'SIMULATED ' if doc.get('simulated') else ''}{doc['verdict']} (exit {r.rc}): " + "; ".join(
+        str(x) for x in (doc.get("summary"), doc.get("reason"), judged) if x)
+    return (DIFFERS if doc["verdict"] == "fail" else OK), _clip(said)
+
+
 def _j_pytest(check: Check, r: Result) -> Tuple[str, str]:
     import xml.etree.ElementTree as ET
 
@@ -762,6 +776,14 @@ def steps(check: Check) -> List[Step]:
         Step("check", "gputopo check of the bench-self run against that spec", 30,
              lambda c: c.gputopo("check", "--spec", str(c.path("spec.toml")), str(c.path("bench-self")),
                                  "--junit", str(c.path("check.junit.xml"))), _j_check, skip=_needs("spec.toml")),
+        Step("gate", "gputopo gate on every GPU (one verified copy per pair each way, the all_reduce)", 60,
+             lambda c: c.gputopo("gate", *c.sim_args(), "--as", "json", "--budget", "40", "--measure",
+                                 "copy+allreduce", "--state-dir", str(c.path("fleet-state"))),
+             _j_fleet, stdout_to="gate.json"),
+        Step("health", "gputopo health --level quick (NVML, running processes, gate's copies on idle GPUs)", 45,
+             lambda c: c.gputopo("health", *c.sim_args(), "--no-history", "--level", "quick", "--as", "json",
+                                 "--budget", "30", "--state-dir", str(c.path("fleet-state"))),
+             _j_fleet, stdout_to="health.json"),
         Step("bench-pairs", "gputopo bench --quick on one pair of each link class (with numerics)", 180,
              lambda c: c.gputopo("bench", *c.sim_args(), "--quick", *[a for p in _first_pairs(c)
                                                                        for a in ("--pairs", p)],

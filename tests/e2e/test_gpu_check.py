@@ -303,11 +303,11 @@ def test_the_check_runs_end_to_end_on_the_fake_and_the_sim(fake_run):
     md = (folder / "summary.md").read_text()
     assert "**FAKE nvidia-smi" in md and "**SIMULATED" in md
     steps = _steps(summary)
-    assert len(steps) == len(summary["steps"]) == 21 and summary["not_run_yet"] == []
+    assert len(steps) == len(summary["steps"]) == 23 and summary["not_run_yet"] == []
     want = {"smi-query": "ok", "versions": "ok", "smi-xml": "ok", "smi-topo": "ok", "smi-nvlink": "ok",
             "scan-json": "ok", "scan-smi": "ok", "compare-scan": "ok", "bench-self": "ok", "cuda-self": "n/a",
             "self-ratio": "n/a", "nccl-one-rank": "n/a", "numerics-refusal": "ok", "numerics-reference": "n/a",
-            "check-init": "ok", "check": "ok", "bench-pairs": "skipped", "bench-remapped": "skipped",
+            "check-init": "ok", "check": "ok", "gate": "ok", "health": "ok", "bench-pairs": "skipped", "bench-remapped": "skipped",
             "cluster-gpus": "skipped", "pytest-gpu": "skipped"}
     got = {k: steps[k]["verdict"] for k in want}
     assert got == want, (got, proc.stdout)
@@ -321,7 +321,7 @@ def test_the_check_runs_end_to_end_on_the_fake_and_the_sim(fake_run):
             assert (folder / s["stderr"]).is_file()
     # one line per step on the terminal, the folder and the archive at the end
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
-    assert len(lines) == 21 and proc.stdout.rstrip().endswith("traceback(s)")
+    assert len(lines) == 23 and proc.stdout.rstrip().endswith("traceback(s)")
     assert wall < summary["budget_s"]
 
 
