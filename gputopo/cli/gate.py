@@ -26,7 +26,7 @@ from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options
 from gputopo.cli.options import finish, sim_option
 from gputopo.cli.tracebacks import could_not_run_words
-from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
+from gputopo.cli.strict import DialectCommand, FiniteFloat, raw_option, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 from gputopo.fleet.dialects import GATE_BUDGET_S, could_not_run_code, dialects_of, gate_exit_code
@@ -43,23 +43,6 @@ ALLREDUCE_BYTES = 256 << 10
 MIN_STEP_TIMEOUT_S = 2.0
 
 
-def _dialect_in(args: List[str]) -> str:
-    for k, a in enumerate(args):
-        value = args[k + 1] if a == "--as" and k + 1 < len(args) else a[5:] if a.startswith("--as=") else None
-        if value in GATE_DIALECTS:
-            return value
-    return "json"
-
-
-def _on_unknown_in(args: List[str]) -> str:
-    for k, a in enumerate(args):
-        value = (args[k + 1] if a == "--on-unknown" and k + 1 < len(args)
-                 else a[len("--on-unknown="):] if a.startswith("--on-unknown=") else None)
-        if value in ("ignore", "drain"):
-            return value
-    return "ignore"
-
-
 def _could_not_run(dialect: str, message: str, own_code: int, on_unknown: str = "ignore"):
     """The one error line on stderr, the dialect's answer on stdout, its exit code."""
     from gputopo.fleet.gate_output import gate_could_not_run_text
@@ -71,20 +54,14 @@ def _could_not_run(dialect: str, message: str, own_code: int, on_unknown: str = 
     raise click.exceptions.Exit(code)
 
 
-class GateCommand(StrictCommand):
-    """A refused option answers in the dialect's terms too (NPD's Unknown, Nagios' UNKNOWN, a
-    prolog's 0 and a log line): a bad configuration never drains a fleet."""
+class GateCommand(DialectCommand):
+    """A refused option answers in the dialect's terms (a prolog's 0 and a log line, unless
+    --on-unknown drain): a bad configuration never drains a fleet."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        dialect = _dialect_in(args)
-        try:
-            return super().parse_args(ctx, args)
-        except (click.UsageError, UsageError) as e:
-            if dialect == "json":
-                raise
-            text = e.format_message() if isinstance(e, click.ClickException) else str(e)
-            _could_not_run(dialect, " ".join(text.split()), EXIT_USAGE, _on_unknown_in(args))
-            raise  # not reached
+    dialects = GATE_DIALECTS
+
+    def refuse(self, dialect: str, message: str, args: List[str]) -> None:
+        _could_not_run(dialect, message, EXIT_USAGE, raw_option(args, "--on-unknown", ("ignore", "drain"), "ignore"))
 
 
 @cli.command(cls=GateCommand)

@@ -20,22 +20,13 @@ from gputopo.cli.group import cli
 from gputopo.cli.history_hook import history_options, history_path
 from gputopo.cli.options import finish, sim_option
 from gputopo.cli.tracebacks import could_not_run_words
-from gputopo.cli.strict import FiniteFloat, StrictCommand, refuse_unused
+from gputopo.cli.strict import DialectCommand, FiniteFloat, refuse_unused
 from gputopo.console import clip, printable
 from gputopo.errors import EXIT_USAGE, GputopoError, UsageError
 from gputopo.fleet.dialects import DIALECTS, could_not_run_code, could_not_run_text, dialects_of, exit_code, render
 
 SLURM_ONLY = ("node", "scontrol", "sinfo", "on_unknown")
 STATE_ENV = "GPUTOPO_STATE_DIR"
-
-
-def _dialect_in(args: List[str]) -> str:
-    """The --as value among raw arguments (json when absent or not one of the dialects)."""
-    for k, a in enumerate(args):
-        value = args[k + 1] if a == "--as" and k + 1 < len(args) else a[5:] if a.startswith("--as=") else None
-        if value in dialects_of("health"):
-            return value
-    return "json"
 
 
 def _could_not_run(dialect: str, message: str, own_code: int, action: str = "unchanged"):
@@ -45,20 +36,13 @@ def _could_not_run(dialect: str, message: str, own_code: int, action: str = "unc
     raise click.exceptions.Exit(could_not_run_code(dialect, own_code))
 
 
-class HealthCommand(StrictCommand):
-    """A refused option answers in the dialect's terms too (NPD's Unknown, Nagios' UNKNOWN,
-    Slurm's 0 and a log line), never with a code the consumer reads as a verdict."""
+class HealthCommand(DialectCommand):
+    """A refused option answers in the dialect's terms (Slurm's 0 and a log line)."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        dialect = _dialect_in(args)
-        try:
-            return super().parse_args(ctx, args)
-        except (click.UsageError, UsageError) as e:
-            if dialect == "json":
-                raise
-            text = e.format_message() if isinstance(e, click.ClickException) else str(e)
-            _could_not_run(dialect, " ".join(text.split()), EXIT_USAGE)
-            raise  # not reached: _could_not_run raises
+    dialects = dialects_of("health")
+
+    def refuse(self, dialect: str, message: str, args: List[str]) -> None:
+        _could_not_run(dialect, message, EXIT_USAGE)
 
 
 @cli.command(cls=HealthCommand)

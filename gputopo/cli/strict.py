@@ -10,7 +10,7 @@ each of these is a silent misreading of what the user asked, so every gputopo co
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Sequence
 
 import click
 from click.core import ParameterSource
@@ -60,6 +60,40 @@ def _refuse_empty(order: List[click.Parameter], opts: dict) -> None:
         if _empty(opts.get(param.name)):
             fix = "leave the option out" if isinstance(param, click.Option) else "name one"
             raise UsageError(f"{_flag(param)}: empty value; give a value or {fix}")
+
+
+def raw_option(args: List[str], option: str, choices: Sequence[str], default: str) -> str:
+    """The value of ``option`` among raw, unparsed arguments (``--as X`` or ``--as=X``), ``default``
+    when absent or not one of ``choices``: what a command must know before click has parsed them."""
+    for k, a in enumerate(args):
+        value = (args[k + 1] if a == option and k + 1 < len(args)
+                 else a[len(option) + 1:] if a.startswith(option + "=") else None)
+        if value is not None and value in choices:
+            return value
+    return default
+
+
+class DialectCommand(StrictCommand):
+    """A command that answers in its consumer's terms (``--as``: health, gate): a refused option
+    answers in the dialect's terms too (NPD's Unknown, Nagios' UNKNOWN, Slurm's 0 and a log line),
+    never with a code the consumer reads as a verdict; json keeps click's own error. A subclass
+    names its ``dialects`` and says the refusal (:meth:`refuse`, which raises its exit)."""
+
+    dialects: Sequence[str] = ()
+
+    def refuse(self, dialect: str, message: str, args: List[str]) -> None:
+        raise NotImplementedError
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        dialect = raw_option(args, "--as", self.dialects, "json")
+        try:
+            return super().parse_args(ctx, args)
+        except (click.UsageError, UsageError) as e:
+            if dialect == "json":
+                raise
+            text = e.format_message() if isinstance(e, click.ClickException) else str(e)
+            self.refuse(dialect, " ".join(text.split()), args)
+            raise  # not reached: refuse raises
 
 
 class StrictGroup(click.Group):
