@@ -442,3 +442,15 @@ exit $rc
                 tail = f.read_text(errors="replace").splitlines()[-12:]
                 parts.append(f"--- {f.name} (last lines)\n" + "\n".join(tail))
         return "\n".join(parts)
+
+
+def running(cluster: "LocalSlurm"):
+    """A fixture's body: ``cluster`` started, yielded, stopped; no process of it may outlive the
+    daemons (those still running 30 s after they stopped are killed and fail the test)."""
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        left = cluster.stop()
+    assert not left, ("processes still running 30 s after the daemons were stopped (killed):\n"
+                      + "\n".join(left))

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from helpers.slurm import GATE_FAULTY, GATE_HEALTHY, SETTLE_S, LocalSlurm, slurm_or_skip
+from helpers.slurm import GATE_FAULTY, GATE_HEALTHY, SETTLE_S, LocalSlurm, running, slurm_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -41,14 +41,7 @@ def slurm(tmp_path_factory):
     # from a pass). Slurm 22.05 sets no Prolog time limit by default (PrologEpilogTimeout).
     prolog = (f"{shlex.quote(sys.executable)} -m gputopo gate --allocated --as slurm-prolog --budget 60 "
               f"--sim {shlex.quote(str(root / 'gate.toml'))} --state-dir {shlex.quote(str(state))}")
-    cluster = LocalSlurm(root, programs, root / "node.toml", prolog=prolog, gpus=2)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        left = cluster.stop()
-    assert not left, ("processes still running 30 s after the daemons were stopped (killed):\n"
-                      + "\n".join(left))
+    yield from running(LocalSlurm(root, programs, root / "node.toml", prolog=prolog, gpus=2))
 
 
 def _gate_sim(slurm: LocalSlurm, text: str) -> None:

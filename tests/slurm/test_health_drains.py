@@ -21,7 +21,7 @@ import re
 
 import pytest
 
-from helpers.slurm import FAULTY, HEALTHY, LocalSlurm, slurm_or_skip
+from helpers.slurm import FAULTY, HEALTHY, LocalSlurm, running, slurm_or_skip
 
 # The fixture: a Slurm of its own per test (tests/helpers/slurm.py), every daemon stopped by pid
 # at the test's end, whatever the test did, and nothing of it left running. (Kept here, not in a
@@ -41,23 +41,13 @@ def start_slurm(tmp_path_factory, node_state: str = "UNKNOWN"):
 
 @pytest.fixture
 def slurm(tmp_path_factory):
-    yield from _run(start_slurm(tmp_path_factory))
+    yield from running(start_slurm(tmp_path_factory))
 
 
 @pytest.fixture
 def slurm_drained_at_start(tmp_path_factory):
     """A node slurm.conf declares ``State=DRAIN``: drained with no reason at all."""
-    yield from _run(start_slurm(tmp_path_factory, node_state="DRAIN"))
-
-
-def _run(cluster: LocalSlurm):
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        left = cluster.stop()
-    assert not left, ("processes still running 30 s after the daemons were stopped (killed):\n"
-                      + "\n".join(left))
+    yield from running(start_slurm(tmp_path_factory, node_state="DRAIN"))
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
